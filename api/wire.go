@@ -1,0 +1,125 @@
+package api
+
+import "time"
+
+// This file holds the wire types of the HTTP API (SPEC section 2): the JSON
+// bodies the server reads and writes. The server's handlers and this client
+// use the same types, so both sides of the wire agree by construction.
+//
+// Durations on the wire are seconds as JSON numbers (decimals allowed: 0.5);
+// instants are RFC 3339 timestamps; fencing tokens are JSON numbers below
+// 2^53, so JavaScript reads them exactly.
+
+// HeaderLockToken is the response header that carries a grant's fencing
+// token, and the request header that may carry it to DELETE and PATCH.
+const HeaderLockToken = "Lock-Token"
+
+// HeaderIdempotencyKey names an acquire: a repeat of a POST with the same key
+// gets the outcome of the first (SPEC section 2, "Waiter identity").
+const HeaderIdempotencyKey = "Idempotency-Key"
+
+// MaxToken is the bound every fencing token stays below: 2^53, the largest
+// integer range a JavaScript number holds exactly.
+const MaxToken = uint64(1) << 53
+
+// MaxKeyBytes is the longest key accepted, in bytes of UTF-8.
+const MaxKeyBytes = 256
+
+// AcquireRequest is the optional JSON body of POST /locks/{key}. Each field
+// may come from the query string instead, but not from both.
+type AcquireRequest struct {
+	// Lease in seconds (> 0); absent means the server's lease_default.
+	Lease *float64 `json:"lease,omitempty"`
+	// Wait in seconds (>= 0); 0 or absent means wait without limit (up to
+	// the server's wait_max when one is set).
+	Wait *float64 `json:"wait,omitempty"`
+}
+
+// TokenRequest is the optional JSON body of DELETE and PATCH /locks/{key}.
+type TokenRequest struct {
+	// Token is the fencing token of the grant being released or renewed.
+	Token *uint64 `json:"token,omitempty"`
+	// Lease in seconds for PATCH (renew); absent means the grant's lease.
+	Lease *float64 `json:"lease,omitempty"`
+}
+
+// Grant is the answer to a granted acquire (200 on POST) and to a renew
+// (200 on PATCH, with the new ExpiresAt).
+type Grant struct {
+	Key string `json:"key"`
+	// Token is the fencing token: strictly greater than every token issued
+	// before it anywhere in the cluster, and below MaxToken.
+	Token uint64 `json:"token"`
+	// Lease is the lease in seconds.
+	Lease float64 `json:"lease"`
+	// ExpiresAt is when the server takes the lock back unless it is renewed.
+	ExpiresAt time.Time `json:"expires_at"`
+	// Node is the base URL of the node that granted the lock.
+	Node string `json:"node"`
+}
+
+// Released is the answer to a release (200 on DELETE).
+type Released struct {
+	Key      string `json:"key"`
+	Released bool   `json:"released"`
+}
+
+// Holder describes the current holder of a lock.
+type Holder struct {
+	Token     uint64    `json:"token"`
+	Lease     float64   `json:"lease"`
+	ExpiresAt time.Time `json:"expires_at"`
+	GrantedAt time.Time `json:"granted_at"`
+}
+
+// LockStatus is the answer to GET /locks/{key}, and one entry of LockList.
+type LockStatus struct {
+	Key string `json:"key"`
+	// Holder is nil while nobody holds the lock.
+	Holder *Holder `json:"holder"`
+	// Waiters is the number of queued acquires.
+	Waiters int `json:"waiters"`
+	// OldestWaitSince is when the first waiter in the queue arrived; nil
+	// without waiters.
+	OldestWaitSince *time.Time `json:"oldest_wait_since,omitempty"`
+}
+
+// LockList is the answer to GET /locks?prefix=&limit=.
+type LockList struct {
+	// Locks holds up to limit entries, sorted by key.
+	Locks []LockStatus `json:"locks"`
+	// Total counts every key that matched the prefix.
+	Total int `json:"total"`
+}
+
+// Error is the body of every error answer.
+type Error struct {
+	// Code is a stable machine-readable code: one of the Code constants.
+	Code string `json:"error"`
+	// Message is a human sentence.
+	Message string `json:"message"`
+	// Field names the offending parameter of a 400.
+	Field string `json:"field,omitempty"`
+	// Retry is true when the same request may be sent again at once
+	// (a poll_timeout: the waiter's place is kept).
+	Retry bool `json:"retry,omitempty"`
+}
+
+// Error codes carried in Error.Code.
+const (
+	CodeTimeout         = "timeout"          // 408: wait ran out, no grant
+	CodePollTimeout     = "poll_timeout"     // 408: poll ended early, place kept; repeat with the same Idempotency-Key
+	CodeNotHolder       = "not_holder"       // 409: held under another token
+	CodeNotHeld         = "not_held"         // 404: nobody holds the lock
+	CodeGrantEnded      = "grant_ended"      // 410: the grant this Idempotency-Key got was released or expired
+	CodeSuperseded      = "superseded"       // 409: a repeat with the same Idempotency-Key took over this request's place
+	CodeInvalidArgument = "invalid_argument" // 400: Field names the parameter
+	CodeBodyTooLarge    = "body_too_large"   // 413
+	CodeTooManyKeys     = "too_many_keys"    // 429: max_keys reached
+	CodeTooManyWaiters  = "too_many_waiters" // 429: max_waiters or max_waiters_per_key reached
+	CodeUnauthorized    = "unauthorized"     // 401
+	CodeNotFound        = "not_found"        // 404: no such route
+	CodeMethod          = "method_not_allowed"
+	CodeUnavailable     = "unavailable" // 503: shutting down, or no active node known
+	CodeInternal        = "internal"    // 500
+)

@@ -1,0 +1,978 @@
+// Package engine is baton's lock state machine: per-key FIFO queues,
+// holders with fencing tokens and leases, waiters with wait deadlines, and
+// waiter identity. It knows nothing of HTTP or of the cluster: callers hand
+// it keys, durations and contexts; it hands back grants and the errors in
+// errors.go.
+//
+// Concurrency: keys are spread over shards, each with its own mutex, its own
+// map of locks, its own timer heap and one runtime timer. Nothing runs per
+// key or per waiter: a parked acquire is a queue entry, a heap entry and the
+// caller's own goroutine, blocked on a one-slot channel.
+package engine
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+)
+
+// Config sets up an Engine. The zero value of a field means its default,
+// as DefaultConfig gives it.
+type Config struct {
+	// DataDir holds the fencing-token high-water mark. "" keeps no state
+	// on disk (tests only: a restart could then repeat tokens if the clock
+	// went back).
+	DataDir string
+	// LeaseDefault is the lease of an acquire that names none.
+	LeaseDefault time.Duration
+	// LeaseMax is the largest lease accepted.
+	LeaseMax time.Duration
+	// WaitMax is the largest wait accepted; 0 = no cap. With a cap, an
+	// acquire that names no wait (or 0) waits WaitMax.
+	WaitMax time.Duration
+	// PollTimeout ends a long poll early with ErrPollTimeout (0 = never);
+	// the waiter keeps its place for PollGrace.
+	PollTimeout time.Duration
+	// PollGrace is how long a waiter keeps its place after ErrPollTimeout,
+	// and how long a grant made meanwhile waits to be claimed by the repeat
+	// before it is released.
+	PollGrace time.Duration
+	// Retention is how long a waiter ID's final outcome (timeout, ended
+	// grant) is remembered for repeats. At least a minute (SPEC section 2).
+	Retention time.Duration
+	// MaxKeys caps the keys that exist at once (held or with waiters).
+	MaxKeys int
+	// MaxWaitersPerKey caps one key's queue.
+	MaxWaitersPerKey int
+	// MaxWaiters caps the waiters of all keys together.
+	MaxWaiters int
+	// TokenMargin is how far (as time) the persisted token ceiling runs
+	// ahead of the last token; after a crash, tokens resume up to this far
+	// ahead of the wall clock. Keep it below the cluster's failover timeout.
+	TokenMargin time.Duration
+	// Shards is the number of independently locked key partitions, rounded
+	// up to a power of two.
+	Shards int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// OnEvent, if set, is called for every state change, in order per key,
+	// while the key's shard is locked: it must not block or call back into
+	// the Engine.
+	OnEvent func(Event)
+}
+
+// DefaultConfig returns the defaults of SPEC section 5, sized for one node.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:          "./baton-data",
+		LeaseDefault:     30 * time.Second,
+		LeaseMax:         time.Hour,
+		PollGrace:        5 * time.Second,
+		Retention:        2 * time.Minute,
+		MaxKeys:          4_000_000,
+		MaxWaitersPerKey: 200_000,
+		MaxWaiters:       200_000,
+		TokenMargin:      time.Second,
+		Shards:           256,
+	}
+}
+
+// Validate reports the first invalid field, by its config key.
+func (c Config) Validate() error {
+	switch {
+	case c.LeaseDefault <= 0:
+		return fmt.Errorf("lease_default: must be > 0, got %v", c.LeaseDefault)
+	case c.LeaseMax < c.LeaseDefault:
+		return fmt.Errorf("lease_max: must be >= lease_default (%v), got %v", c.LeaseDefault, c.LeaseMax)
+	case c.WaitMax < 0:
+		return fmt.Errorf("wait_max: must be >= 0, got %v", c.WaitMax)
+	case c.PollTimeout < 0:
+		return fmt.Errorf("poll_timeout: must be >= 0, got %v", c.PollTimeout)
+	case c.MaxKeys <= 0:
+		return fmt.Errorf("max_keys: must be > 0, got %d", c.MaxKeys)
+	case c.MaxWaitersPerKey <= 0:
+		return fmt.Errorf("max_waiters_per_key: must be > 0, got %d", c.MaxWaitersPerKey)
+	case c.MaxWaiters <= 0:
+		return fmt.Errorf("max_waiters: must be > 0, got %d", c.MaxWaiters)
+	}
+	return nil
+}
+
+// Grant describes a lock held by a caller.
+type Grant struct {
+	Key       string
+	Token     uint64
+	Lease     time.Duration
+	GrantedAt time.Time
+	ExpiresAt time.Time
+}
+
+// AcquireRequest asks for a lock.
+type AcquireRequest struct {
+	// Key names the lock: 1 to MaxKeyBytes bytes of UTF-8 without control
+	// characters.
+	Key string
+	// Lease is how long the grant lasts without renewal; 0 = LeaseDefault.
+	Lease time.Duration
+	// Wait bounds the time in the queue; 0 = without limit (or WaitMax).
+	Wait time.Duration
+	// ID is the waiter identity (an Idempotency-Key); "" = anonymous. A
+	// repeat with the same Key and ID gets the outcome of the first.
+	ID string
+}
+
+// Waiter describes one queued acquire, for status views.
+type Waiter struct {
+	ID      string
+	Since   time.Time
+	Lease   time.Duration
+	WaitEnd time.Time // zero = no limit
+}
+
+// LockInfo is a snapshot of one key.
+type LockInfo struct {
+	Key string
+	// Holder is nil while nobody holds the lock.
+	Holder *Grant
+	// Waiters counts the queue.
+	Waiters int
+	// OldestSince is when the first waiter arrived; zero without waiters.
+	OldestSince time.Time
+}
+
+// MaxKeyBytes is the longest key, in bytes.
+const MaxKeyBytes = 256
+
+// Engine is the lock state machine. Its methods are safe for concurrent use.
+type Engine struct {
+	cfg    Config
+	now    func() time.Time
+	seed   maphash.Seed
+	mask   uint64
+	shards []shard
+	tokens *tokens
+
+	keys    atomic.Int64
+	waiters atomic.Int64
+	closed  atomic.Bool
+
+	stop     chan struct{}
+	bg       sync.WaitGroup
+	closeErr error
+	once     sync.Once
+}
+
+type shard struct {
+	mu      sync.Mutex
+	locks   map[string]*lock
+	tickets map[string]*ticket // by key + "\x00" + waiter ID
+	heap    deadlines
+	timer   *time.Timer
+	armed   int64 // when the timer fires (Unix ns); 0 = not armed
+	e       *Engine
+}
+
+// lock is one key with a holder, waiters, or both.
+type lock struct {
+	key     string
+	token   uint64 // holder's token; 0 = free
+	lease   time.Duration
+	granted int64 // Unix ns
+	expires int64 // Unix ns
+	claimBy int64 // Unix ns; nonzero while a grant to a detached waiter awaits its repeat
+	holder  *ticket
+	dl      deadline // lease expiry (or claimBy, whichever is first)
+
+	head, tail *waiter
+	n          int
+}
+
+type waiterState uint8
+
+const (
+	queued   waiterState = iota
+	detached             // poll ended early; place kept until grace
+)
+
+// waiter is one queued acquire.
+type waiter struct {
+	lk         *lock
+	prev, next *waiter
+	t          *ticket // nil for anonymous waiters
+	ch         chan outcome
+	state      waiterState
+	lease      time.Duration
+	arrived    int64
+	waitUntil  int64 // 0 = no limit
+	pollUntil  int64 // 0 = none
+	graceUntil int64 // set while detached
+	dl         deadline
+}
+
+type outcome struct {
+	g   Grant
+	err error
+}
+
+type ticketState uint8
+
+const (
+	tWaiting ticketState = iota
+	tGranted
+	tTimedOut
+	tEnded
+	tForget ticketState = 255 // retire: forget the ticket at once
+)
+
+// ticket is what a waiter ID is remembered by.
+type ticket struct {
+	id    string
+	key   string
+	state ticketState
+	w     *waiter // while waiting
+	token uint64  // while granted
+	dl    deadline
+}
+
+// New returns an Engine with its timers and background writer running;
+// Close stops them. It fails when the config is invalid or the token
+// high-water mark in DataDir cannot be read.
+func New(cfg Config) (*Engine, error) {
+	def := DefaultConfig()
+	if cfg.LeaseDefault == 0 {
+		cfg.LeaseDefault = def.LeaseDefault
+	}
+	if cfg.LeaseMax == 0 {
+		cfg.LeaseMax = max(def.LeaseMax, cfg.LeaseDefault)
+	}
+	if cfg.PollGrace == 0 {
+		cfg.PollGrace = def.PollGrace
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = def.Retention
+	}
+	if cfg.MaxKeys == 0 {
+		cfg.MaxKeys = def.MaxKeys
+	}
+	if cfg.MaxWaitersPerKey == 0 {
+		cfg.MaxWaitersPerKey = def.MaxWaitersPerKey
+	}
+	if cfg.MaxWaiters == 0 {
+		cfg.MaxWaiters = def.MaxWaiters
+	}
+	if cfg.TokenMargin == 0 {
+		cfg.TokenMargin = def.TokenMargin
+	}
+	if cfg.Shards <= 0 {
+		cfg.Shards = def.Shards
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n := 1
+	for n < cfg.Shards {
+		n <<= 1
+	}
+	tok, err := openTokens(cfg.DataDir, cfg.TokenMargin)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg:    cfg,
+		now:    cfg.Now,
+		seed:   maphash.MakeSeed(),
+		mask:   uint64(n - 1),
+		shards: make([]shard, n),
+		tokens: tok,
+		stop:   make(chan struct{}),
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	for i := range e.shards {
+		s := &e.shards[i]
+		s.e = e
+		s.locks = make(map[string]*lock)
+		s.tickets = make(map[string]*ticket)
+		s.timer = time.AfterFunc(time.Hour, s.fire)
+		s.timer.Stop()
+	}
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		tok.run(e.stop, func() uint64 { return uint64(e.now().UnixMicro()) })
+	}()
+	return e, nil
+}
+
+// Config returns the effective configuration (defaults filled in).
+func (e *Engine) Config() Config { return e.cfg }
+
+// Close ends the engine: every parked acquire returns ErrClosed, later calls
+// return ErrClosed, timers stop, and the exact token high-water mark is
+// written. It is idempotent and returns the error of writing the mark.
+func (e *Engine) Close() error {
+	e.once.Do(func() {
+		e.closed.Store(true)
+		for i := range e.shards {
+			s := &e.shards[i]
+			s.mu.Lock()
+			s.timer.Stop()
+			s.armed = 0
+			for _, lk := range s.locks {
+				for w := lk.head; w != nil; w = w.next {
+					if w.state == queued {
+						w.deliver(outcome{err: ErrClosed})
+					}
+				}
+			}
+			s.mu.Unlock()
+		}
+		close(e.stop)
+		e.bg.Wait()
+		e.closeErr = e.tokens.flush()
+	})
+	return e.closeErr
+}
+
+// LastToken returns the highest fencing token issued or observed.
+func (e *Engine) LastToken() uint64 { return e.tokens.last.Load() }
+
+// Counts returns the keys that exist (held or with waiters) and the waiters
+// queued over all keys.
+func (e *Engine) Counts() (keys, waiters int) {
+	return int(e.keys.Load()), int(e.waiters.Load())
+}
+
+func (e *Engine) shard(key string) *shard {
+	return &e.shards[maphash.String(e.seed, key)&e.mask]
+}
+
+// CheckKey reports whether key is a valid lock name: 1 to MaxKeyBytes bytes
+// of UTF-8 with no control characters. The error is an *ArgError for "key".
+func CheckKey(key string) error {
+	switch {
+	case key == "":
+		return argErr("key", "must not be empty")
+	case len(key) > MaxKeyBytes:
+		return argErr("key", "is %d bytes; at most %d are allowed", len(key), MaxKeyBytes)
+	case !utf8.ValidString(key):
+		return argErr("key", "is not valid UTF-8")
+	}
+	for _, r := range key {
+		if r < 0x20 || (r >= 0x7f && r < 0xa0) {
+			return argErr("key", "contains the control character %U", r)
+		}
+	}
+	return nil
+}
+
+func (e *Engine) checkLease(lease time.Duration) (time.Duration, error) {
+	switch {
+	case lease == 0:
+		return e.cfg.LeaseDefault, nil
+	case lease < 0:
+		return 0, argErr("lease", "must be greater than 0 seconds")
+	case lease > e.cfg.LeaseMax:
+		return 0, argErr("lease", "must be at most %v seconds (lease_max)", e.cfg.LeaseMax.Seconds())
+	}
+	return lease, nil
+}
+
+// Acquire takes the lock req.Key, blocking in the key's FIFO queue until it
+// is granted, the wait runs out, or ctx ends. It returns the Grant, or:
+// ErrTimeout (req.Wait ran out: not granted), ErrPollTimeout (the poll ended
+// early, place kept), ErrGrantEnded or ErrSuperseded (waiter ID repeats),
+// ErrTooManyKeys, ErrTooManyWaiters, ErrClosed, an *ArgError, or ctx.Err().
+// When ctx ends, the waiter leaves the queue at once; a grant made at the same
+// moment is released to the next waiter, never lost.
+func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
+	if err := CheckKey(req.Key); err != nil {
+		return Grant{}, err
+	}
+	lease, err := e.checkLease(req.Lease)
+	if err != nil {
+		return Grant{}, err
+	}
+	wait := req.Wait
+	switch {
+	case wait < 0:
+		return Grant{}, argErr("wait", "must be 0 (no limit) or more seconds")
+	case e.cfg.WaitMax > 0 && wait > e.cfg.WaitMax:
+		return Grant{}, argErr("wait", "must be at most %v seconds (wait_max)", e.cfg.WaitMax.Seconds())
+	case e.cfg.WaitMax > 0 && wait == 0:
+		wait = e.cfg.WaitMax
+	}
+	s := e.shard(req.Key)
+	s.mu.Lock()
+	if e.closed.Load() {
+		s.mu.Unlock()
+		return Grant{}, ErrClosed
+	}
+	now := e.now().UnixNano()
+	var tid string
+	if req.ID != "" {
+		tid = req.Key + "\x00" + req.ID
+		if t := s.tickets[tid]; t != nil {
+			return s.repeat(ctx, t, now)
+		}
+	}
+	lk := s.locks[req.Key]
+	if lk == nil {
+		if e.keys.Load() >= int64(e.cfg.MaxKeys) {
+			s.mu.Unlock()
+			return Grant{}, ErrTooManyKeys
+		}
+		lk = &lock{key: req.Key, dl: deadline{idx: -1}}
+		s.locks[req.Key] = lk
+		e.keys.Add(1)
+	}
+	var t *ticket
+	if req.ID != "" {
+		t = &ticket{id: req.ID, key: req.Key, dl: deadline{idx: -1}}
+		t.dl.t = t
+	}
+	if lk.token == 0 && lk.head == nil {
+		g, err := s.grant(lk, t, lease, now, now)
+		if err != nil {
+			s.dropIfIdle(lk)
+			s.mu.Unlock()
+			return Grant{}, err
+		}
+		if t != nil {
+			s.tickets[tid] = t
+		}
+		s.mu.Unlock()
+		return g, nil
+	}
+	if lk.n >= e.cfg.MaxWaitersPerKey || e.waiters.Load() >= int64(e.cfg.MaxWaiters) {
+		s.mu.Unlock()
+		return Grant{}, ErrTooManyWaiters
+	}
+	w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), lease: lease, arrived: now, dl: deadline{idx: -1}}
+	w.dl.w = w
+	if wait > 0 {
+		w.waitUntil = now + int64(wait)
+	}
+	if e.cfg.PollTimeout > 0 {
+		w.pollUntil = now + int64(e.cfg.PollTimeout)
+	}
+	if t != nil {
+		t.w = w
+		s.tickets[tid] = t
+	}
+	lk.enqueue(w)
+	e.waiters.Add(1)
+	s.schedule(w)
+	s.emit(Event{Kind: EventEnqueue, Key: lk.key, WaiterID: req.ID, Lease: lease, At: now, Waiters: lk.n})
+	ch := w.ch
+	s.mu.Unlock()
+	return s.await(ctx, w, ch)
+}
+
+// repeat answers an acquire whose waiter ID is known. s.mu is held and is
+// released here.
+func (s *shard) repeat(ctx context.Context, t *ticket, now int64) (Grant, error) {
+	switch t.state {
+	case tGranted:
+		lk := s.locks[t.key]
+		g := lk.grantInfo()
+		if lk.claimBy != 0 {
+			lk.claimBy = 0
+			s.armLease(lk)
+		}
+		s.mu.Unlock()
+		return g, nil
+	case tTimedOut:
+		s.mu.Unlock()
+		return Grant{}, ErrTimeout
+	case tEnded:
+		s.mu.Unlock()
+		return Grant{}, ErrGrantEnded
+	}
+	// Still waiting: this request takes over the place.
+	w := t.w
+	if w.state == queued {
+		w.deliver(outcome{err: ErrSuperseded})
+	}
+	w.ch = make(chan outcome, 1)
+	w.state = queued
+	w.graceUntil = 0
+	if s.e.cfg.PollTimeout > 0 {
+		w.pollUntil = now + int64(s.e.cfg.PollTimeout)
+	}
+	s.schedule(w)
+	ch := w.ch
+	s.mu.Unlock()
+	return s.await(ctx, w, ch)
+}
+
+// await parks the caller until its outcome arrives or ctx ends.
+func (s *shard) await(ctx context.Context, w *waiter, ch chan outcome) (Grant, error) {
+	select {
+	case o := <-ch:
+		return o.g, o.err
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case o := <-ch:
+		// The outcome raced with the cancellation and cannot be delivered.
+		if o.err == nil {
+			s.undeliverable(w.lk, o.g.Token, w.t)
+		}
+		return Grant{}, ctx.Err()
+	default:
+	}
+	if w.ch != ch || w.lk == nil {
+		// A repeat took over the place, or the waiter is gone already.
+		return Grant{}, ctx.Err()
+	}
+	s.leave(w, s.e.now().UnixNano())
+	if w.t != nil {
+		delete(s.tickets, w.t.key+"\x00"+w.t.id)
+	}
+	return Grant{}, ctx.Err()
+}
+
+// undeliverable releases a grant whose answer could not be delivered, and
+// forgets its waiter ID so that a retry queues afresh.
+func (s *shard) undeliverable(lk *lock, token uint64, t *ticket) {
+	now := s.e.now().UnixNano()
+	if lk.token == token {
+		s.endGrant(lk, now, EventRelease)
+		s.grantNext(lk, now)
+	}
+	if t != nil {
+		s.retire(t, tForget, now)
+	}
+	s.dropIfIdle(lk)
+}
+
+// Abandon releases a grant that Acquire returned but that the caller could
+// not deliver to its client (the connection was gone). The lock passes to the
+// next waiter at once, and the grant's waiter ID (if any) is forgotten so a
+// retry queues afresh. A grant that ended meanwhile is left alone.
+func (e *Engine) Abandon(g Grant, id string) {
+	s := e.shard(g.Key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lk := s.locks[g.Key]
+	if lk == nil || lk.token != g.Token {
+		return
+	}
+	var t *ticket
+	if id != "" {
+		t = s.tickets[g.Key+"\x00"+id]
+		if t != nil && t.token != g.Token {
+			t = nil
+		}
+	}
+	s.undeliverable(lk, g.Token, t)
+}
+
+// Release ends the grant with token on key and hands the lock to the first
+// waiter with a new token, in the same step. It returns ErrNotHeld when
+// nobody holds key, ErrNotHolder when another token does, ErrClosed, or an
+// *ArgError for a bad key.
+func (e *Engine) Release(key string, token uint64) error {
+	if err := CheckKey(key); err != nil {
+		return err
+	}
+	s := e.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	lk := s.locks[key]
+	if err := lk.check(token); err != nil {
+		return err
+	}
+	now := e.now().UnixNano()
+	s.endGrant(lk, now, EventRelease)
+	s.grantNext(lk, now)
+	s.dropIfIdle(lk)
+	return nil
+}
+
+// Renew restarts the lease of the grant with token on key from now, with
+// lease (0 = the grant's lease). It returns the renewed Grant, or the errors
+// of Release, or an *ArgError for a bad lease.
+func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, error) {
+	if err := CheckKey(key); err != nil {
+		return Grant{}, err
+	}
+	if lease != 0 {
+		var err error
+		if lease, err = e.checkLease(lease); err != nil {
+			return Grant{}, err
+		}
+	}
+	s := e.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.closed.Load() {
+		return Grant{}, ErrClosed
+	}
+	lk := s.locks[key]
+	if err := lk.check(token); err != nil {
+		return Grant{}, err
+	}
+	if lease == 0 {
+		lease = lk.lease
+	}
+	now := e.now().UnixNano()
+	lk.lease = lease
+	lk.expires = now + int64(lease)
+	lk.claimBy = 0
+	s.armLease(lk)
+	s.emit(Event{Kind: EventRenew, Key: key, Token: token, Lease: lease, At: now, ExpiresAt: lk.expires})
+	return lk.grantInfo(), nil
+}
+
+// Status returns a snapshot of key; a key nobody holds or waits for has a
+// nil Holder and no waiters.
+func (e *Engine) Status(key string) (LockInfo, error) {
+	if err := CheckKey(key); err != nil {
+		return LockInfo{}, err
+	}
+	s := e.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lk := s.locks[key]
+	if lk == nil {
+		return LockInfo{Key: key}, nil
+	}
+	return lk.info(), nil
+}
+
+// Waiters returns the queue of key in order, at most limit entries.
+func (e *Engine) Waiters(key string, limit int) []Waiter {
+	s := e.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lk := s.locks[key]
+	if lk == nil {
+		return nil
+	}
+	var out []Waiter
+	for w := lk.head; w != nil && len(out) < limit; w = w.next {
+		x := Waiter{Since: time.Unix(0, w.arrived), Lease: w.lease}
+		if w.t != nil {
+			x.ID = w.t.id
+		}
+		if w.waitUntil != 0 {
+			x.WaitEnd = time.Unix(0, w.waitUntil)
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// Range calls fn for a snapshot of every key with a holder or waiters,
+// shard by shard, in no particular order, until fn returns false. fn runs
+// with the key's shard locked: it must not call into the Engine.
+func (e *Engine) Range(fn func(LockInfo) bool) {
+	for i := range e.shards {
+		s := &e.shards[i]
+		s.mu.Lock()
+		for _, lk := range s.locks {
+			if !fn(lk.info()) {
+				s.mu.Unlock()
+				return
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (lk *lock) check(token uint64) error {
+	switch {
+	case lk == nil || lk.token == 0:
+		return ErrNotHeld
+	case lk.token != token:
+		return ErrNotHolder
+	}
+	return nil
+}
+
+func (lk *lock) grantInfo() Grant {
+	return Grant{
+		Key:       lk.key,
+		Token:     lk.token,
+		Lease:     lk.lease,
+		GrantedAt: time.Unix(0, lk.granted),
+		ExpiresAt: time.Unix(0, lk.expires),
+	}
+}
+
+func (lk *lock) info() LockInfo {
+	li := LockInfo{Key: lk.key, Waiters: lk.n}
+	if lk.token != 0 {
+		g := lk.grantInfo()
+		li.Holder = &g
+	}
+	if lk.head != nil {
+		li.OldestSince = time.Unix(0, lk.head.arrived)
+	}
+	return li
+}
+
+func (lk *lock) enqueue(w *waiter) {
+	w.prev = lk.tail
+	if lk.tail != nil {
+		lk.tail.next = w
+	} else {
+		lk.head = w
+	}
+	lk.tail = w
+	lk.n++
+}
+
+func (lk *lock) unlink(w *waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		lk.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		lk.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	lk.n--
+}
+
+// deliver hands o to the request parked on w (the channel has one slot and
+// receives at most one outcome per request).
+func (w *waiter) deliver(o outcome) {
+	select {
+	case w.ch <- o:
+	default:
+	}
+}
+
+// grant makes lk held under a new token for t (may be nil). s.mu is held.
+func (s *shard) grant(lk *lock, t *ticket, lease time.Duration, now, arrived int64) (Grant, error) {
+	tok, err := s.e.tokens.next(now)
+	if err != nil {
+		return Grant{}, err
+	}
+	lk.token = tok
+	lk.lease = lease
+	lk.granted = now
+	lk.expires = now + int64(lease)
+	lk.claimBy = 0
+	lk.holder = t
+	if t != nil {
+		t.state = tGranted
+		t.token = tok
+		t.w = nil
+		s.heap.remove(&t.dl)
+	}
+	s.armLease(lk)
+	ev := Event{Kind: EventGrant, Key: lk.key, Token: tok, Lease: lease, At: now, ExpiresAt: lk.expires, Waited: time.Duration(now - arrived), Waiters: lk.n}
+	if t != nil {
+		ev.WaiterID = t.id
+	}
+	s.emit(ev)
+	return lk.grantInfo(), nil
+}
+
+// endGrant frees lk; the holder's ticket is retired as ended. s.mu is held.
+func (s *shard) endGrant(lk *lock, now int64, kind EventKind) {
+	s.emit(Event{Kind: kind, Key: lk.key, Token: lk.token, At: now, Waiters: lk.n})
+	lk.token = 0
+	lk.claimBy = 0
+	s.heap.remove(&lk.dl)
+	if t := lk.holder; t != nil {
+		lk.holder = nil
+		s.retire(t, tEnded, now)
+	}
+}
+
+// grantNext hands a free lk to its first waiter, if any. s.mu is held.
+func (s *shard) grantNext(lk *lock, now int64) {
+	for lk.token == 0 && lk.head != nil {
+		w := lk.head
+		s.dequeue(w)
+		g, err := s.grant(lk, w.t, w.lease, now, w.arrived)
+		if err != nil {
+			// Only a failing disk or 2^53 tokens end here: the waiter is
+			// told, the lock stays free.
+			if w.t != nil {
+				s.retire(w.t, tForget, now)
+			}
+			w.deliver(outcome{err: err})
+			continue
+		}
+		if w.state == detached {
+			// Its request is gone, its repeat is due within the grace: keep
+			// the grant for it that long, then release.
+			lk.claimBy = w.graceUntil
+			s.armLease(lk)
+			continue
+		}
+		w.deliver(outcome{g: g})
+	}
+}
+
+// dequeue takes w out of its queue and the heap. s.mu is held.
+func (s *shard) dequeue(w *waiter) {
+	w.lk.unlink(w)
+	s.heap.remove(&w.dl)
+	s.e.waiters.Add(-1)
+}
+
+// leave removes a waiter that went away. s.mu is held.
+func (s *shard) leave(w *waiter, now int64) {
+	lk := w.lk
+	s.dequeue(w)
+	w.lk = nil
+	s.emit(Event{Kind: EventLeave, Key: lk.key, At: now, Waiters: lk.n})
+	s.dropIfIdle(lk)
+}
+
+// retire ends a ticket: with tForget it is forgotten, otherwise it is
+// kept in state for the retention period. s.mu is held.
+func (s *shard) retire(t *ticket, state ticketState, now int64) {
+	t.w = nil
+	if state == tForget {
+		delete(s.tickets, t.key+"\x00"+t.id)
+		s.heap.remove(&t.dl)
+		return
+	}
+	t.state = state
+	s.heap.set(&t.dl, now+int64(s.e.cfg.Retention))
+	s.arm()
+}
+
+// dropIfIdle frees the state of a key with no holder and no waiters.
+func (s *shard) dropIfIdle(lk *lock) {
+	if lk.token == 0 && lk.head == nil && s.locks[lk.key] == lk {
+		delete(s.locks, lk.key)
+		s.e.keys.Add(-1)
+	}
+}
+
+func (s *shard) armLease(lk *lock) {
+	when := lk.expires
+	if lk.claimBy != 0 && lk.claimBy < when {
+		when = lk.claimBy
+	}
+	s.heap.set(&lk.dl, when)
+	s.arm()
+}
+
+// schedule puts w's earliest deadline in the heap. s.mu is held.
+func (s *shard) schedule(w *waiter) {
+	var when int64
+	for _, t := range [...]int64{w.waitUntil, w.pollUntil, w.graceUntil} {
+		if t != 0 && (when == 0 || t < when) {
+			when = t
+		}
+	}
+	if when == 0 {
+		s.heap.remove(&w.dl)
+		return
+	}
+	s.heap.set(&w.dl, when)
+	s.arm()
+}
+
+// arm sets the shard's timer for the heap's earliest deadline.
+func (s *shard) arm() {
+	d := s.heap.min()
+	if d == nil || (s.armed != 0 && s.armed <= d.when) || s.e.closed.Load() {
+		return
+	}
+	s.armed = d.when
+	s.timer.Reset(time.Duration(d.when - s.e.now().UnixNano()))
+}
+
+// fire handles every deadline that has passed, then re-arms.
+func (s *shard) fire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.e.closed.Load() {
+		return
+	}
+	s.armed = 0
+	now := s.e.now().UnixNano()
+	for {
+		d := s.heap.min()
+		if d == nil || d.when > now {
+			break
+		}
+		s.heap.remove(d)
+		switch {
+		case d.lk != nil:
+			s.expire(d.lk, now)
+		case d.w != nil:
+			s.waiterDeadline(d.w, now)
+		case d.t != nil:
+			delete(s.tickets, d.t.key+"\x00"+d.t.id)
+		}
+	}
+	s.arm()
+}
+
+// expire takes back a lock whose lease ran out (or whose grant to a
+// detached waiter was never claimed) and hands it on.
+func (s *shard) expire(lk *lock, now int64) {
+	if lk.token == 0 {
+		return
+	}
+	s.endGrant(lk, now, EventExpire)
+	s.grantNext(lk, now)
+	s.dropIfIdle(lk)
+}
+
+func (s *shard) waiterDeadline(w *waiter, now int64) {
+	lk := w.lk
+	switch {
+	case w.waitUntil != 0 && now >= w.waitUntil:
+		s.dequeue(w)
+		w.lk = nil
+		if w.t != nil {
+			s.retire(w.t, tTimedOut, now)
+		}
+		if w.state == queued {
+			w.deliver(outcome{err: ErrTimeout})
+		}
+		s.emit(Event{Kind: EventTimeout, Key: lk.key, At: now, Waiters: lk.n, Waited: time.Duration(now - w.arrived)})
+		s.dropIfIdle(lk)
+	case w.state == detached && w.graceUntil != 0 && now >= w.graceUntil:
+		s.leave(w, now)
+		if w.t != nil {
+			s.retire(w.t, tForget, now)
+		}
+	case w.state == queued && w.pollUntil != 0 && now >= w.pollUntil:
+		if w.t == nil {
+			// Nobody could resume an anonymous waiter: it leaves now.
+			w.deliver(outcome{err: ErrPollTimeout})
+			s.leave(w, now)
+			return
+		}
+		w.state = detached
+		w.pollUntil = 0
+		w.graceUntil = now + int64(s.e.cfg.PollGrace)
+		w.deliver(outcome{err: ErrPollTimeout})
+		s.schedule(w)
+	default:
+		s.schedule(w)
+	}
+}
+
+func (s *shard) emit(ev Event) {
+	if f := s.e.cfg.OnEvent; f != nil {
+		f(ev)
+	}
+}

@@ -1,0 +1,50 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by the Engine. Callers compare with errors.Is; the HTTP
+// layer maps each to one status code in one table.
+var (
+	// ErrTimeout: the acquire's wait ran out before a grant. The caller was
+	// not granted and never will be by this request.
+	ErrTimeout = errors.New("engine: wait ran out")
+	// ErrPollTimeout: the poll ended early (Config.PollTimeout); the waiter
+	// keeps its place for Config.PollGrace and a repeat with the same
+	// waiter ID resumes it.
+	ErrPollTimeout = errors.New("engine: poll ended early, place kept")
+	// ErrNotHolder: the lock is held under another token.
+	ErrNotHolder = errors.New("engine: lock held under another token")
+	// ErrNotHeld: nobody holds the lock.
+	ErrNotHeld = errors.New("engine: lock not held")
+	// ErrGrantEnded: the grant an earlier request with this waiter ID got
+	// has since been released or taken back.
+	ErrGrantEnded = errors.New("engine: the grant of this waiter ID has ended")
+	// ErrSuperseded: a repeat with the same waiter ID took over this
+	// request's place in the queue.
+	ErrSuperseded = errors.New("engine: a repeat with the same waiter ID took over")
+	// ErrTooManyKeys: Config.MaxKeys keys exist already.
+	ErrTooManyKeys = errors.New("engine: key limit reached")
+	// ErrTooManyWaiters: Config.MaxWaiters or Config.MaxWaitersPerKey reached.
+	ErrTooManyWaiters = errors.New("engine: waiter limit reached")
+	// ErrClosed: the engine is shutting down (or no longer serves: a
+	// standby); the call may be retried elsewhere.
+	ErrClosed = errors.New("engine: closed")
+	// ErrTokenSpace: the next fencing token would reach 2^53.
+	ErrTokenSpace = errors.New("engine: fencing tokens exhausted (2^53)")
+)
+
+// ArgError reports an invalid argument. Field names the parameter as the
+// API spells it ("key", "lease", "wait", "token").
+type ArgError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ArgError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Reason) }
+
+func argErr(field, format string, args ...any) error {
+	return &ArgError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}

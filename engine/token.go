@@ -1,0 +1,186 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// tokenFile is the name of the high-water mark file in Config.DataDir.
+const tokenFile = "token-hwm"
+
+// tokens issues fencing tokens (SPEC section 1):
+//
+//	next = max(last+1, wall-clock microseconds, persisted+1)
+//
+// Wall-clock microseconds keep tokens above anything an earlier holder of
+// the role could have issued (when clocks agree); the persisted high-water
+// mark keeps them above everything this node issued before a restart, even if
+// the clock went back. No token above the persisted ceiling is handed out
+// before the ceiling is on disk; the ceiling runs up to margin ahead of the
+// last token and is pushed forward in the background, so the grant path
+// rarely waits for the disk.
+type tokens struct {
+	last    atomic.Uint64
+	ceiling atomic.Uint64 // persisted: no token above it has been issued
+	margin  uint64        // microseconds the ceiling runs ahead
+
+	path string // "" = not persisted (tests, or no data dir)
+
+	mu   sync.Mutex    // serializes writes of the file
+	kick chan struct{} // asks the background writer to extend the ceiling
+}
+
+func openTokens(dataDir string, margin time.Duration) (*tokens, error) {
+	t := &tokens{margin: uint64(margin.Microseconds()), kick: make(chan struct{}, 1)}
+	if t.margin == 0 {
+		t.margin = 1
+	}
+	if dataDir == "" {
+		t.ceiling.Store(MaxToken - 1)
+		return t, nil
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data_dir: %w", err)
+	}
+	t.path = filepath.Join(dataDir, tokenFile)
+	b, err := os.ReadFile(t.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("data_dir: reading the token high-water mark: %w", err)
+	default:
+		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil || v >= MaxToken {
+			return nil, fmt.Errorf("data_dir: %s is corrupt (%q); refusing to start, since a restart must never repeat a token", t.path, b)
+		}
+		t.last.Store(v)
+		t.ceiling.Store(v)
+	}
+	return t, nil
+}
+
+// MaxToken is the exclusive upper bound of fencing tokens: 2^53.
+const MaxToken = uint64(1) << 53
+
+// next issues the next token for a grant at now. It fails only with
+// ErrTokenSpace or when the high-water mark cannot be written.
+func (t *tokens) next(now int64) (uint64, error) {
+	wall := uint64(now / 1e3)
+	for {
+		last := t.last.Load()
+		n := max(last+1, wall)
+		if n >= MaxToken {
+			return 0, ErrTokenSpace
+		}
+		c := t.ceiling.Load()
+		if n > c {
+			if err := t.persist(n + t.margin); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if t.last.CompareAndSwap(last, n) {
+			if c-n < t.margin/2 {
+				select {
+				case t.kick <- struct{}{}:
+				default:
+				}
+			}
+			return n, nil
+		}
+	}
+}
+
+// observe raises the last token to v (a token issued elsewhere: replicated
+// from another node). It never lowers it.
+func (t *tokens) observe(v uint64) {
+	for {
+		last := t.last.Load()
+		if v <= last || t.last.CompareAndSwap(last, v) {
+			return
+		}
+	}
+}
+
+// persist writes ceiling c to disk (atomically: temp file, fsync, rename)
+// unless a higher one is there already.
+func (t *tokens) persist(c uint64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c <= t.ceiling.Load() {
+		return nil
+	}
+	if c >= MaxToken {
+		c = MaxToken - 1
+	}
+	if err := t.write(c); err != nil {
+		return err
+	}
+	t.ceiling.Store(c)
+	return nil
+}
+
+func (t *tokens) write(v uint64) error {
+	if t.path == "" {
+		return nil
+	}
+	tmp := t.path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("writing the token high-water mark: %w", err)
+	}
+	_, err = f.WriteString(strconv.FormatUint(v, 10) + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, t.path)
+	}
+	if err == nil {
+		if d, derr := os.Open(filepath.Dir(t.path)); derr == nil {
+			_ = d.Sync()
+			_ = d.Close()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("writing the token high-water mark: %w", err)
+	}
+	return nil
+}
+
+// run extends the ceiling in the background whenever next asks, until stop
+// is closed. It is owned by Engine.
+func (t *tokens) run(stop <-chan struct{}, nowMicros func() uint64) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.kick:
+			_ = t.persist(max(t.last.Load(), nowMicros()) + t.margin)
+		}
+	}
+}
+
+// flush writes the exact last token as the high-water mark, so that a
+// graceful restart continues right above it.
+func (t *tokens) flush() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	last := t.last.Load()
+	if err := t.write(last); err != nil {
+		return err
+	}
+	t.ceiling.Store(last)
+	return nil
+}
