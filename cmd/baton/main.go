@@ -1,0 +1,48 @@
+// Command baton is the baton lock service (`baton serve`) and its
+// command-line client.
+//
+// Exit codes: 0 success; 1 error; 2 usage (bad flags, invalid settings).
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/pflag"
+)
+
+// Exit codes shared by every subcommand.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+var errHelp = pflag.ErrHelp
+
+const usage = `baton — a distributed lock service with fencing tokens
+
+Usage:
+  baton serve [flags]     run a node (baton serve --help lists the settings)
+`
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:])
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return exitOK
+	}
+	fmt.Fprintf(os.Stderr, "baton: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}
+

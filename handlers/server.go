@@ -1,0 +1,281 @@
+// Package handlers is baton's HTTP layer: chi routes for the API of SPEC
+// section 2, parameter parsing and validation, and the one table that maps
+// engine errors to status codes (errors.go). It translates HTTP to engine
+// calls and holds no lock state of its own.
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-playground/validator/v10"
+
+	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/engine"
+)
+
+// Config sets up the HTTP layer.
+type Config struct {
+	// Node is this node's base URL, reported in grants.
+	Node string
+	// MaxBody is the largest request body accepted, in bytes (413 above).
+	MaxBody int64
+	// Logger receives internal errors; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultMaxBody is the default of max_body: 64 KiB.
+const DefaultMaxBody = 64 << 10
+
+// Server serves the HTTP API over an Engine. It is an http.Handler.
+type Server struct {
+	eng     *engine.Engine
+	cfg     Config
+	v       *validator.Validate
+	log     *slog.Logger
+	router  chi.Router
+	onError func(code string)
+}
+
+// New returns the handler for eng. It starts nothing.
+func New(eng *engine.Engine, cfg Config) *Server {
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	s := &Server{eng: eng, cfg: cfg, v: newValidator(), log: cfg.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	r := chi.NewRouter()
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, &httpError{status: http.StatusNotFound, body: api.Error{Code: api.CodeNotFound, Message: "no such route: " + r.URL.Path}})
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, &httpError{status: http.StatusMethodNotAllowed, body: api.Error{Code: api.CodeMethod, Message: r.Method + " is not allowed on " + r.URL.Path}})
+	})
+	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
+	r.Get("/locks", s.list)
+	r.Post("/locks/*", s.acquire)
+	r.Delete("/locks/*", s.release)
+	r.Patch("/locks/*", s.renew)
+	r.Get("/locks/*", s.status)
+	s.router = r
+	return s
+}
+
+// Router returns the chi router, for callers that mount more routes.
+func (s *Server) Router() chi.Router { return s.router }
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// acquire is POST /locks/{key}: a long poll until grant, timeout or
+// disconnect.
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
+	p, err := s.parseLockParams(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	g, err := s.eng.Acquire(r.Context(), engine.AcquireRequest{
+		Key: p.Key, Lease: seconds(p.Lease), Wait: seconds(p.Wait), ID: p.ID,
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if r.Context().Err() != nil {
+		// Granted as the client went away: nobody would learn the token.
+		s.eng.Abandon(g, p.ID)
+		return
+	}
+	w.Header().Set(api.HeaderLockToken, strconv.FormatUint(g.Token, 10))
+	var werr error
+	if wantsText(r) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, werr = w.Write(strconv.AppendUint(nil, g.Token, 10))
+		if werr == nil {
+			_, werr = w.Write([]byte("\n"))
+		}
+	} else {
+		werr = writeJSON(w, http.StatusOK, s.wireGrant(g))
+	}
+	if werr == nil {
+		werr = http.NewResponseController(w).Flush()
+	}
+	if werr != nil {
+		s.eng.Abandon(g, p.ID)
+	}
+}
+
+// release is DELETE /locks/{key}.
+func (s *Server) release(w http.ResponseWriter, r *http.Request) {
+	p, err := s.parseLockParams(w, r)
+	if err == nil {
+		err = s.eng.Release(p.Key, *p.Token)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.Released{Key: p.Key, Released: true})
+}
+
+// renew is PATCH /locks/{key}.
+func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
+	p, err := s.parseLockParams(w, r)
+	var g engine.Grant
+	if err == nil {
+		g, err = s.eng.Renew(p.Key, *p.Token, seconds(p.Lease))
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set(api.HeaderLockToken, strconv.FormatUint(g.Token, 10))
+	writeJSON(w, http.StatusOK, s.wireGrant(g))
+}
+
+// status is GET /locks/{key}.
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	if len(r.URL.RawQuery) > 0 {
+		s.writeError(w, r, badRequest(firstParam(r), "GET /locks/{key} takes no parameters"))
+		return
+	}
+	li, err := s.eng.Status(strings.TrimPrefix(r.URL.Path, "/locks/"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wireStatus(li))
+}
+
+// Listing limits for GET /locks.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 10000
+)
+
+// list is GET /locks?prefix=&limit=: keys in order, at most limit.
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for name, vals := range q {
+		if name != "prefix" && name != "limit" {
+			s.writeError(w, r, badRequest(name, "is not a parameter of GET /locks (expected prefix, limit)"))
+			return
+		}
+		if len(vals) != 1 {
+			s.writeError(w, r, badRequest(name, "is given more than once"))
+			return
+		}
+	}
+	limit := DefaultListLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxListLimit {
+			s.writeError(w, r, badRequest("limit", "must be an integer from 1 to "+strconv.Itoa(MaxListLimit)))
+			return
+		}
+		limit = n
+	}
+	prefix := q.Get("prefix")
+	var all []engine.LockInfo
+	s.eng.Range(func(li engine.LockInfo) bool {
+		if strings.HasPrefix(li.Key, prefix) {
+			all = append(all, li)
+		}
+		return true
+	})
+	slices.SortFunc(all, func(a, b engine.LockInfo) int { return strings.Compare(a.Key, b.Key) })
+	out := api.LockList{Locks: make([]api.LockStatus, 0, min(limit, len(all))), Total: len(all)}
+	for _, li := range all[:min(limit, len(all))] {
+		out.Locks = append(out.Locks, wireStatus(li))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "active"})
+}
+
+func (s *Server) wireGrant(g engine.Grant) api.Grant {
+	return api.Grant{Key: g.Key, Token: g.Token, Lease: g.Lease.Seconds(), ExpiresAt: g.ExpiresAt.UTC(), Node: s.cfg.Node}
+}
+
+func wireStatus(li engine.LockInfo) api.LockStatus {
+	st := api.LockStatus{Key: li.Key, Waiters: li.Waiters}
+	if h := li.Holder; h != nil {
+		st.Holder = &api.Holder{Token: h.Token, Lease: h.Lease.Seconds(), ExpiresAt: h.ExpiresAt.UTC(), GrantedAt: h.GrantedAt.UTC()}
+	}
+	if !li.OldestSince.IsZero() {
+		t := li.OldestSince.UTC()
+		st.OldestWaitSince = &t
+	}
+	return st
+}
+
+func firstParam(r *http.Request) string {
+	for name := range r.URL.Query() {
+		return name
+	}
+	return "query"
+}
+
+// writeJSON writes v as the JSON body with status.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// NewHTTPServer returns an http.Server for h that speaks HTTP/1.1 and
+// cleartext HTTP/2 (h2c with prior knowledge, RFC 9113 section 3.3) on the
+// same port, plus HTTP/2 by ALPN when served with TLS. Its timeouts stop
+// slow-header attacks and idle connections but never cut a long poll: there
+// is no ReadTimeout or WriteTimeout (a body is read under its own deadline).
+// baseCtx, when cancelled, is seen by every request's context.
+func NewHTTPServer(h http.Handler, baseCtx context.Context, log *slog.Logger) *http.Server {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           h,
+		Protocols:         &p,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		HTTP2: &http.HTTP2Config{
+			// Go's HTTP/2 server does work per open stream for each frame it
+			// writes: a cap keeps drains of many waiters fast; clients open
+			// more connections beyond it.
+			MaxConcurrentStreams: 1000,
+			PingTimeout:          15 * time.Second,
+			SendPingTimeout:      30 * time.Second,
+		},
+		BaseContext: func(net.Listener) context.Context { return baseCtx },
+	}
+	if log != nil {
+		srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
+	}
+	return srv
+}
+
