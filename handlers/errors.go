@@ -107,4 +107,3 @@ func wantsText(r *http.Request) bool {
 	j := strings.Index(acc, "application/json")
 	return j < 0 || t < j
 }
-

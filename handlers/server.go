@@ -278,4 +278,3 @@ func NewHTTPServer(h http.Handler, baseCtx context.Context, log *slog.Logger) *h
 	}
 	return srv
 }
-

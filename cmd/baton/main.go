@@ -45,4 +45,3 @@ func run(args []string) int {
 	fmt.Fprintf(os.Stderr, "baton: unknown command %q\n\n%s", args[0], usage)
 	return exitUsage
 }
-
