@@ -30,6 +30,13 @@ type Config struct {
 	MaxBody int64
 	// Logger receives internal errors; nil means slog.Default().
 	Logger *slog.Logger
+	// AuthTokens are the bearer tokens accepted from clients; empty means
+	// no authentication. auth.go lists the paths that stay open.
+	AuthTokens []string
+	// Metrics counts error answers and serves GET /metrics; its OnEvent
+	// must be the engine's Config.OnEvent for the event counters. nil
+	// means a Metrics that sees only the engine's gauges and the errors.
+	Metrics *Metrics
 }
 
 // DefaultMaxBody is the default of max_body: 64 KiB.
@@ -43,6 +50,8 @@ type Server struct {
 	log     *slog.Logger
 	router  chi.Router
 	onError func(code string)
+	metrics *Metrics
+	auth    *tokenSet
 }
 
 // New returns the handler for eng. It starts nothing.
@@ -55,6 +64,7 @@ func New(eng *engine.Engine, cfg Config) *Server {
 		s.log = slog.Default()
 	}
 	r := chi.NewRouter()
+	s.initOps(r)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &httpError{status: http.StatusNotFound, body: api.Error{Code: api.CodeNotFound, Message: "no such route: " + r.URL.Path}})
 	})
@@ -79,6 +89,31 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.Se
 
 // acquire is POST /locks/{key}: a long poll until grant, timeout or
 // disconnect.
+//
+//	@Summary		Acquire a lock (long poll)
+//	@Description	Returns when the lock is granted (200, with a new fencing token), when `wait` runs out (408 `timeout`, nothing held), or when the node ends the poll early (408 `poll_timeout`, `retry`: repeat with the same Idempotency-Key). Parameters come from the query string or a JSON body, not both. With `Accept: text/plain` the body is the token and a newline.
+//	@Tags			locks
+//	@Accept			json
+//	@Produce		json
+//	@Produce		plain
+//	@Param			key				path		string				true	"lock key: 1-256 bytes of UTF-8, no control characters; may contain slashes"
+//	@Param			lease			query		number				false	"lease in seconds (> 0, at most lease_max; default lease_default)"
+//	@Param			wait			query		number				false	"seconds to wait in the queue (>= 0, at most wait_max; 0 = no limit)"
+//	@Param			Idempotency-Key	header		string				false	"names this acquire: a repeat gets the outcome of the first (at most 256 printable ASCII characters)"
+//	@Param			body			body		api.AcquireRequest	false	"lease and wait as JSON instead of the query"
+//	@Success		200				{object}	api.Grant
+//	@Header			200				{integer}	Lock-Token	"the fencing token of the grant"
+//	@Failure		307				{string}	string		"this node is a standby: Location names the same call on the active"
+//	@Failure		400				{object}	api.Error	"bad input; field names the parameter"
+//	@Failure		401				{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
+//	@Failure		408				{object}	api.Error	"timeout: wait ran out, nothing held; or poll_timeout: place kept"
+//	@Failure		409				{object}	api.Error	"superseded: a repeat with the same Idempotency-Key took over"
+//	@Failure		410				{object}	api.Error	"grant_ended: the grant of this Idempotency-Key has ended"
+//	@Failure		413				{object}	api.Error	"the body is larger than max_body"
+//	@Failure		429				{object}	api.Error	"too_many_keys or too_many_waiters"
+//	@Failure		503				{object}	api.Error	"shutting down or no active node known; see Retry-After"
+//	@Security		BearerAuth
+//	@Router			/locks/{key} [post]
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 	p, err := s.parseLockParams(w, r)
 	if err != nil {
@@ -113,10 +148,32 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 	}
 	if werr != nil {
 		s.eng.Abandon(g, p.ID)
+		return
 	}
+	s.metrics.delivered(g.Key, g.Token)
 }
 
 // release is DELETE /locks/{key}.
+//
+//	@Summary		Release a lock
+//	@Description	The holder gives the lock up; it passes at once to the first waiter. The token comes from the query, a JSON body or the Lock-Token header (one of them).
+//	@Tags			locks
+//	@Accept			json
+//	@Produce		json
+//	@Param			key			path		string				true	"lock key"
+//	@Param			token		query		integer				false	"the fencing token of the grant"
+//	@Param			Lock-Token	header		integer				false	"the fencing token of the grant"
+//	@Param			body		body		api.TokenRequest	false	"the token as JSON"
+//	@Success		200			{object}	api.Released
+//	@Failure		307			{string}	string		"this node is a standby: Location names the same call on the active"
+//	@Failure		400			{object}	api.Error	"no or bad token; field names the parameter"
+//	@Failure		401			{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
+//	@Failure		404			{object}	api.Error	"not_held: nobody holds the lock"
+//	@Failure		409			{object}	api.Error	"not_holder: the lock is held under another token"
+//	@Failure		413			{object}	api.Error	"the body is larger than max_body"
+//	@Failure		503			{object}	api.Error	"shutting down or no active node known"
+//	@Security		BearerAuth
+//	@Router			/locks/{key} [delete]
 func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	p, err := s.parseLockParams(w, r)
 	if err == nil {
@@ -130,6 +187,28 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 }
 
 // renew is PATCH /locks/{key}.
+//
+//	@Summary		Renew a lock
+//	@Description	The holder restarts its lease from now (with `lease`, a new lease; default the grant's). The token comes from the query, a JSON body or the Lock-Token header (one of them).
+//	@Tags			locks
+//	@Accept			json
+//	@Produce		json
+//	@Param			key			path		string				true	"lock key"
+//	@Param			token		query		integer				false	"the fencing token of the grant"
+//	@Param			lease		query		number				false	"new lease in seconds (> 0, at most lease_max)"
+//	@Param			Lock-Token	header		integer				false	"the fencing token of the grant"
+//	@Param			body		body		api.TokenRequest	false	"token and lease as JSON"
+//	@Success		200			{object}	api.Grant
+//	@Header			200			{integer}	Lock-Token	"the fencing token (unchanged)"
+//	@Failure		307			{string}	string		"this node is a standby: Location names the same call on the active"
+//	@Failure		400			{object}	api.Error	"no or bad token or lease; field names the parameter"
+//	@Failure		401			{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
+//	@Failure		404			{object}	api.Error	"not_held: nobody holds the lock"
+//	@Failure		409			{object}	api.Error	"not_holder: the lock is held under another token"
+//	@Failure		413			{object}	api.Error	"the body is larger than max_body"
+//	@Failure		503			{object}	api.Error	"shutting down or no active node known"
+//	@Security		BearerAuth
+//	@Router			/locks/{key} [patch]
 func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 	p, err := s.parseLockParams(w, r)
 	var g engine.Grant
@@ -145,6 +224,17 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 }
 
 // status is GET /locks/{key}.
+//
+//	@Summary	Show one lock
+//	@Tags		locks
+//	@Produce	json
+//	@Param		key	path		string	true	"lock key"
+//	@Success	200	{object}	api.LockStatus	"holder is null while nobody holds the lock"
+//	@Failure	307	{string}	string			"this node is a standby: Location names the same call on the active"
+//	@Failure	400	{object}	api.Error		"bad key, or a parameter was given"
+//	@Failure	401	{object}	api.Error		"auth_tokens is set and no valid bearer token was sent"
+//	@Security	BearerAuth
+//	@Router		/locks/{key} [get]
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if len(r.URL.RawQuery) > 0 {
 		s.writeError(w, r, badRequest(firstParam(r), "GET /locks/{key} takes no parameters"))
@@ -165,6 +255,18 @@ const (
 )
 
 // list is GET /locks?prefix=&limit=: keys in order, at most limit.
+//
+//	@Summary	List locks
+//	@Tags		locks
+//	@Produce	json
+//	@Param		prefix	query		string	false	"only keys that start with this"
+//	@Param		limit	query		integer	false	"at most this many entries (1-10000, default 100)"
+//	@Success	200		{object}	api.LockList
+//	@Failure	307		{string}	string		"this node is a standby: Location names the same call on the active"
+//	@Failure	400		{object}	api.Error	"bad parameter; field names it"
+//	@Failure	401		{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
+//	@Security	BearerAuth
+//	@Router		/locks [get]
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	for name, vals := range q {
@@ -202,10 +304,26 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// healthz is GET /healthz: 200 while the process runs. Never behind auth.
+//
+//	@Summary	Liveness
+//	@Tags		operations
+//	@Produce	json
+//	@Success	200	{object}	map[string]string
+//	@Router		/healthz [get]
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// readyz is GET /readyz: 200 on the active node, 503 elsewhere. Open
+// without a token, for load balancers.
+//
+//	@Summary	Readiness: 200 on the active node only
+//	@Tags		operations
+//	@Produce	json
+//	@Success	200	{object}	map[string]string
+//	@Failure	503	{object}	map[string]string	"not the active node"
+//	@Router		/readyz [get]
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "active"})
 }

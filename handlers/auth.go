@@ -1,0 +1,135 @@
+package handlers
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/baton-io/baton/api"
+)
+
+// Client authentication (config auth_tokens).
+//
+// With tokens configured, every request must carry one of them as
+// `Authorization: Bearer <token>`, or it is answered 401
+// {"error":"unauthorized"} with `WWW-Authenticate: Bearer realm="baton"`.
+// These stay open, because they reveal no lock data and are probed by
+// machines that hold no token:
+//
+//   - GET /healthz and GET /readyz (liveness and readiness probes);
+//   - GET /openapi.json (the API description);
+//   - GET / and the status page's static files under /static/ (the page
+//     shell; its data calls /locks and /cluster, which need the token);
+//   - OPTIONS requests (CORS preflights never carry credentials);
+//   - /_cluster/ (peer endpoints: protected by RequireSecret instead).
+//
+// Everything else — /locks, /cluster, /metrics — needs a token.
+
+// HeaderClusterSecret carries the shared cluster secret on peer requests.
+const HeaderClusterSecret = "X-Baton-Cluster-Secret"
+
+// tokenSet holds the SHA-256 digests of the accepted bearer tokens, so that
+// every comparison is over equal lengths and takes the same time whatever
+// the candidate.
+type tokenSet struct {
+	sums [][sha256.Size]byte
+}
+
+func newTokenSet(tokens []string) *tokenSet {
+	var ts tokenSet
+	for _, t := range tokens {
+		if t != "" {
+			ts.sums = append(ts.sums, sha256.Sum256([]byte(t)))
+		}
+	}
+	if len(ts.sums) == 0 {
+		return nil
+	}
+	return &ts
+}
+
+// valid reports whether candidate is one of the tokens. It compares against
+// all of them, in constant time each.
+func (ts *tokenSet) valid(candidate string) bool {
+	sum := sha256.Sum256([]byte(candidate))
+	ok := 0
+	for i := range ts.sums {
+		ok |= subtle.ConstantTimeCompare(sum[:], ts.sums[i][:])
+	}
+	return ok == 1
+}
+
+// bearer returns the credentials of an `Authorization: Bearer x` header.
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	const prefix = "bearer "
+	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return "", false
+	}
+	return strings.TrimSpace(h[len(prefix):]), true
+}
+
+// openPath reports whether a request is served without a bearer token.
+func openPath(r *http.Request) bool {
+	if r.Method == http.MethodOptions {
+		return true
+	}
+	p := r.URL.Path
+	switch {
+	case p == "/healthz", p == "/readyz", p == "/openapi.json", p == "/", p == "/favicon.ico":
+		return r.Method == http.MethodGet || r.Method == http.MethodHead
+	case strings.HasPrefix(p, "/static/"):
+		return r.Method == http.MethodGet || r.Method == http.MethodHead
+	case strings.HasPrefix(p, "/_cluster/"):
+		return true
+	}
+	return false
+}
+
+// authenticate is the chi middleware for auth_tokens; without tokens it
+// passes everything through.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.auth == nil || openPath(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if tok, ok := bearer(r); ok && s.auth.valid(tok) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="baton"`)
+		s.writeError(w, r, &httpError{status: http.StatusUnauthorized, body: api.Error{
+			Code: api.CodeUnauthorized, Message: "a valid bearer token is required (Authorization: Bearer <token>)",
+		}})
+	})
+}
+
+// RequireSecret returns a middleware for peer endpoints: a request whose
+// X-Baton-Cluster-Secret header is not secret (compared in constant time)
+// is answered 401 {"error":"unauthorized"} and logged (without the secret)
+// at warn level through slog.Default. An empty secret lets every request
+// through: the cluster then runs without peer authentication.
+func RequireSecret(secret string) func(http.Handler) http.Handler {
+	want := sha256.Sum256([]byte(secret))
+	return func(next http.Handler) http.Handler {
+		if secret == "" {
+			return next
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got := sha256.Sum256([]byte(r.Header.Get(HeaderClusterSecret)))
+			if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
+				next.ServeHTTP(w, r)
+				return
+			}
+			reason := "wrong cluster secret"
+			if r.Header.Get(HeaderClusterSecret) == "" {
+				reason = "no cluster secret"
+			}
+			slog.Default().Warn("refused peer request", "reason", reason, "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+			writeJSON(w, http.StatusUnauthorized, api.Error{Code: api.CodeUnauthorized, Message: "peer request refused: " + reason + " (" + HeaderClusterSecret + ")"})
+		})
+	}
+}

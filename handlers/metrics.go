@@ -1,0 +1,251 @@
+package handlers
+
+import (
+	"hash/maphash"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/engine"
+)
+
+// Node roles reported by the baton_role gauge.
+const (
+	RoleActive  = "active"
+	RoleStandby = "standby"
+)
+
+// Metrics are the Prometheus metrics of one node, in a private registry:
+// the engine's state changes (fed through OnEvent), error answers by code,
+// gauges over the engine, this node's role, build info and the Go runtime
+// and process collectors. Create one with NewMetrics, pass its OnEvent as
+// engine.Config.OnEvent and the Metrics itself as Config.Metrics.
+type Metrics struct {
+	reg     *prometheus.Registry
+	handler http.Handler
+
+	grants, releases, renewals, expiries, timeouts prometheus.Counter
+	enqueues, leaves                               prometheus.Counter
+	errors                                         *prometheus.CounterVec
+	waitSeconds, handoffSeconds                    prometheus.Histogram
+	role                                           *prometheus.GaugeVec
+	roleMu                                         sync.Mutex
+
+	// held is grants minus releases minus expiries: the locks held now.
+	held atomic.Int64
+	eng  atomic.Pointer[engine.Engine]
+
+	// handoffs tracks, per key, a release or expiry that had waiters until
+	// the grant it led to is written to the new holder's connection.
+	seed     maphash.Seed
+	handoffs [64]handoffShard
+	now      func() time.Time
+}
+
+type handoffShard struct {
+	mu sync.Mutex
+	m  map[string]handoff
+}
+
+// handoff is a lock passed on from one holder to a waiter: from is when the
+// old grant ended (Unix ns), token the new grant's (0 until it is made).
+type handoff struct {
+	from  int64
+	token uint64
+}
+
+// NewMetrics returns metrics in a fresh registry. The role starts as
+// RoleActive (a single node); a cluster sets it with SetRole.
+func NewMetrics() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry(), seed: maphash.MakeSeed(), now: time.Now}
+	for i := range m.handoffs {
+		m.handoffs[i].m = map[string]handoff{}
+	}
+	counter := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "baton", Name: name, Help: help})
+		m.reg.MustRegister(c)
+		return c
+	}
+	m.grants = counter("grants_total", "Locks granted, each with a new fencing token.")
+	m.releases = counter("releases_total", "Locks released by their holder (or because the grant could not be delivered).")
+	m.renewals = counter("renewals_total", "Leases renewed by their holder.")
+	m.expiries = counter("lease_expiries_total", "Locks taken back because their lease ran out.")
+	m.timeouts = counter("wait_timeouts_total", "Acquires whose wait ran out before a grant (answered 408 timeout).")
+	m.enqueues = counter("enqueues_total", "Acquires that joined a queue.")
+	m.leaves = counter("waiter_leaves_total", "Waiters that went away (request cancelled) before a grant.")
+	m.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "baton", Name: "error_answers_total",
+		Help: "Error answers sent, by the code of their body (the error field).",
+	}, []string{"code"})
+	for _, c := range []string{api.CodeTimeout, api.CodePollTimeout, api.CodeNotHolder, api.CodeNotHeld,
+		api.CodeInvalidArgument, api.CodeBodyTooLarge, api.CodeTooManyKeys, api.CodeTooManyWaiters,
+		api.CodeUnauthorized, api.CodeUnavailable, api.CodeInternal} {
+		m.errors.WithLabelValues(c)
+	}
+	m.waitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "baton", Name: "wait_seconds",
+		Help:    "Time granted acquires spent in the queue, in seconds (0 for a lock that was free).",
+		Buckets: []float64{0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900},
+	})
+	m.handoffSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "baton", Name: "handoff_seconds",
+		Help:    "Time from the release or lease expiry of a lock to the moment its next holder's grant was written to that holder's connection, in seconds.",
+		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
+	})
+	m.role = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "baton", Name: "role",
+		Help: "1 for this node's current role (active, standby, ...), else absent.",
+	}, []string{"role"})
+	m.reg.MustRegister(m.errors, m.waitSeconds, m.handoffSeconds, m.role)
+	m.SetRole(RoleActive)
+
+	counts := func(pick func(keys, waiters int) int) func() float64 {
+		return func() float64 {
+			if e := m.eng.Load(); e != nil {
+				return float64(pick(e.Counts()))
+			}
+			return 0
+		}
+	}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "baton", Name: "locks_held", Help: "Locks held now."},
+			func() float64 { return float64(m.held.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "baton", Name: "waiters", Help: "Acquires queued now, over all keys."},
+			counts(func(_, w int) int { return w })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "baton", Name: "keys", Help: "Keys that exist now (held or with waiters)."},
+			counts(func(k, _ int) int { return k })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "baton", Name: "last_token", Help: "The highest fencing token issued or observed."},
+			func() float64 {
+				if e := m.eng.Load(); e != nil {
+					return float64(e.LastToken())
+				}
+				return 0
+			}),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewBuildInfoCollector(),
+		buildInfo(),
+	)
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return m
+}
+
+// buildInfo is baton_build_info{version,revision,go_version} 1.
+func buildInfo() prometheus.Collector {
+	version, revision, goVersion := "(unknown)", "", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version, goVersion = bi.Main.Version, bi.GoVersion
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				revision = s.Value
+			}
+		}
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "baton", Name: "build_info", Help: "Always 1; the labels name the build.",
+		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "go_version": goVersion},
+	})
+	g.Set(1)
+	return g
+}
+
+// Registry returns the registry, for callers that add collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// SetRole reports this node's role (RoleActive, RoleStandby or another
+// name): baton_role{role=<role>} is 1 and no other role is exported.
+func (m *Metrics) SetRole(role string) {
+	m.roleMu.Lock()
+	defer m.roleMu.Unlock()
+	m.role.Reset()
+	m.role.WithLabelValues(role).Set(1)
+}
+
+// bind makes the gauges read eng.
+func (m *Metrics) bind(eng *engine.Engine) { m.eng.Store(eng) }
+
+// countError counts one error answer; it is the Server's onError hook.
+func (m *Metrics) countError(code string) { m.errors.WithLabelValues(code).Inc() }
+
+// OnEvent counts one engine state change. It is meant for
+// engine.Config.OnEvent (compose it with other observers): it never blocks
+// for longer than a map update under a per-key-shard mutex.
+func (m *Metrics) OnEvent(ev engine.Event) {
+	switch ev.Kind {
+	case engine.EventGrant:
+		m.grants.Inc()
+		m.held.Add(1)
+		m.waitSeconds.Observe(ev.Waited.Seconds())
+		sh := m.shard(ev.Key)
+		sh.mu.Lock()
+		if h, ok := sh.m[ev.Key]; ok && h.token == 0 {
+			h.token = ev.Token
+			sh.m[ev.Key] = h
+		}
+		sh.mu.Unlock()
+	case engine.EventRelease, engine.EventExpire:
+		if ev.Kind == engine.EventRelease {
+			m.releases.Inc()
+		} else {
+			m.expiries.Inc()
+		}
+		m.held.Add(-1)
+		sh := m.shard(ev.Key)
+		sh.mu.Lock()
+		if h, ok := sh.m[ev.Key]; ok && (h.token == ev.Token || h.token == 0) {
+			delete(sh.m, ev.Key) // a handoff that was never delivered
+		}
+		if ev.Waiters > 0 {
+			sh.m[ev.Key] = handoff{from: ev.At}
+		}
+		sh.mu.Unlock()
+	case engine.EventRenew:
+		m.renewals.Inc()
+	case engine.EventTimeout:
+		m.timeouts.Inc()
+	case engine.EventEnqueue:
+		m.enqueues.Inc()
+	case engine.EventLeave:
+		m.leaves.Inc()
+	}
+}
+
+// delivered records that the grant of token on key reached its holder's
+// connection: if it was a handoff, its latency is observed.
+func (m *Metrics) delivered(key string, token uint64) {
+	sh := m.shard(key)
+	sh.mu.Lock()
+	h, ok := sh.m[key]
+	if ok && h.token == token {
+		delete(sh.m, key)
+	}
+	sh.mu.Unlock()
+	if ok && h.token == token {
+		m.handoffSeconds.Observe(max(0, float64(m.now().UnixNano()-h.from)/1e9))
+	}
+}
+
+func (m *Metrics) shard(key string) *handoffShard {
+	return &m.handoffs[maphash.String(m.seed, key)%uint64(len(m.handoffs))]
+}
+
+// serveMetrics is GET /metrics.
+//
+//	@Summary		Prometheus metrics
+//	@Description	Prometheus text exposition format: baton_* counters, gauges and histograms, go_* and process_* runtime metrics.
+//	@Tags			operations
+//	@Produce		plain
+//	@Success		200	{string}	string		"metrics in the Prometheus text format"
+//	@Failure		401	{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
+//	@Security		BearerAuth
+//	@Router			/metrics [get]
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	s.metrics.handler.ServeHTTP(w, r)
+}
