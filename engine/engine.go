@@ -59,6 +59,9 @@ type Config struct {
 	Shards int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Standby starts the engine as a standby: it refuses calls with
+	// ErrNotActive and takes state only through Apply until Promote.
+	Standby bool
 	// OnEvent, if set, is called for every state change, in order per key,
 	// while the key's shard is locked: it must not block or call back into
 	// the Engine.
@@ -159,6 +162,7 @@ type Engine struct {
 	keys    atomic.Int64
 	waiters atomic.Int64
 	closed  atomic.Bool
+	active  atomic.Bool // serves calls; lease and wait deadlines armed
 
 	stop     chan struct{}
 	bg       sync.WaitGroup
@@ -174,6 +178,7 @@ type shard struct {
 	timer   *time.Timer
 	armed   int64 // when the timer fires (Unix ns); 0 = not armed
 	e       *Engine
+	idx     int
 }
 
 // lock is one key with a holder, waiters, or both.
@@ -230,7 +235,7 @@ const (
 
 // ticket is what a waiter ID is remembered by.
 type ticket struct {
-	id    string
+	id    string // client's waiter ID, or AnonPrefix + a server ticket
 	key   string
 	state ticketState
 	w     *waiter // while waiting
@@ -293,9 +298,11 @@ func New(cfg Config) (*Engine, error) {
 	if e.now == nil {
 		e.now = time.Now
 	}
+	e.active.Store(!cfg.Standby)
 	for i := range e.shards {
 		s := &e.shards[i]
 		s.e = e
+		s.idx = i
 		s.locks = make(map[string]*lock)
 		s.tickets = make(map[string]*ticket)
 		s.timer = time.AfterFunc(time.Hour, s.fire)
@@ -409,9 +416,9 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	}
 	s := e.shard(req.Key)
 	s.mu.Lock()
-	if e.closed.Load() {
+	if err := e.serving(); err != nil {
 		s.mu.Unlock()
-		return Grant{}, ErrClosed
+		return Grant{}, err
 	}
 	now := e.now().UnixNano()
 	var tid string
@@ -427,9 +434,7 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 			s.mu.Unlock()
 			return Grant{}, ErrTooManyKeys
 		}
-		lk = &lock{key: req.Key, dl: deadline{idx: -1}}
-		s.locks[req.Key] = lk
-		e.keys.Add(1)
+		lk = s.lockFor(req.Key)
 	}
 	var t *ticket
 	if req.ID != "" {
@@ -453,6 +458,13 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 		s.mu.Unlock()
 		return Grant{}, ErrTooManyWaiters
 	}
+	if t == nil {
+		// A queued waiter always has an ID, so that it can be resumed on
+		// another node after a handoff (the ticket travels in a redirect).
+		t = &ticket{id: newTicketID(), key: req.Key, dl: deadline{idx: -1}}
+		t.dl.t = t
+		tid = req.Key + "\x00" + t.id
+	}
 	w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), lease: lease, arrived: now, dl: deadline{idx: -1}}
 	w.dl.w = w
 	if wait > 0 {
@@ -461,14 +473,12 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	if e.cfg.PollTimeout > 0 {
 		w.pollUntil = now + int64(e.cfg.PollTimeout)
 	}
-	if t != nil {
-		t.w = w
-		s.tickets[tid] = t
-	}
+	t.w = w
+	s.tickets[tid] = t
 	lk.enqueue(w)
 	e.waiters.Add(1)
 	s.schedule(w)
-	s.emit(Event{Kind: EventEnqueue, Key: lk.key, WaiterID: req.ID, Lease: lease, At: now, Waiters: lk.n})
+	s.emit(Event{Kind: EventEnqueue, Key: lk.key, WaiterID: t.id, Lease: lease, At: now, WaitUntil: w.waitUntil, Waiters: lk.n})
 	ch := w.ch
 	s.mu.Unlock()
 	return s.await(ctx, w, ch)
@@ -587,8 +597,8 @@ func (e *Engine) Release(key string, token uint64) error {
 	s := e.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e.closed.Load() {
-		return ErrClosed
+	if err := e.serving(); err != nil {
+		return err
 	}
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
@@ -617,8 +627,8 @@ func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, er
 	s := e.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e.closed.Load() {
-		return Grant{}, ErrClosed
+	if err := e.serving(); err != nil {
+		return Grant{}, err
 	}
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
@@ -664,7 +674,7 @@ func (e *Engine) Waiters(key string, limit int) []Waiter {
 	var out []Waiter
 	for w := lk.head; w != nil && len(out) < limit; w = w.next {
 		x := Waiter{Since: time.Unix(0, w.arrived), Lease: w.lease}
-		if w.t != nil {
+		if w.t != nil && !IsTicket(w.t.id) {
 			x.ID = w.t.id
 		}
 		if w.waitUntil != 0 {
@@ -777,11 +787,11 @@ func (s *shard) grant(lk *lock, t *ticket, lease time.Duration, now, arrived int
 		t.w = nil
 		s.heap.remove(&t.dl)
 	}
-	s.armLease(lk)
 	ev := Event{Kind: EventGrant, Key: lk.key, Token: tok, Lease: lease, At: now, ExpiresAt: lk.expires, Waited: time.Duration(now - arrived), Waiters: lk.n}
 	if t != nil {
 		ev.WaiterID = t.id
 	}
+	s.armLease(lk)
 	s.emit(ev)
 	return lk.grantInfo(), nil
 }
@@ -794,7 +804,11 @@ func (s *shard) endGrant(lk *lock, now int64, kind EventKind) {
 	s.heap.remove(&lk.dl)
 	if t := lk.holder; t != nil {
 		lk.holder = nil
-		s.retire(t, tEnded, now)
+		if IsTicket(t.id) {
+			s.retire(t, tForget, now)
+		} else {
+			s.retire(t, tEnded, now)
+		}
 	}
 }
 
@@ -820,6 +834,11 @@ func (s *shard) grantNext(lk *lock, now int64) {
 			s.armLease(lk)
 			continue
 		}
+		if IsTicket(w.t.id) {
+			// Delivered to a caller with no ID of its own: nobody can repeat.
+			lk.holder = nil
+			s.retire(w.t, tForget, now)
+		}
 		w.deliver(outcome{g: g})
 	}
 }
@@ -836,7 +855,7 @@ func (s *shard) leave(w *waiter, now int64) {
 	lk := w.lk
 	s.dequeue(w)
 	w.lk = nil
-	s.emit(Event{Kind: EventLeave, Key: lk.key, At: now, Waiters: lk.n})
+	s.emit(Event{Kind: EventLeave, Key: lk.key, WaiterID: w.t.id, At: now, Waiters: lk.n})
 	s.dropIfIdle(lk)
 }
 
@@ -863,6 +882,9 @@ func (s *shard) dropIfIdle(lk *lock) {
 }
 
 func (s *shard) armLease(lk *lock) {
+	if !s.e.active.Load() {
+		return
+	}
 	when := lk.expires
 	if lk.claimBy != 0 && lk.claimBy < when {
 		when = lk.claimBy
@@ -879,7 +901,7 @@ func (s *shard) schedule(w *waiter) {
 			when = t
 		}
 	}
-	if when == 0 {
+	if when == 0 || !s.e.active.Load() {
 		s.heap.remove(&w.dl)
 		return
 	}
@@ -941,13 +963,11 @@ func (s *shard) waiterDeadline(w *waiter, now int64) {
 	case w.waitUntil != 0 && now >= w.waitUntil:
 		s.dequeue(w)
 		w.lk = nil
-		if w.t != nil {
-			s.retire(w.t, tTimedOut, now)
-		}
+		s.retire(w.t, tTimedOut, now)
 		if w.state == queued {
 			w.deliver(outcome{err: ErrTimeout})
 		}
-		s.emit(Event{Kind: EventTimeout, Key: lk.key, At: now, Waiters: lk.n, Waited: time.Duration(now - w.arrived)})
+		s.emit(Event{Kind: EventTimeout, Key: lk.key, WaiterID: w.t.id, At: now, Waiters: lk.n, Waited: time.Duration(now - w.arrived)})
 		s.dropIfIdle(lk)
 	case w.state == detached && w.graceUntil != 0 && now >= w.graceUntil:
 		s.leave(w, now)
@@ -955,7 +975,7 @@ func (s *shard) waiterDeadline(w *waiter, now int64) {
 			s.retire(w.t, tForget, now)
 		}
 	case w.state == queued && w.pollUntil != 0 && now >= w.pollUntil:
-		if w.t == nil {
+		if IsTicket(w.t.id) {
 			// Nobody could resume an anonymous waiter: it leaves now.
 			w.deliver(outcome{err: ErrPollTimeout})
 			s.leave(w, now)
@@ -973,6 +993,7 @@ func (s *shard) waiterDeadline(w *waiter, now int64) {
 
 func (s *shard) emit(ev Event) {
 	if f := s.e.cfg.OnEvent; f != nil {
+		ev.Shard = s.idx
 		f(ev)
 	}
 }

@@ -14,6 +14,8 @@ const (
 	EventEnqueue                      // a waiter joined the queue
 	EventLeave                        // a waiter went away before a grant
 	EventTimeout                      // a waiter's wait ran out
+	EventState                        // snapshot: one key's full state (State)
+	EventTicket                       // snapshot: a waiter ID's remembered outcome
 )
 
 var eventNames = [...]string{
@@ -24,6 +26,8 @@ var eventNames = [...]string{
 	EventEnqueue: "enqueue",
 	EventLeave:   "leave",
 	EventTimeout: "timeout",
+	EventState:   "state",
+	EventTicket:  "ticket",
 }
 
 func (k EventKind) String() string {
@@ -51,4 +55,39 @@ type Event struct {
 	WaiterID string
 	// Waiters is the queue length after the change.
 	Waiters int
+	// WaitUntil is an enqueued waiter's wait deadline, Unix nanoseconds;
+	// 0 = no limit.
+	WaitUntil int64
+	// Shard is the index of the key's shard (replication subscribes to
+	// the change stream shard by shard; see Engine.Snapshot).
+	Shard int
+	// State is a key's full state (EventState).
+	State *KeyState `json:",omitempty"`
+	// Outcome is a remembered waiter ID's outcome (EventTicket): "timeout"
+	// or "ended"; At is when it is forgotten.
+	Outcome string `json:",omitempty"`
+}
+
+// KeyState is the full state of one key, as a snapshot carries it.
+type KeyState struct {
+	Key     string
+	Holder  *HolderState  `json:",omitempty"`
+	Waiters []WaiterState `json:",omitempty"`
+}
+
+// HolderState is a holder in a snapshot. Times are Unix nanoseconds.
+type HolderState struct {
+	Token   uint64
+	Lease   time.Duration
+	Granted int64
+	Expires int64
+	ID      string `json:",omitempty"` // the waiter ID it was granted to
+}
+
+// WaiterState is a queued waiter in a snapshot. Times are Unix nanoseconds.
+type WaiterState struct {
+	ID        string
+	Lease     time.Duration
+	Arrived   int64
+	WaitUntil int64 `json:",omitempty"`
 }

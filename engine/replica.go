@@ -1,0 +1,322 @@
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strings"
+)
+
+// This file holds what a cluster needs from the engine: the roles (active,
+// standby), a snapshot of the whole state, and Apply, which replays another
+// node's changes in order. Apply takes every time from the event, never from
+// the clock, so that a standby holds exactly the active's holders, leases
+// and queues.
+
+// ErrNotActive: the engine is a standby and serves no calls.
+var ErrNotActive = errors.New("engine: not the active node")
+
+// ErrMoved is matched (errors.Is) by a *MovedError.
+var ErrMoved = errors.New("engine: the lock state moved to another node")
+
+// MovedError is what a parked Acquire returns when its engine stops being
+// active (handoff, step-down) while the waiter keeps its place in the
+// replicated queue. ID is the waiter's ID: a repeat with it on the new
+// active resumes the place; for a caller without an ID of its own it is a
+// server ticket (IsTicket), which the HTTP layer carries in the redirect.
+type MovedError struct{ ID string }
+
+func (e *MovedError) Error() string { return ErrMoved.Error() }
+
+// Is makes errors.Is(err, ErrMoved) true.
+func (e *MovedError) Is(target error) bool { return target == ErrMoved }
+
+// AnonPrefix starts the IDs the engine gives queued waiters that came
+// without one. No client ID starts with it: client IDs are printable ASCII.
+const AnonPrefix = "\x1f"
+
+// IsTicket reports whether id was made by the engine (AnonPrefix).
+func IsTicket(id string) bool { return strings.HasPrefix(id, AnonPrefix) }
+
+// TicketID turns a ticket as it travels in a URL into the waiter ID.
+func TicketID(ticket string) string { return AnonPrefix + ticket }
+
+// Ticket returns the URL form of an engine-made id ("" for a client ID).
+func Ticket(id string) string {
+	if t, ok := strings.CutPrefix(id, AnonPrefix); ok {
+		return t
+	}
+	return ""
+}
+
+func newTicketID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return AnonPrefix + hex.EncodeToString(b[:])
+}
+
+// serving reports why calls are refused, if they are. s.mu is held.
+func (e *Engine) serving() error {
+	switch {
+	case e.closed.Load():
+		return ErrClosed
+	case !e.active.Load():
+		return ErrNotActive
+	}
+	return nil
+}
+
+// Active reports whether the engine serves calls.
+func (e *Engine) Active() bool { return e.active.Load() }
+
+// Snapshot passes the full state to emit, key by key, shard by shard: one
+// EventState per key and one EventTicket per remembered outcome. Right
+// after a shard is dumped, and with it still locked, subscribed(i) is called:
+// a change stream that starts forwarding shard i's events there continues
+// exactly where the snapshot of shard i ends. emit and subscribed run with a
+// shard locked: they must not block or call into the Engine.
+func (e *Engine) Snapshot(emit func(Event), subscribed func(shard int)) {
+	for i := range e.shards {
+		s := &e.shards[i]
+		s.mu.Lock()
+		for _, lk := range s.locks {
+			ks := &KeyState{Key: lk.key}
+			if lk.token != 0 {
+				ks.Holder = &HolderState{Token: lk.token, Lease: lk.lease, Granted: lk.granted, Expires: lk.expires}
+				if lk.holder != nil {
+					ks.Holder.ID = lk.holder.id
+				}
+			}
+			for w := lk.head; w != nil; w = w.next {
+				ks.Waiters = append(ks.Waiters, WaiterState{ID: w.t.id, Lease: w.lease, Arrived: w.arrived, WaitUntil: w.waitUntil})
+			}
+			emit(Event{Kind: EventState, Key: lk.key, State: ks, Shard: i})
+		}
+		for _, t := range s.tickets {
+			var outcome string
+			switch t.state {
+			case tTimedOut:
+				outcome = "timeout"
+			case tEnded:
+				outcome = "ended"
+			default:
+				continue
+			}
+			emit(Event{Kind: EventTicket, Key: t.key, WaiterID: t.id, Outcome: outcome, At: t.dl.when, Shard: i})
+		}
+		subscribed(i)
+		s.mu.Unlock()
+	}
+}
+
+// Reset drops all state (a standby about to take a fresh snapshot). It keeps
+// the fencing-token high-water mark.
+func (e *Engine) Reset() {
+	for i := range e.shards {
+		s := &e.shards[i]
+		s.mu.Lock()
+		for _, lk := range s.locks {
+			for w := lk.head; w != nil; w = w.next {
+				if w.state == queued {
+					w.deliver(outcome{err: &MovedError{ID: w.t.id}})
+				}
+				e.waiters.Add(-1)
+			}
+		}
+		e.keys.Add(-int64(len(s.locks)))
+		s.locks = make(map[string]*lock)
+		s.tickets = make(map[string]*ticket)
+		clear(s.heap)
+		s.heap = s.heap[:0]
+		s.mu.Unlock()
+	}
+}
+
+// Apply replays one change made by the active node, with the times the
+// event carries. It is for standbys only: on an active engine it returns an
+// error, since two writers would diverge.
+func (e *Engine) Apply(ev Event) error {
+	if e.active.Load() {
+		return errors.New("engine: Apply on an active engine")
+	}
+	if ev.Token != 0 {
+		e.tokens.observe(ev.Token)
+	}
+	s := e.shard(ev.Key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch ev.Kind {
+	case EventState:
+		s.applyState(ev.State)
+	case EventTicket:
+		t := s.ticket(ev.Key, ev.WaiterID)
+		t.state = tTimedOut
+		if ev.Outcome == "ended" {
+			t.state = tEnded
+		}
+		s.heap.set(&t.dl, ev.At)
+		s.arm()
+	case EventEnqueue:
+		lk := s.lockFor(ev.Key)
+		s.applyWaiter(lk, WaiterState{ID: ev.WaiterID, Lease: ev.Lease, Arrived: ev.At, WaitUntil: ev.WaitUntil})
+	case EventGrant:
+		lk := s.lockFor(ev.Key)
+		var t *ticket
+		if ev.WaiterID != "" {
+			t = s.ticket(ev.Key, ev.WaiterID)
+			if w := t.w; w != nil && w.lk == lk {
+				s.dequeue(w)
+				w.lk = nil
+			}
+			t.state, t.token, t.w = tGranted, ev.Token, nil
+			s.heap.remove(&t.dl)
+		}
+		lk.token, lk.lease, lk.granted, lk.expires, lk.holder = ev.Token, ev.Lease, ev.At, ev.ExpiresAt, t
+	case EventRelease, EventExpire:
+		lk := s.locks[ev.Key]
+		if lk == nil || lk.token != ev.Token {
+			return nil
+		}
+		s.endGrant(lk, ev.At, ev.Kind)
+		s.dropIfIdle(lk)
+	case EventRenew:
+		if lk := s.locks[ev.Key]; lk != nil && lk.token == ev.Token {
+			lk.lease, lk.expires = ev.Lease, ev.ExpiresAt
+		}
+	case EventLeave, EventTimeout:
+		t := s.tickets[ev.Key+"\x00"+ev.WaiterID]
+		if t == nil || t.w == nil {
+			return nil
+		}
+		w := t.w
+		lk := w.lk
+		s.dequeue(w)
+		w.lk = nil
+		if ev.Kind == EventTimeout {
+			s.retire(t, tTimedOut, ev.At)
+		} else {
+			s.retire(t, tForget, ev.At)
+		}
+		s.dropIfIdle(lk)
+	}
+	return nil
+}
+
+func (s *shard) lockFor(key string) *lock {
+	lk := s.locks[key]
+	if lk == nil {
+		lk = &lock{key: key, dl: deadline{idx: -1}}
+		lk.dl.lk = lk
+		s.locks[key] = lk
+		s.e.keys.Add(1)
+	}
+	return lk
+}
+
+func (s *shard) ticket(key, id string) *ticket {
+	tid := key + "\x00" + id
+	t := s.tickets[tid]
+	if t == nil {
+		t = &ticket{id: id, key: key, dl: deadline{idx: -1}}
+		t.dl.t = t
+		s.tickets[tid] = t
+	}
+	return t
+}
+
+func (s *shard) applyState(ks *KeyState) {
+	if ks == nil {
+		return
+	}
+	lk := s.lockFor(ks.Key)
+	if h := ks.Holder; h != nil {
+		s.e.tokens.observe(h.Token)
+		lk.token, lk.lease, lk.granted, lk.expires = h.Token, h.Lease, h.Granted, h.Expires
+		if h.ID != "" {
+			t := s.ticket(ks.Key, h.ID)
+			t.state, t.token = tGranted, h.Token
+			lk.holder = t
+		}
+	}
+	for _, ws := range ks.Waiters {
+		s.applyWaiter(lk, ws)
+	}
+	s.dropIfIdle(lk)
+}
+
+func (s *shard) applyWaiter(lk *lock, ws WaiterState) {
+	t := s.ticket(lk.key, ws.ID)
+	if t.w != nil {
+		return // already queued: a duplicate in the stream
+	}
+	w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), state: detached, lease: ws.Lease, arrived: ws.Arrived, waitUntil: ws.WaitUntil, dl: deadline{idx: -1}}
+	w.dl.w = w
+	t.state, t.w = tWaiting, w
+	s.heap.remove(&t.dl)
+	lk.enqueue(w)
+	s.e.waiters.Add(1)
+}
+
+// Promote makes a standby active: every replicated lease keeps its
+// deadline (one that passed meanwhile is taken back and handed on at once);
+// every replicated waiter keeps its place for Config.PollGrace, for its
+// client to resume it by repeating its acquire with the same ID; and fencing
+// tokens continue above max(every token seen, now + TokenMargin), which is
+// above any token the old active can have issued unreplicated when clocks
+// agree (SPEC section 1). It returns the first token the node may issue.
+func (e *Engine) Promote() uint64 {
+	now := e.now()
+	e.tokens.observe(uint64(now.Add(e.cfg.TokenMargin).UnixMicro()))
+	e.active.Store(true)
+	n := now.UnixNano()
+	grace := n + int64(e.cfg.PollGrace)
+	for i := range e.shards {
+		s := &e.shards[i]
+		s.mu.Lock()
+		for _, lk := range s.locks {
+			for w := lk.head; w != nil; w = w.next {
+				w.state, w.pollUntil, w.graceUntil = detached, 0, grace
+				s.schedule(w)
+			}
+			if lk.token != 0 {
+				s.armLease(lk)
+			}
+		}
+		for _, lk := range s.locks {
+			if lk.token == 0 {
+				s.grantNext(lk, n)
+				s.dropIfIdle(lk)
+			}
+		}
+		s.mu.Unlock()
+	}
+	return e.tokens.last.Load() + 1
+}
+
+// Demote makes an active engine a standby: calls are refused with
+// ErrNotActive from now on, lease and wait deadlines stop (the new active
+// runs them), and every parked Acquire returns a *MovedError while its
+// waiter stays in the queue, to be resumed on the new active.
+func (e *Engine) Demote() {
+	e.active.Store(false)
+	for i := range e.shards {
+		s := &e.shards[i]
+		s.mu.Lock()
+		for _, lk := range s.locks {
+			s.heap.remove(&lk.dl)
+			lk.claimBy = 0
+			for w := lk.head; w != nil; w = w.next {
+				s.heap.remove(&w.dl)
+				if w.state == queued {
+					w.deliver(outcome{err: &MovedError{ID: w.t.id}})
+				}
+				w.state, w.pollUntil, w.graceUntil = detached, 0, 0
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// ObserveToken raises the fencing-token high-water mark to at least token
+// (a token another node issued), so that the next grant is above it.
+func (e *Engine) ObserveToken(token uint64) { e.tokens.observe(token) }
