@@ -1,0 +1,508 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// runEnv is what one run of one workload gets: the settings, the target,
+// a way to make clients, the progress line and a key prefix unique to the
+// run (so runs never see each other's locks).
+type runEnv struct {
+	cfg    *config
+	tgt    *target
+	newSet func(clients int) (lockerSet, error)
+	prog   *progress
+	prefix string
+
+	errs     atomic.Int64
+	firstErr atomic.Pointer[error]
+	abort    context.CancelFunc
+}
+
+// key names lock i of kind within this run.
+func (e *runEnv) key(kind string, i int) string {
+	return e.prefix + kind + "/" + strconv.Itoa(i)
+}
+
+// fail counts an error, keeps the first, and aborts the run once more
+// than cfg.maxErrors have happened. It sleeps a little so that a failing
+// client does not spin. It returns true when the caller should stop.
+func (e *runEnv) fail(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	n := e.errs.Add(1)
+	e.prog.errs.Add(1)
+	e.firstErr.CompareAndSwap(nil, &err)
+	if n > int64(e.cfg.maxErrors) {
+		e.abort()
+		return true
+	}
+	time.Sleep(5 * time.Millisecond)
+	return false
+}
+
+// err returns the run's failure, if it was aborted for errors.
+func (e *runEnv) err() error {
+	if e.errs.Load() > int64(e.cfg.maxErrors) {
+		return fmt.Errorf("%d errors (more than --max-errors=%d), first: %v", e.errs.Load(), e.cfg.maxErrors, *e.firstErr.Load())
+	}
+	return nil
+}
+
+// result starts a Result for this run.
+func (e *runEnv) result(c int) *Result {
+	return &Result{
+		Workload: e.cfg.workload, Proto: e.cfg.proto, Client: e.cfg.client,
+		Target: e.tgt.name, C: c,
+	}
+}
+
+// grantRec is one grant as its client saw it, on the shared clock.
+type grantRec struct {
+	client    int32
+	token     uint64
+	waitStart int64 // acquire request about to be sent
+	granted   int64 // grant received
+	released  int64 // release answered
+}
+
+// runUncontended: each of C clients loops acquire+release on its own key.
+// ops_s is cycles/s; latencies are the acquire's.
+func runUncontended(ctx context.Context, e *runEnv) (*Result, error) {
+	c := e.cfg.c
+	set, err := e.newSet(c)
+	if err != nil {
+		return nil, err
+	}
+	defer set.Close()
+	start := now() + int64(e.cfg.warmup)
+	end := start + int64(e.cfg.duration)
+	perClientMax := e.cfg.maxOps/int64(c) + 1
+	lats := make([][]int64, c)
+	var wg sync.WaitGroup
+	for i := 0; i < c; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			l, key := set.For(i), e.key("u", i)
+			for n := int64(0); n < perClientMax; n++ {
+				t0 := now()
+				if t0 >= end || ctx.Err() != nil {
+					return
+				}
+				tok, err := l.Acquire(ctx, key, e.cfg.lease, e.cfg.wait)
+				t1 := now()
+				if err != nil {
+					if e.fail(ctx, err) {
+						return
+					}
+					continue
+				}
+				if err := l.Release(ctx, key, tok); err != nil {
+					if e.fail(ctx, err) {
+						return
+					}
+					continue
+				}
+				t2 := now()
+				e.prog.ops.Add(1)
+				if t0 >= start && t2 <= end {
+					lats[i] = append(lats[i], t1-t0)
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	if err := e.err(); err != nil {
+		return nil, err
+	}
+	var all []int64
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	r := e.result(c)
+	r.OpsS = float64(len(all)) / e.cfg.duration.Seconds()
+	r.P50, r.P99, r.P999 = percentiles(all)
+	r.set("cycles", float64(len(all)))
+	r.Errors = e.errs.Load()
+	return r, nil
+}
+
+// runContended: C clients loop acquire+release on one key. ops_s is
+// grants/s; latencies are the acquire's (the time in the queue). It adds
+// handoff latency, FIFO overtakes and the spread of grants per client.
+func runContended(ctx context.Context, e *runEnv) (*Result, error) {
+	c := e.cfg.c
+	set, err := e.newSet(c)
+	if err != nil {
+		return nil, err
+	}
+	defer set.Close()
+	key := e.key("c", 0)
+	start := now() + int64(e.cfg.warmup)
+	end := start + int64(e.cfg.duration)
+	perClientMax := e.cfg.maxOps/int64(c) + 1
+	recs := make([][]grantRec, c)
+	var wg sync.WaitGroup
+	for i := 0; i < c; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			l := set.For(i)
+			// Past end, a client finishes its cycle and stops; the
+			// clients still queued are granted in turn, so the key
+			// drains without cancelling anything.
+			for n := int64(0); n < perClientMax; n++ {
+				ws := now()
+				if ws >= end || ctx.Err() != nil {
+					return
+				}
+				tok, err := l.Acquire(ctx, key, e.cfg.lease, e.cfg.wait)
+				g := now()
+				if err != nil {
+					if e.fail(ctx, err) {
+						return
+					}
+					continue
+				}
+				if e.cfg.hold > 0 {
+					time.Sleep(e.cfg.hold)
+				}
+				if err := l.Release(ctx, key, tok); err != nil {
+					if e.fail(ctx, err) {
+						return
+					}
+					continue
+				}
+				e.prog.ops.Add(1)
+				recs[i] = append(recs[i], grantRec{int32(i), tok, ws, g, now()})
+			}
+		}(i)
+	}
+	wg.Wait()
+	if err := e.err(); err != nil {
+		return nil, err
+	}
+	var all []grantRec
+	for _, rs := range recs {
+		all = append(all, rs...)
+	}
+	a := analyzeGrants(all, start, end, c)
+	r := e.result(c)
+	r.OpsS = float64(a.grants) / e.cfg.duration.Seconds()
+	r.P50, r.P99, r.P999 = percentiles(a.waits)
+	r.set("grants", float64(a.grants))
+	hp50, hp99, _ := percentiles(a.handoffs)
+	r.set("handoff_p50_us", hp50)
+	r.set("handoff_p99_us", hp99)
+	r.set("overtakes", float64(a.overtakes))
+	r.set("overtakes_5ms", float64(a.overtakes5ms))
+	r.set("max_overtake_us", float64(a.maxOvertake)/1e3)
+	r.set("min_grants", float64(a.minGrants))
+	r.set("max_grants", float64(a.maxGrants))
+	r.Errors = e.errs.Load()
+	return r, nil
+}
+
+// grantAnalysis is what analyzeGrants finds in the grants of one key.
+type grantAnalysis struct {
+	grants       int     // grants received in [start, end)
+	waits        []int64 // their acquire latencies
+	handoffs     []int64 // release answered -> next grant received, ns (>= 0)
+	overtakes    int     // grants made while an earlier waiter was still queued
+	overtakes5ms int     // ... that earlier waiter having started > 5 ms before
+	maxOvertake  int64   // the largest such lead, ns
+	minGrants    int
+	maxGrants    int
+}
+
+// analyzeGrants orders the grants of one key by token (the server's grant
+// order) and measures, for the grants received within [start, end):
+//   - handoff: from the previous grant's release being answered to this
+//     grant being received (clamped at 0: the two answers leave the server
+//     together and either may arrive first);
+//   - FIFO overtakes: this grant went to a client that started waiting
+//     later than some client granted after it;
+//   - grants per client (of clients 0..c-1).
+func analyzeGrants(all []grantRec, start, end int64, c int) grantAnalysis {
+	sort.Slice(all, func(i, j int) bool { return all[i].token < all[j].token })
+	n := len(all)
+	// suffixMin[i] = earliest waitStart among grants i..n-1.
+	suffixMin := make([]int64, n+1)
+	suffixMin[n] = 1<<63 - 1
+	for i := n - 1; i >= 0; i-- {
+		suffixMin[i] = min(suffixMin[i+1], all[i].waitStart)
+	}
+	var a grantAnalysis
+	per := make([]int, c)
+	for i, g := range all {
+		if g.granted < start || g.granted >= end {
+			continue
+		}
+		a.grants++
+		a.waits = append(a.waits, g.granted-g.waitStart)
+		if int(g.client) < c {
+			per[g.client]++
+		}
+		if i > 0 {
+			a.handoffs = append(a.handoffs, max(0, g.granted-all[i-1].released))
+		}
+		if lead := g.waitStart - suffixMin[i+1]; lead > 0 {
+			a.overtakes++
+			if lead > int64(5*time.Millisecond) {
+				a.overtakes5ms++
+			}
+			a.maxOvertake = max(a.maxOvertake, lead)
+		}
+	}
+	if c > 0 {
+		a.minGrants, a.maxGrants = per[0], per[0]
+		for _, p := range per {
+			a.minGrants, a.maxGrants = min(a.minGrants, p), max(a.maxGrants, p)
+		}
+	}
+	return a
+}
+
+// runWaiters: W clients block on one held key; the server's RSS is read
+// before and once all are queued; then the holder releases and each
+// waiter, once granted, releases at once, until all are served.
+func runWaiters(ctx context.Context, e *runEnv) (*Result, error) {
+	w := e.cfg.waiters
+	set, err := e.newSet(w + 1)
+	if err != nil {
+		return nil, err
+	}
+	defer set.Close()
+	key := e.key("w", 0)
+	holder := set.For(w)
+	htok, err := holder.Acquire(ctx, key, 3600, 0)
+	if err != nil {
+		return nil, fmt.Errorf("holder: %w", err)
+	}
+	holderGranted := now()
+	var rss0 int64
+	if e.tgt.pid > 0 {
+		if rss0, err = settledRSS(e.tgt.pid); err != nil {
+			return nil, err
+		}
+	}
+
+	var sent atomic.Int64
+	wctx := withSentCounter(ctx, &sent)
+	recs := make([]grantRec, w)
+	got := make([]bool, w)
+	var wg sync.WaitGroup
+	e.prog.setPhase("queueing")
+	for i := 0; i < w; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			l := set.For(i)
+			ws := now()
+			if _, plain := l.(*plainLocker); !plain {
+				sent.Add(1) // no wire trace there: count calls made
+			}
+			tok, err := l.Acquire(wctx, key, e.cfg.lease, 0)
+			g := now()
+			if err != nil {
+				e.fail(ctx, err)
+				return
+			}
+			err = l.Release(ctx, key, tok)
+			if err != nil {
+				e.fail(ctx, err)
+				return
+			}
+			e.prog.ops.Add(1)
+			recs[i] = grantRec{int32(i), tok, ws, g, now()}
+			got[i] = true
+		}(i)
+	}
+
+	// Wait (bounded) until every waiter's request is out and, where the
+	// target tells (baton, floor), queued at the server.
+	parkBy := time.Now().Add(30*time.Second + time.Duration(w)*time.Millisecond)
+	for sent.Load() < int64(w) && time.Now().Before(parkBy) && ctx.Err() == nil && e.errs.Load() == 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	hc := &http.Client{Transport: newTransport(transportOptions{proto: "h1"}, 1)}
+	defer hc.CloseIdleConnections()
+	queued := -1
+	for time.Now().Before(parkBy) && ctx.Err() == nil && e.errs.Load() == 0 {
+		n, ok := queueLen(ctx, hc, e.tgt.addr, key)
+		if !ok {
+			break
+		}
+		queued = n
+		e.prog.setPhase(fmt.Sprintf("queued %d/%d", n, w))
+		if n >= w {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if e.errs.Load() > 0 {
+		e.abort()
+		wg.Wait()
+		return nil, fmt.Errorf("while queueing %d waiters: %d errors, first: %v", w, e.errs.Load(), *e.firstErr.Load())
+	}
+	if sent.Load() < int64(w) || (queued >= 0 && queued < w) {
+		e.abort()
+		wg.Wait()
+		return nil, fmt.Errorf("only %d of %d waiters sent, %d queued at the server, after %v", sent.Load(), w, queued, time.Until(parkBy))
+	}
+	var rss1 int64
+	if e.tgt.pid > 0 {
+		if rss1, err = settledRSS(e.tgt.pid); err != nil {
+			return nil, err
+		}
+	}
+
+	e.prog.setPhase("draining")
+	t0 := now()
+	if err := holder.Release(ctx, key, htok); err != nil {
+		e.abort()
+		wg.Wait()
+		return nil, fmt.Errorf("holder release: %w", err)
+	}
+	holderReleased := now()
+	wg.Wait()
+	if e.errs.Load() > 0 {
+		return nil, fmt.Errorf("while draining: %d errors, first: %v", e.errs.Load(), *e.firstErr.Load())
+	}
+
+	all := []grantRec{{client: int32(w), token: htok, waitStart: holderGranted, granted: holderGranted, released: holderReleased}}
+	var last int64
+	for i, r := range recs {
+		if got[i] {
+			all = append(all, r)
+			last = max(last, r.granted)
+		}
+	}
+	a := analyzeGrants(all, t0, 1<<62, 0)
+	drain := float64(max(0, last-t0)) / 1e9
+	r := e.result(w)
+	if drain > 0 {
+		r.OpsS = float64(w) / drain
+	}
+	r.P50, r.P99, r.P999 = percentiles(a.waits)
+	hp50, hp99, _ := percentiles(a.handoffs)
+	r.set("grants", float64(a.grants))
+	r.set("handoff_p50_us", hp50)
+	r.set("handoff_p99_us", hp99)
+	if e.tgt.pid > 0 {
+		r.set("rss_base_b", float64(rss0))
+		r.set("rss_per_waiter_b", float64(rss1-rss0)/float64(w))
+	}
+	r.set("drain_s", drain)
+	r.set("drain_grants_s", r.OpsS)
+	r.Errors = e.errs.Load()
+	return r, nil
+}
+
+// runKeys: C clients take K distinct locks (long leases) and hold them all;
+// the server's RSS is read before and after; then all are released.
+func runKeys(ctx context.Context, e *runEnv) (*Result, error) {
+	k, c := e.cfg.keys, e.cfg.c
+	set, err := e.newSet(c)
+	if err != nil {
+		return nil, err
+	}
+	defer set.Close()
+	var rss0 int64
+	if e.tgt.pid > 0 {
+		if rss0, err = settledRSS(e.tgt.pid); err != nil {
+			return nil, err
+		}
+	}
+	toks := make([]uint64, k)
+	lats := make([][]int64, c)
+	e.prog.setPhase("taking keys")
+	var wg sync.WaitGroup
+	fill := func(op func(l locker, j int) error) float64 {
+		t0 := now()
+		for i := 0; i < c; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				l := set.For(i)
+				for j := i; j < k; j += c {
+					if ctx.Err() != nil {
+						return
+					}
+					if err := op(l, j); err != nil {
+						if e.fail(ctx, err) {
+							return
+						}
+					}
+					e.prog.ops.Add(1)
+				}
+			}(i)
+		}
+		wg.Wait()
+		return float64(now()-t0) / 1e9
+	}
+	fillS := fill(func(l locker, j int) error {
+		t0 := now()
+		tok, err := l.Acquire(ctx, e.key("k", j), e.cfg.keysLease, 1)
+		if err != nil {
+			return err
+		}
+		lats[j%c] = append(lats[j%c], now()-t0)
+		toks[j] = tok
+		return nil
+	})
+	if err := e.err(); err != nil {
+		return nil, err
+	}
+	var rss1 int64
+	if e.tgt.pid > 0 {
+		if rss1, err = settledRSS(e.tgt.pid); err != nil {
+			return nil, err
+		}
+	}
+	held := 0
+	for _, t := range toks {
+		if t != 0 {
+			held++
+		}
+	}
+	e.prog.setPhase("releasing keys")
+	releaseS := fill(func(l locker, j int) error {
+		if toks[j] == 0 {
+			return nil
+		}
+		return l.Release(ctx, e.key("k", j), toks[j])
+	})
+	if err := e.err(); err != nil {
+		return nil, err
+	}
+	var all []int64
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	r := e.result(c)
+	r.OpsS = float64(held) / fillS
+	r.P50, r.P99, r.P999 = percentiles(all)
+	r.set("keys", float64(k))
+	r.set("held", float64(held))
+	if e.tgt.pid > 0 && held > 0 {
+		r.set("rss_base_b", float64(rss0))
+		r.set("rss_per_key_b", float64(rss1-rss0)/float64(held))
+	}
+	r.set("release_ops_s", float64(held)/releaseS)
+	r.Errors = e.errs.Load()
+	return r, nil
+}
+
+// errNeedsCluster reports that a workload cannot run without a cluster.
+var errNeedsCluster = errors.New("needs a cluster")
