@@ -38,6 +38,10 @@ type serveConfig struct {
 	MaxWaiters       int           `koanf:"max_waiters"`
 	MaxBody          int64         `koanf:"max_body"`
 	LogLevel         string        `koanf:"log_level"`
+	AuthTokens       []string      `koanf:"auth_tokens"`
+	ClusterSecret    string        `koanf:"cluster_secret"`
+	TLSCert          string        `koanf:"tls_cert"`
+	TLSKey           string        `koanf:"tls_key"`
 }
 
 // settings describes every key: its default and its help text. The flag
@@ -58,6 +62,10 @@ var settings = []struct {
 	{"max_waiters", "waiters over all keys", engine.DefaultConfig().MaxWaiters},
 	{"max_body", "largest request body, in bytes", int64(handlers.DefaultMaxBody)},
 	{"log_level", "debug, info, warn or error", "info"},
+	{"auth_tokens", "bearer tokens accepted from clients, comma-separated; empty = no auth", []string{}},
+	{"cluster_secret", "shared secret for peer endpoints (X-Baton-Cluster-Secret)", ""},
+	{"tls_cert", "PEM certificate file: serve HTTPS (HTTP/2 by ALPN)", ""},
+	{"tls_key", "PEM private key file for tls_cert", ""},
 }
 
 func known(key string) bool {
@@ -89,6 +97,8 @@ func loadConfig(args []string, environ []string) (serveConfig, error) {
 			fs.Int(name, d, help)
 		case int64:
 			fs.Int64(name, d, help)
+		case []string:
+			fs.StringSlice(name, d, help)
 		}
 	}
 	if err := fs.Parse(args); err != nil {
@@ -131,6 +141,9 @@ func loadConfig(args []string, environ []string) (serveConfig, error) {
 			if !known(k) {
 				return "", nil // BATON_ADDR and friends belong to the client
 			}
+			if isList(k) {
+				return k, splitList(v)
+			}
 			return k, v
 		},
 	}), nil)
@@ -160,6 +173,9 @@ func lookupEnv(environ []string, name string) string {
 // validate checks what the components do not: addresses and sizes. The
 // engine's Config.Validate checks the rest and names the key too.
 func (c *serveConfig) validate() error {
+	if err := c.validateSecurity(); err != nil {
+		return err
+	}
 	host, port, err := net.SplitHostPort(c.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %q is not host:port: %v", c.Listen, err)
@@ -171,7 +187,7 @@ func (c *serveConfig) validate() error {
 				host = "127.0.0.1"
 			}
 		}
-		c.Advertise = "http://" + net.JoinHostPort(host, port)
+		c.Advertise = c.scheme() + "://" + net.JoinHostPort(host, port)
 	}
 	if u, err := url.Parse(c.Advertise); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("advertise: %q is not an http(s) base URL", c.Advertise)

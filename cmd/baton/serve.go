@@ -32,12 +32,15 @@ func serve(args []string) int {
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
-	eng, err := engine.New(cfg.engineConfig())
+	metrics := handlers.NewMetrics()
+	ec := cfg.engineConfig()
+	ec.OnEvent = metrics.OnEvent
+	eng, err := engine.New(ec)
 	if err != nil {
 		log.Error("cannot start the engine", "err", err)
 		return exitError
 	}
-	h := handlers.New(eng, handlers.Config{Node: cfg.Advertise, MaxBody: cfg.MaxBody, Logger: log})
+	h := handlers.New(eng, handlers.Config{Node: cfg.Advertise, MaxBody: cfg.MaxBody, Logger: log, AuthTokens: cfg.AuthTokens, Metrics: metrics})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -48,14 +51,21 @@ func serve(args []string) int {
 	baseCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	srv := handlers.NewHTTPServer(h, baseCtx, log)
+	srv.TLSConfig, _ = cfg.tlsConfig() // loaded once already by validate
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	log.Info("baton serving", "listen", ln.Addr().String(), "advertise", cfg.Advertise, "data_dir", cfg.DataDir, "last_token", eng.LastToken())
+	go func() {
+		if srv.TLSConfig != nil {
+			served <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		served <- srv.Serve(ln)
+	}()
+	log.Info("baton serving", "listen", ln.Addr().String(), "tls", srv.TLSConfig != nil, "auth", len(cfg.AuthTokens) > 0, "advertise", cfg.Advertise, "data_dir", cfg.DataDir, "last_token", eng.LastToken())
 
 	code := 0
 	select {

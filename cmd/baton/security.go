@@ -1,0 +1,83 @@
+package main
+
+import (
+	"crypto/tls"
+	"fmt"
+	"strings"
+)
+
+// This file holds the settings of issue 6 that config.go and serve.go only
+// call: auth_tokens, cluster_secret, tls_cert and tls_key.
+
+// validateSecurity checks auth_tokens, cluster_secret, tls_cert and
+// tls_key; a TLS pair that cannot be loaded is refused naming the key.
+func (c *serveConfig) validateSecurity() error {
+	for i, t := range c.AuthTokens {
+		c.AuthTokens[i] = strings.TrimSpace(t)
+		if c.AuthTokens[i] == "" {
+			return fmt.Errorf("auth_tokens: entry %d is empty", i+1)
+		}
+	}
+	if strings.TrimSpace(c.ClusterSecret) != c.ClusterSecret {
+		return fmt.Errorf("cluster_secret: must not start or end with white space")
+	}
+	switch {
+	case c.TLSCert == "" && c.TLSKey == "":
+		return nil
+	case c.TLSCert == "":
+		return fmt.Errorf("tls_cert: must be set when tls_key is")
+	case c.TLSKey == "":
+		return fmt.Errorf("tls_key: must be set when tls_cert is")
+	}
+	_, err := c.tlsConfig()
+	return err
+}
+
+// tlsConfig loads tls_cert and tls_key; nil without TLS. The server adds
+// h2 and http/1.1 to NextProtos itself (ALPN).
+func (c *serveConfig) tlsConfig() (*tls.Config, error) {
+	if c.TLSCert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+	if err != nil {
+		name := "tls_cert"
+		if strings.Contains(err.Error(), "private key") || strings.Contains(err.Error(), c.TLSKey) {
+			name = "tls_key"
+		}
+		return nil, fmt.Errorf("%s: cannot load the TLS certificate %q and key %q: %v", name, c.TLSCert, c.TLSKey, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// scheme is "https" when this node serves TLS, else "http".
+func (c *serveConfig) scheme() string {
+	if c.TLSCert != "" {
+		return "https"
+	}
+	return "http"
+}
+
+// splitList splits a comma-separated environment value into a list,
+// dropping empty entries.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// isList reports whether the setting key takes a list (its default is a
+// []string): its environment variable is then split at commas.
+func isList(key string) bool {
+	for _, s := range settings {
+		if s.key == key {
+			_, ok := s.def.([]string)
+			return ok
+		}
+	}
+	return false
+}
