@@ -300,6 +300,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 				if ctx.Err() != nil {
 					return 1
 				}
+				if cl == "official" && p != "h2c" {
+					fmt.Fprintf(stderr, "baton-bench: %s proto=%s client=official: skipped, the official client speaks HTTP/2 only (use --proto h2c)\n", w, p)
+					continue
+				}
 				cfg.workload, cfg.proto, cfg.client = w, p, cl
 				var err error
 				if w == "failover" {
