@@ -121,5 +121,6 @@ const (
 	CodeNotFound        = "not_found"        // 404: no such route
 	CodeMethod          = "method_not_allowed"
 	CodeUnavailable     = "unavailable" // 503: shutting down, or no active node known
+	CodeNotActive       = "not_active"  // 307: this node is a standby; Location names the active
 	CodeInternal        = "internal"    // 500
 )

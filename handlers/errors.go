@@ -71,6 +71,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// The client is gone: nobody reads the answer.
 		return
 	}
+	if ticket, ok := movedTicket(err); ok {
+		s.redirect(w, r, ticket)
+		return
+	}
 	status, body := classify(err)
 	switch status {
 	case http.StatusInternalServerError:

@@ -29,6 +29,8 @@ type lockParams struct {
 	Wait  *float64 `json:"wait" validate:"omitnil,gte=0"`
 	Token *uint64  `json:"token" validate:"omitnil,gt=0,lt=9007199254740992"`
 	ID    string   `json:"Idempotency-Key" validate:"max=256,printascii"`
+	// Ticket is a server ticket carried by a redirect (query only).
+	Ticket string `json:"ticket"`
 }
 
 func newValidator() *validator.Validate {
@@ -72,7 +74,7 @@ func (s *Server) validate(p *lockParams) error {
 
 // allowed lists the parameters each method takes.
 var allowed = map[string][]string{
-	http.MethodPost:   {"lease", "wait"},
+	http.MethodPost:   {"lease", "wait", "ticket"},
 	http.MethodDelete: {"token"},
 	http.MethodPatch:  {"token", "lease"},
 }
@@ -125,6 +127,9 @@ func (s *Server) parseLockParams(w http.ResponseWriter, r *http.Request) (lockPa
 	if err := s.validate(&p); err != nil {
 		return p, err
 	}
+	if p.ID == "" && p.Ticket != "" {
+		p.ID = engine.TicketID(p.Ticket)
+	}
 	if contains(names, "token") && p.Token == nil {
 		return p, badRequest("token", "is required (query, JSON body or Lock-Token header)")
 	}
@@ -143,6 +148,13 @@ func (p *lockParams) set(name, v string) error {
 		} else {
 			p.Wait = &f
 		}
+	case "ticket":
+		// A server ticket from a redirect (SPEC section 3): it names the
+		// waiter when the client sent no Idempotency-Key of its own.
+		if len(v) == 0 || len(v) > 64 || strings.Trim(v, "0123456789abcdef") != "" {
+			return badRequest("ticket", "must be the ticket of a redirect (hex)")
+		}
+		p.Ticket = v
 	case "token":
 		t, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
 		if err != nil {

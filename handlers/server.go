@@ -37,6 +37,18 @@ type Config struct {
 	// must be the engine's Config.OnEvent for the event counters. nil
 	// means a Metrics that sees only the engine's gauges and the errors.
 	Metrics *Metrics
+	// CORSOrigins are the origins whose pages may call from browsers
+	// (cors_origins); empty means no CORS headers at all. See cors.go.
+	CORSOrigins []string
+	// Events, if set, is the recent-events feed served at GET /events; the
+	// engine's Config.OnEvent must feed it (EventLog.Add).
+	Events *EventLog
+	// Cluster, if set, returns this node's view for GET /cluster; nil
+	// means a single node: itself, active.
+	Cluster func() api.ClusterView
+	// Gate, if set, decides whether this node serves /locks (a cluster
+	// member); nil means a single node, always active.
+	Gate Gate
 }
 
 // DefaultMaxBody is the default of max_body: 64 KiB.
@@ -64,6 +76,7 @@ func New(eng *engine.Engine, cfg Config) *Server {
 		s.log = slog.Default()
 	}
 	r := chi.NewRouter()
+	s.useCORS(r)
 	s.initOps(r)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &httpError{status: http.StatusNotFound, body: api.Error{Code: api.CodeNotFound, Message: "no such route: " + r.URL.Path}})
@@ -73,11 +86,15 @@ func New(eng *engine.Engine, cfg Config) *Server {
 	})
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
-	r.Get("/locks", s.list)
-	r.Post("/locks/*", s.acquire)
-	r.Delete("/locks/*", s.release)
-	r.Patch("/locks/*", s.renew)
-	r.Get("/locks/*", s.status)
+	r.Group(func(r chi.Router) {
+		r.Use(s.gateLocks)
+		r.Get("/locks", s.list)
+		r.Post("/locks/*", s.acquire)
+		r.Delete("/locks/*", s.release)
+		r.Patch("/locks/*", s.renew)
+		r.Get("/locks/*", s.status)
+	})
+	s.mountWeb(r)
 	s.router = r
 	return s
 }
@@ -325,6 +342,11 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 //	@Failure	503	{object}	map[string]string	"not the active node"
 //	@Router		/readyz [get]
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if !s.eng.Active() {
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "standby"})
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "active"})
 }
 

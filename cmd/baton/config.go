@@ -19,6 +19,7 @@ import (
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
 
+	"github.com/baton-io/baton/cluster"
 	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/handlers"
 )
@@ -42,6 +43,10 @@ type serveConfig struct {
 	ClusterSecret    string        `koanf:"cluster_secret"`
 	TLSCert          string        `koanf:"tls_cert"`
 	TLSKey           string        `koanf:"tls_key"`
+	CORSOrigins      []string      `koanf:"cors_origins"`
+	Peers            []string      `koanf:"peers"`
+	Heartbeat        time.Duration `koanf:"heartbeat"`
+	FailoverTimeout  time.Duration `koanf:"failover_timeout"`
 }
 
 // settings describes every key: its default and its help text. The flag
@@ -66,6 +71,10 @@ var settings = []struct {
 	{"cluster_secret", "shared secret for peer endpoints (X-Baton-Cluster-Secret)", ""},
 	{"tls_cert", "PEM certificate file: serve HTTPS (HTTP/2 by ALPN)", ""},
 	{"tls_key", "PEM private key file for tls_cert", ""},
+	{"cors_origins", "origins whose pages may call from browsers, comma-separated (scheme://host[:port], or *); empty = none", []string{}},
+	{"peers", "ordered node base URLs, this node among them (first = highest priority), comma-separated; empty = single node", []string{}},
+	{"heartbeat", "interval of peer status polls and replication heartbeats", cluster.DefaultHeartbeat},
+	{"failover_timeout", "silence after which a peer counts as dead and a standby takes over", cluster.DefaultFailoverTimeout},
 }
 
 func known(key string) bool {
@@ -193,6 +202,15 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("advertise: %q is not an http(s) base URL", c.Advertise)
 	}
 	c.Advertise = strings.TrimRight(c.Advertise, "/")
+	if len(c.Peers) > 0 {
+		for i, p := range c.Peers {
+			c.Peers[i] = strings.TrimRight(strings.TrimSpace(p), "/")
+		}
+		cc := c.clusterConfig()
+		if err := cc.Validate(); err != nil {
+			return err
+		}
+	}
 	if c.DataDir == "" {
 		return errors.New("data_dir: must not be empty (the fencing-token high-water mark lives there)")
 	}
@@ -203,6 +221,9 @@ func (c *serveConfig) validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("log_level: must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	if err := handlers.ValidateCORSOrigins(c.CORSOrigins); err != nil {
+		return fmt.Errorf("cors_origins: %w", err)
 	}
 	return c.engineConfig().Validate()
 }
@@ -218,4 +239,14 @@ func (c *serveConfig) engineConfig() engine.Config {
 	ec.MaxWaitersPerKey = c.MaxWaitersPerKey
 	ec.MaxWaiters = c.MaxWaiters
 	return ec
+}
+
+func (c *serveConfig) clusterConfig() cluster.Config {
+	return cluster.Config{
+		Self:            c.Advertise,
+		Peers:           c.Peers,
+		Heartbeat:       c.Heartbeat,
+		FailoverTimeout: c.FailoverTimeout,
+		Secret:          c.ClusterSecret,
+	}
 }

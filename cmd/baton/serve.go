@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/cluster"
 	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/handlers"
 )
@@ -33,14 +35,42 @@ func serve(args []string) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
 	metrics := handlers.NewMetrics()
+	events := handlers.NewEventLog(handlers.DefaultEventLogSize)
 	ec := cfg.engineConfig()
-	ec.OnEvent = metrics.OnEvent
+	var node *cluster.Node // set before anything can produce an event
+	ec.OnEvent = func(ev engine.Event) {
+		metrics.OnEvent(ev)
+		events.Add(ev)
+		if node != nil {
+			node.OnEvent(ev)
+		}
+	}
+	ec.Standby = len(cfg.Peers) > 0
 	eng, err := engine.New(ec)
 	if err != nil {
 		log.Error("cannot start the engine", "err", err)
 		return exitError
 	}
-	h := handlers.New(eng, handlers.Config{Node: cfg.Advertise, MaxBody: cfg.MaxBody, Logger: log, AuthTokens: cfg.AuthTokens, Metrics: metrics})
+	hc := handlers.Config{Node: cfg.Advertise, MaxBody: cfg.MaxBody, Logger: log, AuthTokens: cfg.AuthTokens, Metrics: metrics,
+		CORSOrigins: cfg.CORSOrigins, Events: events}
+	if ec.Standby {
+		cc := cfg.clusterConfig()
+		cc.Logger = log
+		cc.OnRole = metrics.SetRole
+		cc.OnChange = func(kind, n, msg string) { events.AddEvent(api.Event{Kind: kind, Node: n, Message: msg}) }
+		node, err = cluster.New(cc, eng)
+		if err != nil {
+			log.Error("cannot start the cluster node", "err", err)
+			_ = eng.Close()
+			return exitUsage
+		}
+		metrics.SetRole(api.RoleStandby)
+		hc.Gate, hc.Cluster = node, node.View
+	}
+	h := handlers.New(eng, hc)
+	if node != nil {
+		h.Router().Mount(cluster.PathPrefix, handlers.RequireSecret(cfg.ClusterSecret)(node.Handler()))
+	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -65,7 +95,10 @@ func serve(args []string) int {
 		}
 		served <- srv.Serve(ln)
 	}()
-	log.Info("baton serving", "listen", ln.Addr().String(), "tls", srv.TLSConfig != nil, "auth", len(cfg.AuthTokens) > 0, "advertise", cfg.Advertise, "data_dir", cfg.DataDir, "last_token", eng.LastToken())
+	if node != nil {
+		node.Start()
+	}
+	log.Info("baton serving", "peers", len(cfg.Peers), "listen", ln.Addr().String(), "tls", srv.TLSConfig != nil, "auth", len(cfg.AuthTokens) > 0, "advertise", cfg.Advertise, "data_dir", cfg.DataDir, "last_token", eng.LastToken())
 
 	code := 0
 	select {
@@ -75,11 +108,20 @@ func serve(args []string) int {
 		log.Error("server stopped", "err", err)
 		code = exitError
 	}
-	// Waiters first: each gets 503 + Retry-After and can retry elsewhere.
+	if node != nil {
+		// The active hands off first: its waiters and in-flight calls are
+		// redirected to the successor, holders keep their tokens there.
+		hctx, hstop := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = node.Close(hctx)
+		hstop()
+	}
+	// Waiters left (a single node, or no successor): each gets 503 +
+	// Retry-After and can retry elsewhere.
 	if err := eng.Close(); err != nil {
 		log.Error("writing the token high-water mark", "err", err)
 		code = exitError
 	}
+	events.Close() // end the /events streams, or Shutdown would wait for them
 	ctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
 	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -1,0 +1,46 @@
+package api
+
+import "time"
+
+// Roles a node reports in ClusterView.Role and PeerView.Role.
+const (
+	RoleActive  = "active"  // serves /locks
+	RoleStandby = "standby" // follows the active and answers /locks with 307
+)
+
+// ClusterView is the answer to GET /cluster: one node's view of the
+// cluster (SPEC section 3). A single node reports itself as the only peer,
+// active, with priority 0.
+type ClusterView struct {
+	// Self is this node's base URL, as it stands in the peers list.
+	Self string `json:"self"`
+	// Role is this node's role: RoleActive or RoleStandby.
+	Role string `json:"role"`
+	// Active is the base URL of the node this one takes for the active;
+	// empty while no active is known.
+	Active string `json:"active"`
+	// Peers lists every node of the cluster, this one included, in
+	// priority order.
+	Peers []PeerView `json:"peers"`
+	// LastToken is the highest fencing token this node has issued or seen.
+	LastToken uint64 `json:"last_token"`
+	// Epoch counts promotions: each new active takes 1 + the highest
+	// epoch it has seen, so a newer active's state wins over an older one's.
+	Epoch uint64 `json:"epoch"`
+}
+
+// PeerView is one node as another node sees it.
+type PeerView struct {
+	// URL is the node's base URL.
+	URL string `json:"url"`
+	// Priority is the node's place in the peers list: 0 is the highest.
+	Priority int `json:"priority"`
+	// Role is the node's last known role: RoleActive or RoleStandby, or ""
+	// when never heard from.
+	Role string `json:"role"`
+	// Live reports whether the node was heard from within the failover
+	// timeout.
+	Live bool `json:"live"`
+	// LastContact is when the node was last heard from; nil if never.
+	LastContact *time.Time `json:"last_contact"`
+}

@@ -1,0 +1,373 @@
+// Package cluster runs baton's active/standby cluster (SPEC section 3):
+// failure detection by heartbeats, real-time replication of the engine's
+// changes from the active to every standby, promotion of the best live
+// standby, graceful handoff, and step-down when two nodes are active.
+//
+// The peers list orders the nodes: the first has the highest priority. Each
+// node polls every other node's status every Heartbeat; a node not heard
+// from for FailoverTimeout is dead. A standby follows the active through one
+// long-lived HTTP stream: a snapshot of the engine, then every change, with
+// heartbeat frames while idle.
+//
+// Roles change in one goroutine (Node.loop), one step per heartbeat:
+//
+//   - active: if another live node is active with a newer epoch, or the same
+//     epoch and a higher priority, step down: demote the engine, follow it.
+//   - standby following a live active: nothing; once synced, a standby whose
+//     priority is above the active's asks it for a handoff.
+//   - standby with no live active: follow the best live active if there is
+//     one; otherwise, once the node has listened for FailoverTimeout, the
+//     highest-priority live node that holds state (or any, when none does)
+//     promotes itself.
+//
+// Every promotion takes epoch = 1 + the highest epoch seen, so that two
+// actives can tell which one has the newer state. The stale one steps down
+// and resyncs, and if its priority is higher it then takes the active role
+// back through a handoff, losing nothing the newer one granted.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/engine"
+)
+
+// HeaderSecret carries the cluster secret on peer requests.
+const HeaderSecret = "X-Baton-Cluster-Secret"
+
+// PathPrefix is where the peer endpoints are mounted.
+const PathPrefix = "/_cluster"
+
+// Config sets up a Node.
+type Config struct {
+	// Self is this node's base URL exactly as it stands in Peers.
+	Self string
+	// Peers lists every node's base URL, Self among them, highest
+	// priority first.
+	Peers []string
+	// Heartbeat is the interval of status polls and idle stream frames.
+	Heartbeat time.Duration
+	// FailoverTimeout is the silence after which a node counts as dead
+	// and a standby may take over. Keep it several heartbeats long.
+	FailoverTimeout time.Duration
+	// Secret, when set, is sent on every peer request and required on
+	// every peer endpoint (see handlers.RequireSecret).
+	Secret string
+	// Logger receives role changes; nil means slog.Default().
+	Logger *slog.Logger
+	// OnRole, if set, is called with the new role on every role change.
+	OnRole func(role string)
+	// OnChange, if set, is told of every promotion ("promote"), handoff
+	// ("handoff") and step-down ("step_down"): kind, the node concerned,
+	// and a sentence. It must not block.
+	OnChange func(kind, node, message string)
+}
+
+// Defaults: a crashed active is replaced within about FailoverTimeout +
+// Heartbeat, under the 2 s that SPEC section 5 asks for.
+const (
+	DefaultHeartbeat       = 200 * time.Millisecond
+	DefaultFailoverTimeout = time.Second
+)
+
+// Validate reports the first invalid field by its config key.
+func (c *Config) Validate() error {
+	if len(c.Peers) == 0 {
+		return errors.New("peers: empty (a single node needs no cluster)")
+	}
+	seen := map[string]bool{}
+	for _, p := range c.Peers {
+		u, err := url.Parse(p)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("peers: %q is not a node base URL (http://host:port)", p)
+		}
+		if seen[p] {
+			return fmt.Errorf("peers: %q is listed twice", p)
+		}
+		seen[p] = true
+	}
+	if !seen[c.Self] {
+		return fmt.Errorf("advertise: %q is not in peers %v", c.Self, c.Peers)
+	}
+	if c.Heartbeat <= 0 {
+		return fmt.Errorf("heartbeat: must be > 0, got %v", c.Heartbeat)
+	}
+	if c.FailoverTimeout < 2*c.Heartbeat {
+		return fmt.Errorf("failover_timeout: must be at least two heartbeats (%v), got %v", 2*c.Heartbeat, c.FailoverTimeout)
+	}
+	return nil
+}
+
+// Status is a node's answer to a peer's poll (GET /_cluster/status).
+type Status struct {
+	URL       string `json:"url"`
+	Role      string `json:"role"`
+	Active    string `json:"active"`
+	Epoch     uint64 `json:"epoch"`
+	HasState  bool   `json:"has_state"`
+	LastToken uint64 `json:"last_token"`
+}
+
+// peer is another node as this one sees it.
+type peer struct {
+	url      string
+	priority int
+	contact  time.Time // last successful poll or stream frame
+	status   Status    // last answer
+	heard    bool
+}
+
+// Node is one member of the cluster. Its exported methods are safe for
+// concurrent use.
+type Node struct {
+	cfg    Config
+	eng    *engine.Engine
+	log    *slog.Logger
+	client *http.Client // peer polls and calls
+	stream *http.Client // the replication stream (no overall timeout)
+	self   int          // priority of this node
+	hub    *hub
+
+	mu        sync.Mutex
+	role      string // api.RoleActive, api.RoleStandby
+	active    string // URL of the active as this node sees it; "" unknown
+	epoch     uint64
+	hasState  bool // synced from an active, or was active
+	peers     []*peer
+	started   time.Time
+	following string             // URL whose stream this node reads
+	stopSync  context.CancelFunc // ends the stream reader
+	synced    bool               // the stream's snapshot is applied
+	applied   uint64             // last stream frame applied
+	appliedCh chan struct{}      // closed and replaced on every applied frame
+	asked     time.Time          // last handoff request to the active
+	moving    bool               // a handoff or step-down is under way
+	changed   chan struct{}      // closed and replaced when active changes
+	closing   bool
+
+	ctx  context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+// New returns a Node for eng, which must have been created as a standby
+// (engine.Config.Standby). It starts nothing: Start does.
+func New(cfg Config, eng *engine.Engine) (*Node, error) {
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.FailoverTimeout == 0 {
+		cfg.FailoverTimeout = DefaultFailoverTimeout
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:       cfg,
+		eng:       eng,
+		log:       cfg.Logger,
+		role:      api.RoleStandby,
+		appliedCh: make(chan struct{}),
+		changed:   make(chan struct{}),
+	}
+	if n.log == nil {
+		n.log = slog.Default()
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 8
+	tr.ResponseHeaderTimeout = 0
+	n.client = &http.Client{Transport: tr, Timeout: cfg.FailoverTimeout / 2}
+	n.stream = &http.Client{Transport: tr.Clone()}
+	for i, p := range cfg.Peers {
+		if p == cfg.Self {
+			n.self = i
+			continue
+		}
+		n.peers = append(n.peers, &peer{url: p, priority: i})
+	}
+	n.hub = newHub()
+	return n, nil
+}
+
+// OnEvent forwards an engine change to the standbys. Wire it into
+// engine.Config.OnEvent; it never blocks.
+func (n *Node) OnEvent(ev engine.Event) { n.hub.publish(ev) }
+
+// Start begins polling peers and taking roles. The node starts as a
+// standby: it takes over only as the rules in the package comment say.
+func (n *Node) Start() {
+	n.mu.Lock()
+	n.started = time.Now()
+	n.ctx, n.stop = context.WithCancel(context.Background())
+	n.mu.Unlock()
+	for _, p := range n.peers {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.poll(p)
+		}()
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.loop()
+	}()
+	n.log.Info("cluster node started", "self", n.cfg.Self, "priority", n.self, "peers", len(n.cfg.Peers))
+}
+
+// Close leaves the cluster. An active node first hands off to the best
+// live synced standby (SPEC section 3, graceful handoff), so that its
+// in-flight calls can be redirected there; ctx bounds the handoff. Then
+// every goroutine of the node ends.
+func (n *Node) Close(ctx context.Context) error {
+	n.mu.Lock()
+	n.closing = true
+	active := n.role == api.RoleActive
+	n.mu.Unlock()
+	var err error
+	if active {
+		start := time.Now()
+		var to string
+		to, err = n.handoff(ctx, "")
+		if err == nil {
+			n.log.Info("handoff done", "to", to, "no_active_ms", float64(time.Since(start).Microseconds())/1000)
+		} else {
+			n.log.Warn("no handoff: leaving without a successor", "err", err)
+		}
+	}
+	if n.stop != nil {
+		n.stop()
+	}
+	n.hub.closeAll()
+	n.mu.Lock()
+	if n.stopSync != nil {
+		n.stopSync()
+	}
+	n.mu.Unlock()
+	n.wg.Wait()
+	return err
+}
+
+// Serving reports whether this node is the active.
+func (n *Node) Serving() bool { return n.eng.Active() }
+
+// ActiveURL returns the active's base URL for a redirect. While no active is
+// known (a failover or handoff under way) it waits, up to FailoverTimeout +
+// Heartbeat or until ctx ends, and returns "" if none became known.
+func (n *Node) ActiveURL(ctx context.Context) string {
+	deadline := time.NewTimer(n.cfg.FailoverTimeout + 2*n.cfg.Heartbeat)
+	defer deadline.Stop()
+	for {
+		n.mu.Lock()
+		a, ch := n.active, n.changed
+		if a == n.cfg.Self && !n.eng.Active() {
+			a = ""
+		}
+		n.mu.Unlock()
+		if a != "" {
+			return a
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return ""
+		case <-ctx.Done():
+			return ""
+		}
+	}
+}
+
+// View returns this node's view of the cluster for GET /cluster.
+func (n *Node) View() api.ClusterView {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := time.Now()
+	v := api.ClusterView{Self: n.cfg.Self, Role: n.role, Active: n.active, LastToken: n.eng.LastToken(), Epoch: n.epoch}
+	self := api.PeerView{URL: n.cfg.Self, Priority: n.self, Role: n.role, Live: true, LastContact: &now}
+	v.Peers = append(v.Peers, self)
+	for _, p := range n.peers {
+		pv := api.PeerView{URL: p.url, Priority: p.priority, Live: n.live(p, now)}
+		if p.heard {
+			pv.Role = p.status.Role
+			c := p.contact
+			pv.LastContact = &c
+		}
+		v.Peers = append(v.Peers, pv)
+	}
+	slices.SortFunc(v.Peers, func(a, b api.PeerView) int { return a.Priority - b.Priority })
+	return v
+}
+
+func (n *Node) status() Status {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return Status{URL: n.cfg.Self, Role: n.role, Active: n.active, Epoch: n.epoch, HasState: n.hasState, LastToken: n.eng.LastToken()}
+}
+
+// live reports whether p was heard from within the failover timeout. n.mu
+// is held.
+func (n *Node) live(p *peer, now time.Time) bool {
+	return p.heard && now.Sub(p.contact) < n.cfg.FailoverTimeout
+}
+
+func (n *Node) peerByURL(u string) *peer {
+	for _, p := range n.peers {
+		if p.url == u {
+			return p
+		}
+	}
+	return nil
+}
+
+// setActive records who the active is and wakes ActiveURL waiters. n.mu
+// is held.
+func (n *Node) setActive(u string) {
+	if n.active == u {
+		return
+	}
+	n.active = u
+	close(n.changed)
+	n.changed = make(chan struct{})
+}
+
+// setRole records a role change. n.mu is held.
+func (n *Node) setRole(role string) {
+	if n.role == role {
+		return
+	}
+	n.role = role
+	if f := n.cfg.OnRole; f != nil {
+		f(role)
+	}
+}
+
+func (n *Node) notify(kind, node, msg string) {
+	if f := n.cfg.OnChange; f != nil {
+		f(kind, node, msg)
+	}
+}
+
+func (n *Node) newRequest(ctx context.Context, method, base, path string, q url.Values) (*http.Request, error) {
+	u := strings.TrimRight(base, "/") + PathPrefix + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	if n.cfg.Secret != "" {
+		req.Header.Set(HeaderSecret, n.cfg.Secret)
+	}
+	return req, nil
+}

@@ -1,0 +1,98 @@
+package cluster
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/baton-io/baton/api"
+)
+
+// Handler returns the peer endpoints, to be mounted at PathPrefix behind
+// the cluster-secret check (handlers.RequireSecret):
+//
+//	GET  /_cluster/status               this node's Status (the heartbeat poll)
+//	GET  /_cluster/stream?from=&last_token=   the replication stream (active only)
+//	POST /_cluster/handoff?to=          ask the active to hand off to a peer
+//	POST /_cluster/promote?from=&through=     the old active asks its successor to take over
+func (n *Node) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+PathPrefix+"/status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, n.status())
+	})
+	mux.HandleFunc("GET "+PathPrefix+"/stream", n.serveStream)
+	mux.HandleFunc("POST "+PathPrefix+"/handoff", n.serveHandoff)
+	mux.HandleFunc("POST "+PathPrefix+"/promote", n.servePromote)
+	return mux
+}
+
+func (n *Node) isPeer(u string) bool {
+	return u != n.cfg.Self && slices.Contains(n.cfg.Peers, u)
+}
+
+// serveHandoff: a synced standby of higher priority asks for the role.
+func (n *Node) serveHandoff(w http.ResponseWriter, r *http.Request) {
+	to := r.URL.Query().Get("to")
+	if !n.isPeer(to) {
+		http.Error(w, "to: not a peer of this cluster", http.StatusBadRequest)
+		return
+	}
+	n.mu.Lock()
+	p := n.peerByURL(to)
+	ok := n.role == api.RoleActive && p != nil && p.priority < n.self
+	n.mu.Unlock()
+	if !ok {
+		writeJSON(w, http.StatusConflict, n.status())
+		return
+	}
+	if _, err := n.handoff(r.Context(), to); err != nil {
+		n.log.Warn("handoff refused", "to", to, "err", err)
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
+	writeJSON(w, http.StatusOK, n.status())
+}
+
+// servePromote: the active, handing off, asks this standby to take over
+// once it has applied its stream through frame `through`.
+func (n *Node) servePromote(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	from := q.Get("from")
+	through, err := strconv.ParseUint(q.Get("through"), 10, 64)
+	if err != nil || !n.isPeer(from) {
+		http.Error(w, "from, through: required", http.StatusBadRequest)
+		return
+	}
+	deadline := time.NewTimer(2 * n.cfg.FailoverTimeout)
+	defer deadline.Stop()
+	n.mu.Lock()
+	for n.following == from && n.applied < through {
+		ch := n.appliedCh
+		n.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline.C:
+			http.Error(w, "the stream did not catch up in time", http.StatusServiceUnavailable)
+			return
+		case <-r.Context().Done():
+			return
+		}
+		n.mu.Lock()
+	}
+	if n.following != from || !n.synced || n.role != api.RoleStandby {
+		n.mu.Unlock()
+		writeJSON(w, http.StatusConflict, n.status())
+		return
+	}
+	n.promoteLocked("handoff from " + from)
+	n.mu.Unlock()
+	writeJSON(w, http.StatusOK, n.status())
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

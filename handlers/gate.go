@@ -1,0 +1,77 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/engine"
+)
+
+// Gate tells the HTTP layer whether this node serves /locks, and where the
+// active is when it does not. The cluster implements it; a single node has
+// none and always serves.
+type Gate interface {
+	// Serving reports whether this node is the active.
+	Serving() bool
+	// ActiveURL returns the active's base URL ("http://host:port"). While a
+	// failover or handoff is under way it may wait for one to become known,
+	// bounded by ctx and a short timeout; "" means none is known.
+	ActiveURL(ctx context.Context) string
+}
+
+// gateLocks is the middleware of every /locks route: on a standby each call
+// is answered 307 to the same path and query on the active, or 503 with
+// Retry-After while no active is known (SPEC section 3).
+func (s *Server) gateLocks(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g := s.cfg.Gate; g != nil && !g.Serving() {
+			s.redirect(w, r, "")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// redirect answers r with 307 to the same call on the active. ticket, if
+// set, is the waiter's server ticket: the active resumes its queue place by
+// it (SPEC section 3, graceful handoff).
+func (s *Server) redirect(w http.ResponseWriter, r *http.Request, ticket string) {
+	var active string
+	if g := s.cfg.Gate; g != nil {
+		active = g.ActiveURL(r.Context())
+	}
+	if active == "" || active == s.cfg.Node {
+		w.Header().Set("Retry-After", "1")
+		s.countError(api.CodeUnavailable)
+		writeJSON(w, http.StatusServiceUnavailable, api.Error{Code: api.CodeUnavailable, Message: "no active node is known at the moment; retry"})
+		return
+	}
+	q := r.URL.Query()
+	if ticket != "" {
+		q.Set("ticket", ticket)
+	}
+	loc := active + r.URL.EscapedPath()
+	if len(q) > 0 {
+		loc += "?" + q.Encode()
+	}
+	w.Header().Set("Location", loc)
+	writeJSON(w, http.StatusTemporaryRedirect, api.Error{Code: api.CodeNotActive, Message: "this node is a standby; the active is " + active})
+}
+
+// movedTicket reports whether err means "call the active instead", and the
+// waiter ticket to carry along.
+func movedTicket(err error) (string, bool) {
+	var me *engine.MovedError
+	if errors.As(err, &me) {
+		return engine.Ticket(me.ID), true
+	}
+	return "", errors.Is(err, engine.ErrNotActive)
+}
+
+func (s *Server) countError(code string) {
+	if s.onError != nil {
+		s.onError(code)
+	}
+}
