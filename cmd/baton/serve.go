@@ -88,8 +88,9 @@ func serve(args []string) int {
 	defer signal.Stop(sigs)
 
 	served := make(chan error, 1)
+	useTLS := srv.TLSConfig != nil // read before Serve: ServeTLS writes to it
 	go func() {
-		if srv.TLSConfig != nil {
+		if useTLS {
 			served <- srv.ServeTLS(ln, "", "")
 			return
 		}
@@ -98,7 +99,7 @@ func serve(args []string) int {
 	if node != nil {
 		node.Start()
 	}
-	log.Info("baton serving", "peers", len(cfg.Peers), "listen", ln.Addr().String(), "tls", srv.TLSConfig != nil, "auth", len(cfg.AuthTokens) > 0, "advertise", cfg.Advertise, "data_dir", cfg.DataDir, "last_token", eng.LastToken())
+	log.Info("baton serving", "peers", len(cfg.Peers), "listen", ln.Addr().String(), "tls", useTLS, "auth", len(cfg.AuthTokens) > 0, "advertise", cfg.Advertise, "data_dir", cfg.DataDir, "last_token", eng.LastToken())
 
 	code := 0
 	select {

@@ -1,0 +1,243 @@
+package cluster_test
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/baton-io/baton/api"
+)
+
+// waitReplicated waits until node i has seen token (its last_token).
+func (c *testCluster) waitReplicated(i int, token uint64) {
+	c.t.Helper()
+	for range 500 {
+		if v, err := c.view(i); err == nil && v.LastToken >= token {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.t.Fatalf("node %d never saw token %d", i, token)
+}
+
+func TestKillActiveFailsOverWithHoldersAndTokens(t *testing.T) {
+	c := newCluster(t, 3, false)
+	c.startAll()
+	c.waitActive(0, 1, 2)
+
+	held := map[string]uint64{}
+	var last uint64
+	for i := range 10 {
+		key := fmt.Sprintf("held/%d", i)
+		g := c.acquire(0, key, "lease=60")
+		held[key], last = g.Token, g.Token
+	}
+	c.waitReplicated(1, last)
+	// One more grant right before the kill: it may not reach the standbys,
+	// but no later token may be at or below it.
+	final := c.acquire(0, "unreplicated", "lease=60").Token
+
+	killed := time.Now()
+	c.kill9(0)
+	c.waitActive(1, 2)
+	g := c.acquire(1, "after", "lease=60")
+	t.Logf("kill -9 of the active to the first grant on node 1: %v (failover_timeout %v)", time.Since(killed), failoverTimeout)
+
+	for key, tok := range held {
+		if got := c.holder(1, key); got != tok {
+			t.Errorf("%s: held by %d on the new active, want %d (replicated before the kill)", key, got, tok)
+		}
+	}
+	if g.Token <= final {
+		t.Errorf("first token after failover %d is not above %d, granted by the dead active", g.Token, final)
+	}
+	if g.Token >= api.MaxToken {
+		t.Errorf("token %d is not below 2^53", g.Token)
+	}
+}
+
+func TestSigstopActiveThenResumeStepsDownWithoutLoss(t *testing.T) {
+	c := newCluster(t, 3, false)
+	c.startAll()
+	c.waitActive(0, 1, 2)
+	before := c.acquire(0, "before", "lease=60")
+	c.waitReplicated(1, before.Token)
+
+	c.signal(0, syscall.SIGSTOP)
+	c.waitActive(1, 2)
+	during := c.acquire(1, "during", "lease=60")
+	if during.Token <= before.Token {
+		t.Fatalf("token %d on the new active is not above %d", during.Token, before.Token)
+	}
+
+	c.signal(0, syscall.SIGCONT)
+	// The resumed node finds the newer active, steps down, resyncs, and,
+	// having the higher priority, takes the role back through a handoff.
+	c.waitActive(0, 1, 2)
+	if got := c.holder(0, "during"); got != during.Token {
+		t.Errorf("during: held by %d after the step-down, want %d (granted while node 0 was paused)", got, during.Token)
+	}
+	if got := c.holder(0, "before"); got != before.Token {
+		t.Errorf("before: held by %d, want %d", got, before.Token)
+	}
+	after := c.acquire(0, "after", "lease=60")
+	if after.Token <= during.Token {
+		t.Errorf("token %d after the step-down is not above %d", after.Token, during.Token)
+	}
+	if r := c.roles(); !slices.Equal(r, []string{api.RoleActive, api.RoleStandby, api.RoleStandby}) {
+		t.Errorf("roles %v, want one active (node 0) and two standbys", r)
+	}
+}
+
+func TestCutLinkMakesTwoActivesAndHealingLeavesOne(t *testing.T) {
+	c := newCluster(t, 2, true)
+	c.startAll()
+	c.waitActive(0, 1)
+
+	c.nodes[0].proxy.setCut(true)
+	c.nodes[1].proxy.setCut(true)
+	// Each side sees the other as dead: node 1 promotes itself, node 0 stays.
+	c.waitActive(1)
+	if r := c.roles(); r[0] != api.RoleActive {
+		t.Fatalf("roles during the partition %v; want both active", r)
+	}
+	a := c.acquire(0, "split", "lease=60")
+	b := c.acquire(1, "split", "lease=60")
+	t.Logf("during the partition key split is held twice: token %d on node 0, %d on node 1", a.Token, b.Token)
+
+	c.nodes[0].proxy.setCut(false)
+	c.nodes[1].proxy.setCut(false)
+	c.waitActive(0, 1)
+	if r := c.roles(); !slices.Equal(r, []string{api.RoleActive, api.RoleStandby}) {
+		t.Errorf("roles after healing %v; want node 0 active, node 1 standby", r)
+	}
+	next := c.acquire(0, "next", "lease=60")
+	if next.Token <= max(a.Token, b.Token) {
+		t.Errorf("token %d after healing is not above both sides' %d and %d", next.Token, a.Token, b.Token)
+	}
+}
+
+func TestRestartedHigherPriorityNodeSyncsThenTakesOver(t *testing.T) {
+	c := newCluster(t, 3, false)
+	c.startAll()
+	c.waitActive(0, 1, 2)
+	first := c.acquire(0, "first", "lease=60")
+	c.waitReplicated(1, first.Token)
+	c.kill9(0)
+	c.waitActive(1, 2)
+	second := c.acquire(1, "second", "lease=60")
+	// A waiter queued on node 1 keeps its place across the handoff to node 0.
+	type res struct {
+		a   answer
+		err error
+	}
+	waiter := make(chan res, 1)
+	go func() {
+		a, err := do(http.MethodPost, "http://"+c.nodes[1].listen+"/locks/second?wait=30", "Idempotency-Key", "restart-waiter")
+		waiter <- res{a, err}
+	}()
+	for range 500 {
+		if st := c.waitersOn(1, "second"); st == 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	c.start(0)
+	c.waitActive(0, 1, 2)
+	for key, tok := range map[string]uint64{"first": first.Token, "second": second.Token} {
+		if got := c.holder(0, key); got != tok {
+			t.Errorf("%s: held by %d after node 0 took over, want %d", key, got, tok)
+		}
+	}
+	if _, err := do(http.MethodDelete, fmt.Sprintf("http://%s/locks/second?token=%d", c.nodes[0].listen, second.Token)); err != nil {
+		t.Fatal(err)
+	}
+	r := <-waiter
+	if r.err != nil || r.a.status != http.StatusOK || r.a.grant.Token <= second.Token {
+		t.Fatalf("the waiter queued before the handoff got %v %d %s; want a grant above %d", r.err, r.a.status, r.a.body, second.Token)
+	}
+}
+
+func TestTwoNodesAndALastSurvivorKeepServing(t *testing.T) {
+	t.Run("two nodes, standby lost", func(t *testing.T) {
+		c := newCluster(t, 2, false)
+		c.startAll()
+		c.waitActive(0, 1)
+		c.kill9(1)
+		g := c.acquire(0, "k", "lease=5")
+		if c.holder(0, "k") != g.Token {
+			t.Fatal("the lone active does not hold what it granted")
+		}
+	})
+	t.Run("three nodes, two lost", func(t *testing.T) {
+		c := newCluster(t, 3, false)
+		c.startAll()
+		c.waitActive(0, 1, 2)
+		g := c.acquire(0, "k", "lease=60")
+		c.waitReplicated(2, g.Token)
+		c.kill9(0)
+		c.kill9(1)
+		c.waitActive(2)
+		if got := c.holder(2, "k"); got != g.Token {
+			t.Errorf("k: held by %d on the survivor, want %d", got, g.Token)
+		}
+		if g2 := c.acquire(2, "k2", "lease=5"); g2.Token <= g.Token {
+			t.Errorf("token %d on the survivor is not above %d", g2.Token, g.Token)
+		}
+	})
+}
+
+func TestStandbyRedirectsAndReadyz(t *testing.T) {
+	c := newCluster(t, 2, false)
+	c.startAll()
+	c.waitActive(0, 1)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Post("http://"+c.nodes[1].listen+"/locks/a/b?lease=5&wait=1", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if want := c.nodes[0].url + "/locks/a/b?lease=5&wait=1"; resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != want {
+		t.Errorf("standby answered %d Location %q; want 307 to %q", resp.StatusCode, resp.Header.Get("Location"), want)
+	}
+	for i, want := range []int{http.StatusOK, http.StatusServiceUnavailable} {
+		resp, err := http.Get("http://" + c.nodes[i].listen + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("node %d /readyz: %d, want %d", i, resp.StatusCode, want)
+		}
+	}
+	// Peer endpoints refuse a wrong secret.
+	req, _ := http.NewRequest(http.MethodGet, "http://"+c.nodes[0].listen+"/_cluster/status", nil)
+	req.Header.Set("X-Baton-Cluster-Secret", "wrong")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("peer endpoint with a wrong secret: %d, want 401", resp.StatusCode)
+	}
+}
+
+// waitersOn returns the queue length of key on the active, asked through
+// node i (following the redirect).
+func (c *testCluster) waitersOn(i int, key string) int {
+	resp, err := httpc.Get("http://" + c.nodes[i].listen + "/locks/" + key)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var st api.LockStatus
+	if decodeJSON(resp, &st) != nil {
+		return -1
+	}
+	return st.Waiters
+}

@@ -1,0 +1,437 @@
+package cluster_test
+
+// The cluster tests run real `baton serve` processes on 127.0.0.x ports and
+// inject real faults: kill -9, SIGSTOP/SIGCONT, SIGINT, and cut links (a TCP
+// proxy in front of a node that drops every connection and refuses new ones).
+// The binary is built once, with the race detector, and every node's log is
+// checked for data races when its test ends.
+
+import (
+	"bytes"
+	"flag"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/baton-io/baton/api"
+)
+
+var batonBin string
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		flag.Parse()
+		if testing.Short() {
+			return m.Run()
+		}
+		dir, err := os.MkdirTemp("", "baton-cluster-test")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		batonBin = filepath.Join(dir, "baton")
+		build := exec.Command("go", "build", "-race", "-o", batonBin, "../cmd/baton")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building baton:", err)
+			return 1
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// Fast timings for tests: failover after 600 ms of silence.
+const (
+	heartbeat       = 100 * time.Millisecond
+	failoverTimeout = 600 * time.Millisecond
+)
+
+type node struct {
+	i      int
+	listen string // where the process listens
+	url    string // its advertised URL (a proxy's, when cut links are wanted)
+	dir    string
+	log    *lockedBuffer
+	cmd    *exec.Cmd
+	exited chan struct{}
+	proxy  *proxy
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type testCluster struct {
+	t     *testing.T
+	nodes []*node
+	peers string
+	extra []string
+}
+
+// newCluster prepares n nodes on 127.0.0.(i+1). With proxies, each node is
+// advertised through a TCP proxy that can cut it off from its peers.
+func newCluster(t *testing.T, n int, proxies bool, extra ...string) *testCluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("cluster tests run real processes; skipped with -short")
+	}
+	c := &testCluster{t: t, extra: extra}
+	var urls []string
+	for i := range n {
+		host := fmt.Sprintf("127.0.0.%d", i+1)
+		nd := &node{i: i, listen: freeAddr(t, host), dir: t.TempDir(), log: &lockedBuffer{}}
+		nd.url = "http://" + nd.listen
+		if proxies {
+			nd.proxy = newProxy(t, freeAddr(t, host), nd.listen)
+			nd.url = "http://" + nd.proxy.addr
+		}
+		c.nodes = append(c.nodes, nd)
+		urls = append(urls, nd.url)
+	}
+	c.peers = strings.Join(urls, ",")
+	t.Cleanup(c.stopAll)
+	return c
+}
+
+func freeAddr(t *testing.T, host string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", host+":0")
+	if err != nil {
+		t.Fatalf("no free port on %s: %v", host, err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// start launches node i (again).
+func (c *testCluster) start(i int) {
+	c.t.Helper()
+	nd := c.nodes[i]
+	args := append([]string{"serve", "--listen", nd.listen, "--advertise", nd.url, "--peers", c.peers,
+		"--data-dir", nd.dir, "--heartbeat", heartbeat.String(), "--failover-timeout", failoverTimeout.String(),
+		"--cluster-secret", "test-secret", "--log-level", "debug"}, c.extra...)
+	cmd := exec.Command(batonBin, args...)
+	fmt.Fprintf(nd.log, "=== start node %d\n", i)
+	cmd.Stdout, cmd.Stderr = nd.log, nd.log
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("start node %d: %v", i, err)
+	}
+	nd.cmd, nd.exited = cmd, make(chan struct{})
+	go func(ch chan struct{}) { _ = cmd.Wait(); close(ch) }(nd.exited)
+	c.waitHTTP(i)
+}
+
+func (c *testCluster) startAll() {
+	for i := range c.nodes {
+		c.start(i)
+	}
+}
+
+func (c *testCluster) waitHTTP(i int) {
+	c.t.Helper()
+	nd := c.nodes[i]
+	for range 200 {
+		resp, err := http.Get("http://" + nd.listen + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		select {
+		case <-nd.exited:
+			c.t.Fatalf("node %d exited at start:\n%s", i, nd.log)
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+	c.t.Fatalf("node %d does not answer /healthz", i)
+}
+
+func (c *testCluster) signal(i int, sig syscall.Signal) {
+	c.t.Helper()
+	nd := c.nodes[i]
+	fmt.Fprintf(nd.log, "=== signal %v to node %d\n", sig, i)
+	if err := nd.cmd.Process.Signal(sig); err != nil {
+		c.t.Fatalf("signal %v to node %d: %v", sig, i, err)
+	}
+}
+
+// kill9 kills node i with SIGKILL and waits for it to be gone.
+func (c *testCluster) kill9(i int) {
+	c.signal(i, syscall.SIGKILL)
+	<-c.nodes[i].exited
+}
+
+// stop ends node i with SIGINT and returns its exit code.
+func (c *testCluster) stop(i int) int {
+	c.signal(i, syscall.SIGINT)
+	select {
+	case <-c.nodes[i].exited:
+	case <-time.After(15 * time.Second):
+		c.t.Fatalf("node %d did not exit after SIGINT:\n%s", i, c.nodes[i].log)
+	}
+	return c.nodes[i].cmd.ProcessState.ExitCode()
+}
+
+func (c *testCluster) stopAll() {
+	for i, nd := range c.nodes {
+		if nd.cmd != nil {
+			_ = nd.cmd.Process.Signal(syscall.SIGCONT)
+			_ = nd.cmd.Process.Kill()
+			<-nd.exited
+		}
+		if strings.Contains(nd.log.String(), "DATA RACE") {
+			c.t.Errorf("node %d reported a data race:\n%s", i, nd.log)
+		}
+		if nd.proxy != nil {
+			nd.proxy.close()
+		}
+		if c.t.Failed() {
+			c.t.Logf("log of node %d:\n%s", i, nd.log)
+		}
+	}
+}
+
+func (c *testCluster) view(i int) (api.ClusterView, error) {
+	var v api.ClusterView
+	cl := http.Client{Timeout: 500 * time.Millisecond}
+	resp, err := cl.Get("http://" + c.nodes[i].listen + "/cluster")
+	if err != nil {
+		return v, err
+	}
+	defer resp.Body.Close()
+	err = json.NewDecoder(resp.Body).Decode(&v)
+	return v, err
+}
+
+// waitActive waits until node want (or, with want < 0, some node) is
+// active and every node in agree sees it as the active; it returns the
+// active's index. A bounded wait: it fails the test after 15 s.
+func (c *testCluster) waitActive(want int, agree ...int) int {
+	c.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		for i := range c.nodes {
+			if want >= 0 && i != want {
+				continue
+			}
+			v, err := c.view(i)
+			if err != nil || v.Role != api.RoleActive {
+				continue
+			}
+			ok := true
+			for _, j := range agree {
+				vj, err := c.view(j)
+				if err != nil || vj.Active != c.nodes[i].url || (j != i && vj.Role != api.RoleStandby) {
+					ok = false
+				}
+			}
+			if ok {
+				return i
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Fatalf("no agreed active node (want %d, agree %v)", want, agree)
+	return -1
+}
+
+// roles returns every node's role as it reports it ("" if it does not answer).
+func (c *testCluster) roles() []string {
+	out := make([]string, len(c.nodes))
+	for i := range c.nodes {
+		if v, err := c.view(i); err == nil {
+			out[i] = v.Role
+		}
+	}
+	return out
+}
+
+// httpc talks to nodes directly; it follows 307s like any client.
+var httpc = &http.Client{Timeout: 10 * time.Second}
+
+type answer struct {
+	status int
+	grant  api.Grant
+	body   string
+}
+
+func do(method, u string, hdr ...string) (answer, error) {
+	req, err := http.NewRequest(method, u, nil)
+	if err != nil {
+		return answer{}, err
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	a := answer{status: resp.StatusCode, body: string(b)}
+	if resp.StatusCode == http.StatusOK && method == http.MethodPost {
+		err = json.Unmarshal(b, &a.grant)
+	}
+	return a, err
+}
+
+// acquire takes key on node i (following redirects) and fails the test
+// unless it is granted.
+func (c *testCluster) acquire(i int, key string, query string) api.Grant {
+	c.t.Helper()
+	a, err := do(http.MethodPost, "http://"+c.nodes[i].listen+"/locks/"+key+"?"+query)
+	if err != nil || a.status != http.StatusOK {
+		c.t.Fatalf("acquire %s on node %d: %v %d %s", key, i, err, a.status, a.body)
+	}
+	return a.grant
+}
+
+// holder returns the token holding key as node i reports it (0 = free).
+func (c *testCluster) holder(i int, key string) uint64 {
+	c.t.Helper()
+	resp, err := httpc.Get("http://" + c.nodes[i].listen + "/locks/" + key)
+	if err != nil {
+		c.t.Fatalf("status of %s on node %d: %v", key, i, err)
+	}
+	defer resp.Body.Close()
+	var st api.LockStatus
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusOK {
+		c.t.Fatalf("status of %s on node %d: %d %v", key, i, resp.StatusCode, err)
+	}
+	if st.Holder == nil {
+		return 0
+	}
+	return st.Holder.Token
+}
+
+// proxy forwards TCP connections to a node until it is cut: then it drops
+// every open connection and refuses new ones, until healed.
+type proxy struct {
+	addr   string
+	target string
+	ln     net.Listener
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+func newProxy(t *testing.T, addr, target string) *proxy {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("proxy listen: %v", err)
+	}
+	p := &proxy{addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	return p
+}
+
+func (p *proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns[c] = struct{}{}
+		p.mu.Unlock()
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.pipe(c)
+		}()
+	}
+}
+
+func (p *proxy) pipe(c net.Conn) {
+	defer func() {
+		p.mu.Lock()
+		delete(p.conns, c)
+		p.mu.Unlock()
+		c.Close()
+	}()
+	d, err := net.DialTimeout("tcp", p.target, time.Second)
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	if p.cut {
+		p.mu.Unlock()
+		d.Close()
+		return
+	}
+	p.conns[d] = struct{}{}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.conns, d)
+		p.mu.Unlock()
+		d.Close()
+	}()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(d, c); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, d); done <- struct{}{} }()
+	<-done
+	c.Close()
+	d.Close()
+	<-done
+}
+
+// setCut cuts (true) or heals (false) every link through the proxy.
+func (p *proxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for c := range p.conns {
+			c.Close()
+		}
+	}
+}
+
+func (p *proxy) close() {
+	p.ln.Close()
+	p.setCut(true)
+	p.wg.Wait()
+}
+
+
+func decodeJSON(resp *http.Response, v any) error {
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
