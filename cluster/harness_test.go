@@ -8,8 +8,8 @@ package cluster_test
 
 import (
 	"bytes"
-	"flag"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -427,7 +427,6 @@ func (p *proxy) close() {
 	p.setCut(true)
 	p.wg.Wait()
 }
-
 
 func decodeJSON(resp *http.Response, v any) error {
 	if resp.StatusCode != http.StatusOK {
