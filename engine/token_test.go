@@ -1,0 +1,257 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// Fencing tokens (SPEC section 1): strictly rising across keys and restarts,
+// below 2^53, the high-water mark persisted in the data directory.
+
+func readHWM(t testing.TB, dir string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, tokenFile))
+	if err != nil {
+		t.Fatalf("reading the high-water mark: %v", err)
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatalf("high-water mark %q: %v", b, err)
+	}
+	return v
+}
+
+func writeHWM(t testing.TB, dir, content string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, tokenFile), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTokensRiseAcrossKeysAndRestarts(t *testing.T) {
+	dir := t.TempDir()
+	var last uint64
+	check := func(what string, tok uint64) {
+		t.Helper()
+		if tok <= last {
+			t.Fatalf("%s: token %d not above the previous %d", what, tok, last)
+		}
+		if tok >= 1<<53 {
+			t.Fatalf("%s: token %d not below 2^53", what, tok)
+		}
+		last = tok
+	}
+	clocks := []func() time.Time{
+		nil, // the real clock
+		func() time.Time { return time.Now().Add(-time.Hour) },     // went back an hour
+		func() time.Time { return time.Unix(1, 0) },                // stuck near the epoch
+		func() time.Time { return time.Now().Add(24 * time.Hour) }, // jumped forward
+		nil,
+	}
+	for round, now := range clocks {
+		e := newEngine(t, Config{DataDir: dir, Now: now})
+		if e.LastToken() < last {
+			t.Fatalf("round %d: LastToken %d after restart; below %d", round, e.LastToken(), last)
+		}
+		for i := range 40 {
+			k := fmt.Sprintf("r%d/k%d", round, i)
+			g, err := e.Acquire(context.Background(), AcquireRequest{Key: k, Lease: time.Minute})
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+			check(fmt.Sprintf("round %d grant %d", round, i), g.Token)
+			if i%3 == 0 {
+				continue // some stay held across the restart
+			}
+			if err := e.Release(k, g.Token); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if e.LastToken() != last {
+			t.Fatalf("round %d: LastToken = %d; want %d", round, e.LastToken(), last)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatalf("round %d: Close: %v", round, err)
+		}
+		if hwm := readHWM(t, dir); hwm < last {
+			t.Fatalf("round %d: high-water mark %d below the last token %d", round, hwm, last)
+		}
+	}
+}
+
+// TestTokenCeilingOnDisk: no token is handed out before a mark at least as
+// high is on disk, so that a crash (no Close) never lets a restart repeat it.
+func TestTokenCeilingOnDisk(t *testing.T) {
+	dir := t.TempDir()
+	e := newEngine(t, Config{DataDir: dir, TokenMargin: 50 * time.Microsecond})
+	defer e.Close()
+	for i := range 300 {
+		k := fmt.Sprint("k", i%5)
+		g := mustAcquire(t, e, AcquireRequest{Key: k})
+		if hwm := readHWM(t, dir); hwm < g.Token {
+			t.Fatalf("grant %d: token %d issued while the mark on disk is %d", i, g.Token, hwm)
+		}
+		if err := e.Release(k, g.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A crash now: a new engine on the same directory (the mark as it is on
+	// disk, without Close's flush) continues above every issued token.
+	crash := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(dir, tokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeHWM(t, crash, string(b))
+	e2 := newEngine(t, Config{DataDir: crash, Now: func() time.Time { return time.Unix(1, 0) }})
+	defer e2.Close()
+	if g := mustAcquire(t, e2, AcquireRequest{Key: "k"}); g.Token <= e.LastToken() {
+		t.Fatalf("after a crash: token %d, not above %d", g.Token, e.LastToken())
+	}
+}
+
+func TestTokenFileCorrupt(t *testing.T) {
+	for name, content := range map[string]string{
+		"garbage":  "garbage\n",
+		"empty":    "",
+		"negative": "-5\n",
+		"trailing": "12abc\n",
+		"2^53":     "9007199254740992\n",
+		"too big":  "99999999999999999999999\n",
+		"float":    "1.5e15\n",
+	} {
+		dir := t.TempDir()
+		writeHWM(t, dir, content)
+		e, err := New(Config{DataDir: dir})
+		if err == nil {
+			e.Close()
+			t.Errorf("%s (%q): New succeeded; want an error", name, content)
+			continue
+		}
+		if !strings.Contains(err.Error(), "data_dir") {
+			t.Errorf("%s: error %q does not name data_dir", name, err)
+		}
+		// The file is left as it was, for a person to look at.
+		if b, _ := os.ReadFile(filepath.Join(dir, tokenFile)); string(b) != content {
+			t.Errorf("%s: file rewritten to %q", name, b)
+		}
+	}
+	// A mark that cannot be read at all.
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, tokenFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := New(Config{DataDir: dir}); err == nil {
+		e.Close()
+		t.Error("New with an unreadable mark succeeded")
+	}
+	// A data_dir that cannot be created.
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := New(Config{DataDir: filepath.Join(file, "sub")}); err == nil {
+		e.Close()
+		t.Error("New with a data_dir under a file succeeded")
+	}
+}
+
+func TestTokenFutureCeilingRespected(t *testing.T) {
+	dir := t.TempDir()
+	future := uint64(time.Now().Add(10 * 365 * 24 * time.Hour).UnixMicro())
+	writeHWM(t, dir, strconv.FormatUint(future, 10)+"\n")
+	e := newEngine(t, Config{DataDir: dir})
+	g := mustAcquire(t, e, AcquireRequest{Key: "k"})
+	if g.Token <= future {
+		t.Fatalf("token %d; want above the persisted %d", g.Token, future)
+	}
+	g2 := mustAcquire(t, e, AcquireRequest{Key: "k2"})
+	if g2.Token <= g.Token {
+		t.Fatalf("token %d after %d", g2.Token, g.Token)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if hwm := readHWM(t, dir); hwm < g2.Token {
+		t.Fatalf("mark %d after Close; below %d", hwm, g2.Token)
+	}
+}
+
+func TestTokenSpaceExhausted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		writeHWM(t, dir, strconv.FormatUint(MaxToken-2, 10))
+		e := newEngine(t, Config{DataDir: dir})
+		defer e.Close()
+		g := mustAcquire(t, e, AcquireRequest{Key: "k"})
+		if g.Token != MaxToken-1 {
+			t.Fatalf("token %d; want 2^53-1", g.Token)
+		}
+		_, err := e.Acquire(context.Background(), AcquireRequest{Key: "other", ID: "x"})
+		wantErr(t, "Acquire past 2^53", err, ErrTokenSpace)
+		wantCounts(t, e, 1, 0)
+		w := goAcquire(e, context.Background(), AcquireRequest{Key: "k", ID: "w"})
+		synctest.Wait()
+		if err := e.Release("k", g.Token); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		wantErr(t, "waiter past 2^53", answered(t, "w", w).err, ErrTokenSpace)
+		wantHolder(t, e, "k", 0, 0)
+		wantCounts(t, e, 0, 0)
+		if e.LastToken() != MaxToken-1 {
+			t.Fatalf("LastToken %d", e.LastToken())
+		}
+	})
+}
+
+// TestTokensRiseUnderConcurrency: tokens are unique and each key's tokens
+// rise, with many goroutines on many shards.
+func TestTokensRiseUnderConcurrency(t *testing.T) {
+	e := newEngine(t, Config{DataDir: t.TempDir(), TokenMargin: time.Millisecond})
+	defer e.Close()
+	const workers, per = 8, 300
+	out := make(chan []uint64, workers)
+	for w := range workers {
+		go func() {
+			var toks []uint64
+			for i := range per {
+				k := fmt.Sprintf("w%d/%d", w, i%3)
+				g, err := e.Acquire(context.Background(), AcquireRequest{Key: k})
+				if err != nil {
+					t.Error(err)
+					break
+				}
+				toks = append(toks, g.Token)
+				if err := e.Release(k, g.Token); err != nil {
+					t.Error(err)
+					break
+				}
+			}
+			out <- toks
+		}()
+	}
+	seen := map[uint64]bool{}
+	for range workers {
+		toks := <-out
+		for i, tok := range toks {
+			if seen[tok] {
+				t.Fatalf("token %d issued twice", tok)
+			}
+			seen[tok] = true
+			if i > 0 && tok <= toks[i-1] {
+				t.Fatalf("token %d after %d in one goroutine", tok, toks[i-1])
+			}
+			if tok > e.LastToken() {
+				t.Fatalf("token %d above LastToken %d", tok, e.LastToken())
+			}
+		}
+	}
+}
