@@ -101,6 +101,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max_waiters_per_key: must be > 0, got %d", c.MaxWaitersPerKey)
 	case c.MaxWaiters <= 0:
 		return fmt.Errorf("max_waiters: must be > 0, got %d", c.MaxWaiters)
+	case c.PollGrace < 0:
+		return fmt.Errorf("poll grace: must be >= 0, got %v", c.PollGrace)
+	case c.Retention != 0 && c.Retention < time.Minute:
+		return fmt.Errorf("retention: must be at least a minute (SPEC section 2), got %v", c.Retention)
 	}
 	return nil
 }
@@ -553,6 +557,11 @@ func (s *shard) await(ctx context.Context, w *waiter, ch chan outcome) (Grant, e
 // undeliverable releases a grant whose answer could not be delivered, and
 // forgets its waiter ID so that a retry queues afresh.
 func (s *shard) undeliverable(lk *lock, token uint64, t *ticket) {
+	if s.e.serving() != nil {
+		// Closed, or a standby: the lock is no longer this node's to pass
+		// on (the new active runs its lease).
+		return
+	}
 	now := s.e.now().UnixNano()
 	if lk.token == token {
 		s.endGrant(lk, now, EventRelease)

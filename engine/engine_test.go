@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -137,15 +136,6 @@ func kinds(evs []Event) string {
 	return strings.Join(b, ",")
 }
 
-// knownBug skips the rest of a test that fails because of an engine bug
-// listed in the test report, unless BATON_KNOWN_BUGS=1 (to check a fix).
-// Remove the call once the engine is fixed.
-func knownBug(t testing.TB, what string) {
-	t.Helper()
-	if os.Getenv("BATON_KNOWN_BUGS") == "" {
-		t.Skip("engine bug: " + what)
-	}
-}
 
 // ---- FIFO, handoff, lease expiry -------------------------------------------
 

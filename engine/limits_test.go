@@ -458,7 +458,6 @@ func TestAbandonAfterClose(t *testing.T) {
 		synctest.Wait()
 		wantErr(t, "parked acquire", answered(t, "w", w).err, ErrClosed)
 		last := e.LastToken()
-		knownBug(t, "Abandon after Close grants the lock to a waiter that was told ErrClosed")
 		e.Abandon(h, "")
 		if e.LastToken() != last {
 			t.Fatalf("Abandon after Close issued token %d", e.LastToken())
@@ -485,7 +484,6 @@ func TestAbandonOnStandby(t *testing.T) {
 		synctest.Wait()
 		wantErr(t, "parked acquire", answered(t, "w", w).err, ErrMoved)
 		last := e.LastToken()
-		knownBug(t, "Abandon on a standby grants the lock locally and issues a token")
 		e.Abandon(h, "")
 		if e.LastToken() != last {
 			t.Fatalf("Abandon on a standby issued token %d", e.LastToken())
