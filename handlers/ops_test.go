@@ -1,0 +1,334 @@
+package handlers_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/handlers"
+	"github.com/baton-io/baton/openapi"
+)
+
+// opsServer is a real engine wired to Metrics, behind an httptest server.
+type opsServer struct {
+	eng     *engine.Engine
+	metrics *handlers.Metrics
+	url     string
+	c       *http.Client
+}
+
+func newOpsServer(t *testing.T, ec engine.Config, hc handlers.Config) *opsServer {
+	t.Helper()
+	m := handlers.NewMetrics()
+	ec.DataDir = t.TempDir()
+	ec.OnEvent = m.OnEvent
+	eng, err := engine.New(ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc.Metrics = m
+	srv := httptest.NewServer(handlers.New(eng, hc))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { _ = eng.Close() })
+	return &opsServer{eng: eng, metrics: m, url: srv.URL, c: srv.Client()}
+}
+
+// call sends one request; hdr is name, value pairs.
+func (o *opsServer) call(t *testing.T, method, path, body string, hdr ...string) (int, http.Header, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, o.url+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := o.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, res.Header, string(b)
+}
+
+// scrape reads /metrics into families by name.
+func (o *opsServer) scrape(t *testing.T, hdr ...string) map[string]*familyView {
+	t.Helper()
+	code, _, body := o.call(t, http.MethodGet, "/metrics", "", hdr...)
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d %s", code, body)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("decoding /metrics: %v", err)
+	}
+	out := map[string]*familyView{}
+	for name, mf := range mfs {
+		out[name] = &familyView{mf}
+	}
+	return out
+}
+
+type familyView struct{ *dto.MetricFamily }
+
+// value returns the value of the first sample whose labels include labels
+// (name, value pairs): a counter's, a gauge's or a histogram's count; -1
+// when there is none.
+func (f *familyView) value(labels ...string) float64 {
+	for _, m := range f.GetMetric() {
+		ok := true
+		for i := 0; i+1 < len(labels); i += 2 {
+			found := false
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
+					found = true
+				}
+			}
+			ok = ok && found
+		}
+		if !ok {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount())
+		case m.Untyped != nil:
+			return m.Untyped.GetValue()
+		}
+	}
+	return -1
+}
+
+func metric(t *testing.T, fams map[string]*familyView, name string, labels ...string) float64 {
+	t.Helper()
+	f, ok := fams[name]
+	if !ok {
+		t.Fatalf("/metrics has no %s", name)
+	}
+	return f.value(labels...)
+}
+
+func TestMetrics(t *testing.T) {
+	o := newOpsServer(t, engine.Config{}, handlers.Config{})
+	// a: granted, then handed to a waiter on release.
+	code, hdr, body := o.call(t, http.MethodPost, "/locks/a?lease=30", "")
+	if code != 200 {
+		t.Fatalf("acquire: %d %s", code, body)
+	}
+	tokA := hdr.Get(api.HeaderLockToken)
+	waiter := make(chan string, 1)
+	go func() {
+		_, h, _ := o.call(t, http.MethodPost, "/locks/a?lease=30", "")
+		waiter <- h.Get(api.HeaderLockToken)
+	}()
+	for {
+		if _, w := o.eng.Counts(); w == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	fams := o.scrape(t)
+	if got := metric(t, fams, "baton_waiters"); got != 1 {
+		t.Errorf("baton_waiters %v, want 1", got)
+	}
+	if code, _, body := o.call(t, http.MethodDelete, "/locks/a?token="+tokA, ""); code != 200 {
+		t.Fatalf("release: %d %s", code, body)
+	}
+	var tokB string
+	select {
+	case tokB = <-waiter:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not granted")
+	}
+	// renew b; a short lease on c that expires; a wait on a that times out.
+	if code, _, body := o.call(t, http.MethodPatch, "/locks/a?token="+tokB, ""); code != 200 {
+		t.Fatalf("renew: %d %s", code, body)
+	}
+	if code, _, body := o.call(t, http.MethodPost, "/locks/c?lease=0.05", ""); code != 200 {
+		t.Fatalf("acquire c: %d %s", code, body)
+	}
+	if code, _, _ := o.call(t, http.MethodPost, "/locks/a?wait=0.05", ""); code != http.StatusRequestTimeout {
+		t.Fatalf("wait: %d, want 408", code)
+	}
+	// error answers by code
+	o.call(t, http.MethodPost, "/locks/a?lease=-1", "")
+	o.call(t, http.MethodDelete, "/locks/a?token=1", "")
+	for {
+		if k, _ := o.eng.Counts(); k == 1 {
+			break // c expired
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	fams = o.scrape(t)
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"baton_grants_total", nil, 3},
+		{"baton_releases_total", nil, 1},
+		{"baton_renewals_total", nil, 1},
+		{"baton_lease_expiries_total", nil, 1},
+		{"baton_wait_timeouts_total", nil, 1},
+		{"baton_enqueues_total", nil, 2},
+		{"baton_error_answers_total", []string{"code", api.CodeTimeout}, 1},
+		{"baton_error_answers_total", []string{"code", api.CodeInvalidArgument}, 1},
+		{"baton_error_answers_total", []string{"code", api.CodeNotHolder}, 1},
+		{"baton_error_answers_total", []string{"code", api.CodeNotHeld}, 0},
+		{"baton_locks_held", nil, 1},
+		{"baton_waiters", nil, 0},
+		{"baton_keys", nil, 1},
+		{"baton_wait_seconds", nil, 3},
+		{"baton_handoff_seconds", nil, 1}, // a → the waiter
+		{"baton_role", []string{"role", "active"}, 1},
+		{"baton_build_info", nil, 1},
+	} {
+		if got := metric(t, fams, c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if metric(t, fams, "baton_last_token") <= 0 {
+		t.Error("baton_last_token is not set")
+	}
+	for _, name := range []string{"go_goroutines", "go_build_info", "process_resident_memory_bytes"} {
+		if _, ok := fams[name]; !ok {
+			t.Errorf("/metrics has no %s", name)
+		}
+	}
+
+	o.metrics.SetRole(handlers.RoleStandby)
+	fams = o.scrape(t)
+	if got := metric(t, fams, "baton_role", "role", "standby"); got != 1 {
+		t.Errorf("standby role %v", got)
+	}
+	if got := metric(t, fams, "baton_role", "role", "active"); got != -1 {
+		t.Errorf("the old role is still exported: %v", got)
+	}
+}
+
+func TestAuth(t *testing.T) {
+	o := newOpsServer(t, engine.Config{}, handlers.Config{AuthTokens: []string{"alpha", "beta-token"}})
+	cases := []struct {
+		method, path, auth string
+		want               int
+	}{
+		{"POST", "/locks/k", "", 401},
+		{"POST", "/locks/k", "Bearer wrong", 401},
+		{"POST", "/locks/k", "Bearer alph", 401},
+		{"POST", "/locks/k", "Bearer alphaa", 401},
+		{"POST", "/locks/k", "Basic YWxwaGE6", 401},
+		{"POST", "/locks/k", "Bearer ", 401},
+		{"POST", "/locks/k", "alpha", 401},
+		{"GET", "/locks", "", 401},
+		{"GET", "/locks/k", "", 401},
+		{"GET", "/metrics", "", 401},
+		{"GET", "/nowhere", "", 401}, // no route discovery without a token
+		{"POST", "/locks/k?lease=5", "Bearer alpha", 200},
+		{"GET", "/locks/k", "bearer beta-token", 200},
+		{"GET", "/metrics", "Bearer beta-token", 200},
+		{"GET", "/healthz", "", 200},
+		{"GET", "/readyz", "", 200},
+		{"GET", "/openapi.json", "", 200},
+	}
+	for _, c := range cases {
+		var hdr []string
+		if c.auth != "" {
+			hdr = []string{"Authorization", c.auth}
+		}
+		code, h, body := o.call(t, c.method, c.path, "", hdr...)
+		if code != c.want {
+			t.Errorf("%s %s (%q): %d %s, want %d", c.method, c.path, c.auth, code, body, c.want)
+			continue
+		}
+		if code == 401 {
+			var e api.Error
+			if err := json.Unmarshal([]byte(body), &e); err != nil || e.Code != api.CodeUnauthorized {
+				t.Errorf("401 body %q", body)
+			}
+			if !strings.HasPrefix(h.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("401 without WWW-Authenticate: Bearer: %q", h.Get("WWW-Authenticate"))
+			}
+		}
+	}
+	// A refused call changed nothing: only the one authorized grant exists.
+	if k, w := o.eng.Counts(); k != 1 || w != 0 {
+		t.Errorf("counts %d keys %d waiters", k, w)
+	}
+	if got := metric(t, o.scrape(t, "Authorization", "Bearer alpha"), "baton_error_answers_total", "code", api.CodeUnauthorized); got < 10 {
+		t.Errorf("unauthorized answers counted %v", got)
+	}
+}
+
+func TestRequireSecret(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	h := handlers.RequireSecret("peer-secret")(ok)
+	for _, c := range []struct {
+		secret string
+		set    bool
+		want   int
+	}{
+		{"", false, 401},
+		{"", true, 401},
+		{"peer-secre", true, 401},
+		{"peer-secret ", true, 401},
+		{"PEER-SECRET", true, 401},
+		{"peer-secret", true, 204},
+	} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/_cluster/replicate", nil)
+		if c.set {
+			req.Header.Set(handlers.HeaderClusterSecret, c.secret)
+		}
+		h.ServeHTTP(rec, req)
+		if rec.Code != c.want {
+			t.Errorf("secret %q: %d, want %d", c.secret, rec.Code, c.want)
+		}
+		if rec.Code == 401 && !strings.Contains(rec.Body.String(), `"error":"unauthorized"`) {
+			t.Errorf("401 body %q", rec.Body.String())
+		}
+	}
+	// No secret configured: peers are not authenticated.
+	rec := httptest.NewRecorder()
+	handlers.RequireSecret("")(ok).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/_cluster/x", nil))
+	if rec.Code != 204 {
+		t.Errorf("empty secret: %d", rec.Code)
+	}
+}
+
+func TestOpenAPIServed(t *testing.T) {
+	o := newOpsServer(t, engine.Config{}, handlers.Config{})
+	code, hdr, body := o.call(t, http.MethodGet, "/openapi.json", "")
+	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "application/json") || body != string(openapi.JSON) {
+		t.Fatalf("%d %s: the embedded document was not served", code, hdr.Get("Content-Type"))
+	}
+	var doc struct {
+		Swagger string `json:"swagger"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil || doc.Swagger != "2.0" {
+		t.Fatalf("not a Swagger 2.0 document: %v", err)
+	}
+}
