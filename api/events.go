@@ -1,0 +1,58 @@
+package api
+
+import "time"
+
+// Kinds of Event. The first group comes from the lock engine, the second
+// from the cluster.
+const (
+	EventGrant   = "grant"   // a lock was granted, with a new Token
+	EventRelease = "release" // the holder released (or its grant could not be delivered)
+	EventExpire  = "expire"  // the lease ran out and the server took the lock back
+	EventRenew   = "renew"   // the holder renewed; ExpiresAt is new
+	EventEnqueue = "enqueue" // an acquire joined the queue
+	EventLeave   = "leave"   // a waiter went away before a grant
+	EventTimeout = "timeout" // a waiter's wait ran out (408, no grant)
+
+	EventPromote  = "promote"   // Node became the active
+	EventHandoff  = "handoff"   // the active handed its state over to Node
+	EventStepDown = "step_down" // Node stepped down to standby
+)
+
+// Event is one entry of a node's recent-events feed, GET /events: a state
+// change of one lock, or a change of the cluster's roles.
+type Event struct {
+	// Seq numbers the node's events from 1 without gaps; it restarts with
+	// the process. A stream resumes after the Seq in Last-Event-ID.
+	Seq uint64 `json:"seq"`
+	// Kind is one of the Event* constants.
+	Kind string `json:"kind"`
+	// At is when the change happened.
+	At time.Time `json:"at"`
+	// Key is the lock's key (lock events).
+	Key string `json:"key,omitempty"`
+	// Token is the holder's fencing token (grant, release, expire, renew).
+	Token uint64 `json:"token,omitempty"`
+	// Lease is the grant's or renewal's lease in seconds.
+	Lease float64 `json:"lease,omitempty"`
+	// ExpiresAt is the new lease deadline (grant, renew).
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Waited is how long the waiter queued, in seconds (grant, timeout).
+	Waited float64 `json:"waited,omitempty"`
+	// Waiters is the key's queue length after the change.
+	Waiters int `json:"waiters"`
+	// Node is the node concerned (cluster events).
+	Node string `json:"node,omitempty"`
+	// Message is a human sentence (cluster events).
+	Message string `json:"message,omitempty"`
+}
+
+// EventList is the answer to GET /events?since=N when the client does not
+// ask for a stream (Accept: text/event-stream).
+type EventList struct {
+	// Events holds the events after since, oldest first.
+	Events []Event `json:"events"`
+	// Missed counts the events after since that are no longer kept.
+	Missed uint64 `json:"missed"`
+	// Last is the Seq of the newest event (0 if none): the next since.
+	Last uint64 `json:"last"`
+}

@@ -1,0 +1,300 @@
+package handlers
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/engine"
+)
+
+// DefaultEventLogSize is how many recent events an EventLog keeps unless
+// told otherwise.
+const DefaultEventLogSize = 1024
+
+// EventLog is a bounded ring of a node's recent events, the feed behind
+// GET /events and the status page. Add is cheap and never blocks (it is
+// called from engine.Config.OnEvent under a shard lock); readers that fall
+// behind lose the oldest events and are told how many. Safe for concurrent
+// use. The zero value is not usable: call NewEventLog.
+type EventLog struct {
+	mu      sync.Mutex
+	ring    []logEntry
+	next    uint64        // Seq of the next event; the first is 1
+	wake    chan struct{} // closed by the next Add when waiting is set
+	waiting bool
+	done    chan struct{}
+	once    sync.Once
+}
+
+type logEntry struct {
+	seq uint64
+	ev  engine.Event
+	ext *api.Event // a cluster event, when set
+}
+
+// NewEventLog returns an EventLog that keeps the last size events (size <=
+// 0 means DefaultEventLogSize).
+func NewEventLog(size int) *EventLog {
+	if size <= 0 {
+		size = DefaultEventLogSize
+	}
+	return &EventLog{ring: make([]logEntry, size), next: 1, wake: make(chan struct{}), done: make(chan struct{})}
+}
+
+// Add records a lock event. Its signature fits engine.Config.OnEvent; it
+// takes one mutex for a few stores and never calls back into the engine.
+func (l *EventLog) Add(ev engine.Event) { l.add(logEntry{ev: ev}) }
+
+// AddEvent records an event that does not come from the lock engine, such
+// as a promotion or a handoff. Its Seq is assigned here; a zero At means now.
+func (l *EventLog) AddEvent(ev api.Event) {
+	if ev.At.IsZero() {
+		ev.At = time.Now()
+	}
+	l.add(logEntry{ext: &ev})
+}
+
+func (l *EventLog) add(e logEntry) {
+	l.mu.Lock()
+	e.seq = l.next
+	l.ring[e.seq%uint64(len(l.ring))] = e
+	l.next++
+	if l.waiting {
+		close(l.wake)
+		l.wake = make(chan struct{})
+		l.waiting = false
+	}
+	l.mu.Unlock()
+}
+
+// Last returns the Seq of the newest event, 0 if there is none.
+func (l *EventLog) Last() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next - 1
+}
+
+// Since returns up to max events with a Seq above since, oldest first,
+// keeping the newest when there are more; missed counts the events after
+// since that are not returned (overwritten in the ring, or beyond max);
+// last is the Seq of the newest event.
+func (l *EventLog) Since(since uint64, max int) (evs []api.Event, missed, last uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	last = l.next - 1
+	if since >= last {
+		return nil, 0, last
+	}
+	first := since + 1
+	if n := uint64(len(l.ring)); last-since > n {
+		first = last - n + 1
+	}
+	if max > 0 && last-first+1 > uint64(max) {
+		first = last - uint64(max) + 1
+	}
+	missed = first - since - 1
+	evs = make([]api.Event, 0, last-first+1)
+	for seq := first; seq <= last; seq++ {
+		evs = append(evs, l.ring[seq%uint64(len(l.ring))].wire())
+	}
+	return evs, missed, last
+}
+
+// wait returns a channel that is closed once an event with a Seq above
+// after exists (at once if it already does), or by Close.
+func (l *EventLog) wait(after uint64) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.next-1 > after {
+		return closedChan
+	}
+	l.waiting = true
+	return l.wake
+}
+
+// closedChan is a channel that is always closed.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Close ends every stream of GET /events, so that an HTTP server's
+// graceful shutdown is not held up by them. Adding stays possible. It is
+// idempotent.
+func (l *EventLog) Close() { l.once.Do(func() { close(l.done) }) }
+
+func (e *logEntry) wire() api.Event {
+	if e.ext != nil {
+		ev := *e.ext
+		ev.Seq = e.seq
+		ev.At = ev.At.UTC()
+		return ev
+	}
+	ev := e.ev
+	out := api.Event{
+		Seq:     e.seq,
+		Kind:    ev.Kind.String(),
+		At:      time.Unix(0, ev.At).UTC(),
+		Key:     ev.Key,
+		Token:   ev.Token,
+		Lease:   ev.Lease.Seconds(),
+		Waited:  ev.Waited.Seconds(),
+		Waiters: ev.Waiters,
+	}
+	if ev.ExpiresAt != 0 {
+		t := time.Unix(0, ev.ExpiresAt).UTC()
+		out.ExpiresAt = &t
+	}
+	return out
+}
+
+// Limits of GET /events.
+const (
+	// eventsBacklog is how many past events a new stream starts with when
+	// it names no Last-Event-ID or since.
+	eventsBacklog = 100
+	// eventsBatch caps the events one wake-up writes; a stream that falls
+	// further behind skips to the newest and is told how many it missed.
+	eventsBatch = 256
+	// eventsInterval is the least time between two batches of a stream:
+	// under load a page gets a few batches a second, not every event apart.
+	eventsInterval = 200 * time.Millisecond
+	// eventsPing is how often an idle stream sends a comment, so proxies
+	// and the page see that it is alive.
+	eventsPing = 15 * time.Second
+	// eventsWriteTimeout bounds one write to a stream, so that a client
+	// that stopped reading does not hold its goroutine for ever.
+	eventsWriteTimeout = 30 * time.Second
+)
+
+// events is GET /events: the recent-events feed. With Accept:
+// text/event-stream it is a server-sent event stream (one "message" per
+// event, id = Seq; a "gap" event with {"missed":N} when events were
+// skipped; it resumes after Last-Event-ID or ?since=); otherwise the events
+// after ?since= (default: the last 100) as an api.EventList.
+//
+//	@Summary		Recent events (server-sent events or JSON)
+//	@Description	With `Accept: text/event-stream`, a stream of server-sent events: one message per event (id = seq, data = the event as JSON), an event `gap` with `{"missed":N}` when events were skipped; it resumes after `Last-Event-ID` or `since`. Otherwise the events after `since` as JSON.
+//	@Tags			cluster
+//	@Produce		json
+//	@Produce		text/event-stream
+//	@Param			since			query		integer	false	"only events with a seq above this (default: the last 100)"
+//	@Param			Last-Event-ID	header		integer	false	"as since, for a stream that resumes"
+//	@Success		200				{object}	api.EventList
+//	@Failure		400				{object}	api.Error	"bad parameter; field names it"
+//	@Failure		401				{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
+//	@Failure		404				{object}	api.Error	"this node keeps no event log"
+//	@Security		BearerAuth
+//	@Router			/events [get]
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	lg := s.cfg.Events
+	if lg == nil {
+		s.writeError(w, r, &httpError{status: http.StatusNotFound, body: api.Error{Code: api.CodeNotFound, Message: "this node keeps no event log"}})
+		return
+	}
+	q := r.URL.Query()
+	for name := range q {
+		if name != "since" {
+			s.writeError(w, r, badRequest(name, "is not a parameter of GET /events (expected since)"))
+			return
+		}
+	}
+	last := lg.Last()
+	since := last - min(last, eventsBacklog)
+	raw := q.Get("since")
+	if raw == "" {
+		raw = r.Header.Get("Last-Event-ID")
+	}
+	if raw != "" {
+		n, err := strconv.ParseUint(raw, 10, 64)
+		if err != nil {
+			s.writeError(w, r, badRequest("since", "must be an event Seq (an unsigned integer)"))
+			return
+		}
+		// A Seq from before a restart of this node: start afresh.
+		if n <= last {
+			since = n
+		}
+	}
+	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		evs, missed, last := lg.Since(since, 0)
+		if evs == nil {
+			evs = []api.Event{}
+		}
+		writeJSON(w, http.StatusOK, api.EventList{Events: evs, Missed: missed, Last: last})
+		return
+	}
+	s.streamEvents(w, r, lg, since)
+}
+
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lg *EventLog, since uint64) {
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+
+	ctx := r.Context()
+	ping := time.NewTicker(eventsPing)
+	defer ping.Stop()
+	pause := time.NewTimer(0)
+	defer pause.Stop()
+	var buf []byte
+	write := func() bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(eventsWriteTimeout))
+		_, err := w.Write(buf)
+		if err == nil {
+			err = rc.Flush()
+		}
+		buf = buf[:0]
+		return err == nil
+	}
+	buf = append(buf, "retry: 1000\n\n"...)
+	for {
+		evs, missed, last := lg.Since(since, eventsBatch)
+		if missed > 0 {
+			buf = append(buf, "event: gap\ndata: {\"missed\":"...)
+			buf = strconv.AppendUint(buf, missed, 10)
+			buf = append(buf, "}\n\n"...)
+		}
+		for _, ev := range evs {
+			b, _ := json.Marshal(ev)
+			buf = append(buf, "id: "...)
+			buf = strconv.AppendUint(buf, ev.Seq, 10)
+			buf = append(buf, "\ndata: "...)
+			buf = append(buf, b...)
+			buf = append(buf, "\n\n"...)
+		}
+		since = last
+		if len(buf) > 0 && !write() {
+			return
+		}
+		// Let events gather for a while, then wait for the next one.
+		pause.Reset(eventsInterval)
+		select {
+		case <-ctx.Done():
+			return
+		case <-lg.done:
+			return
+		case <-pause.C:
+		}
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-lg.done:
+				return
+			case <-lg.wait(since):
+				waiting = false
+			case <-ping.C:
+				buf = append(buf, ": ping\n\n"...)
+				if !write() {
+					return
+				}
+			}
+		}
+	}
+}

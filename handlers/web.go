@@ -1,0 +1,71 @@
+package handlers
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/web"
+)
+
+// useCORS installs the CORS middleware first on r, before any route, so
+// that preflights are answered whatever comes after (auth, redirects from a
+// standby: a preflight may not be redirected or refused for want of a
+// token).
+func (s *Server) useCORS(r chi.Router) {
+	if mw := corsMiddleware(s.cfg.CORSOrigins); mw != nil {
+		r.Use(mw)
+	}
+}
+
+// mountWeb adds the status page (GET / and its assets), GET /cluster and
+// GET /events.
+//
+// The annotation below documents GET / (served by web.Handler); the assets
+// under /static/ are not part of the API document.
+//
+//	@Summary	The status page (HTML; open without a token, its data calls need one)
+//	@Tags		operations
+//	@Produce	html
+//	@Success	200	{string}	string	"the page"
+//	@Router		/ [get]
+func (s *Server) mountWeb(r chi.Router) {
+	page := web.Handler()
+	r.Get("/", page.ServeHTTP)
+	r.Get(web.Prefix+"*", page.ServeHTTP)
+	r.Get("/cluster", s.cluster)
+	r.Get("/events", s.events)
+}
+
+// cluster is GET /cluster: this node's view of the cluster, from
+// Config.Cluster, or for a single node: itself, active, the only peer.
+//
+//	@Summary	This node's view of the cluster
+//	@Tags		cluster
+//	@Produce	json
+//	@Success	200	{object}	api.ClusterView
+//	@Failure	401	{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
+//	@Security	BearerAuth
+//	@Router		/cluster [get]
+func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
+	var v api.ClusterView
+	if s.cfg.Cluster != nil {
+		v = s.cfg.Cluster()
+	} else {
+		v = s.singleNodeView()
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) singleNodeView() api.ClusterView {
+	now := time.Now().UTC()
+	return api.ClusterView{
+		Self:      s.cfg.Node,
+		Role:      api.RoleActive,
+		Active:    s.cfg.Node,
+		Peers:     []api.PeerView{{URL: s.cfg.Node, Priority: 0, Role: api.RoleActive, Live: true, LastContact: &now}},
+		LastToken: s.eng.LastToken(),
+	}
+}

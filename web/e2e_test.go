@@ -1,0 +1,661 @@
+package web_test
+
+// Browser tests: the status page and fetch from another origin, in real
+// headless Chromium (Debian's chromium package) driven by chromedp, against
+// the baton binary built once in TestMain. They fail when Chromium is
+// missing; -short skips them.
+//
+// Screenshots go to $ARTIFACTS_DIR, else testdata/artifacts/ at the top of
+// the repository (gitignored). With -update-screenshot the light one is
+// also written to docs/status-page.png for the README.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+	"go.uber.org/goleak"
+
+	"github.com/baton-io/baton/api"
+)
+
+var updateScreenshot = flag.Bool("update-screenshot", false, "write the status page's screenshot to docs/status-page.png")
+
+var (
+	batonBin  string // the built binary; "" under -short
+	chromeBin string
+	chromeErr error
+
+	browserOnce   sync.Once
+	browserCtx    context.Context
+	browserCancel context.CancelFunc
+	allocCancel   context.CancelFunc
+	browserErr    error
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	if !testing.Short() {
+		dir, err := os.MkdirTemp("", "baton-web-e2e-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		batonBin = filepath.Join(dir, "baton")
+		build := exec.Command("go", "build", "-o", batonBin, "github.com/baton-io/baton/cmd/baton")
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building baton: %v\n%s", err, out)
+			return 1
+		}
+		chromeBin, chromeErr = exec.LookPath("chromium")
+	}
+	code := m.Run()
+	if browserCancel != nil {
+		browserCancel()
+		allocCancel()
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// tab returns a new browser tab (one Chromium for the whole run) and the
+// console messages it collects. The tab closes at the end of the test.
+func tab(t *testing.T) (context.Context, *console) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("browser test: -short skips it")
+	}
+	if chromeErr != nil {
+		t.Fatalf("these tests need Chromium (apt-get install -y chromium): %v", chromeErr)
+	}
+	browserOnce.Do(func() {
+		opts := append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(chromeBin),
+			chromedp.Flag("headless", "new"),
+			chromedp.NoSandbox, // tests run as root
+			chromedp.Flag("disable-gpu", true),
+			chromedp.Flag("disable-dev-shm-usage", true),
+			chromedp.WindowSize(1280, 800),
+		)
+		var actx context.Context
+		actx, allocCancel = chromedp.NewExecAllocator(context.Background(), opts...)
+		browserCtx, browserCancel = chromedp.NewContext(actx)
+		_, browserErr = chromedp.Run(browserCtx, chromedp.Evaluate[chromedp.Void]("1"))
+	})
+	if browserErr != nil {
+		t.Fatalf("starting Chromium: %v", browserErr)
+	}
+	ctx, cancel := chromedp.NewContext(browserCtx)
+	c := &console{}
+	msgs := chromedp.Console(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			c.add(m)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	ctx, stop := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(stop)
+	return ctx, c
+}
+
+// console collects what a tab writes to its console.
+type console struct {
+	mu   sync.Mutex
+	msgs []chromedp.ConsoleMessage
+}
+
+func (c *console) add(m chromedp.ConsoleMessage) {
+	c.mu.Lock()
+	c.msgs = append(c.msgs, m)
+	c.mu.Unlock()
+}
+
+// errors returns the errors and exceptions so far.
+func (c *console) errors() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, m := range c.msgs {
+		if m.Type == chromedp.ConsoleError || m.IsException() {
+			out = append(out, m.String()+" ("+m.URL+")")
+		}
+	}
+	return out
+}
+
+// node is a baton process.
+type node struct {
+	url string
+	cmd *exec.Cmd
+	out *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// startBaton runs the binary on a free port with a fresh data dir and the
+// given BATON_* settings, waits until it answers, and stops it (SIGTERM,
+// then kill) at the end of the test.
+func startBaton(t *testing.T, env ...string) *node {
+	t.Helper()
+	addr := "127.0.0.1:" + freePort(t)
+	cmd := exec.Command(batonBin, "serve", "--listen", addr, "--data-dir", t.TempDir())
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "BATON_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	n := &node{url: "http://" + addr, cmd: cmd, out: &syncBuffer{}}
+	cmd.Stdout, cmd.Stderr = n.out, n.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("baton output:\n%s", n.out)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := http.Get(n.url + "/healthz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return n
+			}
+		}
+		select {
+		case <-exited:
+			t.Fatalf("baton exited at start:\n%s", n.out)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("baton did not answer on %s: %v\n%s", addr, err, n.out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// acquire takes key through the API and returns the token; wait in seconds
+// (0 = no limit). It returns an error for anything but 200.
+func (n *node) acquire(ctx context.Context, key string, lease, wait float64) (uint64, error) {
+	u := fmt.Sprintf("%s/locks/%s?lease=%g&wait=%g", n.url, key, lease, wait)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("POST %s: %s %s", u, res.Status, body)
+	}
+	return strconv.ParseUint(res.Header.Get(api.HeaderLockToken), 10, 64)
+}
+
+func (n *node) release(t *testing.T, key string, token uint64) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodDelete, n.url+"/locks/"+key, nil)
+	req.Header.Set(api.HeaderLockToken, strconv.FormatUint(token, 10))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("DELETE /locks/%s: %s", key, res.Status)
+	}
+}
+
+func (n *node) status(t *testing.T, key string) api.LockStatus {
+	t.Helper()
+	var st api.LockStatus
+	n.getJSON(t, "/locks/"+key, &st)
+	return st
+}
+
+func (n *node) getJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	res, err := http.Get(n.url + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", path, res.Status)
+	}
+	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+// eval evaluates a JavaScript expression in the tab (awaiting a promise).
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("evaluating %.80q: %v", expr, err)
+	}
+	return v
+}
+
+// waitFor polls cond every 50 ms until it holds or within runs out.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool, string)) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		ok, state := cond()
+		if ok {
+			return time.Since(start)
+		}
+		if time.Since(start) > within {
+			t.Fatalf("%s: not within %v; last seen: %s", what, within, state)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// pageRow is one row of the page's locks table.
+type pageRow struct {
+	Token   string `json:"token"`
+	Lease   string `json:"lease"`
+	Waiters string `json:"waiters"`
+	Oldest  string `json:"oldest"`
+}
+
+func row(t *testing.T, ctx context.Context, key string) *pageRow {
+	t.Helper()
+	k, _ := json.Marshal(key)
+	return eval[*pageRow](t, ctx, `(() => {
+		const tr = [...document.querySelectorAll('#locks tbody tr')].find((r) => r.dataset.key === `+string(k)+`);
+		if (!tr) return null;
+		const txt = (sel) => (tr.querySelector(sel) || {}).textContent || '';
+		return {token: txt('td.token'), lease: txt('.lease .t'), waiters: txt('td.waiters'), oldest: txt('td.oldest')};
+	})()`)
+}
+
+func (r *pageRow) String() string {
+	if r == nil {
+		return "no row"
+	}
+	return fmt.Sprintf("%+v", *r)
+}
+
+// leaseSeconds reads "12.3 s" as 12.3.
+func leaseSeconds(t *testing.T, s string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(strings.TrimSuffix(s, " s"), 64)
+	if err != nil {
+		t.Fatalf("lease left %q: not seconds", s)
+	}
+	return v
+}
+
+func artifactsDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("ARTIFACTS_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "testdata", "artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func screenshot(t *testing.T, ctx context.Context, name string) []byte {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	path := filepath.Join(artifactsDir(t), name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+	return png
+}
+
+func colorScheme(t *testing.T, ctx context.Context, scheme string) {
+	t.Helper()
+	_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStatusPage: the page loads with no console errors; a lock taken
+// through the API shows within 2 s with its token; its lease counts down; a
+// second acquire shows as one waiter; a release moves the holder; it looks
+// right light, dark and on a phone.
+func TestStatusPage(t *testing.T) {
+	n := startBaton(t)
+	ctx, cons := tab(t)
+	colorScheme(t, ctx, "light")
+	if err := chromedp.Do(ctx, chromedp.Navigate(n.url+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the page shows the node as active", func() (bool, string) {
+		s := eval[string](t, ctx, `document.getElementById('role').textContent + ' ' + document.querySelector('#peers tbody').textContent`)
+		return strings.HasPrefix(s, "active ") && strings.Contains(s, n.url), s
+	})
+
+	tok1, err := n.acquire(ctx, "orders/42", 30, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strconv.FormatUint(tok1, 10)
+	var r *pageRow
+	took := waitFor(t, 2*time.Second, "the lock shows with its holder token", func() (bool, string) {
+		r = row(t, ctx, "orders/42")
+		return r != nil && r.Token == want, r.String()
+	})
+	t.Logf("the grant showed after %v", took.Round(time.Millisecond))
+
+	l1 := leaseSeconds(t, r.Lease)
+	time.Sleep(1200 * time.Millisecond)
+	r = row(t, ctx, "orders/42")
+	l2 := leaseSeconds(t, r.Lease)
+	if d := l1 - l2; d < 0.8 || d > 2.5 || l1 > 30 || l1 < 27 {
+		t.Errorf("lease left went from %.1f s to %.1f s in 1.2 s: not counting down", l1, l2)
+	}
+
+	waiterCtx, stopWaiter := context.WithCancel(ctx)
+	defer stopWaiter()
+	type result struct {
+		tok uint64
+		err error
+	}
+	second := make(chan result, 1)
+	go func() {
+		tok, err := n.acquire(waiterCtx, "orders/42", 30, 0)
+		second <- result{tok, err}
+	}()
+	waitFor(t, 2*time.Second, "the second acquire shows as one waiter", func() (bool, string) {
+		r = row(t, ctx, "orders/42")
+		return r != nil && r.Waiters == "1" && strings.HasSuffix(r.Oldest, " s"), r.String()
+	})
+
+	n.release(t, "orders/42", tok1)
+	res := <-second
+	if res.err != nil {
+		t.Fatalf("the waiter: %v", res.err)
+	}
+	want2 := strconv.FormatUint(res.tok, 10)
+	waitFor(t, 2*time.Second, "the release moves the holder to the waiter", func() (bool, string) {
+		r = row(t, ctx, "orders/42")
+		return r != nil && r.Token == want2 && r.Waiters == "0" && r.Oldest == "–", r.String()
+	})
+	waitFor(t, 2*time.Second, "the events list the grants and the release", func() (bool, string) {
+		s := eval[string](t, ctx, `[...document.querySelectorAll('#events li')].map((li) => li.dataset.kind + ' ' + li.dataset.key).join(', ')`)
+		return strings.Contains(s, "release orders/42") && strings.Count(s, "grant orders/42") == 2, s
+	})
+
+	// Some more state for the screenshots: several holders, one queue.
+	for i, key := range []string{"billing/invoice-2211", "orders/17", "reports/nightly", "search/reindex", "users/7f3a/profile"} {
+		if _, err := n.acquire(ctx, key, float64(20+40*i), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		go func() { _, _ = n.acquire(waiterCtx, "reports/nightly", 30, 0) }()
+	}
+	waitFor(t, 3*time.Second, "the page shows six keys, two waiting", func() (bool, string) {
+		r = row(t, ctx, "reports/nightly")
+		rows := eval[int](t, ctx, `document.querySelectorAll('#locks tbody tr').length`)
+		return rows == 6 && r != nil && r.Waiters == "2", fmt.Sprintf("%d rows, reports/nightly: %s", rows, r)
+	})
+	time.Sleep(300 * time.Millisecond) // let the countdowns and the events settle
+	png := screenshot(t, ctx, "status-page-light.png")
+	if *updateScreenshot {
+		if err := os.WriteFile(filepath.Join("..", "docs", "status-page.png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	colorScheme(t, ctx, "dark")
+	bg := eval[string](t, ctx, `getComputedStyle(document.body).backgroundColor`)
+	if bg != "rgb(15, 19, 23)" {
+		t.Errorf("dark scheme: body background %s, want rgb(15, 19, 23)", bg)
+	}
+	screenshot(t, ctx, "status-page-dark.png")
+
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile)); err != nil {
+		t.Fatal(err)
+	}
+	colorScheme(t, ctx, "light")
+	time.Sleep(200 * time.Millisecond)
+	// A mobile layout viewport grows to fit what overflows: compare with
+	// the screen's width.
+	if w := eval[int](t, ctx, `document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("on a phone the page is %d px wide for a 390 px screen", w)
+	}
+	screenshot(t, ctx, "status-page-phone.png")
+
+	if errs := cons.errors(); len(errs) > 0 {
+		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
+	}
+	stopWaiter()
+}
+
+// otherOrigin serves a blank page on another origin than baton's.
+func otherOrigin(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		io.WriteString(w, "<!doctype html><title>another origin</title><p>a page on another origin</p>")
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// fetchResult is what the page's fetch calls report.
+type fetchResult struct {
+	Status  int    `json:"status"`
+	Header  string `json:"header"`
+	Token   string `json:"token"`
+	Above32 bool   `json:"above32"`
+	Safe    bool   `json:"safe"`
+	Error   string `json:"error"`
+	Body    string `json:"body"`
+	Ms      int    `json:"ms"`
+}
+
+// TestCrossOriginFetch: a page on another origin (in cors_origins) takes a
+// lock with fetch, reads its token (above 2^32) exactly, renews it and
+// releases it; a page on an origin not configured cannot.
+func TestCrossOriginFetch(t *testing.T) {
+	other := otherOrigin(t)
+	n := startBaton(t, "BATON_CORS_ORIGINS="+other.URL)
+	ctx, _ := tab(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(other.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	baton, _ := json.Marshal(n.url)
+	acquire := eval[fetchResult](t, ctx, `(async () => {
+		const r = await fetch(`+string(baton)+` + '/locks/xo/1', {
+			method: 'POST',
+			headers: {'Content-Type': 'application/json', 'Idempotency-Key': 'page-1', 'Authorization': 'Bearer unused'},
+			body: JSON.stringify({lease: 30}),
+		});
+		const body = await r.json();
+		return {status: r.status, header: r.headers.get('Lock-Token') || '', token: String(body.token),
+			above32: body.token > 2 ** 32, safe: Number.isSafeInteger(body.token)};
+	})()`)
+	if acquire.Status != http.StatusOK {
+		t.Fatalf("cross-origin acquire: %+v", acquire)
+	}
+	st := n.status(t, "xo/1")
+	if st.Holder == nil {
+		t.Fatal("after the page's acquire nobody holds xo/1")
+	}
+	want := strconv.FormatUint(st.Holder.Token, 10)
+	if acquire.Token != want || acquire.Header != want || !acquire.Above32 || !acquire.Safe {
+		t.Fatalf("the page read token %s (header %q, above 2^32 %v, safe %v); the server holds %s",
+			acquire.Token, acquire.Header, acquire.Above32, acquire.Safe, want)
+	}
+	t.Logf("token read exactly in the page: %s", want)
+
+	renew := eval[fetchResult](t, ctx, `(async () => {
+		const r = await fetch(`+string(baton)+` + '/locks/xo/1', {method: 'PATCH',
+			headers: {'Lock-Token': '`+want+`', 'Content-Type': 'application/json'}, body: JSON.stringify({lease: 60})});
+		return {status: r.status, body: await r.text(), header: r.headers.get('Lock-Token') || ''};
+	})()`)
+	if renew.Status != http.StatusOK || renew.Header != want {
+		t.Fatalf("cross-origin renew: %+v", renew)
+	}
+	release := eval[fetchResult](t, ctx, `(async () => {
+		const r = await fetch(`+string(baton)+` + '/locks/xo/1', {method: 'DELETE',
+			headers: {'Lock-Token': '`+want+`', 'Authorization': 'Bearer unused'}});
+		return {status: r.status, body: await r.text()};
+	})()`)
+	if release.Status != http.StatusOK || !strings.Contains(release.Body, `"released":true`) {
+		t.Fatalf("cross-origin release: %+v", release)
+	}
+	if st := n.status(t, "xo/1"); st.Holder != nil || st.Waiters != 0 {
+		t.Fatalf("after the page's release: %+v", st)
+	}
+
+	// The same page served from an origin that is not configured
+	// (localhost instead of 127.0.0.1) is refused by the preflight.
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(other.URL, "http://"))
+	if err := chromedp.Do(ctx, chromedp.Navigate("http://localhost:"+port+"/")); err != nil {
+		t.Fatal(err)
+	}
+	refused := eval[fetchResult](t, ctx, `(async () => {
+		try {
+			const r = await fetch(`+string(baton)+` + '/locks/xo/2', {method: 'POST', headers: {'Idempotency-Key': 'page-2'}});
+			return {status: r.status};
+		} catch (e) {
+			return {error: String(e)};
+		}
+	})()`)
+	if refused.Error == "" {
+		t.Errorf("a page on an origin not configured could call: %+v", refused)
+	}
+	if st := n.status(t, "xo/2"); st.Holder != nil || st.Waiters != 0 {
+		t.Errorf("the refused page's acquire reached the server: %+v", st)
+	}
+}
+
+// TestFetchTimeout: a page's fetch whose wait runs out gets 408; afterwards
+// the server holds no grant and no waiter for that caller, even though
+// Chromium may re-send a request on its own after a 408.
+func TestFetchTimeout(t *testing.T) {
+	other := otherOrigin(t)
+	n := startBaton(t, "BATON_CORS_ORIGINS="+other.URL)
+	ctx, _ := tab(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(other.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	held, err := n.acquire(ctx, "xo/busy", 30, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	baton, _ := json.Marshal(n.url)
+	res := eval[fetchResult](t, ctx, `(async () => {
+		const t0 = performance.now();
+		const r = await fetch(`+string(baton)+` + '/locks/xo/busy?wait=0.5&lease=30', {method: 'POST'});
+		return {status: r.status, body: await r.text(), ms: Math.round(performance.now() - t0)};
+	})()`)
+	if res.Status != http.StatusRequestTimeout || !strings.Contains(res.Body, `"error":"timeout"`) {
+		t.Fatalf("the page's fetch with wait=0.5: %+v, want 408 timeout", res)
+	}
+	t.Logf("408 after %d ms", res.Ms)
+
+	if st := n.status(t, "xo/busy"); st.Holder == nil || st.Holder.Token != held || st.Waiters != 0 {
+		t.Fatalf("after the 408: %+v; want the first holder and no waiter", st)
+	}
+	// Were a stray re-sent acquire still queued, the release would hand it
+	// the lock.
+	n.release(t, "xo/busy", held)
+	time.Sleep(700 * time.Millisecond)
+	if st := n.status(t, "xo/busy"); st.Holder != nil || st.Waiters != 0 {
+		t.Fatalf("after the release: %+v; want no holder and no waiter", st)
+	}
+	var evs api.EventList
+	n.getJSON(t, "/events?since=0", &evs)
+	var kinds []string
+	for _, ev := range evs.Events {
+		if ev.Key == "xo/busy" {
+			kinds = append(kinds, ev.Kind)
+			if ev.Kind == api.EventGrant && ev.Token != held {
+				t.Errorf("a grant to someone else than the first holder: %+v", ev)
+			}
+		}
+	}
+	t.Logf("events of xo/busy: %s", strings.Join(kinds, ", "))
+}
