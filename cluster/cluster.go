@@ -125,6 +125,7 @@ type peer struct {
 	contact  time.Time // last successful poll or stream frame
 	status   Status    // last answer
 	heard    bool
+	down     bool // its stream or a call just failed; cleared by the next good poll
 }
 
 // Node is one member of the cluster. Its exported methods are safe for
@@ -317,6 +318,12 @@ func (n *Node) status() Status {
 // live reports whether p was heard from within the failover timeout. n.mu
 // is held.
 func (n *Node) live(p *peer, now time.Time) bool {
+	return p.heard && !p.down && now.Sub(p.contact) < n.cfg.FailoverTimeout
+}
+
+// recent reports whether p answered within the failover timeout, even if a
+// call to it failed since: the silence a promotion waits for.
+func (n *Node) recent(p *peer, now time.Time) bool {
 	return p.heard && now.Sub(p.contact) < n.cfg.FailoverTimeout
 }
 

@@ -41,7 +41,10 @@ func (n *Node) serveHandoff(w http.ResponseWriter, r *http.Request) {
 	}
 	n.mu.Lock()
 	p := n.peerByURL(to)
-	ok := n.role == api.RoleActive && p != nil && p.priority < n.self
+	// Only to a node this one can reach: a node cut off from the active in
+	// one direction would otherwise ask again and again, and every failed
+	// attempt would bounce the active's waiters.
+	ok := n.role == api.RoleActive && p != nil && p.priority < n.self && n.live(p, time.Now())
 	n.mu.Unlock()
 	if !ok {
 		writeJSON(w, http.StatusConflict, n.status())

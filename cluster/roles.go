@@ -23,7 +23,7 @@ func (n *Node) poll(p *peer) {
 		now := time.Now()
 		n.mu.Lock()
 		if err == nil {
-			p.status, p.contact, p.heard = st, now, true
+			p.status, p.contact, p.heard, p.down = st, now, true, false
 			if st.LastToken > 0 {
 				n.eng.ObserveToken(st.LastToken)
 			}
@@ -147,6 +147,13 @@ func (n *Node) step(now time.Time) {
 			return
 		}
 	}
+	for _, p := range n.peers {
+		if p.status.Role == api.RoleActive && n.recent(p, now) {
+			// The last active was heard from less than a failover timeout
+			// ago: it may only be slow. Wait out the silence.
+			return
+		}
+	}
 	someoneHasState := n.hasState
 	for _, p := range n.peers {
 		if n.live(p, now) && p.status.HasState {
@@ -215,6 +222,11 @@ func (n *Node) followLocked(other string) {
 		if n.following == other && n.stopSync != nil && ctx.Err() == nil {
 			// The stream broke: the next step decides anew.
 			n.log.Warn("replication stream ended", "active", other, "err", err)
+			if p := n.peerByURL(other); p != nil {
+				// Not to be followed or redirected to until it answers a
+				// poll again.
+				p.down = true
+			}
 			n.stopSync()
 			n.stopSync = nil
 			n.following = ""
