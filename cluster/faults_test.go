@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"fmt"
+	"strings"
 	"net/http"
 	"slices"
 	"syscall"
@@ -240,4 +241,36 @@ func (c *testCluster) waitersOn(i int, key string) int {
 		return -1
 	}
 	return st.Waiters
+}
+
+func TestWrongClusterSecretIsRefusedAndLogged(t *testing.T) {
+	c := newCluster(t, 2, false)
+	c.args = map[int][]string{1: {"--cluster-secret", "not-the-secret"}}
+	c.startAll()
+	c.waitActive(0)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if strings.Contains(c.nodes[0].log.String(), "refused peer request") &&
+			strings.Contains(c.nodes[1].log.String(), "cluster_secret differs") {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(c.nodes[0].log.String(), "refused peer request") {
+		t.Errorf("node 0 did not log the refusal of node 1's requests")
+	}
+	if !strings.Contains(c.nodes[1].log.String(), "cluster_secret differs") {
+		t.Errorf("node 1 did not log that its peer refuses it")
+	}
+	if strings.Contains(c.nodes[1].log.String(), "synced with the active") {
+		t.Errorf("node 1 replicated from node 0 with the wrong secret")
+	}
+	if strings.Contains(c.nodes[0].log.String(), "standby subscribed") {
+		t.Errorf("node 0 streamed its state to a node with the wrong secret")
+	}
+	// Refused is not dead: node 1 must not promote itself beside node 0.
+	time.Sleep(3 * failoverTimeout)
+	if r := c.roles(); r[0] != api.RoleActive || r[1] != api.RoleStandby {
+		t.Errorf("roles %v with a wrong secret on node 1; want node 0 active and node 1 a standby", r)
+	}
 }

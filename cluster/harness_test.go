@@ -91,6 +91,7 @@ type testCluster struct {
 	nodes []*node
 	peers string
 	extra []string
+	args  map[int][]string // more flags for one node (later flags win)
 }
 
 // newCluster prepares n nodes on 127.0.0.(i+1). With proxies, each node is
@@ -135,6 +136,7 @@ func (c *testCluster) start(i int) {
 	args := append([]string{"serve", "--listen", nd.listen, "--advertise", nd.url, "--peers", c.peers,
 		"--data-dir", nd.dir, "--heartbeat", heartbeat.String(), "--failover-timeout", failoverTimeout.String(),
 		"--cluster-secret", "test-secret", "--log-level", "debug"}, c.extra...)
+	args = append(args, c.args[i]...)
 	cmd := exec.Command(batonBin, args...)
 	fmt.Fprintf(nd.log, "=== start node %d\n", i)
 	cmd.Stdout, cmd.Stderr = nd.log, nd.log

@@ -31,6 +31,12 @@ func (n *Node) poll(p *peer) {
 		n.mu.Unlock()
 		var se *statusError
 		if errors.As(err, &se) && se.code == http.StatusUnauthorized {
+			// It is alive but will not talk to this node: it counts as live
+			// with an unknown state, so this node neither takes it for
+			// dead (and promotes itself beside it) nor follows it.
+			n.mu.Lock()
+			p.status, p.contact, p.heard, p.down = Status{URL: p.url}, now, true, false
+			n.mu.Unlock()
 			if !refused {
 				n.log.Error("peer refused this node: cluster_secret differs", "peer", p.url)
 			}

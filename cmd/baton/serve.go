@@ -33,6 +33,7 @@ func serve(args []string) int {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log)
 
 	metrics := handlers.NewMetrics()
 	events := handlers.NewEventLog(handlers.DefaultEventLogSize)

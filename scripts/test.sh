@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The whole test suite, runnable on a fresh Debian machine with Go and a
+# Docker engine: it installs what the tests drive (curl, chromium) when they
+# are missing, then runs, stopping at the first failure:
+#   gofmt, go vet, every Go test with the race detector (unit, HTTP,
+#   headless-browser, hostile-client and OpenAPI-staleness tests), the cluster
+#   tests with real processes and real faults, each fuzz target for a bounded
+#   time, and the Docker Compose failover script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v curl >/dev/null || missing+=(curl)
+command -v chromium >/dev/null || missing+=(chromium)
+if ((${#missing[@]})); then
+	sudo=""
+	[ "$(id -u)" = 0 ] || sudo=sudo
+	echo "== installing ${missing[*]}"
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+
+echo "== go vet"
+go vet ./...
+
+echo "== go test -race (all packages but the cluster)"
+go test -race -count=1 $(go list ./... | grep -v '/cluster$')
+
+echo "== go test -race ./cluster (real baton processes, kill -9, SIGSTOP, cut links)"
+go test -race -count=1 -p 1 -v ./cluster
+
+echo "== fuzzing (bounded)"
+scripts/fuzz.sh
+
+echo "== docker compose cluster: kill the active, see the failover"
+scripts/compose-failover.sh
