@@ -2,9 +2,9 @@ package cluster_test
 
 import (
 	"fmt"
-	"strings"
 	"net/http"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
