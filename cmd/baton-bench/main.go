@@ -124,7 +124,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&floor, "floor", false, "also run against the in-binary floor server (one channel per key: the smallest real lock)")
 	fs.StringVar(&cfg.refs, "ref", "auto", "reference targets when neither --null nor --floor is given: auto (null for uncontended, floor otherwise), none")
 	fs.StringVar(&cfg.refMode, "ref-mode", "proc", "run reference servers in a child process (proc: own RSS and CPU, like baton) or in this process (inproc: no RSS)")
-	fs.IntVar(&cfg.refH2, "ref-h2-streams", 0, "reference servers' HTTP/2 max concurrent streams per connection (0: Go's default)")
+	fs.IntVar(&cfg.refH2, "ref-h2-streams", 1000, "reference servers' HTTP/2 max concurrent streams per connection (baton serves 1000; 0: Go's default)")
 	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "measured time of uncontended and contended runs")
 	fs.DurationVar(&cfg.warmup, "warmup", time.Second, "unmeasured time before --duration")
 	fs.IntVar(&cfg.c, "c", 16, "clients (uncontended, contended, keys)")
@@ -403,6 +403,7 @@ func (b *bench) runOnce(ctx context.Context, t, runLabel string) (*Result, error
 	if err != nil {
 		return nil, err
 	}
+	r.set("load1", loadAvg1())
 	r.Run = runLabel
 	return r, nil
 }
@@ -421,7 +422,7 @@ func (b *bench) start(t string) (*target, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &target{name: t, addr: s.addr(), stop: s.close}, nil
+		return &target{name: t, addr: s.addr(), stop: s.close, owned: true}, nil
 	}
 	return spawnRef(t, b.tmp, cfg.refH2)
 }

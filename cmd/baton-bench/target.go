@@ -27,6 +27,9 @@ type target struct {
 	stop func()
 	// logPath, for spawned processes, holds their output.
 	logPath string
+	// owned is true for targets this bench started (and stops after the
+	// run): their state need not be cleaned up.
+	owned bool
 }
 
 // freePort returns a free TCP port on 127.0.0.1 (closed again: the
@@ -98,7 +101,7 @@ func startProcess(name, path string, args []string, addr, logPath string) (*targ
 		stop()
 		return nil, fmt.Errorf("%s (%s %s): %w; log:\n%s", name, path, strings.Join(args, " "), err, tail(logPath, 20))
 	}
-	return &target{name: name, addr: addr, pid: cmd.Process.Pid, stop: stop, logPath: logPath}, nil
+	return &target{name: name, addr: addr, pid: cmd.Process.Pid, stop: stop, logPath: logPath, owned: true}, nil
 }
 
 // tail returns the last n lines of a file.
@@ -177,6 +180,25 @@ func readRSS(pid int) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+// loadAvg1 returns the 1-minute load average of the machine (-1 when
+// unknown): on a shared 2-core machine it tells how much of the CPU the
+// run had.
+func loadAvg1() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }
 
 // settledRSS samples VmRSS every 200 ms until two readings in a row are

@@ -476,6 +476,11 @@ func runKeys(ctx context.Context, e *runEnv) (*Result, error) {
 			held++
 		}
 	}
+	r := e.result(c)
+	if e.tgt.owned {
+		// The server is stopped after the run: no need to clean up.
+		return e.keysResult(r, lats, held, fillS, rss0, rss1, 0), nil
+	}
 	e.prog.setPhase("releasing keys")
 	releaseS := fill(func(l locker, j int) error {
 		if toks[j] == 0 {
@@ -486,22 +491,29 @@ func runKeys(ctx context.Context, e *runEnv) (*Result, error) {
 	if err := e.err(); err != nil {
 		return nil, err
 	}
+	return e.keysResult(r, lats, held, fillS, rss0, rss1, releaseS), nil
+}
+
+// keysResult fills in the keys workload's figures; releaseS is 0 when the
+// keys were left held.
+func (e *runEnv) keysResult(r *Result, lats [][]int64, held int, fillS float64, rss0, rss1 int64, releaseS float64) *Result {
 	var all []int64
 	for _, l := range lats {
 		all = append(all, l...)
 	}
-	r := e.result(c)
 	r.OpsS = float64(held) / fillS
 	r.P50, r.P99, r.P999 = percentiles(all)
-	r.set("keys", float64(k))
+	r.set("keys", float64(e.cfg.keys))
 	r.set("held", float64(held))
 	if e.tgt.pid > 0 && held > 0 {
 		r.set("rss_base_b", float64(rss0))
 		r.set("rss_per_key_b", float64(rss1-rss0)/float64(held))
 	}
-	r.set("release_ops_s", float64(held)/releaseS)
+	if releaseS > 0 {
+		r.set("release_ops_s", float64(held)/releaseS)
+	}
 	r.Errors = e.errs.Load()
-	return r, nil
+	return r
 }
 
 // errNeedsCluster reports that a workload cannot run without a cluster.
