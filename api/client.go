@@ -1,0 +1,739 @@
+// Package api is the official Go client of baton, the distributed lock
+// service, and the home of its wire types (wire.go), which the server's
+// handlers use too.
+//
+// A Client keeps one persistent HTTP/2 connection per node address (two when
+// a single address is given), multiplexes every call over them (cleartext
+// h2c for http:// addresses, HTTP/2 by ALPN for https://), and behaves as
+// SPEC section 4 says: round-robin over the live connections, a broken
+// connection redialled in the background every 3 s, acquires retried on the
+// next connection under the same Idempotency-Key, releases retried every
+// 200 ms for 5 s, 307 redirects followed to the active node, and poll
+// timeouts resumed.
+//
+//	c, err := api.NewClient(api.DefaultConfig())
+//	...
+//	defer c.Close()
+//	err = c.WithLock(ctx, "orders/42", func(ctx context.Context, token uint64) error {
+//		return process(ctx, token) // pass token to the protected resource
+//	}, api.WithLease(30*time.Second))
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Environment variables read by DefaultConfig.
+const (
+	// EnvAddr names the nodes: a comma-separated list of base URLs
+	// ("http://10.0.0.1:7070,http://10.0.0.2:7070"); a bare host:port
+	// means http://.
+	EnvAddr = "BATON_ADDR"
+	// EnvAuthToken is the bearer token sent to the nodes (the server's
+	// auth_tokens). It is not BATON_TOKEN, which `baton run` sets to the
+	// fencing token of the lock it holds.
+	EnvAuthToken = "BATON_AUTH_TOKEN"
+)
+
+// DefaultAddr is the address used when neither Config.Addresses nor
+// BATON_ADDR names one.
+const DefaultAddr = "http://127.0.0.1:7070"
+
+// Defaults of the Config fields (SPEC section 4 fixes the first three).
+const (
+	DefaultReconnectInterval = 3 * time.Second
+	DefaultReleaseRetry      = 200 * time.Millisecond
+	DefaultReleaseTimeout    = 5 * time.Second
+	DefaultDialTimeout       = 5 * time.Second
+	DefaultPingInterval      = 15 * time.Second
+	DefaultPingTimeout       = 5 * time.Second
+)
+
+// maxBody bounds the answers the client reads, in bytes.
+const maxBody = 4 << 20
+
+// Config sets up a Client. The zero value of a field means its default.
+type Config struct {
+	// Addresses lists the nodes' base URLs, e.g. "http://10.0.0.1:7070" or
+	// "https://baton.example:7070"; a bare "host:port" means http://.
+	// Default: BATON_ADDR, else DefaultAddr.
+	Addresses []string
+	// Token is a bearer token, sent as "Authorization: Bearer <Token>";
+	// "" sends none. DefaultConfig reads BATON_AUTH_TOKEN.
+	Token string
+	// TLSConfig is used for https:// addresses; nil means the system's
+	// roots. The client offers only "h2" by ALPN.
+	TLSConfig *tls.Config
+	// ConnsPerAddress is the number of connections kept to each address.
+	// 0 = 2 when one address is given (one dropping does not interrupt
+	// service), 1 otherwise.
+	ConnsPerAddress int
+	// DialTimeout bounds one connection attempt (TCP and TLS). 0 = 5 s.
+	DialTimeout time.Duration
+	// ReconnectInterval is the pause between attempts to redial a broken
+	// connection. 0 = 3 s.
+	ReconnectInterval time.Duration
+	// ReleaseRetry is the pause between release attempts. 0 = 200 ms.
+	ReleaseRetry time.Duration
+	// ReleaseTimeout bounds how long a release is retried. 0 = 5 s.
+	ReleaseTimeout time.Duration
+	// PingInterval: a connection that received nothing for this long is
+	// checked with an HTTP/2 PING (long polls are silent); PingTimeout
+	// later without an answer it counts as broken. 0 = 15 s and 5 s.
+	PingInterval, PingTimeout time.Duration
+	// DialContext, if set, opens the TCP connections (tests, custom
+	// networks). Default: a net.Dialer.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// UserAgent is sent with every request. "" = "baton-go".
+	UserAgent string
+}
+
+// DefaultConfig returns a Config with Addresses from BATON_ADDR (or
+// DefaultAddr), Token from BATON_AUTH_TOKEN, and every other field at its
+// default.
+func DefaultConfig() Config {
+	cfg := Config{
+		Addresses:         []string{DefaultAddr},
+		Token:             os.Getenv(EnvAuthToken),
+		DialTimeout:       DefaultDialTimeout,
+		ReconnectInterval: DefaultReconnectInterval,
+		ReleaseRetry:      DefaultReleaseRetry,
+		ReleaseTimeout:    DefaultReleaseTimeout,
+		PingInterval:      DefaultPingInterval,
+		PingTimeout:       DefaultPingTimeout,
+	}
+	if v := SplitAddresses(os.Getenv(EnvAddr)); len(v) > 0 {
+		cfg.Addresses = v
+	}
+	return cfg
+}
+
+// SplitAddresses splits a comma-separated address list (the BATON_ADDR
+// format), dropping blanks.
+func SplitAddresses(s string) []string {
+	var out []string
+	for a := range strings.SplitSeq(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// parseAddress turns a configured address into a base URL: scheme http or
+// https, a host with a port, no path.
+func parseAddress(s string) (*url.URL, error) {
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("baton: address %q: %w", s, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("baton: address %q: scheme must be http or https", s)
+	}
+	if u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return nil, fmt.Errorf("baton: address %q: want scheme://host:port", s)
+	}
+	host := u.Host
+	if u.Port() == "" {
+		port := "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+		host = net.JoinHostPort(u.Hostname(), port)
+	}
+	return &url.URL{Scheme: u.Scheme, Host: host}, nil
+}
+
+// Client talks to a baton cluster. It is safe for concurrent use; share one
+// per process. Its connections are dialled in the background from
+// NewClient on; Close ends them.
+//
+// Connection management: every connection is an *http.ClientConn made by
+// http.Transport.NewClientConn (Go 1.26), so the Client, not a pool, decides
+// how many connections exist: exactly ConnsPerAddress per address, each kept
+// by one goroutine that dials it, waits for it to break (the ClientConn's
+// state hook reports Err() != nil: peer gone, PING unanswered, GOAWAY
+// finished), and redials every ReconnectInterval. Calls pick a live
+// connection round-robin (preferring the active node once a 307 named it,
+// and connections with free HTTP/2 streams) and never dial themselves.
+type Client struct {
+	cfg       Config
+	tr        *http.Transport
+	connsPer  int
+	userAgent string
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // slot keepers and lock keep-alives
+
+	mu        sync.Mutex
+	addrs     []*address
+	slots     []*slot
+	preferred *address
+	rr        uint64
+	changed   chan struct{} // closed and replaced on every slot state change
+	closed    bool
+}
+
+// address is one node.
+type address struct {
+	base  *url.URL // scheme://host:port
+	slots []*slot
+}
+
+type slotState int
+
+const (
+	slotDialing slotState = iota // a dial is in progress
+	slotUp
+	slotDown // waiting to redial
+)
+
+// slot is one connection to one address, kept by one goroutine (keep).
+type slot struct {
+	addr    *address
+	state   slotState
+	cc      *http.ClientConn // while up
+	broken  chan struct{}    // closed when cc breaks
+	lastErr error
+}
+
+// NewClient returns a Client for cfg's addresses and starts dialling them in
+// the background (it does not wait for them). It fails only on an invalid
+// Config.
+func NewClient(cfg Config) (*Client, error) {
+	def := DefaultConfig()
+	if len(cfg.Addresses) == 0 {
+		cfg.Addresses = def.Addresses
+	}
+	setDefault(&cfg.DialTimeout, DefaultDialTimeout)
+	setDefault(&cfg.ReconnectInterval, DefaultReconnectInterval)
+	setDefault(&cfg.ReleaseRetry, DefaultReleaseRetry)
+	setDefault(&cfg.ReleaseTimeout, DefaultReleaseTimeout)
+	setDefault(&cfg.PingInterval, DefaultPingInterval)
+	setDefault(&cfg.PingTimeout, DefaultPingTimeout)
+	if cfg.ConnsPerAddress < 0 {
+		return nil, fmt.Errorf("baton: ConnsPerAddress must be >= 0, got %d", cfg.ConnsPerAddress)
+	}
+	var bases []*url.URL
+	seen := map[string]bool{}
+	for _, a := range cfg.Addresses {
+		u, err := parseAddress(a)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[u.String()] {
+			seen[u.String()] = true
+			bases = append(bases, u)
+		}
+	}
+	per := cfg.ConnsPerAddress
+	if per == 0 {
+		per = 1
+		if len(bases) == 1 {
+			per = 2
+		}
+	}
+	dial := cfg.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	}
+	var protos http.Protocols
+	protos.SetHTTP2(true)            // https: ALPN offers h2 only
+	protos.SetUnencryptedHTTP2(true) // http: h2c with prior knowledge
+	var tlsCfg *tls.Config
+	if cfg.TLSConfig != nil {
+		tlsCfg = cfg.TLSConfig.Clone()
+	}
+	tr := &http.Transport{
+		DialContext:         dial,
+		TLSClientConfig:     tlsCfg,
+		TLSHandshakeTimeout: cfg.DialTimeout,
+		Protocols:           &protos,
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout: cfg.PingInterval,
+			PingTimeout:     cfg.PingTimeout,
+		},
+		// No Proxy: an HTTP proxy would break long polls and h2c.
+	}
+	ua := cfg.UserAgent
+	if ua == "" {
+		ua = "baton-go"
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Client{
+		cfg:       cfg,
+		tr:        tr,
+		connsPer:  per,
+		userAgent: ua,
+		ctx:       ctx,
+		cancel:    cancel,
+		changed:   make(chan struct{}),
+	}
+	c.mu.Lock()
+	for _, u := range bases {
+		c.addAddressLocked(u)
+	}
+	c.mu.Unlock()
+	return c, nil
+}
+
+func setDefault(d *time.Duration, v time.Duration) {
+	if *d <= 0 {
+		*d = v
+	}
+}
+
+// addAddressLocked adds a node with connsPer slots and starts their keepers.
+func (c *Client) addAddressLocked(u *url.URL) *address {
+	a := &address{base: u}
+	for range c.connsPer {
+		s := &slot{addr: a, state: slotDialing}
+		a.slots = append(a.slots, s)
+		c.slots = append(c.slots, s)
+		c.wg.Add(1)
+		go c.keep(s)
+	}
+	c.addrs = append(c.addrs, a)
+	return a
+}
+
+// Close closes every connection (in-flight calls fail with ErrClosed), stops
+// the background goroutines (redialling and keep-alives; their Locks report
+// lost) and waits for them. Locks are not released: their leases run out.
+// Close is idempotent and returns nil.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		c.notifyLocked()
+	}
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	return nil
+}
+
+// notifyLocked wakes everything waiting for a slot state change.
+func (c *Client) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// keep owns one slot's connection: dial, wait for the break, pause, redial,
+// until Close.
+func (c *Client) keep(s *slot) {
+	defer c.wg.Done()
+	scheme, host := s.addr.base.Scheme, s.addr.base.Host
+	pause := time.NewTimer(0)
+	defer pause.Stop()
+	for {
+		dctx, cancel := context.WithTimeout(c.ctx, c.cfg.DialTimeout)
+		cc, err := c.tr.NewClientConn(dctx, scheme, host)
+		cancel()
+		if c.ctx.Err() != nil {
+			if cc != nil {
+				cc.Close()
+			}
+			return
+		}
+		if err == nil {
+			broken := make(chan struct{})
+			c.mu.Lock()
+			s.state, s.cc, s.broken, s.lastErr = slotUp, cc, broken, nil
+			c.notifyLocked()
+			c.mu.Unlock()
+			cc.SetStateHook(func(cc *http.ClientConn) {
+				if cc.Err() != nil {
+					c.markBroken(s, cc)
+				}
+			})
+			select {
+			case <-broken:
+			case <-c.ctx.Done():
+			}
+			cc.SetStateHook(nil)
+			cc.Close()
+			c.markBroken(s, cc)
+			if c.ctx.Err() != nil {
+				return
+			}
+		} else {
+			c.mu.Lock()
+			s.state, s.lastErr = slotDown, err
+			c.notifyLocked()
+			c.mu.Unlock()
+		}
+		pause.Reset(c.cfg.ReconnectInterval)
+		select {
+		case <-pause.C:
+		case <-c.ctx.Done():
+			return
+		}
+		c.mu.Lock()
+		s.state = slotDialing
+		c.notifyLocked()
+		c.mu.Unlock()
+	}
+}
+
+// markBroken takes cc out of service if it is still s's connection. It may
+// run inside cc's state hook, so it only takes c.mu briefly and never calls
+// into cc.
+func (c *Client) markBroken(s *slot, cc *http.ClientConn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.cc != cc || s.state != slotUp {
+		return
+	}
+	s.state, s.cc = slotDown, nil
+	s.lastErr = cc.Err()
+	if s.lastErr == nil {
+		s.lastErr = errors.New("connection closed")
+	}
+	close(s.broken)
+	c.notifyLocked()
+}
+
+// pick returns a live connection, round-robin: among the preferred (active)
+// address's if it has one up, else among all; connections with free HTTP/2
+// streams first; avoid (the connection that just failed) only when there is
+// no other. While no connection is up but one is being dialled it waits for
+// that dial; with none up and none dialling it fails with ErrUnavailable.
+func (c *Client) pick(ctx context.Context, avoid *slot) (*slot, *http.ClientConn, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, nil, ErrClosed
+		}
+		var cands []*slot
+		waitPreferred := false
+		if p := c.preferred; p != nil {
+			cands = upSlots(p.slots)
+			// Just learned from a 307: wait for its first dial rather
+			// than ask the redirecting node again.
+			waitPreferred = len(cands) == 0 && anyDialing(p.slots)
+		}
+		if len(cands) == 0 && !waitPreferred {
+			cands = upSlots(c.slots)
+		}
+		if len(cands) > 1 && avoid != nil {
+			for i, s := range cands {
+				if s == avoid {
+					cands = append(cands[:i:i], cands[i+1:]...)
+					break
+				}
+			}
+		}
+		if len(cands) > 0 {
+			// Prefer connections with free streams; fall back to
+			// blocking on a full one.
+			n := uint64(len(cands))
+			start := c.rr
+			c.rr++
+			chosen := cands[start%n]
+			for i := range n {
+				s := cands[(start+i)%n]
+				if s.cc.Available() > 0 {
+					chosen = s
+					break
+				}
+			}
+			cc := chosen.cc
+			c.mu.Unlock()
+			return chosen, cc, nil
+		}
+		dialing := anyDialing(c.slots)
+		var lastErr error
+		for _, s := range c.slots {
+			if s.lastErr != nil {
+				lastErr = s.lastErr
+			}
+		}
+		ch := c.changed
+		c.mu.Unlock()
+		if !dialing {
+			if lastErr == nil {
+				return nil, nil, fmt.Errorf("%w: no connection", ErrUnavailable)
+			}
+			return nil, nil, fmt.Errorf("%w: no connection: %w", ErrUnavailable, lastErr)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+}
+
+func anyDialing(ss []*slot) bool {
+	for _, s := range ss {
+		if s.state == slotDialing {
+			return true
+		}
+	}
+	return false
+}
+
+func upSlots(ss []*slot) []*slot {
+	var out []*slot
+	for _, s := range ss {
+		if s.state == slotUp {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// numConns is the number of connection slots (up or not).
+func (c *Client) numConns() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.slots)
+}
+
+// prefer makes the node at base (from a 307's Location) the one calls go to,
+// adding it if it is not known yet.
+func (c *Client) prefer(loc *url.URL) error {
+	base, err := parseAddress(loc.Scheme + "://" + loc.Host)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	for _, a := range c.addrs {
+		if a.base.String() == base.String() {
+			c.preferred = a
+			return nil
+		}
+	}
+	const maxAddrs = 64
+	if len(c.addrs) >= maxAddrs {
+		return fmt.Errorf("%w: redirected to %s, but already %d nodes are known", ErrUnavailable, base, maxAddrs)
+	}
+	c.preferred = c.addAddressLocked(base)
+	c.notifyLocked()
+	return nil
+}
+
+// response is an answer read in full.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// errConn marks a failure of the connection (or of the transfer on it), as
+// opposed to an answer from the server.
+type errConn struct{ err error }
+
+func (e *errConn) Error() string { return e.err.Error() }
+func (e *errConn) Unwrap() error { return e.err }
+
+// send makes one request on the connection cc of slot s. pathQuery is the
+// path and query ("/locks/a?token=1"). Transport failures come back as
+// *errConn (and mark s broken if cc is), ctx errors as ctx.Err().
+func (c *Client) send(ctx context.Context, s *slot, cc *http.ClientConn, method, pathQuery string, hdr http.Header) (*response, error) {
+	u := *s.addr.base
+	ref, err := url.Parse(pathQuery)
+	if err != nil {
+		return nil, err
+	}
+	u.Path, u.RawPath, u.RawQuery = ref.Path, ref.RawPath, ref.RawQuery
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	h := req.Header
+	for k, v := range hdr {
+		h[k] = v
+	}
+	h.Set("Accept", "application/json")
+	h.Set("User-Agent", c.userAgent)
+	if c.cfg.Token != "" {
+		h.Set("Authorization", "Bearer "+c.cfg.Token)
+	}
+	resp, err := cc.RoundTrip(req)
+	if err == nil {
+		var body []byte
+		body, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
+		resp.Body.Close()
+		if err == nil {
+			return &response{status: resp.StatusCode, header: resp.Header, body: body}, nil
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if cc.Err() != nil {
+		c.markBroken(s, cc)
+	}
+	if c.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
+	return nil, &errConn{err}
+}
+
+// statusError builds the *StatusError of an answer.
+func statusError(r *response) error {
+	se := &StatusError{StatusCode: r.status}
+	var e Error
+	if json.Unmarshal(r.body, &e) == nil {
+		se.Code, se.Message, se.Field = e.Code, e.Message, e.Field
+	}
+	if se.Message == "" {
+		se.Message = strings.TrimSpace(string(bytes.ToValidUTF8(r.body[:min(len(r.body), 200)], nil)))
+	}
+	return se
+}
+
+// redirect resolves a 307's Location against the request and makes its node
+// the preferred one; it returns the path and query to repeat.
+func (c *Client) redirect(s *slot, pathQuery string, r *response) (string, error) {
+	loc := r.header.Get("Location")
+	if loc == "" {
+		return "", fmt.Errorf("baton: 307 without Location from %s", s.addr.base)
+	}
+	reqURL, _ := s.addr.base.Parse(pathQuery)
+	to, err := reqURL.Parse(loc)
+	if err != nil {
+		return "", fmt.Errorf("baton: 307 with bad Location %q: %w", loc, err)
+	}
+	if err := c.prefer(to); err != nil {
+		return "", err
+	}
+	return to.RequestURI(), nil
+}
+
+// maxRedirects bounds the 307s one call follows.
+const maxRedirects = 10
+
+// call makes a request that is safe to repeat (everything but an acquire,
+// which has its own loop): on a connection failure it moves on to the next
+// connection, failing after as many attempts as there are connections;
+// 307s are followed. It returns the first answer that is not a redirect.
+func (c *Client) call(ctx context.Context, method, pathQuery string) (*response, error) {
+	attempts, redirects := 0, 0
+	max := c.numConns()
+	var avoid *slot
+	for {
+		s, cc, err := c.pick(ctx, avoid)
+		if err != nil {
+			return nil, err
+		}
+		r, err := c.send(ctx, s, cc, method, pathQuery, nil)
+		if err != nil {
+			var ce *errConn
+			if !errors.As(err, &ce) {
+				return nil, err
+			}
+			attempts++
+			if attempts >= max {
+				return nil, fmt.Errorf("%w: %s %s: %d attempts failed, last: %w", ErrUnavailable, method, pathQuery, attempts, err)
+			}
+			avoid = s
+			continue
+		}
+		if r.status == http.StatusTemporaryRedirect {
+			if redirects++; redirects > maxRedirects {
+				return nil, fmt.Errorf("baton: %s %s: more than %d redirects", method, pathQuery, maxRedirects)
+			}
+			if pathQuery, err = c.redirect(s, pathQuery, r); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		return r, nil
+	}
+}
+
+// getJSON GETs pathQuery and decodes a 200 answer into v.
+func (c *Client) getJSON(ctx context.Context, pathQuery string, v any) error {
+	r, err := c.call(ctx, http.MethodGet, pathQuery)
+	if err != nil {
+		return err
+	}
+	if r.status != http.StatusOK {
+		return statusError(r)
+	}
+	if err := json.Unmarshal(r.body, v); err != nil {
+		return fmt.Errorf("baton: GET %s: bad answer: %w", pathQuery, err)
+	}
+	return nil
+}
+
+// lockPath is the path of key: /locks/ + key, each byte escaped as a path
+// needs ('/' stays: "orders/42" is /locks/orders/42).
+func lockPath(key string, q url.Values) string {
+	u := url.URL{Path: "/locks/" + key, RawQuery: q.Encode()}
+	return u.RequestURI()
+}
+
+// seconds formats d as the API's decimal seconds.
+func seconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
+}
+
+// Status returns the state of the lock key: its holder (nil when free) and
+// the number of waiters. It blocks for one round trip (moving on to the
+// next connection if one fails). Errors: *StatusError (ErrInvalidArgument
+// for a bad key), ErrUnavailable, ErrClosed, ctx's error.
+func (c *Client) Status(ctx context.Context, key string) (*LockStatus, error) {
+	var st LockStatus
+	if err := c.getJSON(ctx, lockPath(key, nil), &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// List returns the locks whose keys start with prefix ("" = all), sorted by
+// key, at most limit of them (0 = the server's default), and the total count
+// of matching keys. Errors as Status.
+func (c *Client) List(ctx context.Context, prefix string, limit int) (*LockList, error) {
+	q := url.Values{}
+	if prefix != "" {
+		q.Set("prefix", prefix)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	u := url.URL{Path: "/locks", RawQuery: q.Encode()}
+	var l LockList
+	if err := c.getJSON(ctx, u.RequestURI(), &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// Cluster returns one node's view of the cluster (GET /cluster): itself,
+// its role, the active node, the peers and the last token. It asks the node
+// the next connection leads to, which is the active one once a redirect
+// named it. Errors as Status.
+func (c *Client) Cluster(ctx context.Context) (*ClusterView, error) {
+	var v ClusterView
+	if err := c.getJSON(ctx, "/cluster", &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}

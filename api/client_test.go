@@ -1,0 +1,668 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/engine"
+)
+
+// bound is the generous upper bound on anything that should happen within
+// a few round trips (or one 3 s reconnect): it only turns a hang into a
+// failure, it measures nothing.
+const bound = 20 * time.Second
+
+func ctxBound(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), bound)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// eventually polls cond every 10 ms until it holds, failing after bound.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still not %s after %v", what, bound)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func status(t *testing.T, c *api.Client, key string) *api.LockStatus {
+	t.Helper()
+	st, err := c.Status(ctxBound(t), key)
+	if err != nil {
+		t.Fatalf("status %q: %v", key, err)
+	}
+	return st
+}
+
+// waiters waits until key has n waiters (as the node sees it).
+func waitWaiters(t *testing.T, c *api.Client, key string, n int) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%d waiters on %q", n, key), func() bool { return status(t, c, key).Waiters == n })
+}
+
+type result struct {
+	l   *api.Lock
+	err error
+}
+
+func acquireAsync(ctx context.Context, c *api.Client, key string, opts ...api.AcquireOption) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		l, err := c.Acquire(ctx, key, opts...)
+		ch <- result{l, err}
+	}()
+	return ch
+}
+
+func get(t *testing.T, ch <-chan result) *api.Lock {
+	t.Helper()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("acquire: %v", r.err)
+		}
+		return r.l
+	case <-time.After(bound):
+		t.Fatalf("acquire did not return within %v", bound)
+	}
+	return nil
+}
+
+// heldOnce checks that key is held under token with nobody queued.
+func heldOnce(t *testing.T, c *api.Client, key string, token uint64) {
+	t.Helper()
+	st := status(t, c, key)
+	if st.Holder == nil || st.Holder.Token != token || st.Waiters != 0 {
+		t.Fatalf("status %q = holder %+v, %d waiters; want token %d and no waiters", key, st.Holder, st.Waiters, token)
+	}
+}
+
+// Many goroutines acquiring through one client share its two connections
+// to a single address.
+func TestSharedConnections(t *testing.T) {
+	srv := startServer(t, engine.Config{}, nil)
+	c := newClient(t, nil, srv.URL)
+	ctx := ctxBound(t)
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var tokens []uint64
+	errs := make(chan error, 100)
+	for i := range 100 {
+		key := "shared" // half of them queue on one key
+		if i%2 == 1 {
+			key = fmt.Sprintf("own/%d", i)
+		}
+		wg.Go(func() {
+			l, err := c.Acquire(ctx, key, api.WithLease(time.Minute))
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			tokens = append(tokens, l.Token)
+			mu.Unlock()
+			if err := l.Release(ctx); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	seen := map[uint64]bool{}
+	for _, tok := range tokens {
+		if seen[tok] {
+			t.Errorf("token %d granted twice", tok)
+		}
+		seen[tok] = true
+	}
+	if len(tokens) != 100 {
+		t.Errorf("%d grants, want 100", len(tokens))
+	}
+	if n := srv.Accepted(); n != 2 {
+		t.Errorf("the node accepted %d connections, want 2 (one address: two connections)", n)
+	}
+}
+
+// With several addresses, one connection each.
+func TestOneConnectionPerAddress(t *testing.T) {
+	a := startServer(t, engine.Config{}, nil)
+	b := startServer(t, engine.Config{}, nil)
+	c := newClient(t, nil, a.URL, b.URL)
+	for i := range 10 {
+		status(t, c, fmt.Sprint("k", i))
+	}
+	if na, nb := a.Accepted(), b.Accepted(); na != 1 || nb != 1 {
+		t.Errorf("accepted %d and %d connections, want 1 and 1", na, nb)
+	}
+}
+
+// setupProxied starts a node, a proxy in front of it, a client through the
+// proxy (one address: two connections) and a direct client.
+func setupProxied(t *testing.T, ecfg engine.Config) (srv *testServer, p *proxy, viaProxy, direct *api.Client) {
+	srv = startServer(t, ecfg, nil)
+	p = startProxy(t, srv.Addr)
+	viaProxy = newClient(t, nil, p.URL())
+	direct = newClient(t, nil, srv.URL)
+	// Both proxied connections up, and used once.
+	eventually(t, "two proxied connections", func() bool { return len(p.live()) == 2 })
+	status(t, viaProxy, "warm")
+	status(t, viaProxy, "warm")
+	return
+}
+
+// A connection cut while an acquire waits: the acquire continues on the
+// other connection under the same Idempotency-Key and gets the lock once.
+func TestAcquireMovesOnWhenConnectionDrops(t *testing.T) {
+	_, p, viaProxy, direct := setupProxied(t, engine.Config{})
+	ctx := ctxBound(t)
+	holder, err := direct.Acquire(ctx, "k", api.WithLease(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[*proxyConn]int64{}
+	for _, pc := range p.live() {
+		before[pc] = pc.up.Load()
+	}
+	res := acquireAsync(ctx, viaProxy, "k", api.WithLease(time.Minute))
+	waitWaiters(t, direct, "k", 1)
+	// The connection that carried the acquire is the one that sent bytes.
+	var carrier *proxyConn
+	for _, pc := range p.live() {
+		if pc.up.Load() > before[pc] {
+			if carrier != nil {
+				t.Fatal("both connections sent bytes during the acquire")
+			}
+			carrier = pc
+		}
+	}
+	if carrier == nil {
+		t.Fatal("no connection carried the acquire")
+	}
+	carrier.close()
+	// The repeat takes over the place (or re-queues once the node saw the
+	// disconnect): one waiter either way, never two.
+	waitWaiters(t, direct, "k", 1)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := get(t, res)
+	heldOnce(t, direct, "k", l.Token)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := status(t, direct, "k"); st.Holder != nil || st.Waiters != 0 {
+		t.Fatalf("after release: %+v", st)
+	}
+}
+
+// The grant's answer is lost with its connection: the repeat on the other
+// connection gets the same grant instead of queueing behind it.
+func TestAcquireGrantAnswerLost(t *testing.T) {
+	_, p, viaProxy, direct := setupProxied(t, engine.Config{})
+	ctx := ctxBound(t)
+	holder, err := direct.Acquire(ctx, "k", api.WithLease(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := acquireAsync(ctx, viaProxy, "k", api.WithLease(time.Minute))
+	waitWaiters(t, direct, "k", 1)
+	p.DropOnReply()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.dropped:
+	case <-time.After(bound):
+		t.Fatal("the grant's answer never came")
+	}
+	l := get(t, res)
+	heldOnce(t, direct, "k", l.Token)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A release whose first attempts fail (the proxy refuses connections for a
+// second) is retried, lands within the 5 s, and the waiter gets the lock.
+func TestReleaseRetriedUntilConfirmed(t *testing.T) {
+	_, p, viaProxy, direct := setupProxied(t, engine.Config{})
+	ctx := ctxBound(t)
+	l, err := viaProxy.Acquire(ctx, "k", api.WithLease(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := acquireAsync(ctx, direct, "k", api.WithLease(time.Minute))
+	waitWaiters(t, direct, "k", 1)
+
+	const refuse = time.Second
+	p.Refuse(refuse)
+	start := time.Now()
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	// Lower bound: no attempt could get through while the proxy refused.
+	if el := time.Since(start); el < refuse/2 {
+		t.Fatalf("released after %v, while the proxy refused connections", el)
+	}
+	next := get(t, res)
+	heldOnce(t, direct, "k", next.Token)
+	if next.Token <= l.Token {
+		t.Fatalf("next token %d <= %d", next.Token, l.Token)
+	}
+	if err := next.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A release that cannot reach any node gives up after ReleaseTimeout.
+func TestReleaseGivesUp(t *testing.T) {
+	srv := startServer(t, engine.Config{}, nil)
+	c := newClient(t, func(c *api.Config) { c.ReleaseTimeout = 600 * time.Millisecond }, srv.URL)
+	ctx := ctxBound(t)
+	l, err := c.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	err = l.Release(ctx)
+	if !errors.Is(err, api.ErrUnavailable) {
+		t.Fatalf("release with the node gone: %v, want ErrUnavailable", err)
+	}
+}
+
+// dialLog records the dial attempts of a client.
+type dialLog struct {
+	mu     sync.Mutex
+	events []dialEvent
+	ch     chan dialEvent
+}
+
+type dialEvent struct {
+	at  time.Time
+	err error
+}
+
+func (d *dialLog) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	ev := dialEvent{time.Now(), err}
+	d.mu.Lock()
+	d.events = append(d.events, ev)
+	d.mu.Unlock()
+	select {
+	case d.ch <- ev:
+	default:
+	}
+	return c, err
+}
+
+// After the node goes away, each connection is redialled every 3 s in the
+// background; once the node is back, the client reconnects with the next
+// attempt and calls work again.
+func TestReconnectEvery3s(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits through reconnect intervals")
+	}
+	srv := startServer(t, engine.Config{}, nil)
+	dl := &dialLog{ch: make(chan dialEvent, 64)}
+	c := newClient(t, func(c *api.Config) { c.DialContext = dl.dial; c.ConnsPerAddress = 1 }, srv.URL)
+	status(t, c, "k")
+	srv.Stop()
+	// Two failed attempts, 3 s apart at least.
+	var fails []dialEvent
+	for len(fails) < 2 {
+		select {
+		case ev := <-dl.ch:
+			if ev.err != nil {
+				fails = append(fails, ev)
+			}
+		case <-time.After(bound):
+			t.Fatal("no redial attempts")
+		}
+	}
+	if gap := fails[1].at.Sub(fails[0].at); gap < api.DefaultReconnectInterval {
+		t.Fatalf("redials %v apart, want >= %v", gap, api.DefaultReconnectInterval)
+	}
+	// While down, calls fail at once instead of hanging.
+	if _, err := c.Status(ctxBound(t), "k"); !errors.Is(err, api.ErrUnavailable) {
+		t.Fatalf("status with the node down: %v, want ErrUnavailable", err)
+	}
+	srv.Restart(t)
+	var ok dialEvent
+	for ok.at.IsZero() {
+		select {
+		case ev := <-dl.ch:
+			if ev.err == nil {
+				ok = ev
+			} else {
+				fails = append(fails, ev)
+			}
+		case <-time.After(bound):
+			t.Fatal("no reconnect")
+		}
+	}
+	if gap := ok.at.Sub(fails[len(fails)-1].at); gap < api.DefaultReconnectInterval {
+		t.Fatalf("reconnected %v after the last failed attempt, want >= %v", gap, api.DefaultReconnectInterval)
+	}
+	eventually(t, "a call through the new connection", func() bool {
+		_, err := c.Status(ctxBound(t), "k")
+		return err == nil
+	})
+	if n := srv.Accepted(); n != 1 {
+		t.Fatalf("the restarted node accepted %d connections, want 1", n)
+	}
+}
+
+// A poll_timeout (the node ends long polls early) is resumed under the
+// same Idempotency-Key: the acquire keeps its place and gets the lock.
+func TestPollTimeoutResumed(t *testing.T) {
+	var polls atomic.Int64
+	count := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := &statusRecorder{ResponseWriter: w}
+			h.ServeHTTP(rec, r)
+			if rec.status == http.StatusRequestTimeout {
+				polls.Add(1)
+			}
+		})
+	}
+	srv := startServer(t, engine.Config{PollTimeout: 100 * time.Millisecond}, count)
+	c := newClient(t, nil, srv.URL)
+	ctx := ctxBound(t)
+	holder, err := c.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := acquireAsync(ctx, c, "k")
+	eventually(t, "three poll timeouts", func() bool { return polls.Load() >= 3 })
+	if st := status(t, c, "k"); st.Waiters != 1 {
+		t.Fatalf("%d waiters after poll timeouts, want 1", st.Waiters)
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := get(t, res)
+	heldOnce(t, c, "k", l.Token)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// A standby answers 307 to the active: the client follows, and talks to
+// the active directly from then on.
+func TestRedirectFollowed(t *testing.T) {
+	active := startServer(t, engine.Config{}, nil)
+	var standbyHits atomic.Int64
+	standby := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		standbyHits.Add(1)
+		http.Redirect(w, r, active.URL+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+	}))
+	standby.Config.Protocols = new(http.Protocols)
+	standby.Config.Protocols.SetUnencryptedHTTP2(true)
+	standby.Start()
+	defer standby.Close()
+
+	c := newClient(t, nil, standby.URL)
+	ctx := ctxBound(t)
+	l, err := c.Acquire(ctx, "k/with space", api.WithLease(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Key != "k/with space" {
+		t.Fatalf("key %q", l.Key)
+	}
+	heldOnce(t, c, "k/with space", l.Token)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := standbyHits.Load(); n != 1 {
+		t.Fatalf("the standby was asked %d times, want once", n)
+	}
+	if n := active.Accepted(); n != 2 {
+		t.Fatalf("the active accepted %d connections, want 2", n)
+	}
+}
+
+// Errors map back to sentinels through the server's codes.
+func TestErrors(t *testing.T) {
+	srv := startServer(t, engine.Config{LeaseMax: time.Hour}, nil)
+	c := newClient(t, nil, srv.URL)
+	ctx := ctxBound(t)
+	l, err := c.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Acquire(ctx, "k", api.WithWait(50*time.Millisecond))
+	var se *api.StatusError
+	if !errors.Is(err, api.ErrTimeout) || !errors.As(err, &se) || se.StatusCode != http.StatusRequestTimeout || se.Code != api.CodeTimeout {
+		t.Fatalf("timed out acquire: %v", err)
+	}
+	if err := c.Release(ctx, "k", l.Token+1); !errors.Is(err, api.ErrNotHolder) {
+		t.Fatalf("release under another token: %v", err)
+	}
+	if err := c.Release(ctx, "free", 1); !errors.Is(err, api.ErrNotHeld) {
+		t.Fatalf("release of a free lock: %v", err)
+	}
+	if _, err := c.Renew(ctx, "free", 1, 0); !errors.Is(err, api.ErrNotHeld) {
+		t.Fatalf("renew of a free lock: %v", err)
+	}
+	_, err = c.Acquire(ctx, "other", api.WithLease(2*time.Hour))
+	if !errors.Is(err, api.ErrInvalidArgument) || !errors.As(err, &se) || se.Field != "lease" {
+		t.Fatalf("lease over lease_max: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("second release: %v", err)
+	}
+}
+
+// KeepAlive renews at half the lease; when the lock is released from
+// under it, Lost closes and Err says why.
+func TestKeepAliveAndLost(t *testing.T) {
+	srv := startServer(t, engine.Config{}, nil)
+	c := newClient(t, nil, srv.URL)
+	other := newClient(t, nil, srv.URL)
+	ctx := ctxBound(t)
+	l, err := c.Acquire(ctx, "k", api.WithLease(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.KeepAlive(ctx)
+	first := l.Expiry()
+	eventually(t, "renewed", func() bool { return l.Expiry().After(first) })
+	// Renewed past the first lease: still ours.
+	eventually(t, "past the first lease", func() bool { return time.Now().After(first) })
+	heldOnce(t, other, "k", l.Token)
+
+	if err := other.Release(ctx, "k", l.Token); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Lost():
+	case <-time.After(bound):
+		t.Fatal("Lost not closed")
+	}
+	if err := l.Err(); !errors.Is(err, api.ErrLost) || !errors.Is(err, api.ErrNotHeld) {
+		t.Fatalf("Err() = %v", err)
+	}
+	if err := l.Release(ctx); !errors.Is(err, api.ErrNotHeld) {
+		t.Fatalf("release of a lost lock: %v", err)
+	}
+}
+
+// Renew moves the expiry; a renew of a lost lock marks it lost.
+func TestRenew(t *testing.T) {
+	srv := startServer(t, engine.Config{}, nil)
+	c := newClient(t, nil, srv.URL)
+	ctx := ctxBound(t)
+	l, err := c.Acquire(ctx, "k", api.WithLease(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Renew(ctx, time.Hour-time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !l.Expiry().After(l.ExpiresAt.Add(50 * time.Minute)) {
+		t.Fatalf("expiry %v not an hour out (was %v)", l.Expiry(), l.ExpiresAt)
+	}
+	if err := c.Release(ctx, "k", l.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Renew(ctx, 0); !errors.Is(err, api.ErrNotHeld) {
+		t.Fatalf("renew after release: %v", err)
+	}
+	select {
+	case <-l.Lost():
+	default:
+		t.Fatal("not marked lost")
+	}
+}
+
+// WithLock runs fn under the lock and releases after; a lock lost while
+// fn runs cancels fn's context and is reported.
+func TestWithLock(t *testing.T) {
+	srv := startServer(t, engine.Config{}, nil)
+	c := newClient(t, nil, srv.URL)
+	ctx := ctxBound(t)
+	var got uint64
+	err := c.WithLock(ctx, "k", func(ctx context.Context, token uint64) error {
+		got = token
+		heldOnce(t, c, "k", token)
+		return nil
+	})
+	if err != nil || got == 0 {
+		t.Fatalf("WithLock: %v, token %d", err, got)
+	}
+	if st := status(t, c, "k"); st.Holder != nil {
+		t.Fatalf("still held after WithLock: %+v", st.Holder)
+	}
+
+	boom := errors.New("boom")
+	err = c.WithLock(ctx, "k", func(ctx context.Context, token uint64) error {
+		if err := c.Release(ctx, "k", token); err != nil { // from under it
+			return err
+		}
+		<-ctx.Done()
+		if !errors.Is(context.Cause(ctx), api.ErrLost) {
+			t.Errorf("cause %v", context.Cause(ctx))
+		}
+		return boom
+	}, api.WithLease(200*time.Millisecond))
+	if !errors.Is(err, boom) || !errors.Is(err, api.ErrLost) {
+		t.Fatalf("WithLock with the lock lost: %v", err)
+	}
+}
+
+// Cancelling a waiting Acquire leaves the queue.
+func TestAcquireCancelled(t *testing.T) {
+	srv := startServer(t, engine.Config{}, nil)
+	c := newClient(t, nil, srv.URL)
+	ctx := ctxBound(t)
+	l, err := c.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithCancel(ctx)
+	res := acquireAsync(actx, c, "k")
+	waitWaiters(t, c, "k", 1)
+	cancel()
+	if r := <-res; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("cancelled acquire: %v", r.err)
+	}
+	waitWaiters(t, c, "k", 0)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Close ends waiting calls with ErrClosed and later calls too; every
+// goroutine ends (goleak checks in TestMain).
+func TestClose(t *testing.T) {
+	srv := startServer(t, engine.Config{}, nil)
+	c := newClient(t, nil, srv.URL)
+	ctx := ctxBound(t)
+	l, err := c.Acquire(ctx, "k", api.WithLease(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.KeepAlive(ctx)
+	res := acquireAsync(ctx, c, "k")
+	waitWaiters(t, c, "k", 1)
+	c.Close()
+	if r := <-res; !errors.Is(r.err, api.ErrClosed) {
+		t.Fatalf("waiting acquire at Close: %v", r.err)
+	}
+	if err := l.Err(); !errors.Is(err, api.ErrLost) || !errors.Is(err, api.ErrClosed) {
+		t.Fatalf("keep-alive at Close: %v", err)
+	}
+	if _, err := c.Status(ctx, "k"); !errors.Is(err, api.ErrClosed) {
+		t.Fatalf("status after Close: %v", err)
+	}
+	c.Close()
+}
+
+// List and Cluster-independent calls.
+func TestList(t *testing.T) {
+	srv := startServer(t, engine.Config{}, nil)
+	c := newClient(t, nil, srv.URL)
+	ctx := ctxBound(t)
+	for _, k := range []string{"a/1", "a/2", "b/1"} {
+		if _, err := c.Acquire(ctx, k, api.WithLease(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ll, err := c.List(ctx, "a/", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ll.Total != 2 || len(ll.Locks) != 1 || ll.Locks[0].Key != "a/1" {
+		t.Fatalf("list: %+v", ll)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	t.Setenv(api.EnvAddr, " http://a:1 ,b:2,")
+	t.Setenv(api.EnvAuthToken, "secret")
+	cfg := api.DefaultConfig()
+	if fmt.Sprint(cfg.Addresses) != "[http://a:1 b:2]" || cfg.Token != "secret" {
+		t.Fatalf("DefaultConfig: %+v", cfg)
+	}
+	for _, bad := range []string{"ftp://x:1", "http://x:1/path", "http://"} {
+		cfg.Addresses = []string{bad}
+		if c, err := api.NewClient(cfg); err == nil {
+			c.Close()
+			t.Errorf("NewClient accepted address %q", bad)
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Sentinel errors returned by the Client and Lock methods. Compare with
+// errors.Is: an error from the server is a *StatusError, which Is the
+// sentinel of its error code (see codeErrors), so callers never match on
+// message strings.
+var (
+	// ErrTimeout: the acquire's wait ran out before a grant. The lock was
+	// not granted, and never will be by that acquire.
+	ErrTimeout = errors.New("baton: wait ran out, lock not granted")
+	// ErrNotHolder: the lock is held under another token; it is not (or no
+	// longer) ours.
+	ErrNotHolder = errors.New("baton: lock held under another token")
+	// ErrNotHeld: nobody holds the lock; it is not (or no longer) ours.
+	ErrNotHeld = errors.New("baton: lock not held")
+	// ErrGrantEnded: the grant that this acquire's Idempotency-Key got was
+	// released or expired before the answer could be delivered.
+	ErrGrantEnded = errors.New("baton: the grant of this acquire has ended")
+	// ErrSuperseded: a repeat of the same acquire took over its place.
+	ErrSuperseded = errors.New("baton: acquire superseded by its own repeat")
+	// ErrInvalidArgument: the server refused a parameter (400, 413);
+	// StatusError.Field names it.
+	ErrInvalidArgument = errors.New("baton: invalid argument")
+	// ErrLimit: a server limit (max_keys, max_waiters...) was reached (429).
+	ErrLimit = errors.New("baton: server limit reached")
+	// ErrUnauthorized: the server wants a (different) bearer token (401).
+	ErrUnauthorized = errors.New("baton: unauthorized")
+	// ErrUnavailable: no node could be reached, or none is active (503).
+	// The call may succeed later.
+	ErrUnavailable = errors.New("baton: service unavailable")
+	// ErrClosed: the Client was closed.
+	ErrClosed = errors.New("baton: client closed")
+	// ErrLost: a Lock is no longer held by us (taken back after its lease
+	// ran out, released from elsewhere, or not renewable in time). Lock.Err
+	// wraps it together with the cause.
+	ErrLost = errors.New("baton: lock lost")
+)
+
+// codeErrors is the one table mapping the server's error codes (Error.Code,
+// the Code constants of wire.go) back to sentinels. The server holds the
+// matching table from sentinels (engine errors) to codes and statuses.
+var codeErrors = map[string]error{
+	CodeTimeout:         ErrTimeout,
+	CodeNotHolder:       ErrNotHolder,
+	CodeNotHeld:         ErrNotHeld,
+	CodeGrantEnded:      ErrGrantEnded,
+	CodeSuperseded:      ErrSuperseded,
+	CodeInvalidArgument: ErrInvalidArgument,
+	CodeBodyTooLarge:    ErrInvalidArgument,
+	CodeTooManyKeys:     ErrLimit,
+	CodeTooManyWaiters:  ErrLimit,
+	CodeUnauthorized:    ErrUnauthorized,
+	CodeUnavailable:     ErrUnavailable,
+}
+
+// StatusError is an error answer from a node: the HTTP status and the body
+// {"error","message","field"}. It Is the sentinel of its Code (ErrTimeout
+// for "timeout", ErrNotHolder for "not_holder", ...); an answer without a
+// known code (a proxy's 502 page, say) Is ErrUnavailable when its status is
+// 502, 503 or 504.
+type StatusError struct {
+	// StatusCode is the HTTP status, e.g. 409.
+	StatusCode int
+	// Code is the server's error code (Error.Code), "" when the body had
+	// none.
+	Code string
+	// Message is the server's human sentence, or the status text.
+	Message string
+	// Field names the offending parameter of a 400.
+	Field string
+}
+
+// Error implements error.
+func (e *StatusError) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = http.StatusText(e.StatusCode)
+	}
+	code := e.Code
+	if code == "" {
+		code = "http"
+	}
+	if e.Field != "" {
+		return fmt.Sprintf("baton: %d %s (%s): %s", e.StatusCode, code, e.Field, msg)
+	}
+	return fmt.Sprintf("baton: %d %s: %s", e.StatusCode, code, msg)
+}
+
+// Is reports whether target is the sentinel of e's code.
+func (e *StatusError) Is(target error) bool {
+	if s, ok := codeErrors[e.Code]; ok {
+		return s == target
+	}
+	if e.Code == "" {
+		switch e.StatusCode {
+		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return target == ErrUnavailable
+		}
+	}
+	return false
+}

@@ -1,0 +1,551 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// AcquireOption sets a parameter of Acquire or WithLock.
+type AcquireOption func(*acquireOpts)
+
+type acquireOpts struct {
+	lease, wait time.Duration
+}
+
+// WithLease sets the lease: how long the grant lasts without a renewal
+// (rounded to the server's resolution; > 0). Without it the server's
+// lease_default applies (30 s unless configured).
+func WithLease(d time.Duration) AcquireOption {
+	return func(o *acquireOpts) { o.lease = d }
+}
+
+// WithWait bounds the time in the queue: when it runs out Acquire returns
+// ErrTimeout and the lock is not granted. 0 (the default) waits without
+// limit, up to the server's wait_max; ctx bounds the wait in any case.
+func WithWait(d time.Duration) AcquireOption {
+	return func(o *acquireOpts) { o.wait = d }
+}
+
+// Lock is a lock held by this client: a grant of the server. Key, Token,
+// Lease, ExpiresAt and Node describe the grant as made and never change;
+// Expiry gives the expiry after the latest renewal.
+//
+// What the holder may assume: while Lost is open and Expiry is in the
+// future, no other client was granted the lock by the active node, unless
+// a failover lost the grant (SPEC section 3). Pass Token to every protected
+// resource: one that refuses tokens lower than the highest it has seen
+// stays safe even then.
+type Lock struct {
+	// Key names the lock.
+	Key string
+	// Token is the fencing token of the grant.
+	Token uint64
+	// Lease is the lease of the grant.
+	Lease time.Duration
+	// ExpiresAt is when the grant expires unless renewed, by the server's
+	// clock.
+	ExpiresAt time.Time
+	// Node is the base URL of the node that granted the lock.
+	Node string
+
+	c *Client
+
+	mu       sync.Mutex
+	lease    time.Duration // current lease (after renewals)
+	expiry   time.Time     // server's expiry after the latest renewal
+	deadline time.Time     // local, conservative: when the lease surely ran out
+	released bool
+	lost     chan struct{}
+	lostErr  error
+	kaStop   context.CancelFunc // stops the keep-alive
+	kaDone   chan struct{}      // closed when the keep-alive ended
+}
+
+// newKey returns a fresh Idempotency-Key.
+func newKey() string { return rand.Text() }
+
+// Acquire takes the lock key, blocking in the key's FIFO queue until it is
+// granted, the wait (WithWait) runs out, or ctx ends. The lease (WithLease)
+// starts at the grant; keep it with Renew or KeepAlive, end it with Release.
+//
+// Every Acquire carries a fresh Idempotency-Key, kept across its retries: a
+// connection that breaks during the wait makes it repeat on the next
+// connection (where it takes over its own place in the queue, or gets the
+// grant made meanwhile), failing only after as many attempts as the client
+// has connections; a 307 is followed to the active node; a poll_timeout is
+// resumed. No repeat can queue it twice or make it wait behind its own
+// grant.
+//
+// Errors: ErrTimeout (the wait ran out: not granted), ErrLimit,
+// ErrInvalidArgument (as *StatusError), ErrGrantEnded (the grant ended
+// before its answer could be delivered), ErrUnavailable (no connection, or
+// all attempts failed), ErrClosed, or ctx's error. When ctx ends the waiter
+// leaves the queue; a grant made at that moment is released again, never
+// left held.
+func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption) (*Lock, error) {
+	var o acquireOpts
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.lease < 0 || o.wait < 0 {
+		return nil, fmt.Errorf("%w: lease and wait must not be negative", ErrInvalidArgument)
+	}
+	q := url.Values{}
+	if o.lease > 0 {
+		q.Set("lease", seconds(o.lease))
+	}
+	if o.wait > 0 {
+		q.Set("wait", seconds(o.wait))
+	}
+	pathQuery := lockPath(key, q)
+	hdr := http.Header{HeaderIdempotencyKey: {newKey()}}
+
+	attempts, redirects := 0, 0
+	max := c.numConns()
+	var avoid *slot
+	for {
+		s, cc, err := c.pick(ctx, avoid)
+		if err != nil {
+			return nil, err
+		}
+		sent := time.Now()
+		r, err := c.sendAcquire(ctx, s, cc, pathQuery, hdr)
+		if err != nil {
+			var ce *errConn
+			if !errors.As(err, &ce) {
+				return nil, err
+			}
+			attempts++
+			if attempts >= max {
+				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
+			}
+			avoid = s
+			continue
+		}
+		switch r.status {
+		case http.StatusOK:
+			return c.newLock(r, sent)
+		case http.StatusTemporaryRedirect:
+			if redirects++; redirects > maxRedirects {
+				return nil, fmt.Errorf("baton: acquire %q: more than %d redirects", key, maxRedirects)
+			}
+			if pathQuery, err = c.redirect(s, pathQuery, r); err != nil {
+				return nil, err
+			}
+			avoid = nil
+			continue
+		case http.StatusRequestTimeout:
+			se := statusError(r).(*StatusError)
+			if se.Code == CodePollTimeout {
+				avoid = nil
+				continue // resume our place, same Idempotency-Key
+			}
+			return nil, se
+		case http.StatusServiceUnavailable:
+			// No active node known (a failover in progress), or the
+			// node is shutting down: another attempt, after
+			// Retry-After (at most a second).
+			attempts++
+			if attempts >= max {
+				return nil, statusError(r)
+			}
+			if err := sleep(ctx, retryAfter(r.header, time.Second)); err != nil {
+				return nil, err
+			}
+			avoid = s
+			continue
+		default:
+			return nil, statusError(r)
+		}
+	}
+}
+
+// sendAcquire is send for a long poll: the request is cancelled when ctx
+// ends, but a 200 that arrived meanwhile is read in full and then released
+// again, so no grant is left behind an abandoned Acquire.
+func (c *Client) sendAcquire(ctx context.Context, s *slot, cc *http.ClientConn, pathQuery string, hdr http.Header) (*response, error) {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	closing := context.AfterFunc(c.ctx, cancel)
+	defer closing()
+	r, err := c.send(rctx, s, cc, http.MethodPost, pathQuery, hdr)
+	if !stop() {
+		// ctx ended.
+		if err == nil && r.status == http.StatusOK {
+			if tok, perr := strconv.ParseUint(r.header.Get(HeaderLockToken), 10, 64); perr == nil {
+				var g Grant
+				_ = json.Unmarshal(r.body, &g)
+				if g.Key == "" {
+					g.Key = lockKeyFromPath(pathQuery)
+				}
+				rc, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+				_ = c.Release(rc, g.Key, tok)
+				rcancel()
+			}
+		}
+		return nil, ctx.Err()
+	}
+	if c.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
+	if err != nil && errors.Is(err, context.Canceled) {
+		return nil, &errConn{err}
+	}
+	return r, err
+}
+
+func lockKeyFromPath(pathQuery string) string {
+	u, err := url.Parse(pathQuery)
+	if err != nil {
+		return ""
+	}
+	k, _ := url.PathUnescape(u.EscapedPath()[len("/locks/"):])
+	return k
+}
+
+func (c *Client) newLock(r *response, sent time.Time) (*Lock, error) {
+	var g Grant
+	if err := json.Unmarshal(r.body, &g); err != nil {
+		return nil, fmt.Errorf("baton: acquire: bad answer: %w", err)
+	}
+	lease := time.Duration(g.Lease * float64(time.Second))
+	return &Lock{
+		Key:       g.Key,
+		Token:     g.Token,
+		Lease:     lease,
+		ExpiresAt: g.ExpiresAt,
+		Node:      g.Node,
+		c:         c,
+		lease:     lease,
+		expiry:    g.ExpiresAt,
+		deadline:  sent.Add(lease),
+		lost:      make(chan struct{}),
+	}, nil
+}
+
+// retryAfter reads a Retry-After in seconds, capped at limit.
+func retryAfter(h http.Header, limit time.Duration) time.Duration {
+	n, err := strconv.ParseFloat(h.Get("Retry-After"), 64)
+	if err != nil || n < 0 {
+		return limit
+	}
+	return min(time.Duration(n*float64(time.Second)), limit)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Release releases the lock key held under token, so that it passes to the
+// next waiter. It is retried every ReleaseRetry (200 ms) for up to
+// ReleaseTimeout (5 s), or until ctx ends, until a node confirms it. It
+// returns nil once released; ErrNotHeld or ErrNotHolder (as *StatusError)
+// when the lock was not ours (any more) — unless an earlier attempt may
+// have reached the server, in which case that attempt released it and nil
+// is returned; ErrInvalidArgument for a bad key or token; else the last
+// failure (wrapping ErrUnavailable) or ctx's error.
+func (c *Client) Release(ctx context.Context, key string, token uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReleaseTimeout)
+	defer cancel()
+	pathQuery := lockPath(key, url.Values{"token": {strconv.FormatUint(token, 10)}})
+	ambiguous := false // an attempt may have reached the server
+	var last error
+	redirects := 0
+	var avoid *slot
+	for {
+		s, cc, err := c.pick(ctx, avoid)
+		if err == nil {
+			var r *response
+			r, err = c.send(ctx, s, cc, http.MethodDelete, pathQuery, nil)
+			var ce *errConn
+			switch {
+			case errors.As(err, &ce):
+				ambiguous = true
+				avoid = s
+			case err != nil:
+			case r.status == http.StatusOK:
+				return nil
+			case r.status == http.StatusTemporaryRedirect:
+				if redirects++; redirects > maxRedirects {
+					return fmt.Errorf("baton: release %q: more than %d redirects", key, maxRedirects)
+				}
+				if pathQuery, err = c.redirect(s, pathQuery, r); err != nil {
+					return err
+				}
+				continue
+			case r.status == http.StatusNotFound || r.status == http.StatusConflict:
+				if ambiguous {
+					return nil
+				}
+				return statusError(r)
+			case r.status >= 500 || r.status == http.StatusTooManyRequests:
+				err = statusError(r)
+			default:
+				return statusError(r)
+			}
+		}
+		if errors.Is(err, ErrClosed) {
+			return err
+		}
+		if err != nil && ctx.Err() == nil {
+			last = err
+		}
+		if sleep(ctx, c.cfg.ReleaseRetry) != nil {
+			if last == nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("baton: release %q not confirmed: %w", key, last)
+		}
+	}
+}
+
+// Renew restarts the lease of the lock key held under token, from now, with
+// lease (0 = the grant's lease). It blocks for one round trip, moving on to
+// the next connection if one fails. Errors: ErrNotHeld or ErrNotHolder
+// (the lock is not ours any more), ErrInvalidArgument, ErrUnavailable,
+// ErrClosed, ctx's error.
+func (c *Client) Renew(ctx context.Context, key string, token uint64, lease time.Duration) (*Grant, error) {
+	q := url.Values{"token": {strconv.FormatUint(token, 10)}}
+	if lease > 0 {
+		q.Set("lease", seconds(lease))
+	}
+	r, err := c.call(ctx, http.MethodPatch, lockPath(key, q))
+	if err != nil {
+		return nil, err
+	}
+	if r.status != http.StatusOK {
+		return nil, statusError(r)
+	}
+	var g Grant
+	if err := json.Unmarshal(r.body, &g); err != nil {
+		return nil, fmt.Errorf("baton: renew: bad answer: %w", err)
+	}
+	return &g, nil
+}
+
+// Release releases the lock (see Client.Release: retried for up to 5 s)
+// and stops its keep-alive. A second call returns nil. Errors: ErrNotHeld,
+// ErrNotHolder (the lock was lost before), ErrUnavailable, ctx's error.
+func (l *Lock) Release(ctx context.Context) error {
+	l.stopKeepAlive()
+	l.mu.Lock()
+	done := l.released
+	l.mu.Unlock()
+	if done {
+		return nil
+	}
+	err := l.c.Release(ctx, l.Key, l.Token)
+	if err == nil || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotHolder) {
+		l.mu.Lock()
+		l.released = true
+		l.mu.Unlock()
+	}
+	return err
+}
+
+// Renew restarts the lease from now with lease (0 = the current lease) and
+// updates Expiry. It blocks for one round trip. When the server says the
+// lock is not ours (ErrNotHeld, ErrNotHolder) the Lock is marked lost.
+// Errors as Client.Renew.
+func (l *Lock) Renew(ctx context.Context, lease time.Duration) error {
+	l.mu.Lock()
+	if lease <= 0 {
+		lease = l.lease
+	}
+	l.mu.Unlock()
+	sent := time.Now()
+	g, err := l.c.Renew(ctx, l.Key, l.Token, lease)
+	if err != nil {
+		if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotHolder) {
+			l.markLost(err)
+		}
+		return err
+	}
+	l.mu.Lock()
+	l.lease = time.Duration(g.Lease * float64(time.Second))
+	l.expiry = g.ExpiresAt
+	l.deadline = sent.Add(l.lease)
+	l.mu.Unlock()
+	return nil
+}
+
+// Expiry returns when the lock expires unless renewed, by the server's
+// clock, after the latest successful renewal.
+func (l *Lock) Expiry() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.expiry
+}
+
+// Lost returns a channel that is closed when the lock is known to be lost:
+// a renewal was refused (ErrNotHeld, ErrNotHolder), the keep-alive could not
+// renew before the lease ran out, or the Client was closed under a running
+// keep-alive. Without KeepAlive only Renew detects a loss. A lock that was
+// released is not "lost": the channel stays open.
+func (l *Lock) Lost() <-chan struct{} { return l.lost }
+
+// Err returns nil while the lock is not known to be lost, and after that an
+// error that Is ErrLost and wraps the cause.
+func (l *Lock) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lostErr
+}
+
+func (l *Lock) markLost(cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lostErr != nil || l.released {
+		return
+	}
+	l.lostErr = fmt.Errorf("%w: %q token %d: %w", ErrLost, l.Key, l.Token, cause)
+	close(l.lost)
+}
+
+// KeepAlive renews the lock in the background every half lease (counted
+// from the last successful renewal) until ctx ends, Release is called, the
+// Client is closed, or the lock is lost. A failed renewal is retried (every
+// lease/10, at most every second) until the lease would have run out; then,
+// or when the server refuses a renewal, the lock counts as lost: Lost is
+// closed and Err says why. It returns at once; a second call while one runs
+// does nothing. Stopping the keep-alive does not release the lock.
+func (l *Lock) KeepAlive(ctx context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.kaDone != nil || l.released || l.lostErr != nil {
+		return
+	}
+	c := l.c
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		l.lostErr = fmt.Errorf("%w: %q token %d: %w", ErrLost, l.Key, l.Token, ErrClosed)
+		close(l.lost)
+		return
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	kctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	l.kaStop, l.kaDone = stop, done
+	go func() {
+		defer c.wg.Done()
+		defer close(done)
+		defer stop()
+		defer context.AfterFunc(c.ctx, stop)()
+		l.keepAlive(kctx)
+	}()
+}
+
+func (l *Lock) stopKeepAlive() {
+	l.mu.Lock()
+	stop, done := l.kaStop, l.kaDone
+	l.kaStop = nil
+	l.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+}
+
+func (l *Lock) keepAlive(ctx context.Context) {
+	for {
+		l.mu.Lock()
+		lease, deadline := l.lease, l.deadline
+		l.mu.Unlock()
+		next := deadline.Add(-lease / 2)
+		if sleep(ctx, time.Until(next)) != nil {
+			l.keepAliveEnded()
+			return
+		}
+		retry := min(max(lease/10, 10*time.Millisecond), time.Second)
+		for {
+			actx, acancel := context.WithDeadline(ctx, deadline)
+			err := l.Renew(actx, lease)
+			acancel()
+			if err == nil {
+				break
+			}
+			if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotHolder) {
+				return // Renew marked it lost
+			}
+			if ctx.Err() != nil {
+				l.keepAliveEnded()
+				return
+			}
+			if !time.Now().Before(deadline) {
+				l.markLost(fmt.Errorf("lease ran out before a renewal succeeded: %w", err))
+				return
+			}
+			if sleep(ctx, min(retry, time.Until(deadline))) != nil {
+				l.keepAliveEnded()
+				return
+			}
+		}
+	}
+}
+
+// keepAliveEnded: the keep-alive's context ended. If that was Client.Close,
+// the lock can no longer be renewed: it counts as lost.
+func (l *Lock) keepAliveEnded() {
+	if l.c.ctx.Err() != nil {
+		l.markLost(ErrClosed)
+	}
+}
+
+// WithLock acquires key (see Acquire for opts and errors), keeps it alive
+// in the background, and runs fn with the fencing token and a context that
+// is cancelled (cause: an error that Is ErrLost) if the lock is lost. When
+// fn returns, the lock is released (retried for up to 5 s, even if ctx has
+// ended). It returns fn's error, joined with an error that Is ErrLost if
+// the lock was lost while fn ran, and with the release's error if the
+// release failed.
+func (c *Client) WithLock(ctx context.Context, key string, fn func(ctx context.Context, token uint64) error, opts ...AcquireOption) error {
+	l, err := c.Acquire(ctx, key, opts...)
+	if err != nil {
+		return err
+	}
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	l.KeepAlive(context.WithoutCancel(ctx))
+	watch := make(chan struct{})
+	go func() {
+		defer close(watch)
+		select {
+		case <-l.Lost():
+			cancel(l.Err())
+		case <-fctx.Done():
+		}
+	}()
+	ferr := fn(fctx, l.Token)
+	lostErr := l.Err()
+	rerr := l.Release(context.WithoutCancel(ctx))
+	cancel(nil)
+	<-watch
+	if lostErr != nil {
+		if errors.Is(rerr, ErrNotHeld) || errors.Is(rerr, ErrNotHolder) {
+			rerr = nil
+		}
+		return errors.Join(ferr, lostErr, rerr)
+	}
+	return errors.Join(ferr, rerr)
+}

@@ -1,0 +1,166 @@
+package api_test
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// proxy is a TCP proxy between a client and a node that can drop
+// connections: all of them, the one an answer is on, or every connection
+// for a while (accepting and closing at once).
+type proxy struct {
+	ln     net.Listener
+	target string
+	wg     sync.WaitGroup
+
+	mu          sync.Mutex
+	conns       map[*proxyConn]bool
+	refuseUntil time.Time
+	dropOnReply bool
+	dropped     chan *proxyConn // a connection dropped by dropOnReply
+	accepted    int
+}
+
+// proxyConn is one proxied connection.
+type proxyConn struct {
+	client, server net.Conn
+	up             atomic.Int64 // bytes client → server
+	once           sync.Once
+}
+
+func (c *proxyConn) close() {
+	c.once.Do(func() {
+		c.client.Close()
+		c.server.Close()
+	})
+}
+
+func startProxy(t testing.TB, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: target, conns: map[*proxyConn]bool{}, dropped: make(chan *proxyConn, 1)}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(p.Close)
+	return p
+}
+
+// URL is the proxy's base URL.
+func (p *proxy) URL() string { return "http://" + p.ln.Addr().String() }
+
+func (p *proxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		p.accepted++
+		refuse := time.Now().Before(p.refuseUntil)
+		p.mu.Unlock()
+		if refuse {
+			c.Close()
+			continue
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		pc := &proxyConn{client: c, server: s}
+		p.mu.Lock()
+		p.conns[pc] = true
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.pipe(pc, true)
+		go p.pipe(pc, false)
+	}
+}
+
+// pipe copies one direction of pc until either side closes.
+func (p *proxy) pipe(pc *proxyConn, up bool) {
+	defer p.wg.Done()
+	defer func() {
+		pc.close()
+		p.mu.Lock()
+		delete(p.conns, pc)
+		p.mu.Unlock()
+	}()
+	src, dst := pc.server, pc.client
+	if up {
+		src, dst = pc.client, pc.server
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if up {
+				pc.up.Add(int64(n))
+			} else {
+				p.mu.Lock()
+				drop := p.dropOnReply
+				p.dropOnReply = false
+				p.mu.Unlock()
+				if drop {
+					// The answer never reaches the client.
+					p.dropped <- pc
+					return
+				}
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// live returns the open connections.
+func (p *proxy) live() []*proxyConn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*proxyConn
+	for c := range p.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+// DropOnReply arms the proxy: the next bytes a node sends to the client
+// are not delivered; their connection is closed instead and sent on
+// p.dropped.
+func (p *proxy) DropOnReply() {
+	p.mu.Lock()
+	p.dropOnReply = true
+	p.mu.Unlock()
+}
+
+// Refuse closes every connection and, for d, closes new ones at once.
+func (p *proxy) Refuse(d time.Duration) {
+	p.mu.Lock()
+	p.refuseUntil = time.Now().Add(d)
+	p.mu.Unlock()
+	for _, c := range p.live() {
+		c.close()
+	}
+}
+
+func (p *proxy) Close() {
+	if err := p.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return
+	}
+	for _, c := range p.live() {
+		c.close()
+	}
+	p.wg.Wait()
+}
