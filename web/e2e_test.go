@@ -161,9 +161,10 @@ func (c *console) errors() []string {
 
 // node is a baton process.
 type node struct {
-	url string
-	cmd *exec.Cmd
-	out *syncBuffer
+	url    string
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	exited chan struct{}
 }
 
 type syncBuffer struct {
@@ -183,46 +184,51 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
-func freePort(t *testing.T) string {
+func freeAddr(t *testing.T, host string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", host+":0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	return ln.Addr().String()
 }
 
-// startBaton runs the binary on a free port with a fresh data dir and the
-// given BATON_* settings, waits until it answers, and stops it (SIGTERM,
-// then kill) at the end of the test.
+// startBaton runs a single node on a free port with a fresh data dir and
+// the given BATON_* settings.
 func startBaton(t *testing.T, env ...string) *node {
 	t.Helper()
-	addr := "127.0.0.1:" + freePort(t)
-	cmd := exec.Command(batonBin, "serve", "--listen", addr, "--data-dir", t.TempDir())
+	return startNode(t, freeAddr(t, "127.0.0.1"), nil, env)
+}
+
+// startNode runs the binary on addr with a fresh data dir, args and env
+// (BATON_* settings), waits until it answers, and stops it (SIGTERM, then
+// kill) at the end of the test.
+func startNode(t *testing.T, addr string, args, env []string) *node {
+	t.Helper()
+	cmd := exec.Command(batonBin, append([]string{"serve", "--listen", addr, "--data-dir", t.TempDir()}, args...)...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "BATON_") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
 	cmd.Env = append(cmd.Env, env...)
-	n := &node{url: "http://" + addr, cmd: cmd, out: &syncBuffer{}}
+	n := &node{url: "http://" + addr, cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = n.out, n.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
+	go func() { _ = cmd.Wait(); close(n.exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-exited:
+		case <-n.exited:
 		case <-time.After(10 * time.Second):
 			_ = cmd.Process.Kill()
-			<-exited
+			<-n.exited
 		}
 		if t.Failed() {
-			t.Logf("baton output:\n%s", n.out)
+			t.Logf("baton %s output:\n%s", n.url, n.out)
 		}
 	})
 	deadline := time.Now().Add(10 * time.Second)
@@ -235,7 +241,7 @@ func startBaton(t *testing.T, env ...string) *node {
 			}
 		}
 		select {
-		case <-exited:
+		case <-n.exited:
 			t.Fatalf("baton exited at start:\n%s", n.out)
 		default:
 		}
@@ -244,6 +250,43 @@ func startBaton(t *testing.T, env ...string) *node {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// kill ends the node with SIGKILL and waits for it.
+func (n *node) kill() {
+	_ = n.cmd.Process.Kill()
+	<-n.exited
+}
+
+// Fast cluster timings for tests.
+const (
+	heartbeat       = 100 * time.Millisecond
+	failoverTimeout = 600 * time.Millisecond
+)
+
+// startPair runs a two-node cluster: the first node has the higher
+// priority. cors_origins holds both nodes (a page on one reads the locks
+// from the other) and the origins given. It waits until the first node is
+// active and the second follows it.
+func startPair(t *testing.T, origins ...string) (active, standby *node) {
+	t.Helper()
+	urls := []string{"http://" + freeAddr(t, "127.0.0.1"), "http://" + freeAddr(t, "127.0.0.2")}
+	peers := strings.Join(urls, ",")
+	cors := "BATON_CORS_ORIGINS=" + strings.Join(append(urls[:2:2], origins...), ",")
+	var nodes []*node
+	for _, u := range urls {
+		nodes = append(nodes, startNode(t, strings.TrimPrefix(u, "http://"), []string{"--advertise", u, "--peers", peers,
+			"--heartbeat", heartbeat.String(), "--failover-timeout", failoverTimeout.String(), "--cluster-secret", "test-secret"},
+			[]string{cors}))
+	}
+	waitFor(t, 10*time.Second, "the first node is active, the second its standby", func() (bool, string) {
+		var a, b api.ClusterView
+		if nodes[0].tryJSON("/cluster", &a) != nil || nodes[1].tryJSON("/cluster", &b) != nil {
+			return false, "no answer"
+		}
+		return a.Role == api.RoleActive && b.Role == api.RoleStandby && b.Active == nodes[0].url, fmt.Sprintf("%+v / %+v", a, b)
+	})
+	return nodes[0], nodes[1]
 }
 
 // acquire takes key through the API and returns the token; wait in seconds
@@ -286,17 +329,24 @@ func (n *node) status(t *testing.T, key string) api.LockStatus {
 
 func (n *node) getJSON(t *testing.T, path string, v any) {
 	t.Helper()
+	if err := n.tryJSON(path, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (n *node) tryJSON(path string, v any) error {
 	res, err := http.Get(n.url + path)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s", path, res.Status)
+		return fmt.Errorf("GET %s%s: %s", n.url, path, res.Status)
 	}
 	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
-		t.Fatalf("GET %s: %v", path, err)
+		return fmt.Errorf("GET %s%s: %v", n.url, path, err)
 	}
+	return nil
 }
 
 // eval evaluates a JavaScript expression in the tab (awaiting a promise).
@@ -408,9 +458,9 @@ func TestStatusPage(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(n.url+"/")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the page shows the node as active", func() (bool, string) {
-		s := eval[string](t, ctx, `document.getElementById('role').textContent + ' ' + document.querySelector('#peers tbody').textContent`)
-		return strings.HasPrefix(s, "active ") && strings.Contains(s, n.url), s
+	waitFor(t, 5*time.Second, "the page shows the node as active, with live updates", func() (bool, string) {
+		s := eval[string](t, ctx, `[document.getElementById('conn').textContent, document.getElementById('role').textContent, document.querySelector('#peers tbody').textContent].join(' ')`)
+		return strings.HasPrefix(s, "live active ") && strings.Contains(s, n.url), s
 	})
 
 	tok1, err := n.acquire(ctx, "orders/42", 30, 0)
@@ -658,4 +708,106 @@ func TestFetchTimeout(t *testing.T) {
 		}
 	}
 	t.Logf("events of xo/busy: %s", strings.Join(kinds, ", "))
+}
+
+// peerRows reads the page's cluster table: url -> "role live".
+func peerRows(t *testing.T, ctx context.Context) map[string]string {
+	t.Helper()
+	return eval[map[string]string](t, ctx, `Object.fromEntries([...document.querySelectorAll('#peers tbody tr')].map((tr) =>
+		[tr.dataset.url, tr.querySelector('td.priority, td.num').textContent + ' ' + tr.querySelector('td.role').textContent + ' ' + tr.querySelector('td.live').textContent.trim()]))`)
+}
+
+// TestClusterPageFailover: a page opened on the standby shows both nodes
+// with their priorities and roles, and the active's locks; when the active
+// is killed, the page shows the standby promoted and the old active dead,
+// and the lock that was replicated.
+func TestClusterPageFailover(t *testing.T) {
+	first, second := startPair(t)
+	ctx, cons := tab(t)
+	tok, err := first.acquire(ctx, "fo/1", 60, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strconv.FormatUint(tok, 10)
+	if err := chromedp.Do(ctx, chromedp.Navigate(second.url+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the standby's page shows both roles", func() (bool, string) {
+		p := peerRows(t, ctx)
+		role := eval[string](t, ctx, `document.getElementById('role').textContent`)
+		return role == "standby" && p[first.url] == "0 active yes" && p[second.url] == "1 standby yes", fmt.Sprintf("%s %v", role, p)
+	})
+	waitFor(t, 3*time.Second, "the standby's page shows the active's lock", func() (bool, string) {
+		r := row(t, ctx, "fo/1")
+		return r != nil && r.Token == want, r.String()
+	})
+	banner := eval[string](t, ctx, `document.getElementById('banner').textContent`)
+	if !strings.Contains(banner, "standby") || !strings.Contains(banner, first.url) {
+		t.Errorf("banner %q does not say that the locks come from the active", banner)
+	}
+
+	first.kill()
+	took := waitFor(t, failoverTimeout+5*time.Second, "the page shows the promotion", func() (bool, string) {
+		p := peerRows(t, ctx)
+		role := eval[string](t, ctx, `document.getElementById('role').textContent`)
+		return role == "active" && strings.HasSuffix(p[first.url], " no") && p[second.url] == "1 active yes", fmt.Sprintf("%s %v", role, p)
+	})
+	t.Logf("the page showed the promotion %v after kill -9 of the active", took.Round(time.Millisecond))
+	waitFor(t, 3*time.Second, "the promoted node's page shows the replicated lock", func() (bool, string) {
+		r := row(t, ctx, "fo/1")
+		return r != nil && r.Token == want, r.String()
+	})
+	waitFor(t, 3*time.Second, "the events show the promotion", func() (bool, string) {
+		s := eval[string](t, ctx, `[...document.querySelectorAll('#events li')].map((li) => li.dataset.kind).join(',')`)
+		return strings.Contains(s, "promote"), s
+	})
+	screenshot(t, ctx, "status-page-after-failover.png")
+	// Fetches to the dead node fail while it is gone: network errors in the
+	// console are expected here, exceptions are not.
+	for _, e := range cons.errors() {
+		if strings.HasPrefix(e, "exception") {
+			t.Errorf("console: %s", e)
+		}
+	}
+}
+
+// TestCrossOriginFetchViaStandby: a page on another origin sends its fetch
+// to the standby; the browser follows the 307 to the active, sending
+// Origin: null there, and the acquire and the release succeed.
+func TestCrossOriginFetchViaStandby(t *testing.T) {
+	other := otherOrigin(t)
+	first, second := startPair(t, other.URL)
+	ctx, _ := tab(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(other.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	standby, _ := json.Marshal(second.url)
+	acquire := eval[fetchResult](t, ctx, `(async () => {
+		const r = await fetch(`+string(standby)+` + '/locks/xo/via-standby?lease=30', {
+			method: 'POST', headers: {'Idempotency-Key': 'page-via-standby', 'Authorization': 'Bearer unused'}});
+		const body = await r.json();
+		return {status: r.status, header: r.headers.get('Lock-Token') || '', token: String(body.token),
+			above32: body.token > 2 ** 32, safe: Number.isSafeInteger(body.token), body: r.url};
+	})()`)
+	if acquire.Status != http.StatusOK {
+		t.Fatalf("acquire through the standby: %+v", acquire)
+	}
+	if !strings.HasPrefix(acquire.Body, first.url+"/") {
+		t.Errorf("the response came from %s, not from the active %s", acquire.Body, first.url)
+	}
+	st := first.status(t, "xo/via-standby")
+	if st.Holder == nil || strconv.FormatUint(st.Holder.Token, 10) != acquire.Token || acquire.Header != acquire.Token {
+		t.Fatalf("the page read token %s (header %s); the active holds %+v", acquire.Token, acquire.Header, st.Holder)
+	}
+	release := eval[fetchResult](t, ctx, `(async () => {
+		const r = await fetch(`+string(standby)+` + '/locks/xo/via-standby', {method: 'DELETE',
+			headers: {'Lock-Token': '`+acquire.Token+`'}});
+		return {status: r.status, body: await r.text()};
+	})()`)
+	if release.Status != http.StatusOK || !strings.Contains(release.Body, `"released":true`) {
+		t.Fatalf("release through the standby: %+v", release)
+	}
+	if st := first.status(t, "xo/via-standby"); st.Holder != nil || st.Waiters != 0 {
+		t.Fatalf("after the release: %+v", st)
+	}
 }

@@ -247,7 +247,7 @@
     const frag = document.createDocumentFragment();
     const peers = (c.peers || []).slice().sort((a, b) => a.priority - b.priority);
     for (const p of peers) {
-      const tr = el('tr');
+      const tr = el('tr', p.live ? '' : 'dead');
       tr.dataset.url = p.url;
       cell(tr, 'priority', 'num', String(p.priority));
       const node = cell(tr, 'node', 'node');
@@ -306,6 +306,7 @@
     if (locksRunning) { locksPending = true; return; }
     locksRunning = true;
     const started = Date.now();
+    let failed = false;
     try {
       await refreshLocks();
       if (!st.live && !st.noEventLog) await pollEvents();
@@ -316,13 +317,14 @@
       let msg = 'Cannot read the locks from ' + where + ': ' + e.message + '.';
       if (st.base && e instanceof TypeError) msg += ' Is this page\'s origin (' + location.origin + ') in the active\'s cors_origins?';
       banner('locks', msg);
+      failed = true;
     }
     locksRunning = false;
     locksEnd = Date.now();
     const cost = locksEnd - started;
     st.minGap = Math.max(250, 3 * cost);
     setConn();
-    let next = st.live ? 5000 : Math.max(1000, 2 * cost);
+    let next = st.live && !failed ? 5000 : Math.max(1000, 2 * cost);
     if (locksPending) { locksPending = false; next = st.minGap; }
     scheduleLocks(next);
   }
@@ -638,7 +640,7 @@
       const detail = eventDetail(ev);
       if (detail.length) {
         const span = el('span', 'detail');
-        for (const part of detail) span.appendChild(el('span', '', part));
+        for (const part of detail) span.appendChild(el('span', part === ev.message ? 'msg' : '', part));
         li.appendChild(span);
       }
       frag.appendChild(li);
