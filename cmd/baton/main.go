@@ -24,6 +24,7 @@ const usage = `baton — a distributed lock service with fencing tokens
 
 Usage:
   baton serve [flags]     run a node (baton serve --help lists the settings)
+  baton acquire|release|renew|status|run ...   client commands (baton help)
 `
 
 func main() {
@@ -39,8 +40,11 @@ func run(args []string) int {
 	case "serve":
 		return serve(args[1:])
 	case "help", "-h", "--help":
-		fmt.Print(usage)
+		fmt.Print(usage + "\n" + clientUsage)
 		return exitOK
+	}
+	if clientCommands[args[0]] {
+		return runClient(args[0], args[1:])
 	}
 	fmt.Fprintf(os.Stderr, "baton: unknown command %q\n\n%s", args[0], usage)
 	return exitUsage

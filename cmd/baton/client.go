@@ -1,0 +1,553 @@
+package main
+
+// The command-line client: baton acquire, release, renew, status and run,
+// built on the Go client in package api (SPEC section 4).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+
+	"github.com/baton-io/baton/api"
+)
+
+// Exit codes of the client commands, besides exitOK, exitError and
+// exitUsage (main.go).
+const (
+	exitTimeout   = 3   // the wait ran out: the lock was not granted
+	exitLost      = 4   // baton run: the lock was lost while COMMAND ran
+	exitNotHolder = 5   // release, renew: the lock is not held under that token
+	exitNoCommand = 127 // baton run: COMMAND could not be started
+)
+
+// clientCommands names the subcommands that runClient handles.
+var clientCommands = map[string]bool{
+	"acquire": true,
+	"release": true,
+	"renew":   true,
+	"status":  true,
+	"run":     true,
+}
+
+const clientUsage = `Client commands:
+  baton acquire KEY [--lease D] [--wait D]    take the lock, print its fencing token
+  baton release KEY TOKEN                     release the lock held under TOKEN
+  baton renew KEY TOKEN [--lease D]           restart the lease of TOKEN's grant
+  baton status [KEY] [--prefix P] [--json]    show one lock, or list the locks
+  baton run KEY [--lease D] [--wait D] -- COMMAND [ARGS...]
+        take the lock, run COMMAND with BATON_KEY and BATON_TOKEN set,
+        renew the lease while it runs, release when it ends, and exit
+        with its status; if the lock is lost, COMMAND gets SIGTERM
+        (SIGKILL after --kill-after) and baton exits 4
+
+Every client command takes --addr URL[,URL...] (env BATON_ADDR; default
+http://127.0.0.1:7070) and --auth-token T (env BATON_AUTH_TOKEN).
+Durations D are seconds ("0.5") or Go durations ("1m30s"). --lease
+defaults to the server's lease_default; --wait 0 (the default) waits
+without limit. While it waits in the queue on a terminal, baton shows
+for how long on stderr.
+
+baton run forwards SIGTERM and SIGHUP to COMMAND; SIGINT and SIGQUIT from
+the terminal reach COMMAND directly, and baton waits for it to end.
+
+Exit codes:
+  0  success
+  1  error (no node reachable, refused by the server, ...)
+  2  usage
+  3  timeout: the wait ran out, the lock was not granted
+  4  run: the lock was lost while COMMAND ran (COMMAND was signalled)
+  5  release, renew: the lock is not held under that token
+  run otherwise exits with COMMAND's status (128+N if killed by signal N;
+  127 if it could not be started).
+`
+
+// cliIO is what a client command touches outside itself, so that tests can
+// run commands in-process.
+type cliIO struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	environ        func() []string
+	// tty reports whether stderr is a terminal (for the waiting display).
+	tty func() bool
+}
+
+func osIO() cliIO {
+	return cliIO{
+		stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
+		getenv: os.Getenv, environ: os.Environ,
+		tty: func() bool { return term.IsTerminal(int(os.Stderr.Fd())) },
+	}
+}
+
+// runClient runs the client command cmd (one of clientCommands) with its
+// arguments and returns the exit code.
+func runClient(cmd string, args []string) int {
+	return clientMain(context.Background(), cmd, args, osIO())
+}
+
+// clientFlags holds the flags every client command takes.
+type clientFlags struct {
+	fs        *pflag.FlagSet
+	addr      []string
+	authToken string
+}
+
+func newClientFlags(cmd string, cio cliIO) *clientFlags {
+	f := &clientFlags{fs: pflag.NewFlagSet("baton "+cmd, pflag.ContinueOnError)}
+	f.fs.SortFlags = false
+	f.fs.SetOutput(cio.stderr)
+	f.fs.StringSliceVar(&f.addr, "addr", nil, "node base URLs, comma-separated (env BATON_ADDR; default "+api.DefaultAddr+")")
+	f.fs.StringVar(&f.authToken, "auth-token", "", "bearer token (env BATON_AUTH_TOKEN)")
+	f.fs.Usage = func() {
+		fmt.Fprintf(cio.stderr, "%s\nFlags of baton %s:\n%s", clientUsage, cmd, f.fs.FlagUsages())
+	}
+	return f
+}
+
+// client builds the api.Client from the flags and the environment.
+func (f *clientFlags) client(cio cliIO) (*api.Client, error) {
+	cfg := api.Config{
+		Addresses: api.SplitAddresses(cio.getenv(api.EnvAddr)),
+		Token:     cio.getenv(api.EnvAuthToken),
+	}
+	if len(f.addr) > 0 {
+		cfg.Addresses = f.addr
+	}
+	if f.authToken != "" {
+		cfg.Token = f.authToken
+	}
+	return api.NewClient(cfg)
+}
+
+// durationValue is a pflag.Value for durations given as seconds ("0.5",
+// "30") or as Go durations ("1m30s").
+type durationValue time.Duration
+
+func (d *durationValue) String() string { return time.Duration(*d).String() }
+func (d *durationValue) Type() string   { return "duration" }
+func (d *durationValue) Set(s string) error {
+	v, err := parseSeconds(s)
+	if err != nil {
+		return err
+	}
+	*d = durationValue(v)
+	return nil
+}
+
+func parseSeconds(s string) (time.Duration, error) {
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if f < 0 || f > (1<<62)/float64(time.Second) {
+			return 0, fmt.Errorf("%q is out of range", s)
+		}
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is neither seconds nor a Go duration", s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%q is negative", s)
+	}
+	return d, nil
+}
+
+// usageError is a command-line mistake: exit 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+// clientMain runs one client command.
+func clientMain(ctx context.Context, cmd string, args []string, cio cliIO) int {
+	var err error
+	code := exitOK
+	switch cmd {
+	case "acquire":
+		err = cmdAcquire(ctx, args, cio)
+	case "release":
+		err = cmdRelease(ctx, args, cio)
+	case "renew":
+		err = cmdRenew(ctx, args, cio)
+	case "status":
+		err = cmdStatus(ctx, args, cio)
+	case "run":
+		code, err = cmdRun(ctx, args, cio)
+	default:
+		err = usagef("unknown command %q", cmd)
+	}
+	if err == nil {
+		return code
+	}
+	if errors.Is(err, pflag.ErrHelp) {
+		return exitOK
+	}
+	fmt.Fprintf(cio.stderr, "baton %s: %s\n", cmd, strings.TrimPrefix(err.Error(), "baton: "))
+	var ue *usageError
+	switch {
+	case errors.As(err, &ue):
+		fmt.Fprintf(cio.stderr, "Run 'baton %s --help' for usage.\n", cmd)
+		return exitUsage
+	case code != exitOK:
+		return code
+	case errors.Is(err, api.ErrTimeout):
+		return exitTimeout
+	case errors.Is(err, api.ErrNotHeld), errors.Is(err, api.ErrNotHolder):
+		return exitNotHolder
+	}
+	return exitError
+}
+
+// parse parses args, turning flag errors into usage errors.
+func (f *clientFlags) parse(args []string) error {
+	if err := f.fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return err
+		}
+		return &usageError{err.Error()}
+	}
+	return nil
+}
+
+func parseToken(s string) (uint64, error) {
+	t, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || t == 0 {
+		return 0, usagef("TOKEN %q is not a fencing token (a positive integer)", s)
+	}
+	return t, nil
+}
+
+func cmdAcquire(ctx context.Context, args []string, cio cliIO) error {
+	f := newClientFlags("acquire", cio)
+	var lease, wait durationValue
+	f.fs.Var(&lease, "lease", "lease (default: the server's lease_default)")
+	f.fs.Var(&wait, "wait", "longest wait in the queue; 0 = no limit")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if f.fs.NArg() != 1 {
+		return usagef("want KEY, got %d arguments", f.fs.NArg())
+	}
+	c, err := f.client(cio)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	l, err := acquire(ctx, c, f.fs.Arg(0), time.Duration(lease), time.Duration(wait), cio)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(cio.stdout, l.Token)
+	return nil
+}
+
+// acquire takes the lock, showing on a terminal that it waits.
+func acquire(ctx context.Context, c *api.Client, key string, lease, wait time.Duration, cio cliIO) (*api.Lock, error) {
+	stop := showWaiting(key, cio)
+	l, err := c.Acquire(ctx, key, api.WithLease(lease), api.WithWait(wait))
+	stop()
+	if errors.Is(err, api.ErrTimeout) {
+		return nil, &wrapped{fmt.Sprintf("%q: the wait ran out after %v; the lock was not granted", key, wait), err}
+	}
+	return l, err
+}
+
+// wrapped is an error with its own message that still Is its cause.
+type wrapped struct {
+	msg string
+	err error
+}
+
+func (e *wrapped) Error() string { return e.msg }
+func (e *wrapped) Unwrap() error { return e.err }
+
+// showWaiting shows "waiting for KEY (12s)" on stderr, updated every
+// second from the first second on, while stderr is a terminal; the returned
+// func clears it.
+func showWaiting(key string, cio cliIO) (stop func()) {
+	if cio.tty == nil || !cio.tty() {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		start := time.Now()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		shown := false
+		for {
+			select {
+			case <-done:
+				if shown {
+					fmt.Fprint(cio.stderr, "\r\033[K")
+				}
+				return
+			case <-tick.C:
+				shown = true
+				fmt.Fprintf(cio.stderr, "\r\033[Kbaton: waiting for %q (%s)", key, time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func cmdRelease(ctx context.Context, args []string, cio cliIO) error {
+	f := newClientFlags("release", cio)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if f.fs.NArg() != 2 {
+		return usagef("want KEY TOKEN, got %d arguments", f.fs.NArg())
+	}
+	tok, err := parseToken(f.fs.Arg(1))
+	if err != nil {
+		return err
+	}
+	c, err := f.client(cio)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Release(ctx, f.fs.Arg(0), tok)
+}
+
+func cmdRenew(ctx context.Context, args []string, cio cliIO) error {
+	f := newClientFlags("renew", cio)
+	var lease durationValue
+	f.fs.Var(&lease, "lease", "new lease (default: the grant's lease)")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if f.fs.NArg() != 2 {
+		return usagef("want KEY TOKEN, got %d arguments", f.fs.NArg())
+	}
+	tok, err := parseToken(f.fs.Arg(1))
+	if err != nil {
+		return err
+	}
+	c, err := f.client(cio)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	g, err := c.Renew(ctx, f.fs.Arg(0), tok, time.Duration(lease))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cio.stdout, "renewed %q token %d: lease %s, expires %s\n", g.Key, g.Token, secs(g.Lease), g.ExpiresAt.Local().Format(time.RFC3339Nano))
+	return nil
+}
+
+func secs(s float64) string {
+	return (time.Duration(s * float64(time.Second))).String()
+}
+
+func cmdStatus(ctx context.Context, args []string, cio cliIO) error {
+	f := newClientFlags("status", cio)
+	prefix := f.fs.String("prefix", "", "without KEY: list only keys that start with this")
+	limit := f.fs.Int("limit", 0, "without KEY: list at most this many (0 = the server's default)")
+	asJSON := f.fs.Bool("json", false, "print the server's JSON answer")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if f.fs.NArg() > 1 {
+		return usagef("want at most one KEY, got %d arguments", f.fs.NArg())
+	}
+	c, err := f.client(cio)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	now := time.Now()
+	if f.fs.NArg() == 1 {
+		st, err := c.Status(ctx, f.fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(cio.stdout, st)
+		}
+		fmt.Fprintf(cio.stdout, "key:     %s\n", st.Key)
+		if h := st.Holder; h != nil {
+			fmt.Fprintf(cio.stdout, "holder:  token %d, lease %s, expires in %s\n", h.Token, secs(h.Lease), h.ExpiresAt.Sub(now).Round(time.Millisecond))
+		} else {
+			fmt.Fprintf(cio.stdout, "holder:  none\n")
+		}
+		fmt.Fprintf(cio.stdout, "waiters: %d\n", st.Waiters)
+		return nil
+	}
+	ll, err := c.List(ctx, *prefix, *limit)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(cio.stdout, ll)
+	}
+	tw := tabwriter.NewWriter(cio.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tTOKEN\tEXPIRES IN\tWAITERS")
+	for _, st := range ll.Locks {
+		tok, exp := "-", "-"
+		if h := st.Holder; h != nil {
+			tok, exp = strconv.FormatUint(h.Token, 10), h.ExpiresAt.Sub(now).Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", st.Key, tok, exp, st.Waiters)
+	}
+	tw.Flush()
+	if ll.Total > len(ll.Locks) {
+		fmt.Fprintf(cio.stdout, "(%d of %d shown)\n", len(ll.Locks), ll.Total)
+	}
+	return nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// cmdRun is `baton run KEY [--lease --wait --kill-after] -- COMMAND ARGS...`.
+// It returns the exit code along with an error to print (if any).
+func cmdRun(ctx context.Context, args []string, cio cliIO) (int, error) {
+	f := newClientFlags("run", cio)
+	var lease, wait durationValue
+	killAfter := durationValue(10 * time.Second)
+	f.fs.Var(&lease, "lease", "lease, renewed every half lease while COMMAND runs (default: the server's lease_default)")
+	f.fs.Var(&wait, "wait", "longest wait in the queue; 0 = no limit")
+	f.fs.Var(&killAfter, "kill-after", "when the lock is lost: SIGKILL this long after SIGTERM if COMMAND still runs")
+	if err := f.parse(args); err != nil {
+		return exitUsage, err
+	}
+	rest := f.fs.Args()
+	if len(rest) < 2 {
+		return exitUsage, usagef("want KEY -- COMMAND [ARGS...]")
+	}
+	if dash := f.fs.ArgsLenAtDash(); dash >= 0 && dash != 1 {
+		return exitUsage, usagef("want exactly one KEY before --, got %d", dash)
+	}
+	key, command := rest[0], rest[1:]
+
+	c, err := f.client(cio)
+	if err != nil {
+		return exitError, err
+	}
+	defer c.Close()
+
+	// Signals: SIGTERM and SIGHUP are forwarded to COMMAND; SIGINT and
+	// SIGQUIT come from the terminal to COMMAND's process group too, so
+	// baton only waits. Before COMMAND runs, they end the wait.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-actx.Done():
+		}
+	}()
+
+	l, err := acquire(actx, c, key, time.Duration(lease), time.Duration(wait), cio)
+	if err != nil {
+		switch {
+		case errors.Is(err, api.ErrTimeout):
+			return exitTimeout, err
+		case actx.Err() != nil && ctx.Err() == nil:
+			return exitError, errors.New("interrupted while waiting for the lock")
+		}
+		return exitError, err
+	}
+	cancel() // the acquire is done; signals now go to COMMAND
+	l.KeepAlive(context.WithoutCancel(ctx))
+	release := func() error {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer rcancel()
+		return l.Release(rctx)
+	}
+
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = cio.stdin, cio.stdout, cio.stderr
+	env := append(cio.environ(), "BATON_KEY="+key, "BATON_TOKEN="+strconv.FormatUint(l.Token, 10))
+	if len(f.addr) > 0 {
+		env = append(env, api.EnvAddr+"="+strings.Join(f.addr, ","))
+	}
+	cmd.Env = env
+	if err := cmd.Start(); err != nil {
+		if rerr := release(); rerr != nil {
+			fmt.Fprintf(cio.stderr, "baton run: releasing %q: %v\n", key, rerr)
+		}
+		return exitNoCommand, fmt.Errorf("cannot start COMMAND: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	var waitErr error
+	var lostErr error
+	var kill <-chan time.Time
+loop:
+	for {
+		select {
+		case waitErr = <-exited:
+			break loop
+		case <-l.Lost():
+			if lostErr == nil {
+				lostErr = l.Err()
+				fmt.Fprintf(cio.stderr, "baton run: %v; sending SIGTERM to %s\n", lostErr, command[0])
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				t := time.NewTimer(time.Duration(killAfter))
+				defer t.Stop()
+				kill = t.C
+			}
+		case <-kill:
+			fmt.Fprintf(cio.stderr, "baton run: %s still runs %v after SIGTERM; sending SIGKILL\n", command[0], time.Duration(killAfter))
+			_ = cmd.Process.Kill()
+			kill = nil
+		case s := <-sigs:
+			if s == syscall.SIGTERM || s == syscall.SIGHUP {
+				_ = cmd.Process.Signal(s)
+			}
+		}
+	}
+	if lostErr == nil {
+		lostErr = l.Err()
+	}
+	rerr := release()
+	if lostErr != nil {
+		return exitLost, fmt.Errorf("COMMAND was signalled because the lock was lost: %w", lostErr)
+	}
+	if rerr != nil {
+		fmt.Fprintf(cio.stderr, "baton run: releasing %q: %v\n", key, rerr)
+	}
+	code := exitOK
+	if waitErr != nil {
+		var ee *exec.ExitError
+		if !errors.As(waitErr, &ee) {
+			return exitError, waitErr
+		}
+		code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
+	}
+	return code, nil
+}

@@ -1,0 +1,350 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/handlers"
+)
+
+// bound turns a hang into a failure; it measures nothing.
+const bound = 20 * time.Second
+
+// leakCheck fails t if goroutines started during t outlive it (checked
+// after every other cleanup). Per test rather than in TestMain, so that
+// other files of package main may have their own TestMain.
+func leakCheck(t *testing.T) {
+	opt := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
+}
+
+// startNode starts a real node in-process (engine, handlers, the h2c
+// server of `baton serve`) and returns its base URL.
+func startNode(t *testing.T) string {
+	t.Helper()
+	leakCheck(t)
+	eng, err := engine.New(engine.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	url := "http://" + ln.Addr().String()
+	srv := handlers.NewHTTPServer(handlers.New(eng, handlers.Config{Node: url, Logger: quiet}), context.Background(), quiet)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		eng.Close()
+		srv.Close()
+		<-done
+	})
+	return url
+}
+
+func apiClient(t *testing.T, url string) *api.Client {
+	t.Helper()
+	c, err := api.NewClient(api.Config{Addresses: []string{url}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// syncBuffer is a goroutine-safe buffer that can be waited on.
+type syncBuffer struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan struct{}
+}
+
+func newSyncBuffer() *syncBuffer { return &syncBuffer{changed: make(chan struct{})} }
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitFor waits until the buffer contains sub.
+func (s *syncBuffer) waitFor(t *testing.T, sub string) {
+	t.Helper()
+	timeout := time.After(bound)
+	for {
+		s.mu.Lock()
+		ok, ch := strings.Contains(s.b.String(), sub), s.changed
+		s.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			t.Fatalf("output never contained %q; got %q", sub, s.String())
+		}
+	}
+}
+
+type cliRun struct {
+	code           int
+	stdout, stderr *syncBuffer
+}
+
+// runCLI runs a client command in-process against url.
+func runCLI(t *testing.T, url string, tty bool, cmd string, args ...string) cliRun {
+	t.Helper()
+	r := startCLI(t, url, tty, cmd, args...)
+	select {
+	case code := <-r.done:
+		return cliRun{code, r.stdout, r.stderr}
+	case <-time.After(bound):
+		t.Fatalf("baton %s %v did not end; stderr %q", cmd, args, r.stderr.String())
+	}
+	return cliRun{}
+}
+
+type cliProc struct {
+	done           chan int
+	stdout, stderr *syncBuffer
+}
+
+func startCLI(t *testing.T, url string, tty bool, cmd string, args ...string) cliProc {
+	p := cliProc{done: make(chan int, 1), stdout: newSyncBuffer(), stderr: newSyncBuffer()}
+	cio := cliIO{
+		stdin:  strings.NewReader(""),
+		stdout: p.stdout, stderr: p.stderr,
+		getenv:  func(k string) string { return map[string]string{api.EnvAddr: url}[k] },
+		environ: os.Environ,
+		tty:     func() bool { return tty },
+	}
+	go func() { p.done <- clientMain(context.Background(), cmd, args, cio) }()
+	return p
+}
+
+func TestAcquireReleaseRenewStatus(t *testing.T) {
+	url := startNode(t)
+	r := runCLI(t, url, false, "acquire", "a/b", "--lease", "30")
+	tok := strings.TrimSpace(r.stdout.String())
+	if r.code != exitOK || tok == "" {
+		t.Fatalf("acquire: code %d, out %q, err %q", r.code, tok, r.stderr.String())
+	}
+	if r := runCLI(t, url, false, "status", "a/b"); r.code != exitOK || !strings.Contains(r.stdout.String(), "token "+tok) {
+		t.Fatalf("status: %d %q %q", r.code, r.stdout.String(), r.stderr.String())
+	}
+	if r := runCLI(t, url, false, "status"); r.code != exitOK || !strings.Contains(r.stdout.String(), "a/b") {
+		t.Fatalf("status list: %d %q", r.code, r.stdout.String())
+	}
+	if r := runCLI(t, url, false, "acquire", "a/b", "--wait", "100ms"); r.code != exitTimeout {
+		t.Fatalf("acquire of a held lock: code %d, want %d; %q", r.code, exitTimeout, r.stderr.String())
+	}
+	if r := runCLI(t, url, false, "renew", "a/b", tok, "--lease", "1m"); r.code != exitOK || !strings.Contains(r.stdout.String(), "lease 1m0s") {
+		t.Fatalf("renew: %d %q %q", r.code, r.stdout.String(), r.stderr.String())
+	}
+	if r := runCLI(t, url, false, "release", "a/b", tok); r.code != exitOK {
+		t.Fatalf("release: %d %q", r.code, r.stderr.String())
+	}
+	if r := runCLI(t, url, false, "release", "a/b", tok); r.code != exitNotHolder || !strings.Contains(r.stderr.String(), "not_held") {
+		t.Fatalf("second release: %d %q", r.code, r.stderr.String())
+	}
+}
+
+func TestUsage(t *testing.T) {
+	url := startNode(t)
+	for _, args := range [][]string{
+		{"acquire"},
+		{"acquire", "k", "--lease", "soon"},
+		{"release", "k"},
+		{"release", "k", "x"},
+		{"run", "k"},
+		{"run", "k", "x", "--", "true"},
+		{"status", "a", "b"},
+	} {
+		if r := runCLI(t, url, false, args[0], args[1:]...); r.code != exitUsage {
+			t.Errorf("baton %v: code %d, want %d; %q", args, r.code, exitUsage, r.stderr.String())
+		}
+	}
+	if r := runCLI(t, url, false, "acquire", "--help"); r.code != exitOK || !strings.Contains(r.stderr.String(), "Exit codes") {
+		t.Errorf("--help: %d %q", r.code, r.stderr.String())
+	}
+}
+
+// While it waits on a terminal, acquire says so on stderr; not otherwise.
+func TestWaitingDisplay(t *testing.T) {
+	url := startNode(t)
+	c := apiClient(t, url)
+	l, err := c.Acquire(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.Background())
+	p := startCLI(t, url, true, "acquire", "k")
+	p.stderr.waitFor(t, `waiting for "k" (1s)`)
+	if err := l.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-p.done; code != exitOK {
+		t.Fatalf("acquire: %d %q", code, p.stderr.String())
+	}
+	if r := runCLI(t, url, false, "acquire", "k", "--wait", "1.5"); r.code != exitTimeout || strings.Contains(r.stderr.String(), "waiting for") {
+		t.Fatalf("without a terminal: %d %q", r.code, r.stderr.String())
+	}
+}
+
+// baton run passes COMMAND's exit status, sets BATON_KEY and BATON_TOKEN,
+// and releases the lock after.
+func TestRunPassesStatusAndToken(t *testing.T) {
+	url := startNode(t)
+	c := apiClient(t, url)
+	r := runCLI(t, url, false, "run", "jobs/x", "--lease", "30s", "--", "sh", "-c", `echo "$BATON_KEY $BATON_TOKEN"; exit 7`)
+	if r.code != 7 {
+		t.Fatalf("code %d, want 7; stderr %q", r.code, r.stderr.String())
+	}
+	f := strings.Fields(r.stdout.String())
+	if len(f) != 2 || f[0] != "jobs/x" {
+		t.Fatalf("COMMAND printed %q", r.stdout.String())
+	}
+	if tok, err := strconv.ParseUint(f[1], 10, 64); err != nil || tok == 0 {
+		t.Fatalf("BATON_TOKEN %q", f[1])
+	}
+	st, err := c.Status(t.Context(), "jobs/x")
+	if err != nil || st.Holder != nil {
+		t.Fatalf("after run: %+v, %v", st, err)
+	}
+	// Signalled COMMAND: 128+N.
+	if r := runCLI(t, url, false, "run", "jobs/x", "--", "sh", "-c", `kill -KILL $$`); r.code != 128+9 {
+		t.Fatalf("killed COMMAND: code %d", r.code)
+	}
+	if r := runCLI(t, url, false, "run", "jobs/x", "--", "/nonexistent/cmd"); r.code != exitNoCommand {
+		t.Fatalf("missing COMMAND: code %d", r.code)
+	}
+	if st, _ := c.Status(t.Context(), "jobs/x"); st.Holder != nil {
+		t.Fatalf("held after a COMMAND that could not start: %+v", st.Holder)
+	}
+}
+
+// baton run keeps the lock while COMMAND outlives the lease, and signals
+// COMMAND when the lock is lost (released from under it).
+func TestRunSignalsCommandWhenLost(t *testing.T) {
+	url := startNode(t)
+	c := apiClient(t, url)
+	p := startCLI(t, url, false, "run", "--lease", "0.5", "k", "--",
+		"sh", "-c", `trap 'echo got TERM; exit 0' TERM; echo ready; while :; do sleep 0.05; done`)
+	p.stdout.waitFor(t, "ready")
+	st, err := c.Status(t.Context(), "k")
+	if err != nil || st.Holder == nil {
+		t.Fatalf("status while running: %+v, %v", st, err)
+	}
+	// Renewed past its first lease (0.5 s) while COMMAND runs.
+	first := st.Holder.ExpiresAt
+	deadline := time.Now().Add(bound)
+	for {
+		st, err = c.Status(t.Context(), "k")
+		if err != nil || st.Holder == nil {
+			t.Fatalf("status while running: %+v, %v", st, err)
+		}
+		if time.Now().After(first) && st.Holder.ExpiresAt.After(first) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never renewed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := c.Release(t.Context(), "k", st.Holder.Token); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-p.done:
+		if code != exitLost {
+			t.Fatalf("code %d, want %d; stderr %q", code, exitLost, p.stderr.String())
+		}
+	case <-time.After(bound):
+		t.Fatal("baton run did not end after the lock was lost")
+	}
+	if !strings.Contains(p.stdout.String(), "got TERM") {
+		t.Fatalf("COMMAND was not signalled: %q", p.stdout.String())
+	}
+	if !strings.Contains(p.stderr.String(), "lock lost") {
+		t.Fatalf("baton did not say why: %q", p.stderr.String())
+	}
+}
+
+// The built binary: `baton serve` and `baton run` as processes, dispatched
+// through main.go.
+func TestBinaryRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "baton")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	srv := exec.Command(bin, "serve", "--listen", addr, "--data-dir", t.TempDir())
+	var srvLog bytes.Buffer
+	srv.Stdout, srv.Stderr = &srvLog, &srvLog
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = srv.Process.Signal(os.Interrupt)
+		_ = srv.Wait()
+	}()
+	url := "http://" + addr
+	env := append(os.Environ(), api.EnvAddr+"="+url)
+	deadline := time.Now().Add(bound)
+	for {
+		st := exec.Command(bin, "status")
+		st.Env = env
+		if st.Run() == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node never answered; log:\n%s", srvLog.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	run := exec.Command(bin, "run", "bin/k", "--", "sh", "-c", `test -n "$BATON_TOKEN" && exit 3`)
+	run.Env = env
+	err = run.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+		t.Fatalf("baton run: %v", err)
+	}
+	st := exec.Command(bin, "status", "bin/k")
+	st.Env = env
+	out, err := st.Output()
+	if err != nil || !strings.Contains(string(out), "holder:  none") {
+		t.Fatalf("status after run: %v %q", err, out)
+	}
+}
