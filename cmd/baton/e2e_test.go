@@ -1,0 +1,565 @@
+package main
+
+// End-to-end tests: the built binary, real processes, real curl. They are
+// skipped only under -short.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/baton-io/baton/api"
+)
+
+// batonBin is the binary built once by TestMain ("" under -short).
+var batonBin string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(func() int {
+		if !testing.Short() {
+			dir, err := os.MkdirTemp("", "baton-e2e-")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			defer os.RemoveAll(dir)
+			batonBin = filepath.Join(dir, "baton")
+			out, err := exec.Command("go", "build", "-o", batonBin, ".").CombinedOutput()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "building baton: %v\n%s", err, out)
+				return 1
+			}
+		}
+		code := m.Run()
+		if code == 0 {
+			if err := goleak.Find(); err != nil {
+				fmt.Fprintln(os.Stderr, "goleak:", err)
+				return 1
+			}
+		}
+		return code
+	}())
+}
+
+func needBinary(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped under -short")
+	}
+}
+
+func needCurl(t *testing.T) {
+	t.Helper()
+	needBinary(t)
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("curl is required by the end-to-end tests (run with -short to skip them)")
+	}
+}
+
+// syncBuf collects a process's stderr for failure messages.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// cleanEnv is the test's environment without BATON_* settings, plus extra.
+func cleanEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "BATON_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// serveProc is one running `baton serve`.
+type serveProc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	url    string
+	dir    string
+	stderr *syncBuf
+	exited chan struct{}
+	err    error // of Wait, once exited is closed
+}
+
+// startServe runs `baton serve --listen <free> --data-dir dir args...` with
+// env added to a clean environment, and waits until /healthz answers.
+func startServe(t *testing.T, dir string, env []string, args ...string) *serveProc {
+	t.Helper()
+	needBinary(t)
+	addr := freeAddr(t)
+	cmd := exec.Command(batonBin, append([]string{"serve", "--listen", addr, "--data-dir", dir}, args...)...)
+	cmd.Env = cleanEnv(env...)
+	n := &serveProc{t: t, cmd: cmd, url: "http://" + addr, dir: dir, stderr: &syncBuf{}, exited: make(chan struct{})}
+	cmd.Stderr = n.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { n.err = cmd.Wait(); close(n.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-n.exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-n.exited
+		}
+		if t.Failed() {
+			t.Logf("baton serve stderr:\n%s", n.stderr)
+		}
+	})
+	c := &http.Client{Timeout: time.Second}
+	defer c.CloseIdleConnections()
+	for range 1000 {
+		select {
+		case <-n.exited:
+			t.Fatalf("baton serve exited at start (%v):\n%s", n.err, n.stderr)
+		default:
+		}
+		if res, err := c.Get(n.url + "/healthz"); err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return n
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("baton serve never answered /healthz:\n%s", n.stderr)
+	return nil
+}
+
+// stop sends SIGTERM and returns the exit code.
+func (n *serveProc) stop() int {
+	n.t.Helper()
+	if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		n.t.Fatal(err)
+	}
+	select {
+	case <-n.exited:
+	case <-time.After(30 * time.Second): // a hang, not a timing check
+		n.t.Fatalf("baton serve did not exit after SIGTERM:\n%s", n.stderr)
+	}
+	var ee *exec.ExitError
+	if errors.As(n.err, &ee) {
+		return ee.ExitCode()
+	}
+	if n.err != nil {
+		n.t.Fatal(n.err)
+	}
+	return 0
+}
+
+func (n *serveProc) status(key string) api.LockStatus {
+	n.t.Helper()
+	res, err := http.Get(n.url + "/locks/" + key)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var st api.LockStatus
+	if err := json.NewDecoder(res.Body).Decode(&st); err != nil || res.StatusCode != http.StatusOK {
+		n.t.Fatalf("GET /locks/%s: %d %v", key, res.StatusCode, err)
+	}
+	return st
+}
+
+func (n *serveProc) waitWaiters(key string, want int) {
+	n.t.Helper()
+	var st api.LockStatus
+	for range 5000 {
+		if st = n.status(key); st.Waiters == want {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	n.t.Fatalf("%s: waiters stayed %d, want %d", key, st.Waiters, want)
+}
+
+// shell is one `sh -c script` process: lines it prints arrive on out; a
+// line written to in lets it go on past a `read`.
+type shell struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  chan string
+	done chan struct{} // closed when the script has ended
+	err  error         // its end, once done is closed
+}
+
+func startShell(t *testing.T, script string, env ...string) *shell {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = cleanEnv(env...)
+	var stderr syncBuf
+	cmd.Stderr = &stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &shell{cmd: cmd, in: in, out: make(chan string, 100), done: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			s.out <- sc.Text()
+		}
+		close(s.out)
+		if err := cmd.Wait(); err != nil {
+			s.err = fmt.Errorf("%w; stderr: %s", err, stderr.String())
+		}
+		close(s.done)
+	}()
+	t.Cleanup(func() {
+		_ = in.Close()
+		_ = cmd.Process.Kill()
+		<-s.done
+	})
+	return s
+}
+
+// line waits for the next line the script prints (the bound turns a hang
+// into a failure).
+func (s *shell) line(t *testing.T, what string) string {
+	t.Helper()
+	select {
+	case l, ok := <-s.out:
+		if !ok {
+			<-s.done
+			t.Fatalf("%s: the script ended early: %v", what, s.err)
+		}
+		return l
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: no output", what)
+		return ""
+	}
+}
+
+// silent reports whether the script has printed nothing new (no waiting).
+func (s *shell) silent() bool {
+	select {
+	case <-s.out:
+		return false
+	default:
+		return true
+	}
+}
+
+func (s *shell) wait(t *testing.T) {
+	t.Helper()
+	_ = s.in.Close()
+	for range s.out {
+		t.Error("unexpected output after the last line")
+	}
+	<-s.done // stdout is closed: the script has ended or is ending
+	if s.err != nil {
+		t.Fatalf("script failed: %v", s.err)
+	}
+}
+
+// tokenOf parses "got N".
+func tokenOf(t *testing.T, line string) uint64 {
+	t.Helper()
+	s, ok := strings.CutPrefix(line, "got ")
+	n, err := strconv.ParseUint(s, 10, 64)
+	if !ok || err != nil || n == 0 || n >= api.MaxToken {
+		t.Fatalf("want \"got <token>\", got %q", line)
+	}
+	return n
+}
+
+// contender takes the lock, says so, waits for a line on stdin, releases.
+const contender = `set -e
+tok=$(curl -sf -XPOST -H "Accept: text/plain" "$URL/locks/shared?lease=30")
+echo "got $tok"
+read go
+curl -sf -XDELETE -H "Lock-Token: $tok" "$URL/locks/shared" >/dev/null
+echo released
+`
+
+func TestCurlContention(t *testing.T) {
+	needCurl(t)
+	n := startServe(t, t.TempDir(), nil)
+	url := "URL=" + n.url
+
+	first := startShell(t, contender, url)
+	t1 := tokenOf(t, first.line(t, "first client"))
+	if st := n.status("shared"); st.Holder == nil || st.Holder.Token != t1 {
+		t.Fatalf("status %+v, want holder %d", st, t1)
+	}
+
+	second := startShell(t, contender, url)
+	n.waitWaiters("shared", 1)
+	if !second.silent() {
+		t.Fatal("the second client got the lock while the first held it")
+	}
+
+	// The first releases: its DELETE hands the lock over in the same step.
+	_, _ = io.WriteString(first.in, "go\n")
+	if l := first.line(t, "first client release"); l != "released" {
+		t.Fatalf("first client: %q", l)
+	}
+	t2 := tokenOf(t, second.line(t, "second client"))
+	if t2 <= t1 {
+		t.Fatalf("second token %d not above the first %d", t2, t1)
+	}
+	if st := n.status("shared"); st.Holder == nil || st.Holder.Token != t2 || st.Waiters != 0 {
+		t.Fatalf("status %+v, want holder %d", st, t2)
+	}
+	first.wait(t)
+
+	_, _ = io.WriteString(second.in, "go\n")
+	if l := second.line(t, "second client release"); l != "released" {
+		t.Fatalf("second client: %q", l)
+	}
+	second.wait(t)
+	if st := n.status("shared"); st.Holder != nil || st.Waiters != 0 {
+		t.Fatalf("status at the end %+v", st)
+	}
+	if code := n.stop(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}
+
+func TestSigtermPersistsTokensAndRestartContinues(t *testing.T) {
+	needCurl(t)
+	dir := t.TempDir()
+	n := startServe(t, dir, nil)
+	url := "URL=" + n.url
+
+	var last uint64
+	for i := range 3 {
+		out, err := exec.Command("curl", "-sf", "-XPOST", "-H", "Accept: text/plain", fmt.Sprintf("%s/locks/k%d?lease=60", n.url, i)).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk := tokenOf(t, "got "+strings.TrimSpace(string(out)))
+		if tk <= last {
+			t.Fatalf("token %d not above %d", tk, last)
+		}
+		last = tk
+	}
+	// A parked curl: shutdown answers it 503 with Retry-After.
+	parked := startShell(t, `curl -s -XPOST -D - -o /dev/null "$URL/locks/k0"; echo done`, url)
+	n.waitWaiters("k0", 1)
+
+	if code := n.stop(); code != 0 {
+		t.Fatalf("SIGTERM: exit code %d, want 0\n%s", code, n.stderr)
+	}
+	var headers []string
+	for {
+		l := parked.line(t, "parked acquire")
+		if l == "done" {
+			break
+		}
+		headers = append(headers, strings.ToLower(strings.TrimSpace(l)))
+	}
+	if len(headers) == 0 || !strings.Contains(headers[0], " 503") {
+		t.Fatalf("parked acquire answered %q, want 503", headers)
+	}
+	retry := false
+	for _, h := range headers {
+		retry = retry || strings.HasPrefix(h, "retry-after:")
+	}
+	if !retry {
+		t.Fatalf("503 without Retry-After: %q", headers)
+	}
+	parked.wait(t)
+
+	b, err := os.ReadFile(filepath.Join(dir, "token-hwm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hwm, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || hwm != last {
+		t.Fatalf("token-hwm holds %q, want the last token %d", b, last)
+	}
+
+	n2 := startServe(t, dir, nil)
+	out, err := exec.Command("curl", "-sf", "-XPOST", "-H", "Accept: text/plain", n2.url+"/locks/k0").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk := tokenOf(t, "got "+strings.TrimSpace(string(out))); tk <= last {
+		t.Fatalf("after restart: token %d not above %d", tk, last)
+	}
+	if code := n2.stop(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}
+
+// runServe runs `baton serve` that is expected to refuse to start.
+func runServe(t *testing.T, env []string, args ...string) (int, string) {
+	t.Helper()
+	needBinary(t)
+	cmd := exec.Command(batonBin, append([]string{"serve", "--listen", freeAddr(t), "--data-dir", t.TempDir()}, args...)...)
+	cmd.Env = cleanEnv(env...)
+	var stderr syncBuf
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), stderr.String()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, stderr.String()
+	case <-time.After(30 * time.Second): // a hang, not a timing check
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("baton serve %q did not refuse to start:\n%s", args, stderr.String())
+		return 0, ""
+	}
+}
+
+func writeYAML(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "baton.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestInvalidConfigRefusesToStart(t *testing.T) {
+	needBinary(t)
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		yaml string
+		key  string
+	}{
+		{name: "env not a duration", env: []string{"BATON_LEASE_MAX=abc"}, key: "lease_max"},
+		{name: "negative flag", args: []string{"--lease-default=-1s"}, key: "lease_default"},
+		{name: "unknown key in YAML", yaml: "lease_default: 5s\nbogus_setting: 1\n", key: "bogus_setting"},
+		{name: "bad value in YAML", yaml: "wait_max: soon\n", key: "wait_max"},
+		{name: "zero limit in env", env: []string{"BATON_MAX_KEYS=0"}, key: "max_keys"},
+		{name: "lease_max below lease_default", args: []string{"--lease-default=10m", "--lease-max=1m"}, key: "lease_max"},
+		{name: "negative poll_timeout in env", env: []string{"BATON_POLL_TIMEOUT=-1s"}, key: "poll_timeout"},
+		{name: "unknown flag", args: []string{"--no-such-setting=1"}, key: "no-such-setting"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := c.args
+			if c.yaml != "" {
+				args = append(args, "--config", writeYAML(t, c.yaml))
+			}
+			code, stderr := runServe(t, c.env, args...)
+			if code != 2 {
+				t.Fatalf("exit code %d, want 2; stderr:\n%s", code, stderr)
+			}
+			if !strings.Contains(stderr, c.key) {
+				t.Fatalf("the message does not name %q:\n%s", c.key, stderr)
+			}
+		})
+	}
+}
+
+// TestConfigPrecedence: flags > environment > YAML file > defaults, seen
+// through the lease of a grant that names none (lease_default).
+func TestConfigPrecedence(t *testing.T) {
+	needBinary(t)
+	file := writeYAML(t, "lease_default: 7s\nlease_max: 2m\n")
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		want float64
+	}{
+		{"defaults", nil, nil, 30},
+		{"file over defaults", nil, []string{"--config", file}, 7},
+		{"file named by BATON_CONFIG", []string{"BATON_CONFIG=" + file}, nil, 7},
+		{"env over file", []string{"BATON_LEASE_DEFAULT=5s"}, []string{"--config", file}, 5},
+		{"flag over env and file", []string{"BATON_LEASE_DEFAULT=5s"}, []string{"--config", file, "--lease-default=3s"}, 3},
+		{"flag over env", []string{"BATON_LEASE_DEFAULT=5s"}, []string{"--lease-default=1500ms"}, 1.5},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n := startServe(t, t.TempDir(), c.env, c.args...)
+			res, err := http.Post(n.url+"/locks/p", "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var g api.Grant
+			err = json.NewDecoder(res.Body).Decode(&g)
+			res.Body.Close()
+			if err != nil || res.StatusCode != http.StatusOK {
+				t.Fatalf("acquire: %d %v", res.StatusCode, err)
+			}
+			if g.Lease != c.want {
+				t.Fatalf("lease %v, want %v", g.Lease, c.want)
+			}
+			if code := n.stop(); code != 0 {
+				t.Fatalf("exit code %d", code)
+			}
+		})
+	}
+	// The file's lease_max holds too: a lease above it is refused.
+	n := startServe(t, t.TempDir(), nil, "--config", file)
+	res, err := http.Post(n.url+"/locks/p?lease=121", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("lease above the file's lease_max: %d", res.StatusCode)
+	}
+	if code := n.stop(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
