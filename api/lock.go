@@ -255,6 +255,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// releaseAttempt bounds one release attempt.
+const releaseAttempt = time.Second
+
 // Release releases the lock key held under token, so that it passes to the
 // next waiter. It is retried every ReleaseRetry (200 ms) for up to
 // ReleaseTimeout (5 s), or until ctx ends, until a node confirms it. It
@@ -275,7 +278,15 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 		s, cc, err := c.pick(ctx, avoid)
 		if err == nil {
 			var r *response
-			r, err = c.send(ctx, s, cc, http.MethodDelete, pathQuery, nil)
+			// One attempt may not eat the whole window: a connection
+			// that went silent (no RST, PING not yet due) is left for
+			// the next one.
+			actx, acancel := context.WithTimeout(ctx, releaseAttempt)
+			r, err = c.send(actx, s, cc, http.MethodDelete, pathQuery, nil)
+			if err != nil && actx.Err() != nil && ctx.Err() == nil {
+				err = &errConn{fmt.Errorf("no answer within %v", releaseAttempt)}
+			}
+			acancel()
 			var ce *errConn
 			switch {
 			case errors.As(err, &ce):
@@ -479,7 +490,10 @@ func (l *Lock) keepAlive(ctx context.Context) {
 		}
 		retry := min(max(lease/10, 10*time.Millisecond), time.Second)
 		for {
-			actx, acancel := context.WithDeadline(ctx, deadline)
+			// One attempt gets at most a quarter lease, so that a
+			// silent connection leaves time for another.
+			attempt := time.Now().Add(max(lease/4, 100*time.Millisecond))
+			actx, acancel := context.WithDeadline(ctx, minTime(deadline, attempt))
 			err := l.Renew(actx, lease)
 			acancel()
 			if err == nil {
@@ -548,4 +562,11 @@ func (c *Client) WithLock(ctx context.Context, key string, fn func(ctx context.C
 		return errors.Join(ferr, lostErr, rerr)
 	}
 	return errors.Join(ferr, rerr)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
