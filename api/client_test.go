@@ -14,6 +14,7 @@ import (
 
 	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/handlers"
 )
 
 // bound is the generous upper bound on anything that should happen within
@@ -663,6 +664,89 @@ func TestConfig(t *testing.T) {
 		if c, err := api.NewClient(cfg); err == nil {
 			c.Close()
 			t.Errorf("NewClient accepted address %q", bad)
+		}
+	}
+}
+
+// The bearer token goes with every call; a wrong one is ErrUnauthorized.
+func TestAuthToken(t *testing.T) {
+	srv := startServerWith(t, engine.Config{}, handlers.Config{AuthTokens: []string{"s3cret"}}, nil)
+	ctx := ctxBound(t)
+	good := newClient(t, func(c *api.Config) { c.Token = "s3cret" }, srv.URL)
+	l, err := good.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bad := newClient(t, func(c *api.Config) { c.Token = "wrong" }, srv.URL)
+	if _, err := bad.Acquire(ctx, "k"); !errors.Is(err, api.ErrUnauthorized) {
+		t.Fatalf("acquire with a wrong token: %v", err)
+	}
+}
+
+// https:// addresses: TLS with HTTP/2 by ALPN, the same single connection
+// management.
+func TestTLS(t *testing.T) {
+	eng, err := engine.New(engine.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	var protos sync.Map
+	h := handlers.New(eng, handlers.Config{})
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		protos.Store(r.Proto, true)
+		h.ServeHTTP(w, r)
+	}))
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	defer ts.Close()
+	tlsCfg := ts.Client().Transport.(*http.Transport).TLSClientConfig
+	c := newClient(t, func(c *api.Config) { c.TLSConfig = tlsCfg }, ts.URL)
+	ctx := ctxBound(t)
+	l, err := c.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	protos.Range(func(k, _ any) bool {
+		if k != "HTTP/2.0" {
+			t.Errorf("a request came over %v", k)
+		}
+		return true
+	})
+}
+
+// StatusError Is the sentinel of its code, through the one table.
+func TestStatusErrorIs(t *testing.T) {
+	cases := []struct {
+		status int
+		code   string
+		want   error
+	}{
+		{408, api.CodeTimeout, api.ErrTimeout},
+		{409, api.CodeNotHolder, api.ErrNotHolder},
+		{404, api.CodeNotHeld, api.ErrNotHeld},
+		{410, api.CodeGrantEnded, api.ErrGrantEnded},
+		{409, api.CodeSuperseded, api.ErrSuperseded},
+		{400, api.CodeInvalidArgument, api.ErrInvalidArgument},
+		{429, api.CodeTooManyWaiters, api.ErrLimit},
+		{401, api.CodeUnauthorized, api.ErrUnauthorized},
+		{503, api.CodeUnavailable, api.ErrUnavailable},
+		{502, "", api.ErrUnavailable}, // a proxy's page
+		{500, api.CodeInternal, nil},
+	}
+	all := []error{api.ErrTimeout, api.ErrNotHolder, api.ErrNotHeld, api.ErrGrantEnded, api.ErrSuperseded, api.ErrInvalidArgument, api.ErrLimit, api.ErrUnauthorized, api.ErrUnavailable}
+	for _, c := range cases {
+		err := fmt.Errorf("wrapped: %w", &api.StatusError{StatusCode: c.status, Code: c.code})
+		for _, s := range all {
+			if got := errors.Is(err, s); got != (s == c.want) {
+				t.Errorf("%d %q: errors.Is(%v) = %v", c.status, c.code, s, got)
+			}
 		}
 	}
 }

@@ -29,6 +29,7 @@ type testServer struct {
 	Addr string // 127.0.0.1:port
 
 	ecfg engine.Config
+	hcfg handlers.Config
 	mu   sync.Mutex
 	eng  *engine.Engine
 	srv  *http.Server
@@ -42,10 +43,17 @@ type testServer struct {
 // the handler.
 func startServer(t testing.TB, ecfg engine.Config, wrap func(http.Handler) http.Handler) *testServer {
 	t.Helper()
+	return startServerWith(t, ecfg, handlers.Config{}, wrap)
+}
+
+// startServerWith is startServer with a handlers.Config (Node and Logger
+// are filled in).
+func startServerWith(t testing.TB, ecfg engine.Config, hcfg handlers.Config, wrap func(http.Handler) http.Handler) *testServer {
+	t.Helper()
 	if ecfg.DataDir == "" {
 		ecfg.DataDir = t.TempDir()
 	}
-	s := &testServer{ecfg: ecfg, wrap: wrap}
+	s := &testServer{ecfg: ecfg, hcfg: hcfg, wrap: wrap}
 	s.start(t, "127.0.0.1:0")
 	s.Addr = s.ln.Addr().String()
 	s.URL = "http://" + s.Addr
@@ -65,7 +73,9 @@ func (s *testServer) start(t testing.TB, addr string) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var h http.Handler = handlers.New(eng, handlers.Config{Node: "http://" + ln.Addr().String(), Logger: log})
+	hcfg := s.hcfg
+	hcfg.Node, hcfg.Logger = "http://"+ln.Addr().String(), log
+	var h http.Handler = handlers.New(eng, hcfg)
 	if s.wrap != nil {
 		h = s.wrap(h)
 	}
