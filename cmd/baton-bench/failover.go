@@ -187,6 +187,7 @@ func (b *bench) failover(ctx context.Context) error {
 	r.set("handoffs", float64(len(gaps)))
 	r.set("handoff_gap_p50_us", g50)
 	r.set("handoff_gap_p99_us", g99)
+	r.set("load1", loadAvg1())
 	r.Run = fmt.Sprintf("%d/%d", len(kills), cfg.failovers)
 	fmt.Fprintln(b.stdout, r)
 	fmt.Fprintf(b.stdout, "\n== failover, %d nodes: first grant after kill -9 of the active p50 %s p99 %s; graceful handoff gap p50 %s p99 %s (load %.0f grants/s)\n\n",
