@@ -27,26 +27,39 @@ type Gate interface {
 func (s *Server) gateLocks(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if g := s.cfg.Gate; g != nil && !g.Serving() {
-			s.redirect(w, r, "")
-			return
+			if s.redirect(w, r, "", false) {
+				return
+			}
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// redirect answers r with 307 to the same call on the active. ticket, if
-// set, is the waiter's server ticket: the active resumes its queue place by
-// it (SPEC section 3, graceful handoff).
-func (s *Server) redirect(w http.ResponseWriter, r *http.Request, ticket string) {
+// redirect answers r with 307 to the same call on the active, or 503 with
+// Retry-After while no active is known, and returns true. ticket, if set, is
+// the waiter's server ticket: the active resumes its queue place by it (SPEC
+// section 3, graceful handoff). moved tells a parked acquire that lost its
+// engine (it is resumed by a repeat, even on this node) from a call that
+// has not started: one of those that waited while this node was promoted
+// is not redirected but served here, and redirect returns false.
+func (s *Server) redirect(w http.ResponseWriter, r *http.Request, ticket string, moved bool) bool {
+	g := s.cfg.Gate
 	var active string
-	if g := s.cfg.Gate; g != nil {
+	if g != nil {
 		active = g.ActiveURL(r.Context())
 	}
-	if active == "" || active == s.cfg.Node {
+	if active == s.cfg.Node {
+		if !g.Serving() {
+			active = ""
+		} else if !moved {
+			return false
+		}
+	}
+	if active == "" {
 		w.Header().Set("Retry-After", "1")
 		s.countError(api.CodeUnavailable)
 		writeJSON(w, http.StatusServiceUnavailable, api.Error{Code: api.CodeUnavailable, Message: "no active node is known at the moment; retry"})
-		return
+		return true
 	}
 	q := r.URL.Query()
 	if ticket != "" {
@@ -58,6 +71,7 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, ticket string)
 	}
 	w.Header().Set("Location", loc)
 	writeJSON(w, http.StatusTemporaryRedirect, api.Error{Code: api.CodeNotActive, Message: "this node is a standby; the active is " + active})
+	return true
 }
 
 // movedTicket reports whether err means "call the active instead", and the
