@@ -39,6 +39,11 @@ type httpError struct {
 func (e *httpError) Error() string { return e.body.Message }
 
 func badRequest(field, msg string) error {
+	if field == "" {
+		// A parameter or body field with an empty name ("?=1", {"":1}): a
+		// 400 always names the field (found by FuzzQuery).
+		field, msg = "(empty name)", "a parameter or body field has an empty name"
+	}
 	return &httpError{status: http.StatusBadRequest, body: api.Error{Code: api.CodeInvalidArgument, Field: field, Message: field + ": " + msg}}
 }
 
@@ -72,7 +77,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	if ticket, ok := movedTicket(err); ok {
-		s.redirect(w, r, ticket)
+		s.redirect(w, r, ticket, true)
 		return
 	}
 	status, body := classify(err)
