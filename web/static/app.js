@@ -38,17 +38,37 @@
 
   // ---- helpers -------------------------------------------------------------
 
-  // Fencing tokens are kept as the exact digits of the JSON text where the
-  // browser gives them (JSON.parse source text access), else as numbers,
-  // which are exact below 2^53 as every token is.
+  // Fencing tokens are shown and compared as strings of digits. Every token
+  // is below 2^53, so a JSON number holds it exactly; should one ever not be
+  // (a server that broke that promise), the text is parsed again keeping
+  // the exact digits of the source (JSON.parse source text access), which
+  // is too slow to do for every listing of 10,000 keys.
   const TOKEN_FIELDS = new Set(['token', 'last_token']);
-  function reviver(k, v, ctx) {
+  let unsafeToken = false;
+  function check(k, v) {
+    if (TOKEN_FIELDS.has(k) && typeof v === 'number' && !Number.isSafeInteger(v)) unsafeToken = true;
+  }
+  function exact(k, v, ctx) {
     if (TOKEN_FIELDS.has(k) && typeof v === 'number') {
       return ctx && typeof ctx.source === 'string' ? ctx.source : String(v);
     }
     return v;
   }
-  const parse = (text) => JSON.parse(text, reviver);
+  function parse(text) {
+    const v = JSON.parse(text);
+    unsafeToken = false;
+    scan(v);
+    return unsafeToken ? JSON.parse(text, exact) : v;
+  }
+  // scan looks at the token fields where the API puts them: the top level,
+  // holders of a listing, events.
+  function scan(v) {
+    if (!v || typeof v !== 'object') return;
+    for (const k of TOKEN_FIELDS) check(k, v[k]);
+    if (v.holder) check('token', v.holder.token);
+    for (const l of v.locks || []) { if (l.holder) check('token', l.holder.token); }
+    for (const e of v.events || []) check('token', e.token);
+  }
   const cmpDigits = (a, b) => (a.length - b.length) || (a < b ? -1 : a > b ? 1 : 0);
 
   // RFC 3339 with up to nanoseconds, to Unix ms.
