@@ -85,9 +85,9 @@ func runTests(m *testing.M) int {
 	return code
 }
 
-// tab returns a new browser tab (one Chromium for the whole run) and the
-// console messages it collects. The tab closes at the end of the test.
-func tab(t *testing.T) (context.Context, *console) {
+// browserTest starts every test of this file: -short skips it, and a
+// missing Chromium fails it.
+func browserTest(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("browser test: -short skips it")
@@ -95,6 +95,13 @@ func tab(t *testing.T) (context.Context, *console) {
 	if chromeErr != nil {
 		t.Fatalf("these tests need Chromium (apt-get install -y chromium): %v", chromeErr)
 	}
+}
+
+// tab returns a new browser tab (one Chromium for the whole run) and the
+// console messages it collects. The tab closes at the end of the test.
+func tab(t *testing.T) (context.Context, *console) {
+	t.Helper()
+	browserTest(t)
 	browserOnce.Do(func() {
 		opts := append(chromedp.DefaultExecAllocatorOptions[:],
 			chromedp.ExecPath(chromeBin),
@@ -452,6 +459,7 @@ func colorScheme(t *testing.T, ctx context.Context, scheme string) {
 // second acquire shows as one waiter; a release moves the holder; it looks
 // right light, dark and on a phone.
 func TestStatusPage(t *testing.T) {
+	browserTest(t)
 	n := startBaton(t)
 	ctx, cons := tab(t)
 	colorScheme(t, ctx, "light")
@@ -588,6 +596,7 @@ type fetchResult struct {
 // lock with fetch, reads its token (above 2^32) exactly, renews it and
 // releases it; a page on an origin not configured cannot.
 func TestCrossOriginFetch(t *testing.T) {
+	browserTest(t)
 	other := otherOrigin(t)
 	n := startBaton(t, "BATON_CORS_ORIGINS="+other.URL)
 	ctx, _ := tab(t)
@@ -665,6 +674,7 @@ func TestCrossOriginFetch(t *testing.T) {
 // the server holds no grant and no waiter for that caller, even though
 // Chromium may re-send a request on its own after a 408.
 func TestFetchTimeout(t *testing.T) {
+	browserTest(t)
 	other := otherOrigin(t)
 	n := startBaton(t, "BATON_CORS_ORIGINS="+other.URL)
 	ctx, _ := tab(t)
@@ -722,6 +732,7 @@ func peerRows(t *testing.T, ctx context.Context) map[string]string {
 // is killed, the page shows the standby promoted and the old active dead,
 // and the lock that was replicated.
 func TestClusterPageFailover(t *testing.T) {
+	browserTest(t)
 	first, second := startPair(t)
 	ctx, cons := tab(t)
 	tok, err := first.acquire(ctx, "fo/1", 60, 0)
@@ -775,6 +786,7 @@ func TestClusterPageFailover(t *testing.T) {
 // to the standby; the browser follows the 307 to the active, sending
 // Origin: null there, and the acquire and the release succeed.
 func TestCrossOriginFetchViaStandby(t *testing.T) {
+	browserTest(t)
 	other := otherOrigin(t)
 	first, second := startPair(t, other.URL)
 	ctx, _ := tab(t)
@@ -816,6 +828,7 @@ func TestCrossOriginFetchViaStandby(t *testing.T) {
 // keeps it in sessionStorage, sends it as a header (never in a URL) and
 // then shows the node.
 func TestStatusPageAuth(t *testing.T) {
+	browserTest(t)
 	n := startBaton(t, "BATON_AUTH_TOKENS=s3cret-token")
 	ctx, _ := tab(t)
 	if err := chromedp.Do(ctx, chromedp.Navigate(n.url+"/")); err != nil {
@@ -858,6 +871,7 @@ func TestStatusPageAuth(t *testing.T) {
 // the page pages them, keeps its main thread free, says when there are
 // more, filters them by prefix and sorts them.
 func TestStatusPageManyKeys(t *testing.T) {
+	browserTest(t)
 	const keys = 9999
 	n := startBaton(t)
 	tr := &http.Transport{MaxIdleConnsPerHost: 8}
