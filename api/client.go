@@ -213,6 +213,7 @@ type slot struct {
 	cc      *http.ClientConn // while up
 	broken  chan struct{}    // closed when cc breaks
 	lastErr error
+	redial  chan struct{}    // one slot: dial now instead of after the pause
 }
 
 // NewClient returns a Client for cfg's addresses and starts dialling them in
@@ -305,7 +306,7 @@ func setDefault(d *time.Duration, v time.Duration) {
 func (c *Client) addAddressLocked(u *url.URL) *address {
 	a := &address{base: u}
 	for range c.connsPer {
-		s := &slot{addr: a, state: slotDialing}
+		s := &slot{addr: a, state: slotDialing, redial: make(chan struct{}, 1)}
 		a.slots = append(a.slots, s)
 		c.slots = append(c.slots, s)
 		c.wg.Add(1)
@@ -384,6 +385,7 @@ func (c *Client) keep(s *slot) {
 		pause.Reset(c.cfg.ReconnectInterval)
 		select {
 		case <-pause.C:
+		case <-s.redial:
 		case <-c.ctx.Done():
 			return
 		}
@@ -525,6 +527,21 @@ func (c *Client) prefer(loc *url.URL) error {
 	for _, a := range c.addrs {
 		if a.base.String() == base.String() {
 			c.preferred = a
+			if len(upSlots(a.slots)) == 0 {
+				// A node just named this one the active: worth a dial now,
+				// not after the reconnect pause. Meanwhile pick waits for
+				// that dial instead of asking the standbys again.
+				for _, s := range a.slots {
+					if s.state == slotDown {
+						s.state = slotDialing
+						select {
+						case s.redial <- struct{}{}:
+						default:
+						}
+					}
+				}
+				c.notifyLocked()
+			}
 			return nil
 		}
 	}
