@@ -213,7 +213,7 @@ type slot struct {
 	cc      *http.ClientConn // while up
 	broken  chan struct{}    // closed when cc breaks
 	lastErr error
-	redial  chan struct{}    // one slot: dial now instead of after the pause
+	redial  chan struct{} // one slot: dial now instead of after the pause
 }
 
 // NewClient returns a Client for cfg's addresses and starts dialling them in
