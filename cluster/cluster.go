@@ -187,7 +187,7 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 8
 	tr.ResponseHeaderTimeout = 0
-	n.client = &http.Client{Transport: tr, Timeout: cfg.FailoverTimeout / 2}
+	n.client = &http.Client{Transport: tr, Timeout: cfg.FailoverTimeout}
 	n.stream = &http.Client{Transport: tr.Clone()}
 	for i, p := range cfg.Peers {
 		if p == cfg.Self {

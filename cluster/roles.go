@@ -144,8 +144,14 @@ func (n *Node) step(now time.Time) {
 		return
 	}
 	// No live active. Listen for a whole failover timeout after start before
-	// deciding, so as to know who is alive.
-	if now.Sub(n.started) < n.cfg.FailoverTimeout {
+	// deciding, so as to know who is alive; a node without state listens
+	// three times as long, since a slow peer that holds the state must not
+	// be taken for a dead one.
+	listen := n.cfg.FailoverTimeout
+	if !n.hasState {
+		listen *= 3
+	}
+	if now.Sub(n.started) < listen {
 		return
 	}
 	if n.following != "" {
