@@ -152,11 +152,13 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(api.HeaderLockToken, strconv.FormatUint(g.Token, 10))
 	var werr error
 	if wantsText(r) {
+		// Content-Length lets the flush below send the whole answer in one
+		// write, instead of a chunked body and its terminator.
+		body := strconv.AppendUint(make([]byte, 0, 24), g.Token, 10)
+		body = append(body, '\n')
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, werr = w.Write(strconv.AppendUint(nil, g.Token, 10))
-		if werr == nil {
-			_, werr = w.Write([]byte("\n"))
-		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		_, werr = w.Write(body)
 	} else {
 		werr = writeJSON(w, http.StatusOK, s.wireGrant(g))
 	}
