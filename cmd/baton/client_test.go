@@ -143,7 +143,18 @@ func startCLI(t *testing.T, url string, tty bool, cmd string, args ...string) cl
 		environ: os.Environ,
 		tty:     func() bool { return tty },
 	}
-	go func() { p.done <- clientMain(context.Background(), cmd, args, cio) }()
+	// The command is owned by the test: if the test ends early (a failure),
+	// cancel it and wait for it, so no goroutine outlives the test.
+	ctx, cancel := context.WithCancel(context.Background())
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		p.done <- clientMain(ctx, cmd, args, cio)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-finished
+	})
 	return p
 }
 

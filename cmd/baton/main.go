@@ -1,7 +1,11 @@
 // Command baton is the baton lock service (`baton serve`) and its
-// command-line client.
+// command-line client (`baton acquire|release|renew|status|run`).
 //
-// Exit codes: 0 success; 1 error; 2 usage (bad flags, invalid settings).
+// Exit codes: 0 success; 1 error; 2 usage (bad flags, invalid settings);
+// 3 the wait ran out (not granted); 4 `run`: the lock was lost while the
+// command ran; 5 `release`, `renew`: not held under that token. `run`
+// otherwise exits with the command's status (128+N after signal N, 127 if
+// it could not be started).
 package main
 
 import (
