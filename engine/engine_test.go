@@ -136,7 +136,6 @@ func kinds(evs []Event) string {
 	return strings.Join(b, ",")
 }
 
-
 // ---- FIFO, handoff, lease expiry -------------------------------------------
 
 func TestFIFOOrderAndRisingTokens(t *testing.T) {
