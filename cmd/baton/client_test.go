@@ -264,14 +264,16 @@ func TestRunPassesStatusAndToken(t *testing.T) {
 func TestRunSignalsCommandWhenLost(t *testing.T) {
 	url := startNode(t)
 	c := apiClient(t, url)
-	p := startCLI(t, url, false, "run", "--lease", "0.5", "k", "--",
+	p := startCLI(t, url, false, "run", "--lease", "2", "k", "--",
 		"sh", "-c", `trap 'echo got TERM; exit 0' TERM; echo ready; while :; do sleep 0.05; done`)
 	p.stdout.waitFor(t, "ready")
 	st, err := c.Status(t.Context(), "k")
 	if err != nil || st.Holder == nil {
 		t.Fatalf("status while running: %+v, %v", st, err)
 	}
-	// Renewed past its first lease (0.5 s) while COMMAND runs.
+	// Renewed past its first lease (2 s, renewed every second) while COMMAND
+	// runs. The lease leaves room for a loaded machine: this is not a timing
+	// test.
 	first := st.Holder.ExpiresAt
 	deadline := time.Now().Add(bound)
 	for {
