@@ -38,9 +38,7 @@ type Metrics struct {
 	role                                           *prometheus.GaugeVec
 	roleMu                                         sync.Mutex
 
-	// held is grants minus releases minus expiries: the locks held now.
-	held atomic.Int64
-	eng  atomic.Pointer[engine.Engine]
+	eng atomic.Pointer[engine.Engine]
 
 	// handoffs tracks, per key, a release or expiry that had waiters until
 	// the grant it led to is written to the new holder's connection.
@@ -116,7 +114,12 @@ func NewMetrics() *Metrics {
 	}
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "baton", Name: "locks_held", Help: "Locks held now."},
-			func() float64 { return float64(m.held.Load()) }),
+			func() float64 {
+				if e := m.eng.Load(); e != nil {
+					return float64(e.Held())
+				}
+				return 0
+			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "baton", Name: "waiters", Help: "Acquires queued now, over all keys."},
 			counts(func(_, w int) int { return w })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "baton", Name: "keys", Help: "Keys that exist now (held or with waiters)."},
@@ -176,12 +179,16 @@ func (m *Metrics) countError(code string) { m.errors.WithLabelValues(code).Inc()
 
 // OnEvent counts one engine state change. It is meant for
 // engine.Config.OnEvent (compose it with other observers): it never blocks
-// for longer than a map update under a per-key-shard mutex.
+// for longer than a map update under a per-key-shard mutex. The counters
+// count the changes this node made as the active node: changes a standby
+// replays are not counted again.
 func (m *Metrics) OnEvent(ev engine.Event) {
+	if e := m.eng.Load(); e != nil && !e.Active() {
+		return
+	}
 	switch ev.Kind {
 	case engine.EventGrant:
 		m.grants.Inc()
-		m.held.Add(1)
 		m.waitSeconds.Observe(ev.Waited.Seconds())
 		sh := m.shard(ev.Key)
 		sh.mu.Lock()
@@ -196,7 +203,6 @@ func (m *Metrics) OnEvent(ev engine.Event) {
 		} else {
 			m.expiries.Inc()
 		}
-		m.held.Add(-1)
 		sh := m.shard(ev.Key)
 		sh.mu.Lock()
 		if h, ok := sh.m[ev.Key]; ok && (h.token == ev.Token || h.token == 0) {

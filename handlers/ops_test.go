@@ -332,3 +332,28 @@ func TestOpenAPIServed(t *testing.T) {
 		t.Fatalf("not a Swagger 2.0 document: %v", err)
 	}
 }
+
+// TestMetricsOnStandby: a standby's replayed changes move the gauges but
+// not the counters, which count what this node did as the active.
+func TestMetricsOnStandby(t *testing.T) {
+	o := newOpsServer(t, engine.Config{Standby: true}, handlers.Config{})
+	now := time.Now()
+	grant := engine.Event{Kind: engine.EventGrant, Key: "r", Token: 42, Lease: time.Minute, At: now.UnixNano(), ExpiresAt: now.Add(time.Minute).UnixNano()}
+	if err := o.eng.Apply(grant); err != nil {
+		t.Fatal(err)
+	}
+	fams := o.scrape(t)
+	if got := metric(t, fams, "baton_locks_held"); got != 1 {
+		t.Errorf("baton_locks_held %v after a replicated grant, want 1", got)
+	}
+	release := engine.Event{Kind: engine.EventRelease, Key: "r", Token: 42, At: now.UnixNano()}
+	if err := o.eng.Apply(release); err != nil {
+		t.Fatal(err)
+	}
+	fams = o.scrape(t)
+	for _, name := range []string{"baton_grants_total", "baton_releases_total", "baton_locks_held"} {
+		if got := metric(t, fams, name); got != 0 {
+			t.Errorf("%s = %v on a standby, want 0", name, got)
+		}
+	}
+}
