@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"fmt"
+	"os"
 	"strings"
 )
 
@@ -39,13 +40,24 @@ func (c *serveConfig) tlsConfig() (*tls.Config, error) {
 	if c.TLSCert == "" {
 		return nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+	certPEM, err := os.ReadFile(c.TLSCert)
 	if err != nil {
-		name := "tls_cert"
-		if strings.Contains(err.Error(), "private key") || strings.Contains(err.Error(), c.TLSKey) {
-			name = "tls_key"
+		return nil, fmt.Errorf("tls_cert: cannot read the certificate: %v", err)
+	}
+	keyPEM, err := os.ReadFile(c.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("tls_key: cannot read the private key: %v", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		// The certificate is parsed first: an error about it names
+		// tls_cert; one about the key, or a pair that does not match,
+		// names tls_key.
+		name := "tls_key"
+		if strings.Contains(err.Error(), "certificate input") || strings.Contains(err.Error(), "x509:") {
+			name = "tls_cert"
 		}
-		return nil, fmt.Errorf("%s: cannot load the TLS certificate %q and key %q: %v", name, c.TLSCert, c.TLSKey, err)
+		return nil, fmt.Errorf("%s: cannot use the TLS certificate %q with the key %q: %v", name, c.TLSCert, c.TLSKey, err)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }

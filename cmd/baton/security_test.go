@@ -1,0 +1,55 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestSecuritySettings(t *testing.T) {
+	dir := t.TempDir()
+	yml := filepath.Join(dir, "baton.yaml")
+	if err := os.WriteFile(yml, []byte("auth_tokens: [y1, y2]\ncluster_secret: s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	junk := filepath.Join(dir, "junk.pem")
+	if err := os.WriteFile(junk, []byte("not PEM"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--data-dir", dir}
+	for _, c := range []struct {
+		name    string
+		args    []string
+		env     []string
+		tokens  []string
+		errName string // the key the error must start with
+	}{
+		{name: "none", tokens: nil},
+		{name: "env, comma-separated", env: []string{"BATON_AUTH_TOKENS=a, b,,c"}, tokens: []string{"a", "b", "c"}},
+		{name: "flag", args: []string{"--auth-tokens", "f1,f2"}, env: []string{"BATON_AUTH_TOKENS=e"}, tokens: []string{"f1", "f2"}},
+		{name: "file", args: []string{"--config", yml}, tokens: []string{"y1", "y2"}},
+		{name: "tls_cert without tls_key", args: []string{"--tls-cert", junk}, errName: "tls_key"},
+		{name: "tls_key without tls_cert", args: []string{"--tls-key", junk}, errName: "tls_cert"},
+		{name: "tls_cert not PEM", args: []string{"--tls-cert", junk, "--tls-key", junk}, errName: "tls_cert"},
+		{name: "tls_key missing", args: []string{"--tls-cert", junk, "--tls-key", filepath.Join(dir, "nope.pem")}, errName: "tls_key"},
+		{name: "cluster_secret with spaces", env: []string{"BATON_CLUSTER_SECRET= s "}, errName: "cluster_secret"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := loadConfig(append(slices.Clone(base), c.args...), c.env)
+			if c.errName != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), c.errName+":") {
+					t.Fatalf("error %v, want one naming %s", err, c.errName)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(cfg.AuthTokens, c.tokens) && !(len(cfg.AuthTokens) == 0 && len(c.tokens) == 0) {
+				t.Fatalf("auth_tokens %q, want %q", cfg.AuthTokens, c.tokens)
+			}
+		})
+	}
+}
