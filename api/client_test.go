@@ -495,13 +495,22 @@ func TestKeepAliveAndLost(t *testing.T) {
 	c := newClient(t, nil, srv.URL)
 	other := newClient(t, nil, srv.URL)
 	ctx := ctxBound(t)
-	l, err := c.Acquire(ctx, "k", api.WithLease(time.Second))
+	// A 3 s lease, renewed every 1.5 s: room for a loaded machine (a renewal
+	// that misses the lease loses the lock, and this test would fail).
+	l, err := c.Acquire(ctx, "k", api.WithLease(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.KeepAlive(ctx)
 	first := l.Expiry()
-	eventually(t, "renewed", func() bool { return l.Expiry().After(first) })
+	eventually(t, "renewed", func() bool {
+		select {
+		case <-l.Lost():
+			t.Fatalf("lost before the first renewal: %v", l.Err())
+		default:
+		}
+		return l.Expiry().After(first)
+	})
 	// Renewed past the first lease: still ours.
 	eventually(t, "past the first lease", func() bool { return time.Now().After(first) })
 	heldOnce(t, other, "k", l.Token)
