@@ -51,6 +51,12 @@ func (h *history) add(g grant) {
 	h.mu.Unlock()
 }
 
+func (h *history) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.grants)
+}
+
 func (h *history) fail(format string, args ...any) {
 	h.mu.Lock()
 	h.errs = append(h.errs, fmt.Sprintf(format, args...))
@@ -108,7 +114,7 @@ func TestGracefulHandoffUnderLoadLosesNothing(t *testing.T) {
 	wg := runClients(t, c, 20, keys, 2*time.Millisecond, stop, h)
 	time.Sleep(700 * time.Millisecond)
 	c.mustHaveGrants(h, 20)
-	before := len(h.grants)
+	before := h.count()
 	if code := c.stop(0); code != 0 {
 		t.Errorf("the old active exited %d after SIGINT, want 0", code)
 	}
@@ -142,10 +148,7 @@ func TestGracefulHandoffUnderLoadLosesNothing(t *testing.T) {
 func (c *testCluster) mustHaveGrants(h *history, n int) {
 	c.t.Helper()
 	for range 500 {
-		h.mu.Lock()
-		got := len(h.grants)
-		h.mu.Unlock()
-		if got >= n {
+		if h.count() >= n {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
