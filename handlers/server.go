@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/go-playground/validator/v10"
 
 	"github.com/baton-io/baton/api"
@@ -49,6 +50,9 @@ type Config struct {
 	// Gate, if set, decides whether this node serves /locks (a cluster
 	// member); nil means a single node, always active.
 	Gate Gate
+	// Pprof serves Go's profiles under /debug/pprof/ (behind auth_tokens,
+	// like /metrics). Off by default.
+	Pprof bool
 }
 
 // DefaultMaxBody is the default of max_body: 64 KiB.
@@ -95,6 +99,9 @@ func New(eng *engine.Engine, cfg Config) *Server {
 		r.Get("/locks/*", s.status)
 	})
 	s.mountWeb(r)
+	if cfg.Pprof {
+		r.Mount("/debug", middleware.Profiler())
+	}
 	s.router = r
 	return s
 }

@@ -42,9 +42,9 @@ func load(t *testing.T, b []byte) document {
 }
 
 // notAPI are routes that are served but are not the API: the cluster's
-// peer protocol (internal, authenticated by the cluster secret) and the
-// status page's static assets.
-var notAPI = []string{"/_cluster/", "/static/"}
+// peer protocol (internal, authenticated by the cluster secret), the
+// status page's static assets, and Go's profiles (the pprof setting).
+var notAPI = []string{"/_cluster/", "/static/", "/debug/"}
 
 // docPath turns a chi route into its document path: the /locks/* wildcard
 // is the key (which may contain slashes), other wildcards are {path}.

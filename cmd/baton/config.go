@@ -47,6 +47,7 @@ type serveConfig struct {
 	Peers            []string      `koanf:"peers"`
 	Heartbeat        time.Duration `koanf:"heartbeat"`
 	FailoverTimeout  time.Duration `koanf:"failover_timeout"`
+	Pprof            bool          `koanf:"pprof"`
 }
 
 // settings describes every key: its default and its help text. The flag
@@ -67,6 +68,7 @@ var settings = []struct {
 	{"max_waiters", "waiters over all keys", engine.DefaultConfig().MaxWaiters},
 	{"max_body", "largest request body, in bytes", int64(handlers.DefaultMaxBody)},
 	{"log_level", "debug, info, warn or error", "info"},
+	{"pprof", "serve Go profiles under /debug/pprof/ (behind auth_tokens)", false},
 	{"auth_tokens", "bearer tokens accepted from clients, comma-separated; empty = no auth", []string{}},
 	{"cluster_secret", "shared secret for peer endpoints (X-Baton-Cluster-Secret)", ""},
 	{"tls_cert", "PEM certificate file: serve HTTPS (HTTP/2 by ALPN)", ""},
@@ -108,6 +110,8 @@ func loadConfig(args []string, environ []string) (serveConfig, error) {
 			fs.Int64(name, d, help)
 		case []string:
 			fs.StringSlice(name, d, help)
+		case bool:
+			fs.Bool(name, d, help)
 		}
 	}
 	if err := fs.Parse(args); err != nil {

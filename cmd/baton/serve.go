@@ -53,7 +53,7 @@ func serve(args []string) int {
 		return exitError
 	}
 	hc := handlers.Config{Node: cfg.Advertise, MaxBody: cfg.MaxBody, Logger: log, AuthTokens: cfg.AuthTokens, Metrics: metrics,
-		CORSOrigins: cfg.CORSOrigins, Events: events}
+		CORSOrigins: cfg.CORSOrigins, Events: events, Pprof: cfg.Pprof}
 	if ec.Standby {
 		cc := cfg.clusterConfig()
 		cc.Logger = log
