@@ -343,6 +343,11 @@ func (n *Node) setActive(u string) {
 		return
 	}
 	n.active = u
+	n.broadcast()
+}
+
+// broadcast wakes every ActiveURL waiter to look again. n.mu is held.
+func (n *Node) broadcast() {
 	close(n.changed)
 	n.changed = make(chan struct{})
 }

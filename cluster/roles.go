@@ -300,9 +300,11 @@ func (n *Node) handoff(ctx context.Context, to string) (string, error) {
 	defer n.mu.Unlock()
 	n.moving = false
 	if err != nil {
-		// Take the role back: nothing was lost, waiters resume here.
+		// Take the role back: nothing was lost, waiters resume here (the
+		// calls parked in ActiveURL are woken to be sent back to this node).
 		n.eng.Promote()
 		n.setActive(n.cfg.Self)
+		n.broadcast()
 		return "", fmt.Errorf("handoff to %s: %w", f.url, err)
 	}
 	n.hub.closeAll()
