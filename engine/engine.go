@@ -12,6 +12,7 @@ package engine
 
 import (
 	"context"
+	"math"
 	"fmt"
 	"hash/maphash"
 	"sync"
@@ -68,6 +69,10 @@ type Config struct {
 	OnEvent func(Event)
 }
 
+// maxConfigDuration bounds the configured durations (100 years), so that
+// a deadline computed from one always fits in Unix nanoseconds.
+const maxConfigDuration = 100 * 365 * 24 * time.Hour
+
 // DefaultConfig returns the defaults of SPEC section 5, sized for one node.
 func DefaultConfig() Config {
 	return Config{
@@ -91,6 +96,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("lease_default: must be > 0, got %v", c.LeaseDefault)
 	case c.LeaseMax < c.LeaseDefault:
 		return fmt.Errorf("lease_max: must be >= lease_default (%v), got %v", c.LeaseDefault, c.LeaseMax)
+	case c.LeaseMax > maxConfigDuration:
+		return fmt.Errorf("lease_max: must be at most %v, got %v", maxConfigDuration, c.LeaseMax)
+	case c.PollTimeout > maxConfigDuration || c.PollGrace > maxConfigDuration:
+		return fmt.Errorf("poll_timeout: must be at most %v, got %v", maxConfigDuration, c.PollTimeout)
 	case c.WaitMax < 0:
 		return fmt.Errorf("wait_max: must be >= 0, got %v", c.WaitMax)
 	case c.PollTimeout < 0:
@@ -244,7 +253,11 @@ type ticket struct {
 	state ticketState
 	w     *waiter // while waiting
 	token uint64  // while granted
-	dl    deadline
+	// answers counts the answers carrying this grant that may have reached
+	// the client: the first, plus one per repeat. An undeliverable answer
+	// releases the grant only when it was the last one.
+	answers int
+	dl      deadline
 }
 
 // New returns an Engine with its timers and background writer running;
@@ -472,10 +485,11 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), lease: lease, arrived: now, dl: deadline{idx: -1}}
 	w.dl.w = w
 	if wait > 0 {
-		w.waitUntil = now + int64(wait)
+		// A wait too long to have an end (past the year 2262) has none.
+		w.waitUntil = after(now, wait)
 	}
 	if e.cfg.PollTimeout > 0 {
-		w.pollUntil = now + int64(e.cfg.PollTimeout)
+		w.pollUntil = after(now, e.cfg.PollTimeout)
 	}
 	t.w = w
 	s.tickets[tid] = t
@@ -495,6 +509,7 @@ func (s *shard) repeat(ctx context.Context, t *ticket, now int64) (Grant, error)
 	case tGranted:
 		lk := s.locks[t.key]
 		g := lk.grantInfo()
+		t.answers++
 		if lk.claimBy != 0 {
 			lk.claimBy = 0
 			s.armLease(lk)
@@ -517,7 +532,7 @@ func (s *shard) repeat(ctx context.Context, t *ticket, now int64) (Grant, error)
 	w.state = queued
 	w.graceUntil = 0
 	if s.e.cfg.PollTimeout > 0 {
-		w.pollUntil = now + int64(s.e.cfg.PollTimeout)
+		w.pollUntil = after(now, s.e.cfg.PollTimeout)
 	}
 	s.schedule(w)
 	ch := w.ch
@@ -561,6 +576,13 @@ func (s *shard) undeliverable(lk *lock, token uint64, t *ticket) {
 		// Closed, or a standby: the lock is no longer this node's to pass
 		// on (the new active runs its lease).
 		return
+	}
+	if t != nil {
+		if t.answers--; t.answers > 0 {
+			// A repeat of the request was answered with the same grant:
+			// the client may well hold it.
+			return
+		}
 	}
 	now := s.e.now().UnixNano()
 	if lk.token == token {
@@ -648,7 +670,7 @@ func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, er
 	}
 	now := e.now().UnixNano()
 	lk.lease = lease
-	lk.expires = now + int64(lease)
+	lk.expires = after(now, lease)
 	lk.claimBy = 0
 	s.armLease(lk)
 	s.emit(Event{Kind: EventRenew, Key: key, Token: token, Lease: lease, At: now, ExpiresAt: lk.expires})
@@ -787,13 +809,14 @@ func (s *shard) grant(lk *lock, t *ticket, lease time.Duration, now, arrived int
 	lk.token = tok
 	lk.lease = lease
 	lk.granted = now
-	lk.expires = now + int64(lease)
+	lk.expires = after(now, lease)
 	lk.claimBy = 0
 	lk.holder = t
 	if t != nil {
 		t.state = tGranted
 		t.token = tok
 		t.w = nil
+		t.answers = 1
 		s.heap.remove(&t.dl)
 	}
 	ev := Event{Kind: EventGrant, Key: lk.key, Token: tok, Lease: lease, At: now, ExpiresAt: lk.expires, Waited: time.Duration(now - arrived), Waiters: lk.n}
@@ -840,6 +863,7 @@ func (s *shard) grantNext(lk *lock, now int64) {
 			// Its request is gone, its repeat is due within the grace: keep
 			// the grant for it that long, then release.
 			lk.claimBy = w.graceUntil
+			w.t.answers = 0
 			s.armLease(lk)
 			continue
 		}
@@ -918,6 +942,15 @@ func (s *shard) schedule(w *waiter) {
 	s.arm()
 }
 
+// after returns the instant d after now (Unix nanoseconds), or 0 (never)
+// when that lies beyond what an int64 holds: deadlines never wrap around.
+func after(now int64, d time.Duration) int64 {
+	if d > 0 && now > math.MaxInt64-int64(d) {
+		return 0
+	}
+	return now + int64(d)
+}
+
 // arm sets the shard's timer for the heap's earliest deadline.
 func (s *shard) arm() {
 	d := s.heap.min()
@@ -925,7 +958,7 @@ func (s *shard) arm() {
 		return
 	}
 	s.armed = d.when
-	s.timer.Reset(time.Duration(d.when - s.e.now().UnixNano()))
+	s.timer.Reset(time.Duration(max(0, d.when-s.e.now().UnixNano())))
 }
 
 // fire handles every deadline that has passed, then re-arms.
@@ -992,7 +1025,7 @@ func (s *shard) waiterDeadline(w *waiter, now int64) {
 		}
 		w.state = detached
 		w.pollUntil = 0
-		w.graceUntil = now + int64(s.e.cfg.PollGrace)
+		w.graceUntil = after(now, s.e.cfg.PollGrace)
 		w.deliver(outcome{err: ErrPollTimeout})
 		s.schedule(w)
 	default:

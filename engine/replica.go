@@ -168,7 +168,7 @@ func (e *Engine) Apply(ev Event) error {
 				s.dequeue(w)
 				w.lk = nil
 			}
-			t.state, t.token, t.w = tGranted, ev.Token, nil
+			t.state, t.token, t.w, t.answers = tGranted, ev.Token, nil, 0
 			s.heap.remove(&t.dl)
 		}
 		lk.token, lk.lease, lk.granted, lk.expires, lk.holder = ev.Token, ev.Lease, ev.At, ev.ExpiresAt, t
@@ -269,7 +269,7 @@ func (e *Engine) Promote() uint64 {
 	e.tokens.observe(uint64(now.Add(e.cfg.TokenMargin).UnixMicro()))
 	e.active.Store(true)
 	n := now.UnixNano()
-	grace := n + int64(e.cfg.PollGrace)
+	grace := after(n, e.cfg.PollGrace)
 	for i := range e.shards {
 		s := &e.shards[i]
 		s.mu.Lock()

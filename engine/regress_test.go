@@ -1,0 +1,53 @@
+package engine
+
+import (
+	"context"
+	"math"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// A wait too long to have an end (here the largest Duration, which once
+// wrapped the deadline around and stopped the shard's timer) waits without
+// limit, and every other deadline of the shard still fires.
+func TestHugeWaitDoesNotStopTheShardTimer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Config{Shards: 1})
+		defer e.Close()
+		mustAcquire(t, e, AcquireRequest{Key: "held", Lease: time.Minute})
+		huge := goAcquire(e, context.Background(), AcquireRequest{Key: "held", Wait: math.MaxInt64})
+		synctest.Wait()
+		other := mustAcquire(t, e, AcquireRequest{Key: "other", Lease: time.Second})
+		short := goAcquire(e, context.Background(), AcquireRequest{Key: "held", Wait: 500 * time.Millisecond})
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		wantErr(t, "the short wait", answered(t, "short", short).err, ErrTimeout)
+		if li, _ := e.Status("other"); li.Holder != nil {
+			t.Fatalf("other (token %d, 1 s lease) still held after 2 s", other.Token)
+		}
+		parked(t, "the huge wait", huge)
+	})
+}
+
+// An answer that could not be delivered releases the grant only if no
+// repeat of the request was answered with the same grant meanwhile: the
+// client may hold it through the repeat.
+func TestAbandonAfterARepeatKeepsTheGrant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Config{})
+		defer e.Close()
+		req := AcquireRequest{Key: "k", ID: "id-1", Lease: time.Minute}
+		first := mustAcquire(t, e, req)
+		repeat := mustAcquire(t, e, req)
+		if repeat.Token != first.Token {
+			t.Fatalf("repeat got token %d, want %d", repeat.Token, first.Token)
+		}
+		e.Abandon(first, req.ID) // the first answer was lost
+		wantHolder(t, e, "k", first.Token, 0)
+		e.Abandon(repeat, req.ID) // and the repeat's too: now nobody has it
+		if li, _ := e.Status("k"); li.Holder != nil {
+			t.Fatalf("still held by %d after every answer was lost", li.Holder.Token)
+		}
+	})
+}
