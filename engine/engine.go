@@ -12,9 +12,9 @@ package engine
 
 import (
 	"context"
-	"math"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
