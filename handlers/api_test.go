@@ -114,7 +114,7 @@ func send(ctx context.Context, c *http.Client, method, url, body string, hdr ...
 		return resp{err: err}
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
+		req.Header.Add(hdr[i], hdr[i+1])
 	}
 	res, err := c.Do(req)
 	if err != nil {
@@ -681,6 +681,15 @@ func TestBadInput(t *testing.T) {
 		{"lease 0 in body", "POST", "/locks/k", `{"lease":0}`, nil, 400, "lease"},
 		{"lease string in body", "POST", "/locks/k", `{"lease":"abc"}`, nil, 400, "lease"},
 		{"lease null in body", "POST", "/locks/k", `{"lease":null}`, nil, 400, "lease"},
+		{"lease number as a string in body", "POST", "/locks/k", `{"lease":"5"}`, nil, 400, "lease"},
+		{"lease twice in body", "POST", "/locks/k", `{"lease":1,"lease":2}`, nil, 400, "lease"},
+		{"lease with underscores", "POST", "/locks/k?lease=1_0", "", nil, 400, "lease"},
+		{"lease in hex", "POST", "/locks/k?lease=0x10", "", nil, 400, "lease"},
+		{"body null", "POST", "/locks/k", `null`, nil, 400, "body"},
+		{"body an array", "POST", "/locks/k", `[1]`, nil, 400, "body"},
+		{"two Idempotency-Keys", "POST", "/locks/k", "", []string{"Idempotency-Key", "a", "Idempotency-Key", "b"}, 400, "Idempotency-Key"},
+		{"token with a space", "DELETE", "/locks/h?token=%20" + ht, "", nil, 400, "token"},
+		{"token with a leading zero", "DELETE", "/locks/h?token=0" + ht, "", nil, 400, "token"},
 		{"wait -1", "POST", "/locks/k?wait=-1", "", nil, 400, "wait"},
 		{"wait abc", "POST", "/locks/k?wait=abc", "", nil, 400, "wait"},
 		{"wait above wait_max", "POST", "/locks/k?wait=61", "", nil, 400, "wait"},

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -86,7 +87,11 @@ var allowed = map[string][]string{
 func (s *Server) parseLockParams(w http.ResponseWriter, r *http.Request) (lockParams, error) {
 	var p lockParams
 	p.Key = strings.TrimPrefix(r.URL.Path, "/locks/")
-	p.ID = r.Header.Get(api.HeaderIdempotencyKey)
+	if ids := r.Header.Values(api.HeaderIdempotencyKey); len(ids) > 1 {
+		return p, badRequest(api.HeaderIdempotencyKey, "is given more than once")
+	} else if len(ids) == 1 {
+		p.ID = ids[0]
+	}
 	names := allowed[r.Method]
 	from := map[string]string{}
 
@@ -156,48 +161,84 @@ func (p *lockParams) set(name, v string) error {
 		}
 		p.Ticket = v
 	case "token":
-		t, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-		if err != nil {
-			return badRequest("token", "must be a fencing token: an integer from 1 to 2^53-1")
+		// Exactly the decimal digits the server wrote: no sign, no space,
+		// no leading zero.
+		t, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || !tokenSyntax.MatchString(v) {
+			return badRequest("token", "must be a fencing token: an integer from 1 to 2^53-1, got "+quoteShort(v))
 		}
 		p.Token = &t
 	}
 	return nil
 }
 
+// Number syntaxes: seconds are plain decimals with an optional exponent
+// ("0.5", ".5", "1e3"; no sign "+", underscores, hex, Inf or NaN); tokens
+// are canonical decimals.
+var (
+	secondsSyntax = regexp.MustCompile(`^-?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?$`)
+	tokenSyntax   = regexp.MustCompile(`^[1-9][0-9]*$`)
+)
+
 func parseSeconds(name, v string) (float64, error) {
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, badRequest(name, fmt.Sprintf("must be a number of seconds, got %q", v))
+	if err != nil || !secondsSyntax.MatchString(v) || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, badRequest(name, "must be a number of seconds, got "+quoteShort(v))
 	}
 	return f, nil
 }
 
+// quoteShort quotes a client's value for an error message, cut to a
+// readable length.
+func quoteShort(v string) string {
+	const max = 40
+	if len(v) > max {
+		return strconv.Quote(v[:max]) + "…"
+	}
+	return strconv.Quote(v)
+}
+
+// setJSON reads a body that must be one JSON object whose members are
+// numbers: each named once, each a parameter of the call.
 func (p *lockParams) setJSON(body []byte, names []string, from map[string]string) error {
-	var raw map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	if err := dec.Decode(&raw); err != nil {
-		return badRequest("body", "is not a JSON object: "+err.Error())
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return badRequest("body", "must be a JSON object")
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return badRequest("body", "has data after the JSON object")
-	}
-	for name, v := range raw {
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return badRequest("body", "is not valid JSON: "+err.Error())
+		}
+		name, _ := tok.(string)
 		if !contains(names, name) {
 			return badRequest(name, fmt.Sprintf("is not a field of this call's body (expected %s)", strings.Join(names, ", ")))
 		}
 		if where, ok := from[name]; ok {
+			if where == "body" {
+				return badRequest(name, "is given twice in the body")
+			}
 			return badRequest(name, "is given both in the "+where+" and in the body")
 		}
-		var n json.Number
-		if err := json.Unmarshal(v, &n); err != nil {
+		tok, err = dec.Token()
+		if err != nil {
+			return badRequest("body", "is not valid JSON: "+err.Error())
+		}
+		n, ok := tok.(json.Number)
+		if !ok {
 			return badRequest(name, "must be a JSON number")
 		}
 		if err := p.set(name, n.String()); err != nil {
 			return err
 		}
 		from[name] = "body"
+	}
+	if _, err := dec.Token(); err != nil {
+		return badRequest("body", "is not valid JSON: "+err.Error())
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest("body", "has data after the JSON object")
 	}
 	return nil
 }

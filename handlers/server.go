@@ -86,6 +86,11 @@ func New(eng *engine.Engine, cfg Config) *Server {
 		s.writeError(w, r, &httpError{status: http.StatusNotFound, body: api.Error{Code: api.CodeNotFound, Message: "no such route: " + r.URL.Path}})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/locks/") {
+			w.Header().Set("Allow", "GET, POST, DELETE, PATCH")
+		} else {
+			w.Header().Set("Allow", "GET")
+		}
 		s.writeError(w, r, &httpError{status: http.StatusMethodNotAllowed, body: api.Error{Code: api.CodeMethod, Message: r.Method + " is not allowed on " + r.URL.Path}})
 	})
 	r.Get("/healthz", s.healthz)
