@@ -199,7 +199,7 @@ func clientMain(ctx context.Context, cmd string, args []string, cio cliIO) int {
 	if errors.Is(err, pflag.ErrHelp) {
 		return exitOK
 	}
-	fmt.Fprintf(cio.stderr, "baton %s: %s\n", cmd, strings.TrimPrefix(err.Error(), "baton: "))
+	fmt.Fprintf(cio.stderr, "baton %s: %s\n", cmd, errText(err))
 	var ue *usageError
 	switch {
 	case errors.As(err, &ue):
@@ -494,7 +494,7 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) (int, error) {
 	cmd.Env = env
 	if err := cmd.Start(); err != nil {
 		if rerr := release(); rerr != nil {
-			fmt.Fprintf(cio.stderr, "baton run: releasing %q: %v\n", key, rerr)
+			fmt.Fprintf(cio.stderr, "baton run: releasing %q: %s\n", key, errText(rerr))
 		}
 		return exitNoCommand, fmt.Errorf("cannot start COMMAND: %w", err)
 	}
@@ -512,7 +512,7 @@ loop:
 		case <-l.Lost():
 			if lostErr == nil {
 				lostErr = l.Err()
-				fmt.Fprintf(cio.stderr, "baton run: %v; sending SIGTERM to %s\n", lostErr, command[0])
+				fmt.Fprintf(cio.stderr, "baton run: %s; sending SIGTERM to %s\n", errText(lostErr), command[0])
 				_ = cmd.Process.Signal(syscall.SIGTERM)
 				t := time.NewTimer(time.Duration(killAfter))
 				defer t.Stop()
@@ -536,7 +536,7 @@ loop:
 		return exitLost, fmt.Errorf("COMMAND was signalled because the lock was lost: %w", lostErr)
 	}
 	if rerr != nil {
-		fmt.Fprintf(cio.stderr, "baton run: releasing %q: %v\n", key, rerr)
+		fmt.Fprintf(cio.stderr, "baton run: releasing %q: %s\n", key, errText(rerr))
 	}
 	code := exitOK
 	if waitErr != nil {
@@ -550,4 +550,10 @@ loop:
 		}
 	}
 	return code, nil
+}
+
+// errText is err's message without the "baton: " that each wrapped layer
+// of the client library starts with: the command already says who speaks.
+func errText(err error) string {
+	return strings.ReplaceAll(err.Error(), "baton: ", "")
 }
