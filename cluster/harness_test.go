@@ -7,7 +7,6 @@ package cluster_test
 // checked for data races when its test ends.
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	"time"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/internal/testproc"
 )
 
 var batonBin string
@@ -69,23 +69,6 @@ type node struct {
 	proxy  *proxy
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 type testCluster struct {
 	t     *testing.T
 	nodes []*node
@@ -117,16 +100,6 @@ func newCluster(t *testing.T, n int, proxies bool, extra ...string) *testCluster
 	c.peers = strings.Join(urls, ",")
 	t.Cleanup(c.stopAll)
 	return c
-}
-
-func freeAddr(t *testing.T, host string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", host+":0")
-	if err != nil {
-		t.Fatalf("no free port on %s: %v", host, err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // start launches node i (again).
@@ -436,3 +409,8 @@ func decodeJSON(resp *http.Response, v any) error {
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
 }
+
+// lockedBuffer collects a node's log while the test reads it.
+type lockedBuffer = testproc.Buffer
+
+func freeAddr(t *testing.T, host string) string { return testproc.FreeAddr(t, host) }

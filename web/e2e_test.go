@@ -10,7 +10,6 @@ package web_test
 // also written to docs/status-page.png for the README.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -34,6 +33,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/internal/testproc"
 )
 
 var updateScreenshot = flag.Bool("update-screenshot", false, "write the status page's screenshot to docs/status-page.png")
@@ -172,33 +172,6 @@ type node struct {
 	cmd    *exec.Cmd
 	out    *syncBuffer
 	exited chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-func freeAddr(t *testing.T, host string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", host+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // startBaton runs a single node on a free port with a fresh data dir and
@@ -980,3 +953,7 @@ func TestStatusPageManyKeys(t *testing.T) {
 		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
 	}
 }
+
+type syncBuffer = testproc.Buffer
+
+func freeAddr(t *testing.T, host string) string { return testproc.FreeAddr(t, host) }

@@ -5,20 +5,17 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +23,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/internal/testproc"
 )
 
 // batonBin is the binary built once by TestMain ("" under -short).
@@ -75,22 +73,6 @@ func needCurl(t *testing.T) {
 }
 
 // syncBuf collects a process's stderr for failure messages.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // cleanEnv is the test's environment without BATON_* settings, plus extra.
 func cleanEnv(extra ...string) []string {
@@ -101,17 +83,6 @@ func cleanEnv(extra ...string) []string {
 		}
 	}
 	return append(env, extra...)
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
 }
 
 // serveProc is one running `baton serve`.
@@ -563,3 +534,8 @@ func TestConfigPrecedence(t *testing.T) {
 	}
 	http.DefaultClient.CloseIdleConnections()
 }
+
+// syncBuf collects a process's stderr for failure messages.
+type syncBuf = testproc.Buffer
+
+func freeAddr(t *testing.T) string { return testproc.FreeAddr(t, "127.0.0.1") }

@@ -33,6 +33,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/baton-io/baton/internal/testproc"
 )
 
 var binary string
@@ -73,23 +75,6 @@ type node struct {
 	addr string // host:port
 	url  string
 	logs *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 var listenRE = regexp.MustCompile(`listen=(127\.0\.0\.1:\d+)`)
@@ -641,3 +626,5 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 	pool.AddCert(parsed)
 	return certFile, keyFile, pool
 }
+
+type syncBuffer = testproc.Buffer
