@@ -174,6 +174,7 @@ type Engine struct {
 
 	keys    atomic.Int64
 	waiters atomic.Int64
+	held    atomic.Int64
 	closed  atomic.Bool
 	active  atomic.Bool // serves calls; lease and wait deadlines armed
 
@@ -806,7 +807,7 @@ func (s *shard) grant(lk *lock, t *ticket, lease time.Duration, now, arrived int
 	if err != nil {
 		return Grant{}, err
 	}
-	lk.token = tok
+	s.setToken(lk, tok)
 	lk.lease = lease
 	lk.granted = now
 	lk.expires = after(now, lease)
@@ -831,7 +832,7 @@ func (s *shard) grant(lk *lock, t *ticket, lease time.Duration, now, arrived int
 // endGrant frees lk; the holder's ticket is retired as ended. s.mu is held.
 func (s *shard) endGrant(lk *lock, now int64, kind EventKind) {
 	s.emit(Event{Kind: kind, Key: lk.key, Token: lk.token, At: now, Waiters: lk.n})
-	lk.token = 0
+	s.setToken(lk, 0)
 	lk.claimBy = 0
 	s.heap.remove(&lk.dl)
 	if t := lk.holder; t != nil {
@@ -904,6 +905,18 @@ func (s *shard) retire(t *ticket, state ticketState, now int64) {
 	t.state = state
 	s.heap.set(&t.dl, now+int64(s.e.cfg.Retention))
 	s.arm()
+}
+
+// setToken sets lk's holder token (0 = free), keeping the held count.
+// s.mu is held.
+func (s *shard) setToken(lk *lock, tok uint64) {
+	switch {
+	case lk.token == 0 && tok != 0:
+		s.e.held.Add(1)
+	case lk.token != 0 && tok == 0:
+		s.e.held.Add(-1)
+	}
+	lk.token = tok
 }
 
 // dropIfIdle frees the state of a key with no holder and no waiters.

@@ -51,3 +51,50 @@ func TestAbandonAfterARepeatKeepsTheGrant(t *testing.T) {
 		}
 	})
 }
+
+// Held counts the held locks through grants, handoffs, releases, expiries,
+// replication and Reset.
+func TestHeldCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Config{})
+		defer e.Close()
+		want := func(n int) {
+			t.Helper()
+			if got := e.Held(); got != n {
+				t.Fatalf("Held() = %d, want %d", got, n)
+			}
+		}
+		a := mustAcquire(t, e, AcquireRequest{Key: "a", Lease: time.Second})
+		mustAcquire(t, e, AcquireRequest{Key: "b", Lease: time.Minute})
+		want(2)
+		w := goAcquire(e, context.Background(), AcquireRequest{Key: "a", Lease: time.Minute})
+		synctest.Wait()
+		if err := e.Release("a", a.Token); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		answered(t, "waiter", w)
+		want(2) // handed over, still held
+		time.Sleep(2 * time.Second)
+		want(2)
+		mustAcquire(t, e, AcquireRequest{Key: "c", Lease: time.Second})
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		want(2) // c expired
+
+		standby := newEngine(t, Config{Standby: true})
+		defer standby.Close()
+		e.Snapshot(func(ev Event) {
+			if err := standby.Apply(ev); err != nil {
+				t.Fatal(err)
+			}
+		}, func(int) {})
+		if got := standby.Held(); got != 2 {
+			t.Fatalf("standby Held() = %d after the snapshot, want 2", got)
+		}
+		standby.Reset()
+		if got := standby.Held(); got != 0 {
+			t.Fatalf("standby Held() = %d after Reset, want 0", got)
+		}
+	})
+}

@@ -124,6 +124,11 @@ func (e *Engine) Reset() {
 			}
 		}
 		e.keys.Add(-int64(len(s.locks)))
+		for _, lk := range s.locks {
+			if lk.token != 0 {
+				e.held.Add(-1)
+			}
+		}
 		s.locks = make(map[string]*lock)
 		s.tickets = make(map[string]*ticket)
 		clear(s.heap)
@@ -171,7 +176,8 @@ func (e *Engine) Apply(ev Event) error {
 			t.state, t.token, t.w, t.answers = tGranted, ev.Token, nil, 0
 			s.heap.remove(&t.dl)
 		}
-		lk.token, lk.lease, lk.granted, lk.expires, lk.holder = ev.Token, ev.Lease, ev.At, ev.ExpiresAt, t
+		s.setToken(lk, ev.Token)
+		lk.lease, lk.granted, lk.expires, lk.holder = ev.Lease, ev.At, ev.ExpiresAt, t
 	case EventRelease, EventExpire:
 		lk := s.locks[ev.Key]
 		if lk == nil || lk.token != ev.Token {
@@ -231,7 +237,8 @@ func (s *shard) applyState(ks *KeyState) {
 	lk := s.lockFor(ks.Key)
 	if h := ks.Holder; h != nil {
 		s.e.tokens.observe(h.Token)
-		lk.token, lk.lease, lk.granted, lk.expires = h.Token, h.Lease, h.Granted, h.Expires
+		s.setToken(lk, h.Token)
+		lk.lease, lk.granted, lk.expires = h.Lease, h.Granted, h.Expires
 		if h.ID != "" {
 			t := s.ticket(ks.Key, h.ID)
 			t.state, t.token = tGranted, h.Token
