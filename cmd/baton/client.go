@@ -310,46 +310,43 @@ func showWaiting(key string, cio cliIO) (stop func()) {
 	return func() { close(done); wg.Wait() }
 }
 
-func cmdRelease(ctx context.Context, args []string, cio cliIO) error {
-	f := newClientFlags("release", cio)
+// keyToken parses the flags and the KEY TOKEN arguments of release and
+// renew, and opens the client; the caller closes it.
+func keyToken(f *clientFlags, args []string, cio cliIO) (c *api.Client, key string, tok uint64, err error) {
 	if err := f.parse(args); err != nil {
-		return err
+		return nil, "", 0, err
 	}
 	if f.fs.NArg() != 2 {
-		return usagef("want KEY TOKEN, got %d arguments", f.fs.NArg())
+		return nil, "", 0, usagef("want KEY TOKEN, got %d arguments", f.fs.NArg())
 	}
-	tok, err := parseToken(f.fs.Arg(1))
-	if err != nil {
-		return err
+	if tok, err = parseToken(f.fs.Arg(1)); err != nil {
+		return nil, "", 0, err
 	}
-	c, err := f.client(cio)
+	if c, err = f.client(cio); err != nil {
+		return nil, "", 0, err
+	}
+	return c, f.fs.Arg(0), tok, nil
+}
+
+func cmdRelease(ctx context.Context, args []string, cio cliIO) error {
+	c, key, tok, err := keyToken(newClientFlags("release", cio), args, cio)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return c.Release(ctx, f.fs.Arg(0), tok)
+	return c.Release(ctx, key, tok)
 }
 
 func cmdRenew(ctx context.Context, args []string, cio cliIO) error {
 	f := newClientFlags("renew", cio)
 	var lease durationValue
 	f.fs.Var(&lease, "lease", "new lease (default: the grant's lease)")
-	if err := f.parse(args); err != nil {
-		return err
-	}
-	if f.fs.NArg() != 2 {
-		return usagef("want KEY TOKEN, got %d arguments", f.fs.NArg())
-	}
-	tok, err := parseToken(f.fs.Arg(1))
-	if err != nil {
-		return err
-	}
-	c, err := f.client(cio)
+	c, key, tok, err := keyToken(f, args, cio)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	g, err := c.Renew(ctx, f.fs.Arg(0), tok, time.Duration(lease))
+	g, err := c.Renew(ctx, key, tok, time.Duration(lease))
 	if err != nil {
 		return err
 	}
