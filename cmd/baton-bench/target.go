@@ -225,3 +225,65 @@ func settledRSS(pid int) (int64, error) {
 	}
 	return prev, nil
 }
+
+// clockTicks is the unit of utime and stime in /proc/PID/stat: USER_HZ,
+// which is 100 on every Linux architecture Go supports (proc(5)).
+const clockTicks = 100
+
+// readCPU returns the CPU time (user + system) pid has used so far.
+func readCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces: fields are counted from
+	// its closing parenthesis; utime and stime are fields 14 and 15.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// cpuWindow measures the CPU time pid uses between the shared-clock
+// instants start and end (see now). The returned function waits for end
+// and reports it; it reports -1 when pid is 0 or /proc could not be read.
+func cpuWindow(ctx context.Context, pid int, start, end int64) func() time.Duration {
+	if pid == 0 {
+		return func() time.Duration { return -1 }
+	}
+	res := make(chan time.Duration, 1)
+	go func() {
+		sleepUntil := func(t int64) bool {
+			select {
+			case <-time.After(time.Duration(t - now())):
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		var c0, c1 time.Duration
+		var err0, err1 error
+		if sleepUntil(start) {
+			c0, err0 = readCPU(pid)
+		}
+		if sleepUntil(end) {
+			c1, err1 = readCPU(pid)
+		}
+		if ctx.Err() != nil || err0 != nil || err1 != nil {
+			res <- -1
+			return
+		}
+		res <- c1 - c0
+	}()
+	return func() time.Duration { return <-res }
+}

@@ -66,6 +66,16 @@ func (e *runEnv) result(c int) *Result {
 	}
 }
 
+// setCPU adds server_cpu_us_per_op: the server's CPU time (user +
+// system, from /proc) over the measured window, per cycle or grant. On a
+// machine the load generator shares, it is the figure that a change to the
+// server's code moves most directly.
+func (e *runEnv) setCPU(r *Result, cpu time.Duration, ops int) {
+	if cpu >= 0 && ops > 0 {
+		r.set("server_cpu_us_per_op", float64(cpu.Microseconds())/float64(ops))
+	}
+}
+
 // grantRec is one grant as its client saw it, on the shared clock.
 type grantRec struct {
 	client    int32
@@ -87,6 +97,7 @@ func runUncontended(ctx context.Context, e *runEnv) (*Result, error) {
 	start := now() + int64(e.cfg.warmup)
 	end := start + int64(e.cfg.duration)
 	perClientMax := e.cfg.maxOps/int64(c) + 1
+	cpu := cpuWindow(ctx, e.tgt.pid, start, end)
 	lats := make([][]int64, c)
 	var wg sync.WaitGroup
 	for i := 0; i < c; i++ {
@@ -133,6 +144,7 @@ func runUncontended(ctx context.Context, e *runEnv) (*Result, error) {
 	r.OpsS = float64(len(all)) / e.cfg.duration.Seconds()
 	r.P50, r.P99, r.P999 = percentiles(all)
 	r.set("cycles", float64(len(all)))
+	e.setCPU(r, cpu(), len(all))
 	r.Errors = e.errs.Load()
 	return r, nil
 }
@@ -151,6 +163,7 @@ func runContended(ctx context.Context, e *runEnv) (*Result, error) {
 	start := now() + int64(e.cfg.warmup)
 	end := start + int64(e.cfg.duration)
 	perClientMax := e.cfg.maxOps/int64(c) + 1
+	cpu := cpuWindow(ctx, e.tgt.pid, start, end)
 	recs := make([][]grantRec, c)
 	var wg sync.WaitGroup
 	for i := 0; i < c; i++ {
@@ -209,6 +222,7 @@ func runContended(ctx context.Context, e *runEnv) (*Result, error) {
 	r.set("max_overtake_us", float64(a.maxOvertake)/1e3)
 	r.set("min_grants", float64(a.minGrants))
 	r.set("max_grants", float64(a.maxGrants))
+	e.setCPU(r, cpu(), a.grants)
 	r.Errors = e.errs.Load()
 	return r, nil
 }
