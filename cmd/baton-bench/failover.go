@@ -56,9 +56,54 @@ func (cl *cluster) start(n *clusterNode) error {
 	return nil
 }
 
-func (cl *cluster) stopAll() {
+// newCluster lays out a cluster of n nodes: a free port on 127.0.0.1 and a
+// data directory under the bench's temporary directory each, --peers
+// listing them in this order (the first has the highest priority), then
+// --baton-args. It starts nothing.
+func (b *bench) newCluster(n int) (*cluster, error) {
+	cl := &cluster{b: b}
+	var peers []string
+	for i := 0; i < n; i++ {
+		addr, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		dir, err := os.MkdirTemp(b.tmp, "node-")
+		if err != nil {
+			return nil, err
+		}
+		cl.nodes = append(cl.nodes, &clusterNode{addr: addr, dir: dir})
+		peers = append(peers, "http://"+addr)
+	}
 	for _, n := range cl.nodes {
-		if n.tgt != nil {
+		n.args = append([]string{"serve", "--listen", n.addr, "--advertise", "http://" + n.addr,
+			"--peers", strings.Join(peers, ","), "--data-dir", n.dir}, b.cfg.batonArgs...)
+	}
+	return cl, nil
+}
+
+// startAll starts every node in order, each until it answers GET /healthz
+// (roles come later). A serve that refuses --peers is errNeedsCluster. On
+// an error, the nodes already started keep running: stopAll stops them.
+func (cl *cluster) startAll() error {
+	for _, n := range cl.nodes {
+		if err := cl.start(n); err != nil {
+			if log := tail(filepath.Join(n.dir, "baton.log"), 5); strings.Contains(log, "peers") {
+				return fmt.Errorf("%w: baton serve refuses --peers: %s", errNeedsCluster, log)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// stopAll stops the nodes this bench started (SIGTERM, SIGKILL after 5 s)
+// in reverse order, so that the standbys are gone before the active (the
+// first node, once the cluster has settled) leaves and it has nobody to
+// hand off to.
+func (cl *cluster) stopAll() {
+	for i := len(cl.nodes) - 1; i >= 0; i-- {
+		if n := cl.nodes[i]; n.tgt != nil {
 			n.tgt.stop()
 			n.tgt = nil
 		}
@@ -118,32 +163,13 @@ func (b *bench) failover(ctx context.Context) error {
 	if cfg.nodes < 2 {
 		return fmt.Errorf("%w: --nodes must be at least 2", errNeedsCluster)
 	}
-	cl := &cluster{b: b}
-	var peers []string
-	for i := 0; i < cfg.nodes; i++ {
-		addr, err := freePort()
-		if err != nil {
-			return err
-		}
-		dir, err := os.MkdirTemp(b.tmp, "node-")
-		if err != nil {
-			return err
-		}
-		cl.nodes = append(cl.nodes, &clusterNode{addr: addr, dir: dir})
-		peers = append(peers, "http://"+addr)
-	}
-	for _, n := range cl.nodes {
-		n.args = append([]string{"serve", "--listen", n.addr, "--advertise", "http://" + n.addr,
-			"--peers", strings.Join(peers, ","), "--data-dir", n.dir}, cfg.batonArgs...)
+	cl, err := b.newCluster(cfg.nodes)
+	if err != nil {
+		return err
 	}
 	defer cl.stopAll()
-	for _, n := range cl.nodes {
-		if err := cl.start(n); err != nil {
-			if log := tail(filepath.Join(n.dir, "baton.log"), 5); strings.Contains(log, "peers") {
-				return fmt.Errorf("%w: baton serve refuses --peers: %s", errNeedsCluster, log)
-			}
-			return err
-		}
+	if err := cl.startAll(); err != nil {
+		return err
 	}
 	hc := &http.Client{Timeout: time.Second, Transport: newTransport(transportOptions{proto: "h1"}, 4)}
 	defer hc.CloseIdleConnections()
