@@ -272,3 +272,93 @@ func TestLoopbackOnly(t *testing.T) {
 		}
 	}
 }
+
+func TestStandbysFlag(t *testing.T) {
+	var errb bytes.Buffer
+	cfg, err := parseFlags(nil, &errb)
+	if err != nil || cfg.standbys != 0 {
+		t.Fatalf("default: standbys=%v err=%v", cfg, err)
+	}
+	if cfg, err = parseFlags([]string{"--standbys", "2"}, &errb); err != nil || cfg.standbys != 2 {
+		t.Fatalf("--standbys 2: %+v %v", cfg, err)
+	}
+	if _, err := parseFlags([]string{"--standbys", "-1"}, &errb); err == nil {
+		t.Error("--standbys -1 accepted")
+	}
+	if _, err := parseFlags([]string{"--standbys", "1", "--addr", "127.0.0.1:7070"}, &errb); err == nil {
+		t.Error("--standbys with --addr accepted")
+	}
+	if got := clusterSecret([]string{"--log-level", "warn", "--cluster-secret", "s1"}); got != "s1" {
+		t.Errorf("clusterSecret: %q", got)
+	}
+	if got := clusterSecret([]string{"--cluster-secret=s2"}); got != "s2" {
+		t.Errorf("clusterSecret: %q", got)
+	}
+}
+
+// TestStandbys runs a contended run against a real baton with one standby
+// replicating it, and checks that the replication probe fails against a
+// node that does not replicate.
+func TestStandbys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts baton")
+	}
+	dir := t.TempDir()
+	baton := filepath.Join(dir, "baton")
+	if out, err := exec.Command("go", "build", "-o", baton, "github.com/baton-io/baton/cmd/baton").CombinedOutput(); err != nil {
+		t.Skipf("baton does not build (%v)\n%s", err, out)
+	}
+	// Short heartbeats: the cluster elects its first active after about
+	// three failover timeouts.
+	fast := "--heartbeat 50ms --failover-timeout 300ms"
+	args := []string{"--baton", baton, "--baton-args", fast, "--standbys", "1", "--workload", "contended", "--ref", "none",
+		"--c", "4", "--duration", "300ms", "--warmup", "50ms", "--progress", "off"}
+	var out, errb bytes.Buffer
+	if code := run(args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	var m map[string]string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "RESULT ") {
+			var err error
+			if m, err = parseResult(line); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if m == nil {
+		t.Fatalf("no RESULT line:\n%s", out.String())
+	}
+	checkCommon(t, m, "contended", "h1", "baton", 4)
+	if num(t, m, "standbys") != 1 {
+		t.Errorf("standbys=%v, want 1", m["standbys"])
+	}
+	// The probe lock taken on the active after the run showed on the
+	// standby: it was following the stream to the end.
+	if lag := num(t, m, "standby_lag_ms"); lag < 0 || lag > probeWait.Seconds()*1e3 {
+		t.Errorf("standby_lag_ms=%v", lag)
+	}
+	num(t, m, "server_cpu_us_per_op")
+	num(t, m, "standby_cpu_us_per_op")
+	if !strings.Contains(out.String(), "baton with 1 standby replicating") {
+		t.Errorf("the summary does not name the standby:\n%s", out.String())
+	}
+
+	// Two single nodes: the "standby" never sees the active's locks.
+	act, err := spawnBaton(baton, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer act.stop()
+	lone, err := spawnBaton(baton, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lone.stop()
+	act.standbys = []*target{lone}
+	defer func(w time.Duration) { probeWait = w }(probeWait)
+	probeWait = 300 * time.Millisecond
+	if _, err := replicationLag(t.Context(), act, "probe"); err == nil || !strings.Contains(err.Error(), "did not show the probe lock") {
+		t.Errorf("replicationLag against a node that does not replicate: %v", err)
+	}
+}

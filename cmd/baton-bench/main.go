@@ -12,6 +12,11 @@
 //	             the active to the first grant, and the gap of a graceful
 //	             handoff
 //
+// With --standbys N, each baton run of the first four starts a cluster of
+// 1+N baton processes instead of one node, waits until the first is the
+// active and the others replicate it, and drives the active: the cost of
+// replication.
+//
 // In the same invocation it runs the same pattern against reference servers
 // built into this binary: "null" (answers at once: the HTTP ceiling) and
 // "floor" (one buffered channel per key: the smallest real lock), and prints
@@ -78,6 +83,9 @@ type config struct {
 	// failover
 	nodes     int
 	failovers int
+
+	// standbys replicating the spawned baton (0: a single node).
+	standbys int
 }
 
 var allWorkloads = []string{"uncontended", "contended", "waiters", "keys", "failover"}
@@ -146,11 +154,13 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write this process's CPU profile here (with --ref-mode inproc it covers the reference servers too)")
 	fs.IntVar(&cfg.nodes, "nodes", 2, "failover: cluster nodes to start")
 	fs.IntVar(&cfg.failovers, "failovers", 5, "failover: kill -9 and graceful handoffs to measure, each")
+	fs.IntVar(&cfg.standbys, "standbys", 0, "run each spawned baton as the active of a cluster with this many standbys replicating it (uncontended, contended, waiters, keys; not with --addr)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: baton-bench [flags]\n\nLoad generator for baton (issue 7). Examples:\n"+
 			"  baton-bench --workload uncontended,contended --runs 5\n"+
 			"  baton-bench --workload waiters --proto h2c --waiters 100000\n"+
 			"  baton-bench --workload keys --keys 1000000\n"+
+			"  baton-bench --workload uncontended,contended --standbys 1 --runs 3\n"+
 			"  baton-bench --addr 127.0.0.1:7070 --pid $(pgrep -n baton) --workload contended --floor\n\nflags:\n")
 		fs.PrintDefaults()
 	}
@@ -209,6 +219,12 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		}
 	}
 	cfg.batonArgs = strings.Fields(batonArgs)
+	if cfg.standbys < 0 {
+		return nil, errors.New("--standbys must not be negative")
+	}
+	if cfg.standbys > 0 && cfg.addr != "" {
+		return nil, errStandbysAddr
+	}
 	for name, v := range map[string]int{"c": cfg.c, "waiters": cfg.waiters, "keys": cfg.keys, "runs": cfg.runs,
 		"streams-per-conn": cfg.streamsPerConn, "dial-parallel": cfg.dialParallel, "max-errors": cfg.maxErrors, "nodes": cfg.nodes, "failovers": cfg.failovers} {
 		if v < 1 && !(name == "max-errors" && v == 0) {
@@ -369,7 +385,7 @@ func (b *bench) group(ctx context.Context) error {
 // it again.
 func (b *bench) runOnce(ctx context.Context, t, runLabel string) (*Result, error) {
 	cfg := b.cfg
-	tgt, err := b.start(t)
+	tgt, err := b.start(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -403,17 +419,28 @@ func (b *bench) runOnce(ctx context.Context, t, runLabel string) (*Result, error
 	if err != nil {
 		return nil, err
 	}
+	if len(tgt.standbys) > 0 {
+		r.set("standbys", float64(len(tgt.standbys)))
+		lag, err := replicationLag(rctx, tgt, e.prefix+"replication-probe")
+		if err != nil {
+			return nil, err
+		}
+		r.set("standby_lag_ms", float64(lag.Microseconds())/1e3)
+	}
 	r.set("load1", loadAvg1())
 	r.Run = runLabel
 	return r, nil
 }
 
 // start brings target t up for one run.
-func (b *bench) start(t string) (*target, error) {
+func (b *bench) start(ctx context.Context, t string) (*target, error) {
 	cfg := b.cfg
 	if t == "baton" {
 		if cfg.addr != "" {
 			return &target{name: "baton", addr: cfg.addr, pid: cfg.pid, stop: func() {}}, nil
+		}
+		if cfg.standbys > 0 {
+			return b.startReplicated(ctx)
 		}
 		return spawnBaton(cfg.batonBin, b.tmp, cfg.batonArgs)
 	}
@@ -468,7 +495,11 @@ func printComparison(w io.Writer, meds map[string]*Result, targets []string) {
 			continue
 		}
 		var sb strings.Builder
-		fmt.Fprintf(&sb, "RATIO workload=%s proto=%s client=%s c=%d baton/%s", base.Workload, base.Proto, base.Client, base.C, t)
+		fmt.Fprintf(&sb, "RATIO workload=%s proto=%s client=%s c=%d", base.Workload, base.Proto, base.Client, base.C)
+		if n, ok := base.get("standbys"); ok && n > 0 {
+			fmt.Fprintf(&sb, " standbys=%.0f", n)
+		}
+		fmt.Fprintf(&sb, " baton/%s", t)
 		for _, f := range ratioFields {
 			bv, ok1 := base.get(f)
 			rv, ok2 := ref.get(f)
@@ -478,7 +509,7 @@ func printComparison(w io.Writer, meds map[string]*Result, targets []string) {
 		}
 		fmt.Fprintln(w, sb.String())
 	}
-	fmt.Fprintf(w, "\n== %s, %s, %s client, c=%d (median of %s)\n", base.Workload, base.Proto, base.Client, base.C, strings.TrimPrefix(base.Run, "median/"))
+	fmt.Fprintf(w, "\n== %s, %s, %s client, c=%d%s (median of %s)\n", base.Workload, base.Proto, base.Client, base.C, standbysNote(base), strings.TrimPrefix(base.Run, "median/"))
 	for _, t := range targets {
 		r := meds[t]
 		if r == nil {
@@ -492,6 +523,19 @@ func printComparison(w io.Writer, meds map[string]*Result, targets []string) {
 		}
 	}
 	fmt.Fprintln(w)
+}
+
+// standbysNote names the standbys that replicated baton in a summary
+// heading ("" without any).
+func standbysNote(r *Result) string {
+	n, ok := r.get("standbys")
+	switch {
+	case !ok || n == 0:
+		return ""
+	case n == 1:
+		return ", baton with 1 standby replicating"
+	}
+	return fmt.Sprintf(", baton with %.0f standbys replicating", n)
 }
 
 // summaryLine is the readable form of a result.
@@ -516,6 +560,18 @@ func summaryLine(r *Result) string {
 	}
 	if v, ok := r.get("rss_per_key_b"); ok {
 		s += fmt.Sprintf(" | %.0f B/key", v)
+	}
+	if n, ok := r.get("standbys"); ok && n > 0 {
+		s += fmt.Sprintf(" | %.0f standby(s)", n)
+		if v, ok := r.get("server_cpu_us_per_op"); ok {
+			s += fmt.Sprintf(", active CPU %.1fµs/op", v)
+		}
+		if v, ok := r.get("standby_cpu_us_per_op"); ok {
+			s += fmt.Sprintf(", standby CPU %.1fµs/op", v)
+		}
+		if v, ok := r.get("standby_lag_ms"); ok {
+			s += fmt.Sprintf(", probe seen on standby after %.1fms", v)
+		}
 	}
 	if r.Errors > 0 {
 		s += fmt.Sprintf(" | %d errors", r.Errors)

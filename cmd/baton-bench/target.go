@@ -30,6 +30,9 @@ type target struct {
 	// owned is true for targets this bench started (and stops after the
 	// run): their state need not be cleaned up.
 	owned bool
+	// standbys, with --standbys, are the nodes replicating this one (the
+	// active); stop stops them too.
+	standbys []*target
 }
 
 // freePort returns a free TCP port on 127.0.0.1 (closed again: the

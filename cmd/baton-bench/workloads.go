@@ -66,13 +66,41 @@ func (e *runEnv) result(c int) *Result {
 	}
 }
 
+// cpuWindows measures, between the shared-clock instants start and end,
+// the CPU time of the server and, with --standbys, of its standbys.
+type cpuWindows struct {
+	server   func() time.Duration
+	standbys []func() time.Duration
+}
+
+func (e *runEnv) cpuWindow(ctx context.Context, start, end int64) *cpuWindows {
+	w := &cpuWindows{server: cpuWindow(ctx, e.tgt.pid, start, end)}
+	for _, s := range e.tgt.standbys {
+		w.standbys = append(w.standbys, cpuWindow(ctx, s.pid, start, end))
+	}
+	return w
+}
+
 // setCPU adds server_cpu_us_per_op: the server's CPU time (user +
 // system, from /proc) over the measured window, per cycle or grant. On a
 // machine the load generator shares, it is the figure that a change to the
-// server's code moves most directly.
-func (e *runEnv) setCPU(r *Result, cpu time.Duration, ops int) {
-	if cpu >= 0 && ops > 0 {
+// server's code moves most directly. With standbys it adds
+// standby_cpu_us_per_op, the CPU time of all standbys together per cycle
+// or grant (what replicating the workload costs them).
+func (e *runEnv) setCPU(r *Result, w *cpuWindows, ops int) {
+	if cpu := w.server(); cpu >= 0 && ops > 0 {
 		r.set("server_cpu_us_per_op", float64(cpu.Microseconds())/float64(ops))
+	}
+	var sum time.Duration
+	for _, f := range w.standbys {
+		cpu := f()
+		if cpu < 0 {
+			return
+		}
+		sum += cpu
+	}
+	if len(w.standbys) > 0 && ops > 0 {
+		r.set("standby_cpu_us_per_op", float64(sum.Microseconds())/float64(ops))
 	}
 }
 
@@ -97,7 +125,7 @@ func runUncontended(ctx context.Context, e *runEnv) (*Result, error) {
 	start := now() + int64(e.cfg.warmup)
 	end := start + int64(e.cfg.duration)
 	perClientMax := e.cfg.maxOps/int64(c) + 1
-	cpu := cpuWindow(ctx, e.tgt.pid, start, end)
+	cpu := e.cpuWindow(ctx, start, end)
 	lats := make([][]int64, c)
 	var wg sync.WaitGroup
 	for i := 0; i < c; i++ {
@@ -144,7 +172,7 @@ func runUncontended(ctx context.Context, e *runEnv) (*Result, error) {
 	r.OpsS = float64(len(all)) / e.cfg.duration.Seconds()
 	r.P50, r.P99, r.P999 = percentiles(all)
 	r.set("cycles", float64(len(all)))
-	e.setCPU(r, cpu(), len(all))
+	e.setCPU(r, cpu, len(all))
 	r.Errors = e.errs.Load()
 	return r, nil
 }
@@ -163,7 +191,7 @@ func runContended(ctx context.Context, e *runEnv) (*Result, error) {
 	start := now() + int64(e.cfg.warmup)
 	end := start + int64(e.cfg.duration)
 	perClientMax := e.cfg.maxOps/int64(c) + 1
-	cpu := cpuWindow(ctx, e.tgt.pid, start, end)
+	cpu := e.cpuWindow(ctx, start, end)
 	recs := make([][]grantRec, c)
 	var wg sync.WaitGroup
 	for i := 0; i < c; i++ {
@@ -222,7 +250,7 @@ func runContended(ctx context.Context, e *runEnv) (*Result, error) {
 	r.set("max_overtake_us", float64(a.maxOvertake)/1e3)
 	r.set("min_grants", float64(a.minGrants))
 	r.set("max_grants", float64(a.maxGrants))
-	e.setCPU(r, cpu(), a.grants)
+	e.setCPU(r, cpu, a.grants)
 	r.Errors = e.errs.Load()
 	return r, nil
 }
