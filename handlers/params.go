@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -36,41 +35,77 @@ type lockParams struct {
 
 func newValidator() *validator.Validate {
 	v := validator.New(validator.WithRequiredStructEnabled())
-	v.RegisterTagNameFunc(func(f reflect.StructField) string {
-		return strings.Split(f.Tag.Get("json"), ",")[0]
-	})
 	_ = v.RegisterValidation("lockkey", func(fl validator.FieldLevel) bool {
 		return engine.CheckKey(fl.Field().String()) == nil
 	})
 	return v
 }
 
+// paramRule is one validated field of lockParams: its name in the API, its
+// validate tag, and how to read it.
+type paramRule struct {
+	field string
+	tag   string
+	value func(*lockParams) any
+}
+
+// paramRules are lockParams' validate tags, read from the struct once.
+// Each field is checked with Validate.Var: Validate.Struct walks the
+// struct by reflection on every call, which cost a request about a
+// microsecond here, more than the rest of its parsing.
+var paramRules = func() []paramRule {
+	values := map[string]func(*lockParams) any{
+		"Key":   func(p *lockParams) any { return p.Key },
+		"Lease": func(p *lockParams) any { return p.Lease },
+		"Wait":  func(p *lockParams) any { return p.Wait },
+		"Token": func(p *lockParams) any { return p.Token },
+		"ID":    func(p *lockParams) any { return p.ID },
+	}
+	var rules []paramRule
+	t := reflect.TypeFor[lockParams]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("validate")
+		if tag == "" {
+			continue
+		}
+		value := values[f.Name]
+		if value == nil {
+			panic("handlers: lockParams." + f.Name + " has a validate tag but no entry in paramRules")
+		}
+		rules = append(rules, paramRule{field: strings.Split(f.Tag.Get("json"), ",")[0], tag: tag, value: value})
+	}
+	return rules
+}()
+
 // validate runs the validator and turns its first complaint into a 400
 // naming the field.
 func (s *Server) validate(p *lockParams) error {
-	err := s.v.Struct(p)
-	if err == nil {
-		return nil
+	for _, r := range paramRules {
+		err := s.v.Var(r.value(p), r.tag)
+		if err == nil {
+			continue
+		}
+		var ves validator.ValidationErrors
+		if !errors.As(err, &ves) || len(ves) == 0 {
+			return err
+		}
+		tag := ves[0].Tag()
+		switch {
+		case tag == "lockkey":
+			return engine.CheckKey(p.Key)
+		case r.field == "lease" && tag == "gt":
+			return badRequest(r.field, "must be greater than 0 seconds")
+		case r.field == "wait":
+			return badRequest(r.field, "must be 0 (no limit) or more seconds")
+		case r.field == "token":
+			return badRequest(r.field, "must be a fencing token: an integer from 1 to 2^53-1")
+		case r.field == api.HeaderIdempotencyKey:
+			return badRequest(r.field, "must be at most 256 printable ASCII characters")
+		}
+		return badRequest(r.field, fmt.Sprintf("failed the %q check", tag))
 	}
-	var ves validator.ValidationErrors
-	if !errors.As(err, &ves) || len(ves) == 0 {
-		return err
-	}
-	fe := ves[0]
-	field := fe.Field()
-	switch {
-	case fe.Tag() == "lockkey":
-		return engine.CheckKey(p.Key)
-	case field == "lease" && fe.Tag() == "gt":
-		return badRequest(field, "must be greater than 0 seconds")
-	case field == "wait":
-		return badRequest(field, "must be 0 (no limit) or more seconds")
-	case field == "token":
-		return badRequest(field, "must be a fencing token: an integer from 1 to 2^53-1")
-	case field == api.HeaderIdempotencyKey:
-		return badRequest(field, "must be at most 256 printable ASCII characters")
-	}
-	return badRequest(field, fmt.Sprintf("failed the %q check", fe.Tag()))
+	return nil
 }
 
 // allowed lists the parameters each method takes.
@@ -78,6 +113,21 @@ var allowed = map[string][]string{
 	http.MethodPost:   {"lease", "wait", "ticket"},
 	http.MethodDelete: {"token"},
 	http.MethodPatch:  {"token", "lease"},
+}
+
+// sources records where each parameter of a call was given ("query",
+// "body"; "" = not yet), indexed like its names in allowed: a call takes at
+// most three, so no map is needed.
+type sources [3]string
+
+// index returns the position of name in names, or -1.
+func index(names []string, name string) int {
+	for i, n := range names {
+		if n == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // parseLockParams reads the key from the path and lease, wait and token
@@ -93,40 +143,27 @@ func (s *Server) parseLockParams(w http.ResponseWriter, r *http.Request) (lockPa
 		p.ID = ids[0]
 	}
 	names := allowed[r.Method]
-	from := map[string]string{}
-
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		return p, badRequest("query", "is not a valid query string")
+	var from sources
+	if err := p.setQuery(r.URL.RawQuery, r.Method, names, &from); err != nil {
+		return p, err
 	}
-	for name, vals := range q {
-		if !contains(names, name) {
-			return p, badRequest(name, fmt.Sprintf("is not a parameter of %s /locks/{key} (expected %s)", r.Method, strings.Join(names, ", ")))
-		}
-		if len(vals) != 1 {
-			return p, badRequest(name, "is given more than once")
-		}
-		if err := p.set(name, vals[0]); err != nil {
-			return p, err
-		}
-		from[name] = "query"
-	}
-
 	body, err := readBody(w, r, s.cfg.MaxBody)
 	if err != nil {
 		return p, err
 	}
 	if len(body) > 0 {
-		if err := p.setJSON(body, names, from); err != nil {
+		if err := p.setJSON(body, names, &from); err != nil {
 			return p, err
 		}
 	}
-	if h := r.Header.Get(api.HeaderLockToken); h != "" && contains(names, "token") {
-		if where, ok := from["token"]; ok {
-			return p, badRequest("token", "is given both in the "+where+" and in the Lock-Token header")
-		}
-		if err := p.set("token", h); err != nil {
-			return p, err
+	if h := r.Header.Get(api.HeaderLockToken); h != "" {
+		if i := index(names, "token"); i >= 0 {
+			if from[i] != "" {
+				return p, badRequest("token", "is given both in the "+from[i]+" and in the Lock-Token header")
+			}
+			if err := p.set("token", h); err != nil {
+				return p, err
+			}
 		}
 	}
 	if err := s.validate(&p); err != nil {
@@ -135,10 +172,60 @@ func (s *Server) parseLockParams(w http.ResponseWriter, r *http.Request) (lockPa
 	if p.ID == "" && p.Ticket != "" {
 		p.ID = engine.TicketID(p.Ticket)
 	}
-	if contains(names, "token") && p.Token == nil {
+	if index(names, "token") >= 0 && p.Token == nil {
 		return p, badRequest("token", "is required (query, JSON body or Lock-Token header)")
 	}
 	return p, nil
+}
+
+// setQuery reads the query string: "&"-separated name=value pairs in the
+// form encoding of url.ParseQuery (a ";" or a bad escape makes it
+// invalid), each name a parameter of method, given once. It walks the
+// string in place: parsing to a url.Values map cost more than the rest of
+// a release.
+func (p *lockParams) setQuery(raw, method string, names []string, from *sources) error {
+	var vals [len(sources{})]string
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if strings.Contains(pair, ";") {
+			return badRequest("query", "is not a valid query string")
+		}
+		if pair == "" {
+			continue
+		}
+		name, value, _ := strings.Cut(pair, "=")
+		name, err1 := unescapeQuery(name)
+		value, err2 := unescapeQuery(value)
+		if err1 != nil || err2 != nil {
+			return badRequest("query", "is not a valid query string")
+		}
+		i := index(names, name)
+		if i < 0 {
+			return badRequest(name, fmt.Sprintf("is not a parameter of %s /locks/{key} (expected %s)", method, strings.Join(names, ", ")))
+		}
+		if from[i] != "" {
+			return badRequest(name, "is given more than once")
+		}
+		from[i], vals[i] = "query", value
+	}
+	for i, name := range names {
+		if from[i] != "" {
+			if err := p.set(name, vals[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// unescapeQuery decodes one name or value of a query string; most have
+// nothing to decode and are returned as they are, without a copy.
+func unescapeQuery(v string) (string, error) {
+	if !strings.ContainsAny(v, "%+") {
+		return v, nil
+	}
+	return url.QueryUnescape(v)
 }
 
 func (p *lockParams) set(name, v string) error {
@@ -164,7 +251,7 @@ func (p *lockParams) set(name, v string) error {
 		// Exactly the decimal digits the server wrote: no sign, no space,
 		// no leading zero.
 		t, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || !tokenSyntax.MatchString(v) {
+		if err != nil || !tokenSyntax(v) {
 			return badRequest("token", "must be a fencing token: an integer from 1 to 2^53-1, got "+quoteShort(v))
 		}
 		p.Token = &t
@@ -172,17 +259,53 @@ func (p *lockParams) set(name, v string) error {
 	return nil
 }
 
-// Number syntaxes: seconds are plain decimals with an optional exponent
-// ("0.5", ".5", "1e3"; no sign "+", underscores, hex, Inf or NaN); tokens
-// are canonical decimals.
-var (
-	secondsSyntax = regexp.MustCompile(`^-?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?$`)
-	tokenSyntax   = regexp.MustCompile(`^[1-9][0-9]*$`)
-)
+// secondsSyntax reports whether v is a plain decimal with an optional
+// exponent: -?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)? ("0.5", ".5",
+// "1e3"; no "+" sign, underscores, hex, Inf or NaN, which ParseFloat takes).
+func secondsSyntax(v string) bool {
+	v = strings.TrimPrefix(v, "-")
+	intDigits := digits(v)
+	v = v[intDigits:]
+	fracDigits := 0
+	if rest, ok := strings.CutPrefix(v, "."); ok {
+		fracDigits = digits(rest)
+		v = rest[fracDigits:]
+	}
+	if intDigits+fracDigits == 0 {
+		return false
+	}
+	if len(v) > 0 && (v[0] == 'e' || v[0] == 'E') {
+		v = v[1:]
+		if len(v) > 0 && (v[0] == '+' || v[0] == '-') {
+			v = v[1:]
+		}
+		n := digits(v)
+		if n == 0 {
+			return false
+		}
+		v = v[n:]
+	}
+	return v == ""
+}
+
+// tokenSyntax reports whether v is a canonical decimal: digits without a
+// sign, a space or a leading zero.
+func tokenSyntax(v string) bool {
+	return v != "" && v[0] != '0' && digits(v) == len(v)
+}
+
+// digits returns the number of ASCII digits v starts with.
+func digits(v string) int {
+	i := 0
+	for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+		i++
+	}
+	return i
+}
 
 func parseSeconds(name, v string) (float64, error) {
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || !secondsSyntax.MatchString(v) || math.IsNaN(f) || math.IsInf(f, 0) {
+	if err != nil || !secondsSyntax(v) || math.IsNaN(f) || math.IsInf(f, 0) {
 		return 0, badRequest(name, "must be a number of seconds, got "+quoteShort(v))
 	}
 	return f, nil
@@ -200,7 +323,7 @@ func quoteShort(v string) string {
 
 // setJSON reads a body that must be one JSON object whose members are
 // numbers: each named once, each a parameter of the call.
-func (p *lockParams) setJSON(body []byte, names []string, from map[string]string) error {
+func (p *lockParams) setJSON(body []byte, names []string, from *sources) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
@@ -212,10 +335,11 @@ func (p *lockParams) setJSON(body []byte, names []string, from map[string]string
 			return badRequest("body", "is not valid JSON: "+err.Error())
 		}
 		name, _ := tok.(string)
-		if !contains(names, name) {
+		i := index(names, name)
+		if i < 0 {
 			return badRequest(name, fmt.Sprintf("is not a field of this call's body (expected %s)", strings.Join(names, ", ")))
 		}
-		if where, ok := from[name]; ok {
+		if where := from[i]; where != "" {
 			if where == "body" {
 				return badRequest(name, "is given twice in the body")
 			}
@@ -232,7 +356,7 @@ func (p *lockParams) setJSON(body []byte, names []string, from map[string]string
 		if err := p.set(name, n.String()); err != nil {
 			return err
 		}
-		from[name] = "body"
+		from[i] = "body"
 	}
 	if _, err := dec.Token(); err != nil {
 		return badRequest("body", "is not valid JSON: "+err.Error())
@@ -267,15 +391,6 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 		return nil, badRequest("body", "is not UTF-8")
 	}
 	return b, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // seconds converts API seconds to a Duration, saturating instead of
