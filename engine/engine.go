@@ -202,9 +202,8 @@ type lock struct {
 	lease   time.Duration
 	granted int64 // Unix ns
 	expires int64 // Unix ns
-	claimBy int64 // Unix ns; nonzero while a grant to a detached waiter awaits its repeat
 	holder  *ticket
-	dl      deadline // lease expiry (or claimBy, whichever is first)
+	dl      deadline // lease expiry (or the holder's claimBy, whichever is first)
 
 	head, tail *waiter
 	n          int
@@ -258,6 +257,9 @@ type ticket struct {
 	// the client: the first, plus one per repeat. An undeliverable answer
 	// releases the grant only when it was the last one.
 	answers int
+	// claimBy (Unix ns) is nonzero while the grant to this ticket's
+	// detached waiter awaits its repeat: the lock is released then.
+	claimBy int64
 	dl      deadline
 }
 
@@ -457,7 +459,7 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	var t *ticket
 	if req.ID != "" {
 		t = &ticket{id: req.ID, key: req.Key, dl: deadline{idx: -1}}
-		t.dl.t = t
+		t.dl.owner = t
 	}
 	if lk.token == 0 && lk.head == nil {
 		g, err := s.grant(lk, t, lease, now, now)
@@ -480,11 +482,11 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 		// A queued waiter always has an ID, so that it can be resumed on
 		// another node after a handoff (the ticket travels in a redirect).
 		t = &ticket{id: newTicketID(), key: req.Key, dl: deadline{idx: -1}}
-		t.dl.t = t
+		t.dl.owner = t
 		tid = req.Key + "\x00" + t.id
 	}
 	w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), lease: lease, arrived: now, dl: deadline{idx: -1}}
-	w.dl.w = w
+	w.dl.owner = w
 	if wait > 0 {
 		// A wait too long to have an end (past the year 2262) has none.
 		w.waitUntil = after(now, wait)
@@ -511,8 +513,8 @@ func (s *shard) repeat(ctx context.Context, t *ticket, now int64) (Grant, error)
 		lk := s.locks[t.key]
 		g := lk.grantInfo()
 		t.answers++
-		if lk.claimBy != 0 {
-			lk.claimBy = 0
+		if t.claimBy != 0 {
+			t.claimBy = 0
 			s.armLease(lk)
 		}
 		s.mu.Unlock()
@@ -672,7 +674,9 @@ func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, er
 	now := e.now().UnixNano()
 	lk.lease = lease
 	lk.expires = after(now, lease)
-	lk.claimBy = 0
+	if lk.holder != nil {
+		lk.holder.claimBy = 0
+	}
 	s.armLease(lk)
 	s.emit(Event{Kind: EventRenew, Key: key, Token: token, Lease: lease, At: now, ExpiresAt: lk.expires})
 	return lk.grantInfo(), nil
@@ -811,9 +815,9 @@ func (s *shard) grant(lk *lock, t *ticket, lease time.Duration, now, arrived int
 	lk.lease = lease
 	lk.granted = now
 	lk.expires = after(now, lease)
-	lk.claimBy = 0
 	lk.holder = t
 	if t != nil {
+		t.claimBy = 0
 		t.state = tGranted
 		t.token = tok
 		t.w = nil
@@ -833,9 +837,9 @@ func (s *shard) grant(lk *lock, t *ticket, lease time.Duration, now, arrived int
 func (s *shard) endGrant(lk *lock, now int64, kind EventKind) {
 	s.emit(Event{Kind: kind, Key: lk.key, Token: lk.token, At: now, Waiters: lk.n})
 	s.setToken(lk, 0)
-	lk.claimBy = 0
 	s.heap.remove(&lk.dl)
 	if t := lk.holder; t != nil {
+		t.claimBy = 0
 		lk.holder = nil
 		if IsTicket(t.id) {
 			s.retire(t, tForget, now)
@@ -863,7 +867,7 @@ func (s *shard) grantNext(lk *lock, now int64) {
 		if w.state == detached {
 			// Its request is gone, its repeat is due within the grace: keep
 			// the grant for it that long, then release.
-			lk.claimBy = w.graceUntil
+			w.t.claimBy = w.graceUntil
 			w.t.answers = 0
 			s.armLease(lk)
 			continue
@@ -932,8 +936,8 @@ func (s *shard) armLease(lk *lock) {
 		return
 	}
 	when := lk.expires
-	if lk.claimBy != 0 && lk.claimBy < when {
-		when = lk.claimBy
+	if t := lk.holder; t != nil && t.claimBy != 0 && t.claimBy < when {
+		when = t.claimBy
 	}
 	s.heap.set(&lk.dl, when)
 	s.arm()
@@ -989,13 +993,13 @@ func (s *shard) fire() {
 			break
 		}
 		s.heap.remove(d)
-		switch {
-		case d.lk != nil:
-			s.expire(d.lk, now)
-		case d.w != nil:
-			s.waiterDeadline(d.w, now)
-		case d.t != nil:
-			delete(s.tickets, d.t.key+"\x00"+d.t.id)
+		switch o := d.owner.(type) {
+		case *lock:
+			s.expire(o, now)
+		case *waiter:
+			s.waiterDeadline(o, now)
+		case *ticket:
+			delete(s.tickets, o.key+"\x00"+o.id)
 		}
 	}
 	s.arm()

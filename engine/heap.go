@@ -1,15 +1,14 @@
 package engine
 
-// deadline is one entry of a shard's timer heap: a lease expiry (lock),
-// a waiter's wait/poll/grace deadline (waiter), or the end of a waiter ID's
-// retention (ticket). Exactly one of the three owner pointers is set. The
-// entry is embedded in its owner, so arming a deadline allocates nothing.
+// deadline is one entry of a shard's timer heap: a lease expiry (owner is
+// a *lock), a waiter's wait/poll/grace deadline (*waiter), or the end of a
+// waiter ID's retention (*ticket). The entry is embedded in its owner, so
+// arming a deadline allocates nothing; it is 32 bytes, since every held key
+// carries one.
 type deadline struct {
-	when int64 // Unix nanoseconds
-	idx  int   // position in the heap; -1 when not in it
-	lk   *lock
-	w    *waiter
-	t    *ticket
+	when  int64 // Unix nanoseconds
+	idx   int32 // position in the heap; -1 when not in it
+	owner any   // *lock, *waiter or *ticket
 }
 
 // deadlines is a binary min-heap on when. One per shard, under the shard's
@@ -18,13 +17,13 @@ type deadline struct {
 type deadlines []*deadline
 
 func (h *deadlines) push(d *deadline) {
-	d.idx = len(*h)
+	d.idx = int32(len(*h))
 	*h = append(*h, d)
-	h.up(d.idx)
+	h.up(len(*h) - 1)
 }
 
 func (h *deadlines) remove(d *deadline) {
-	i := d.idx
+	i := int(d.idx)
 	if i < 0 {
 		return
 	}
@@ -52,8 +51,8 @@ func (h *deadlines) set(d *deadline, when int64) {
 		h.push(d)
 		return
 	}
-	if !h.down(d.idx) {
-		h.up(d.idx)
+	if i := int(d.idx); !h.down(i) {
+		h.up(i)
 	}
 }
 
@@ -66,8 +65,8 @@ func (h deadlines) min() *deadline {
 
 func (h deadlines) swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].idx = i
-	h[j].idx = j
+	h[i].idx = int32(i)
+	h[j].idx = int32(j)
 }
 
 func (h deadlines) up(j int) {

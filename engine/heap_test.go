@@ -14,7 +14,7 @@ func checkHeap(t *testing.T, h deadlines, want map[*deadline]bool) {
 		t.Fatalf("heap has %d entries; want %d", len(h), len(want))
 	}
 	for i, d := range h {
-		if d.idx != i {
+		if int(d.idx) != i {
 			t.Fatalf("entry at %d has idx %d", i, d.idx)
 		}
 		if !want[d] {

@@ -212,7 +212,7 @@ func (s *shard) lockFor(key string) *lock {
 	lk := s.locks[key]
 	if lk == nil {
 		lk = &lock{key: key, dl: deadline{idx: -1}}
-		lk.dl.lk = lk
+		lk.dl.owner = lk
 		s.locks[key] = lk
 		s.e.keys.Add(1)
 	}
@@ -224,7 +224,7 @@ func (s *shard) ticket(key, id string) *ticket {
 	t := s.tickets[tid]
 	if t == nil {
 		t = &ticket{id: id, key: key, dl: deadline{idx: -1}}
-		t.dl.t = t
+		t.dl.owner = t
 		s.tickets[tid] = t
 	}
 	return t
@@ -257,7 +257,7 @@ func (s *shard) applyWaiter(lk *lock, ws WaiterState) {
 		return // already queued: a duplicate in the stream
 	}
 	w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), state: detached, lease: ws.Lease, arrived: ws.Arrived, waitUntil: ws.WaitUntil, dl: deadline{idx: -1}}
-	w.dl.w = w
+	w.dl.owner = w
 	t.state, t.w = tWaiting, w
 	s.heap.remove(&t.dl)
 	lk.enqueue(w)
@@ -311,7 +311,9 @@ func (e *Engine) Demote() {
 		s.mu.Lock()
 		for _, lk := range s.locks {
 			s.heap.remove(&lk.dl)
-			lk.claimBy = 0
+			if lk.holder != nil {
+				lk.holder.claimBy = 0
+			}
 			for w := lk.head; w != nil; w = w.next {
 				s.heap.remove(&w.dl)
 				if w.state == queued {
