@@ -54,12 +54,19 @@ type paramRule struct {
 // struct by reflection on every call, which cost a request about a
 // microsecond here, more than the rest of its parsing.
 var paramRules = func() []paramRule {
+	// Each returns nil for a parameter the call did not give: it is not
+	// checked (the key always is).
 	values := map[string]func(*lockParams) any{
 		"Key":   func(p *lockParams) any { return p.Key },
-		"Lease": func(p *lockParams) any { return p.Lease },
-		"Wait":  func(p *lockParams) any { return p.Wait },
-		"Token": func(p *lockParams) any { return p.Token },
-		"ID":    func(p *lockParams) any { return p.ID },
+		"Lease": func(p *lockParams) any { return ifSet(p.Lease) },
+		"Wait":  func(p *lockParams) any { return ifSet(p.Wait) },
+		"Token": func(p *lockParams) any { return ifSet(p.Token) },
+		"ID": func(p *lockParams) any {
+			if p.ID == "" {
+				return nil
+			}
+			return p.ID
+		},
 	}
 	var rules []paramRule
 	t := reflect.TypeFor[lockParams]()
@@ -78,11 +85,23 @@ var paramRules = func() []paramRule {
 	return rules
 }()
 
+// ifSet returns p, or an untyped nil for a nil p.
+func ifSet[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return p
+}
+
 // validate runs the validator and turns its first complaint into a 400
 // naming the field.
 func (s *Server) validate(p *lockParams) error {
 	for _, r := range paramRules {
-		err := s.v.Var(r.value(p), r.tag)
+		v := r.value(p)
+		if v == nil {
+			continue
+		}
+		err := s.v.Var(v, r.tag)
 		if err == nil {
 			continue
 		}
