@@ -458,7 +458,7 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	}
 	var t *ticket
 	if req.ID != "" {
-		t = &ticket{id: req.ID, key: req.Key, dl: deadline{idx: -1}}
+		t = &ticket{id: req.ID, key: lk.key, dl: deadline{idx: -1}}
 		t.dl.owner = t
 	}
 	if lk.token == 0 && lk.head == nil {
@@ -481,7 +481,7 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	if t == nil {
 		// A queued waiter always has an ID, so that it can be resumed on
 		// another node after a handoff (the ticket travels in a redirect).
-		t = &ticket{id: newTicketID(), key: req.Key, dl: deadline{idx: -1}}
+		t = &ticket{id: newTicketID(), key: lk.key, dl: deadline{idx: -1}}
 		t.dl.owner = t
 		tid = req.Key + "\x00" + t.id
 	}

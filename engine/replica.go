@@ -211,9 +211,12 @@ func (e *Engine) Apply(ev Event) error {
 func (s *shard) lockFor(key string) *lock {
 	lk := s.locks[key]
 	if lk == nil {
-		lk = &lock{key: key, dl: deadline{idx: -1}}
+		// The key is copied: the caller's string may share its memory with
+		// a whole request (an HTTP request line), which a held key would
+		// otherwise keep alive.
+		lk = &lock{key: strings.Clone(key), dl: deadline{idx: -1}}
 		lk.dl.owner = lk
-		s.locks[key] = lk
+		s.locks[lk.key] = lk
 		s.e.keys.Add(1)
 	}
 	return lk

@@ -21,3 +21,34 @@ func TestStructSizes(t *testing.T) {
 		}
 	}
 }
+
+// A held key must not keep its caller's larger string alive: over HTTP the
+// key is a slice of the request line, and a million held keys would each
+// pin one.
+func TestHeldKeyIsCopied(t *testing.T) {
+	e := newEngine(t, Config{})
+	defer e.Close()
+	line := "POST /locks/some/key?lease=600 HTTP/1.1"
+	key := line[len("POST /locks/") : len("POST /locks/")+len("some/key")]
+	if _, err := e.Acquire(t.Context(), AcquireRequest{Key: key}); err != nil {
+		t.Fatal(err)
+	}
+	s := e.shard(key)
+	s.mu.Lock()
+	var stored string
+	for k, lk := range s.locks {
+		if k == key {
+			stored = lk.key
+			if unsafe.StringData(k) != unsafe.StringData(lk.key) {
+				t.Error("the map and the lock hold two copies of the key")
+			}
+		}
+	}
+	s.mu.Unlock()
+	if stored != key {
+		t.Fatalf("lock for %q not found", key)
+	}
+	if unsafe.StringData(stored) == unsafe.StringData(key) {
+		t.Error("the lock keeps the caller's string (and the whole request line behind it)")
+	}
+}
