@@ -1,8 +1,10 @@
 package handlers
 
 import (
+	"math"
 	"net/url"
 	"regexp"
+	"strconv"
 	"testing"
 )
 
@@ -103,4 +105,24 @@ func FuzzQueryString(f *testing.F) {
 
 func eqFloat(a, b *float64) bool {
 	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
+// FuzzSecondsValue holds parseSeconds to strconv.ParseFloat, bit for bit:
+// its fast path must round exactly as ParseFloat does.
+func FuzzSecondsValue(f *testing.F) {
+	for _, v := range append(syntaxSeeds, "0.1", "0.3", "123456789012345", "1234567890123456", "9.999999999999999e22",
+		"1e22", "1e23", "1e-22", "1e-23", "0.000000000000000000001", "4.35", "-0", "00030.500", "1e+007") {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		got, err := parseSeconds("lease", v)
+		want, perr := strconv.ParseFloat(v, 64)
+		valid := secondsSyntax(v) && perr == nil && !math.IsInf(want, 0) && !math.IsNaN(want)
+		if valid != (err == nil) {
+			t.Fatalf("parseSeconds(%q) error = %v; ParseFloat gives %v, %v", v, err, want, perr)
+		}
+		if valid && math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("parseSeconds(%q) = %v (%x), ParseFloat = %v (%x)", v, got, math.Float64bits(got), want, math.Float64bits(want))
+		}
+	})
 }

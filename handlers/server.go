@@ -97,14 +97,11 @@ func New(eng *engine.Engine, cfg Config) *Server {
 	})
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
-	r.Group(func(r chi.Router) {
-		r.Use(s.gateLocks)
-		r.Get("/locks", s.list)
-		r.Post("/locks/*", s.acquire)
-		r.Delete("/locks/*", s.release)
-		r.Patch("/locks/*", s.renew)
-		r.Get("/locks/*", s.status)
-	})
+	r.Get("/locks", s.gated(s.list))
+	r.Post("/locks/*", s.gated(s.acquire))
+	r.Delete("/locks/*", s.gated(s.release))
+	r.Patch("/locks/*", s.gated(s.renew))
+	r.Get("/locks/*", s.gated(s.status))
 	s.mountWeb(r)
 	if cfg.Pprof {
 		r.Mount("/debug", middleware.Profiler())
@@ -146,21 +143,41 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.Se
 //	@Security		BearerAuth
 //	@Router			/locks/{key} [post]
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
-	p, err := s.parseLockParams(w, r)
+	req, err := s.acquireRequest(w, r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	g, err := s.eng.Acquire(r.Context(), engine.AcquireRequest{
-		Key: p.Key, Lease: seconds(p.Lease), Wait: seconds(p.Wait), ID: p.ID,
-	})
+	// A parked request keeps this frame on its stack while it waits:
+	// parsing and answering happen in calls of their own so that it stays
+	// small (see exactDecimal).
+	g, err := s.eng.Acquire(r.Context(), req)
+	s.answerAcquire(w, r, req.ID, g, err)
+}
+
+// acquireRequest parses an acquire into the engine's request.
+func (s *Server) acquireRequest(w http.ResponseWriter, r *http.Request) (engine.AcquireRequest, error) {
+	// parseLockParams in two calls: the validator runs one frame higher.
+	p, err := s.readLockParams(w, r)
+	if err == nil {
+		err = s.checkLockParams(&p, r.Method)
+	}
+	if err != nil {
+		return engine.AcquireRequest{}, err
+	}
+	return engine.AcquireRequest{Key: p.Key, Lease: seconds(p.Lease), Wait: seconds(p.Wait), ID: p.ID}, nil
+}
+
+// answerAcquire writes the outcome of an acquire. A grant that cannot be
+// written (the client is gone) is abandoned: it passes to the next waiter.
+func (s *Server) answerAcquire(w http.ResponseWriter, r *http.Request, id string, g engine.Grant, err error) {
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	if r.Context().Err() != nil {
 		// Granted as the client went away: nobody would learn the token.
-		s.eng.Abandon(g, p.ID)
+		s.eng.Abandon(g, id)
 		return
 	}
 	w.Header().Set(api.HeaderLockToken, strconv.FormatUint(g.Token, 10))
@@ -180,7 +197,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		werr = http.NewResponseController(w).Flush()
 	}
 	if werr != nil {
-		s.eng.Abandon(g, p.ID)
+		s.eng.Abandon(g, id)
 		return
 	}
 	s.metrics.delivered(g.Key, g.Token)
