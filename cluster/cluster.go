@@ -36,6 +36,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/baton-io/baton/api"
@@ -125,7 +126,8 @@ type peer struct {
 	contact  time.Time // last successful poll or stream frame
 	status   Status    // last answer
 	heard    bool
-	down     bool // its stream or a call just failed; cleared by the next good poll
+	down     bool      // its stream or a call just failed; cleared by the next good poll
+	polled   time.Time // end of the last poll, answered or not
 }
 
 // Node is one member of the cluster. Its exported methods are safe for
@@ -156,6 +158,15 @@ type Node struct {
 	changed   chan struct{}      // closed and replaced when active changes
 	closing   bool
 
+	// Pause guard: base is the node's monotonic clock origin; ticked (ns
+	// since base) is the role loop's last tick, and resumed (ns since
+	// base, 0 = none) when the loop found it had not run for longer than
+	// FailoverTimeout (the process was stopped or starved), so that a
+	// standby may have been promoted meanwhile. See Serving.
+	base    time.Time
+	ticked  atomic.Int64
+	resumed atomic.Int64
+
 	ctx  context.Context
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -180,6 +191,7 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 		role:      api.RoleStandby,
 		appliedCh: make(chan struct{}),
 		changed:   make(chan struct{}),
+		base:      time.Now(),
 	}
 	if n.log == nil {
 		n.log = slog.Default()
@@ -259,8 +271,21 @@ func (n *Node) Close(ctx context.Context) error {
 	return err
 }
 
-// Serving reports whether this node is the active.
-func (n *Node) Serving() bool { return n.eng.Active() }
+// Serving reports whether this node is the active and may answer as one.
+// An active that has not run for longer than FailoverTimeout (stopped,
+// frozen or starved) may have been replaced by a promoted standby, so it
+// does not serve until its role loop has run again and every peer has
+// been polled since: the calls that waited in its sockets meanwhile get 503
+// with Retry-After, not grants under a role it may no longer hold.
+func (n *Node) Serving() bool {
+	if !n.eng.Active() {
+		return false
+	}
+	return n.since()-n.ticked.Load() <= int64(n.cfg.FailoverTimeout) && n.resumed.Load() == 0
+}
+
+// since returns the time since n.base on the monotonic clock, in ns.
+func (n *Node) since() int64 { return int64(time.Since(n.base)) }
 
 // ActiveURL returns the active's base URL for a redirect. While no active is
 // known (a failover or handoff under way) it waits, up to FailoverTimeout +

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -74,7 +75,28 @@ func TestSigstopActiveThenResumeStepsDownWithoutLoss(t *testing.T) {
 		t.Fatalf("token %d on the new active is not above %d", during.Token, before.Token)
 	}
 
+	// A call that reaches the paused node waits in its socket; when it
+	// resumes it must not grant under a role it has lost (it would hand
+	// out a token above the new active's for a lock the new active holds).
+	paused := make(chan answer, 1)
+	go func() {
+		noFollow := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		a := answer{}
+		resp, err := noFollow.Post("http://"+c.nodes[0].listen+"/locks/during?lease=60", "", nil)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			a = answer{status: resp.StatusCode, body: string(b)}
+		}
+		paused <- a
+	}()
+	time.Sleep(200 * time.Millisecond) // the call is in node 0's socket
 	c.signal(0, syscall.SIGCONT)
+	if a := <-paused; a.status == http.StatusOK {
+		t.Errorf("the resumed node granted a call made while it was paused: %s", a.body)
+	} else if a.status != http.StatusServiceUnavailable && a.status != http.StatusTemporaryRedirect {
+		t.Errorf("the call made while node 0 was paused got %d %s, want 503 or 307", a.status, a.body)
+	}
 	// The resumed node finds the newer active, steps down, resyncs, and,
 	// having the higher priority, takes the role back through a handoff.
 	c.waitActive(0, 1, 2)

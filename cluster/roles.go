@@ -22,6 +22,7 @@ func (n *Node) poll(p *peer) {
 		st, err := n.fetchStatus(p.url)
 		now := time.Now()
 		n.mu.Lock()
+		p.polled = now
 		if err == nil {
 			p.status, p.contact, p.heard, p.down = st, now, true, false
 			if st.LastToken > 0 {
@@ -78,13 +79,22 @@ func (n *Node) fetchStatus(base string) (Status, error) {
 func (n *Node) loop() {
 	t := time.NewTicker(n.cfg.Heartbeat)
 	defer t.Stop()
+	n.ticked.Store(n.since())
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-t.C:
 		}
-		n.step(time.Now())
+		now := time.Now()
+		tick := n.since()
+		if gap := time.Duration(tick - n.ticked.Load()); gap > n.cfg.FailoverTimeout {
+			// Set before ticked: Serving never sees a fresh tick without it.
+			n.resumed.Store(tick)
+			n.log.Warn("this node did not run for longer than failover_timeout: not serving until every peer has been polled again", "gap", gap.Round(time.Millisecond))
+		}
+		n.ticked.Store(tick)
+		n.step(now)
 	}
 }
 
@@ -92,6 +102,20 @@ func (n *Node) loop() {
 func (n *Node) step(now time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if r := n.resumed.Load(); r != 0 {
+		// After a pause, peer state is stale: decide nothing until every
+		// peer has been polled (answered or failed) since.
+		resumedAt := n.base.Add(time.Duration(r))
+		for _, p := range n.peers {
+			if !p.polled.After(resumedAt) {
+				return
+			}
+		}
+		// Serving again once this decision is taken (a step-down included):
+		// deferred calls run before the deferred unlock.
+		defer n.resumed.Store(0)
+		n.log.Info("every peer polled again after the pause", "role", n.role)
+	}
 	if n.moving || n.closing {
 		return
 	}
