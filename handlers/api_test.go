@@ -649,7 +649,7 @@ func TestIdempotencyKey(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	const maxBody = 1024
-	e := newEnv(t, engine.Config{WaitMax: time.Minute, LeaseMax: time.Hour}, handlers.Config{MaxBody: maxBody})
+	e := newEnv(t, engine.Config{WaitMax: time.Minute, LeaseMax: time.Hour}, handlers.Config{MaxBody: maxBody, Events: handlers.NewEventLog(16)})
 	held := e.acquire("/locks/h?lease=600")
 	ht := tok(held.Token)
 	long := strings.Repeat("a", 257)
@@ -724,6 +724,13 @@ func TestBadInput(t *testing.T) {
 		{"repeated token", "DELETE", "/locks/h?token=" + ht + "&token=" + ht, "", nil, 400, "token"},
 		{"Idempotency-Key too long", "POST", "/locks/k", "", []string{api.HeaderIdempotencyKey, strings.Repeat("x", 300)}, 400, api.HeaderIdempotencyKey},
 		{"status with a parameter", "GET", "/locks/h?lease=1", "", nil, 400, "lease"},
+		{"two Lock-Token headers", "DELETE", "/locks/h", "", []string{api.HeaderLockToken, ht, api.HeaderLockToken, "1"}, 400, "token"},
+		{"two Lock-Token headers, the holder's second", "DELETE", "/locks/h", "", []string{api.HeaderLockToken, "1", api.HeaderLockToken, ht}, 400, "token"},
+		{"list with a bad escape", "GET", "/locks?prefix=%zz", "", nil, 400, "query"},
+		{"list with a semicolon", "GET", "/locks?prefix=h;limit=1", "", nil, 400, "query"},
+		{"list with limit twice", "GET", "/locks?limit=1&limit=2", "", nil, 400, "limit"},
+		{"events with a bad escape", "GET", "/events?since=%zz", "", nil, 400, "query"},
+		{"events with since twice", "GET", "/events?since=1&since=2", "", nil, 400, "since"},
 		{"body over max_body", "POST", "/locks/k", big, nil, 413, ""},
 		{"body over max_body on DELETE", "DELETE", "/locks/h", `{"token":` + ht + strings.Repeat(" ", maxBody) + `}`, nil, 413, ""},
 	}
@@ -955,5 +962,19 @@ func TestShutdownAnswersWaiters(t *testing.T) {
 	r := e.do(http.MethodPost, "/locks/new", "")
 	if r.code != http.StatusServiceUnavailable || r.hdr.Get("Retry-After") == "" {
 		t.Fatalf("acquire after close: %d %s", r.code, r.body)
+	}
+}
+
+func TestHeadIsGetWithoutBody(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	e.acquire("/locks/h?lease=600")
+	for _, path := range []string{"/healthz", "/readyz", "/locks/h", "/locks", "/openapi.json"} {
+		r := e.do(http.MethodHead, path, "")
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.code != http.StatusOK || len(r.body) != 0 {
+			t.Errorf("HEAD %s: %d with %d bytes of body, want 200 and none", path, r.code, len(r.body))
+		}
 	}
 }

@@ -194,12 +194,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &httpError{status: http.StatusNotFound, body: api.Error{Code: api.CodeNotFound, Message: "this node keeps no event log"}})
 		return
 	}
-	q := r.URL.Query()
-	for name := range q {
-		if name != "since" {
-			s.writeError(w, r, badRequest(name, "is not a parameter of GET /events (expected since)"))
-			return
-		}
+	q, err := strictQuery(r, "GET /events", "since")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	last := lg.Last()
 	since := last - min(last, eventsBacklog)

@@ -38,8 +38,8 @@ func (s *Server) initOps(r chi.Router) {
 		// is left out, one frame less on every parked request's stack.
 		r.Use(s.authenticate)
 	}
-	r.Get("/metrics", s.serveMetrics)
-	r.Get("/openapi.json", s.serveOpenAPI)
+	get(r, "/metrics", s.serveMetrics)
+	get(r, "/openapi.json", s.serveOpenAPI)
 }
 
 // serveOpenAPI is GET /openapi.json.

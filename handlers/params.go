@@ -195,6 +195,9 @@ func (s *Server) readLockParams(w http.ResponseWriter, r *http.Request) (lockPar
 	}
 	if h := r.Header.Get(api.HeaderLockToken); h != "" {
 		if i := index(names, "token"); i >= 0 {
+			if len(r.Header.Values(api.HeaderLockToken)) > 1 {
+				return p, badRequest("token", "is given more than once (Lock-Token header)")
+			}
 			if from[i] != "" {
 				return p, badRequest("token", "is given both in the "+from[i]+" and in the Lock-Token header")
 			}
@@ -259,6 +262,26 @@ func (p *lockParams) setQuery(raw, method string, names []string, from *sources)
 		}
 	}
 	return nil
+}
+
+// strictQuery parses the query string of a GET route that takes the
+// parameters names, each at most once: a malformed query string, an
+// unknown or a repeated parameter is a 400 that names it, as for the lock
+// calls. route names the call in the message ("GET /locks").
+func strictQuery(r *http.Request, route string, names ...string) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, badRequest("query", "is not a valid query string")
+	}
+	for name, vals := range q {
+		if index(names, name) < 0 {
+			return nil, badRequest(name, fmt.Sprintf("is not a parameter of %s (expected %s)", route, strings.Join(names, ", ")))
+		}
+		if len(vals) != 1 {
+			return nil, badRequest(name, "is given more than once")
+		}
+	}
+	return q, nil
 }
 
 // unescapeQuery decodes one name or value of a query string; most have

@@ -33,10 +33,10 @@ func (s *Server) useCORS(r chi.Router) {
 //	@Router		/ [get]
 func (s *Server) mountWeb(r chi.Router) {
 	page := web.Handler()
-	r.Get("/", page.ServeHTTP)
-	r.Get(web.Prefix+"*", page.ServeHTTP)
-	r.Get("/cluster", s.cluster)
-	r.Get("/events", s.events)
+	get(r, "/", page.ServeHTTP)
+	get(r, web.Prefix+"*", page.ServeHTTP)
+	get(r, "/cluster", s.cluster)
+	get(r, "/events", s.events)
 }
 
 // cluster is GET /cluster: this node's view of the cluster, from
