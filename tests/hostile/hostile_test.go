@@ -429,7 +429,9 @@ func TestHostileClients(t *testing.T) {
 				t.Fatalf("holder: %d %s", holder.code, holder.body)
 			}
 			// 1,000 over HTTP/1.1 (one connection each), 1,000 multiplexed
-			// over h2c: all wait 3 s on the same held key.
+			// over h2c: all wait 10 s on the same held key (long enough
+			// for all of them to be queued at once on a loaded 2-core CI
+			// machine, where 3 s was not).
 			const perKind = 1000
 			var h2 http.Protocols
 			h2.SetUnencryptedHTTP2(true)
@@ -441,7 +443,7 @@ func TestHostileClients(t *testing.T) {
 			answers := make(chan answer, 2*perKind)
 			for _, c := range clients {
 				for range perKind {
-					go func() { answers <- do(c, http.MethodPost, n.url+"/locks/flood?wait=3") }()
+					go func() { answers <- do(c, http.MethodPost, n.url+"/locks/flood?wait=10") }()
 				}
 			}
 			waitFor(t, "2000 waiters queued", 20*time.Second, func() bool { return n.metric(t, "baton_waiters") == 2*perKind })
