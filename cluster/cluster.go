@@ -277,11 +277,13 @@ func (n *Node) Close(ctx context.Context) error {
 // does not serve until its role loop has run again and every peer has
 // been polled since: the calls that waited in its sockets meanwhile get 503
 // with Retry-After, not grants under a role it may no longer hold.
-func (n *Node) Serving() bool {
-	if !n.eng.Active() {
-		return false
-	}
-	return n.since()-n.ticked.Load() <= int64(n.cfg.FailoverTimeout) && n.resumed.Load() == 0
+func (n *Node) Serving() bool { return n.eng.Active() && !n.Resuming() }
+
+// Resuming reports whether this node has not run for longer than
+// FailoverTimeout, or has run again since without yet polling every peer:
+// its view of the roles is stale.
+func (n *Node) Resuming() bool {
+	return n.since()-n.ticked.Load() > int64(n.cfg.FailoverTimeout) || n.resumed.Load() != 0
 }
 
 // since returns the time since n.base on the monotonic clock, in ns.

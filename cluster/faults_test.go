@@ -78,18 +78,7 @@ func TestSigstopActiveThenResumeStepsDownWithoutLoss(t *testing.T) {
 	// A call that reaches the paused node waits in its socket; when it
 	// resumes it must not grant under a role it has lost (it would hand
 	// out a token above the new active's for a lock the new active holds).
-	paused := make(chan answer, 1)
-	go func() {
-		noFollow := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		a := answer{}
-		resp, err := noFollow.Post("http://"+c.nodes[0].listen+"/locks/during?lease=60", "", nil)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			a = answer{status: resp.StatusCode, body: string(b)}
-		}
-		paused <- a
-	}()
+	paused := postNoFollow("http://" + c.nodes[0].listen + "/locks/during?lease=60")
 	time.Sleep(200 * time.Millisecond) // the call is in node 0's socket
 	c.signal(0, syscall.SIGCONT)
 	if a := <-paused; a.status == http.StatusOK {
@@ -113,6 +102,60 @@ func TestSigstopActiveThenResumeStepsDownWithoutLoss(t *testing.T) {
 	if r := c.roles(); !slices.Equal(r, []string{api.RoleActive, api.RoleStandby, api.RoleStandby}) {
 		t.Errorf("roles %v, want one active (node 0) and two standbys", r)
 	}
+}
+
+// postNoFollow sends a POST in the background and delivers its answer
+// (status 0 if it failed) without following a redirect.
+func postNoFollow(u string) <-chan answer {
+	ch := make(chan answer, 1)
+	go func() {
+		noFollow := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		a := answer{}
+		resp, err := noFollow.Post(u, "", nil)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			a = answer{status: resp.StatusCode, body: string(b)}
+		}
+		ch <- a
+	}()
+	return ch
+}
+
+// A lease that runs out while the active is paused is taken back by the
+// paused node's own timer the moment it resumes, and the lock passes to
+// its first waiter; but a standby has been promoted meanwhile, so the
+// waiter must be told to retry, not that it holds the lock.
+func TestPausedActiveDeliversNoGrantOnResume(t *testing.T) {
+	c := newCluster(t, 2, false)
+	c.startAll()
+	c.waitActive(0, 1)
+	c.acquire(0, "k", "lease=1")
+	waiter := postNoFollow("http://" + c.nodes[0].listen + "/locks/k?lease=60&wait=30")
+	deadline := time.Now().Add(5 * time.Second)
+	for c.waitersOn(0, "k") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter never queued on node 0")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	c.signal(0, syscall.SIGSTOP)
+	c.waitActive(1) // promoted after the failover timeout; the 1 s lease has run out
+	time.Sleep(200 * time.Millisecond)
+	c.signal(0, syscall.SIGCONT)
+	select {
+	case a := <-waiter:
+		t.Logf("waiter: %d %s", a.status, a.body)
+		if a.status == http.StatusOK {
+			t.Errorf("the resumed node delivered the grant its timer made while it was not known to be active: %s", a.body)
+		} else if a.status != http.StatusServiceUnavailable && a.status != http.StatusTemporaryRedirect {
+			t.Errorf("the waiter got %d %s, want 503 or 307", a.status, a.body)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiter got no answer")
+	}
+	c.waitActive(0, 1) // node 0 steps down, resyncs and takes its role back
 }
 
 func TestCutLinkMakesTwoActivesAndHealingLeavesOne(t *testing.T) {

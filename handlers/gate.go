@@ -15,6 +15,11 @@ import (
 type Gate interface {
 	// Serving reports whether this node is the active.
 	Serving() bool
+	// Resuming reports whether this node has just run again after a pause
+	// (stopped or starved for longer than the failover timeout) and does
+	// not yet know whether it is still the active: a grant its own timers
+	// made meanwhile must not reach a client.
+	Resuming() bool
 	// ActiveURL returns the active's base URL ("http://host:port"). While a
 	// failover or handoff is under way it may wait for one to become known,
 	// bounded by ctx and a short timeout; "" means none is known.

@@ -189,6 +189,16 @@ func (s *Server) answerAcquire(w http.ResponseWriter, r *http.Request, id string
 		s.eng.Abandon(g, id)
 		return
 	}
+	if gate := s.cfg.Gate; gate != nil && gate.Resuming() {
+		// Granted by this node's timers (a lease that ran out) the moment
+		// it resumed from a pause, while a standby may have been promoted
+		// in its place: the waiter is told to retry (503), not that it
+		// holds a lock this node may no longer own. The grant stays: a
+		// retry with the same Idempotency-Key gets it if this node is
+		// still the active; otherwise its lease ends it.
+		s.redirect(w, r, "", true)
+		return
+	}
 	w.Header().Set(api.HeaderLockToken, strconv.FormatUint(g.Token, 10))
 	var werr error
 	if wantsText(r) {
