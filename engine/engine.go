@@ -95,7 +95,7 @@ func (c Config) Validate() error {
 	case c.LeaseDefault <= 0:
 		return fmt.Errorf("lease_default: must be > 0, got %v", c.LeaseDefault)
 	case c.LeaseMax < c.LeaseDefault:
-		return fmt.Errorf("lease_max: must be >= lease_default (%v), got %v", c.LeaseDefault, c.LeaseMax)
+		return fmt.Errorf("lease_default: must be at most lease_max (%v), got %v (raise lease_max or lower lease_default)", c.LeaseMax, c.LeaseDefault)
 	case c.LeaseMax > maxConfigDuration:
 		return fmt.Errorf("lease_max: must be at most %v, got %v", maxConfigDuration, c.LeaseMax)
 	case c.PollTimeout > maxConfigDuration || c.PollGrace > maxConfigDuration:

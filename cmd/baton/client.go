@@ -223,6 +223,13 @@ func (f *clientFlags) parse(args []string) error {
 		}
 		return &usageError{err.Error()}
 	}
+	if fl := f.fs.Lookup("lease"); fl != nil && fl.Changed {
+		if d, ok := fl.Value.(*durationValue); ok && *d == 0 {
+			// The server refuses a lease of 0; leaving the flag out is
+			// how to ask for the default.
+			return usagef("--lease must be more than 0 (leave it out for the default)")
+		}
+	}
 	return nil
 }
 

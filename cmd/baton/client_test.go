@@ -190,6 +190,8 @@ func TestUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"acquire"},
 		{"acquire", "k", "--lease", "soon"},
+		{"acquire", "k", "--lease", "0"},
+		{"run", "k", "--lease", "0s", "--", "true"},
 		{"release", "k"},
 		{"release", "k", "x"},
 		{"run", "k"},

@@ -193,6 +193,9 @@ func (c *serveConfig) validate() error {
 	if err != nil {
 		return fmt.Errorf("listen: %q is not host:port: %v", c.Listen, err)
 	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("listen: %q has no valid port (0 to 65535): %v", c.Listen, err)
+	}
 	if c.Advertise == "" {
 		if host == "" || host == "0.0.0.0" || host == "::" {
 			host, _ = os.Hostname()

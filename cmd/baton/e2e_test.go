@@ -460,6 +460,8 @@ func TestInvalidConfigRefusesToStart(t *testing.T) {
 		{name: "bad value in YAML", yaml: "wait_max: soon\n", key: "wait_max"},
 		{name: "zero limit in env", env: []string{"BATON_MAX_KEYS=0"}, key: "max_keys"},
 		{name: "lease_max below lease_default", args: []string{"--lease-default=10m", "--lease-max=1m"}, key: "lease_max"},
+		{name: "lease_default above lease_max", args: []string{"--lease-default=2h"}, key: "lease_default: must be at most lease_max"},
+		{name: "listen port out of range", args: []string{"--listen=127.0.0.1:99999"}, key: "listen"},
 		{name: "negative poll_timeout in env", env: []string{"BATON_POLL_TIMEOUT=-1s"}, key: "poll_timeout"},
 		{name: "unknown flag", args: []string{"--no-such-setting=1"}, key: "no-such-setting"},
 	}
