@@ -29,9 +29,6 @@ import (
 //
 // seq numbers the frames of one stream; a handoff waits until the
 // successor has applied the last one.
-// streamType is the stream's Content-Type.
-const streamType = "application/x-gob"
-
 type wireFrame struct {
 	Seq       uint64        `json:"seq,omitempty"`
 	T         string        `json:"t"`
@@ -39,6 +36,9 @@ type wireFrame struct {
 	Epoch     uint64        `json:"epoch,omitempty"`
 	LastToken uint64        `json:"last_token,omitempty"`
 }
+
+// streamType is the stream's Content-Type.
+const streamType = "application/x-gob"
 
 type frame struct {
 	seq uint64

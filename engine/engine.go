@@ -209,6 +209,14 @@ type lock struct {
 	n          int
 }
 
+// clearClaim ends the wait for a detached waiter's repeat, if the holder
+// is one: the lease alone decides again when lk is taken back.
+func (lk *lock) clearClaim() {
+	if lk.holder != nil {
+		lk.holder.claimBy = 0
+	}
+}
+
 type waiterState uint8
 
 const (
@@ -674,9 +682,7 @@ func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, er
 	now := e.now().UnixNano()
 	lk.lease = lease
 	lk.expires = after(now, lease)
-	if lk.holder != nil {
-		lk.holder.claimBy = 0
-	}
+	lk.clearClaim()
 	s.armLease(lk)
 	s.emit(Event{Kind: EventRenew, Key: key, Token: token, Lease: lease, At: now, ExpiresAt: lk.expires})
 	return lk.grantInfo(), nil

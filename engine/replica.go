@@ -314,9 +314,7 @@ func (e *Engine) Demote() {
 		s.mu.Lock()
 		for _, lk := range s.locks {
 			s.heap.remove(&lk.dl)
-			if lk.holder != nil {
-				lk.holder.claimBy = 0
-			}
+			lk.clearClaim()
 			for w := lk.head; w != nil; w = w.next {
 				s.heap.remove(&w.dl)
 				if w.state == queued {

@@ -389,9 +389,8 @@ var float64pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9
 
 // exactDecimal converts v, which secondsSyntax accepted, when its digits
 // (at most 15 of them) form an integer m < 2^53 and its decimal exponent e
-// lies in [-22, 22]:
-// then m and 10^|e| are exact float64s and one multiplication or division
-// rounds correctly (Clinger's fast path: W. D. Clinger, "How to Read
+// lies in [-22, 22]: then m and 10^|e| are exact float64s and one
+// multiplication or division rounds correctly (Clinger's fast path: W. D. Clinger, "How to Read
 // Floating Point Numbers Accurately", PLDI 1990). That covers the leases
 // and waits people write; it returns ok=false for the rest, which
 // strconv.ParseFloat converts. The point is the stack: ParseFloat keeps a
@@ -403,32 +402,25 @@ func exactDecimal(v string) (f float64, ok bool) {
 		neg, v = true, v[1:]
 	}
 	var m uint64
-	exp, digits := 0, 0
+	exp, n := 0, 0 // n counts the significant digits in m
 	seenDot := false
 	i := 0
-	for ; i < len(v); i++ {
+	for ; i < len(v) && v[i] != 'e' && v[i] != 'E'; i++ {
 		c := v[i]
-		switch {
-		case c == '.':
+		if c == '.' {
 			seenDot = true
 			continue
-		case c < '0' || c > '9':
-		default:
-			if m == 0 && c == '0' {
-				// Leading zeros add no digits.
-			} else {
-				digits++
-				if digits > 15 {
-					return 0, false
-				}
-				m = m*10 + uint64(c-'0')
-			}
-			if seenDot {
-				exp--
-			}
-			continue
 		}
-		break
+		if seenDot {
+			exp--
+		}
+		if m == 0 && c == '0' {
+			continue // a leading zero adds no digit
+		}
+		if n++; n > 15 {
+			return 0, false
+		}
+		m = m*10 + uint64(c-'0')
 	}
 	if i < len(v) { // an exponent: [eE][-+]?[0-9]+
 		e, err := strconv.Atoi(strings.TrimPrefix(v[i+1:], "+"))
