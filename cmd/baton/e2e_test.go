@@ -100,8 +100,13 @@ type serveProc struct {
 // env added to a clean environment, and waits until /healthz answers.
 func startServe(t *testing.T, dir string, env []string, args ...string) *serveProc {
 	t.Helper()
+	return startServeAt(t, freeAddr(t), dir, env, args...)
+}
+
+// startServeAt is startServe on the address addr (host:port).
+func startServeAt(t *testing.T, addr, dir string, env []string, args ...string) *serveProc {
+	t.Helper()
 	needBinary(t)
-	addr := freeAddr(t)
 	cmd := exec.Command(batonBin, append([]string{"serve", "--listen", addr, "--data-dir", dir}, args...)...)
 	cmd.Env = cleanEnv(env...)
 	n := &serveProc{t: t, cmd: cmd, url: "http://" + addr, dir: dir, stderr: &syncBuf{}, exited: make(chan struct{})}

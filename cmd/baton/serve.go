@@ -62,7 +62,11 @@ func serve(args []string) int {
 		cc := cfg.clusterConfig()
 		cc.Logger = log
 		cc.OnRole = metrics.SetRole
-		cc.OnChange = func(kind, n, msg string) { events.AddEvent(api.Event{Kind: kind, Node: n, Message: msg}) }
+		cc.OnChange = func(kind, n, msg string) {
+			metrics.OnClusterChange(kind)
+			events.AddEvent(api.Event{Kind: kind, Node: n, Message: msg})
+		}
+		cc.OnApply = events.Add // a standby's feed: the changes it replicates
 		node, err = cluster.New(cc, eng)
 		if err != nil {
 			log.Error("cannot start the cluster node", "err", err)
