@@ -211,3 +211,31 @@ func TestRunLostMessage(t *testing.T) {
 		t.Fatalf("exit code %d", code)
 	}
 }
+
+// The README's shell recipe: take the lock as text, release it from a trap.
+// With Accept: text/plain nothing but the script's own output is printed.
+func TestReadmeShellRecipe(t *testing.T) {
+	needCurl(t)
+	n := startServe(t, t.TempDir(), nil)
+	script := `set -e
+token=$(curl -sf -X POST -H 'Accept: text/plain' "$URL/locks/nightly-backup?lease=600&wait=30") || exit 1
+trap 'curl -sf -X DELETE -H "Lock-Token: $token" -H "Accept: text/plain" $URL/locks/nightly-backup' EXIT
+echo "backup under $token"
+`
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = cleanEnv("URL=" + n.url)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) != 1 || !regexp.MustCompile(`^backup under [1-9][0-9]*$`).MatchString(lines[0]) {
+		t.Fatalf("the recipe printed %q", out)
+	}
+	if st := n.status("nightly-backup"); st.Holder != nil {
+		t.Fatalf("the trap did not release: %+v", st)
+	}
+	if code := n.stop(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}
