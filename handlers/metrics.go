@@ -37,6 +37,7 @@ type Metrics struct {
 	errors                                         *prometheus.CounterVec
 	waitSeconds, handoffSeconds                    prometheus.Histogram
 	requestSeconds                                 *prometheus.HistogramVec
+	requestObservers                               sync.Map // requestLabels -> prometheus.Observer
 	promotions                                     prometheus.Counter
 	gate                                           atomic.Pointer[Gate]
 	role                                           *prometheus.GaugeVec
@@ -186,7 +187,26 @@ func (m *Metrics) observeRequest(method, route string, status int, d time.Durati
 	if status == 0 {
 		status = http.StatusOK // nothing written: net/http answers 200
 	}
-	m.requestSeconds.WithLabelValues(method, route, strconv.Itoa(status)).Observe(d.Seconds())
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodDelete, http.MethodPatch, http.MethodOptions, http.MethodPut:
+	default:
+		method = "other" // a client's made-up method must not make a series
+	}
+	k := requestLabels{method, route, status}
+	o, ok := m.requestObservers.Load(k)
+	if !ok {
+		o, _ = m.requestObservers.LoadOrStore(k, m.requestSeconds.WithLabelValues(method, route, strconv.Itoa(status)))
+	}
+	o.(prometheus.Observer).Observe(d.Seconds())
+}
+
+// requestLabels are the labels of one series of
+// baton_http_request_duration_seconds; Metrics.requestObservers keeps its
+// observer, so that an answer costs no label lookup (few series: routes
+// and methods are the router's, codes the API's).
+type requestLabels struct {
+	method, route string
+	code          int
 }
 
 // OnClusterChange counts a cluster change as cluster.Config.OnChange tells

@@ -122,3 +122,31 @@ func TestTextPlainOnEveryLocksCall(t *testing.T) {
 	text(http.MethodDelete, "/locks/t?token="+tk, http.StatusNotFound, "not_held: nobody holds the lock\n")
 	text(http.MethodDelete, "/locks/t", http.StatusBadRequest, "invalid_argument: token: is required (query, JSON body or Lock-Token header)\n")
 }
+
+// baton_http_request_duration_seconds counts answers by method, route
+// pattern (not the raw path) and status; a made-up method is "other".
+func TestRequestDurationByRoute(t *testing.T) {
+	o := newOpsServer(t, engine.Config{}, handlers.Config{})
+	for _, p := range []string{"/locks/a", "/locks/b/c"} {
+		if code, _, body := o.call(t, http.MethodPost, p, ""); code != http.StatusOK {
+			t.Fatalf("%s: %d %s", p, code, body)
+		}
+	}
+	o.call(t, http.MethodGet, "/locks/a", "")
+	o.call(t, http.MethodPatch, "/locks/a?token=1", "")
+	o.call(t, "BREW", "/locks/a", "")
+	fams := o.scrape(t)
+	for _, c := range []struct {
+		labels []string
+		want   float64
+	}{
+		{[]string{"method", "POST", "route", "/locks/*", "code", "200"}, 2},
+		{[]string{"method", "GET", "route", "/locks/*", "code", "200"}, 1},
+		{[]string{"method", "PATCH", "route", "/locks/*", "code", "409"}, 1},
+		{[]string{"method", "other", "route", "", "code", "405"}, 1},
+	} {
+		if got := metric(t, fams, "baton_http_request_duration_seconds", c.labels...); got != c.want {
+			t.Errorf("%v: %v answers, want %v", c.labels, got, c.want)
+		}
+	}
+}
