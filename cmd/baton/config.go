@@ -159,6 +159,9 @@ func loadConfig(args []string, environ []string) (serveConfig, error) {
 		origins[s.key] = origin{source: "the default", raw: formatValue(s.def)}
 	}
 	set := func(key string, raw any, o origin) error {
+		if raw == nil {
+			return nil // "key:" without a value in YAML: the default stands
+		}
 		v, problem := convert(values[key], raw)
 		if problem != "" {
 			return &configError{key: key, value: o.raw, source: o.source, problem: problem}
