@@ -203,6 +203,7 @@ func TestRunLostMessage(t *testing.T) {
 		t.Fatal("baton run did not end after the node stopped answering")
 	}
 	msg := p.stderr.String()
+	t.Logf("baton run said: %s", msg)
 	if strings.Count(msg, "lock lost") != 1 || strings.Contains(msg, "context deadline exceeded") || !strings.Contains(msg, "no node answered in time") {
 		t.Fatalf("lost-lock message: %q", msg)
 	}
