@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -191,6 +192,73 @@ func TestStandbyAnswersReads(t *testing.T) {
 	})
 	if code := n2.stop(); code != 0 {
 		t.Fatalf("exit code %d", code)
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+// While the active is stopped (SIGSTOP) the standby keeps answering reads
+// from its replica, its lag growing; after failover_timeout it promotes
+// itself (logged as a failover, not an election) and answers without one.
+func TestStandbyReadsWhileActiveStopped(t *testing.T) {
+	needBinary(t)
+	a1, a2 := freeAddr(t), freeAddr(t)
+	peers := "--peers=http://" + a1 + ",http://" + a2
+	n1 := startServeAt(t, a1, t.TempDir(), nil, peers, "--advertise=http://"+a1)
+	n2 := startServeAt(t, a2, t.TempDir(), nil, peers, "--advertise=http://"+a2)
+	eventually(t, "the standby synced", func() string {
+		res, _ := get(t, "GET", n2.url+"/locks")
+		if res.StatusCode == http.StatusOK && res.Header.Get(api.HeaderReplicaLag) != "" {
+			return ""
+		}
+		return "not yet"
+	})
+	res, body := get(t, "POST", n1.url+"/locks/k?lease=600")
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("acquire: %d %s", res.StatusCode, body)
+	}
+	eventually(t, "the grant replicated", func() string {
+		if st := n2.status("k"); st.Holder == nil {
+			return "no holder yet"
+		}
+		return ""
+	})
+	if err := n1.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n1.cmd.Process.Signal(syscall.SIGCONT) })
+	// The replica is kept and the lag only grows while the active is silent,
+	// until the standby takes over.
+	prev := -1.0
+	grew := 0
+	eventually(t, "the standby promoted", func() string {
+		res, body := get(t, "GET", n2.url+"/locks/k")
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("GET /locks/k on the standby while the active is stopped: %d %s", res.StatusCode, body)
+		}
+		var st api.LockStatus
+		if err := json.Unmarshal([]byte(body), &st); err != nil || st.Holder == nil {
+			t.Fatalf("the replica lost the holder: %s", body)
+		}
+		if res.Header.Get(api.HeaderReplicaLag) == "" {
+			return "" // the active now
+		}
+		lag := replicaLag(t, res)
+		if lag > prev {
+			grew++
+		}
+		prev = lag
+		return "still a standby"
+	})
+	if grew < 3 {
+		t.Fatalf("the lag was seen growing %d times", grew)
+	}
+	_ = n1.cmd.Process.Kill()
+	if code := n2.stop(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	log2 := n2.stderr.String()
+	if !strings.Contains(log2, `msg="promoted to active" why=failover`) {
+		t.Fatalf("node 2's promotion:\n%s", log2)
 	}
 	http.DefaultClient.CloseIdleConnections()
 }
