@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -148,5 +149,44 @@ func TestRequestDurationByRoute(t *testing.T) {
 		if got := metric(t, fams, "baton_http_request_duration_seconds", c.labels...); got != c.want {
 			t.Errorf("%v: %v answers, want %v", c.labels, got, c.want)
 		}
+	}
+}
+
+// The event stream honours ?key= too.
+func TestEventStreamOfOneKey(t *testing.T) {
+	log := handlers.NewEventLog(0)
+	e := newEnv(t, engine.Config{OnEvent: log.Add}, handlers.Config{Events: log})
+	t.Cleanup(log.Close)
+	gb := e.acquire("/locks/b")
+	ga := e.acquire("/locks/a")
+	e.release("b", gb.Token)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/events?key=a", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	res, err := e.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	e.release("a", ga.Token) // after the backlog: a live event
+	sc := bufio.NewScanner(res.Body)
+	var kinds []string
+	for len(kinds) < 2 && sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var ev api.Event
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("%q: %v", data, err)
+		}
+		if ev.Key != "a" {
+			t.Fatalf("the stream of a carries %+v", ev)
+		}
+		kinds = append(kinds, ev.Kind)
+	}
+	if strings.Join(kinds, ",") != "grant,release" {
+		t.Fatalf("the stream of a: %v (%v)", kinds, sc.Err())
 	}
 }
