@@ -5,8 +5,13 @@ import "time"
 // Roles a node reports in ClusterView.Role and PeerView.Role.
 const (
 	RoleActive  = "active"  // serves /locks
-	RoleStandby = "standby" // follows the active and answers /locks with 307
+	RoleStandby = "standby" // follows the active; answers reads from its replica, other /locks calls with 307
 )
+
+// HeaderReplicaLag is set on the answers a standby gives from its replica
+// (GET /locks, GET /locks/{key}, GET /events): how old the replica may be,
+// in seconds with three decimals (SPEC section 2, "Reads on standbys").
+const HeaderReplicaLag = "Baton-Replica-Lag"
 
 // ClusterView is the answer to GET /cluster: one node's view of the
 // cluster (SPEC section 3). A single node reports itself as the only peer,
@@ -27,6 +32,20 @@ type ClusterView struct {
 	// Epoch counts promotions: each new active takes 1 + the highest
 	// epoch it has seen, so a newer active's state wins over an older one's.
 	Epoch uint64 `json:"epoch"`
+	// Build names the baton build this node runs.
+	Build Build `json:"build"`
+}
+
+// Build names one build of baton (GET /cluster, `baton version`).
+type Build struct {
+	// Version is the release ("v1.2.3"), or "(devel)" for a build from a
+	// source tree that is not a tagged module version.
+	Version string `json:"version"`
+	// Commit is the VCS revision built ("+dirty" when the tree had
+	// uncommitted changes); "" when unknown.
+	Commit string `json:"commit"`
+	// Go is the Go release that built the node ("go1.26.8").
+	Go string `json:"go"`
 }
 
 // PeerView is one node as another node sees it.

@@ -214,6 +214,11 @@ func (n *Node) promoteLocked(why string) {
 	for _, p := range n.peers {
 		maxEpoch = max(maxEpoch, p.status.Epoch)
 	}
+	if why == "failover" && maxEpoch == 0 {
+		// No node has been active yet, as far as any live node knows: the
+		// first election of a fresh cluster, not the failure of an active.
+		why = "election"
+	}
 	n.epoch = maxEpoch + 1
 	first := n.eng.Promote()
 	n.hasState = true
@@ -240,6 +245,7 @@ func (n *Node) stopFollowingLocked() {
 	}
 	n.following = ""
 	n.synced = false
+	n.replicaAt = time.Time{}
 }
 
 // followLocked starts reading other's replication stream. n.mu is held.
@@ -342,7 +348,7 @@ func (n *Node) handoff(ctx context.Context, to string) (string, error) {
 		n.followLocked(f.url)
 	}
 	gap := time.Since(start)
-	n.log.Info("handed off", "to", f.url, "gap_ms", float64(gap.Microseconds())/1000)
+	n.log.Info("handoff done", "to", f.url, "no_active_ms", float64(gap.Microseconds())/1000)
 	n.notify("handoff", f.url, fmt.Sprintf("%s handed the active role to %s (%.1f ms without an active)", n.cfg.Self, f.url, float64(gap.Microseconds())/1000))
 	return f.url, nil
 }

@@ -353,6 +353,9 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 			if err := n.eng.Apply(*wf.Ev); err != nil {
 				return err
 			}
+			if k := wf.Ev.Kind; n.cfg.OnApply != nil && k != engine.EventState && k != engine.EventTicket {
+				n.cfg.OnApply(*wf.Ev)
+			}
 		}
 		if wf.LastToken > 0 {
 			n.eng.ObserveToken(wf.LastToken)
@@ -375,6 +378,9 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 		if wf.T == "s" {
 			n.synced, n.hasState = true, true
 			n.log.Info("synced with the active", "active", active)
+		}
+		if n.synced {
+			n.replicaAt = now
 		}
 		if wf.Seq > 0 {
 			n.applied = wf.Seq

@@ -173,7 +173,9 @@ const (
 // text/event-stream it is a server-sent event stream (one "message" per
 // event, id = Seq; a "gap" event with {"missed":N} when events were
 // skipped; it resumes after Last-Event-ID or ?since=); otherwise the events
-// after ?since= (default: the last 100) as an api.EventList.
+// after ?since= (default: the last 100) as an api.EventList. ?key= keeps
+// only one lock's events. A standby serves its own feed, which holds the
+// changes it replicated (see Config.Gate), with Baton-Replica-Lag.
 //
 //	@Summary		Recent events (server-sent events or JSON)
 //	@Description	With `Accept: text/event-stream`, a stream of server-sent events: one message per event (id = seq, data = the event as JSON), an event `gap` with `{"missed":N}` when events were skipped; it resumes after `Last-Event-ID` or `since`. Otherwise the events after `since` as JSON.
@@ -181,8 +183,10 @@ const (
 //	@Produce		json
 //	@Produce		text/event-stream
 //	@Param			since			query		integer	false	"only events with a seq above this (default: the last 100)"
+//	@Param			key				query		string	false	"only the events of this lock key (cluster events are left out)"
 //	@Param			Last-Event-ID	header		integer	false	"as since, for a stream that resumes"
 //	@Success		200				{object}	api.EventList
+//	@Header			200				{number}	Baton-Replica-Lag	"on a standby: seconds since its replica was last known current"
 //	@Failure		400				{object}	api.Error	"bad parameter; field names it"
 //	@Failure		401				{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
 //	@Failure		404				{object}	api.Error	"this node keeps no event log"
@@ -194,11 +198,19 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &httpError{status: http.StatusNotFound, body: api.Error{Code: api.CodeNotFound, Message: "this node keeps no event log"}})
 		return
 	}
-	q, err := strictQuery(r, "GET /events", "since")
+	q, err := strictQuery(r, "GET /events", "since", "key")
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	key := q.Get("key")
+	if q.Has("key") {
+		if err := engine.CheckKey(key); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	s.setReplicaLag(w)
 	last := lg.Last()
 	since := last - min(last, eventsBacklog)
 	raw := q.Get("since")
@@ -218,16 +230,31 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		evs, missed, last := lg.Since(since, 0)
-		if evs == nil {
-			evs = []api.Event{}
-		}
+		evs = onlyKey(evs, key)
 		writeJSON(w, http.StatusOK, api.EventList{Events: evs, Missed: missed, Last: last})
 		return
 	}
-	s.streamEvents(w, r, lg, since)
+	s.streamEvents(w, r, lg, since, key)
 }
 
-func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lg *EventLog, since uint64) {
+// onlyKey keeps the events of key ("" keeps all), in place; never nil.
+func onlyKey(evs []api.Event, key string) []api.Event {
+	if key == "" {
+		if evs == nil {
+			return []api.Event{}
+		}
+		return evs
+	}
+	out := evs[:0:0]
+	for _, ev := range evs {
+		if ev.Key == key {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lg *EventLog, since uint64, key string) {
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
@@ -259,6 +286,9 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lg *EventL
 			buf = append(buf, "}\n\n"...)
 		}
 		for _, ev := range evs {
+			if key != "" && ev.Key != key {
+				continue
+			}
 			b, _ := json.Marshal(ev)
 			buf = append(buf, "id: "...)
 			buf = strconv.AppendUint(buf, ev.Seq, 10)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
@@ -24,6 +26,11 @@ type Gate interface {
 	// failover or handoff is under way it may wait for one to become known,
 	// bounded by ctx and a short timeout; "" means none is known.
 	ActiveURL(ctx context.Context) string
+	// ReplicaLag reports whether this node is a standby that holds a whole
+	// replica of the active's state, and how old it may be (see
+	// cluster.Node.ReplicaLag). With ok, the read calls are answered here
+	// with HeaderReplicaLag; without, they are redirected like the others.
+	ReplicaLag() (lag time.Duration, ok bool)
 }
 
 // gated puts h behind the gate of every /locks route: on a standby each
@@ -38,6 +45,36 @@ func (s *Server) gated(h http.HandlerFunc) http.HandlerFunc {
 		}
 		h(w, r)
 	}
+}
+
+// gatedRead puts a read call (GET /locks, GET /locks/{key}) behind the
+// gate: a standby with a replica answers it from its own engine, which holds
+// the replicated state, and says how old that state may be in
+// Baton-Replica-Lag (SPEC section 2, "Reads on standbys"); a standby without
+// one redirects it like gated does.
+func (s *Server) gatedRead(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if g := s.cfg.Gate; g != nil && !g.Serving() {
+			if !s.setReplicaLag(w) && s.redirect(w, r, "", false) {
+				return
+			}
+		}
+		h(w, r)
+	}
+}
+
+// setReplicaLag sets Baton-Replica-Lag on a standby that holds a replica
+// and reports whether it did.
+func (s *Server) setReplicaLag(w http.ResponseWriter) bool {
+	g := s.cfg.Gate
+	if g == nil || g.Serving() {
+		return false
+	}
+	lag, ok := g.ReplicaLag()
+	if ok {
+		w.Header().Set(api.HeaderReplicaLag, strconv.FormatFloat(lag.Seconds(), 'f', 3, 64))
+	}
+	return ok
 }
 
 // redirect answers r with 307 to the same call on the active, or 503 with

@@ -3,7 +3,7 @@ package handlers
 import (
 	"hash/maphash"
 	"net/http"
-	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/internal/buildinfo"
 )
 
 // Node roles reported by the baton_role gauge.
@@ -35,6 +36,10 @@ type Metrics struct {
 	enqueues, leaves                               prometheus.Counter
 	errors                                         *prometheus.CounterVec
 	waitSeconds, handoffSeconds                    prometheus.Histogram
+	requestSeconds                                 *prometheus.HistogramVec
+	requestObservers                               sync.Map // requestLabels -> prometheus.Observer
+	promotions                                     prometheus.Counter
+	gate                                           atomic.Pointer[Gate]
 	role                                           *prometheus.GaugeVec
 	roleMu                                         sync.Mutex
 
@@ -101,7 +106,13 @@ func NewMetrics() *Metrics {
 		Namespace: "baton", Name: "role",
 		Help: "1 for this node's current role (active, standby, ...), else absent.",
 	}, []string{"role"})
-	m.reg.MustRegister(m.errors, m.waitSeconds, m.handoffSeconds, m.role)
+	m.requestSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "baton", Name: "http_request_duration_seconds",
+		Help:    "Time from the arrival of an HTTP request to the end of its answer, in seconds, by method, route (the route pattern, such as /locks/*; \"\" when none matched) and status code. An acquire counts its wait in the queue; a stream of GET /events its whole life.",
+		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
+	}, []string{"method", "route", "code"})
+	m.promotions = counter("promotions_total", "Times this node was promoted to active (failover, handoff to it, or the first election of a fresh cluster).")
+	m.reg.MustRegister(m.errors, m.waitSeconds, m.handoffSeconds, m.role, m.requestSeconds, replicaLag{m})
 	m.SetRole(RoleActive)
 
 	counts := func(pick func(keys, waiters int) int) func() float64 {
@@ -140,23 +151,71 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-// buildInfo is baton_build_info{version,revision,go_version} 1.
+// buildInfo is baton_build_info{version,revision,go_version} 1, from the
+// same source as `baton version` and GET /cluster.
 func buildInfo() prometheus.Collector {
-	version, revision, goVersion := "(unknown)", "", ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		version, goVersion = bi.Main.Version, bi.GoVersion
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				revision = s.Value
-			}
-		}
-	}
+	b := buildinfo.Get()
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "baton", Name: "build_info", Help: "Always 1; the labels name the build.",
-		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "go_version": goVersion},
+		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Commit, "go_version": b.Go},
 	})
 	g.Set(1)
 	return g
+}
+
+// replicaLag exports baton_replica_lag_seconds while this node is a
+// standby that holds a replica (Gate.ReplicaLag), and nothing otherwise.
+type replicaLag struct{ m *Metrics }
+
+var replicaLagDesc = prometheus.NewDesc("baton_replica_lag_seconds",
+	"On a standby that holds a replica: seconds since the replica was last known current (the last frame of the replication stream). Absent on the active.", nil, nil)
+
+func (c replicaLag) Describe(ch chan<- *prometheus.Desc) { ch <- replicaLagDesc }
+
+func (c replicaLag) Collect(ch chan<- prometheus.Metric) {
+	g := c.m.gate.Load()
+	if g == nil || *g == nil || (*g).Serving() {
+		return
+	}
+	if lag, ok := (*g).ReplicaLag(); ok {
+		ch <- prometheus.MustNewConstMetric(replicaLagDesc, prometheus.GaugeValue, lag.Seconds())
+	}
+}
+
+// observeRequest records one HTTP answer in baton_http_request_duration_seconds.
+func (m *Metrics) observeRequest(method, route string, status int, d time.Duration) {
+	if status == 0 {
+		status = http.StatusOK // nothing written: net/http answers 200
+	}
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodDelete, http.MethodPatch, http.MethodOptions, http.MethodPut:
+	default:
+		method = "other" // a client's made-up method must not make a series
+	}
+	k := requestLabels{method, route, status}
+	o, ok := m.requestObservers.Load(k)
+	if !ok {
+		o, _ = m.requestObservers.LoadOrStore(k, m.requestSeconds.WithLabelValues(method, route, strconv.Itoa(status)))
+	}
+	o.(prometheus.Observer).Observe(d.Seconds())
+}
+
+// requestLabels are the labels of one series of
+// baton_http_request_duration_seconds; Metrics.requestObservers keeps its
+// observer, so that an answer costs no label lookup (few series: routes
+// and methods are the router's, codes the API's).
+type requestLabels struct {
+	method, route string
+	code          int
+}
+
+// OnClusterChange counts a cluster change as cluster.Config.OnChange tells
+// it (kind "promote", "handoff", "step_down"): baton_promotions_total counts
+// the promotions of this node.
+func (m *Metrics) OnClusterChange(kind string) {
+	if kind == "promote" {
+		m.promotions.Inc()
+	}
 }
 
 // Registry returns the registry, for callers that add collectors.
@@ -171,8 +230,11 @@ func (m *Metrics) SetRole(role string) {
 	m.role.WithLabelValues(role).Set(1)
 }
 
-// bind makes the gauges read eng.
-func (m *Metrics) bind(eng *engine.Engine) { m.eng.Store(eng) }
+// bind makes the gauges read eng, and the replica lag gate (nil: none).
+func (m *Metrics) bind(eng *engine.Engine, gate Gate) {
+	m.eng.Store(eng)
+	m.gate.Store(&gate)
+}
 
 // countError counts one error answer; it is the Server's onError hook.
 func (m *Metrics) countError(code string) { m.errors.WithLabelValues(code).Inc() }

@@ -30,7 +30,7 @@ func (s *Server) initOps(r chi.Router) {
 		s.cfg.Metrics = NewMetrics()
 	}
 	s.metrics = s.cfg.Metrics
-	s.metrics.bind(s.eng)
+	s.metrics.bind(s.eng, s.cfg.Gate)
 	s.onError = s.metrics.countError
 	s.auth = newTokenSet(s.cfg.AuthTokens)
 	if s.auth != nil {

@@ -97,11 +97,11 @@ func New(eng *engine.Engine, cfg Config) *Server {
 	})
 	get(r, "/healthz", s.healthz)
 	get(r, "/readyz", s.readyz)
-	get(r, "/locks", s.gated(s.list))
+	get(r, "/locks", s.gatedRead(s.list))
 	r.Post("/locks/*", s.gated(s.acquire))
 	r.Delete("/locks/*", s.gated(s.release))
 	r.Patch("/locks/*", s.gated(s.renew))
-	get(r, "/locks/*", s.gated(s.status))
+	get(r, "/locks/*", s.gatedRead(s.status))
 	s.mountWeb(r)
 	if cfg.Pprof {
 		r.Mount("/debug", middleware.Profiler())
@@ -122,7 +122,51 @@ func get(r chi.Router, pattern string, h http.HandlerFunc) {
 // Router returns the chi router, for callers that mount more routes.
 func (s *Server) Router() chi.Router { return s.router }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+// ServeHTTP routes r and observes its duration in
+// baton_http_request_duration_seconds by method, route pattern and status.
+// It puts chi's routing context in r itself (chi then uses it instead of its
+// own) so that the matched pattern can be read once the call is answered.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rctx := routeContexts.Get().(*chi.Context)
+	rctx.Reset()
+	rctx.Routes = s.router
+	sw := statusWriters.Get().(*statusWriter)
+	sw.ResponseWriter, sw.status = w, 0
+	s.router.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx)))
+	s.metrics.observeRequest(r.Method, rctx.RoutePattern(), sw.status, time.Since(start))
+	sw.ResponseWriter = nil
+	statusWriters.Put(sw)
+	routeContexts.Put(rctx)
+}
+
+var (
+	routeContexts = sync.Pool{New: func() any { return chi.NewRouteContext() }}
+	statusWriters = sync.Pool{New: func() any { return new(statusWriter) }}
+)
+
+// statusWriter remembers the status of an answer. Unwrap lets
+// http.ResponseController reach the connection's writer (Flush, deadlines).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // acquire is POST /locks/{key}: a long poll until grant, timeout or
 // disconnect.
@@ -136,6 +180,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.Se
 //	@Param			key				path		string				true	"lock key: 1-256 bytes of UTF-8, no control characters; may contain slashes"
 //	@Param			lease			query		number				false	"lease in seconds (> 0, at most lease_max; default lease_default)"
 //	@Param			wait			query		number				false	"seconds to wait in the queue (>= 0, at most wait_max; 0 = no limit)"
+//	@Param			ticket			query		string				false	"set by the server, never by a client: the Location of a 307 that moves a waiter without an Idempotency-Key to the new active during a handoff carries it, and the repeat resumes the waiter's place in the queue by it (hex)"
 //	@Param			Idempotency-Key	header		string				false	"names this acquire: a repeat gets the outcome of the first (at most 256 printable ASCII characters)"
 //	@Param			body			body		api.AcquireRequest	false	"lease and wait as JSON instead of the query"
 //	@Success		200				{object}	api.Grant
@@ -225,10 +270,11 @@ func (s *Server) answerAcquire(w http.ResponseWriter, r *http.Request, id string
 // release is DELETE /locks/{key}.
 //
 //	@Summary		Release a lock
-//	@Description	The holder gives the lock up; it passes at once to the first waiter. The token comes from the query, a JSON body or the Lock-Token header (one of them).
+//	@Description	The holder gives the lock up; it passes at once to the first waiter. The token comes from the query, a JSON body or the Lock-Token header (one of them). With `Accept: text/plain` the body is empty.
 //	@Tags			locks
 //	@Accept			json
 //	@Produce		json
+//	@Produce		plain
 //	@Param			key			path		string				true	"lock key"
 //	@Param			token		query		integer				false	"the fencing token of the grant"
 //	@Param			Lock-Token	header		integer				false	"the fencing token of the grant"
@@ -252,16 +298,21 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if wantsText(r) {
+		writeText(w, http.StatusOK, nil)
+		return
+	}
 	writeJSON(w, http.StatusOK, api.Released{Key: p.Key, Released: true})
 }
 
 // renew is PATCH /locks/{key}.
 //
 //	@Summary		Renew a lock
-//	@Description	The holder restarts its lease from now (with `lease`, a new lease; default the grant's). The token comes from the query, a JSON body or the Lock-Token header (one of them).
+//	@Description	The holder restarts its lease from now (with `lease`, a new lease; default the grant's). The token comes from the query, a JSON body or the Lock-Token header (one of them). With `Accept: text/plain` the body is the token and a newline.
 //	@Tags			locks
 //	@Accept			json
 //	@Produce		json
+//	@Produce		plain
 //	@Param			key			path		string				true	"lock key"
 //	@Param			token		query		integer				false	"the fencing token of the grant"
 //	@Param			lease		query		number				false	"new lease in seconds (> 0, at most lease_max)"
@@ -289,17 +340,24 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set(api.HeaderLockToken, strconv.FormatUint(g.Token, 10))
+	if wantsText(r) {
+		writeText(w, http.StatusOK, strconv.AppendUint(nil, g.Token, 10), '\n')
+		return
+	}
 	writeJSON(w, http.StatusOK, s.wireGrant(g))
 }
 
 // status is GET /locks/{key}.
 //
-//	@Summary	Show one lock
-//	@Tags		locks
-//	@Produce	json
-//	@Param		key	path		string	true	"lock key"
-//	@Success	200	{object}	api.LockStatus	"holder is null while nobody holds the lock"
-//	@Failure	307	{string}	string			"this node is a standby: Location names the same call on the active"
+//	@Summary		Show one lock
+//	@Description	A standby answers from its replica of the active's state, with `Baton-Replica-Lag`. With `Accept: text/plain` the body is the holder's token and a newline, or empty while nobody holds the lock.
+//	@Tags			locks
+//	@Produce		json
+//	@Produce		plain
+//	@Param			key	path		string	true	"lock key"
+//	@Success		200	{object}	api.LockStatus	"holder is null while nobody holds the lock"
+//	@Header			200	{number}	Baton-Replica-Lag	"on a standby: seconds since its replica was last known current"
+//	@Failure		307	{string}	string			"a standby that has no replica yet: Location names the same call on the active"
 //	@Failure	400	{object}	api.Error		"bad key, or a parameter was given"
 //	@Failure	401	{object}	api.Error		"auth_tokens is set and no valid bearer token was sent"
 //	@Security	BearerAuth
@@ -314,6 +372,14 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if wantsText(r) {
+		var body []byte
+		if li.Holder != nil {
+			body = append(strconv.AppendUint(nil, li.Holder.Token, 10), '\n')
+		}
+		writeText(w, http.StatusOK, body)
+		return
+	}
 	writeJSON(w, http.StatusOK, wireStatus(li))
 }
 
@@ -323,21 +389,27 @@ const (
 	MaxListLimit     = 10000
 )
 
-// list is GET /locks?prefix=&limit=: keys in order, at most limit.
+// list is GET /locks?prefix=&after=&limit=: keys in order, after the key
+// after (the last key of the previous page), at most limit; total counts
+// every key with the prefix.
 //
-//	@Summary	List locks
-//	@Tags		locks
-//	@Produce	json
-//	@Param		prefix	query		string	false	"only keys that start with this"
-//	@Param		limit	query		integer	false	"at most this many entries (1-10000, default 100)"
-//	@Success	200		{object}	api.LockList
-//	@Failure	307		{string}	string		"this node is a standby: Location names the same call on the active"
-//	@Failure	400		{object}	api.Error	"bad parameter; field names it"
-//	@Failure	401		{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
-//	@Security	BearerAuth
-//	@Router		/locks [get]
+//	@Summary		List locks
+//	@Description	Sorted by key; page with `after`. A standby answers from its replica of the active's state, with `Baton-Replica-Lag`. With `Accept: text/plain`, one line per lock: key, the holder's token (`-` when free) and the number of waiters, separated by tabs.
+//	@Tags			locks
+//	@Produce		json
+//	@Produce		plain
+//	@Param			prefix	query		string	false	"only keys that start with this"
+//	@Param			after	query		string	false	"only keys after this one, in byte order: the last key of the previous page"
+//	@Param			limit	query		integer	false	"at most this many entries (1-10000, default 100)"
+//	@Success		200		{object}	api.LockList
+//	@Header			200		{number}	Baton-Replica-Lag	"on a standby: seconds since its replica was last known current"
+//	@Failure		307		{string}	string		"a standby that has no replica yet: Location names the same call on the active"
+//	@Failure		400		{object}	api.Error	"bad parameter; field names it"
+//	@Failure		401		{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
+//	@Security		BearerAuth
+//	@Router			/locks [get]
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
-	q, err := strictQuery(r, "GET /locks", "prefix", "limit")
+	q, err := strictQuery(r, "GET /locks", "prefix", "limit", "after")
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -351,17 +423,39 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	prefix := q.Get("prefix")
+	prefix, after := q.Get("prefix"), q.Get("after")
+	total := 0
 	var all []engine.LockInfo
 	s.eng.Range(func(li engine.LockInfo) bool {
 		if strings.HasPrefix(li.Key, prefix) {
-			all = append(all, li)
+			total++
+			if li.Key > after {
+				all = append(all, li)
+			}
 		}
 		return true
 	})
 	slices.SortFunc(all, func(a, b engine.LockInfo) int { return strings.Compare(a.Key, b.Key) })
-	out := api.LockList{Locks: make([]api.LockStatus, 0, min(limit, len(all))), Total: len(all)}
-	for _, li := range all[:min(limit, len(all))] {
+	out := api.LockList{Locks: make([]api.LockStatus, 0, min(limit, len(all))), Total: total}
+	page := all[:min(limit, len(all))]
+	if wantsText(r) {
+		// One line per lock: key, the holder's token (- when free) and the
+		// number of waiters, separated by tabs (keys hold no control
+		// characters).
+		var body []byte
+		for _, li := range page {
+			body = append(append(body, li.Key...), '\t')
+			if li.Holder != nil {
+				body = strconv.AppendUint(body, li.Holder.Token, 10)
+			} else {
+				body = append(body, '-')
+			}
+			body = append(strconv.AppendInt(append(body, '\t'), int64(li.Waiters), 10), '\n')
+		}
+		writeText(w, http.StatusOK, body)
+		return
+	}
+	for _, li := range page {
 		out.Locks = append(out.Locks, wireStatus(li))
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -440,6 +534,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	w.WriteHeader(status)
 	_, err := w.Write(buf.Bytes())
 	return err
+}
+
+// writeText writes the parts as a text/plain body with status, in one
+// write with a Content-Length (an empty body for none).
+func writeText(w http.ResponseWriter, status int, body []byte, more ...byte) {
+	body = append(body, more...)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 // NewHTTPServer returns an http.Server for h that speaks HTTP/1.1 and

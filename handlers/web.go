@@ -7,6 +7,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/internal/buildinfo"
 	"github.com/baton-io/baton/web"
 )
 
@@ -56,6 +57,8 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 	} else {
 		v = s.singleNodeView()
 	}
+	b := buildinfo.Get()
+	v.Build = api.Build{Version: b.Version, Commit: b.Commit, Go: b.Go}
 	writeJSON(w, http.StatusOK, v)
 }
 

@@ -108,7 +108,10 @@ if [ -n "${BATON_BIN:-}" ]; then
 	cp "$BATON_BIN" "$CTX/baton"
 else
 	say "building the static binary"
-	CGO_ENABLED=0 go build -trimpath -o "$CTX/baton" ./cmd/baton || fail "go build"
+	bi=github.com/baton-io/baton/internal/buildinfo
+	CGO_ENABLED=0 go build -trimpath -o "$CTX/baton" \
+		-ldflags "-X $bi.version=$(git describe --tags --always --dirty 2>/dev/null || echo '(devel)') -X $bi.commit=$(git rev-parse HEAD 2>/dev/null)" \
+		./cmd/baton || fail "go build"
 fi
 mkdir "$CTX/data"
 cp deploy/Dockerfile "$CTX/Dockerfile"

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,39 +42,9 @@ var clientCommands = map[string]bool{
 	"renew":   true,
 	"status":  true,
 	"run":     true,
+	"cluster": true,
+	"events":  true,
 }
-
-const clientUsage = `Client commands:
-  baton acquire KEY [--lease D] [--wait D]    take the lock, print its fencing token
-  baton release KEY TOKEN                     release the lock held under TOKEN
-  baton renew KEY TOKEN [--lease D]           restart the lease of TOKEN's grant
-  baton status [KEY] [--prefix P] [--json]    show one lock, or list the locks
-  baton run KEY [--lease D] [--wait D] -- COMMAND [ARGS...]
-        take the lock, run COMMAND with BATON_KEY and BATON_TOKEN set,
-        renew the lease while it runs, release when it ends, and exit
-        with its status; if the lock is lost, COMMAND gets SIGTERM
-        (SIGKILL after --kill-after) and baton exits 4
-
-Every client command takes --addr URL[,URL...] (env BATON_ADDR; default
-http://127.0.0.1:7070) and --auth-token T (env BATON_AUTH_TOKEN).
-Durations D are seconds ("0.5") or Go durations ("1m30s"). --lease
-defaults to the server's lease_default; --wait 0 (the default) waits
-without limit. While it waits in the queue on a terminal, baton shows
-for how long on stderr.
-
-baton run forwards SIGTERM and SIGHUP to COMMAND; SIGINT and SIGQUIT from
-the terminal reach COMMAND directly, and baton waits for it to end.
-
-Exit codes:
-  0  success
-  1  error (no node reachable, refused by the server, ...)
-  2  usage
-  3  timeout: the wait ran out, the lock was not granted
-  4  run: the lock was lost while COMMAND ran (COMMAND was signalled)
-  5  release, renew: the lock is not held under that token
-  run otherwise exits with COMMAND's status (128+N if killed by signal N;
-  127 if it could not be started).
-`
 
 // cliIO is what a client command touches outside itself, so that tests can
 // run commands in-process.
@@ -113,9 +84,7 @@ func newClientFlags(cmd string, cio cliIO) *clientFlags {
 	f.fs.SetOutput(cio.stderr)
 	f.fs.StringSliceVar(&f.addr, "addr", nil, "node base URLs, comma-separated (env BATON_ADDR; default "+api.DefaultAddr+")")
 	f.fs.StringVar(&f.authToken, "auth-token", "", "bearer token (env BATON_AUTH_TOKEN)")
-	f.fs.Usage = func() {
-		fmt.Fprintf(cio.stderr, "%s\nFlags of baton %s:\n%s", clientUsage, cmd, f.fs.FlagUsages())
-	}
+	f.fs.Usage = func() { printHelp(cio.stdout, cmd, f.fs) }
 	return f
 }
 
@@ -138,8 +107,13 @@ func (f *clientFlags) client(cio cliIO) (*api.Client, error) {
 // "30") or as Go durations ("1m30s").
 type durationValue time.Duration
 
-func (d *durationValue) String() string { return time.Duration(*d).String() }
-func (d *durationValue) Type() string   { return "duration" }
+func (d *durationValue) String() string {
+	if *d == 0 {
+		return "0" // pflag then says no default: the help text says what 0 means
+	}
+	return time.Duration(*d).String()
+}
+func (d *durationValue) Type() string { return "duration" }
 func (d *durationValue) Set(s string) error {
 	v, err := parseSeconds(s)
 	if err != nil {
@@ -190,6 +164,10 @@ func clientMain(ctx context.Context, cmd string, args []string, cio cliIO) int {
 		err = cmdStatus(ctx, args, cio)
 	case "run":
 		code, err = cmdRun(ctx, args, cio)
+	case "cluster":
+		err = cmdCluster(ctx, args, cio)
+	case "events":
+		err = cmdEvents(ctx, args, cio)
 	default:
 		err = usagef("unknown command %q", cmd)
 	}
@@ -368,7 +346,8 @@ func secs(s float64) string {
 func cmdStatus(ctx context.Context, args []string, cio cliIO) error {
 	f := newClientFlags("status", cio)
 	prefix := f.fs.String("prefix", "", "without KEY: list only keys that start with this")
-	limit := f.fs.Int("limit", 0, "without KEY: list at most this many (0 = the server's default)")
+	after := f.fs.String("after", "", "without KEY: list the keys after this one (the last key of the previous page)")
+	limit := f.fs.Int("limit", 0, "without KEY: list at most this many (0 = the server's default, 100; at most 10000)")
 	asJSON := f.fs.Bool("json", false, "print the server's JSON answer")
 	if err := f.parse(args); err != nil {
 		return err
@@ -399,7 +378,7 @@ func cmdStatus(ctx context.Context, args []string, cio cliIO) error {
 		fmt.Fprintf(cio.stdout, "waiters: %d\n", st.Waiters)
 		return nil
 	}
-	ll, err := c.List(ctx, *prefix, *limit)
+	ll, err := c.ListPage(ctx, api.ListOptions{Prefix: *prefix, After: *after, Limit: *limit})
 	if err != nil {
 		return err
 	}
@@ -416,8 +395,8 @@ func cmdStatus(ctx context.Context, args []string, cio cliIO) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", st.Key, tok, exp, st.Waiters)
 	}
 	tw.Flush()
-	if ll.Total > len(ll.Locks) {
-		fmt.Fprintf(cio.stdout, "(%d of %d shown)\n", len(ll.Locks), ll.Total)
+	if ll.Total > len(ll.Locks) && len(ll.Locks) > 0 {
+		fmt.Fprintf(cio.stdout, "(%d of %d shown; next page: --after %q)\n", len(ll.Locks), ll.Total, ll.Locks[len(ll.Locks)-1].Key)
 	}
 	return nil
 }
@@ -437,10 +416,21 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) (int, error) {
 	f.fs.Var(&lease, "lease", "lease, renewed every half lease while COMMAND runs (default: the server's lease_default)")
 	f.fs.Var(&wait, "wait", "longest wait in the queue; 0 = no limit")
 	f.fs.Var(&killAfter, "kill-after", "when the lock is lost: SIGKILL this long after SIGTERM if COMMAND still runs")
+	noDash := !slices.Contains(args, "--")
+	// Without --, COMMAND's own flags would be taken for baton's: they are
+	// let through here, so that the message can say to add --.
+	f.fs.ParseErrorsAllowlist.UnknownFlags = noDash
 	if err := f.parse(args); err != nil {
 		return exitUsage, err
 	}
 	rest := f.fs.Args()
+	if noDash && len(rest) >= 2 {
+		command := rest[1:]
+		if i := slices.Index(args, rest[1]); i >= 0 {
+			command = args[i:]
+		}
+		return exitUsage, usagef("add -- before COMMAND: baton run %s [flags] -- %s", rest[0], strings.Join(command, " "))
+	}
 	if len(rest) < 2 {
 		return exitUsage, usagef("want KEY -- COMMAND [ARGS...]")
 	}
@@ -516,7 +506,7 @@ loop:
 		case <-l.Lost():
 			if lostErr == nil {
 				lostErr = l.Err()
-				fmt.Fprintf(cio.stderr, "baton run: %s; sending SIGTERM to %s\n", errText(lostErr), command[0])
+				fmt.Fprintf(cio.stderr, "baton run: %s; sending SIGTERM to %s\n", lostText(lostErr), command[0])
 				_ = cmd.Process.Signal(syscall.SIGTERM)
 				t := time.NewTimer(time.Duration(killAfter))
 				defer t.Stop()
@@ -532,12 +522,17 @@ loop:
 			}
 		}
 	}
+	signalled := lostErr != nil
 	if lostErr == nil {
 		lostErr = l.Err()
 	}
 	rerr := release()
 	if lostErr != nil {
-		return exitLost, fmt.Errorf("COMMAND was signalled because the lock was lost: %w", lostErr)
+		// Said once: when COMMAND was signalled, that message said it.
+		if !signalled {
+			fmt.Fprintf(cio.stderr, "baton run: %s as %s ended\n", lostText(lostErr), command[0])
+		}
+		return exitLost, nil
 	}
 	if rerr != nil {
 		fmt.Fprintf(cio.stderr, "baton run: releasing %q: %s\n", key, errText(rerr))
@@ -554,6 +549,16 @@ loop:
 		}
 	}
 	return code, nil
+}
+
+// lostText is the message of a lost lock (l.Err()), without Go's
+// "context deadline exceeded" for a renewal that got no answer in time.
+func lostText(err error) string {
+	msg := errText(err)
+	if errors.Is(err, context.DeadlineExceeded) {
+		msg = strings.ReplaceAll(msg, context.DeadlineExceeded.Error(), "no node answered in time")
+	}
+	return msg
 }
 
 // errText is err's message without the "baton: " that each wrapped layer

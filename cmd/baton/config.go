@@ -6,19 +6,19 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"slices"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
-	env "github.com/knadh/koanf/providers/env/v2"
 	"github.com/knadh/koanf/providers/file"
-	"github.com/knadh/koanf/providers/posflag"
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
 
+	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/cluster"
 	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/handlers"
@@ -39,6 +39,7 @@ type serveConfig struct {
 	MaxWaiters       int           `koanf:"max_waiters"`
 	MaxBody          int64         `koanf:"max_body"`
 	LogLevel         string        `koanf:"log_level"`
+	LogFormat        string        `koanf:"log_format"`
 	AuthTokens       []string      `koanf:"auth_tokens"`
 	ClusterSecret    string        `koanf:"cluster_secret"`
 	TLSCert          string        `koanf:"tls_cert"`
@@ -68,6 +69,7 @@ var settings = []struct {
 	{"max_waiters", "waiters over all keys", engine.DefaultConfig().MaxWaiters},
 	{"max_body", "largest request body, in bytes", int64(handlers.DefaultMaxBody)},
 	{"log_level", "debug, info, warn or error", "info"},
+	{"log_format", "text (key=value lines) or json (one JSON object a line)", "text"},
 	{"pprof", "serve Go profiles under /debug/pprof/ (behind auth_tokens)", false},
 	{"auth_tokens", "bearer tokens accepted from clients, comma-separated; empty = no auth", []string{}},
 	{"cluster_secret", "shared secret for peer endpoints (X-Baton-Cluster-Secret)", ""},
@@ -79,19 +81,57 @@ var settings = []struct {
 	{"failover_timeout", "silence after which a peer counts as dead and a standby takes over", cluster.DefaultFailoverTimeout},
 }
 
+// setting returns the description of key, and whether it is one.
+func setting(key string) (def any, ok bool) {
+	for _, s := range settings {
+		if s.key == key {
+			return s.def, true
+		}
+	}
+	return nil, false
+}
+
 func known(key string) bool {
-	return slices.ContainsFunc(settings, func(s struct {
-		key, help string
-		def       any
-	}) bool {
-		return s.key == key
-	})
+	_, ok := setting(key)
+	return ok
+}
+
+// The variables `baton run` sets for its COMMAND.
+const (
+	envRunKey   = "BATON_KEY"
+	envRunToken = "BATON_TOKEN"
+)
+
+// clientEnv are the BATON_* variables of the command-line client and of
+// `baton run`'s COMMAND (api.EnvAddr, api.EnvAuthToken, BATON_KEY,
+// BATON_TOKEN), plus BATON_CONFIG: `baton serve` ignores them; any other
+// BATON_* variable that names no setting stops the start.
+var clientEnv = map[string]bool{
+	api.EnvAddr: true, api.EnvAuthToken: true, envRunKey: true, envRunToken: true,
+	"BATON_CONFIG": true,
+}
+
+// configError is a setting that cannot be used: it names the key, the value
+// as given and where it came from.
+type configError struct {
+	key, value, source, problem string
+}
+
+func (e *configError) Error() string {
+	return fmt.Sprintf("%s: %q from %s: %s", e.key, e.value, e.source, e.problem)
+}
+
+// origin is where a setting's value came from, and the value as given.
+type origin struct {
+	source string // "the default", "file F", "environment variable BATON_K", "flag --k"
+	raw    string
 }
 
 // loadConfig builds the configuration from, in rising precedence: defaults,
 // the YAML file named by --config or BATON_CONFIG, the environment, flags.
-// An unknown key in the file, a malformed value or an invalid setting is an
-// error that names the key.
+// An unknown key in the file, an unknown BATON_* variable, a malformed value
+// (a bare number for a duration among them) or an invalid setting is an
+// error that names the key, the value and where it came from.
 func loadConfig(args []string, environ []string) (serveConfig, error) {
 	fs := pflag.NewFlagSet("baton serve", pflag.ContinueOnError)
 	fs.SortFlags = false
@@ -99,34 +139,36 @@ func loadConfig(args []string, environ []string) (serveConfig, error) {
 	for _, s := range settings {
 		name := strings.ReplaceAll(s.key, "_", "-")
 		help := fmt.Sprintf("%s (env BATON_%s)", s.help, strings.ToUpper(s.key))
-		switch d := s.def.(type) {
-		case string:
-			fs.String(name, d, help)
-		case time.Duration:
-			fs.Duration(name, d, help)
-		case int:
-			fs.Int(name, d, help)
-		case int64:
-			fs.Int64(name, d, help)
-		case []string:
-			fs.StringSlice(name, d, help)
-		case bool:
-			fs.Bool(name, d, help)
+		f := fs.VarPF(&settingFlag{key: s.key, def: s.def, text: formatValue(s.def)}, name, "", help)
+		if _, ok := s.def.(bool); ok {
+			f.NoOptDefVal = "true"
 		}
 	}
+	fs.Usage = func() { printHelp(os.Stdout, "serve", fs) }
 	if err := fs.Parse(args); err != nil {
 		return serveConfig{}, err
 	}
 	if fs.NArg() > 0 {
-		return serveConfig{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return serveConfig{}, fmt.Errorf("unexpected argument %q (settings are flags: --key value)", fs.Arg(0))
 	}
 
-	ko := koanf.New(".")
-	defaults := map[string]any{}
+	values := map[string]any{}
+	origins := map[string]origin{}
 	for _, s := range settings {
-		defaults[s.key] = s.def
+		values[s.key] = s.def
+		origins[s.key] = origin{source: "the default", raw: formatValue(s.def)}
 	}
-	_ = ko.Load(confmap.Provider(defaults, "."), nil)
+	set := func(key string, raw any, o origin) error {
+		if raw == nil {
+			return nil // "key:" without a value in YAML: the default stands
+		}
+		v, problem := convert(values[key], raw)
+		if problem != "" {
+			return &configError{key: key, value: o.raw, source: o.source, problem: problem}
+		}
+		values[key], origins[key] = v, o
+		return nil
+	}
 
 	path, _ := fs.GetString("config")
 	if path == "" {
@@ -137,41 +179,238 @@ func loadConfig(args []string, environ []string) (serveConfig, error) {
 		if err := fk.Load(file.Provider(path), yaml.Parser()); err != nil {
 			return serveConfig{}, fmt.Errorf("config: %s: %w", path, err)
 		}
-		keys := fk.Keys()
+		raw := fk.Raw()
+		keys := make([]string, 0, len(raw))
+		for k := range raw {
+			keys = append(keys, k)
+		}
 		sort.Strings(keys)
 		for _, k := range keys {
 			if !known(k) {
 				return serveConfig{}, fmt.Errorf("config: %s: unknown setting %q", path, k)
 			}
+			if err := set(k, raw[k], origin{source: "file " + path, raw: formatValue(raw[k])}); err != nil {
+				return serveConfig{}, err
+			}
 		}
-		_ = ko.Merge(fk)
 	}
-	_ = ko.Load(env.Provider(".", env.Opt{
-		Prefix:      "BATON_",
-		EnvironFunc: func() []string { return environ },
-		TransformFunc: func(k, v string) (string, any) {
-			k = strings.ToLower(strings.TrimPrefix(k, "BATON_"))
-			if !known(k) {
-				return "", nil // BATON_ADDR and friends belong to the client
-			}
-			if isList(k) {
-				return k, splitList(v)
-			}
-			return k, v
-		},
-	}), nil)
-	_ = ko.Load(posflag.ProviderWithFlag(fs, ".", ko, func(f *pflag.Flag) (string, any) {
-		if f.Name == "config" {
-			return "", nil
+	var env []string
+	for _, kv := range environ {
+		if strings.HasPrefix(kv, "BATON_") {
+			env = append(env, kv)
 		}
-		return strings.ReplaceAll(f.Name, "-", "_"), posflag.FlagVal(fs, f)
-	}), nil)
+	}
+	sort.Strings(env)
+	for _, kv := range env {
+		name, v, _ := strings.Cut(kv, "=")
+		if clientEnv[name] {
+			continue
+		}
+		k := strings.ToLower(strings.TrimPrefix(name, "BATON_"))
+		if !known(k) {
+			return serveConfig{}, fmt.Errorf("environment variable %s names no setting (settings: baton serve --help; client variables: %s, %s)", name, api.EnvAddr, api.EnvAuthToken)
+		}
+		if err := set(k, v, origin{source: "environment variable " + name, raw: v}); err != nil {
+			return serveConfig{}, err
+		}
+	}
+	var ferr error
+	fs.Visit(func(f *pflag.Flag) {
+		sf, ok := f.Value.(*settingFlag)
+		if !ok || ferr != nil {
+			return
+		}
+		ferr = set(sf.key, sf.text, origin{source: "flag --" + f.Name, raw: sf.text})
+	})
+	if ferr != nil {
+		return serveConfig{}, ferr
+	}
 
+	ko := koanf.New(".")
+	_ = ko.Load(confmap.Provider(values, "."), nil)
 	var c serveConfig
 	if err := ko.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
 		return c, fmt.Errorf("config: %w", err)
 	}
-	return c, c.validate()
+	if err := c.validate(); err != nil {
+		return c, withOrigin(err, origins)
+	}
+	return c, nil
+}
+
+// withOrigin adds to a validation error that starts with a key ("lease_max:
+// ...") the value and the source of that key.
+func withOrigin(err error, origins map[string]origin) error {
+	key, _, ok := strings.Cut(err.Error(), ":")
+	o, found := origins[key]
+	if !ok || !found {
+		return err
+	}
+	return fmt.Errorf("%w (%s = %q from %s)", err, key, o.raw, o.source)
+}
+
+// settingFlag is the flag of one setting. It keeps the text as given, so
+// that the flag goes through the same conversion as the file and the
+// environment; Set refuses what that conversion refuses.
+type settingFlag struct {
+	key  string
+	def  any
+	text string
+}
+
+func (f *settingFlag) String() string { return f.text }
+
+func (f *settingFlag) Set(s string) error {
+	if _, problem := convert(f.def, s); problem != "" {
+		return errors.New(problem)
+	}
+	f.text = s
+	return nil
+}
+
+func (f *settingFlag) Type() string {
+	switch f.def.(type) {
+	case time.Duration:
+		return "duration"
+	case int, int64:
+		return "int"
+	case bool:
+		return "bool"
+	case []string:
+		return "list"
+	}
+	return "string"
+}
+
+// formatValue prints a setting's value as a user would write it.
+func formatValue(v any) string {
+	switch v := v.(type) {
+	case []string:
+		return strings.Join(v, ",")
+	case []any:
+		parts := make([]string, len(v))
+		for i, x := range v {
+			parts[i] = fmt.Sprint(x)
+		}
+		return strings.Join(parts, ",")
+	case time.Duration:
+		return formatDuration(v)
+	case nil:
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+// formatDuration writes d as a user would: "0", "30s", "1h", "1m30s".
+func formatDuration(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// convert turns raw (a string from a flag or the environment, or a YAML
+// value) into the type of def, the setting's default. problem is "" on
+// success, else what is wrong with raw. A bare number is no duration (a
+// YAML "15" would be 15 ns): only 0 is taken without a unit.
+func convert(def any, raw any) (v any, problem string) {
+	switch def.(type) {
+	case time.Duration:
+		switch r := raw.(type) {
+		case string:
+			if f, err := strconv.ParseFloat(strings.TrimSpace(r), 64); err == nil {
+				if f == 0 {
+					return time.Duration(0), ""
+				}
+				return nil, "a bare number is not a duration; use a duration such as 15s"
+			}
+			d, err := time.ParseDuration(strings.TrimSpace(r))
+			if err != nil {
+				return nil, "not a duration; use a duration such as 15s"
+			}
+			return d, ""
+		case int, int64, uint64, float64:
+			if formatValue(r) == "0" {
+				return time.Duration(0), ""
+			}
+			return nil, "a bare number is not a duration; use a duration such as 15s"
+		}
+		return nil, "not a duration; use a duration such as 15s"
+	case int, int64:
+		var n int64
+		switch r := raw.(type) {
+		case string:
+			var err error
+			if n, err = strconv.ParseInt(strings.TrimSpace(r), 10, 64); err != nil {
+				return nil, "not an integer"
+			}
+		case int:
+			n = int64(r)
+		case int64:
+			n = r
+		case uint64:
+			if r > 1<<62 {
+				return nil, "out of range"
+			}
+			n = int64(r)
+		default:
+			return nil, "not an integer"
+		}
+		if _, ok := def.(int); ok {
+			if n != int64(int(n)) {
+				return nil, "out of range"
+			}
+			return int(n), ""
+		}
+		return n, ""
+	case bool:
+		switch r := raw.(type) {
+		case bool:
+			return r, ""
+		case string:
+			b, err := strconv.ParseBool(strings.TrimSpace(r))
+			if err != nil {
+				return nil, "not true or false"
+			}
+			return b, ""
+		}
+		return nil, "not true or false"
+	case []string:
+		switch r := raw.(type) {
+		case string:
+			return splitList(r), ""
+		case []any:
+			out := make([]string, 0, len(r))
+			for _, x := range r {
+				if _, ok := x.([]any); ok {
+					return nil, "not a list of strings"
+				}
+				if _, ok := x.(map[string]any); ok {
+					return nil, "not a list of strings"
+				}
+				out = append(out, strings.TrimSpace(fmt.Sprint(x)))
+			}
+			return out, ""
+		}
+		return nil, "not a list (comma-separated, or a YAML list)"
+	case string:
+		switch r := raw.(type) {
+		case []any, map[string]any:
+			return nil, "not a single value"
+		case nil:
+			return "", ""
+		default:
+			return fmt.Sprint(r), ""
+		}
+	}
+	return nil, "unsupported setting type"
 }
 
 func lookupEnv(environ []string, name string) string {
@@ -218,8 +457,8 @@ func (c *serveConfig) validate() error {
 			return err
 		}
 	}
-	if c.DataDir == "" {
-		return errors.New("data_dir: must not be empty (the fencing-token high-water mark lives there)")
+	if err := checkDataDir(c.DataDir); err != nil {
+		return err
 	}
 	if c.MaxBody < 64 {
 		return fmt.Errorf("max_body: must be at least 64 bytes, got %d", c.MaxBody)
@@ -229,10 +468,35 @@ func (c *serveConfig) validate() error {
 	default:
 		return fmt.Errorf("log_level: must be debug, info, warn or error, got %q", c.LogLevel)
 	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return fmt.Errorf("log_format: must be text or json, got %q", c.LogFormat)
+	}
 	if err := handlers.ValidateCORSOrigins(c.CORSOrigins); err != nil {
 		return fmt.Errorf("cors_origins: %w", err)
 	}
 	return c.engineConfig().Validate()
+}
+
+// checkDataDir makes sure dir exists (creating it) and that a file can be
+// written in it, so that an unusable data_dir is refused with the other
+// settings, before anything starts.
+func checkDataDir(dir string) error {
+	if dir == "" {
+		return errors.New("data_dir: must not be empty (the fencing-token high-water mark lives there)")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("data_dir: cannot create the directory: %v", err)
+	}
+	f, err := os.CreateTemp(dir, ".baton-probe-*")
+	if err != nil {
+		return fmt.Errorf("data_dir: cannot write in %s: %v", filepath.Clean(dir), err)
+	}
+	name := f.Name()
+	_ = f.Close()
+	_ = os.Remove(name)
+	return nil
 }
 
 func (c *serveConfig) engineConfig() engine.Config {

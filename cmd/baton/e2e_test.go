@@ -100,8 +100,13 @@ type serveProc struct {
 // env added to a clean environment, and waits until /healthz answers.
 func startServe(t *testing.T, dir string, env []string, args ...string) *serveProc {
 	t.Helper()
+	return startServeAt(t, freeAddr(t), dir, env, args...)
+}
+
+// startServeAt is startServe on the address addr (host:port).
+func startServeAt(t *testing.T, addr, dir string, env []string, args ...string) *serveProc {
+	t.Helper()
 	needBinary(t)
-	addr := freeAddr(t)
 	cmd := exec.Command(batonBin, append([]string{"serve", "--listen", addr, "--data-dir", dir}, args...)...)
 	cmd.Env = cleanEnv(env...)
 	n := &serveProc{t: t, cmd: cmd, url: "http://" + addr, dir: dir, stderr: &syncBuf{}, exited: make(chan struct{})}
@@ -447,38 +452,78 @@ func writeYAML(t *testing.T, body string) string {
 
 func TestInvalidConfigRefusesToStart(t *testing.T) {
 	needBinary(t)
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		env  []string
 		args []string
 		yaml string
-		key  string
+		want []string // every one in the message; "FILE" stands for the YAML file's path
 	}{
-		{name: "env not a duration", env: []string{"BATON_LEASE_MAX=abc"}, key: "lease_max"},
-		{name: "negative flag", args: []string{"--lease-default=-1s"}, key: "lease_default"},
-		{name: "unknown key in YAML", yaml: "lease_default: 5s\nbogus_setting: 1\n", key: "bogus_setting"},
-		{name: "bad value in YAML", yaml: "wait_max: soon\n", key: "wait_max"},
-		{name: "zero limit in env", env: []string{"BATON_MAX_KEYS=0"}, key: "max_keys"},
-		{name: "lease_max below lease_default", args: []string{"--lease-default=10m", "--lease-max=1m"}, key: "lease_max"},
-		{name: "lease_default above lease_max", args: []string{"--lease-default=2h"}, key: "lease_default: must be at most lease_max"},
-		{name: "listen port out of range", args: []string{"--listen=127.0.0.1:99999"}, key: "listen"},
-		{name: "negative poll_timeout in env", env: []string{"BATON_POLL_TIMEOUT=-1s"}, key: "poll_timeout"},
-		{name: "unknown flag", args: []string{"--no-such-setting=1"}, key: "no-such-setting"},
+		{name: "env not a duration", env: []string{"BATON_LEASE_MAX=abc"}, want: []string{"lease_max", `"abc"`, "environment variable BATON_LEASE_MAX", "use a duration such as 15s"}},
+		{name: "negative flag", args: []string{"--lease-default=-1s"}, want: []string{"lease_default", `"-1s" from flag --lease-default`}},
+		{name: "unknown key in YAML", yaml: "lease_default: 5s\nbogus_setting: 1\n", want: []string{"bogus_setting", "FILE"}},
+		{name: "bad value in YAML", yaml: "wait_max: soon\n", want: []string{"wait_max", `"soon"`, "file FILE"}},
+		{name: "bare number in YAML", yaml: "lease_default: 15\n", want: []string{"lease_default", `"15"`, "file FILE", "use a duration such as 15s"}},
+		{name: "bare decimal in YAML", yaml: "failover_timeout: 1.5\n", want: []string{"failover_timeout", `"1.5"`, "file FILE", "use a duration such as 15s"}},
+		{name: "bare number in env", env: []string{"BATON_FAILOVER_TIMEOUT=1"}, want: []string{"failover_timeout", `"1"`, "environment variable BATON_FAILOVER_TIMEOUT", "use a duration such as 15s"}},
+		{name: "bare number as flag", args: []string{"--heartbeat", "1"}, want: []string{`"1"`, "--heartbeat", "use a duration such as 15s"}},
+		{name: "unknown BATON_ variable", env: []string{"BATON_LEASE_DEFALT=3s"}, want: []string{"BATON_LEASE_DEFALT"}},
+		{name: "data_dir is a file", args: []string{"--data-dir", notDir}, want: []string{"data_dir", notDir, "from flag --data-dir"}},
+		{name: "data_dir under a file", args: []string{"--data-dir", notDir + "/sub"}, want: []string{"data_dir", "not a directory"}},
+		{name: "zero limit in env", env: []string{"BATON_MAX_KEYS=0"}, want: []string{"max_keys", `"0" from environment variable BATON_MAX_KEYS`}},
+		{name: "not an integer in YAML", yaml: "max_keys: many\n", want: []string{"max_keys", `"many"`, "file FILE"}},
+		{name: "lease_max below lease_default", args: []string{"--lease-default=10m", "--lease-max=1m"}, want: []string{"lease_max", `"10m" from flag --lease-default`}},
+		{name: "lease_default above lease_max", args: []string{"--lease-default=2h"}, want: []string{"lease_default: must be at most lease_max", `"2h" from flag --lease-default`}},
+		{name: "listen port out of range", args: []string{"--listen=127.0.0.1:99999"}, want: []string{"listen", `"127.0.0.1:99999" from flag --listen`}},
+		{name: "negative poll_timeout in env", env: []string{"BATON_POLL_TIMEOUT=-1s"}, want: []string{"poll_timeout", "BATON_POLL_TIMEOUT"}},
+		{name: "unknown log_format", yaml: "log_format: xml\n", want: []string{"log_format", `"xml" from file FILE`}},
+		{name: "unknown flag", args: []string{"--no-such-setting=1"}, want: []string{"no-such-setting"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			args := c.args
+			var file string
 			if c.yaml != "" {
-				args = append(args, "--config", writeYAML(t, c.yaml))
+				file = writeYAML(t, c.yaml)
+				args = append(args, "--config", file)
 			}
 			code, stderr := runServe(t, c.env, args...)
 			if code != 2 {
 				t.Fatalf("exit code %d, want 2; stderr:\n%s", code, stderr)
 			}
-			if !strings.Contains(stderr, c.key) {
-				t.Fatalf("the message does not name %q:\n%s", c.key, stderr)
+			for _, w := range c.want {
+				w = strings.ReplaceAll(w, "FILE", file)
+				if !strings.Contains(stderr, w) {
+					t.Errorf("the message does not say %q:\n%s", w, stderr)
+				}
 			}
 		})
+	}
+}
+
+// TestConfigStarts: what is not a mistake starts: a bare 0 for a duration,
+// the client's variables in the environment, log_format json (every line
+// of the log is then a JSON object).
+func TestConfigStarts(t *testing.T) {
+	needBinary(t)
+	file := writeYAML(t, "wait_max: 0\npoll_timeout: 0\nlog_format: json\n")
+	n := startServe(t, t.TempDir(), []string{"BATON_ADDR=http://127.0.0.1:1", "BATON_AUTH_TOKEN=x", "BATON_KEY=k", "BATON_TOKEN=1"}, "--config", file, "--heartbeat", "0")
+	if code := n.stop(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(n.stderr.String()), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("log: %q", lines)
+	}
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil || m["msg"] == nil {
+			t.Fatalf("log_format json: line %q is not a JSON record: %v", l, err)
+		}
 	}
 }
 

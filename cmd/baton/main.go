@@ -9,10 +9,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/pflag"
+
+	"github.com/baton-io/baton/internal/buildinfo"
 )
 
 // Exit codes shared by every subcommand.
@@ -27,8 +31,26 @@ var errHelp = pflag.ErrHelp
 const usage = `baton — a distributed lock service with fencing tokens
 
 Usage:
-  baton serve [flags]     run a node (baton serve --help lists the settings)
-  baton acquire|release|renew|status|run ...   client commands (baton help)
+  baton serve [flags]                  run a node
+  baton acquire KEY                    take a lock, print its fencing token
+  baton release KEY TOKEN              release the lock held under TOKEN
+  baton renew KEY TOKEN                restart the lease of TOKEN's grant
+  baton status [KEY]                   show one lock, or list the locks
+  baton run KEY -- COMMAND [ARGS...]   run COMMAND while holding the lock
+  baton cluster                        show the cluster as a node sees it
+  baton events [--follow]              show a node's recent events
+  baton version                        print the version (also --version)
+
+Run 'baton COMMAND --help' for a command's flags and an example.
+
+The client commands find the nodes with --addr URL[,URL...] (env
+BATON_ADDR; default http://127.0.0.1:7070) and send --auth-token T (env
+BATON_AUTH_TOKEN). Durations D are seconds ("0.5") or Go durations ("1m30s").
+
+Exit codes: 0 success; 1 error (no node reachable, refused by the server,
+...); 2 usage or an invalid setting; 3 the wait ran out, the lock was not
+granted; 4 run: the lock was lost while COMMAND ran; 5 release, renew: not
+held under that token. run otherwise exits with COMMAND's status.
 `
 
 func main() {
@@ -43,8 +65,13 @@ func run(args []string) int {
 	switch args[0] {
 	case "serve":
 		return serve(args[1:])
+	case "version", "--version":
+		return cmdVersion(args[1:], os.Stdout, os.Stderr)
 	case "help", "-h", "--help":
-		fmt.Print(usage + "\n" + clientUsage)
+		if len(args) > 1 && commandHelps[args[1]].synopsis != "" {
+			return run([]string{args[1], "--help"})
+		}
+		fmt.Print(usage)
 		return exitOK
 	}
 	if clientCommands[args[0]] {
@@ -52,4 +79,30 @@ func run(args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "baton: unknown command %q\n\n%s", args[0], usage)
 	return exitUsage
+}
+
+// cmdVersion is `baton version`: version, commit and Go release, one per
+// line.
+func cmdVersion(args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("baton version", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { printHelp(stdout, "version", nil) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, errHelp) {
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "baton version: %v\n", err)
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "baton version: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	b := buildinfo.Get()
+	commit := b.Commit
+	if commit == "" {
+		commit = "unknown"
+	}
+	fmt.Fprintf(stdout, "baton %s\ncommit %s\n%s\n", b.Version, commit, b.Go)
+	return exitOK
 }

@@ -81,15 +81,3 @@ func splitList(v string) []string {
 	}
 	return out
 }
-
-// isList reports whether the setting key takes a list (its default is a
-// []string): its environment variable is then split at commas.
-func isList(key string) bool {
-	for _, s := range settings {
-		if s.key == key {
-			_, ok := s.def.([]string)
-			return ok
-		}
-	}
-	return false
-}

@@ -32,7 +32,11 @@ func serve(args []string) int {
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	var lh slog.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	if cfg.LogFormat == "json" {
+		lh = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	}
+	log := slog.New(lh)
 	slog.SetDefault(log)
 
 	metrics := handlers.NewMetrics()
@@ -58,7 +62,11 @@ func serve(args []string) int {
 		cc := cfg.clusterConfig()
 		cc.Logger = log
 		cc.OnRole = metrics.SetRole
-		cc.OnChange = func(kind, n, msg string) { events.AddEvent(api.Event{Kind: kind, Node: n, Message: msg}) }
+		cc.OnChange = func(kind, n, msg string) {
+			metrics.OnClusterChange(kind)
+			events.AddEvent(api.Event{Kind: kind, Node: n, Message: msg})
+		}
+		cc.OnApply = events.Add // a standby's feed: the changes it replicates
 		node, err = cluster.New(cc, eng)
 		if err != nil {
 			log.Error("cannot start the cluster node", "err", err)

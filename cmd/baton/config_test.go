@@ -1,0 +1,52 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// Every kind of value a setting takes, from the YAML file: lists as YAML
+// lists or comma-separated, booleans, integers, durations, and a key without
+// a value (the default stands). The binary's tests cover the refusals.
+func TestConfigFileValues(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "baton.yaml")
+	yaml := `listen: "127.0.0.1:7070"
+data_dir: ` + filepath.Join(dir, "data") + `
+lease_default: 15s
+lease_max: 2h
+wait_max: 0
+peers: [http://127.0.0.1:7070, http://127.0.0.1:7071]
+advertise: http://127.0.0.1:7070
+cors_origins: "http://a.example, http://b.example"
+auth_tokens:
+pprof: true
+max_body: 1024
+log_format: json
+`
+	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadConfig([]string{"--config", file}, []string{"BATON_MAX_KEYS=10", "BATON_ADDR=http://x:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case c.LeaseDefault != 15*time.Second || c.LeaseMax != 2*time.Hour || c.WaitMax != 0:
+		t.Errorf("durations %v %v %v", c.LeaseDefault, c.LeaseMax, c.WaitMax)
+	case !slices.Equal(c.Peers, []string{"http://127.0.0.1:7070", "http://127.0.0.1:7071"}):
+		t.Errorf("peers %q", c.Peers)
+	case !slices.Equal(c.CORSOrigins, []string{"http://a.example", "http://b.example"}):
+		t.Errorf("cors_origins %q", c.CORSOrigins)
+	case len(c.AuthTokens) != 0 || !c.Pprof || c.MaxBody != 1024 || c.MaxKeys != 10 || c.LogFormat != "json":
+		t.Errorf("auth_tokens %q pprof %v max_body %d max_keys %d log_format %q", c.AuthTokens, c.Pprof, c.MaxBody, c.MaxKeys, c.LogFormat)
+	}
+	// A flag overrides, and a boolean flag needs no value.
+	c, err = loadConfig([]string{"--config", file, "--pprof=false", "--lease-default", "1m30s"}, nil)
+	if err != nil || c.Pprof || c.LeaseDefault != 90*time.Second {
+		t.Fatalf("flags over the file: %v %v %v", err, c.Pprof, c.LeaseDefault)
+	}
+}

@@ -1,0 +1,169 @@
+package main
+
+// baton cluster and baton events: what a node knows of the cluster and its
+// recent events, through the Go client.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/baton-io/baton/api"
+)
+
+// followInterval is how often `baton events --follow` asks for new events.
+const followInterval = 500 * time.Millisecond
+
+func cmdCluster(ctx context.Context, args []string, cio cliIO) error {
+	f := newClientFlags("cluster", cio)
+	asJSON := f.fs.Bool("json", false, "print the node's JSON answer")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if f.fs.NArg() > 0 {
+		return usagef("want no arguments, got %d", f.fs.NArg())
+	}
+	c, err := f.client(cio)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	v, err := c.Cluster(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(cio.stdout, v)
+	}
+	active := v.Active
+	if active == "" {
+		active = "(none known)"
+	}
+	fmt.Fprintf(cio.stdout, "node:       %s (%s)\nactive:     %s\nepoch:      %d\nlast token: %d\nversion:    %s\n\n",
+		v.Self, v.Role, active, v.Epoch, v.LastToken, buildText(v.Build))
+	now := time.Now()
+	tw := tabwriter.NewWriter(cio.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PRIORITY\tNODE\tROLE\tLIVE\tLAST CONTACT")
+	for _, p := range v.Peers {
+		role, contact := p.Role, "never"
+		if role == "" {
+			role = "-"
+		}
+		if p.LastContact != nil {
+			contact = now.Sub(*p.LastContact).Round(time.Millisecond).String() + " ago"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%t\t%s\n", p.Priority, p.URL, role, p.Live, contact)
+	}
+	return tw.Flush()
+}
+
+// buildText is a Build on one line: "v1.2.3 (commit abc123, go1.26.8)".
+func buildText(b api.Build) string {
+	commit := b.Commit
+	if commit == "" {
+		commit = "unknown"
+	}
+	return fmt.Sprintf("%s (commit %s, %s)", b.Version, commit, b.Go)
+}
+
+func cmdEvents(ctx context.Context, args []string, cio cliIO) error {
+	f := newClientFlags("events", cio)
+	key := f.fs.String("key", "", "only the events of this lock key")
+	follow := f.fs.Bool("follow", false, "keep printing new events until interrupted")
+	asJSON := f.fs.Bool("json", false, "print each event as a JSON line")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if f.fs.NArg() > 0 {
+		return usagef("want no arguments, got %d (the key goes in --key)", f.fs.NArg())
+	}
+	c, err := f.client(cio)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if *follow {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+	}
+	var since uint64
+	tick := time.NewTicker(followInterval)
+	defer tick.Stop()
+	for {
+		l, err := c.Events(ctx, api.EventsOptions{Since: since, Key: *key})
+		if err != nil {
+			if *follow && ctx.Err() != nil {
+				return nil // interrupted
+			}
+			return err
+		}
+		if l.Missed > 0 {
+			fmt.Fprintf(cio.stderr, "baton events: %d events are no longer kept by the node\n", l.Missed)
+		}
+		for _, ev := range l.Events {
+			if *asJSON {
+				if err := printJSONLine(cio, ev); err != nil {
+					return err
+				}
+				continue
+			}
+			fmt.Fprintln(cio.stdout, eventText(ev))
+		}
+		if l.Last < since {
+			// The node restarted: its Seqs begin again.
+			since = 0
+		} else {
+			since = l.Last
+		}
+		if !*follow {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func printJSONLine(cio cliIO, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(cio.stdout, "%s\n", b)
+	return err
+}
+
+// eventText is one event on one line: time, kind, then what it concerns.
+func eventText(ev api.Event) string {
+	s := ev.At.Local().Format("15:04:05.000") + "  " + fmt.Sprintf("%-9s", ev.Kind)
+	if ev.Key != "" {
+		s += "  " + strconv.Quote(ev.Key)
+	}
+	if ev.Token != 0 {
+		s += " token " + strconv.FormatUint(ev.Token, 10)
+	}
+	if ev.Lease != 0 {
+		s += " lease " + secs(ev.Lease)
+	}
+	if ev.Waited != 0 {
+		s += " waited " + secs(ev.Waited)
+	}
+	if ev.Key != "" {
+		s += " waiters " + strconv.Itoa(ev.Waiters)
+	}
+	if ev.Node != "" {
+		s += "  " + ev.Node
+	}
+	if ev.Message != "" {
+		s += ": " + ev.Message
+	}
+	return s
+}
