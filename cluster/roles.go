@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/engine"
 )
 
 // poll asks p for its status every heartbeat until the node stops.
@@ -204,18 +205,19 @@ func (n *Node) step(now time.Time) {
 			return // a better candidate is alive: it promotes itself
 		}
 	}
-	n.promoteLocked("failover")
+	n.promoteLocked("failover", engine.Failover)
 }
 
-// promoteLocked makes this node the active. n.mu is held.
-func (n *Node) promoteLocked(why string) {
+// promoteLocked makes this node the active; how tells the engine whether
+// the old active is gone or hands off (see engine.Promotion). n.mu is held.
+func (n *Node) promoteLocked(why string, how engine.Promotion) {
 	n.stopFollowingLocked()
 	maxEpoch := n.epoch
 	for _, p := range n.peers {
 		maxEpoch = max(maxEpoch, p.status.Epoch)
 	}
 	n.epoch = maxEpoch + 1
-	first := n.eng.Promote()
+	first := n.eng.Promote(how)
 	n.hasState = true
 	n.setRole(api.RoleActive)
 	n.setActive(n.cfg.Self)
@@ -326,7 +328,7 @@ func (n *Node) handoff(ctx context.Context, to string) (string, error) {
 	if err != nil {
 		// Take the role back: nothing was lost, waiters resume here (the
 		// calls parked in ActiveURL are woken to be sent back to this node).
-		n.eng.Promote()
+		n.eng.Promote(engine.Handoff)
 		n.setActive(n.cfg.Self)
 		n.broadcast()
 		return "", fmt.Errorf("handoff to %s: %w", f.url, err)
