@@ -59,3 +59,51 @@ func TestSplitBrainAfterPauseEndsTheSameWay(t *testing.T) {
 		})
 	}
 }
+
+// A cut link leaves two actives that both grant. The one whose state is
+// newer, the higher last token, keeps it, whatever the priorities and
+// epochs: the other discards what it granted alone, and the cluster ends
+// with node 0 active (SPEC section 3).
+func TestPartitionKeepsTheNewerState(t *testing.T) {
+	for _, newer := range []int{0, 1} {
+		t.Run(fmt.Sprintf("node %d grants last", newer), func(t *testing.T) {
+			c := newCluster(t, 2, true)
+			c.startAll()
+			c.waitActive(0, 1)
+			c.nodes[0].proxy.setCut(true)
+			c.nodes[1].proxy.setCut(true)
+			c.waitActive(1)
+			if r := c.roles(); r[0] != api.RoleActive {
+				t.Fatalf("roles during the partition %v; want both active", r)
+			}
+			older := 1 - newer
+			alone := c.grantOn(older, "alone", "lease=60")
+			first := c.grantOn(older, "split", "lease=60")
+			if newer == 0 {
+				// Node 1's tokens run up to TokenMargin (1 s) ahead of the
+				// clock after its promotion: node 0's, from the clock, pass
+				// them a second later.
+				time.Sleep(1200 * time.Millisecond)
+			}
+			last := c.grantOn(newer, "split", "lease=60")
+			kept := c.grantOn(newer, "kept", "lease=60")
+			if last.Token <= first.Token {
+				t.Fatalf("node %d granted %d after node %d's %d: not a newer state, the test proves nothing", newer, last.Token, older, first.Token)
+			}
+
+			c.nodes[0].proxy.setCut(false)
+			c.nodes[1].proxy.setCut(false)
+			c.waitActive(0, 1)
+			for key, want := range map[string]uint64{"split": last.Token, "kept": kept.Token, "alone": 0} {
+				if got := c.holderOf(0, key); got != want {
+					t.Errorf("%s: held by %d after healing, want %d (node %d's state is newer; %d and %d were granted by node %d alone)",
+						key, got, want, newer, first.Token, alone.Token, older)
+				}
+			}
+			next := c.grantOn(0, "next", "lease=60")
+			if next.Token <= last.Token {
+				t.Errorf("token %d after healing is not above %d", next.Token, last.Token)
+			}
+		})
+	}
+}
