@@ -30,7 +30,8 @@ type ClusterView struct {
 	// LastToken is the highest fencing token this node has issued or seen.
 	LastToken uint64 `json:"last_token"`
 	// Epoch counts promotions: each new active takes 1 + the highest
-	// epoch it has seen, so a newer active's state wins over an older one's.
+	// epoch it has seen. It is for people: which of two actives keeps its
+	// state is decided by the newest grant each one's state holds.
 	Epoch uint64 `json:"epoch"`
 	// Build names the baton build this node runs.
 	Build Build `json:"build"`

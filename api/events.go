@@ -12,6 +12,7 @@ const (
 	EventEnqueue = "enqueue" // an acquire joined the queue
 	EventLeave   = "leave"   // a waiter went away before a grant
 	EventTimeout = "timeout" // a waiter's wait ran out (408, no grant)
+	EventClaim   = "claim"   // a grant made while its waiter was away (a poll_timeout, a failover, a handoff) was claimed by its repeat
 
 	EventPromote  = "promote"   // Node became the active
 	EventHandoff  = "handoff"   // the active handed its state over to Node

@@ -11,8 +11,9 @@
 //
 // Roles change in one goroutine (Node.loop), one step per heartbeat:
 //
-//   - active: if another live node is active with a newer epoch, or the same
-//     epoch and a higher priority, step down: demote the engine, follow it.
+//   - active: if another live node is active and keeps its state against
+//     this one (keepsState: the newer state, then the higher priority),
+//     step down: demote the engine, follow it.
 //   - standby following a live active: nothing; once synced, a standby whose
 //     priority is above the active's asks it for a handoff.
 //   - standby with no live active: follow the best live active if there is
@@ -20,10 +21,14 @@
 //     highest-priority live node that holds state (or any, when none does)
 //     promotes itself.
 //
-// Every promotion takes epoch = 1 + the highest epoch seen, so that two
-// actives can tell which one has the newer state. The stale one steps down
-// and resyncs, and if its priority is higher it then takes the active role
-// back through a handoff, losing nothing the newer one granted.
+// Two actives (a partition, a paused process) are resolved by keepsState,
+// a pure function of the two nodes' statuses, never by the timing of a
+// heartbeat: the one whose state is older (the lower state token: the
+// newest grant it holds) steps down, discards what it granted on its own
+// and resyncs; if its priority is higher it then takes the active role
+// back through a handoff, losing nothing the newer one granted. Each
+// promotion also takes epoch = 1 + the highest epoch seen, which counts
+// promotions for operators and decides nothing.
 package cluster
 
 import (
@@ -117,12 +122,22 @@ func (c *Config) Validate() error {
 
 // Status is a node's answer to a peer's poll (GET /_cluster/status).
 type Status struct {
-	URL       string `json:"url"`
-	Role      string `json:"role"`
-	Active    string `json:"active"`
-	Epoch     uint64 `json:"epoch"`
-	HasState  bool   `json:"has_state"`
+	URL    string `json:"url"`
+	Role   string `json:"role"`
+	Active string `json:"active"`
+	// Priority is the node's place in the peers list, 0 = highest (the
+	// poller sets it from its own list).
+	Priority int    `json:"priority"`
+	Epoch    uint64 `json:"epoch"`
+	HasState bool   `json:"has_state"`
+	// LastToken is the node's fencing-token high-water mark: every token
+	// it issued, replicated or heard of from a peer.
 	LastToken uint64 `json:"last_token"`
+	// StateToken is the token of the newest grant in the node's state:
+	// made there while it knew itself active, or replicated from the
+	// active it follows; 0 = none. It orders two actives' states (see
+	// keepsState).
+	StateToken uint64 `json:"state_token"`
 }
 
 // peer is another node as this one sees it.
@@ -164,6 +179,10 @@ type Node struct {
 	moving    bool               // a handoff or step-down is under way
 	changed   chan struct{}      // closed and replaced when active changes
 	closing   bool
+
+	// stateToken is Status.StateToken: raised by OnEvent (grants made
+	// here) and by the replication stream (grants applied here).
+	stateToken atomic.Uint64
 
 	// Pause guard: base is the node's monotonic clock origin; ticked (ns
 	// since base) is the role loop's last tick, and resumed (ns since
@@ -219,9 +238,20 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 	return n, nil
 }
 
-// OnEvent forwards an engine change to the standbys. Wire it into
-// engine.Config.OnEvent; it never blocks.
-func (n *Node) OnEvent(ev engine.Event) { n.hub.publish(ev) }
+// OnEvent forwards an engine change to the standbys and keeps the state
+// token. Wire it into engine.Config.OnEvent; it never blocks.
+//
+// A grant made while the node is Resuming (its own lease timers, the
+// moment it ran again after a pause) does not count toward the state
+// token: the node did not know it was still the active, the grant is not
+// delivered, and it must not make the state of a node that may have been
+// replaced meanwhile look newer than its replacement's.
+func (n *Node) OnEvent(ev engine.Event) {
+	if ev.Kind == engine.EventGrant && !n.Resuming() {
+		raise(&n.stateToken, ev.Token)
+	}
+	n.hub.publish(ev)
+}
 
 // Start begins polling peers and taking roles. The node starts as a
 // standby: it takes over only as the rules in the package comment say.
@@ -343,7 +373,21 @@ func (n *Node) View() api.ClusterView {
 func (n *Node) status() Status {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return Status{URL: n.cfg.Self, Role: n.role, Active: n.active, Epoch: n.epoch, HasState: n.hasState, LastToken: n.eng.LastToken()}
+	return n.statusLocked()
+}
+
+// statusLocked is this node's Status. n.mu is held.
+func (n *Node) statusLocked() Status {
+	role := n.role
+	if role == api.RoleActive && !n.eng.Active() {
+		// Handing off: the engine is demoted and the successor is being
+		// promoted with the same state. Reported as active, this node
+		// would be one of two actives with equal state tokens to the
+		// successor, which would step down if its priority were lower.
+		role = api.RoleStandby
+	}
+	return Status{URL: n.cfg.Self, Role: role, Active: n.active, Priority: n.self, Epoch: n.epoch,
+		HasState: n.hasState, LastToken: n.eng.LastToken(), StateToken: n.stateToken.Load()}
 }
 
 // live reports whether p was heard from within the failover timeout. n.mu

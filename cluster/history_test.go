@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"regexp"
 	"slices"
 	"strconv"
@@ -63,8 +64,9 @@ func (h *history) fail(format string, args ...any) {
 	h.mu.Unlock()
 }
 
-// runClients loops acquire/hold/release on keys until stop closes.
-func runClients(t *testing.T, c *testCluster, n int, keys []string, hold time.Duration, stop <-chan struct{}, h *history) *sync.WaitGroup {
+// runClients loops acquire/hold/release on keys, with lease, until stop
+// closes.
+func runClients(t *testing.T, c *testCluster, n int, keys []string, lease, hold time.Duration, stop <-chan struct{}, h *history) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for i := range n {
 		cl := c.client(t)
@@ -80,7 +82,7 @@ func runClients(t *testing.T, c *testCluster, n int, keys []string, hold time.Du
 				}
 				key := keys[rng.IntN(len(keys))]
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				l, err := cl.Acquire(ctx, key, api.WithLease(3*time.Second), api.WithWait(15*time.Second))
+				l, err := cl.Acquire(ctx, key, api.WithLease(lease), api.WithWait(15*time.Second))
 				if err != nil {
 					cancel()
 					h.fail("client %d acquire %s: %v", i, key, err)
@@ -111,7 +113,7 @@ func TestGracefulHandoffUnderLoadLosesNothing(t *testing.T) {
 	h := &history{}
 	stop := make(chan struct{})
 	keys := []string{"k1", "k2", "k3", "k4"}
-	wg := runClients(t, c, 20, keys, 2*time.Millisecond, stop, h)
+	wg := runClients(t, c, 20, keys, 3*time.Second, 2*time.Millisecond, stop, h)
 	time.Sleep(700 * time.Millisecond)
 	c.mustHaveGrants(h, 20)
 	before := h.count()
@@ -219,7 +221,10 @@ func TestHistoryUnderNemesis(t *testing.T) {
 
 	h := &history{}
 	stop := make(chan struct{})
-	wg := runClients(t, c, 8, []string{"a", "b", "c"}, 3*time.Millisecond, stop, h)
+	// Leases well above the claim deadline, so that a grant no client
+	// received and that held a key for its lease shows (checkGhostGrants).
+	wg := runClients(t, c, 8, []string{"a", "b", "c"}, 2*claimWindow, 3*time.Millisecond, stop, h)
+	samples := sampleHolders(c, stop)
 
 	// Mutual exclusion is not promised from a fault until the cluster has
 	// settled again (a failover plus a handoff back), so each window ends
@@ -257,12 +262,13 @@ func TestHistoryUnderNemesis(t *testing.T) {
 	wg.Wait()
 
 	fenced := checkPerKeyOrder(t, h.grants, ws)
+	ghosts := len(checkGhostGrants(t, h.grants, samples.wait()))
 	var names []string
 	for _, w := range ws {
 		names = append(names, w.name)
 	}
-	t.Logf("history: grants=%d faults=%d (%s) client_errors=%d violations_inside_fault_windows=%d violations_outside=%s",
-		len(h.grants), len(ws), strings.Join(names, ", "), len(h.errs), fenced, strconv.FormatBool(t.Failed()))
+	t.Logf("history: grants=%d faults=%d (%s) client_errors=%d violations_inside_fault_windows=%d unreceived_grants_seen=%d violations_outside=%s",
+		len(h.grants), len(ws), strings.Join(names, ", "), len(h.errs), fenced, ghosts, strconv.FormatBool(t.Failed()))
 	for i, e := range h.errs {
 		if i%max(1, len(h.errs)/10) == 0 {
 			t.Logf("client error sample: %s", e)
@@ -271,4 +277,107 @@ func TestHistoryUnderNemesis(t *testing.T) {
 	if len(h.grants) < 100 {
 		t.Errorf("only %d grants: the cluster did not serve through the faults (errors: %v)", len(h.grants), h.errs[:min(5, len(h.errs))])
 	}
+}
+
+// claimWindow bounds how long a grant that no client received may hold
+// its key: a grant to a waiter whose request is gone waits at most the
+// poll grace (5 s, from before the grant) for its waiter's repeat, an
+// undeliverable one is released at once (SPEC section 1). One second more
+// for timers and sampling on a loaded machine.
+const claimWindow = 5*time.Second + time.Second
+
+// holderSample is one holder seen on an active node.
+type holderSample struct {
+	node    int
+	key     string
+	token   uint64
+	granted time.Time
+	seen    time.Time
+}
+
+type holderSamples struct {
+	mu      sync.Mutex
+	samples []holderSample
+	done    chan struct{}
+}
+
+// sampleHolders reads every holder from each node that reports itself
+// active, every 50 ms, until stop closes.
+func sampleHolders(c *testCluster, stop <-chan struct{}) *holderSamples {
+	hs := &holderSamples{done: make(chan struct{})}
+	noFollow := &http.Client{Timeout: 500 * time.Millisecond, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	go func() {
+		defer close(hs.done)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			for i, nd := range c.nodes {
+				if v, err := c.view(i); err != nil || v.Role != api.RoleActive {
+					continue
+				}
+				resp, err := noFollow.Get("http://" + nd.listen + "/locks?limit=1000")
+				if err != nil {
+					continue
+				}
+				var list api.LockList
+				err = decodeJSON(resp, &list)
+				resp.Body.Close()
+				if err != nil {
+					continue
+				}
+				seen := time.Now()
+				hs.mu.Lock()
+				for _, l := range list.Locks {
+					if l.Holder != nil {
+						hs.samples = append(hs.samples, holderSample{node: i, key: l.Key, token: l.Holder.Token, granted: l.Holder.GrantedAt, seen: seen})
+					}
+				}
+				hs.mu.Unlock()
+			}
+		}
+	}()
+	return hs
+}
+
+// wait returns the samples once the sampler has stopped.
+func (hs *holderSamples) wait() []holderSample {
+	<-hs.done
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	return hs.samples
+}
+
+// checkGhostGrants asserts that no grant which no client received (a
+// ghost: granted to a waiter that never came back) held its key longer
+// than claimWindow after it was granted, on any node that reported itself
+// active. It returns the tokens of every such grant seen at all.
+func checkGhostGrants(t *testing.T, grants []grant, samples []holderSample) (ghosts map[uint64]bool) {
+	t.Helper()
+	received := map[uint64]bool{}
+	for _, g := range grants {
+		received[g.token] = true
+	}
+	worst := map[uint64]holderSample{}
+	for _, s := range samples {
+		if received[s.token] {
+			continue
+		}
+		if w, ok := worst[s.token]; !ok || s.seen.After(w.seen) {
+			worst[s.token] = s
+		}
+	}
+	ghosts = map[uint64]bool{}
+	for tok, s := range worst {
+		ghosts[tok] = true
+		if held := s.seen.Sub(s.granted); held > claimWindow {
+			t.Errorf("ghost grant: %s held by token %d, which no client received, on node %d %v after its grant (%s); a grant nobody claims is released by its claim deadline",
+				s.key, tok, s.node, held.Round(time.Millisecond), s.granted.Format("15:04:05.000"))
+		}
+	}
+	return ghosts
 }

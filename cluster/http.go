@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/engine"
 )
 
 // Handler returns the peer endpoints, to be mounted at PathPrefix behind
@@ -89,7 +90,7 @@ func (n *Node) servePromote(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusConflict, n.status())
 		return
 	}
-	n.promoteLocked("handoff from " + from)
+	n.promoteLocked("handoff from "+from, engine.Handoff)
 	n.mu.Unlock()
 	writeJSON(w, http.StatusOK, n.status())
 }

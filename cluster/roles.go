@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/engine"
 )
 
 // poll asks p for its status every heartbeat until the node stops.
@@ -24,6 +25,7 @@ func (n *Node) poll(p *peer) {
 		n.mu.Lock()
 		p.polled = now
 		if err == nil {
+			st.Priority = p.priority
 			p.status, p.contact, p.heard, p.down = st, now, true, false
 			if st.LastToken > 0 {
 				n.eng.ObserveToken(st.LastToken)
@@ -119,21 +121,21 @@ func (n *Node) step(now time.Time) {
 	if n.moving || n.closing {
 		return
 	}
-	// The best active among the live peers: newest epoch, then priority.
+	// The best active among the live peers, by the split-brain rule.
 	var best *peer
 	for _, p := range n.peers {
 		if !n.live(p, now) || p.status.Role != api.RoleActive {
 			continue
 		}
-		if best == nil || p.status.Epoch > best.status.Epoch ||
-			(p.status.Epoch == best.status.Epoch && p.priority < best.priority) {
+		if best == nil || keepsState(p.status, best.status) {
 			best = p
 		}
 	}
 	switch n.role {
 	case api.RoleActive:
-		if best != nil && (best.status.Epoch > n.epoch || (best.status.Epoch == n.epoch && best.priority < n.self)) {
-			n.log.Warn("two actives: stepping down", "other", best.url, "other_epoch", best.status.Epoch, "epoch", n.epoch, "other_priority", best.priority, "priority", n.self)
+		if self := n.statusLocked(); best != nil && !keepsState(self, best.status) {
+			n.log.Warn("two actives: stepping down, the other's state is newer (or as new, and its priority higher)", "other", best.url,
+				"other_state_token", best.status.StateToken, "state_token", self.StateToken, "other_priority", best.priority, "priority", n.self)
 			n.stepDownLocked(best.url)
 		}
 		return
@@ -142,7 +144,7 @@ func (n *Node) step(now time.Time) {
 	if n.following != "" {
 		f := n.peerByURL(n.following)
 		if f != nil && n.live(f, now) && f.status.Role == api.RoleActive {
-			if best != nil && best != f && best.status.Epoch > f.status.Epoch {
+			if best != nil && best != f && !keepsState(f.status, best.status) {
 				n.log.Info("a newer active appeared: following it", "active", best.url)
 				n.followLocked(best.url)
 				return
@@ -204,11 +206,12 @@ func (n *Node) step(now time.Time) {
 			return // a better candidate is alive: it promotes itself
 		}
 	}
-	n.promoteLocked("failover")
+	n.promoteLocked("failover", engine.Failover)
 }
 
-// promoteLocked makes this node the active. n.mu is held.
-func (n *Node) promoteLocked(why string) {
+// promoteLocked makes this node the active; how tells the engine whether
+// the old active is gone or hands off (see engine.Promotion). n.mu is held.
+func (n *Node) promoteLocked(why string, how engine.Promotion) {
 	n.stopFollowingLocked()
 	maxEpoch := n.epoch
 	for _, p := range n.peers {
@@ -220,7 +223,7 @@ func (n *Node) promoteLocked(why string) {
 		why = "election"
 	}
 	n.epoch = maxEpoch + 1
-	first := n.eng.Promote()
+	first := n.eng.Promote(how)
 	n.hasState = true
 	n.setRole(api.RoleActive)
 	n.setActive(n.cfg.Self)
@@ -332,7 +335,7 @@ func (n *Node) handoff(ctx context.Context, to string) (string, error) {
 	if err != nil {
 		// Take the role back: nothing was lost, waiters resume here (the
 		// calls parked in ActiveURL are woken to be sent back to this node).
-		n.eng.Promote()
+		n.eng.Promote(engine.Handoff)
 		n.setActive(n.cfg.Self)
 		n.broadcast()
 		return "", fmt.Errorf("handoff to %s: %w", f.url, err)
@@ -340,6 +343,7 @@ func (n *Node) handoff(ctx context.Context, to string) (string, error) {
 	n.hub.closeAll()
 	n.setRole(api.RoleStandby)
 	if p := n.peerByURL(f.url); p != nil {
+		st.Priority = p.priority
 		p.status, p.contact, p.heard = st, time.Now(), true
 	}
 	if n.closing {

@@ -19,7 +19,7 @@ import (
 // The replication stream is a gob stream (encoding/gob: self-describing,
 // Go to Go) of frames, shown here as JSON:
 //
-//	{"seq":1,"t":"b","epoch":3,"last_token":N}   snapshot begins: reset
+//	{"seq":1,"t":"b","epoch":3,"last_token":N,"state_token":S}   snapshot begins: reset
 //	{"seq":2,"t":"e","ev":{...}}                  one engine.Event
 //	{"seq":K,"t":"s"}                             snapshot ends: synced
 //	{"t":"h","epoch":3,"last_token":N}            heartbeat while idle
@@ -35,6 +35,9 @@ type wireFrame struct {
 	Ev        *engine.Event `json:"ev,omitempty"`
 	Epoch     uint64        `json:"epoch,omitempty"`
 	LastToken uint64        `json:"last_token,omitempty"`
+	// StateToken is the active's Status.StateToken ("b" frames): the
+	// standby's state is the active's, so is its state token.
+	StateToken uint64 `json:"state_token,omitempty"`
 }
 
 // streamType is the stream's Content-Type.
@@ -271,7 +274,7 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 			wf := wireFrame{Seq: fr.seq, T: string(fr.t)}
 			switch fr.t {
 			case 'b':
-				wf.Epoch, wf.LastToken = epoch, n.eng.LastToken()
+				wf.Epoch, wf.LastToken, wf.StateToken = epoch, n.eng.LastToken(), n.stateToken.Load()
 			case 'e':
 				wf.Ev = &fr.ev
 			}
@@ -374,6 +377,12 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 		}
 		if wf.Epoch > n.epoch {
 			n.epoch = wf.Epoch
+		}
+		switch {
+		case wf.T == "b":
+			n.stateToken.Store(wf.StateToken)
+		case wf.T == "e" && wf.Ev.Kind == engine.EventGrant:
+			raise(&n.stateToken, wf.Ev.Token)
 		}
 		if wf.T == "s" {
 			n.synced, n.hasState = true, true

@@ -470,7 +470,7 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 		t.dl.owner = t
 	}
 	if lk.token == 0 && lk.head == nil {
-		g, err := s.grant(lk, t, lease, now, now)
+		g, err := s.grant(lk, t, lease, now, now, 0)
 		if err != nil {
 			s.dropIfIdle(lk)
 			s.mu.Unlock()
@@ -524,6 +524,7 @@ func (s *shard) repeat(ctx context.Context, t *ticket, now int64) (Grant, error)
 		if t.claimBy != 0 {
 			t.claimBy = 0
 			s.armLease(lk)
+			s.emit(Event{Kind: EventClaim, Key: lk.key, Token: lk.token, WaiterID: t.id, At: now, Waiters: lk.n})
 		}
 		s.mu.Unlock()
 		return g, nil
@@ -811,8 +812,10 @@ func (w *waiter) deliver(o outcome) {
 	}
 }
 
-// grant makes lk held under a new token for t (may be nil). s.mu is held.
-func (s *shard) grant(lk *lock, t *ticket, lease time.Duration, now, arrived int64) (Grant, error) {
+// grant makes lk held under a new token for t (may be nil). claimBy, if
+// not 0, is the instant by which t's repeat must claim a grant whose
+// request is gone (see ticket.claimBy). s.mu is held.
+func (s *shard) grant(lk *lock, t *ticket, lease time.Duration, now, arrived, claimBy int64) (Grant, error) {
 	tok, err := s.e.tokens.next(now)
 	if err != nil {
 		return Grant{}, err
@@ -823,14 +826,17 @@ func (s *shard) grant(lk *lock, t *ticket, lease time.Duration, now, arrived int
 	lk.expires = after(now, lease)
 	lk.holder = t
 	if t != nil {
-		t.claimBy = 0
+		t.claimBy = claimBy
 		t.state = tGranted
 		t.token = tok
 		t.w = nil
 		t.answers = 1
+		if claimBy != 0 {
+			t.answers = 0
+		}
 		s.heap.remove(&t.dl)
 	}
-	ev := Event{Kind: EventGrant, Key: lk.key, Token: tok, Lease: lease, At: now, ExpiresAt: lk.expires, Waited: time.Duration(now - arrived), Waiters: lk.n}
+	ev := Event{Kind: EventGrant, Key: lk.key, Token: tok, Lease: lease, At: now, ExpiresAt: lk.expires, Waited: time.Duration(now - arrived), Waiters: lk.n, ClaimBy: claimBy}
 	if t != nil {
 		ev.WaiterID = t.id
 	}
@@ -860,7 +866,13 @@ func (s *shard) grantNext(lk *lock, now int64) {
 	for lk.token == 0 && lk.head != nil {
 		w := lk.head
 		s.dequeue(w)
-		g, err := s.grant(lk, w.t, w.lease, now, w.arrived)
+		var claimBy int64
+		if w.state == detached {
+			// Its request is gone, its repeat is due within the grace: the
+			// grant waits that long for it, then is released.
+			claimBy = w.graceUntil
+		}
+		g, err := s.grant(lk, w.t, w.lease, now, w.arrived, claimBy)
 		if err != nil {
 			// Only a failing disk or 2^53 tokens end here: the waiter is
 			// told, the lock stays free.
@@ -871,11 +883,6 @@ func (s *shard) grantNext(lk *lock, now int64) {
 			continue
 		}
 		if w.state == detached {
-			// Its request is gone, its repeat is due within the grace: keep
-			// the grant for it that long, then release.
-			w.t.claimBy = w.graceUntil
-			w.t.answers = 0
-			s.armLease(lk)
 			continue
 		}
 		if IsTicket(w.t.id) {

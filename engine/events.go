@@ -16,6 +16,7 @@ const (
 	EventTimeout                      // a waiter's wait ran out
 	EventState                        // snapshot: one key's full state (State)
 	EventTicket                       // snapshot: a waiter ID's remembered outcome
+	EventClaim                        // a grant awaiting its claim was claimed by its waiter's repeat
 )
 
 var eventNames = [...]string{
@@ -28,6 +29,7 @@ var eventNames = [...]string{
 	EventTimeout: "timeout",
 	EventState:   "state",
 	EventTicket:  "ticket",
+	EventClaim:   "claim",
 }
 
 func (k EventKind) String() string {
@@ -51,6 +53,11 @@ type Event struct {
 	ExpiresAt int64
 	// Waited is how long the waiter queued (grant, timeout).
 	Waited time.Duration
+	// ClaimBy is the claim deadline of a grant to a waiter whose request
+	// had gone away (grant), in Unix nanoseconds: unless the waiter's
+	// repeat claims the grant before then, the lock is released. 0 = the
+	// grant was delivered (no claim pending).
+	ClaimBy int64
 	// WaiterID is the waiter's ID, if it gave one (grant, enqueue).
 	WaiterID string
 	// Waiters is the queue length after the change.
@@ -82,6 +89,8 @@ type HolderState struct {
 	Granted int64
 	Expires int64
 	ID      string `json:",omitempty"` // the waiter ID it was granted to
+	// ClaimBy is the pending claim deadline (see Event.ClaimBy); 0 = none.
+	ClaimBy int64 `json:",omitempty"`
 }
 
 // WaiterState is a queued waiter in a snapshot. Times are Unix nanoseconds.

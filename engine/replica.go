@@ -84,7 +84,7 @@ func (e *Engine) Snapshot(emit func(Event), subscribed func(shard int)) {
 			if lk.token != 0 {
 				ks.Holder = &HolderState{Token: lk.token, Lease: lk.lease, Granted: lk.granted, Expires: lk.expires}
 				if lk.holder != nil {
-					ks.Holder.ID = lk.holder.id
+					ks.Holder.ID, ks.Holder.ClaimBy = lk.holder.id, lk.holder.claimBy
 				}
 			}
 			for w := lk.head; w != nil; w = w.next {
@@ -173,7 +173,7 @@ func (e *Engine) Apply(ev Event) error {
 				s.dequeue(w)
 				w.lk = nil
 			}
-			t.state, t.token, t.w, t.answers = tGranted, ev.Token, nil, 0
+			t.state, t.token, t.w, t.answers, t.claimBy = tGranted, ev.Token, nil, 0, ev.ClaimBy
 			s.heap.remove(&t.dl)
 		}
 		s.setToken(lk, ev.Token)
@@ -188,6 +188,11 @@ func (e *Engine) Apply(ev Event) error {
 	case EventRenew:
 		if lk := s.locks[ev.Key]; lk != nil && lk.token == ev.Token {
 			lk.lease, lk.expires = ev.Lease, ev.ExpiresAt
+			lk.clearClaim()
+		}
+	case EventClaim:
+		if lk := s.locks[ev.Key]; lk != nil && lk.token == ev.Token {
+			lk.clearClaim()
 		}
 	case EventLeave, EventTimeout:
 		t := s.tickets[ev.Key+"\x00"+ev.WaiterID]
@@ -244,7 +249,7 @@ func (s *shard) applyState(ks *KeyState) {
 		lk.lease, lk.granted, lk.expires = h.Lease, h.Granted, h.Expires
 		if h.ID != "" {
 			t := s.ticket(ks.Key, h.ID)
-			t.state, t.token = tGranted, h.Token
+			t.state, t.token, t.claimBy = tGranted, h.Token, h.ClaimBy
 			lk.holder = t
 		}
 	}
@@ -267,14 +272,33 @@ func (s *shard) applyWaiter(lk *lock, ws WaiterState) {
 	s.e.waiters.Add(1)
 }
 
-// Promote makes a standby active: every replicated lease keeps its
-// deadline (one that passed meanwhile is taken back and handed on at once);
-// every replicated waiter keeps its place for Config.PollGrace, for its
-// client to resume it by repeating its acquire with the same ID; and fencing
-// tokens continue above max(every token seen, now + TokenMargin), which is
-// above any token the old active can have issued unreplicated when clocks
-// agree (SPEC section 1). It returns the first token the node may issue.
-func (e *Engine) Promote() uint64 {
+// Promotion says how a standby becomes the active. It decides the fate of
+// the waiters that came without an ID of their own, whose engine-made
+// ticket (IsTicket) only the old active's redirect can carry to a client.
+type Promotion uint8
+
+const (
+	// Failover: the active is gone (crash, kill -9, partition). The
+	// requests of its waiters died with it; one with an ID of its own may
+	// come back with it, but nobody ever learnt a ticket: waiters with a
+	// ticket are dropped, and a grant to one that awaits its claim is
+	// released at once (as Config.PollTimeout does on a single node).
+	Failover Promotion = iota
+	// Handoff: the old active hands its state over on purpose and
+	// redirects its parked calls, each waiter with its ticket, to this
+	// node: every waiter keeps its place.
+	Handoff
+)
+
+// Promote makes a standby active: every replicated lease and claim deadline
+// keeps its deadline (one that passed meanwhile is taken back and handed on
+// at once); every replicated waiter that can come back (see Promotion)
+// keeps its place for Config.PollGrace, for its client to resume it by
+// repeating its acquire with the same ID; and fencing tokens continue above
+// max(every token seen, now + TokenMargin), which is above any token the
+// old active can have issued unreplicated when clocks agree (SPEC section
+// 1). It returns the first token the node may issue.
+func (e *Engine) Promote(how Promotion) uint64 {
 	now := e.now()
 	e.tokens.observe(uint64(now.Add(e.cfg.TokenMargin).UnixMicro()))
 	e.active.Store(true)
@@ -284,13 +308,25 @@ func (e *Engine) Promote() uint64 {
 		s := &e.shards[i]
 		s.mu.Lock()
 		for _, lk := range s.locks {
-			for w := lk.head; w != nil; w = w.next {
+			var next *waiter
+			for w := lk.head; w != nil; w = next {
+				next = w.next
+				if how == Failover && IsTicket(w.t.id) {
+					s.leave(w, n)
+					s.retire(w.t, tForget, n)
+					continue
+				}
 				w.state, w.pollUntil, w.graceUntil = detached, 0, grace
 				s.schedule(w)
 			}
-			if lk.token != 0 {
-				s.armLease(lk)
+			if lk.token == 0 {
+				continue
 			}
+			if t := lk.holder; how == Failover && t != nil && t.claimBy != 0 && IsTicket(t.id) {
+				s.endGrant(lk, n, EventRelease)
+				continue
+			}
+			s.armLease(lk)
 		}
 		for _, lk := range s.locks {
 			if lk.token == 0 {
@@ -304,8 +340,9 @@ func (e *Engine) Promote() uint64 {
 }
 
 // Demote makes an active engine a standby: calls are refused with
-// ErrNotActive from now on, lease and wait deadlines stop (the new active
-// runs them), and every parked Acquire returns a *MovedError while its
+// ErrNotActive from now on, lease, claim and wait deadlines stop (the new
+// active runs them; they are kept, for a Promote after a failed handoff),
+// and every parked Acquire returns a *MovedError while its
 // waiter stays in the queue, to be resumed on the new active.
 func (e *Engine) Demote() {
 	e.active.Store(false)
@@ -314,7 +351,6 @@ func (e *Engine) Demote() {
 		s.mu.Lock()
 		for _, lk := range s.locks {
 			s.heap.remove(&lk.dl)
-			lk.clearClaim()
 			for w := lk.head; w != nil; w = w.next {
 				s.heap.remove(&w.dl)
 				if w.state == queued {

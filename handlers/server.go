@@ -238,10 +238,14 @@ func (s *Server) answerAcquire(w http.ResponseWriter, r *http.Request, id string
 		// Granted by this node's timers (a lease that ran out) the moment
 		// it resumed from a pause, while a standby may have been promoted
 		// in its place: the waiter is told to retry (503), not that it
-		// holds a lock this node may no longer own. The grant stays: a
-		// retry with the same Idempotency-Key gets it if this node is
-		// still the active; otherwise its lease ends it.
+		// holds a lock this node may no longer own. With an
+		// Idempotency-Key the grant stays: the retry gets it if this node
+		// is still the active. Without one nobody can ever claim it, so
+		// it is released at once rather than held for its lease.
 		s.redirect(w, r, "", true)
+		if id == "" {
+			s.eng.Abandon(g, id)
+		}
 		return
 	}
 	w.Header().Set(api.HeaderLockToken, strconv.FormatUint(g.Token, 10))

@@ -1,0 +1,202 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// replicaPair returns an active engine whose every change is applied, in
+// order, to a standby engine, as the cluster's replication stream does.
+func replicaPair(t *testing.T) (active, standby *Engine) {
+	t.Helper()
+	standby = newEngine(t, Config{Standby: true})
+	active = newEngine(t, Config{OnEvent: func(ev Event) {
+		if err := standby.Apply(ev); err != nil {
+			t.Errorf("Apply(%v): %v", ev.Kind, err)
+		}
+	}})
+	return active, standby
+}
+
+// copyBySnapshot returns a new standby that holds src's state, taken by
+// Snapshot as a standby that subscribes late takes it.
+func copyBySnapshot(t *testing.T, src *Engine) *Engine {
+	t.Helper()
+	dst := newEngine(t, Config{Standby: true})
+	src.Snapshot(func(ev Event) {
+		if err := dst.Apply(ev); err != nil {
+			t.Errorf("Apply(%v): %v", ev.Kind, err)
+		}
+	}, func(int) {})
+	return dst
+}
+
+// A failover drops the waiters that came without an ID (nobody can ever
+// resume them: their ticket never left the dead active) and keeps those
+// with one for PollGrace; a handoff keeps both, the first to be resumed by
+// the ticket the old active's redirect carries (issue 11, defect 1).
+func TestPromoteDropsTicketWaitersOnFailoverOnly(t *testing.T) {
+	for _, tc := range []struct {
+		how     Promotion
+		waiters int
+	}{{Failover, 1}, {Handoff, 2}} {
+		t.Run([]string{"failover", "handoff"}[tc.how], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a, b := replicaPair(t)
+				defer b.Close()
+				const key = "k"
+				h := mustAcquire(t, a, AcquireRequest{Key: key})
+				anon := goAcquire(a, context.Background(), AcquireRequest{Key: key})
+				synctest.Wait()
+				named := goAcquire(a, context.Background(), AcquireRequest{Key: key, ID: "named"})
+				synctest.Wait()
+				var ticket string
+				if tc.how == Handoff {
+					a.Demote()
+					synctest.Wait()
+					r := answered(t, "anonymous waiter", anon)
+					wantErr(t, "anonymous waiter", r.err, ErrMoved)
+					ticket = Ticket(r.err.(*MovedError).ID)
+					if ticket == "" {
+						t.Fatalf("the moved anonymous waiter got no ticket: %v", r.err)
+					}
+				}
+				a.Close()
+				synctest.Wait()
+				<-named
+				if tc.how == Failover {
+					<-anon
+				}
+				wantHolder(t, b, key, h.Token, 2)
+
+				b.Promote(tc.how)
+				wantHolder(t, b, key, h.Token, tc.waiters)
+				if err := b.Release(key, h.Token); err != nil {
+					t.Fatal(err)
+				}
+				if tc.how == Failover {
+					// The named waiter was granted (it may still claim it);
+					// no grant went to the dropped ghost.
+					st, _ := b.Status(key)
+					g := mustAcquire(t, b, AcquireRequest{Key: key, ID: "named"})
+					if st.Holder == nil || g.Token != st.Holder.Token {
+						t.Fatalf("after the release the holder is %+v and the named waiter's repeat got %d; want the named waiter granted", st.Holder, g.Token)
+					}
+					wantHolder(t, b, key, g.Token, 0)
+					return
+				}
+				// The redirected anonymous waiter resumes its place (first)
+				// by its ticket.
+				g := mustAcquire(t, b, AcquireRequest{Key: key, ID: TicketID(ticket)})
+				wantHolder(t, b, key, g.Token, 1)
+			})
+		})
+	}
+}
+
+// A grant made to a waiter whose request is gone waits PollGrace for its
+// claim; that claim deadline crosses a snapshot, the change stream, a
+// Demote and a Promote like a lease deadline (issue 11, defect 2), and a
+// claim made on the old active crosses them too.
+func TestClaimDeadlineSurvivesReplicationAndHandoff(t *testing.T) {
+	for _, claimed := range []bool{false, true} {
+		name := map[bool]string{false: "unclaimed", true: "claimed"}[claimed]
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a, b := replicaPair(t)
+				const key = "k"
+				h := mustAcquire(t, a, AcquireRequest{Key: key, Lease: time.Minute})
+				w := goAcquire(a, context.Background(), AcquireRequest{Key: key, ID: "w", Lease: time.Minute})
+				synctest.Wait()
+				a.Close() // a crash: w's request ends with it
+				synctest.Wait()
+				<-w
+				b.Promote(Failover) // t = 0: w keeps its place until t = 5s
+				time.Sleep(time.Second)
+				if err := b.Release(key, h.Token); err != nil {
+					t.Fatal(err)
+				}
+				st, _ := b.Status(key)
+				if st.Holder == nil {
+					t.Fatal("the detached waiter was not granted")
+				}
+				ghost := st.Holder.Token
+				if claimed {
+					if g := mustAcquire(t, b, AcquireRequest{Key: key, ID: "w"}); g.Token != ghost {
+						t.Fatalf("the claim got token %d, want %d", g.Token, ghost)
+					}
+				}
+				// The successor takes b's state by a snapshot.
+				c := copyBySnapshot(t, b)
+				defer c.Close()
+				time.Sleep(time.Second) // t = 2s
+				b.Demote()
+				b.Close()
+				c.Promote(Handoff)
+				wantHolder(t, c, key, ghost, 0)
+				time.Sleep(2999 * time.Millisecond) // t = 4.999s
+				synctest.Wait()
+				wantHolder(t, c, key, ghost, 0)
+				time.Sleep(time.Millisecond) // t = 5s: w's claim deadline
+				synctest.Wait()
+				if claimed {
+					wantHolder(t, c, key, ghost, 0)
+					return
+				}
+				wantHolder(t, c, key, 0, 0)
+			})
+		})
+	}
+}
+
+// The claim deadline also crosses the change stream itself: the grant
+// event carries it, and the claim event clears it.
+func TestClaimDeadlineCrossesTheChangeStream(t *testing.T) {
+	for _, claimed := range []bool{false, true} {
+		name := map[bool]string{false: "unclaimed", true: "claimed"}[claimed]
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newEngine(t, Config{Standby: true})
+				defer c.Close()
+				b := newEngine(t, Config{Standby: true, OnEvent: func(ev Event) {
+					if err := c.Apply(ev); err != nil {
+						t.Errorf("Apply(%v): %v", ev.Kind, err)
+					}
+				}})
+				const key, held = "k", 7
+				if err := b.Apply(Event{Kind: EventGrant, Key: key, Token: held, Lease: time.Minute, At: time.Now().UnixNano(), ExpiresAt: time.Now().Add(time.Minute).UnixNano()}); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Apply(Event{Kind: EventEnqueue, Key: key, WaiterID: "w", Lease: time.Minute, At: time.Now().UnixNano()}); err != nil {
+					t.Fatal(err)
+				}
+				// c saw none of that (Apply reports nothing): it takes the
+				// same state by a snapshot, then follows b's changes.
+				b.Snapshot(func(ev Event) { _ = c.Apply(ev) }, func(int) {})
+				b.Promote(Failover) // t = 0: w keeps its place until t = 5s
+				time.Sleep(time.Second)
+				if err := b.Release(key, held); err != nil {
+					t.Fatal(err)
+				}
+				st, _ := b.Status(key)
+				ghost := st.Holder.Token
+				if claimed {
+					mustAcquire(t, b, AcquireRequest{Key: key, ID: "w"})
+				}
+				b.Demote()
+				b.Close()
+				c.Promote(Handoff)
+				wantHolder(t, c, key, ghost, 0)
+				time.Sleep(4 * time.Second) // t = 5s
+				synctest.Wait()
+				if claimed {
+					wantHolder(t, c, key, ghost, 0)
+					return
+				}
+				wantHolder(t, c, key, 0, 0)
+			})
+		})
+	}
+}
