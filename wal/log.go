@@ -12,8 +12,12 @@ import (
 	"time"
 )
 
-// maxSpare is the largest write buffer kept for reuse between batches.
-const maxSpare = 4 << 20
+const (
+	// maxSpare is the largest write buffer kept for reuse between batches.
+	maxSpare = 4 << 20
+	// retryLogEvery spaces the warnings of a log that stays failed.
+	retryLogEvery = 10 * time.Second
+)
 
 type segment struct {
 	path  string
@@ -42,13 +46,16 @@ type Log struct {
 	closed   bool          // Close began: Append refuses
 	shut     bool          // files closed
 	failed   error         // the write error while the log is failed
-	written  uint64        // last index written (write(2) returned)
-	synced   uint64        // last index fsynced
-	active   File          // the last segment, open for writing
-	writeOff int64         // end of the written bytes in active
-	syncOff  int64         // end of the fsynced bytes in active
-	retained []byte        // SyncInterval: the bytes [syncOff, writeOff), kept until fsynced
-	stats    Stats
+	failedAt time.Time     // when it failed
+	// lastRetryLog is when a failed retry was last logged.
+	lastRetryLog time.Time
+	written      uint64 // last index written (write(2) returned)
+	synced       uint64 // last index fsynced
+	active       File   // the last segment, open for writing
+	writeOff     int64  // end of the written bytes in active
+	syncOff      int64  // end of the fsynced bytes in active
+	retained     []byte // SyncInterval: the bytes [syncOff, writeOff), kept until fsynced
+	stats        Stats
 
 	// syncMu serializes fsyncs of the active segment with its replacement.
 	// Order: syncMu before mu.
@@ -348,14 +355,16 @@ func truncateFile(path string, size int64) error {
 func (l *Log) createSegment(first uint64) (File, string, error) {
 	path := l.path(fileName(first, segmentExt))
 	tmp := path + tmpExt
-	of, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
+	tf, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, l.cfg.Dir, err)
 	}
-	f := l.wrap(path, of)
-	_, err = f.WriteAt(encodeHeader(segmentMagic, first), 0)
+	_, err = tf.WriteAt(encodeHeader(segmentMagic, first), 0)
 	if err == nil {
-		err = f.Sync()
+		err = osFile{tf}.Sync()
+	}
+	if cerr := tf.Close(); err == nil {
+		err = cerr
 	}
 	if err == nil {
 		err = os.Rename(tmp, path)
@@ -363,12 +372,16 @@ func (l *Log) createSegment(first uint64) (File, string, error) {
 	if err == nil {
 		err = syncDir(l.cfg.Dir)
 	}
+	var of *os.File
+	if err == nil {
+		// Opened again under its final name, which errors then quote.
+		of, err = os.OpenFile(path, os.O_RDWR, 0)
+	}
 	if err != nil {
-		f.Close()
 		os.Remove(tmp)
 		return nil, "", fmt.Errorf("wal: create segment %s: %w", path, err)
 	}
-	return f, path, nil
+	return l.wrap(path, of), path, nil
 }
 
 // Append adds a record to the log and returns its index (1, 2, 3...). It
@@ -475,9 +488,11 @@ func (l *Log) lead() {
 	f, off := l.active, l.writeOff
 	l.mu.Unlock()
 	var err error
+	op := "write"
 	if len(batch) > 0 {
 		_, err = f.WriteAt(batch, off)
 		if err == nil && l.cfg.Sync == SyncAlways {
+			op = "fsync"
 			err = f.Sync()
 		}
 	}
@@ -486,7 +501,7 @@ func (l *Log) lead() {
 	if err != nil {
 		l.spare = l.buf[:0]
 		l.buf, l.bufFirst = append(batch, l.buf...), first
-		l.setFailed(err, "write")
+		l.setFailed(err, op)
 	} else if len(batch) > 0 {
 		n := last - first + 1
 		l.writeOff += int64(len(batch))
@@ -529,6 +544,7 @@ func (l *Log) setFailed(err error, op string) {
 		return
 	}
 	l.failed = err
+	l.failedAt, l.lastRetryLog = time.Now(), time.Now()
 	l.stats.Failures++
 	l.stats.Healthy = false
 	l.log.Error("wal: "+op+" failed; refusing changes until the log can write again",
@@ -670,7 +686,10 @@ func (l *Log) recover() bool {
 	if err != nil {
 		l.buf, l.bufFirst = append(data[kept:len(data):len(data)], l.buf...), first
 		l.failed = err
-		l.log.Warn("wal: retry failed; still refusing changes", "dir", l.cfg.Dir, "err", err)
+		if now := time.Now(); now.Sub(l.lastRetryLog) >= retryLogEvery {
+			l.lastRetryLog = now
+			l.log.Warn("wal: still failing; refusing changes", "dir", l.cfg.Dir, "since", l.failedAt, "err", err)
+		}
 		return false
 	}
 	l.writeOff = base + int64(len(data))
@@ -686,7 +705,7 @@ func (l *Log) recover() bool {
 	l.failed = nil
 	l.stats.Recoveries++
 	l.stats.Healthy = true
-	l.log.Info("wal: writes succeed again; accepting changes", "dir", l.cfg.Dir, "last_record", last)
+	l.log.Info("wal: writes succeed again; accepting changes", "dir", l.cfg.Dir, "last_record", last, "failed_for", time.Since(l.failedAt).Round(time.Millisecond))
 	return true
 }
 
