@@ -54,7 +54,14 @@ func appendFrame(buf []byte, index uint64, rec []byte) []byte {
 func crc8(b []byte) byte {
 	var c byte
 	for _, x := range b {
-		c ^= x
+		c = crc8Table[c^x]
+	}
+	return c
+}
+
+var crc8Table = func() (t [256]byte) {
+	for i := range t {
+		c := byte(i)
 		for range 8 {
 			if c&0x80 != 0 {
 				c = c<<1 ^ 0x07
@@ -62,9 +69,10 @@ func crc8(b []byte) byte {
 				c <<= 1
 			}
 		}
+		t[i] = c
 	}
-	return c
-}
+	return t
+}()
 
 // encodeHeader returns the 32-byte header of a segment (magic segmentMagic)
 // or a snapshot (snapshotMagic) whose index is index.

@@ -15,6 +15,9 @@ import (
 const (
 	// maxSpare is the largest write buffer kept for reuse between batches.
 	maxSpare = 4 << 20
+	// flushAt is the pending buffer size at which Append asks the
+	// background goroutine to write it, when no Wait did.
+	flushAt = 1 << 20
 	// retryLogEvery spaces the warnings of a log that stays failed.
 	retryLogEvery = 10 * time.Second
 )
@@ -69,6 +72,7 @@ type Log struct {
 
 	stop      chan struct{}
 	kick      chan struct{} // a failure began
+	flushNow  chan struct{} // the pending buffer passed flushAt
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
@@ -123,12 +127,13 @@ func Open(cfg Config) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		lock:   lock,
-		notify: make(chan struct{}),
-		stop:   make(chan struct{}),
-		kick:   make(chan struct{}, 1),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		lock:     lock,
+		notify:   make(chan struct{}),
+		stop:     make(chan struct{}),
+		kick:     make(chan struct{}, 1),
+		flushNow: make(chan struct{}, 1),
 	}
 	if err := l.load(); err != nil {
 		lock.Close()
@@ -407,8 +412,17 @@ func (l *Log) Append(rec []byte) (uint64, error) {
 	}
 	index := l.next
 	l.next++
+	before := len(l.buf)
 	l.buf = appendFrame(l.buf, index, rec)
 	l.stats.Records++
+	if before < flushAt && len(l.buf) >= flushAt {
+		// Nobody waits for these: have them written before the buffer
+		// grows further.
+		select {
+		case l.flushNow <- struct{}{}:
+		default:
+		}
+	}
 	return index, nil
 }
 
@@ -746,6 +760,8 @@ func (l *Log) run() {
 			} else {
 				retry.Reset(l.cfg.RetryInterval)
 			}
+		case <-l.flushNow:
+			l.flush()
 		case <-tick.C:
 			l.flush()
 			if l.cfg.Sync == SyncInterval {
