@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 		l.Close()
 		os.Exit(0)
 	}
+	if dir := os.Getenv("WAL_TEST_WRITER_DIR"); dir != "" {
+		crashWriter(dir, os.Getenv("WAL_TEST_WRITER_MODE")) // until killed
+	}
 	goleak.VerifyTestMain(m)
 }
 
