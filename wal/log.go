@@ -383,7 +383,10 @@ func (l *Log) createSegment(first uint64) (File, string, error) {
 		of, err = os.OpenFile(path, os.O_RDWR, 0)
 	}
 	if err != nil {
+		// Neither name may stay: records meant for this segment go on in
+		// the current one, and an empty segment after them would be a gap.
 		os.Remove(tmp)
+		os.Remove(path)
 		return nil, "", fmt.Errorf("wal: create segment %s: %w", path, err)
 	}
 	return l.wrap(path, of), path, nil
@@ -433,6 +436,7 @@ func (l *Log) Append(rec []byte) (uint64, error) {
 // goroutine handoff when uncontended. While the log is failed, Wait waits
 // at most Config.FailTimeout for it to recover, then returns
 // ErrUnavailable (the record stays pending and is written on recovery).
+// A write that hangs (a stalled disk) holds Wait as long as it hangs.
 // Other errors: ErrClosed, or an error for an index never appended.
 func (l *Log) Wait(index uint64) error {
 	var timer *time.Timer
@@ -880,6 +884,8 @@ func (l *Log) Close() error {
 }
 
 func (l *Log) close() error {
+	l.snapMu.Lock() // a SaveSnapshot under way finishes first
+	defer l.snapMu.Unlock()
 	l.mu.Lock()
 	l.closed = true
 	l.mu.Unlock()
@@ -887,12 +893,18 @@ func (l *Log) close() error {
 	l.wg.Wait()
 
 	var err error
-	if !l.recover() {
+	if !l.recover() { // a healthy log: returns at once, no writer at work
 		err = fmt.Errorf("%w: closing with records not written", ErrUnavailable)
 	} else {
 		err = l.Sync()
 	}
 	l.mu.Lock()
+	for l.leading { // a Wait that began before Close
+		ch := l.notify
+		l.mu.Unlock()
+		<-ch
+		l.mu.Lock()
+	}
 	l.shut = true
 	if err != nil {
 		err = fmt.Errorf("wal: close %s: records %d to %d not on disk: %w", l.cfg.Dir, l.synced+1, l.next-1, err)

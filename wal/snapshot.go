@@ -19,10 +19,17 @@ import (
 // one, never half of one. Then older snapshots and every segment whose
 // records are all at or below index are removed. It may run while
 // Append and Wait go on. Errors: index 0 or above LastIndex, write's
-// error, an I/O error (the old snapshot and segments stay), or Sync's.
+// error, an I/O error (the old snapshot and segments stay), Sync's, or
+// ErrClosed.
 func (l *Log) SaveSnapshot(index uint64, write func(io.Writer) error) error {
 	l.snapMu.Lock()
 	defer l.snapMu.Unlock()
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
 	if last := l.LastIndex(); index == 0 || index > last {
 		return fmt.Errorf("wal: snapshot index %d: must be between 1 and the last appended record, %d", index, last)
 	}
@@ -83,56 +90,45 @@ func (s *snapshotWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (l *Log) writeSnapshot(path string, index uint64, write func(io.Writer) error) (err error) {
+// writeSnapshot writes the snapshot file at path whole or not at all.
+func (l *Log) writeSnapshot(path string, index uint64, write func(io.Writer) error) error {
 	tmp := path + tmpExt
 	of, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
 	if err != nil {
 		return fmt.Errorf("wal: snapshot %d: %w", index, err)
 	}
 	f := l.wrap(path, of)
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
 	bw := bufio.NewWriterSize(f, 256<<10)
 	sw := &snapshotWriter{w: bw, crc: crc32.New(castagnoli)}
-	if _, err := sw.Write(encodeHeader(snapshotMagic, index)); err != nil {
-		return fmt.Errorf("wal: snapshot %d: %w", index, err)
+	_, err = sw.Write(encodeHeader(snapshotMagic, index))
+	if err == nil {
+		err = write(sw)
 	}
-	if err := write(sw); err != nil {
-		return fmt.Errorf("wal: snapshot %d: %w", index, err)
+	if err == nil {
+		footer := binary.LittleEndian.AppendUint64(nil, sw.n-headerSize)
+		footer = binary.LittleEndian.AppendUint32(footer, sw.crc.Sum32())
+		_, err = bw.Write(append(footer, snapshotEnd...))
 	}
-	footer := make([]byte, 0, snapshotFooter)
-	footer = binary.LittleEndian.AppendUint64(footer, sw.n-headerSize)
-	footer = binary.LittleEndian.AppendUint32(footer, sw.crc.Sum32())
-	footer = append(footer, snapshotEnd...)
-	if _, err := bw.Write(footer); err != nil {
-		return fmt.Errorf("wal: snapshot %d: %w", index, err)
+	if err == nil {
+		err = bw.Flush()
 	}
-	err = bw.Flush()
 	if err == nil {
 		err = f.Sync()
 	}
-	if err == nil {
-		err = f.Close()
-		if err != nil {
-			os.Remove(tmp)
-			return fmt.Errorf("wal: snapshot %d: %w", index, err)
-		}
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	if err == nil {
-		if err = os.Rename(tmp, path); err != nil {
-			os.Remove(tmp)
-			return fmt.Errorf("wal: snapshot %d: %w", index, err)
-		}
-		if err = syncDir(l.cfg.Dir); err != nil {
-			return fmt.Errorf("wal: snapshot %d: %w", index, err)
-		}
-		return nil
+		err = os.Rename(tmp, path)
 	}
-	return fmt.Errorf("wal: snapshot %d: %w", index, err)
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("wal: snapshot %d: %w", index, err)
+	}
+	if err := syncDir(l.cfg.Dir); err != nil {
+		return fmt.Errorf("wal: snapshot %d: %w", index, err)
+	}
+	return nil
 }
 
 // snapshotReader is the payload of a verified snapshot file.
