@@ -5,9 +5,12 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -112,7 +115,16 @@ func TestTornTailAtEveryOffsetOfTheLastRecord(t *testing.T) {
 		if err := os.WriteFile(path, data[:cut], 0o640); err != nil {
 			t.Fatal(err)
 		}
-		reopenHas(t, testConfig(t, dir), n-1)
+		cfg := testConfig(t, dir)
+		var logs bytes.Buffer
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		reopenHas(t, cfg, n-1)
+		if cut > start { // cut == start leaves no trace of the record
+			warn := fmt.Sprintf("level=WARN msg=\"wal: torn last record truncated (a write cut by a crash or power loss)\" file=%s offset=%d", path, start)
+			if !strings.Contains(logs.String(), warn) {
+				t.Fatalf("cut at %d: log %q lacks %q", cut, logs.String(), warn)
+			}
+		}
 	}
 
 	// A whole last frame with a bad checksum and only zeros after it is a
@@ -203,9 +215,15 @@ func TestFlippedByteInAMiddleRecordIsCorruption(t *testing.T) {
 		if now, _ := os.ReadFile(path); !bytes.Equal(now, flipped) {
 			t.Fatal("a refused Open changed the segment")
 		}
-		// Repair keeps the records before the damage.
+		// Repair keeps the records before the damage, and says what it dropped.
 		cfg.Repair = true
+		var logs bytes.Buffer
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 		reopenHas(t, cfg, bad-1)
+		warn := fmt.Sprintf("file=%s offset=%d first_dropped_record=%d", path, offs[bad-1], bad)
+		if !strings.Contains(logs.String(), "level=WARN msg=\"wal: repair") || !strings.Contains(logs.String(), warn) {
+			t.Fatalf("repair log %q lacks a warning with %q", logs.String(), warn)
+		}
 	}
 }
 
