@@ -269,6 +269,13 @@ func (l *Log) load() error {
 	} else {
 		path := segs[len(segs)-1].path
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err == nil {
+			// What a crashed process wrote may still be only in the page
+			// cache: make it durable before anything is built on it.
+			if err = (osFile{f}).Sync(); err != nil {
+				f.Close()
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, l.cfg.Dir, err)
 		}
