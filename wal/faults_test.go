@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -98,8 +97,8 @@ func TestWriteFailureKeepsEveryRecordAndRecovers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := l.Wait(i11); !errors.Is(err, ErrUnavailable) {
-				t.Fatalf("Wait on a full disk = %v, want ErrUnavailable", err)
+			if err := l.Wait(i11); !errors.Is(err, ErrUnavailable) || !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("Wait on a full disk = %v, want ErrUnavailable wrapping ENOSPC", err)
 			}
 			expectHealth(t, health, true)
 			if l.Healthy() {
@@ -241,7 +240,7 @@ func TestFullDisk(t *testing.T) {
 			t.Fatalf("Append %d before any failure: %v", i, err)
 		}
 		if err := l.Wait(idx); err != nil {
-			if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "no space left") {
+			if !errors.Is(err, ErrUnavailable) || !errors.Is(err, syscall.ENOSPC) {
 				t.Fatalf("Wait on a full disk = %v, want ErrUnavailable (no space left)", err)
 			}
 			pending = idx

@@ -418,7 +418,7 @@ func (l *Log) Append(rec []byte) (uint64, error) {
 		return 0, ErrClosed
 	}
 	if l.failed != nil {
-		return 0, fmt.Errorf("%w: %v", ErrUnavailable, l.failed)
+		return 0, fmt.Errorf("%w: %w", ErrUnavailable, l.failed)
 	}
 	index := l.next
 	l.next++
@@ -481,13 +481,13 @@ func (l *Log) Wait(index uint64) error {
 		case <-ch:
 		case <-timeout:
 			l.mu.Lock()
-			if l.doneIndex() >= index {
+			if err := l.failed; err != nil && l.doneIndex() < index {
 				l.mu.Unlock()
-				return nil
+				return fmt.Errorf("%w: record %d not yet written: %w", ErrUnavailable, index, err)
 			}
-			err := l.failed
-			l.mu.Unlock()
-			return fmt.Errorf("%w: record %d not yet written: %v", ErrUnavailable, index, err)
+			// Recovered meanwhile: wait on as a healthy log's waiter does.
+			timer, timeout = nil, nil
+			continue
 		}
 		l.mu.Lock()
 	}
@@ -616,7 +616,7 @@ func (l *Log) syncLocked() error {
 	if l.failed != nil {
 		err := l.failed
 		l.mu.Unlock()
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	f, off, kept, last := l.active, l.writeOff, len(l.retained), l.written
 	if off == l.syncOff {
@@ -629,7 +629,7 @@ func (l *Log) syncLocked() error {
 	defer l.mu.Unlock()
 	if err != nil {
 		l.setFailed(err, "fsync")
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	l.stats.Fsyncs++
 	l.stats.RecordsSynced += last - l.synced
