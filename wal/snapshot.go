@@ -43,7 +43,6 @@ func (l *Log) SaveSnapshot(index uint64, write func(io.Writer) error) error {
 
 	// The snapshot is safe: what it replaces can go.
 	l.segMu.Lock()
-	prev := l.snapIndex
 	l.snapIndex = index
 	var drop []segment
 	for len(l.segs) > 1 && l.segs[1].first <= index+1 {
@@ -51,9 +50,12 @@ func (l *Log) SaveSnapshot(index uint64, write func(io.Writer) error) error {
 		l.segs = l.segs[1:]
 	}
 	l.segMu.Unlock()
-	var err error
-	if prev != 0 && prev != index {
-		err = removeIfExists(l.path(fileName(prev, snapshotExt)))
+	// Every older snapshot, including one a crash left behind.
+	entries, err := os.ReadDir(l.cfg.Dir)
+	for _, e := range entries {
+		if i, ok := parseName(e.Name(), snapshotExt); ok && i < index && err == nil {
+			err = removeIfExists(l.path(e.Name()))
+		}
 	}
 	for _, s := range drop {
 		if rerr := removeIfExists(s.path); err == nil {

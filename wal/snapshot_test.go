@@ -59,6 +59,10 @@ func TestSnapshotRemovesSegmentsAndLoads(t *testing.T) {
 		t.Fatalf("a failed snapshot left %v", m)
 	}
 	saveState(t, l, 200)
+	// As if a crash had left an older snapshot behind.
+	if err := os.WriteFile(filepath.Join(dir, fileName(100, snapshotExt)), []byte("old"), 0o640); err != nil {
+		t.Fatal(err)
+	}
 	saveState(t, l, 400)
 	loadState(t, l, 400)
 	segs := segments(t, dir)
