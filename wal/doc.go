@@ -39,16 +39,18 @@
 // # Frame (one record; 8 bytes + payload, frames follow the header back to back)
 //
 //	0   3  n, the length of the payload, 1..MaxRecordSize (2^24-1)
-//	3   1  CRC-8 (polynomial 0x07) of bytes 0..2: a damaged length is
-//	       damage, never mistaken for a frame cut off by the end of the file
+//	3   1  CRC-8 (polynomial 0x07) of bytes 0..2, so that a damaged length
+//	       (any 1- or 2-bit error, 255 in 256 others) is seen as damage, not
+//	       as a frame cut off by the end of the file
 //	4   4  CRC-32C of: bytes 0..3, the record's index
 //	       (8 bytes, not stored: the segment's first index plus the frame's
 //	       position), the payload
 //	8   n  payload: the record, opaque to the log
 //
-// Each frame carries its own checksum (not a running one as in etcd), so a
-// reader can tell one bad frame from the next good one. Because the index
-// is in the checksum, a frame copied to the wrong place does not verify.
+// Each frame carries its own checksum (not a running one as in etcd), so
+// damage is pinned to one frame and a torn last frame is judged by itself.
+// Because the index is in the checksum, a frame copied to the wrong place
+// does not verify.
 //
 // # Torn tail or damage
 //
@@ -91,7 +93,7 @@
 //
 //	mode      Wait returns after     process crash   power loss / kernel crash
 //	always    write(2) and fsync     nothing         nothing
-//	interval  write(2)               nothing         at most the last SyncInterval of records (default 100ms)
+//	interval  write(2)               nothing         the records of the last SyncInterval (default 100ms) and of the fsync under way
 //	never     write(2)               nothing         what the OS had not flushed (Linux: typically up to 30 s)
 //
 // A process crash (kill -9, OOM) loses nothing in any mode: the records
