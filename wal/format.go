@@ -29,11 +29,12 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // frameCRC is the checksum of one frame: CRC-32C over the length field,
 // the record's index (u64 little-endian) and the payload, so that a frame
 // found at the wrong index, or with a damaged length, does not verify.
-func frameCRC(lenField []byte, index uint64, payload []byte) uint32 {
-	var ib [8]byte
-	binary.LittleEndian.PutUint64(ib[:], index)
+// scratch (8 bytes) holds the index: a caller's buffer, so that nothing
+// escapes to the heap per record.
+func frameCRC(lenField []byte, index uint64, payload, scratch []byte) uint32 {
+	binary.LittleEndian.PutUint64(scratch, index)
 	c := crc32.Update(0, castagnoli, lenField)
-	c = crc32.Update(c, castagnoli, ib[:])
+	c = crc32.Update(c, castagnoli, scratch[:8])
 	return crc32.Update(c, castagnoli, payload)
 }
 
@@ -43,7 +44,10 @@ func appendFrame(buf []byte, index uint64, rec []byte) []byte {
 	n := len(rec)
 	buf = append(buf, byte(n), byte(n>>8), byte(n>>16), 0)
 	buf[start+3] = crc8(buf[start : start+3])
-	buf = binary.LittleEndian.AppendUint32(buf, frameCRC(buf[start:start+4], index, rec))
+	// The index goes where the checksum will be, as frameCRC's scratch.
+	buf = append(buf, 0, 0, 0, 0, 0, 0, 0, 0)
+	sum := frameCRC(buf[start:start+4], index, rec, buf[start+4:])
+	buf = binary.LittleEndian.AppendUint32(buf[:start+4], sum)
 	return append(buf, rec...)
 }
 
@@ -131,6 +135,8 @@ type frameReader struct {
 	off   int64  // offset of the next frame in the file
 	index uint64 // index of the next record
 	buf   []byte
+	h     [frameHeader]byte
+	idx   [8]byte // frameCRC's scratch
 }
 
 func newFrameReader(r io.Reader, off int64, first uint64) *frameReader {
@@ -142,8 +148,8 @@ func newFrameReader(r io.Reader, off int64, first uint64) *frameReader {
 // *errTorn or *errDamage (whose offset is the frame's start), or the read
 // error of the underlying reader.
 func (fr *frameReader) next() (index uint64, rec []byte, err error) {
-	var h [frameHeader]byte
-	n, err := io.ReadFull(fr.r, h[:])
+	h := fr.h[:]
+	n, err := io.ReadFull(fr.r, h)
 	switch {
 	case err == io.EOF:
 		return 0, nil, io.EOF
@@ -183,7 +189,7 @@ func (fr *frameReader) next() (index uint64, rec []byte, err error) {
 	} else if err != nil {
 		return 0, nil, err
 	}
-	if frameCRC(h[:4], fr.index, rec) != sum {
+	if frameCRC(h[:4], fr.index, rec, fr.idx[:]) != sum {
 		if zeros, err := fr.onlyZerosFollow(); err != nil {
 			return 0, nil, err
 		} else if zeros {
