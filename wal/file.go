@@ -28,17 +28,7 @@ type File interface {
 // the times.
 type osFile struct{ *os.File }
 
-func (f osFile) Sync() error {
-	for {
-		err := syscall.Fdatasync(int(f.Fd()))
-		if err != syscall.EINTR {
-			if err != nil {
-				return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
-			}
-			return nil
-		}
-	}
-}
+func (f osFile) Sync() error { return fdatasync(f.File) }
 
 const lockName = "LOCK"
 

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -42,33 +41,6 @@ func TestLockRefusesSecondOpen(t *testing.T) {
 	cmd.Env = append(os.Environ(), "WAL_TEST_OPEN_DIR="+dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("Open after Close in another process: %v %s", err, out)
-	}
-}
-
-// TestReadOnlyDirRefused uses a read-only tmpfs when root (permission bits
-// do not stop root), a directory without write permission otherwise.
-func TestReadOnlyDirRefused(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "data")
-	if err := os.Mkdir(dir, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	if os.Geteuid() == 0 {
-		if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_RDONLY, "size=64k"); err != nil {
-			t.Fatalf("mount a read-only tmpfs on %s: %v", dir, err)
-		}
-		t.Cleanup(func() {
-			if err := syscall.Unmount(dir, 0); err != nil {
-				t.Errorf("unmount %s: %v", dir, err)
-			}
-		})
-	} else if err := os.Chmod(dir, 0o500); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range []string{dir, filepath.Join(dir, "sub")} {
-		_, err := Open(testConfig(t, d))
-		if !errors.Is(err, ErrNotWritable) || !strings.Contains(err.Error(), "data_dir "+d+":") {
-			t.Fatalf("Open(%s) = %v, want ErrNotWritable naming data_dir %s", d, err, d)
-		}
 	}
 }
 
