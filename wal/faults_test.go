@@ -141,6 +141,9 @@ func TestFsyncFailureRewritesWhatWasNotSynced(t *testing.T) {
 			fs := &faults{}
 			cfg := testConfig(t, dir)
 			cfg.Sync, cfg.WrapFile = mode, fs.wrap
+			// The interval's fsync is the one Sync makes below, not the
+			// background's at a moment of its choosing.
+			cfg.SyncInterval = time.Hour
 			health := healthEvents(&cfg)
 			l := mustOpen(t, cfg)
 			defer l.Close()
@@ -151,23 +154,23 @@ func TestFsyncFailureRewritesWhatWasNotSynced(t *testing.T) {
 				t.Fatal(err)
 			}
 			fs.set(nil, syscall.EIO)
-			for i := 6; i <= 8; i++ {
-				idx, err := l.Append(rec(i))
+			if mode == SyncAlways {
+				idx, err := l.Append(rec(6))
 				if err != nil {
 					t.Fatal(err)
 				}
-				err = l.Wait(idx)
-				if mode == SyncAlways && !errors.Is(err, ErrUnavailable) {
-					t.Fatalf("Wait with fsync failing (always) = %v, want ErrUnavailable", err)
+				if err := l.Wait(idx); !errors.Is(err, ErrUnavailable) || !errors.Is(err, syscall.EIO) {
+					t.Fatalf("Wait with fsync failing (always) = %v, want ErrUnavailable wrapping EIO", err)
 				}
-				if mode == SyncAlways {
-					break
+			} else {
+				for i := 6; i <= 8; i++ {
+					appendWait(t, l, rec(i)) // written: enough in interval mode
 				}
-				if err != nil {
-					t.Fatalf("Wait (interval, written) = %v", err)
+				if err := l.Sync(); !errors.Is(err, ErrUnavailable) || !errors.Is(err, syscall.EIO) {
+					t.Fatalf("Sync with fsync failing (interval) = %v, want ErrUnavailable wrapping EIO", err)
 				}
 			}
-			expectHealth(t, health, true) // interval: the background fsync failed
+			expectHealth(t, health, true)
 			// Simulate the lost pages: zero what lies past the last fsync.
 			l.mu.Lock()
 			base, path := l.syncOff, l.segs[len(l.segs)-1].path
