@@ -1,0 +1,112 @@
+// Package wal is baton's ordered log of changes on disk: every change the
+// engine makes is an opaque record appended here and written before any
+// client hears of it (SPEC section 1, "Durability"). It knows nothing of
+// the engine, HTTP or the cluster.
+//
+// # Use
+//
+//	l, err := wal.Open(wal.DefaultConfig(dir)) // lock, check, repair a torn tail
+//	index, snap, err := l.LoadSnapshot()      // or ErrNoSnapshot
+//	err = l.Replay(index+1, apply)            // the records after it
+//	i, err := l.Append(rec)                   // with a shard locked: no I/O
+//	err = l.Wait(i)                           // after unlocking: group commit
+//	err = l.SaveSnapshot(i, writeState)       // then old segments go
+//	err = l.Close()
+//
+// # Files in the directory
+//
+//	LOCK                        flock(2)ed by the open Log; holds its pid
+//	00000000000000000001.wal    a segment: records from index 1 on
+//	00000000000000004097.wal    the next segment, begun at 64 MiB
+//	00000000000000004000.snap   the newest snapshot: the state after record 4000
+//	*.tmp                       a segment or snapshot being made; removed at Open
+//
+// Names are the index in 20 decimal digits. Integers are little-endian.
+// Checksums are CRC-32C (Castagnoli).
+//
+// # Segment header (32 bytes)
+//
+//	0   8  magic "BATONWAL"
+//	8   4  format version, 1
+//	12  4  flags, 0
+//	16  8  index of the segment's first record (equals the file name)
+//	24  4  CRC-32C of bytes 0..23
+//	28  4  reserved, 0
+//
+// A segment is created under a temporary name with its header, fsynced,
+// then renamed: a segment file always has a whole header.
+//
+// # Frame (one record; 8 bytes + payload, frames follow the header back to back)
+//
+//	0   3  n, the length of the payload, 1..MaxRecordSize (2^24-1)
+//	3   1  CRC-8 (polynomial 0x07) of bytes 0..2, so that a damaged length
+//	       (any 1- or 2-bit error, 255 in 256 others) is seen as damage, not
+//	       as a frame cut off by the end of the file
+//	4   4  CRC-32C of: bytes 0..3, the record's index
+//	       (8 bytes, not stored: the segment's first index plus the frame's
+//	       position), the payload
+//	8   n  payload: the record, opaque to the log
+//
+// Each frame carries its own checksum (not a running one as in etcd), so
+// damage is pinned to one frame and a torn last frame is judged by itself.
+// Because the index is in the checksum, a frame copied to the wrong place
+// does not verify.
+//
+// # Torn tail or damage
+//
+// At Open the last segment may end in a torn frame: the file ends inside
+// it, or its checksum fails and only zero bytes follow it (or it is all
+// zeros: a file system that extended the file before the data reached the
+// disk). That is what a crash in the middle of a write leaves; it is cut
+// off with a warning naming the file and offset, and every record before
+// it is kept. Anything else — a checksum mismatch followed by more data,
+// a length of 0 or failing its check byte, a bad header, a gap between
+// segments, a torn frame in a segment that is not the last — cannot come
+// from an interrupted append: Open returns a *CorruptError and starts
+// nothing, unless Config.Repair, which keeps the records before the damage
+// and drops the rest, with a warning that names what it dropped.
+//
+// # Snapshot file
+//
+//	0   32 header as a segment's, magic "BATONSNP", index = the last
+//	       record the snapshot includes
+//	32  n  payload (the engine's bytes, opaque to the log)
+//	    8  n, the payload length
+//	    4  CRC-32C of the header and the payload
+//	    4  end mark "BSNE"
+//
+// Written to a temporary file, fsynced, renamed, directory fsynced. Once
+// it is in place, older snapshots and every segment wholly at or below its
+// index are removed, so the disk holds the live state plus the records
+// since the last snapshot.
+//
+// # Writing: group commit
+//
+// Append copies a frame into a shared buffer under a short lock and
+// returns the next index. Wait makes the first waiter that finds no writer
+// at work the writer of the whole buffer: one write(2) (and one fsync in
+// always mode) for every record appended so far; the others wait for it
+// and are woken when their index is covered. Under load a batch grows to
+// whatever arrived during the previous write and fsync.
+//
+// # What a failure can lose (Config.Sync; SPEC section 5, fsync)
+//
+//	mode      Wait returns after     process crash   power loss / kernel crash
+//	always    write(2) and fsync     nothing         nothing
+//	interval  write(2)               nothing         the records of the last SyncInterval (default 100ms) and of the fsync under way
+//	never     write(2)               nothing         what the OS had not flushed (Linux: typically up to 30 s)
+//
+// A process crash (kill -9, OOM) loses nothing in any mode: the records
+// are in the kernel's page cache once write(2) returned.
+//
+// # Write errors
+//
+// When a write or fsync fails (disk full, EIO) the log keeps every record
+// it was given, refuses new ones (Append returns ErrUnavailable), and
+// retries in the background every Config.RetryInterval: it cuts the
+// segment back to its last fsynced offset and writes again everything
+// after it (in interval mode it keeps the written but not yet fsynced
+// bytes for that, since a failed fsync may have dropped them from the page
+// cache). When a retry succeeds the log is healthy again. Healthy, Stats
+// and Config.OnHealth report it; errors and recoveries are logged.
+package wal

@@ -1,0 +1,371 @@
+package wal
+
+import (
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// faults makes the files it wraps fail on demand: a failing WriteAt
+// writes half of its bytes first, as a disk that fills up mid-write does.
+type faults struct {
+	mu        sync.Mutex
+	writeErr  error
+	syncErr   error
+	syncGate  chan struct{} // if set, Sync waits for it to close
+	syncCalls int
+}
+
+func (fs *faults) set(write, sync error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.writeErr, fs.syncErr = write, sync
+}
+
+func (fs *faults) wrap(_ string, f File) File { return &faultFile{f, fs} }
+
+type faultFile struct {
+	File
+	fs *faults
+}
+
+func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	err := f.fs.writeErr
+	f.fs.mu.Unlock()
+	if err != nil {
+		n, _ := f.File.WriteAt(p[:len(p)/2], off)
+		return n, &os.PathError{Op: "write", Path: "injected", Err: err}
+	}
+	return f.File.WriteAt(p, off)
+}
+
+func (f *faultFile) Sync() error {
+	f.fs.mu.Lock()
+	err, gate := f.fs.syncErr, f.fs.syncGate
+	f.fs.syncCalls++
+	f.fs.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	if err != nil {
+		return &os.PathError{Op: "fdatasync", Path: "injected", Err: err}
+	}
+	return f.File.Sync()
+}
+
+// healthEvents records OnHealth calls.
+func healthEvents(cfg *Config) chan error {
+	ch := make(chan error, 16)
+	cfg.OnHealth = func(err error) { ch <- err }
+	return ch
+}
+
+func expectHealth(t *testing.T, ch chan error, failed bool) {
+	t.Helper()
+	select {
+	case err := <-ch:
+		if (err != nil) != failed {
+			t.Fatalf("OnHealth(%v), want failed=%v", err, failed)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no OnHealth call (want failed=%v) within 10s", failed)
+	}
+}
+
+func TestWriteFailureKeepsEveryRecordAndRecovers(t *testing.T) {
+	for _, mode := range []SyncMode{SyncAlways, SyncInterval, SyncNever} {
+		t.Run(mode.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			fs := &faults{}
+			cfg := testConfig(t, dir)
+			cfg.Sync, cfg.WrapFile = mode, fs.wrap
+			health := healthEvents(&cfg)
+			l := mustOpen(t, cfg)
+			defer l.Close()
+			for i := 1; i <= 10; i++ {
+				appendWait(t, l, rec(i))
+			}
+
+			fs.set(syscall.ENOSPC, nil)
+			i11, err := l.Append(rec(11))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Wait(i11); !errors.Is(err, ErrUnavailable) || !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("Wait on a full disk = %v, want ErrUnavailable wrapping ENOSPC", err)
+			}
+			expectHealth(t, health, true)
+			if l.Healthy() {
+				t.Fatal("Healthy() after a failed write")
+			}
+			if _, err := l.Append(rec(12)); !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("Append while failed = %v, want ErrUnavailable", err)
+			}
+			if err := l.Wait(i11); !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("second Wait while failed = %v, want ErrUnavailable", err)
+			}
+
+			fs.set(nil, nil) // space again
+			expectHealth(t, health, false)
+			if err := l.Wait(i11); err != nil {
+				t.Fatalf("Wait after recovery = %v", err)
+			}
+			if !l.Healthy() {
+				t.Fatal("not Healthy() after recovery")
+			}
+			appendWait(t, l, rec(12))
+			st := l.Stats()
+			if st.Failures != 1 || st.Recoveries != 1 || !st.Healthy || st.Records != 12 {
+				t.Fatalf("stats %+v, want 1 failure, 1 recovery, 12 records", st)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			cfg.WrapFile, cfg.OnHealth = nil, nil
+			reopenHas(t, cfg, 12)
+		})
+	}
+}
+
+// A failed fsync may have dropped written pages: the records written
+// since the last good fsync are written again before the log is healthy.
+func TestFsyncFailureRewritesWhatWasNotSynced(t *testing.T) {
+	for _, mode := range []SyncMode{SyncAlways, SyncInterval} {
+		t.Run(mode.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			fs := &faults{}
+			cfg := testConfig(t, dir)
+			cfg.Sync, cfg.WrapFile = mode, fs.wrap
+			// The interval's fsync is the one Sync makes below, not the
+			// background's at a moment of its choosing.
+			cfg.SyncInterval = time.Hour
+			health := healthEvents(&cfg)
+			l := mustOpen(t, cfg)
+			defer l.Close()
+			for i := 1; i <= 5; i++ {
+				appendWait(t, l, rec(i))
+			}
+			if err := l.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			fs.set(nil, syscall.EIO)
+			if mode == SyncAlways {
+				idx, err := l.Append(rec(6))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := l.Wait(idx); !errors.Is(err, ErrUnavailable) || !errors.Is(err, syscall.EIO) {
+					t.Fatalf("Wait with fsync failing (always) = %v, want ErrUnavailable wrapping EIO", err)
+				}
+			} else {
+				for i := 6; i <= 8; i++ {
+					appendWait(t, l, rec(i)) // written: enough in interval mode
+				}
+				if err := l.Sync(); !errors.Is(err, ErrUnavailable) || !errors.Is(err, syscall.EIO) {
+					t.Fatalf("Sync with fsync failing (interval) = %v, want ErrUnavailable wrapping EIO", err)
+				}
+			}
+			expectHealth(t, health, true)
+			// Simulate the lost pages: zero what lies past the last fsync.
+			l.mu.Lock()
+			base, path := l.syncOff, l.segs[len(l.segs)-1].path
+			l.mu.Unlock()
+			st, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Size() <= base {
+				t.Fatalf("nothing written past the last fsync (%d bytes, fsynced to %d)", st.Size(), base)
+			}
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt(make([]byte, st.Size()-base), base); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			fs.set(nil, nil)
+			expectHealth(t, health, false)
+			last := l.LastIndex()
+			if err := l.Wait(last); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			cfg.WrapFile, cfg.OnHealth = nil, nil
+			reopenHas(t, cfg, int(last))
+		})
+	}
+}
+
+// TestGroupCommitSharesFsyncs holds the first fsync until 15 more records
+// are appended: they all go in one write and one fsync.
+func TestGroupCommitSharesFsyncs(t *testing.T) {
+	fs := &faults{syncGate: make(chan struct{})}
+	cfg := testConfig(t, t.TempDir())
+	cfg.Sync, cfg.WrapFile = SyncAlways, fs.wrap
+	cfg.SyncInterval = time.Hour // no background flush in the way
+	fs.syncGate = nil
+	l := mustOpen(t, cfg) // creating the segment fsyncs it: no gate yet
+	defer l.Close()
+	gate := make(chan struct{})
+	fs.mu.Lock()
+	fs.syncGate = gate
+	fs.mu.Unlock()
+	first, err := l.Append(rec(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	wg.Add(1)
+	go func() { defer wg.Done(); errs <- l.Wait(first) }()
+	for { // the first writer is in its fsync
+		fs.mu.Lock()
+		calls := fs.syncCalls
+		fs.mu.Unlock()
+		if calls > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i := 2; i <= 16; i++ {
+		idx, err := l.Append(rec(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); errs <- l.Wait(idx) }()
+	}
+	close(gate)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := l.Stats()
+	if st.Records != 16 || st.Fsyncs != 2 || st.Writes != 2 || st.RecordsSynced != 16 || st.RecordsPerFsync() != 8 {
+		t.Fatalf("stats %+v: want 16 records in 2 writes and 2 fsyncs", st)
+	}
+}
+
+// Under free-running concurrency (no gate) fsyncs are still shared.
+func TestGroupCommitUnderLoad(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.Sync = SyncAlways
+	l := mustOpen(t, cfg)
+	defer l.Close()
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				appendWait(t, l, rec(i))
+			}
+		}()
+	}
+	wg.Wait()
+	st := l.Stats()
+	if st.Records != 800 || st.RecordsSynced != 800 || st.Fsyncs >= st.Records {
+		t.Fatalf("stats %+v: want 800 records synced by fewer fsyncs", st)
+	}
+	t.Logf("800 records, %d fsyncs, %.1f records per fsync", st.Fsyncs, st.RecordsPerFsync())
+}
+
+func TestUnwaitedRecordsAreWrittenInTheBackground(t *testing.T) {
+	for _, mode := range []SyncMode{SyncAlways, SyncInterval, SyncNever} {
+		t.Run(mode.String(), func(t *testing.T) {
+			cfg := testConfig(t, t.TempDir())
+			cfg.Sync = mode
+			l := mustOpen(t, cfg)
+			defer l.Close()
+			for i := 1; i <= 3; i++ {
+				if _, err := l.Append(rec(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for l.Stats().RecordsWritten < 3 {
+				if time.Now().After(deadline) {
+					t.Fatalf("records appended without Wait not written after 10s: %+v", l.Stats())
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if mode == SyncInterval {
+				for l.Stats().RecordsSynced < 3 {
+					if time.Now().After(deadline) {
+						t.Fatalf("interval mode: records not fsynced after 10s: %+v", l.Stats())
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+		})
+	}
+}
+
+var _ io.Writer = (*faultFile)(nil)
+
+// In always mode no Wait returns before its fsync does; in interval mode
+// Wait returns after the write while the background fsync is still held.
+func TestWaitReturnsAfterWhatTheModePromises(t *testing.T) {
+	for _, mode := range []SyncMode{SyncAlways, SyncInterval} {
+		t.Run(mode.String(), func(t *testing.T) {
+			fs := &faults{}
+			cfg := testConfig(t, t.TempDir())
+			cfg.Sync, cfg.WrapFile = mode, fs.wrap
+			cfg.SyncInterval = time.Millisecond
+			l := mustOpen(t, cfg)
+			defer l.Close()
+			gate := make(chan struct{})
+			fs.mu.Lock()
+			fs.syncGate = gate
+			fs.mu.Unlock()
+			idx, err := l.Append(rec(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- l.Wait(idx) }()
+			for { // an fsync has begun and is held
+				fs.mu.Lock()
+				calls := fs.syncCalls
+				fs.mu.Unlock()
+				if calls > 0 {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			switch mode {
+			case SyncAlways:
+				select {
+				case err := <-done:
+					close(gate)
+					t.Fatalf("Wait returned (%v) while its fsync was held", err)
+				default:
+				}
+				close(gate)
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+			case SyncInterval:
+				if err := <-done; err != nil { // returns with the fsync still held
+					t.Fatal(err)
+				}
+				if st := l.Stats(); st.RecordsSynced != 0 {
+					t.Fatalf("stats %+v: synced while the fsync was held", st)
+				}
+				close(gate)
+			}
+		})
+	}
+}

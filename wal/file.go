@@ -1,0 +1,106 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// File is what the log needs of a file it writes. *os.File has all of it;
+// the log's own files make Sync an fdatasync(2). Config.WrapFile lets
+// tests put a File in front of it that fails on demand. Implementations
+// must allow WriteAt and Sync from two goroutines at once.
+type File interface {
+	io.Writer
+	io.WriterAt
+	// Sync flushes the file's data to the disk (fdatasync).
+	Sync() error
+	Truncate(size int64) error
+	Close() error
+}
+
+// osFile is a File whose Sync is fdatasync(2): the data and the size, not
+// the times.
+type osFile struct{ *os.File }
+
+func (f osFile) Sync() error { return fdatasync(f.File) }
+
+const lockName = "LOCK"
+
+// lockDir creates dir if needed and takes the exclusive flock(2) of its
+// lock file, writing this process's id into it. The lock lasts until the
+// returned file is closed (or the process dies).
+func lockDir(dir string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, dir, err)
+	}
+	path := filepath.Join(dir, lockName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder := ""
+		if b, rerr := os.ReadFile(path); rerr == nil && len(strings.TrimSpace(string(b))) > 0 {
+			holder = " (pid " + strings.TrimSpace(string(b)) + ")"
+		}
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: data_dir %s: another process%s holds %s", ErrLocked, dir, holder, path)
+		}
+		return nil, fmt.Errorf("wal: data_dir %s: lock %s: %w", dir, path, err)
+	}
+	// Writing the pid proves the directory writable, on a read-only file
+	// system as well (root ignores permission bits, not EROFS).
+	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
+	err = f.Truncate(0)
+	if err == nil {
+		_, err = f.WriteAt(pid, 0)
+	}
+	if err == nil {
+		err = osFile{f}.Sync()
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, dir, err)
+	}
+	return f, nil
+}
+
+// syncDir fsyncs a directory, so that files created, renamed or removed
+// in it stay so after a power loss.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Names: the first index (segments) or the index covered (snapshots), in
+// 20 decimal digits so that names sort as numbers.
+const (
+	segmentExt  = ".wal"
+	snapshotExt = ".snap"
+	tmpExt      = ".tmp"
+)
+
+func fileName(index uint64, ext string) string { return fmt.Sprintf("%020d%s", index, ext) }
+
+// parseName returns the index in a segment or snapshot name with extension ext.
+func parseName(name, ext string) (uint64, bool) {
+	if len(name) != 20+len(ext) || !strings.HasSuffix(name, ext) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(name[:20], 10, 64)
+	return n, err == nil
+}

@@ -1,0 +1,224 @@
+package wal
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+)
+
+// The byte layout is documented in doc.go and pinned by TestGoldenBytes.
+const (
+	segmentMagic   = "BATONWAL"
+	snapshotMagic  = "BATONSNP"
+	snapshotEnd    = "BSNE"
+	formatVersion  = 1
+	headerSize     = 32 // segment and snapshot header
+	frameHeader    = 8  // length u32 + CRC-32C u32
+	snapshotFooter = 16 // payload length u64 + CRC-32C u32 + end magic
+
+	// MaxRecordSize is the largest record Append accepts, in bytes: the
+	// frame's length field has 24 bits.
+	MaxRecordSize = 1<<24 - 1
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// frameCRC is the checksum of one frame: CRC-32C over the length field,
+// the record's index (u64 little-endian) and the payload, so that a frame
+// found at the wrong index, or with a damaged length, does not verify.
+// scratch (8 bytes) holds the index: a caller's buffer, so that nothing
+// escapes to the heap per record.
+func frameCRC(lenField []byte, index uint64, payload, scratch []byte) uint32 {
+	binary.LittleEndian.PutUint64(scratch, index)
+	c := crc32.Update(0, castagnoli, lenField)
+	c = crc32.Update(c, castagnoli, scratch[:8])
+	return crc32.Update(c, castagnoli, payload)
+}
+
+// appendFrame appends the frame of the record at index to buf.
+func appendFrame(buf []byte, index uint64, rec []byte) []byte {
+	start := len(buf)
+	n := len(rec)
+	buf = append(buf, byte(n), byte(n>>8), byte(n>>16), 0)
+	buf[start+3] = crc8(buf[start : start+3])
+	// The index goes where the checksum will be, as frameCRC's scratch.
+	buf = append(buf, 0, 0, 0, 0, 0, 0, 0, 0)
+	sum := frameCRC(buf[start:start+4], index, rec, buf[start+4:])
+	buf = binary.LittleEndian.AppendUint32(buf[:start+4], sum)
+	return append(buf, rec...)
+}
+
+// crc8 is the CRC-8 (polynomial x^8+x^2+x+1, 0x07) that guards a frame's
+// length on its own, so that a damaged length is seen as damage before
+// it is used to find the next frame (a length grown past the end of the
+// file would otherwise look like a torn tail and cut good records).
+func crc8(b []byte) byte {
+	var c byte
+	for _, x := range b {
+		c = crc8Table[c^x]
+	}
+	return c
+}
+
+var crc8Table = func() (t [256]byte) {
+	for i := range t {
+		c := byte(i)
+		for range 8 {
+			if c&0x80 != 0 {
+				c = c<<1 ^ 0x07
+			} else {
+				c <<= 1
+			}
+		}
+		t[i] = c
+	}
+	return t
+}()
+
+// encodeHeader returns the 32-byte header of a segment (magic segmentMagic)
+// or a snapshot (snapshotMagic) whose index is index.
+func encodeHeader(magic string, index uint64) []byte {
+	h := make([]byte, headerSize)
+	copy(h, magic)
+	binary.LittleEndian.PutUint32(h[8:], formatVersion)
+	// h[12:16]: flags, zero in version 1.
+	binary.LittleEndian.PutUint64(h[16:], index)
+	binary.LittleEndian.PutUint32(h[24:], crc32.Checksum(h[:24], castagnoli))
+	// h[28:32]: reserved, zero.
+	return h
+}
+
+// decodeHeader checks a header read from file and returns its index; the
+// error says what is wrong with it (the caller wraps it in a CorruptError).
+func decodeHeader(magic string, h []byte) (uint64, error) {
+	switch {
+	case len(h) < headerSize:
+		return 0, fmt.Errorf("header cut short: %d of %d bytes", len(h), headerSize)
+	case string(h[:8]) != magic:
+		return 0, fmt.Errorf("bad magic %q, want %q", h[:8], magic)
+	case crc32.Checksum(h[:24], castagnoli) != binary.LittleEndian.Uint32(h[24:]):
+		return 0, errors.New("header checksum mismatch")
+	case binary.LittleEndian.Uint32(h[8:]) != formatVersion:
+		return 0, fmt.Errorf("format version %d, this build reads %d", binary.LittleEndian.Uint32(h[8:]), formatVersion)
+	}
+	return binary.LittleEndian.Uint64(h[16:]), nil
+}
+
+// errTorn reports an unfinished last frame: the file ends inside it, or it
+// does not verify and only zeros follow it (a write cut by a crash).
+type errTorn struct {
+	offset int64
+	reason string
+}
+
+func (e *errTorn) Error() string {
+	return fmt.Sprintf("torn frame at offset %d: %s", e.offset, e.reason)
+}
+
+// errDamage reports a frame that is wrong and is followed by more data:
+// never the effect of an interrupted append.
+type errDamage struct {
+	offset int64
+	reason string
+}
+
+func (e *errDamage) Error() string { return fmt.Sprintf("offset %d: %s", e.offset, e.reason) }
+
+// frameReader reads the frames of one segment, after its header. It
+// yields only records whose checksum verifies; it never allocates more
+// than MaxRecordSize for one record.
+type frameReader struct {
+	r     *bufio.Reader
+	off   int64  // offset of the next frame in the file
+	index uint64 // index of the next record
+	buf   []byte
+	h     [frameHeader]byte
+	idx   [8]byte // frameCRC's scratch
+}
+
+func newFrameReader(r io.Reader, off int64, first uint64) *frameReader {
+	return &frameReader{r: bufio.NewReaderSize(r, 64<<10), off: off, index: first}
+}
+
+// next returns the next record and its index. rec is valid until the next
+// call. At the clean end of the data it returns io.EOF; otherwise an
+// *errTorn or *errDamage (whose offset is the frame's start), or the read
+// error of the underlying reader.
+func (fr *frameReader) next() (index uint64, rec []byte, err error) {
+	h := fr.h[:]
+	n, err := io.ReadFull(fr.r, h)
+	switch {
+	case err == io.EOF:
+		return 0, nil, io.EOF
+	case err == io.ErrUnexpectedEOF:
+		return 0, nil, &errTorn{fr.off, fmt.Sprintf("file ends %d bytes into the frame header", n)}
+	case err != nil:
+		return 0, nil, err
+	}
+	length := uint32(h[0]) | uint32(h[1])<<8 | uint32(h[2])<<16
+	sum := binary.LittleEndian.Uint32(h[4:])
+	if crc8(h[:3]) != h[3] {
+		if zeros, err := fr.onlyZerosFollow(); err != nil {
+			return 0, nil, err
+		} else if zeros {
+			return 0, nil, &errTorn{fr.off, "damaged length in the last frame"}
+		}
+		return 0, nil, &errDamage{fr.off, "frame length fails its check byte"}
+	}
+	if length == 0 {
+		// Append refuses empty records, so a zero length is either the
+		// zeros a file system leaves after a crash, or damage.
+		if sum == 0 {
+			if zeros, err := fr.onlyZerosFollow(); err != nil {
+				return 0, nil, err
+			} else if zeros {
+				return 0, nil, &errTorn{fr.off, "zeros to the end of the file"}
+			}
+		}
+		return 0, nil, &errDamage{fr.off, "frame of length 0"}
+	}
+	if cap(fr.buf) < int(length) {
+		fr.buf = make([]byte, length)
+	}
+	rec = fr.buf[:length]
+	if n, err := io.ReadFull(fr.r, rec); err == io.EOF || err == io.ErrUnexpectedEOF {
+		return 0, nil, &errTorn{fr.off, fmt.Sprintf("file ends %d of %d bytes into the record", n, length)}
+	} else if err != nil {
+		return 0, nil, err
+	}
+	if frameCRC(h[:4], fr.index, rec, fr.idx[:]) != sum {
+		if zeros, err := fr.onlyZerosFollow(); err != nil {
+			return 0, nil, err
+		} else if zeros {
+			return 0, nil, &errTorn{fr.off, fmt.Sprintf("checksum mismatch in the last frame (record %d)", fr.index)}
+		}
+		return 0, nil, &errDamage{fr.off, fmt.Sprintf("checksum mismatch (record %d)", fr.index)}
+	}
+	index = fr.index
+	fr.index++
+	fr.off += frameHeader + int64(length)
+	return index, rec, nil
+}
+
+// onlyZerosFollow consumes the rest of the reader and reports whether it
+// held nothing but zero bytes.
+func (fr *frameReader) onlyZerosFollow() (bool, error) {
+	var b [4096]byte
+	for {
+		n, err := fr.r.Read(b[:])
+		for _, c := range b[:n] {
+			if c != 0 {
+				return false, nil
+			}
+		}
+		if err == io.EOF {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+}

@@ -1,0 +1,929 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+)
+
+const (
+	// maxSpare is the largest write buffer kept for reuse between batches.
+	maxSpare = 4 << 20
+	// flushAt is the pending buffer size at which Append asks the
+	// background goroutine to write it, when no Wait did.
+	flushAt = 1 << 20
+	// retryLogEvery spaces the warnings of a log that stays failed.
+	retryLogEvery = 10 * time.Second
+)
+
+type segment struct {
+	path  string
+	first uint64 // index of its first record
+}
+
+// Log is baton's ordered log of changes on disk: segments of checksummed
+// records, group-committed, plus snapshots. Append and Wait may be called
+// from any number of goroutines; Replay, SaveSnapshot and LoadSnapshot
+// too. Open starts one goroutine (background flush, fsync and retry),
+// stopped by Close.
+type Log struct {
+	cfg  Config
+	log  *slog.Logger
+	lock *os.File
+
+	// mu guards the append state and the writer's bookkeeping. It is
+	// never held across I/O.
+	mu       sync.Mutex
+	next     uint64 // index the next Append gets
+	buf      []byte // frames of the records [bufFirst, next), not yet handed to a writer
+	bufFirst uint64
+	spare    []byte
+	leading  bool          // a writer (the leader) owns the active file's tail
+	notify   chan struct{} // closed and replaced whenever a writer finishes
+	closed   bool          // Close began: Append refuses
+	shut     bool          // files closed
+	failed   error         // the write error while the log is failed
+	failedAt time.Time     // when it failed
+	// lastRetryLog is when a failed retry was last logged.
+	lastRetryLog time.Time
+	written      uint64 // last index written (write(2) returned)
+	synced       uint64 // last index fsynced
+	active       File   // the last segment, open for writing
+	writeOff     int64  // end of the written bytes in active
+	syncOff      int64  // end of the fsynced bytes in active
+	retained     []byte // SyncInterval: the bytes [syncOff, writeOff), kept until fsynced
+	stats        Stats
+
+	// syncMu serializes fsyncs of the active segment with its replacement.
+	// Order: syncMu before mu.
+	syncMu sync.Mutex
+
+	segMu     sync.Mutex // guards segs and snapIndex
+	segs      []segment  // in index order; the last is active
+	snapIndex uint64     // index of the newest snapshot file (0: none)
+
+	snapMu sync.Mutex // serializes SaveSnapshot
+
+	stop      chan struct{}
+	kick      chan struct{} // a failure began
+	flushNow  chan struct{} // the pending buffer passed flushAt
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Stats are the log's counters since Open, for metrics and benchmarks.
+type Stats struct {
+	Records        uint64 // records appended
+	Writes         uint64 // write(2) calls that carried records
+	Fsyncs         uint64 // fsyncs of segment data
+	Bytes          uint64 // bytes of frames written
+	RecordsWritten uint64 // records carried by those writes
+	RecordsSynced  uint64 // records made durable by those fsyncs
+	Failures       uint64 // times the log went from healthy to failed
+	Recoveries     uint64 // times it became healthy again
+	Healthy        bool   // writes succeed now
+}
+
+// RecordsPerWrite is the mean batch of a write(2).
+func (s Stats) RecordsPerWrite() float64 {
+	if s.Writes == 0 {
+		return 0
+	}
+	return float64(s.RecordsWritten) / float64(s.Writes)
+}
+
+// RecordsPerFsync is the mean batch of an fsync.
+func (s Stats) RecordsPerFsync() float64 {
+	if s.Fsyncs == 0 {
+		return 0
+	}
+	return float64(s.RecordsSynced) / float64(s.Fsyncs)
+}
+
+// Open opens (or creates) the log in cfg.Dir: it takes the directory's
+// lock file, checks every segment and truncates a torn last record (with
+// a warning naming the file and offset). Errors: ErrNotWritable or
+// ErrLocked (wrapped, naming the directory), a *CorruptError for damage
+// before the tail (unless cfg.Repair), an invalid cfg field by its key.
+func Open(cfg Config) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.RepairHint == "" {
+		cfg.RepairHint = "set Config.Repair"
+	}
+	lock, err := lockDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		lock:     lock,
+		notify:   make(chan struct{}),
+		stop:     make(chan struct{}),
+		kick:     make(chan struct{}, 1),
+		flushNow: make(chan struct{}, 1),
+	}
+	if err := l.load(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	l.stats.Healthy = true
+	l.wg.Add(1)
+	go l.run()
+	return l, nil
+}
+
+func (l *Log) path(name string) string { return filepath.Join(l.cfg.Dir, name) }
+
+func (l *Log) wrap(path string, f *os.File) File {
+	if l.cfg.WrapFile != nil {
+		return l.cfg.WrapFile(path, osFile{f})
+	}
+	return osFile{f}
+}
+
+// load reads the directory: snapshots, segments (checked frame by frame),
+// and opens the last segment for writing.
+func (l *Log) load() error {
+	entries, err := os.ReadDir(l.cfg.Dir)
+	if err != nil {
+		return fmt.Errorf("wal: data_dir %s: %w", l.cfg.Dir, err)
+	}
+	var segs []segment
+	for _, e := range entries {
+		name := e.Name()
+		if filepath.Ext(name) == tmpExt {
+			// A segment or snapshot whose creation did not finish.
+			if err := os.Remove(l.path(name)); err != nil {
+				return fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, l.cfg.Dir, err)
+			}
+			continue
+		}
+		if i, ok := parseName(name, segmentExt); ok {
+			segs = append(segs, segment{l.path(name), i})
+		} else if i, ok := parseName(name, snapshotExt); ok && i > l.snapIndex {
+			l.snapIndex = i
+		}
+	}
+	slices.SortFunc(segs, func(a, b segment) int { return cmpUint(a.first, b.first) })
+
+	next := l.snapIndex + 1 // index after the last good record
+	var end int64           // end of the good frames in the last segment
+	for i := 0; i < len(segs); i++ {
+		s, last := segs[i], i == len(segs)-1
+		var expect uint64
+		if i > 0 {
+			expect = next
+		}
+		off, n, err := scanSegment(s, expect)
+		if err == nil {
+			next, end = n, off
+			continue
+		}
+		var torn *errTorn
+		if errors.As(err, &torn) && last {
+			l.log.Warn("wal: torn last record truncated (a write cut by a crash or power loss)",
+				"file", s.path, "offset", torn.offset, "record", n, "reason", torn.reason)
+			if err := truncateFile(s.path, torn.offset); err != nil {
+				return fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, l.cfg.Dir, err)
+			}
+			next, end = n, torn.offset
+			continue
+		}
+		var reason string
+		var d *errDamage
+		switch {
+		case errors.As(err, &d):
+			off, reason = d.offset, d.reason
+		case errors.As(err, &torn):
+			off, reason = torn.offset, torn.reason+", in a segment that is not the last"
+		default:
+			return fmt.Errorf("wal: read %s: %w", s.path, err)
+		}
+		if !l.cfg.Repair {
+			return &CorruptError{File: s.path, Offset: off, Index: n, Reason: reason, Hint: l.cfg.RepairHint}
+		}
+		// Repair: keep what precedes the damage, drop the rest, loudly.
+		var dropped []string
+		later := segs[i+1:]
+		if off < headerSize {
+			err = os.Remove(s.path)
+			dropped = append(dropped, s.path)
+			segs, next = segs[:i], n
+		} else {
+			err = truncateFile(s.path, off)
+			dropped = append(dropped, fmt.Sprintf("%s from offset %d", s.path, off))
+			segs, next, end = segs[:i+1], n, off
+		}
+		for _, s := range later {
+			if err == nil {
+				err = os.Remove(s.path)
+				dropped = append(dropped, s.path)
+			}
+		}
+		if err == nil {
+			err = syncDir(l.cfg.Dir)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: data_dir %s: repair: %v", ErrNotWritable, l.cfg.Dir, err)
+		}
+		l.log.Warn("wal: repair: the log is cut at damage; the records from there on are dropped",
+			"file", s.path, "offset", off, "first_dropped_record", n, "reason", reason, "dropped", dropped)
+		break
+	}
+	if len(segs) > 0 && segs[0].first > l.snapIndex+1 {
+		return &CorruptError{File: segs[0].path, Offset: 0, Index: l.snapIndex + 1,
+			Reason: fmt.Sprintf("records %d to %d are missing: the log starts at record %d and the newest snapshot covers records up to %d",
+				l.snapIndex+1, segs[0].first-1, segs[0].first, l.snapIndex)}
+	}
+	if next <= l.snapIndex {
+		// The snapshot is newer than the log's end (a log tail lost to a
+		// power failure after the snapshot was made): start after it.
+		l.log.Warn("wal: the log ends before the newest snapshot; continuing after the snapshot",
+			"dir", l.cfg.Dir, "log_end", next-1, "snapshot", l.snapIndex)
+		for _, s := range segs {
+			if err := os.Remove(s.path); err != nil {
+				return fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, l.cfg.Dir, err)
+			}
+		}
+		segs, next = nil, l.snapIndex+1
+	}
+	if len(segs) == 0 {
+		f, path, err := l.createSegment(next)
+		if err != nil {
+			return err
+		}
+		segs, l.active, end = []segment{{path, next}}, f, headerSize
+	} else {
+		path := segs[len(segs)-1].path
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err == nil {
+			// What a crashed process wrote may still be only in the page
+			// cache: make it durable before anything is built on it.
+			if err = (osFile{f}).Sync(); err != nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, l.cfg.Dir, err)
+		}
+		l.active = l.wrap(path, f)
+	}
+	l.segs = segs
+	l.next, l.bufFirst = next, next
+	l.written, l.synced = next-1, next-1
+	l.writeOff, l.syncOff = end, end
+	return nil
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// scanSegment checks one segment. expect, when not 0, is the index its
+// first record must have (the end of the previous segment). It returns
+// the end of its good frames, the index after its last good record, and
+// nil at a clean end, an *errTorn, an *errDamage, or a read error.
+func scanSegment(s segment, expect uint64) (end int64, next uint64, err error) {
+	if expect == 0 {
+		expect = s.first
+	}
+	f, err := os.Open(s.path)
+	if err != nil {
+		return 0, expect, err
+	}
+	defer f.Close()
+	first, err := readSegmentHeader(f, s)
+	if err != nil {
+		return 0, expect, err
+	}
+	if first != expect {
+		return 0, expect, &errDamage{0, fmt.Sprintf("segment starts at record %d, the previous one ends before record %d", first, expect)}
+	}
+	fr := newFrameReader(f, headerSize, first)
+	for {
+		if _, _, err := fr.next(); err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return fr.off, fr.index, err
+		}
+	}
+}
+
+// readSegmentHeader reads and checks the header of s from r.
+func readSegmentHeader(r io.Reader, s segment) (uint64, error) {
+	h := make([]byte, headerSize)
+	n, err := io.ReadFull(r, h)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return 0, err
+	}
+	first, err := decodeHeader(segmentMagic, h[:n])
+	if err != nil {
+		return 0, &errDamage{0, "segment header: " + err.Error()}
+	}
+	if first != s.first {
+		return 0, &errDamage{0, fmt.Sprintf("segment header: first record %d, the file name says %d", first, s.first)}
+	}
+	return first, nil
+}
+
+func truncateFile(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(size)
+	if err == nil {
+		err = osFile{f}.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// createSegment creates the segment whose first record is first, whole or
+// not at all: header written and fsynced under a temporary name, renamed,
+// directory fsynced. The file is returned open for writing.
+func (l *Log) createSegment(first uint64) (File, string, error) {
+	path := l.path(fileName(first, segmentExt))
+	tmp := path + tmpExt
+	tf, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, l.cfg.Dir, err)
+	}
+	_, err = tf.WriteAt(encodeHeader(segmentMagic, first), 0)
+	if err == nil {
+		err = osFile{tf}.Sync()
+	}
+	if cerr := tf.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = syncDir(l.cfg.Dir)
+	}
+	var of *os.File
+	if err == nil {
+		// Opened again under its final name, which errors then quote.
+		of, err = os.OpenFile(path, os.O_RDWR, 0)
+	}
+	if err != nil {
+		// Neither name may stay: records meant for this segment go on in
+		// the current one, and an empty segment after them would be a gap.
+		os.Remove(tmp)
+		os.Remove(path)
+		return nil, "", fmt.Errorf("wal: create segment %s: %w", path, err)
+	}
+	return l.wrap(path, of), path, nil
+}
+
+// Append adds a record to the log and returns its index (1, 2, 3...). It
+// does no I/O: it copies rec into the pending buffer under a short lock,
+// so it may be called with an engine shard locked. The record is on the
+// disk only once Wait(index) has returned nil. Errors: ErrUnavailable
+// while the log is failed (refuse the change), ErrClosed, ErrEmptyRecord,
+// ErrRecordTooLarge.
+func (l *Log) Append(rec []byte) (uint64, error) {
+	if len(rec) == 0 {
+		return 0, ErrEmptyRecord
+	}
+	if len(rec) > MaxRecordSize {
+		return 0, ErrRecordTooLarge
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, ErrClosed
+	}
+	if l.failed != nil {
+		return 0, fmt.Errorf("%w: %w", ErrUnavailable, l.failed)
+	}
+	index := l.next
+	l.next++
+	before := len(l.buf)
+	l.buf = appendFrame(l.buf, index, rec)
+	l.stats.Records++
+	if before < flushAt && len(l.buf) >= flushAt {
+		// Nobody waits for these: have them written before the buffer
+		// grows further.
+		select {
+		case l.flushNow <- struct{}{}:
+		default:
+		}
+	}
+	return index, nil
+}
+
+// Wait blocks until the record at index is written (SyncInterval,
+// SyncNever) or written and fsynced (SyncAlways). The first waiter to find
+// no writer at work becomes the writer of everything pending (one write,
+// one fsync in SyncAlways mode) and wakes the others it covered: no
+// goroutine handoff when uncontended. While the log is failed, Wait waits
+// at most Config.FailTimeout for it to recover, then returns
+// ErrUnavailable (the record stays pending and is written on recovery).
+// A write that hangs (a stalled disk) holds Wait as long as it hangs.
+// Other errors: ErrClosed, or an error for an index never appended.
+func (l *Log) Wait(index uint64) error {
+	var timer *time.Timer
+	var timeout <-chan time.Time
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	l.mu.Lock()
+	for {
+		if l.doneIndex() >= index {
+			l.mu.Unlock()
+			return nil
+		}
+		if index >= l.next {
+			l.mu.Unlock()
+			return fmt.Errorf("wal: wait for record %d: the last appended is %d", index, l.next-1)
+		}
+		if l.shut {
+			l.mu.Unlock()
+			return ErrClosed
+		}
+		if l.failed == nil && !l.leading {
+			l.lead()
+			continue
+		}
+		if l.failed != nil && timer == nil {
+			timer = time.NewTimer(l.cfg.FailTimeout)
+			timeout = timer.C
+		}
+		ch := l.notify
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-timeout:
+			l.mu.Lock()
+			if err := l.failed; err != nil && l.doneIndex() < index {
+				l.mu.Unlock()
+				return fmt.Errorf("%w: record %d not yet written: %w", ErrUnavailable, index, err)
+			}
+			// Recovered meanwhile: wait on as a healthy log's waiter does.
+			timer, timeout = nil, nil
+			continue
+		}
+		l.mu.Lock()
+	}
+}
+
+// doneIndex is the last index Wait may report. l.mu held.
+func (l *Log) doneIndex() uint64 {
+	if l.cfg.Sync == SyncAlways {
+		return l.synced
+	}
+	return l.written
+}
+
+// lead writes every pending record in one write (and fsyncs it in
+// SyncAlways mode) as the log's single writer. It is called with l.mu
+// held, no writer at work and the log healthy; it returns with l.mu held,
+// having woken the waiters. On failure the batch goes back in front of
+// the pending buffer: nothing appended is dropped.
+func (l *Log) lead() {
+	l.leading = true
+	batch, first, last := l.buf, l.bufFirst, l.next-1
+	l.buf, l.spare, l.bufFirst = l.spare[:0], nil, l.next
+	f, off := l.active, l.writeOff
+	l.mu.Unlock()
+	var err error
+	op := "write"
+	if len(batch) > 0 {
+		_, err = f.WriteAt(batch, off)
+		if err == nil && l.cfg.Sync == SyncAlways {
+			op = "fsync"
+			err = f.Sync()
+		}
+	}
+	l.mu.Lock()
+	cut := false
+	if err != nil {
+		l.spare = l.buf[:0]
+		l.buf, l.bufFirst = append(batch, l.buf...), first
+		l.setFailed(err, op)
+	} else if len(batch) > 0 {
+		n := last - first + 1
+		l.writeOff += int64(len(batch))
+		l.written = last
+		l.stats.Writes++
+		l.stats.RecordsWritten += n
+		l.stats.Bytes += uint64(len(batch))
+		switch l.cfg.Sync {
+		case SyncAlways:
+			l.syncOff, l.synced = l.writeOff, last
+			l.stats.Fsyncs++
+			l.stats.RecordsSynced += n
+		case SyncInterval:
+			l.retained = append(l.retained, batch...)
+		}
+		if cap(batch) <= maxSpare {
+			l.spare = batch[:0]
+		}
+		cut = l.writeOff >= l.cfg.SegmentSize
+	}
+	if cut {
+		l.mu.Unlock()
+		l.cut()
+		l.mu.Lock()
+	}
+	l.leading = false
+	l.wake()
+}
+
+// wake tells every waiter that a writer finished. l.mu held.
+func (l *Log) wake() {
+	close(l.notify)
+	l.notify = make(chan struct{})
+}
+
+// setFailed marks the log failed by err (l.mu held): Append refuses, the
+// background goroutine retries.
+func (l *Log) setFailed(err error, op string) {
+	if l.failed != nil {
+		return
+	}
+	l.failed = err
+	l.failedAt, l.lastRetryLog = time.Now(), time.Now()
+	l.stats.Failures++
+	l.stats.Healthy = false
+	l.log.Error("wal: "+op+" failed; refusing changes until the log can write again",
+		"dir", l.cfg.Dir, "pending_from", l.written+1, "err", err)
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// cut fsyncs the active segment and starts the next one. Called by the
+// writer, l.mu not held. If the new segment cannot be created, the log
+// goes on in the current one and tries again after the next write.
+func (l *Log) cut() {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if err := l.syncLocked(); err != nil {
+		return
+	}
+	l.mu.Lock()
+	first := l.written + 1
+	l.mu.Unlock()
+	f, path, err := l.createSegment(first)
+	if err != nil {
+		l.log.Warn("wal: cannot begin a new segment; writing on in the current one", "dir", l.cfg.Dir, "err", err)
+		return
+	}
+	l.mu.Lock()
+	old := l.active
+	l.active, l.writeOff, l.syncOff, l.retained = f, headerSize, headerSize, l.retained[:0]
+	l.mu.Unlock()
+	l.segMu.Lock()
+	l.segs = append(l.segs, segment{path, first})
+	l.segMu.Unlock()
+	if err := old.Close(); err != nil {
+		l.log.Warn("wal: close segment", "err", err)
+	}
+}
+
+// syncLocked fsyncs the active segment if anything was written since
+// the last fsync. l.syncMu held, l.mu not held.
+func (l *Log) syncLocked() error {
+	l.mu.Lock()
+	if l.failed != nil {
+		err := l.failed
+		l.mu.Unlock()
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	f, off, kept, last := l.active, l.writeOff, len(l.retained), l.written
+	if off == l.syncOff {
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.Unlock()
+	err := f.Sync()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.setFailed(err, "fsync")
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	l.stats.Fsyncs++
+	l.stats.RecordsSynced += last - l.synced
+	l.syncOff, l.synced = off, last
+	l.retained = l.retained[:copy(l.retained, l.retained[kept:])]
+	return nil
+}
+
+// Sync writes every record appended so far and fsyncs it, whatever the
+// mode. Errors as Wait.
+func (l *Log) Sync() error {
+	l.mu.Lock()
+	last := l.next - 1
+	l.mu.Unlock()
+	if err := l.Wait(last); err != nil {
+		return err
+	}
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	return l.syncLocked()
+}
+
+// flush writes what was appended but not waited for, if no writer is at
+// work. From the background goroutine.
+func (l *Log) flush() {
+	l.mu.Lock()
+	if len(l.buf) > 0 && !l.leading && l.failed == nil && !l.shut {
+		l.lead()
+	}
+	l.mu.Unlock()
+}
+
+// recover tries once to make a failed log healthy: as the writer, it cuts
+// the active segment back to its last good offset and writes again every
+// byte not known to be on the disk, then fsyncs. Reports whether the log
+// is healthy.
+func (l *Log) recover() bool {
+	l.mu.Lock()
+	for l.leading {
+		ch := l.notify
+		l.mu.Unlock()
+		<-ch
+		l.mu.Lock()
+	}
+	if l.failed == nil {
+		l.mu.Unlock()
+		return true
+	}
+	if l.shut {
+		l.mu.Unlock()
+		return false
+	}
+	l.leading = true
+	base := l.syncOff
+	if l.cfg.Sync == SyncNever {
+		base = l.writeOff // nothing retained: written bytes are the OS's
+	}
+	kept := len(l.retained)
+	data := append(slices.Clip(l.retained), l.buf...)
+	first, last := l.bufFirst, l.next-1
+	l.buf, l.bufFirst = l.buf[:0], l.next
+	f := l.active
+	l.mu.Unlock()
+
+	l.syncMu.Lock()
+	err := f.Truncate(base)
+	if err == nil && len(data) > 0 {
+		_, err = f.WriteAt(data, base)
+	}
+	if err == nil && l.cfg.Sync != SyncNever {
+		err = f.Sync()
+	}
+	l.syncMu.Unlock()
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	defer l.wake()
+	l.leading = false
+	if err != nil {
+		l.buf, l.bufFirst = append(data[kept:len(data):len(data)], l.buf...), first
+		l.failed = err
+		if now := time.Now(); now.Sub(l.lastRetryLog) >= retryLogEvery {
+			l.lastRetryLog = now
+			l.log.Warn("wal: still failing; refusing changes", "dir", l.cfg.Dir, "since", l.failedAt, "err", err)
+		}
+		return false
+	}
+	l.writeOff = base + int64(len(data))
+	l.written = last
+	l.stats.Writes++
+	l.stats.RecordsWritten += last - first + 1
+	l.stats.Bytes += uint64(len(data) - kept)
+	if l.cfg.Sync != SyncNever {
+		l.stats.Fsyncs++
+		l.stats.RecordsSynced += last - l.synced
+		l.syncOff, l.synced, l.retained = l.writeOff, last, l.retained[:0]
+	}
+	l.failed = nil
+	l.stats.Recoveries++
+	l.stats.Healthy = true
+	l.log.Info("wal: writes succeed again; accepting changes", "dir", l.cfg.Dir, "last_record", last, "failed_for", time.Since(l.failedAt).Round(time.Millisecond))
+	return true
+}
+
+// run is the log's goroutine: it writes what nobody waited for, fsyncs
+// in SyncInterval mode, and retries after a failure. Stopped by Close.
+func (l *Log) run() {
+	defer l.wg.Done()
+	tick := time.NewTicker(l.cfg.SyncInterval)
+	defer tick.Stop()
+	var retry *time.Timer
+	var retryC <-chan time.Time
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-l.kick:
+			l.mu.Lock()
+			err := l.failed
+			l.mu.Unlock()
+			if err != nil && l.cfg.OnHealth != nil {
+				l.cfg.OnHealth(err)
+			}
+			if retry == nil {
+				retry = time.NewTimer(l.cfg.RetryInterval)
+				retryC = retry.C
+			}
+		case <-retryC:
+			if l.recover() {
+				retry, retryC = nil, nil
+				if l.cfg.OnHealth != nil {
+					l.cfg.OnHealth(nil)
+				}
+			} else {
+				retry.Reset(l.cfg.RetryInterval)
+			}
+		case <-l.flushNow:
+			l.flush()
+		case <-tick.C:
+			l.flush()
+			if l.cfg.Sync == SyncInterval {
+				l.syncMu.Lock()
+				_ = l.syncLocked() // a failure is reported through setFailed
+				l.syncMu.Unlock()
+			}
+		}
+	}
+}
+
+// Healthy reports whether the log can write now.
+func (l *Log) Healthy() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failed == nil
+}
+
+// Stats returns the counters.
+func (l *Log) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stats
+}
+
+// LastIndex is the index of the last record appended (0: none ever, or
+// the snapshot's index after a restart with an empty log).
+func (l *Log) LastIndex() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next - 1
+}
+
+// FirstIndex is the index of the oldest record the log still holds (the
+// ones before it are in the snapshot).
+func (l *Log) FirstIndex() uint64 {
+	l.segMu.Lock()
+	defer l.segMu.Unlock()
+	return l.segs[0].first
+}
+
+// Replay calls fn for every written record from index from on, in order.
+// rec is valid only during the call. It reads what was written when it
+// began. Errors: ErrCompacted when from is below FirstIndex (load the
+// snapshot first), a *CorruptError if a file changed since Open, or fn's
+// error, which stops it.
+func (l *Log) Replay(from uint64, fn func(index uint64, rec []byte) error) error {
+	from = max(from, 1)
+	l.segMu.Lock()
+	segs := slices.Clone(l.segs)
+	l.segMu.Unlock()
+	l.mu.Lock()
+	last := l.written
+	l.mu.Unlock()
+	if from > last {
+		return nil
+	}
+	if from < segs[0].first {
+		return fmt.Errorf("%w: records from %d asked, the log begins at %d", ErrCompacted, from, segs[0].first)
+	}
+	for i, s := range segs {
+		if i+1 < len(segs) && segs[i+1].first <= from {
+			continue
+		}
+		if err := replaySegment(s, from, last, i == len(segs)-1, fn, l.cfg.RepairHint); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replaySegment calls fn for the records of s from from to last. A
+// segment may end before last unless it is the final one.
+func replaySegment(s segment, from, last uint64, final bool, fn func(uint64, []byte) error, hint string) error {
+	f, err := os.Open(s.path)
+	if err != nil {
+		return fmt.Errorf("wal: replay: %w", err)
+	}
+	defer f.Close()
+	first, err := readSegmentHeader(f, s)
+	fr := newFrameReader(f, headerSize, first)
+	for err == nil && fr.index <= last {
+		var index uint64
+		var rec []byte
+		if index, rec, err = fr.next(); err == nil && index >= from {
+			if err := fn(index, rec); err != nil {
+				return err
+			}
+		}
+	}
+	if err == io.EOF && (fr.index > last || !final) {
+		err = nil
+	}
+	var d *errDamage
+	var t *errTorn
+	switch {
+	case err == io.EOF:
+		return &CorruptError{File: s.path, Offset: fr.off, Index: fr.index, Reason: "segment ends before the last written record", Hint: hint}
+	case errors.As(err, &d):
+		return &CorruptError{File: s.path, Offset: d.offset, Index: fr.index, Reason: d.reason, Hint: hint}
+	case errors.As(err, &t):
+		return &CorruptError{File: s.path, Offset: t.offset, Index: fr.index, Reason: t.reason, Hint: hint}
+	case err != nil:
+		return fmt.Errorf("wal: replay %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Close writes and fsyncs every pending record, stops the log's goroutine,
+// closes its files and releases the directory lock. Waits blocked on
+// records it could not write return ErrClosed. Idempotent: later calls
+// return the first call's result.
+func (l *Log) Close() error {
+	l.closeOnce.Do(func() { l.closeErr = l.close() })
+	return l.closeErr
+}
+
+func (l *Log) close() error {
+	l.snapMu.Lock() // a SaveSnapshot under way finishes first
+	defer l.snapMu.Unlock()
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	close(l.stop)
+	l.wg.Wait()
+
+	var err error
+	if !l.recover() { // a healthy log: returns at once, no writer at work
+		err = fmt.Errorf("%w: closing with records not written", ErrUnavailable)
+	} else {
+		err = l.Sync()
+	}
+	l.mu.Lock()
+	for l.leading { // a Wait that began before Close
+		ch := l.notify
+		l.mu.Unlock()
+		<-ch
+		l.mu.Lock()
+	}
+	l.shut = true
+	if err != nil {
+		err = fmt.Errorf("wal: close %s: records %d to %d not on disk: %w", l.cfg.Dir, l.synced+1, l.next-1, err)
+	}
+	l.wake()
+	f := l.active
+	l.mu.Unlock()
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if cerr := l.lock.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,163 @@
+package wal
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func state(index uint64) []byte {
+	return bytes.Repeat(fmt.Appendf(nil, "state after %d;", index), 500)
+}
+
+func saveState(t *testing.T, l *Log, index uint64) {
+	t.Helper()
+	if err := l.SaveSnapshot(index, func(w io.Writer) error { _, err := w.Write(state(index)); return err }); err != nil {
+		t.Fatalf("SaveSnapshot(%d): %v", index, err)
+	}
+}
+
+func loadState(t *testing.T, l *Log, want uint64) {
+	t.Helper()
+	index, r, err := l.LoadSnapshot()
+	if err != nil {
+		t.Fatalf("LoadSnapshot: %v", err)
+	}
+	defer r.Close()
+	got, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if index != want || !bytes.Equal(got, state(want)) {
+		t.Fatalf("LoadSnapshot = %d, %d bytes; want %d, %d bytes", index, len(got), want, len(state(want)))
+	}
+}
+
+func TestSnapshotRemovesSegmentsAndLoads(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	cfg.SegmentSize = 4096
+	l := mustOpen(t, cfg)
+	if _, _, err := l.LoadSnapshot(); !errors.Is(err, ErrNoSnapshot) {
+		t.Fatalf("LoadSnapshot on a new log = %v, want ErrNoSnapshot", err)
+	}
+	for i := 1; i <= 500; i++ {
+		appendWait(t, l, rec(i))
+	}
+	before := len(segments(t, dir))
+	if err := l.SaveSnapshot(501, func(io.Writer) error { return nil }); err == nil {
+		t.Fatal("a snapshot past the last record was accepted")
+	}
+	if err := l.SaveSnapshot(300, func(io.Writer) error { return errors.New("engine busy") }); err == nil {
+		t.Fatal("SaveSnapshot ignored its writer's error")
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.snap*")); len(m) != 0 {
+		t.Fatalf("a failed snapshot left %v", m)
+	}
+	saveState(t, l, 200)
+	// As if a crash had left an older snapshot behind.
+	if err := os.WriteFile(filepath.Join(dir, fileName(100, snapshotExt)), []byte("old"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	saveState(t, l, 400)
+	loadState(t, l, 400)
+	segs := segments(t, dir)
+	if len(segs) >= before {
+		t.Fatalf("%d segments before the snapshot, %d after: none removed", before, len(segs))
+	}
+	// What remains starts at or below 401 (so 401 is kept) and nothing is
+	// wholly below it.
+	first, _ := parseName(filepath.Base(segs[0]), segmentExt)
+	second, _ := parseName(filepath.Base(segs[1]), segmentExt)
+	if first > 401 || second <= 401 {
+		t.Fatalf("segments after a snapshot at 400 begin at %d, %d", first, second)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.snap")); len(m) != 1 {
+		t.Fatalf("snapshot files %v, want only the newest", m)
+	}
+	if err := l.Replay(1, func(uint64, []byte) error { return nil }); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("Replay(1) after the snapshot = %v, want ErrCompacted", err)
+	}
+	checkRecords(t, replayAll(t, l, 401), 401, 500)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	l = mustOpen(t, cfg)
+	defer l.Close()
+	loadState(t, l, 400)
+	checkRecords(t, replayAll(t, l, 401), 401, 500)
+	if i := appendWait(t, l, rec(501)); i != 501 {
+		t.Fatalf("next index %d", i)
+	}
+}
+
+// A snapshot ahead of the log's end (a log tail lost to a power failure)
+// restarts the log after the snapshot.
+func TestSnapshotAheadOfTheLog(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	l := mustOpen(t, cfg)
+	for i := 1; i <= 10; i++ {
+		appendWait(t, l, rec(i))
+	}
+	saveState(t, l, 10)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seg := segments(t, dir)[0]
+	if err := os.Truncate(seg, headerSize); err != nil { // records lost
+		t.Fatal(err)
+	}
+	l = mustOpen(t, cfg)
+	defer l.Close()
+	loadState(t, l, 10)
+	if l.LastIndex() != 10 {
+		t.Fatalf("LastIndex %d, want the snapshot's 10", l.LastIndex())
+	}
+	if i := appendWait(t, l, rec(11)); i != 11 {
+		t.Fatalf("next index %d, want 11", i)
+	}
+}
+
+func TestDamagedSnapshotRefused(t *testing.T) {
+	src := t.TempDir()
+	l := mustOpen(t, testConfig(t, src))
+	for i := 1; i <= 5; i++ {
+		appendWait(t, l, rec(i))
+	}
+	saveState(t, l, 5)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	good, err := os.ReadFile(filepath.Join(src, fileName(5, snapshotExt)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, damage := range map[string]func([]byte) []byte{
+		"flipped payload byte": func(b []byte) []byte { b[headerSize+100] ^= 1; return b },
+		"flipped header byte":  func(b []byte) []byte { b[17] ^= 1; return b },
+		"cut short":            func(b []byte) []byte { return b[:len(b)-7] },
+		"empty":                func(b []byte) []byte { return nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, fileName(5, snapshotExt))
+			if err := os.WriteFile(path, damage(bytes.Clone(good)), 0o640); err != nil {
+				t.Fatal(err)
+			}
+			l := mustOpen(t, testConfig(t, dir))
+			defer l.Close()
+			_, r, err := l.LoadSnapshot()
+			var ce *CorruptError
+			if !errors.As(err, &ce) || ce.File != path || r != nil {
+				t.Fatalf("LoadSnapshot = %v, want a *CorruptError naming %s", err, path)
+			}
+			t.Log(err)
+		})
+	}
+}

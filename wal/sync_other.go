@@ -1,0 +1,9 @@
+//go:build unix && !linux
+
+package wal
+
+import "os"
+
+// fdatasync is fsync where the system has no fdatasync in package syscall
+// (on macOS, fsync does not reach the platter either: F_FULLFSYNC would).
+func fdatasync(f *os.File) error { return f.Sync() }
