@@ -190,6 +190,12 @@ type Client struct {
 	rr        uint64
 	changed   chan struct{} // closed and replaced on every slot state change
 	closed    bool
+
+	// Settlements of cancelled acquires (settleAcquire): Close waits for
+	// them before it closes the connections they need. closing stops new
+	// ones from starting.
+	closing  bool
+	settling sync.WaitGroup
 }
 
 // address is one node.
@@ -316,11 +322,17 @@ func (c *Client) addAddressLocked(u *url.URL) *address {
 	return a
 }
 
-// Close closes every connection (in-flight calls fail with ErrClosed), stops
-// the background goroutines (redialling and keep-alives; their Locks report
-// lost) and waits for them. Locks are not released: their leases run out.
-// Close is idempotent and returns nil.
+// Close first waits for the settlement of acquires cancelled before it
+// (each bounded by twice ReleaseTimeout: a grant such an acquire may have
+// got is released, see Acquire), then closes every connection (in-flight
+// calls fail with ErrClosed), stops the background goroutines (redialling
+// and keep-alives; their Locks report lost) and waits for them. Locks are
+// not released: their leases run out. Close is idempotent and returns nil.
 func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	c.settling.Wait()
 	c.mu.Lock()
 	if !c.closed {
 		c.closed = true
@@ -570,7 +582,10 @@ func (e *errConn) Unwrap() error { return e.err }
 
 // send makes one request on the connection cc of slot s. pathQuery is the
 // path and query ("/locks/a?token=1"). Transport failures come back as
-// *errConn (and mark s broken if cc is), ctx errors as ctx.Err().
+// *errConn (and mark s broken if cc is), ctx errors as ctx.Err(). When the
+// status and headers arrived but the body did not, the error comes with a
+// response that has them (and the part of the body read): an acquire that
+// is cancelled while its grant is read learns the token from Lock-Token.
 func (c *Client) send(ctx context.Context, s *slot, cc *http.ClientConn, method, pathQuery string, hdr http.Header) (*response, error) {
 	u := *s.addr.base
 	ref, err := url.Parse(pathQuery)
@@ -591,6 +606,7 @@ func (c *Client) send(ctx context.Context, s *slot, cc *http.ClientConn, method,
 	if c.cfg.Token != "" {
 		h.Set("Authorization", "Bearer "+c.cfg.Token)
 	}
+	var partial *response
 	resp, err := cc.RoundTrip(req)
 	if err == nil {
 		var body []byte
@@ -599,17 +615,18 @@ func (c *Client) send(ctx context.Context, s *slot, cc *http.ClientConn, method,
 		if err == nil {
 			return &response{status: resp.StatusCode, header: resp.Header, body: body}, nil
 		}
+		partial = &response{status: resp.StatusCode, header: resp.Header, body: body}
 	}
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return partial, ctx.Err()
 	}
 	if cc.Err() != nil {
 		c.markBroken(s, cc)
 	}
 	if c.ctx.Err() != nil {
-		return nil, ErrClosed
+		return partial, ErrClosed
 	}
-	return nil, &errConn{err}
+	return partial, &errConn{err}
 }
 
 // statusError builds the *StatusError of an answer.
@@ -647,10 +664,11 @@ func (c *Client) redirect(s *slot, pathQuery string, r *response) (string, error
 const maxRedirects = 10
 
 // call makes a request that is safe to repeat (everything but an acquire,
-// which has its own loop): on a connection failure it moves on to the next
+// which has its own loop, and the repeat of an acquire under its
+// Idempotency-Key in hdr): on a connection failure it moves on to the next
 // connection, failing after as many attempts as there are connections;
 // 307s are followed. It returns the first answer that is not a redirect.
-func (c *Client) call(ctx context.Context, method, pathQuery string) (*response, error) {
+func (c *Client) call(ctx context.Context, method, pathQuery string, hdr http.Header) (*response, error) {
 	attempts, redirects := 0, 0
 	max := c.numConns()
 	var avoid *slot
@@ -659,7 +677,7 @@ func (c *Client) call(ctx context.Context, method, pathQuery string) (*response,
 		if err != nil {
 			return nil, err
 		}
-		r, err := c.send(ctx, s, cc, method, pathQuery, nil)
+		r, err := c.send(ctx, s, cc, method, pathQuery, hdr)
 		if err != nil {
 			var ce *errConn
 			if !errors.As(err, &ce) {
@@ -687,7 +705,7 @@ func (c *Client) call(ctx context.Context, method, pathQuery string) (*response,
 
 // getJSON GETs pathQuery and decodes a 200 answer into v.
 func (c *Client) getJSON(ctx context.Context, pathQuery string, v any) error {
-	r, err := c.call(ctx, http.MethodGet, pathQuery)
+	r, err := c.call(ctx, http.MethodGet, pathQuery, nil)
 	if err != nil {
 		return err
 	}
