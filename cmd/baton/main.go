@@ -43,6 +43,8 @@ func run(args []string) int {
 	switch args[0] {
 	case "serve":
 		return serve(args[1:])
+	case guardCommand:
+		return runGuard(args[1:])
 	case "help", "-h", "--help":
 		fmt.Print(usage + "\n" + clientUsage)
 		return exitOK
