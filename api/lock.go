@@ -118,7 +118,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	var avoid *slot
 	asked := false // a request went out: the node may hold a place or a grant
 	for {
-		s, cc, err := c.pick(ctx, avoid)
+		s, cc, err := c.pick(ctx, avoid, true)
 		if err != nil {
 			if asked && ctx.Err() != nil {
 				c.settleAcquire(pathQuery, hdr, 0)
@@ -374,7 +374,7 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 	redirects := 0
 	var avoid *slot
 	for {
-		s, cc, err := c.pick(ctx, avoid)
+		s, cc, err := c.pick(ctx, avoid, false)
 		if err == nil {
 			var r *response
 			// One attempt may not eat the whole window: a connection
