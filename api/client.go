@@ -381,6 +381,12 @@ func (c *Client) keep(s *slot) {
 	for {
 		dctx, cancel := context.WithTimeout(c.ctx, c.cfg.DialTimeout)
 		cc, err := c.tr.NewClientConn(dctx, scheme, host)
+		if err == nil {
+			if err = c.handshake(dctx, cc, s.addr.base); err != nil {
+				cc.Close()
+				cc = nil
+			}
+		}
 		cancel()
 		if c.ctx.Err() != nil {
 			if cc != nil {
@@ -442,6 +448,27 @@ func (c *Client) keep(s *slot) {
 		c.notifyLocked()
 		c.mu.Unlock()
 	}
+}
+
+// handshake makes one round trip (GET /healthz, open without a token) on
+// the new connection cc before it is used: once its answer is in, so are
+// the node's SETTINGS, which come first. Until then the transport assumes
+// 100 streams, and calls reserved beyond a lower limit would wait in the
+// transport behind parked acquires. Any answer will do; an error is a
+// failed dial.
+func (c *Client) handshake(ctx context.Context, cc *http.ClientConn, base *url.URL) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.String()+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("User-Agent", c.userAgent)
+	resp, err := cc.RoundTrip(req)
+	if err != nil {
+		return fmt.Errorf("first round trip: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+	resp.Body.Close()
+	return nil
 }
 
 // retireIfIdle takes the extra connection cc of s out of service when no
@@ -690,8 +717,33 @@ type response struct {
 }
 
 // errConn marks a failure of the connection (or of the transfer on it), as
-// opposed to an answer from the server.
-type errConn struct{ err error }
+// opposed to an answer from the server. stream: the connection stayed up,
+// only the call's stream was reset (a node or proxy past its stream limit
+// refuses a stream with REFUSED_STREAM while the client cannot know the
+// limit yet: the call was not processed).
+type errConn struct {
+	err    error
+	stream bool
+}
+
+// Stream resets. A call whose stream alone was reset is repeated, at most
+// maxStreamRetries times, after a pause that grows by streamRetryPause;
+// these repeats do not count as connection attempts.
+const (
+	maxStreamRetries = 10
+	streamRetryPause = 10 * time.Millisecond
+)
+
+// streamRetry reports whether the call that failed with ce may be
+// repeated as a stream reset (the retries so far in *n), after the pause;
+// an error when ctx ended during the pause.
+func streamRetry(ctx context.Context, ce *errConn, n *int) (bool, error) {
+	if !ce.stream || *n >= maxStreamRetries {
+		return false, nil
+	}
+	*n++
+	return true, sleep(ctx, time.Duration(*n)*streamRetryPause)
+}
 
 func (e *errConn) Error() string { return e.err.Error() }
 func (e *errConn) Unwrap() error { return e.err }
@@ -744,7 +796,7 @@ func (c *Client) send(ctx context.Context, s *slot, cc *http.ClientConn, method,
 	if c.ctx.Err() != nil {
 		return partial, ErrClosed
 	}
-	return partial, &errConn{err}
+	return partial, &errConn{err: err, stream: cc.Err() == nil}
 }
 
 // statusError builds the *StatusError of an answer.
@@ -784,10 +836,10 @@ const maxRedirects = 10
 // call makes a request that is safe to repeat (everything but an acquire,
 // which has its own loop, and the repeat of an acquire under its
 // Idempotency-Key in hdr): on a connection failure it moves on to the next
-// connection, failing after as many attempts as there are connections;
-// 307s are followed. It returns the first answer that is not a redirect.
+// connection, failing after as many attempts as there are connections; a
+// reset of its stream alone is repeated (streamRetry); 307s are followed. It returns the first answer that is not a redirect.
 func (c *Client) call(ctx context.Context, method, pathQuery string, hdr http.Header) (*response, error) {
-	attempts, redirects := 0, 0
+	attempts, redirects, resets := 0, 0, 0
 	max := c.numConns()
 	var avoid *slot
 	for {
@@ -800,6 +852,12 @@ func (c *Client) call(ctx context.Context, method, pathQuery string, hdr http.He
 			var ce *errConn
 			if !errors.As(err, &ce) {
 				return nil, err
+			}
+			if again, serr := streamRetry(ctx, ce, &resets); serr != nil {
+				return nil, serr
+			} else if again {
+				avoid = nil
+				continue
 			}
 			attempts++
 			if attempts >= max {

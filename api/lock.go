@@ -80,7 +80,8 @@ func newKey() string { return rand.Text() }
 // connection that breaks during the wait makes it repeat on the next
 // connection (where it takes over its own place in the queue, or gets the
 // grant made meanwhile), failing only after as many attempts as the client
-// has connections; a 307 is followed to the active node; a poll_timeout is
+// has connections; a stream refused by the node (REFUSED_STREAM past its
+// stream limit) is repeated too; a 307 is followed to the active node; a poll_timeout is
 // resumed. No repeat can queue it twice or make it wait behind its own
 // grant.
 //
@@ -113,7 +114,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	pathQuery := lockPath(key, q)
 	hdr := http.Header{HeaderIdempotencyKey: {newKey()}}
 
-	attempts, redirects := 0, 0
+	attempts, redirects, resets := 0, 0, 0
 	max := c.numConns()
 	var avoid *slot
 	asked := false // a request went out: the node may hold a place or a grant
@@ -132,6 +133,13 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			var ce *errConn
 			if !errors.As(err, &ce) {
 				return nil, err
+			}
+			if again, serr := streamRetry(ctx, ce, &resets); serr != nil {
+				c.settleAcquire(pathQuery, hdr, 0)
+				return nil, serr
+			} else if again {
+				avoid = nil
+				continue
 			}
 			attempts++
 			if attempts >= max {
@@ -207,7 +215,7 @@ func (c *Client) sendAcquire(ctx context.Context, s *slot, cc *http.ClientConn, 
 		return nil, ErrClosed
 	}
 	if err != nil && errors.Is(err, context.Canceled) {
-		return nil, &errConn{err}
+		return nil, &errConn{err: err}
 	}
 	return r, err
 }
@@ -383,7 +391,7 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 			actx, acancel := context.WithTimeout(ctx, releaseAttempt)
 			r, err = c.send(actx, s, cc, http.MethodDelete, pathQuery, nil)
 			if err != nil && actx.Err() != nil && ctx.Err() == nil {
-				err = &errConn{fmt.Errorf("no answer within %v", releaseAttempt)}
+				err = &errConn{err: fmt.Errorf("no answer within %v", releaseAttempt)}
 			}
 			acancel()
 			var ce *errConn

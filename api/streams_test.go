@@ -3,6 +3,9 @@ package api_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,6 +92,80 @@ func TestShortCallsNeverWaitBehindParkedAcquires(t *testing.T) {
 	}
 	waitWaiters(t, direct, "busy", 0)
 	if err := busy.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A node whose stream limit (10) is below the 100 streams Go's transport
+// assumes until the node's SETTINGS arrive: a fresh Client fires more
+// acquires at once than the limit, and every one reaches the node's queue.
+// Without the first round trip on each new connection (handshake), the
+// streams past the limit were refused (REFUSED_STREAM) and the acquires
+// failed, or waited in the transport for a stream.
+func TestStreamLimitBelowTransportDefault(t *testing.T) {
+	srv := startServerStreams(t, 10)
+	direct := newClient(t, nil, srv.URL)
+	ctx := ctxBound(t)
+	busy, err := direct.Acquire(ctx, "busy", api.WithLease(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, nil, srv.URL)
+	const n = 60
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ended := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := c.Acquire(pctx, "busy", api.WithLease(time.Minute))
+			ended <- err
+		}()
+	}
+	eventually(t, fmt.Sprintf("%d waiters (or a failed acquire)", n), func() bool {
+		select {
+		case err := <-ended:
+			t.Fatalf("acquire failed: %v", err)
+		default:
+		}
+		return status(t, direct, "busy").Waiters == n
+	})
+	cancel()
+	for range n {
+		if err := <-ended; !errors.Is(err, context.Canceled) {
+			t.Errorf("parked acquire: %v, want context.Canceled", err)
+		}
+	}
+	if err := busy.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A call whose stream alone is reset (the connection stays up) is
+// repeated, not failed after as many attempts as there are connections:
+// the node aborts the first three acquires (RST_STREAM), the fourth is
+// granted.
+func TestStreamResetRetried(t *testing.T) {
+	var aborts atomic.Int32
+	aborts.Store(3)
+	srv := startServer(t, engine.Config{}, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && aborts.Add(-1) >= 0 {
+				panic(http.ErrAbortHandler) // RST_STREAM, connection kept
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	c := newClient(t, nil, srv.URL)
+	ctx := ctxBound(t)
+	l, err := c.Acquire(ctx, "k", api.WithLease(time.Minute))
+	if err != nil {
+		t.Fatalf("acquire after 3 stream resets: %v", err)
+	}
+	if aborts.Load() >= 0 {
+		t.Fatalf("the node aborted only %d acquires", 3-aborts.Load())
+	}
+	heldOnce(t, c, "k", l.Token)
+	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
