@@ -80,10 +80,10 @@ func newKey() string { return rand.Text() }
 // connection that breaks during the wait makes it repeat on the next
 // connection (where it takes over its own place in the queue, or gets the
 // grant made meanwhile), failing only after as many attempts as the client
-// has connections; a stream refused by the node (REFUSED_STREAM past its
-// stream limit) is repeated too; a 307 is followed to the active node; a poll_timeout is
-// resumed. No repeat can queue it twice or make it wait behind its own
-// grant.
+// has connections; a reset of its stream alone (REFUSED_STREAM from a node
+// or proxy past its stream limit) is repeated too, up to 10 times; a 307 is
+// followed to the active node; a poll_timeout is resumed. No repeat can
+// queue it twice or make it wait behind its own grant.
 //
 // Errors: ErrTimeout (the wait ran out: not granted), ErrLimit,
 // ErrInvalidArgument (as *StatusError), ErrGrantEnded (the grant ended
@@ -237,7 +237,8 @@ func grantToken(r *response) uint64 {
 }
 
 // settleWait is the wait of the repeat that settles a cancelled acquire:
-// long enough to be a wait, short enough that the repeat never parks.
+// a repeat that the node takes for a new acquire (the first one's place is
+// gone) times out at once instead of parking.
 const settleWait = "0.001"
 
 // settleAcquire ends, in the background, whatever a cancelled acquire
