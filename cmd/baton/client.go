@@ -499,11 +499,8 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) (int, error) {
 		return exitError, errors.New(msg)
 	}
 	if err != nil {
-		switch {
-		case errors.Is(err, api.ErrTimeout):
+		if errors.Is(err, api.ErrTimeout) {
 			return exitTimeout, err
-		case actx.Err() != nil && ctx.Err() == nil:
-			return exitError, errors.New("interrupted while waiting for the lock")
 		}
 		return exitError, err
 	}

@@ -363,3 +363,21 @@ func TestBinaryRun(t *testing.T) {
 		t.Fatalf("status after run: %v %q", err, out)
 	}
 }
+
+// baton run whose wait runs out exits 3 and says so; COMMAND never runs.
+func TestRunWaitRunsOut(t *testing.T) {
+	url := startNode(t)
+	c := apiClient(t, url)
+	l, err := c.Acquire(t.Context(), "held", api.WithLease(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, url, false, "run", "held", "--wait", "0.2", "--", "sh", "-c", "echo ran")
+	if r.code != exitTimeout || !strings.Contains(r.stderr.String(), "wait ran out") || r.stdout.String() != "" {
+		t.Fatalf("code %d, stdout %q, stderr %q; want %d, the wait ran out, COMMAND not run", r.code, r.stdout.String(), r.stderr.String(), exitTimeout)
+	}
+	st, err := c.Status(t.Context(), "held")
+	if err != nil || st.Holder == nil || st.Holder.Token != l.Token || st.Waiters != 0 {
+		t.Fatalf("after the timeout: %+v, %v", st, err)
+	}
+}
