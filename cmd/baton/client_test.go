@@ -381,3 +381,19 @@ func TestRunWaitRunsOut(t *testing.T) {
 		t.Fatalf("after the timeout: %+v, %v", st, err)
 	}
 }
+
+// baton run that cannot reach a node says so (exit 1); it was not
+// interrupted.
+func TestRunNoNode(t *testing.T) {
+	leakCheck(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close()
+	r := runCLI(t, url, false, "run", "k", "--", "sh", "-c", "echo ran")
+	if r.code != exitError || !strings.Contains(r.stderr.String(), "unavailable") || r.stdout.String() != "" {
+		t.Fatalf("code %d, stdout %q, stderr %q; want %d and why", r.code, r.stdout.String(), r.stderr.String(), exitError)
+	}
+}
