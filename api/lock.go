@@ -161,12 +161,11 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			avoid = nil
 			continue
 		case http.StatusRequestTimeout:
-			se := statusError(r).(*StatusError)
-			if se.Code == CodePollTimeout {
+			if isPollTimeout(r) {
 				avoid = nil
 				continue // resume our place, same Idempotency-Key
 			}
-			return nil, se
+			return nil, statusError(r)
 		case http.StatusServiceUnavailable:
 			// No active node known (a failover in progress), or the
 			// node is shutting down: another attempt, after
@@ -193,7 +192,8 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 // the answer may be on its way. So when ctx ends, a grant whose status and
 // Lock-Token arrived is released, and an outcome that did not arrive is
 // settled by the Idempotency-Key (settleAcquire), both in the background;
-// only an answer read in full that is not a grant needs nothing.
+// only an answer read in full that is neither a grant nor a poll_timeout
+// needs nothing.
 func (c *Client) sendAcquire(ctx context.Context, s *slot, cc *http.ClientConn, pathQuery string, hdr http.Header) (*response, error) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
@@ -206,7 +206,9 @@ func (c *Client) sendAcquire(ctx context.Context, s *slot, cc *http.ClientConn, 
 		switch tok := grantToken(r); {
 		case tok != 0:
 			c.settleAcquire(pathQuery, hdr, tok)
-		case err != nil:
+		case err != nil, isPollTimeout(r):
+			// No answer, or a poll_timeout: the node keeps the place
+			// for a grace, and may grant it meanwhile.
 			c.settleAcquire(pathQuery, hdr, 0)
 		}
 		return nil, ctx.Err()
@@ -218,6 +220,16 @@ func (c *Client) sendAcquire(ctx context.Context, s *slot, cc *http.ClientConn, 
 		return nil, &errConn{err: err}
 	}
 	return r, err
+}
+
+// isPollTimeout reports whether r is a 408 poll_timeout (the node ended
+// the long poll early and keeps the place for a repeat).
+func isPollTimeout(r *response) bool {
+	if r == nil || r.status != http.StatusRequestTimeout {
+		return false
+	}
+	var se *StatusError
+	return errors.As(statusError(r), &se) && se.Code == CodePollTimeout
 }
 
 // grantToken returns the token of r when r is a grant (200) whose token
