@@ -192,8 +192,8 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 // the answer may be on its way. So when ctx ends, a grant whose status and
 // Lock-Token arrived is released, and an outcome that did not arrive is
 // settled by the Idempotency-Key (settleAcquire), both in the background;
-// only an answer read in full that is neither a grant nor a poll_timeout
-// needs nothing.
+// only an answer read in full that is neither a grant, a poll_timeout nor
+// a 503 needs nothing.
 func (c *Client) sendAcquire(ctx context.Context, s *slot, cc *http.ClientConn, pathQuery string, hdr http.Header) (*response, error) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
@@ -206,9 +206,11 @@ func (c *Client) sendAcquire(ctx context.Context, s *slot, cc *http.ClientConn, 
 		switch tok := grantToken(r); {
 		case tok != 0:
 			c.settleAcquire(pathQuery, hdr, tok)
-		case err != nil, isPollTimeout(r):
-			// No answer, or a poll_timeout: the node keeps the place
-			// for a grace, and may grant it meanwhile.
+		case err != nil, isPollTimeout(r), r.status == http.StatusServiceUnavailable:
+			// No answer; or a poll_timeout (the node keeps the place for
+			// a grace, and may grant it meanwhile); or a 503, which a
+			// node resuming from a pause answers to a grant it keeps for
+			// the repeat.
 			c.settleAcquire(pathQuery, hdr, 0)
 		}
 		return nil, ctx.Err()
