@@ -377,3 +377,44 @@ func TestStatusPageOnStandby(t *testing.T) {
 	}
 	screenshot(t, ctx, "status-page-standby.png")
 }
+
+// TestJSClientTimeoutInChromium: Chromium re-sends a POST answered 408 on
+// a reused connection by itself; the module's acquire whose wait runs out
+// rejects with a BatonError "timeout", and the server is left with no
+// waiter and, after the holder's release, no grant to a stray re-send.
+func TestJSClientTimeoutInChromium(t *testing.T) {
+	browserTest(t)
+	other := otherOrigin(t)
+	n := startBaton(t, "BATON_CORS_ORIGINS="+other.URL)
+	ctx, _ := tab(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(other.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	held, err := n.acquire(ctx, "js/busy", 30, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	baton, _ := json.Marshal(n.url)
+	got := eval[jsResult](t, ctx, `(async () => {
+		const { Client, BatonError } = await import(`+string(baton)+` + '/baton.js');
+		const c = new Client({ addresses: [`+string(baton)+`] });
+		await c.status('js/busy'); // a connection to reuse
+		try {
+			await c.acquire('js/busy', { wait: 0.5, lease: 30 });
+			return { error: 'granted' };
+		} catch (e) {
+			return { code: e instanceof BatonError ? e.code : String(e), reason: e.message };
+		}
+	})()`)
+	if got.Code != "timeout" {
+		t.Fatalf("an acquire whose wait ran out: %+v, want a BatonError timeout", got)
+	}
+	if st := n.status(t, "js/busy"); st.Holder == nil || st.Holder.Token != held || st.Waiters != 0 {
+		t.Fatalf("after the timeout: %+v; want the first holder and no waiter", st)
+	}
+	n.release(t, "js/busy", held)
+	time.Sleep(700 * time.Millisecond)
+	if st := n.status(t, "js/busy"); st.Holder != nil || st.Waiters != 0 {
+		t.Fatalf("after the release: %+v; want no holder and no waiter", st)
+	}
+}
