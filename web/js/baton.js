@@ -96,6 +96,9 @@ async function statusError(res) {
   return new BatonError(res.status, code, message, body && typeof body.field === 'string' ? body.field : undefined);
 }
 
+// randomUUID exists only in secure contexts (https, localhost) of browsers.
+const newKey = () => crypto.randomUUID?.() ?? Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
+
 /** @param {Response} res */
 function replicaLag(res) {
   const v = res.headers.get('Baton-Replica-Lag');
@@ -258,7 +261,7 @@ export class Client {
   async acquire(key, options = {}) {
     const { lease, wait, owner, mode, limit, signal } = options;
     let pathQuery = lockPath(key) + query({ lease, wait, owner, mode, limit });
-    const headers = { 'Idempotency-Key': crypto.randomUUID() };
+    const headers = { 'Idempotency-Key': newKey() };
     for (;;) {
       const sent = Date.now();
       const res = await this._call('POST', pathQuery, { headers, signal, pin: true });

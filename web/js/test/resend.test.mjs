@@ -125,3 +125,16 @@ test('signal cancels a wait and the server drops the waiter', async (t) => {
   await assert.rejects(c.acquire('sig/2', { signal: pre.signal }), { name: 'AbortError' });
   assert.equal((await c.status('sig/2')).waiters, 0);
 });
+
+test('without crypto.randomUUID (a browser page over plain http) the key comes from getRandomValues', async (t) => {
+  const n = await startNode(t);
+  const proxy = await resendingProxy(t, n.url);
+  const c = new Client({ addresses: [proxy.url] });
+  Object.defineProperty(crypto, 'randomUUID', { value: undefined, configurable: true });
+  t.after(() => delete crypto.randomUUID);
+  for (let i = 0; i < 2; i++) await (await c.acquire('nouuid/1', { lease: 5 })).release();
+  const keys = proxy.seen.map((x) => x.key);
+  assert.equal(keys.length, 2);
+  for (const k of keys) assert.match(k, /^[0-9a-f]{32}$/);
+  assert.notEqual(keys[0], keys[1]);
+});
