@@ -1,12 +1,15 @@
-// Package web is baton's status page: one HTML page, its script and its
-// style sheet, embedded in the binary so that the page works offline and
-// needs nothing but the node that serves it.
+// Package web is baton's status page and its JavaScript client: one HTML
+// page, its script and its style sheet, and the client module baton.js with
+// its types baton.d.ts (web/js), embedded in the binary so that they work
+// offline and need nothing but the node that serves them.
 //
-// The page reads GET /cluster, GET /locks and the GET /events stream of the
-// node it came from (or, on a standby, of the active that /cluster names),
-// and shows the cluster, the locks and the recent events, live. With client
-// auth it asks for the bearer token and keeps it in sessionStorage, sending
-// it only as an Authorization header, never in a URL.
+// The page reads GET /cluster and GET /locks of the node it came from
+// through baton.js (a standby answers reads from its replica, with
+// Baton-Replica-Lag, which the page shows), and the GET /events stream, and
+// shows the cluster, the locks and the recent events, live; until a listing
+// succeeds it says "loading" or "unknown", never that no lock is held. With
+// client auth it asks for the bearer token and keeps it in sessionStorage,
+// sending it only as an Authorization header, never in a URL.
 package web
 
 import (
