@@ -234,9 +234,9 @@ func TestStatusPageKnowsWhatItKnows(t *testing.T) {
 	screenshot(t, ctx, "status-page-unknown.png")
 }
 
-// TestStatusPagePhone: at a phone's width a long key in the event list
-// breaks only after a separator, never inside a word, and the events are
-// part of the page's one scroll (no scroll box of their own).
+// TestStatusPagePhone: at a phone's width a long key in the event list (and
+// in the locks) breaks only after a separator, never inside a word, and the
+// events are part of the page's one scroll (no scroll box of their own).
 func TestStatusPagePhone(t *testing.T) {
 	browserTest(t)
 	n := startBaton(t)
@@ -265,9 +265,12 @@ func TestStatusPagePhone(t *testing.T) {
 		}
 		n.release(t, k, tok)
 	}
-	waitFor(t, 5*time.Second, "the events listed", func() (bool, string) {
+	if _, err := n.acquire(ctx, keys[1], 60, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the events and the held lock listed", func() (bool, string) {
 		c := eval[int](t, ctx, `document.querySelectorAll('#events li').length`)
-		return c >= 30, fmt.Sprint(c)
+		return c >= 31 && row(t, ctx, keys[1]) != nil, fmt.Sprint(c)
 	})
 	time.Sleep(300 * time.Millisecond)
 
@@ -275,7 +278,7 @@ func TestStatusPagePhone(t *testing.T) {
 	// next separator; it must lie on one line.
 	broken := eval[[]string](t, ctx, `(() => {
 		const out = [];
-		for (const k of document.querySelectorAll('#events .key')) {
+		for (const k of document.querySelectorAll('#events .key, #locks td.key span')) {
 			for (const node of k.childNodes) {
 				if (node.nodeType !== Node.TEXT_NODE) continue;
 				const r = document.createRange();

@@ -456,7 +456,7 @@ function renderLocks() {
   for (const r of rows.slice(from, from + PAGE_SIZE)) {
     const tr = el('tr');
     tr.dataset.key = r.key;
-    cell(tr, 'key', 'key', r.key);
+    cell(tr, 'key', 'key').appendChild(keyEl('span', '', r.key));
     cell(tr, 'holder token', r.token ? 'token' : 'token free', r.token || 'free');
     const lc = cell(tr, 'lease left', 'lease-cell');
     const v = { r, lease: null, bar: null, text: null, oldest: null };
