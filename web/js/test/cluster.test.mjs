@@ -2,6 +2,7 @@
 // waits and a holder keeps its lock alive; a release retried across a
 // node's restart.
 import { test } from 'node:test';
+import http from 'node:http';
 import assert from 'node:assert/strict';
 import { Client } from '../baton.js';
 import { startNode, startPair, sleep, waitFor } from './harness.mjs';
@@ -52,4 +53,37 @@ test('a release is retried across a restart of the node', async (t) => {
   const s = await c.status('r/1');
   assert.equal(s.holder, null);
   assert.equal(l.lost.aborted, false);
+});
+
+test('after a 307 the client talks to the active directly, with its token', async (t) => {
+  const [a, b] = await startPair(t, [], 'js-token');
+  // A proxy in front of the standby, the only address the client knows:
+  // it records the acquires that reach the standby.
+  const seen = [];
+  const srv = http.createServer((req, res) => {
+    if (req.method === 'POST') seen.push(req.url);
+    const up = http.request(b.url + req.url, { method: req.method, headers: req.headers }, (r) => {
+      res.writeHead(r.statusCode, r.headers);
+      r.pipe(res);
+    });
+    up.on('error', (e) => res.destroy(e));
+    req.pipe(up);
+  });
+  await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise((resolve) => { srv.closeAllConnections(); srv.close(resolve); }));
+  const c = new Client({ addresses: [`http://127.0.0.1:${srv.address().port}`], token: 'js-token' });
+
+  // fetch follows the standby's 307 to the active's origin and drops the
+  // Authorization header on the way; the client sends the call to the
+  // active itself, with the token, under the same Idempotency-Key.
+  const l1 = await c.acquire('via/1', { lease: 30 });
+  assert.equal((await a.get('/locks/via/1')).holder.token, l1.token);
+  assert.equal(seen.length, 1);
+  // From then on the client talks to the active: nothing more reaches the standby.
+  await l1.release();
+  const l2 = await c.acquire('via/1', { lease: 30 });
+  await l2.renew(10);
+  await l2.release();
+  assert.equal(seen.length, 1, 'calls after the 307 still went to the standby: ' + seen.join(' '));
+  assert.equal((await a.get('/locks/via/1')).holder, null);
 });

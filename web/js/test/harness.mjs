@@ -91,9 +91,10 @@ export class Node {
     rmSync(this.dir, { recursive: true, force: true });
   }
 
-  /** GET path on this node (no redirect), JSON. */
+  /** GET path on this node (no redirect), JSON; with this.token if set. */
   async get(path) {
-    const r = await fetch(this.url + path, { redirect: 'manual' });
+    const headers = this.token ? { Authorization: 'Bearer ' + this.token } : {};
+    const r = await fetch(this.url + path, { redirect: 'manual', headers });
     if (r.status !== 200) throw new Error('GET ' + path + ': ' + r.status + ' ' + await r.text());
     return r.json();
   }
@@ -111,16 +112,19 @@ export const CLUSTER_ARGS = ['--heartbeat', '100ms', '--failover-timeout', '600m
 
 /**
  * Starts a two-node cluster (the first has the higher priority) and waits
- * until the first is active and the second its standby.
+ * until the first is active and the second its standby. extra: more serve
+ * arguments; token: auth_tokens (the nodes' get() sends it).
  */
-export async function startPair(t, extra = []) {
+export async function startPair(t, extra = [], token = '') {
   const hosts = ['127.0.0.1', '127.0.0.2'];
   const ports = [await freePort(hosts[0]), await freePort(hosts[1])];
   const urls = hosts.map((h, i) => `http://${h}:${ports[i]}`);
   const nodes = hosts.map((h, i) => new Node({
     host: h, port: ports[i],
     args: ['--advertise', urls[i], '--peers', urls.join(','), ...CLUSTER_ARGS, ...extra],
+    env: token ? { BATON_AUTH_TOKENS: token } : {},
   }));
+  for (const n of nodes) n.token = token;
   for (const n of nodes) t.after(() => n.cleanup());
   await Promise.all(nodes.map((n) => n.start()));
   await waitFor('the first node active, the second its standby', 15000, async () => {
