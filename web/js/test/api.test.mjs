@@ -165,11 +165,11 @@ test('withLock renews while fn runs, releases after, passes the lock', async (t)
   let token;
   const out = await c.withLock('w/1', async (lock) => {
     token = lock.token;
-    await sleep(1600); // longer than the lease: the keep-alive renews it
+    await sleep(3200); // longer than the lease: the keep-alive renews it
     assert.equal(lock.lost.aborted, false);
     assert.equal((await c.status('w/1')).holder.token, lock.token);
     return 'done';
-  }, { lease: 1 });
+  }, { lease: 2 });
   assert.equal(out, 'done');
   assert.ok(token > 0);
   assert.equal((await c.status('w/1')).holder, null);
