@@ -58,8 +58,9 @@ type Config struct {
 	// Shards is the number of independently locked key partitions, rounded
 	// up to a power of two.
 	Shards int
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the source of time; nil means the system clock. Leases and
+	// waits run on its monotonic reading, see Clock.
+	Clock Clock
 	// Standby starts the engine as a standby: it refuses calls with
 	// ErrNotActive and takes state only through Apply until Promote.
 	Standby bool
@@ -70,7 +71,7 @@ type Config struct {
 }
 
 // maxConfigDuration bounds the configured durations (100 years), so that
-// a deadline computed from one always fits in Unix nanoseconds.
+// a deadline computed from one always fits in int64 nanoseconds.
 const maxConfigDuration = 100 * 365 * 24 * time.Hour
 
 // DefaultConfig returns the defaults of SPEC section 5, sized for one node.
@@ -166,7 +167,9 @@ const MaxKeyBytes = 256
 // Engine is the lock state machine. Its methods are safe for concurrent use.
 type Engine struct {
 	cfg    Config
-	now    func() time.Time
+	clock  Clock        // nil: the system clock
+	base   time.Time    // the system clock's monotonic origin
+	offset atomic.Int64 // wall - mono, to within offsetSlack (see now)
 	seed   maphash.Seed
 	mask   uint64
 	shards []shard
@@ -190,7 +193,7 @@ type shard struct {
 	tickets map[string]*ticket // by key + "\x00" + waiter ID
 	heap    deadlines
 	timer   *time.Timer
-	armed   int64 // when the timer fires (Unix ns); 0 = not armed
+	armed   int64 // when the timer fires (monotonic ns, Clock); 0 = not armed
 	e       *Engine
 	idx     int
 }
@@ -200,8 +203,8 @@ type lock struct {
 	key     string
 	token   uint64 // holder's token; 0 = free
 	lease   time.Duration
-	granted int64 // Unix ns
-	expires int64 // Unix ns
+	granted int64 // monotonic ns (Clock), like every instant below
+	expires int64
 	holder  *ticket
 	dl      deadline // lease expiry (or the holder's claimBy, whichever is first)
 
@@ -232,7 +235,7 @@ type waiter struct {
 	ch         chan outcome
 	state      waiterState
 	lease      time.Duration
-	arrived    int64
+	arrived    int64 // monotonic ns (Clock), like every instant below
 	waitUntil  int64 // 0 = no limit
 	pollUntil  int64 // 0 = none
 	graceUntil int64 // set while detached
@@ -265,7 +268,7 @@ type ticket struct {
 	// the client: the first, plus one per repeat. An undeliverable answer
 	// releases the grant only when it was the last one.
 	answers int
-	// claimBy (Unix ns) is nonzero while the grant to this ticket's
+	// claimBy (monotonic ns) is nonzero while the grant to this ticket's
 	// detached waiter awaits its repeat: the lock is released then.
 	claimBy int64
 	dl      deadline
@@ -316,15 +319,13 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg:    cfg,
-		now:    cfg.Now,
+		clock:  cfg.Clock,
+		base:   time.Now(),
 		seed:   maphash.MakeSeed(),
 		mask:   uint64(n - 1),
 		shards: make([]shard, n),
 		tokens: tok,
 		stop:   make(chan struct{}),
-	}
-	if e.now == nil {
-		e.now = time.Now
 	}
 	e.active.Store(!cfg.Standby)
 	for i := range e.shards {
@@ -339,7 +340,7 @@ func New(cfg Config) (*Engine, error) {
 	e.bg.Add(1)
 	go func() {
 		defer e.bg.Done()
-		tok.run(e.stop, func() uint64 { return uint64(e.now().UnixMicro()) })
+		tok.run(e.stop, func() uint64 { return uint64(e.now().wall / 1e3) })
 	}()
 	return e, nil
 }
@@ -448,7 +449,7 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 		s.mu.Unlock()
 		return Grant{}, err
 	}
-	now := e.now().UnixNano()
+	now := e.now()
 	var tid string
 	if req.ID != "" {
 		tid = req.Key + "\x00" + req.ID
@@ -470,7 +471,7 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 		t.dl.owner = t
 	}
 	if lk.token == 0 && lk.head == nil {
-		g, err := s.grant(lk, t, lease, now, now)
+		g, err := s.grant(lk, t, lease, now, now.mono)
 		if err != nil {
 			s.dropIfIdle(lk)
 			s.mu.Unlock()
@@ -493,21 +494,21 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 		t.dl.owner = t
 		tid = req.Key + "\x00" + t.id
 	}
-	w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), lease: lease, arrived: now, dl: deadline{idx: -1}}
+	w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), lease: lease, arrived: now.mono, dl: deadline{idx: -1}}
 	w.dl.owner = w
 	if wait > 0 {
 		// A wait too long to have an end (past the year 2262) has none.
-		w.waitUntil = after(now, wait)
+		w.waitUntil = after(now.mono, wait)
 	}
 	if e.cfg.PollTimeout > 0 {
-		w.pollUntil = after(now, e.cfg.PollTimeout)
+		w.pollUntil = after(now.mono, e.cfg.PollTimeout)
 	}
 	t.w = w
 	s.tickets[tid] = t
 	lk.enqueue(w)
 	e.waiters.Add(1)
 	s.schedule(w)
-	s.emit(Event{Kind: EventEnqueue, Key: lk.key, WaiterID: t.id, Lease: lease, At: now, WaitUntil: w.waitUntil, Waiters: lk.n})
+	s.emit(Event{Kind: EventEnqueue, Key: lk.key, WaiterID: t.id, Lease: lease, At: now.wall, WaitUntil: now.wallAt(w.waitUntil), Waiters: lk.n})
 	ch := w.ch
 	s.mu.Unlock()
 	return s.await(ctx, w, ch)
@@ -515,11 +516,11 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 
 // repeat answers an acquire whose waiter ID is known. s.mu is held and is
 // released here.
-func (s *shard) repeat(ctx context.Context, t *ticket, now int64) (Grant, error) {
+func (s *shard) repeat(ctx context.Context, t *ticket, now stamp) (Grant, error) {
 	switch t.state {
 	case tGranted:
 		lk := s.locks[t.key]
-		g := lk.grantInfo()
+		g := lk.grantInfo(now)
 		t.answers++
 		if t.claimBy != 0 {
 			t.claimBy = 0
@@ -543,7 +544,7 @@ func (s *shard) repeat(ctx context.Context, t *ticket, now int64) (Grant, error)
 	w.state = queued
 	w.graceUntil = 0
 	if s.e.cfg.PollTimeout > 0 {
-		w.pollUntil = after(now, s.e.cfg.PollTimeout)
+		w.pollUntil = after(now.mono, s.e.cfg.PollTimeout)
 	}
 	s.schedule(w)
 	ch := w.ch
@@ -573,7 +574,7 @@ func (s *shard) await(ctx context.Context, w *waiter, ch chan outcome) (Grant, e
 		// A repeat took over the place, or the waiter is gone already.
 		return Grant{}, ctx.Err()
 	}
-	s.leave(w, s.e.now().UnixNano())
+	s.leave(w, s.e.now())
 	if w.t != nil {
 		delete(s.tickets, w.t.key+"\x00"+w.t.id)
 	}
@@ -595,7 +596,7 @@ func (s *shard) undeliverable(lk *lock, token uint64, t *ticket) {
 			return
 		}
 	}
-	now := s.e.now().UnixNano()
+	now := s.e.now()
 	if lk.token == token {
 		s.endGrant(lk, now, EventRelease)
 		s.grantNext(lk, now)
@@ -646,7 +647,7 @@ func (e *Engine) Release(key string, token uint64) error {
 	if err := lk.check(token); err != nil {
 		return err
 	}
-	now := e.now().UnixNano()
+	now := e.now()
 	s.endGrant(lk, now, EventRelease)
 	s.grantNext(lk, now)
 	s.dropIfIdle(lk)
@@ -679,13 +680,13 @@ func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, er
 	if lease == 0 {
 		lease = lk.lease
 	}
-	now := e.now().UnixNano()
+	now := e.now()
 	lk.lease = lease
-	lk.expires = after(now, lease)
+	lk.expires = after(now.mono, lease)
 	lk.clearClaim()
 	s.armLease(lk)
-	s.emit(Event{Kind: EventRenew, Key: key, Token: token, Lease: lease, At: now, ExpiresAt: lk.expires})
-	return lk.grantInfo(), nil
+	s.emit(Event{Kind: EventRenew, Key: key, Token: token, Lease: lease, At: now.wall, ExpiresAt: now.wallAt(lk.expires)})
+	return lk.grantInfo(now), nil
 }
 
 // Status returns a snapshot of key; a key nobody holds or waits for has a
@@ -701,7 +702,7 @@ func (e *Engine) Status(key string) (LockInfo, error) {
 	if lk == nil {
 		return LockInfo{Key: key}, nil
 	}
-	return lk.info(), nil
+	return lk.info(e.now()), nil
 }
 
 // Waiters returns the queue of key in order, at most limit entries.
@@ -714,13 +715,14 @@ func (e *Engine) Waiters(key string, limit int) []Waiter {
 		return nil
 	}
 	var out []Waiter
+	now := e.now()
 	for w := lk.head; w != nil && len(out) < limit; w = w.next {
-		x := Waiter{Since: time.Unix(0, w.arrived), Lease: w.lease}
+		x := Waiter{Since: now.time(w.arrived), Lease: w.lease}
 		if w.t != nil && !IsTicket(w.t.id) {
 			x.ID = w.t.id
 		}
 		if w.waitUntil != 0 {
-			x.WaitEnd = time.Unix(0, w.waitUntil)
+			x.WaitEnd = now.time(w.waitUntil)
 		}
 		out = append(out, x)
 	}
@@ -734,8 +736,9 @@ func (e *Engine) Range(fn func(LockInfo) bool) {
 	for i := range e.shards {
 		s := &e.shards[i]
 		s.mu.Lock()
+		now := e.now()
 		for _, lk := range s.locks {
-			if !fn(lk.info()) {
+			if !fn(lk.info(now)) {
 				s.mu.Unlock()
 				return
 			}
@@ -754,24 +757,26 @@ func (lk *lock) check(token uint64) error {
 	return nil
 }
 
-func (lk *lock) grantInfo() Grant {
+// grantInfo describes lk's grant, its times on the wall clock of the
+// reading now.
+func (lk *lock) grantInfo(now stamp) Grant {
 	return Grant{
 		Key:       lk.key,
 		Token:     lk.token,
 		Lease:     lk.lease,
-		GrantedAt: time.Unix(0, lk.granted),
-		ExpiresAt: time.Unix(0, lk.expires),
+		GrantedAt: now.time(lk.granted),
+		ExpiresAt: now.time(lk.expires),
 	}
 }
 
-func (lk *lock) info() LockInfo {
+func (lk *lock) info(now stamp) LockInfo {
 	li := LockInfo{Key: lk.key, Waiters: lk.n}
 	if lk.token != 0 {
-		g := lk.grantInfo()
+		g := lk.grantInfo(now)
 		li.Holder = &g
 	}
 	if lk.head != nil {
-		li.OldestSince = time.Unix(0, lk.head.arrived)
+		li.OldestSince = now.time(lk.head.arrived)
 	}
 	return li
 }
@@ -812,15 +817,15 @@ func (w *waiter) deliver(o outcome) {
 }
 
 // grant makes lk held under a new token for t (may be nil). s.mu is held.
-func (s *shard) grant(lk *lock, t *ticket, lease time.Duration, now, arrived int64) (Grant, error) {
-	tok, err := s.e.tokens.next(now)
+func (s *shard) grant(lk *lock, t *ticket, lease time.Duration, now stamp, arrived int64) (Grant, error) {
+	tok, err := s.e.tokens.next(now.wall)
 	if err != nil {
 		return Grant{}, err
 	}
 	s.setToken(lk, tok)
 	lk.lease = lease
-	lk.granted = now
-	lk.expires = after(now, lease)
+	lk.granted = now.mono
+	lk.expires = after(now.mono, lease)
 	lk.holder = t
 	if t != nil {
 		t.claimBy = 0
@@ -830,18 +835,18 @@ func (s *shard) grant(lk *lock, t *ticket, lease time.Duration, now, arrived int
 		t.answers = 1
 		s.heap.remove(&t.dl)
 	}
-	ev := Event{Kind: EventGrant, Key: lk.key, Token: tok, Lease: lease, At: now, ExpiresAt: lk.expires, Waited: time.Duration(now - arrived), Waiters: lk.n}
+	ev := Event{Kind: EventGrant, Key: lk.key, Token: tok, Lease: lease, At: now.wall, ExpiresAt: now.wallAt(lk.expires), Waited: time.Duration(now.mono - arrived), Waiters: lk.n}
 	if t != nil {
 		ev.WaiterID = t.id
 	}
 	s.armLease(lk)
 	s.emit(ev)
-	return lk.grantInfo(), nil
+	return lk.grantInfo(now), nil
 }
 
 // endGrant frees lk; the holder's ticket is retired as ended. s.mu is held.
-func (s *shard) endGrant(lk *lock, now int64, kind EventKind) {
-	s.emit(Event{Kind: kind, Key: lk.key, Token: lk.token, At: now, Waiters: lk.n})
+func (s *shard) endGrant(lk *lock, now stamp, kind EventKind) {
+	s.emit(Event{Kind: kind, Key: lk.key, Token: lk.token, At: now.wall, Waiters: lk.n})
 	s.setToken(lk, 0)
 	s.heap.remove(&lk.dl)
 	if t := lk.holder; t != nil {
@@ -856,7 +861,7 @@ func (s *shard) endGrant(lk *lock, now int64, kind EventKind) {
 }
 
 // grantNext hands a free lk to its first waiter, if any. s.mu is held.
-func (s *shard) grantNext(lk *lock, now int64) {
+func (s *shard) grantNext(lk *lock, now stamp) {
 	for lk.token == 0 && lk.head != nil {
 		w := lk.head
 		s.dequeue(w)
@@ -895,17 +900,17 @@ func (s *shard) dequeue(w *waiter) {
 }
 
 // leave removes a waiter that went away. s.mu is held.
-func (s *shard) leave(w *waiter, now int64) {
+func (s *shard) leave(w *waiter, now stamp) {
 	lk := w.lk
 	s.dequeue(w)
 	w.lk = nil
-	s.emit(Event{Kind: EventLeave, Key: lk.key, WaiterID: w.t.id, At: now, Waiters: lk.n})
+	s.emit(Event{Kind: EventLeave, Key: lk.key, WaiterID: w.t.id, At: now.wall, Waiters: lk.n})
 	s.dropIfIdle(lk)
 }
 
 // retire ends a ticket: with tForget it is forgotten, otherwise it is
 // kept in state for the retention period. s.mu is held.
-func (s *shard) retire(t *ticket, state ticketState, now int64) {
+func (s *shard) retire(t *ticket, state ticketState, now stamp) {
 	t.w = nil
 	if state == tForget {
 		delete(s.tickets, t.key+"\x00"+t.id)
@@ -913,7 +918,7 @@ func (s *shard) retire(t *ticket, state ticketState, now int64) {
 		return
 	}
 	t.state = state
-	s.heap.set(&t.dl, now+int64(s.e.cfg.Retention))
+	s.heap.set(&t.dl, after(now.mono, s.e.cfg.Retention))
 	s.arm()
 }
 
@@ -965,8 +970,9 @@ func (s *shard) schedule(w *waiter) {
 	s.arm()
 }
 
-// after returns the instant d after now (Unix nanoseconds), or 0 (never)
-// when that lies beyond what an int64 holds: deadlines never wrap around.
+// after returns the instant d after now (monotonic nanoseconds), or 0
+// (never) when that lies beyond what an int64 holds: deadlines never wrap
+// around.
 func after(now int64, d time.Duration) int64 {
 	if d > 0 && now > math.MaxInt64-int64(d) {
 		return 0
@@ -981,7 +987,7 @@ func (s *shard) arm() {
 		return
 	}
 	s.armed = d.when
-	s.timer.Reset(time.Duration(max(0, d.when-s.e.now().UnixNano())))
+	s.timer.Reset(time.Duration(max(0, d.when-s.e.monoNow())))
 }
 
 // fire handles every deadline that has passed, then re-arms.
@@ -992,10 +998,10 @@ func (s *shard) fire() {
 		return
 	}
 	s.armed = 0
-	now := s.e.now().UnixNano()
+	now := s.e.now()
 	for {
 		d := s.heap.min()
-		if d == nil || d.when > now {
+		if d == nil || d.when > now.mono {
 			break
 		}
 		s.heap.remove(d)
@@ -1013,7 +1019,7 @@ func (s *shard) fire() {
 
 // expire takes back a lock whose lease ran out (or whose grant to a
 // detached waiter was never claimed) and hands it on.
-func (s *shard) expire(lk *lock, now int64) {
+func (s *shard) expire(lk *lock, now stamp) {
 	if lk.token == 0 {
 		return
 	}
@@ -1022,24 +1028,24 @@ func (s *shard) expire(lk *lock, now int64) {
 	s.dropIfIdle(lk)
 }
 
-func (s *shard) waiterDeadline(w *waiter, now int64) {
+func (s *shard) waiterDeadline(w *waiter, now stamp) {
 	lk := w.lk
 	switch {
-	case w.waitUntil != 0 && now >= w.waitUntil:
+	case w.waitUntil != 0 && now.mono >= w.waitUntil:
 		s.dequeue(w)
 		w.lk = nil
 		s.retire(w.t, tTimedOut, now)
 		if w.state == queued {
 			w.deliver(outcome{err: ErrTimeout})
 		}
-		s.emit(Event{Kind: EventTimeout, Key: lk.key, WaiterID: w.t.id, At: now, Waiters: lk.n, Waited: time.Duration(now - w.arrived)})
+		s.emit(Event{Kind: EventTimeout, Key: lk.key, WaiterID: w.t.id, At: now.wall, Waiters: lk.n, Waited: time.Duration(now.mono - w.arrived)})
 		s.dropIfIdle(lk)
-	case w.state == detached && w.graceUntil != 0 && now >= w.graceUntil:
+	case w.state == detached && w.graceUntil != 0 && now.mono >= w.graceUntil:
 		s.leave(w, now)
 		if w.t != nil {
 			s.retire(w.t, tForget, now)
 		}
-	case w.state == queued && w.pollUntil != 0 && now >= w.pollUntil:
+	case w.state == queued && w.pollUntil != 0 && now.mono >= w.pollUntil:
 		if IsTicket(w.t.id) {
 			// Nobody could resume an anonymous waiter: it leaves now.
 			w.deliver(outcome{err: ErrPollTimeout})
@@ -1048,7 +1054,7 @@ func (s *shard) waiterDeadline(w *waiter, now int64) {
 		}
 		w.state = detached
 		w.pollUntil = 0
-		w.graceUntil = after(now, s.e.cfg.PollGrace)
+		w.graceUntil = after(now.mono, s.e.cfg.PollGrace)
 		w.deliver(outcome{err: ErrPollTimeout})
 		s.schedule(w)
 	default:

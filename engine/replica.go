@@ -11,7 +11,9 @@ import (
 // standby), a snapshot of the whole state, and Apply, which replays another
 // node's changes in order. Apply takes every time from the event, never from
 // the clock, so that a standby holds exactly the active's holders, leases
-// and queues.
+// and queues. Times cross between nodes on the wall clock (Unix ns): a
+// snapshot converts each monotonic deadline against one reading of the
+// clock, and Apply converts back against its own (see Clock).
 
 // ErrNotActive: the engine is a standby and serves no calls.
 var ErrNotActive = errors.New("engine: not the active node")
@@ -79,16 +81,17 @@ func (e *Engine) Snapshot(emit func(Event), subscribed func(shard int)) {
 	for i := range e.shards {
 		s := &e.shards[i]
 		s.mu.Lock()
+		now := e.now()
 		for _, lk := range s.locks {
 			ks := &KeyState{Key: lk.key}
 			if lk.token != 0 {
-				ks.Holder = &HolderState{Token: lk.token, Lease: lk.lease, Granted: lk.granted, Expires: lk.expires}
+				ks.Holder = &HolderState{Token: lk.token, Lease: lk.lease, Granted: now.wallAt(lk.granted), Expires: now.wallAt(lk.expires)}
 				if lk.holder != nil {
 					ks.Holder.ID = lk.holder.id
 				}
 			}
 			for w := lk.head; w != nil; w = w.next {
-				ks.Waiters = append(ks.Waiters, WaiterState{ID: w.t.id, Lease: w.lease, Arrived: w.arrived, WaitUntil: w.waitUntil})
+				ks.Waiters = append(ks.Waiters, WaiterState{ID: w.t.id, Lease: w.lease, Arrived: now.wallAt(w.arrived), WaitUntil: now.wallAt(w.waitUntil)})
 			}
 			emit(Event{Kind: EventState, Key: lk.key, State: ks, Shard: i})
 		}
@@ -102,7 +105,7 @@ func (e *Engine) Snapshot(emit func(Event), subscribed func(shard int)) {
 			default:
 				continue
 			}
-			emit(Event{Kind: EventTicket, Key: t.key, WaiterID: t.id, Outcome: outcome, At: t.dl.when, Shard: i})
+			emit(Event{Kind: EventTicket, Key: t.key, WaiterID: t.id, Outcome: outcome, At: now.wallAt(t.dl.when), Shard: i})
 		}
 		subscribed(i)
 		s.mu.Unlock()
@@ -150,20 +153,21 @@ func (e *Engine) Apply(ev Event) error {
 	s := e.shard(ev.Key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := e.now()
 	switch ev.Kind {
 	case EventState:
-		s.applyState(ev.State)
+		s.applyState(ev.State, now)
 	case EventTicket:
 		t := s.ticket(ev.Key, ev.WaiterID)
 		t.state = tTimedOut
 		if ev.Outcome == "ended" {
 			t.state = tEnded
 		}
-		s.heap.set(&t.dl, ev.At)
+		s.heap.set(&t.dl, now.monoAt(ev.At))
 		s.arm()
 	case EventEnqueue:
 		lk := s.lockFor(ev.Key)
-		s.applyWaiter(lk, WaiterState{ID: ev.WaiterID, Lease: ev.Lease, Arrived: ev.At, WaitUntil: ev.WaitUntil})
+		s.applyWaiter(lk, WaiterState{ID: ev.WaiterID, Lease: ev.Lease, Arrived: ev.At, WaitUntil: ev.WaitUntil}, now)
 	case EventGrant:
 		lk := s.lockFor(ev.Key)
 		var t *ticket
@@ -177,17 +181,17 @@ func (e *Engine) Apply(ev Event) error {
 			s.heap.remove(&t.dl)
 		}
 		s.setToken(lk, ev.Token)
-		lk.lease, lk.granted, lk.expires, lk.holder = ev.Lease, ev.At, ev.ExpiresAt, t
+		lk.lease, lk.granted, lk.expires, lk.holder = ev.Lease, now.monoAt(ev.At), now.monoAt(ev.ExpiresAt), t
 	case EventRelease, EventExpire:
 		lk := s.locks[ev.Key]
 		if lk == nil || lk.token != ev.Token {
 			return nil
 		}
-		s.endGrant(lk, ev.At, ev.Kind)
+		s.endGrant(lk, now.at(ev.At), ev.Kind)
 		s.dropIfIdle(lk)
 	case EventRenew:
 		if lk := s.locks[ev.Key]; lk != nil && lk.token == ev.Token {
-			lk.lease, lk.expires = ev.Lease, ev.ExpiresAt
+			lk.lease, lk.expires = ev.Lease, now.monoAt(ev.ExpiresAt)
 		}
 	case EventLeave, EventTimeout:
 		t := s.tickets[ev.Key+"\x00"+ev.WaiterID]
@@ -199,9 +203,9 @@ func (e *Engine) Apply(ev Event) error {
 		s.dequeue(w)
 		w.lk = nil
 		if ev.Kind == EventTimeout {
-			s.retire(t, tTimedOut, ev.At)
+			s.retire(t, tTimedOut, now.at(ev.At))
 		} else {
-			s.retire(t, tForget, ev.At)
+			s.retire(t, tForget, now.at(ev.At))
 		}
 		s.dropIfIdle(lk)
 	}
@@ -233,7 +237,7 @@ func (s *shard) ticket(key, id string) *ticket {
 	return t
 }
 
-func (s *shard) applyState(ks *KeyState) {
+func (s *shard) applyState(ks *KeyState, now stamp) {
 	if ks == nil {
 		return
 	}
@@ -241,7 +245,7 @@ func (s *shard) applyState(ks *KeyState) {
 	if h := ks.Holder; h != nil {
 		s.e.tokens.observe(h.Token)
 		s.setToken(lk, h.Token)
-		lk.lease, lk.granted, lk.expires = h.Lease, h.Granted, h.Expires
+		lk.lease, lk.granted, lk.expires = h.Lease, now.monoAt(h.Granted), now.monoAt(h.Expires)
 		if h.ID != "" {
 			t := s.ticket(ks.Key, h.ID)
 			t.state, t.token = tGranted, h.Token
@@ -249,17 +253,19 @@ func (s *shard) applyState(ks *KeyState) {
 		}
 	}
 	for _, ws := range ks.Waiters {
-		s.applyWaiter(lk, ws)
+		s.applyWaiter(lk, ws, now)
 	}
 	s.dropIfIdle(lk)
 }
 
-func (s *shard) applyWaiter(lk *lock, ws WaiterState) {
+// applyWaiter queues the replicated waiter ws (times on the wall clock)
+// at the tail of lk; now converts them.
+func (s *shard) applyWaiter(lk *lock, ws WaiterState, now stamp) {
 	t := s.ticket(lk.key, ws.ID)
 	if t.w != nil {
 		return // already queued: a duplicate in the stream
 	}
-	w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), state: detached, lease: ws.Lease, arrived: ws.Arrived, waitUntil: ws.WaitUntil, dl: deadline{idx: -1}}
+	w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), state: detached, lease: ws.Lease, arrived: now.monoAt(ws.Arrived), waitUntil: now.monoAt(ws.WaitUntil), dl: deadline{idx: -1}}
 	w.dl.owner = w
 	t.state, t.w = tWaiting, w
 	s.heap.remove(&t.dl)
@@ -276,10 +282,9 @@ func (s *shard) applyWaiter(lk *lock, ws WaiterState) {
 // agree (SPEC section 1). It returns the first token the node may issue.
 func (e *Engine) Promote() uint64 {
 	now := e.now()
-	e.tokens.observe(uint64(now.Add(e.cfg.TokenMargin).UnixMicro()))
+	e.tokens.observe(uint64(addSat(now.wall, int64(e.cfg.TokenMargin)) / 1e3))
 	e.active.Store(true)
-	n := now.UnixNano()
-	grace := after(n, e.cfg.PollGrace)
+	grace := after(now.mono, e.cfg.PollGrace)
 	for i := range e.shards {
 		s := &e.shards[i]
 		s.mu.Lock()
@@ -294,7 +299,7 @@ func (e *Engine) Promote() uint64 {
 		}
 		for _, lk := range s.locks {
 			if lk.token == 0 {
-				s.grantNext(lk, n)
+				s.grantNext(lk, now)
 				s.dropIfIdle(lk)
 			}
 		}
