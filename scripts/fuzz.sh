@@ -1,6 +1,6 @@
 #!/bin/sh
-# Runs every fuzz target of the packages that parse client input, each for a
-# bounded time (FUZZTIME, default 10s). A failure leaves the crashing input
+# Runs every fuzz target of the packages that parse client input or the log's
+# records, each for a bounded time (FUZZTIME, default 10s). A failure leaves the crashing input
 # in <package>/testdata/fuzz/<Target>/: commit it, and it runs as a
 # regression test with every plain `go test`.
 #
@@ -9,7 +9,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 FUZZTIME=${FUZZTIME:-10s}
-for pkg in ./handlers/; do
+for pkg in ./handlers/ ./engine/; do
 	for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz'); do
 		echo "fuzz $pkg $target for $FUZZTIME"
 		out=$(mktemp)
