@@ -12,6 +12,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"math"
@@ -64,6 +65,11 @@ type Config struct {
 	// Standby starts the engine as a standby: it refuses calls with
 	// ErrNotActive and takes state only through Apply until Promote.
 	Standby bool
+	// Log, if set, gets every state change as a Record, under the key's
+	// shard lock, before the change is made; a change is answered only
+	// once its record is written (Log.Wait). nil keeps no log: the state
+	// lives in memory only.
+	Log Log
 	// OnEvent, if set, is called for every state change, in order per key,
 	// while the key's shard is locked: it must not block or call back into
 	// the Engine.
@@ -174,6 +180,7 @@ type Engine struct {
 	mask   uint64
 	shards []shard
 	tokens *tokens
+	log    Log // nil: no log
 
 	keys    atomic.Int64
 	waiters atomic.Int64
@@ -196,6 +203,7 @@ type shard struct {
 	armed   int64 // when the timer fires (monotonic ns, Clock); 0 = not armed
 	e       *Engine
 	idx     int
+	buf     []byte // the record being appended to the log
 }
 
 // lock is one key with a holder, waiters, or both.
@@ -244,6 +252,7 @@ type waiter struct {
 
 type outcome struct {
 	g   Grant
+	idx uint64 // the grant's log index: answered once it is written
 	err error
 }
 
@@ -271,7 +280,10 @@ type ticket struct {
 	// claimBy (monotonic ns) is nonzero while the grant to this ticket's
 	// detached waiter awaits its repeat: the lock is released then.
 	claimBy int64
-	dl      deadline
+	// idx is the log index of the grant to this ticket (0 = no log): a
+	// repeat answered with the grant waits until it is written.
+	idx uint64
+	dl  deadline
 }
 
 // New returns an Engine with its timers and background writer running;
@@ -320,6 +332,7 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg:    cfg,
 		clock:  cfg.Clock,
+		log:    cfg.Log,
 		base:   time.Now(),
 		seed:   maphash.MakeSeed(),
 		mask:   uint64(n - 1),
@@ -471,17 +484,18 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 		t.dl.owner = t
 	}
 	if lk.token == 0 && lk.head == nil {
-		g, err := s.grant(lk, t, lease, now, now.mono)
+		tok, idx, err := s.logGrant(lk, t, lease, now, 0)
 		if err != nil {
 			s.dropIfIdle(lk)
 			s.mu.Unlock()
 			return Grant{}, err
 		}
+		g := s.grant(lk, t, tok, idx, lease, now, now.mono)
 		if t != nil {
 			s.tickets[tid] = t
 		}
 		s.mu.Unlock()
-		return g, nil
+		return s.settle(g, idx, t)
 	}
 	if lk.n >= e.cfg.MaxWaitersPerKey || e.waiters.Load() >= int64(e.cfg.MaxWaiters) {
 		s.mu.Unlock()
@@ -503,6 +517,14 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	if e.cfg.PollTimeout > 0 {
 		w.pollUntil = after(now.mono, e.cfg.PollTimeout)
 	}
+	if s.logged() {
+		r := Record{Kind: RecEnqueue, Key: lk.key, WaiterID: t.id, Lease: lease, At: now.wall, WaitUntil: now.wallAt(w.waitUntil)}
+		if _, err := s.append(&r); err != nil {
+			s.dropIfIdle(lk)
+			s.mu.Unlock()
+			return Grant{}, err
+		}
+	}
 	t.w = w
 	s.tickets[tid] = t
 	lk.enqueue(w)
@@ -521,13 +543,23 @@ func (s *shard) repeat(ctx context.Context, t *ticket, now stamp) (Grant, error)
 	case tGranted:
 		lk := s.locks[t.key]
 		g := lk.grantInfo(now)
-		t.answers++
+		idx := t.idx
 		if t.claimBy != 0 {
+			if s.logged() {
+				// The claim deadline ends: the repeat takes the grant.
+				r := Record{Kind: RecClaim, Key: lk.key, Token: lk.token, WaiterID: t.id}
+				var err error
+				if idx, err = s.append(&r); err != nil {
+					s.mu.Unlock()
+					return Grant{}, err
+				}
+			}
 			t.claimBy = 0
 			s.armLease(lk)
 		}
+		t.answers++
 		s.mu.Unlock()
-		return g, nil
+		return s.settle(g, idx, t)
 	case tTimedOut:
 		s.mu.Unlock()
 		return Grant{}, ErrTimeout
@@ -556,7 +588,10 @@ func (s *shard) repeat(ctx context.Context, t *ticket, now stamp) (Grant, error)
 func (s *shard) await(ctx context.Context, w *waiter, ch chan outcome) (Grant, error) {
 	select {
 	case o := <-ch:
-		return o.g, o.err
+		if o.err != nil {
+			return Grant{}, o.err
+		}
+		return s.settle(o.g, o.idx, w.t)
 	case <-ctx.Done():
 	}
 	s.mu.Lock()
@@ -598,6 +633,13 @@ func (s *shard) undeliverable(lk *lock, token uint64, t *ticket) {
 	}
 	now := s.e.now()
 	if lk.token == token {
+		if s.logged() {
+			r := Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}
+			if _, err := s.append(&r); err != nil {
+				// Not logged, not made: the grant ends at its lease.
+				return
+			}
+		}
 		s.endGrant(lk, now, EventRelease)
 		s.grantNext(lk, now)
 	}
@@ -631,32 +673,46 @@ func (e *Engine) Abandon(g Grant, id string) {
 
 // Release ends the grant with token on key and hands the lock to the first
 // waiter with a new token, in the same step. It returns ErrNotHeld when
-// nobody holds key, ErrNotHolder when another token does, ErrClosed, or an
-// *ArgError for a bad key.
+// nobody holds key, ErrNotHolder when another token does, ErrClosed,
+// ErrUnavailable when the log cannot take the change (then nothing
+// changed) or did not write it, or an *ArgError for a bad key. With a Log
+// it returns once the release is written.
 func (e *Engine) Release(key string, token uint64) error {
 	if err := CheckKey(key); err != nil {
 		return err
 	}
 	s := e.shard(key)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err := e.serving(); err != nil {
+		s.mu.Unlock()
 		return err
 	}
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
+		s.mu.Unlock()
 		return err
 	}
 	now := e.now()
+	var idx uint64
+	if s.logged() {
+		r := Record{Kind: RecRelease, Key: key, Token: token, At: now.wall}
+		var err error
+		if idx, err = s.append(&r); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+	}
 	s.endGrant(lk, now, EventRelease)
 	s.grantNext(lk, now)
 	s.dropIfIdle(lk)
-	return nil
+	s.mu.Unlock()
+	return e.waitLogged(idx)
 }
 
 // Renew restarts the lease of the grant with token on key from now, with
-// lease (0 = the grant's lease). It returns the renewed Grant, or the errors
-// of Release, or an *ArgError for a bad lease.
+// lease (0 = the grant's lease). It returns the renewed Grant (with a Log,
+// once the renewal is written), or the errors of Release, or an *ArgError
+// for a bad lease.
 func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, error) {
 	if err := CheckKey(key); err != nil {
 		return Grant{}, err
@@ -669,24 +725,40 @@ func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, er
 	}
 	s := e.shard(key)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err := e.serving(); err != nil {
+		s.mu.Unlock()
 		return Grant{}, err
 	}
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
+		s.mu.Unlock()
 		return Grant{}, err
 	}
 	if lease == 0 {
 		lease = lk.lease
 	}
 	now := e.now()
+	expires := after(now.mono, lease)
+	var idx uint64
+	if s.logged() {
+		r := Record{Kind: RecRenew, Key: key, Token: token, Lease: lease, At: now.wall, Expires: now.wallAt(expires)}
+		var err error
+		if idx, err = s.append(&r); err != nil {
+			s.mu.Unlock()
+			return Grant{}, err
+		}
+	}
 	lk.lease = lease
-	lk.expires = after(now.mono, lease)
+	lk.expires = expires
 	lk.clearClaim()
 	s.armLease(lk)
 	s.emit(Event{Kind: EventRenew, Key: key, Token: token, Lease: lease, At: now.wall, ExpiresAt: now.wallAt(lk.expires)})
-	return lk.grantInfo(now), nil
+	g := lk.grantInfo(now)
+	s.mu.Unlock()
+	if err := e.waitLogged(idx); err != nil {
+		return Grant{}, err
+	}
+	return g, nil
 }
 
 // Status returns a snapshot of key; a key nobody holds or waits for has a
@@ -816,12 +888,34 @@ func (w *waiter) deliver(o outcome) {
 	}
 }
 
-// grant makes lk held under a new token for t (may be nil). s.mu is held.
-func (s *shard) grant(lk *lock, t *ticket, lease time.Duration, now stamp, arrived int64) (Grant, error) {
+// logGrant decides a grant of lk to t (may be nil): it issues the token
+// and writes the grant's record (claimBy, monotonic, is the claim deadline
+// of a grant to a detached waiter; 0 = none). It returns the token and the
+// record's index (0 without a log), or ErrTokenSpace, the error of writing
+// the token's high-water mark, or an error wrapping ErrUnavailable; lk is
+// unchanged either way. s.mu is held.
+func (s *shard) logGrant(lk *lock, t *ticket, lease time.Duration, now stamp, claimBy int64) (uint64, uint64, error) {
 	tok, err := s.e.tokens.next(now.wall)
 	if err != nil {
-		return Grant{}, err
+		return 0, 0, err
 	}
+	if !s.logged() {
+		return tok, 0, nil
+	}
+	r := Record{Kind: RecGrant, Key: lk.key, Token: tok, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease)), Until: now.wallAt(claimBy)}
+	if t != nil {
+		r.WaiterID = t.id
+	}
+	idx, err := s.append(&r)
+	if err != nil {
+		return 0, 0, err
+	}
+	return tok, idx, nil
+}
+
+// grant makes lk held under token tok (logGrant's, with log index idx) for
+// t (may be nil). s.mu is held.
+func (s *shard) grant(lk *lock, t *ticket, tok, idx uint64, lease time.Duration, now stamp, arrived int64) Grant {
 	s.setToken(lk, tok)
 	lk.lease = lease
 	lk.granted = now.mono
@@ -833,6 +927,7 @@ func (s *shard) grant(lk *lock, t *ticket, lease time.Duration, now stamp, arriv
 		t.token = tok
 		t.w = nil
 		t.answers = 1
+		t.idx = idx
 		s.heap.remove(&t.dl)
 	}
 	ev := Event{Kind: EventGrant, Key: lk.key, Token: tok, Lease: lease, At: now.wall, ExpiresAt: now.wallAt(lk.expires), Waited: time.Duration(now.mono - arrived), Waiters: lk.n}
@@ -841,7 +936,7 @@ func (s *shard) grant(lk *lock, t *ticket, lease time.Duration, now stamp, arriv
 	}
 	s.armLease(lk)
 	s.emit(ev)
-	return lk.grantInfo(now), nil
+	return lk.grantInfo(now)
 }
 
 // endGrant frees lk; the holder's ticket is retired as ended. s.mu is held.
@@ -864,8 +959,18 @@ func (s *shard) endGrant(lk *lock, now stamp, kind EventKind) {
 func (s *shard) grantNext(lk *lock, now stamp) {
 	for lk.token == 0 && lk.head != nil {
 		w := lk.head
+		var claimBy int64
+		if w.state == detached {
+			claimBy = w.graceUntil
+		}
+		tok, idx, err := s.logGrant(lk, w.t, w.lease, now, claimBy)
+		if errors.Is(err, ErrUnavailable) {
+			// The log refused the grant: nothing changed, the first
+			// waiter keeps its place, and the grant is tried again.
+			s.retryLater(&lk.dl, now)
+			return
+		}
 		s.dequeue(w)
-		g, err := s.grant(lk, w.t, w.lease, now, w.arrived)
 		if err != nil {
 			// Only a failing disk or 2^53 tokens end here: the waiter is
 			// told, the lock stays free.
@@ -875,10 +980,11 @@ func (s *shard) grantNext(lk *lock, now stamp) {
 			w.deliver(outcome{err: err})
 			continue
 		}
+		g := s.grant(lk, w.t, tok, idx, w.lease, now, w.arrived)
 		if w.state == detached {
 			// Its request is gone, its repeat is due within the grace: keep
 			// the grant for it that long, then release.
-			w.t.claimBy = w.graceUntil
+			w.t.claimBy = claimBy
 			w.t.answers = 0
 			s.armLease(lk)
 			continue
@@ -888,8 +994,18 @@ func (s *shard) grantNext(lk *lock, now stamp) {
 			lk.holder = nil
 			s.retire(w.t, tForget, now)
 		}
-		w.deliver(outcome{g: g})
+		w.deliver(outcome{g: g, idx: idx})
 	}
+}
+
+// retryLater arms d (a lock's or a waiter's deadline) to try a change the
+// log refused again after logRetry. s.mu is held.
+func (s *shard) retryLater(d *deadline, now stamp) {
+	if !s.e.active.Load() {
+		return
+	}
+	s.heap.set(d, after(now.mono, logRetry))
+	s.arm()
 }
 
 // dequeue takes w out of its queue and the heap. s.mu is held.
@@ -899,9 +1015,16 @@ func (s *shard) dequeue(w *waiter) {
 	s.e.waiters.Add(-1)
 }
 
-// leave removes a waiter that went away. s.mu is held.
+// leave removes a waiter that went away. The leave is logged if the log
+// takes it; if not, the waiter leaves all the same (its request is gone):
+// a replay then finds it queued, and keeps it only as a detached waiter
+// keeps its place, for PollGrace. s.mu is held.
 func (s *shard) leave(w *waiter, now stamp) {
 	lk := w.lk
+	if s.logged() {
+		r := Record{Kind: RecLeave, Key: lk.key, WaiterID: w.t.id, At: now.wall}
+		_, _ = s.append(&r)
+	}
 	s.dequeue(w)
 	w.lk = nil
 	s.emit(Event{Kind: EventLeave, Key: lk.key, WaiterID: w.t.id, At: now.wall, Waiters: lk.n})
@@ -937,6 +1060,7 @@ func (s *shard) setToken(lk *lock, tok uint64) {
 // dropIfIdle frees the state of a key with no holder and no waiters.
 func (s *shard) dropIfIdle(lk *lock) {
 	if lk.token == 0 && lk.head == nil && s.locks[lk.key] == lk {
+		s.heap.remove(&lk.dl) // a grant to retry, if the log refused one
 		delete(s.locks, lk.key)
 		s.e.keys.Add(-1)
 	}
@@ -1021,7 +1145,17 @@ func (s *shard) fire() {
 // detached waiter was never claimed) and hands it on.
 func (s *shard) expire(lk *lock, now stamp) {
 	if lk.token == 0 {
+		// A grant to the next waiter that the log refused: again.
+		s.grantNext(lk, now)
+		s.dropIfIdle(lk)
 		return
+	}
+	if s.logged() {
+		r := Record{Kind: RecExpire, Key: lk.key, Token: lk.token, At: now.wall}
+		if _, err := s.append(&r); err != nil {
+			s.retryLater(&lk.dl, now)
+			return
+		}
 	}
 	s.endGrant(lk, now, EventExpire)
 	s.grantNext(lk, now)
@@ -1032,6 +1166,13 @@ func (s *shard) waiterDeadline(w *waiter, now stamp) {
 	lk := w.lk
 	switch {
 	case w.waitUntil != 0 && now.mono >= w.waitUntil:
+		if s.logged() {
+			r := Record{Kind: RecTimeout, Key: lk.key, WaiterID: w.t.id, At: now.wall, Until: now.wallAt(after(now.mono, s.e.cfg.Retention))}
+			if _, err := s.append(&r); err != nil {
+				s.retryLater(&w.dl, now)
+				return
+			}
+		}
 		s.dequeue(w)
 		w.lk = nil
 		s.retire(w.t, tTimedOut, now)
@@ -1052,9 +1193,17 @@ func (s *shard) waiterDeadline(w *waiter, now stamp) {
 			s.leave(w, now)
 			return
 		}
+		grace := after(now.mono, s.e.cfg.PollGrace)
+		if s.logged() {
+			r := Record{Kind: RecDetach, Key: lk.key, WaiterID: w.t.id, At: now.wall, Until: now.wallAt(grace)}
+			if _, err := s.append(&r); err != nil {
+				s.retryLater(&w.dl, now)
+				return
+			}
+		}
 		w.state = detached
 		w.pollUntil = 0
-		w.graceUntil = after(now.mono, s.e.cfg.PollGrace)
+		w.graceUntil = grace
 		w.deliver(outcome{err: ErrPollTimeout})
 		s.schedule(w)
 	default:
