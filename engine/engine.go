@@ -14,12 +14,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // Config sets up an Engine. The zero value of a field means its default,
@@ -176,7 +177,6 @@ type Engine struct {
 	clock  Clock        // nil: the system clock
 	base   time.Time    // the system clock's monotonic origin
 	offset atomic.Int64 // wall - mono, to within offsetSlack (see now)
-	seed   maphash.Seed
 	mask   uint64
 	shards []shard
 	tokens *tokens
@@ -334,7 +334,6 @@ func New(cfg Config) (*Engine, error) {
 		clock:  cfg.Clock,
 		log:    cfg.Log,
 		base:   time.Now(),
-		seed:   maphash.MakeSeed(),
 		mask:   uint64(n - 1),
 		shards: make([]shard, n),
 		tokens: tok,
@@ -397,8 +396,12 @@ func (e *Engine) Counts() (keys, waiters int) {
 	return int(e.keys.Load()), int(e.waiters.Load())
 }
 
+// shard returns key's shard. The hash is fixed (xxhash, no seed), so that
+// every process with the same Shards puts a key in the same shard: a
+// snapshot taken shard by shard, each at its own log index, and a replay of
+// the log afterwards agree on which records a shard's dump already holds.
 func (e *Engine) shard(key string) *shard {
-	return &e.shards[maphash.String(e.seed, key)&e.mask]
+	return &e.shards[xxhash.Sum64String(key)&e.mask]
 }
 
 // CheckKey reports whether key is a valid lock name: 1 to MaxKeyBytes bytes
