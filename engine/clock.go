@@ -9,7 +9,7 @@ import (
 // one instant twice:
 //
 //   - mono, in nanoseconds from an arbitrary origin fixed for the life of
-//     the process, always > 0: a monotonic reading that never steps.
+//     the process, 0 <= mono < 2^61: a monotonic reading that never steps.
 //     Every lease, wait, poll, grace, claim and retention deadline of a
 //     running Engine is an instant on it, and its timers wait on it.
 //   - wall, the wall-clock reading in Unix nanoseconds. It is used only
@@ -29,9 +29,16 @@ type Clock interface {
 	Now() (mono, wall int64)
 }
 
+// monoBase is added to every monotonic reading, so that an instant up to
+// 146 years before the clock's origin (a time replayed from the log, or
+// replicated from another node, that is older than this process) still
+// has a monotonic instant: the Engine's instants are all > 0 and never 0
+// (which means "no deadline").
+const monoBase = int64(1) << 62
+
 // stamp is one reading of the Engine's clock: now on both scales.
 type stamp struct {
-	mono int64 // monotonic ns (Clock), > 0
+	mono int64 // monotonic ns: Clock's reading + monoBase
 	wall int64 // Unix ns: mono plus the Engine's offset between the clocks
 }
 
@@ -99,8 +106,9 @@ func (e *Engine) now() stamp {
 		m, w = e.clock.Now()
 	} else {
 		t := time.Now()
-		m, w = int64(t.Sub(e.base))+1, t.UnixNano()
+		m, w = int64(t.Sub(e.base)), t.UnixNano()
 	}
+	m += monoBase
 	off := e.offset.Load()
 	if d := w - m - off; d > offsetSlack || d < -offsetSlack {
 		off = w - m
@@ -113,7 +121,7 @@ func (e *Engine) now() stamp {
 func (e *Engine) monoNow() int64 {
 	if e.clock != nil {
 		m, _ := e.clock.Now()
-		return m
+		return m + monoBase
 	}
-	return int64(time.Since(e.base)) + 1
+	return int64(time.Since(e.base)) + monoBase
 }

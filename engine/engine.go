@@ -481,22 +481,21 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 		}
 		lk = s.lockFor(req.Key)
 	}
-	var t *ticket
-	if req.ID != "" {
-		t = &ticket{id: req.ID, key: lk.key, dl: deadline{idx: -1}}
-		t.dl.owner = t
-	}
 	if lk.token == 0 && lk.head == nil {
-		tok, idx, err := s.logGrant(lk, t, lease, now, 0)
+		r := Record{Kind: RecGrant, Key: lk.key, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease)), WaiterID: req.ID}
+		idx, err := s.logGrant(&r, now)
 		if err != nil {
 			s.dropIfIdle(lk)
 			s.mu.Unlock()
 			return Grant{}, err
 		}
-		g := s.grant(lk, t, tok, idx, lease, now, now.mono)
-		if t != nil {
-			s.tickets[tid] = t
+		s.apply(lk, &r, now)
+		var t *ticket
+		if req.ID != "" {
+			t = s.tickets[tid]
+			t.answers, t.idx = 1, idx
 		}
+		g := lk.grantInfo(now)
 		s.mu.Unlock()
 		return s.settle(g, idx, t)
 	}
@@ -504,36 +503,29 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 		s.mu.Unlock()
 		return Grant{}, ErrTooManyWaiters
 	}
-	if t == nil {
+	id := req.ID
+	if id == "" {
 		// A queued waiter always has an ID, so that it can be resumed on
 		// another node after a handoff (the ticket travels in a redirect).
-		t = &ticket{id: newTicketID(), key: lk.key, dl: deadline{idx: -1}}
-		t.dl.owner = t
-		tid = req.Key + "\x00" + t.id
+		id = newTicketID()
 	}
-	w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), lease: lease, arrived: now.mono, dl: deadline{idx: -1}}
-	w.dl.owner = w
+	r := Record{Kind: RecEnqueue, Key: lk.key, WaiterID: id, Lease: lease, At: now.wall}
 	if wait > 0 {
 		// A wait too long to have an end (past the year 2262) has none.
-		w.waitUntil = after(now.mono, wait)
+		r.WaitUntil = now.wallAt(after(now.mono, wait))
 	}
+	if _, err := s.record(&r); err != nil {
+		s.dropIfIdle(lk)
+		s.mu.Unlock()
+		return Grant{}, err
+	}
+	w := s.apply(lk, &r, now)
+	// The request parks on w: an active's own part of the change.
+	w.state = queued
 	if e.cfg.PollTimeout > 0 {
 		w.pollUntil = after(now.mono, e.cfg.PollTimeout)
 	}
-	if s.logged() {
-		r := Record{Kind: RecEnqueue, Key: lk.key, WaiterID: t.id, Lease: lease, At: now.wall, WaitUntil: now.wallAt(w.waitUntil)}
-		if _, err := s.append(&r); err != nil {
-			s.dropIfIdle(lk)
-			s.mu.Unlock()
-			return Grant{}, err
-		}
-	}
-	t.w = w
-	s.tickets[tid] = t
-	lk.enqueue(w)
-	e.waiters.Add(1)
 	s.schedule(w)
-	s.emit(Event{Kind: EventEnqueue, Key: lk.key, WaiterID: t.id, Lease: lease, At: now.wall, WaitUntil: now.wallAt(w.waitUntil), Waiters: lk.n})
 	ch := w.ch
 	s.mu.Unlock()
 	return s.await(ctx, w, ch)
@@ -548,17 +540,17 @@ func (s *shard) repeat(ctx context.Context, t *ticket, now stamp) (Grant, error)
 		g := lk.grantInfo(now)
 		idx := t.idx
 		if t.claimBy != 0 {
-			if s.logged() {
-				// The claim deadline ends: the repeat takes the grant.
-				r := Record{Kind: RecClaim, Key: lk.key, Token: lk.token, WaiterID: t.id}
-				var err error
-				if idx, err = s.append(&r); err != nil {
-					s.mu.Unlock()
-					return Grant{}, err
-				}
+			// The claim deadline ends: the repeat takes the grant.
+			r := Record{Kind: RecClaim, Key: lk.key, Token: lk.token, WaiterID: t.id}
+			var err error
+			if idx, err = s.record(&r); err != nil {
+				s.mu.Unlock()
+				return Grant{}, err
 			}
-			t.claimBy = 0
-			s.armLease(lk)
+			if idx == 0 {
+				idx = t.idx
+			}
+			s.apply(lk, &r, now)
 		}
 		t.answers++
 		s.mu.Unlock()
@@ -613,9 +605,6 @@ func (s *shard) await(ctx context.Context, w *waiter, ch chan outcome) (Grant, e
 		return Grant{}, ctx.Err()
 	}
 	s.leave(w, s.e.now())
-	if w.t != nil {
-		delete(s.tickets, w.t.key+"\x00"+w.t.id)
-	}
 	return Grant{}, ctx.Err()
 }
 
@@ -636,14 +625,16 @@ func (s *shard) undeliverable(lk *lock, token uint64, t *ticket) {
 	}
 	now := s.e.now()
 	if lk.token == token {
-		if s.logged() {
-			r := Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}
-			if _, err := s.append(&r); err != nil {
-				// Not logged, not made: the grant ends at its lease.
-				return
-			}
+		// The release names the waiter ID, which is forgotten with it.
+		r := Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}
+		if t != nil && lk.holder == t {
+			r.WaiterID = t.id
 		}
-		s.endGrant(lk, now, EventRelease)
+		if _, err := s.record(&r); err != nil {
+			// Not logged, not made: the grant ends at its lease.
+			return
+		}
+		s.apply(lk, &r, now)
 		s.grantNext(lk, now)
 	}
 	if t != nil {
@@ -696,16 +687,13 @@ func (e *Engine) Release(key string, token uint64) error {
 		return err
 	}
 	now := e.now()
-	var idx uint64
-	if s.logged() {
-		r := Record{Kind: RecRelease, Key: key, Token: token, At: now.wall}
-		var err error
-		if idx, err = s.append(&r); err != nil {
-			s.mu.Unlock()
-			return err
-		}
+	r := Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}
+	idx, err := s.record(&r)
+	if err != nil {
+		s.mu.Unlock()
+		return err
 	}
-	s.endGrant(lk, now, EventRelease)
+	s.apply(lk, &r, now)
 	s.grantNext(lk, now)
 	s.dropIfIdle(lk)
 	s.mu.Unlock()
@@ -741,21 +729,13 @@ func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, er
 		lease = lk.lease
 	}
 	now := e.now()
-	expires := after(now.mono, lease)
-	var idx uint64
-	if s.logged() {
-		r := Record{Kind: RecRenew, Key: key, Token: token, Lease: lease, At: now.wall, Expires: now.wallAt(expires)}
-		var err error
-		if idx, err = s.append(&r); err != nil {
-			s.mu.Unlock()
-			return Grant{}, err
-		}
+	r := Record{Kind: RecRenew, Key: lk.key, Token: token, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease))}
+	idx, err := s.record(&r)
+	if err != nil {
+		s.mu.Unlock()
+		return Grant{}, err
 	}
-	lk.lease = lease
-	lk.expires = expires
-	lk.clearClaim()
-	s.armLease(lk)
-	s.emit(Event{Kind: EventRenew, Key: key, Token: token, Lease: lease, At: now.wall, ExpiresAt: now.wallAt(lk.expires)})
+	s.apply(lk, &r, now)
 	g := lk.grantInfo(now)
 	s.mu.Unlock()
 	if err := e.waitLogged(idx); err != nil {
@@ -891,55 +871,18 @@ func (w *waiter) deliver(o outcome) {
 	}
 }
 
-// logGrant decides a grant of lk to t (may be nil): it issues the token
-// and writes the grant's record (claimBy, monotonic, is the claim deadline
-// of a grant to a detached waiter; 0 = none). It returns the token and the
-// record's index (0 without a log), or ErrTokenSpace, the error of writing
-// the token's high-water mark, or an error wrapping ErrUnavailable; lk is
-// unchanged either way. s.mu is held.
-func (s *shard) logGrant(lk *lock, t *ticket, lease time.Duration, now stamp, claimBy int64) (uint64, uint64, error) {
+// logGrant decides the grant r (a RecGrant without its token): it issues
+// the token into r.Token and writes r to the log. It returns the record's
+// index (0 without a log), or ErrTokenSpace, the error of writing the
+// token's high-water mark, or an error wrapping ErrUnavailable; nothing
+// has changed then but a token skipped. s.mu is held.
+func (s *shard) logGrant(r *Record, now stamp) (uint64, error) {
 	tok, err := s.e.tokens.next(now.wall)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
-	if !s.logged() {
-		return tok, 0, nil
-	}
-	r := Record{Kind: RecGrant, Key: lk.key, Token: tok, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease)), Until: now.wallAt(claimBy)}
-	if t != nil {
-		r.WaiterID = t.id
-	}
-	idx, err := s.append(&r)
-	if err != nil {
-		return 0, 0, err
-	}
-	return tok, idx, nil
-}
-
-// grant makes lk held under token tok (logGrant's, with log index idx) for
-// t (may be nil). s.mu is held.
-func (s *shard) grant(lk *lock, t *ticket, tok, idx uint64, lease time.Duration, now stamp, arrived int64) Grant {
-	s.setToken(lk, tok)
-	lk.lease = lease
-	lk.granted = now.mono
-	lk.expires = after(now.mono, lease)
-	lk.holder = t
-	if t != nil {
-		t.claimBy = 0
-		t.state = tGranted
-		t.token = tok
-		t.w = nil
-		t.answers = 1
-		t.idx = idx
-		s.heap.remove(&t.dl)
-	}
-	ev := Event{Kind: EventGrant, Key: lk.key, Token: tok, Lease: lease, At: now.wall, ExpiresAt: now.wallAt(lk.expires), Waited: time.Duration(now.mono - arrived), Waiters: lk.n}
-	if t != nil {
-		ev.WaiterID = t.id
-	}
-	s.armLease(lk)
-	s.emit(ev)
-	return lk.grantInfo(now)
+	r.Token = tok
+	return s.record(r)
 }
 
 // endGrant frees lk; the holder's ticket is retired as ended. s.mu is held.
@@ -962,42 +905,33 @@ func (s *shard) endGrant(lk *lock, now stamp, kind EventKind) {
 func (s *shard) grantNext(lk *lock, now stamp) {
 	for lk.token == 0 && lk.head != nil {
 		w := lk.head
-		var claimBy int64
+		r := Record{Kind: RecGrant, Key: lk.key, Lease: w.lease, At: now.wall, Expires: now.wallAt(after(now.mono, w.lease)), WaiterID: w.t.id}
 		if w.state == detached {
-			claimBy = w.graceUntil
+			// Its request is gone, its repeat is due within the grace: the
+			// grant waits that long to be claimed, then is released.
+			r.Until = now.wallAt(w.graceUntil)
 		}
-		tok, idx, err := s.logGrant(lk, w.t, w.lease, now, claimBy)
+		idx, err := s.logGrant(&r, now)
 		if errors.Is(err, ErrUnavailable) {
 			// The log refused the grant: nothing changed, the first
 			// waiter keeps its place, and the grant is tried again.
 			s.retryLater(&lk.dl, now)
 			return
 		}
-		s.dequeue(w)
 		if err != nil {
 			// Only a failing disk or 2^53 tokens end here: the waiter is
 			// told, the lock stays free.
-			if w.t != nil {
-				s.retire(w.t, tForget, now)
-			}
+			s.dequeue(w)
+			s.retire(w.t, tForget, now)
 			w.deliver(outcome{err: err})
 			continue
 		}
-		g := s.grant(lk, w.t, tok, idx, w.lease, now, w.arrived)
+		s.apply(lk, &r, now)
 		if w.state == detached {
-			// Its request is gone, its repeat is due within the grace: keep
-			// the grant for it that long, then release.
-			w.t.claimBy = claimBy
-			w.t.answers = 0
-			s.armLease(lk)
 			continue
 		}
-		if IsTicket(w.t.id) {
-			// Delivered to a caller with no ID of its own: nobody can repeat.
-			lk.holder = nil
-			s.retire(w.t, tForget, now)
-		}
-		w.deliver(outcome{g: g, idx: idx})
+		w.t.answers, w.t.idx = 1, idx
+		w.deliver(outcome{g: lk.grantInfo(now), idx: idx})
 	}
 }
 
@@ -1018,20 +952,14 @@ func (s *shard) dequeue(w *waiter) {
 	s.e.waiters.Add(-1)
 }
 
-// leave removes a waiter that went away. The leave is logged if the log
-// takes it; if not, the waiter leaves all the same (its request is gone):
-// a replay then finds it queued, and keeps it only as a detached waiter
-// keeps its place, for PollGrace. s.mu is held.
+// leave removes a waiter that went away, and forgets its waiter ID. The
+// leave is logged if the log takes it; if not, the waiter leaves all the
+// same (its request is gone): a replay then finds it queued, and keeps it
+// only as a detached waiter keeps its place, for PollGrace. s.mu is held.
 func (s *shard) leave(w *waiter, now stamp) {
-	lk := w.lk
-	if s.logged() {
-		r := Record{Kind: RecLeave, Key: lk.key, WaiterID: w.t.id, At: now.wall}
-		_, _ = s.append(&r)
-	}
-	s.dequeue(w)
-	w.lk = nil
-	s.emit(Event{Kind: EventLeave, Key: lk.key, WaiterID: w.t.id, At: now.wall, Waiters: lk.n})
-	s.dropIfIdle(lk)
+	r := Record{Kind: RecLeave, Key: w.lk.key, WaiterID: w.t.id, At: now.wall}
+	_, _ = s.record(&r)
+	s.apply(w.lk, &r, now)
 }
 
 // retire ends a ticket: with tForget it is forgotten, otherwise it is
@@ -1153,42 +1081,32 @@ func (s *shard) expire(lk *lock, now stamp) {
 		s.dropIfIdle(lk)
 		return
 	}
-	if s.logged() {
-		r := Record{Kind: RecExpire, Key: lk.key, Token: lk.token, At: now.wall}
-		if _, err := s.append(&r); err != nil {
-			s.retryLater(&lk.dl, now)
-			return
-		}
+	r := Record{Kind: RecExpire, Key: lk.key, Token: lk.token, At: now.wall}
+	if _, err := s.record(&r); err != nil {
+		s.retryLater(&lk.dl, now)
+		return
 	}
-	s.endGrant(lk, now, EventExpire)
+	s.apply(lk, &r, now)
 	s.grantNext(lk, now)
 	s.dropIfIdle(lk)
 }
 
+// waiterDeadline handles w's wait, grace or poll deadline that passed.
 func (s *shard) waiterDeadline(w *waiter, now stamp) {
-	lk := w.lk
 	switch {
 	case w.waitUntil != 0 && now.mono >= w.waitUntil:
-		if s.logged() {
-			r := Record{Kind: RecTimeout, Key: lk.key, WaiterID: w.t.id, At: now.wall, Until: now.wallAt(after(now.mono, s.e.cfg.Retention))}
-			if _, err := s.append(&r); err != nil {
-				s.retryLater(&w.dl, now)
-				return
-			}
+		r := Record{Kind: RecTimeout, Key: w.lk.key, WaiterID: w.t.id, At: now.wall, Until: now.wallAt(after(now.mono, s.e.cfg.Retention))}
+		if _, err := s.record(&r); err != nil {
+			s.retryLater(&w.dl, now)
+			return
 		}
-		s.dequeue(w)
-		w.lk = nil
-		s.retire(w.t, tTimedOut, now)
-		if w.state == queued {
+		queuedReq := w.state == queued
+		s.apply(w.lk, &r, now)
+		if queuedReq {
 			w.deliver(outcome{err: ErrTimeout})
 		}
-		s.emit(Event{Kind: EventTimeout, Key: lk.key, WaiterID: w.t.id, At: now.wall, Waiters: lk.n, Waited: time.Duration(now.mono - w.arrived)})
-		s.dropIfIdle(lk)
 	case w.state == detached && w.graceUntil != 0 && now.mono >= w.graceUntil:
 		s.leave(w, now)
-		if w.t != nil {
-			s.retire(w.t, tForget, now)
-		}
 	case w.state == queued && w.pollUntil != 0 && now.mono >= w.pollUntil:
 		if IsTicket(w.t.id) {
 			// Nobody could resume an anonymous waiter: it leaves now.
@@ -1196,19 +1114,13 @@ func (s *shard) waiterDeadline(w *waiter, now stamp) {
 			s.leave(w, now)
 			return
 		}
-		grace := after(now.mono, s.e.cfg.PollGrace)
-		if s.logged() {
-			r := Record{Kind: RecDetach, Key: lk.key, WaiterID: w.t.id, At: now.wall, Until: now.wallAt(grace)}
-			if _, err := s.append(&r); err != nil {
-				s.retryLater(&w.dl, now)
-				return
-			}
+		r := Record{Kind: RecDetach, Key: w.lk.key, WaiterID: w.t.id, At: now.wall, Until: now.wallAt(after(now.mono, s.e.cfg.PollGrace))}
+		if _, err := s.record(&r); err != nil {
+			s.retryLater(&w.dl, now)
+			return
 		}
-		w.state = detached
-		w.pollUntil = 0
-		w.graceUntil = grace
+		s.apply(w.lk, &r, now)
 		w.deliver(outcome{err: ErrPollTimeout})
-		s.schedule(w)
 	default:
 		s.schedule(w)
 	}

@@ -40,8 +40,14 @@ func (s *shard) append(r *Record) (uint64, error) {
 	return idx, nil
 }
 
-// logged reports whether the Engine writes a log.
-func (s *shard) logged() bool { return s.e.log != nil }
+// record writes r to the log, if the Engine keeps one: its index, 0
+// without a log, or an error wrapping ErrUnavailable. s.mu is held.
+func (s *shard) record(r *Record) (uint64, error) {
+	if s.e.log == nil {
+		return 0, nil
+	}
+	return s.append(r)
+}
 
 // settle waits until the grant g, made at log index idx, is written, and
 // only then lets it be answered. When the log cannot write it, the grant

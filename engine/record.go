@@ -28,10 +28,14 @@ type RecordKind uint8
 const (
 	// RecGrant: Key granted under Token with Lease, at At, expiring at
 	// Expires; WaiterID is the waiter ID it was granted to ("" for an
-	// acquire without one that was granted at once).
+	// acquire without one that was granted at once), which leaves the
+	// queue if it is in it. Until, when set, is the claim deadline of a
+	// grant to a detached waiter: released then unless a repeat claims it.
 	RecGrant RecordKind = 1
 	// RecRelease: the grant Token on Key was released at At (by its
-	// holder, an operator, or because its answer could not be delivered).
+	// holder, or by an operator). With WaiterID (the holder's), its answer
+	// could not be delivered: the waiter ID is forgotten, not remembered
+	// as ended, so that a retry queues afresh.
 	RecRelease RecordKind = 2
 	// RecExpire: the grant Token on Key was taken back at At (its lease
 	// ran out, or its claim deadline passed).
@@ -50,8 +54,9 @@ const (
 	// RecDetach: WaiterID's request on Key went away at At while its
 	// place is kept until Until (its grace), for a repeat to resume it.
 	RecDetach RecordKind = 8
-	// RecClaim: the grant Token on Key, made to WaiterID's detached
-	// request, awaits its repeat until Until; it is released then.
+	// RecClaim: the claim deadline of the grant Token on Key, made to
+	// WaiterID's detached request, is now Until; 0: a repeat claimed the
+	// grant, and its lease alone decides again.
 	RecClaim RecordKind = 9
 	// RecOutcome: WaiterID's outcome on Key (Outcome) is remembered until
 	// Until, for repeats with the same Idempotency-Key.

@@ -9,9 +9,9 @@ import (
 
 // This file holds what a cluster needs from the engine: the roles (active,
 // standby), a snapshot of the whole state, and Apply, which replays another
-// node's changes in order. Apply takes every time from the event, never from
-// the clock, so that a standby holds exactly the active's holders, leases
-// and queues. Times cross between nodes on the wall clock (Unix ns): a
+// node's changes in order through the one apply path (apply.go). Apply
+// takes every time from the event, never from the clock, so that a standby
+// holds exactly the active's holders, leases and queues. Times cross between nodes on the wall clock (Unix ns): a
 // snapshot converts each monotonic deadline against one reading of the
 // clock, and Apply converts back against its own (see Clock).
 
@@ -154,62 +154,45 @@ func (e *Engine) Apply(ev Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := e.now()
-	switch ev.Kind {
-	case EventState:
+	if ev.Kind == EventState {
 		s.applyState(ev.State, now)
-	case EventTicket:
-		t := s.ticket(ev.Key, ev.WaiterID)
-		t.state = tTimedOut
-		if ev.Outcome == "ended" {
-			t.state = tEnded
-		}
-		s.heap.set(&t.dl, now.monoAt(ev.At))
-		s.arm()
-	case EventEnqueue:
-		lk := s.lockFor(ev.Key)
-		s.applyWaiter(lk, WaiterState{ID: ev.WaiterID, Lease: ev.Lease, Arrived: ev.At, WaitUntil: ev.WaitUntil}, now)
-	case EventGrant:
-		lk := s.lockFor(ev.Key)
-		var t *ticket
-		if ev.WaiterID != "" {
-			t = s.ticket(ev.Key, ev.WaiterID)
-			if w := t.w; w != nil && w.lk == lk {
-				s.dequeue(w)
-				w.lk = nil
-			}
-			t.state, t.token, t.w, t.answers = tGranted, ev.Token, nil, 0
-			s.heap.remove(&t.dl)
-		}
-		s.setToken(lk, ev.Token)
-		lk.lease, lk.granted, lk.expires, lk.holder = ev.Lease, now.monoAt(ev.At), now.monoAt(ev.ExpiresAt), t
-	case EventRelease, EventExpire:
-		lk := s.locks[ev.Key]
-		if lk == nil || lk.token != ev.Token {
-			return nil
-		}
-		s.endGrant(lk, now.at(ev.At), ev.Kind)
-		s.dropIfIdle(lk)
-	case EventRenew:
-		if lk := s.locks[ev.Key]; lk != nil && lk.token == ev.Token {
-			lk.lease, lk.expires = ev.Lease, now.monoAt(ev.ExpiresAt)
-		}
-	case EventLeave, EventTimeout:
-		t := s.tickets[ev.Key+"\x00"+ev.WaiterID]
-		if t == nil || t.w == nil {
-			return nil
-		}
-		w := t.w
-		lk := w.lk
-		s.dequeue(w)
-		w.lk = nil
-		if ev.Kind == EventTimeout {
-			s.retire(t, tTimedOut, now.at(ev.At))
-		} else {
-			s.retire(t, tForget, now.at(ev.At))
-		}
-		s.dropIfIdle(lk)
+		return nil
+	}
+	if r, ok := e.recordOf(ev); ok {
+		s.apply(nil, &r, now)
 	}
 	return nil
+}
+
+// recordOf turns a replicated event into the record of its change, for
+// the one apply path. Event kinds that change nothing have none.
+func (e *Engine) recordOf(ev Event) (Record, bool) {
+	r := Record{Key: ev.Key, Token: ev.Token, Lease: ev.Lease, At: ev.At, WaiterID: ev.WaiterID}
+	switch ev.Kind {
+	case EventGrant:
+		r.Kind, r.Expires = RecGrant, ev.ExpiresAt
+	case EventRelease:
+		r.Kind, r.WaiterID = RecRelease, ""
+	case EventExpire:
+		r.Kind, r.WaiterID = RecExpire, ""
+	case EventRenew:
+		r.Kind, r.Expires = RecRenew, ev.ExpiresAt
+	case EventEnqueue:
+		r.Kind, r.WaitUntil = RecEnqueue, ev.WaitUntil
+	case EventLeave:
+		r.Kind = RecLeave
+	case EventTimeout:
+		r.Kind, r.Until = RecTimeout, addSat(ev.At, int64(e.cfg.Retention))
+	case EventTicket:
+		// At is when the outcome is forgotten.
+		r.Kind, r.At, r.Until, r.Outcome = RecOutcome, 0, ev.At, OutcomeTimeout
+		if ev.Outcome == "ended" {
+			r.Outcome = OutcomeEnded
+		}
+	default:
+		return Record{}, false
+	}
+	return r, true
 }
 
 func (s *shard) lockFor(key string) *lock {
