@@ -16,6 +16,10 @@ import (
 // of the change. Timers are armed only on an active engine (armLease and
 // schedule check). A record that does not fit the state (a release of
 // another token, a waiter not queued) changes nothing. s.mu is held.
+//
+// A release or an expiry leaves the key's state in place even when
+// nobody holds or waits for it any more: an active hands it to the next
+// waiter first. The caller frees an idle key then (dropIfIdle, or idle).
 func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 	if lk == nil {
 		switch r.Kind {
@@ -27,7 +31,10 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 			}
 		}
 	}
-	at := now.at(r.At)
+	at := now // the active applying its own change, made now
+	if r.At != now.wall {
+		at = now.at(r.At)
+	}
 	switch r.Kind {
 	case RecGrant:
 		return s.applyGrant(lk, r, at)
@@ -45,7 +52,8 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 		if forget && t != nil && t.id == r.WaiterID {
 			s.retire(t, tForget, at)
 		}
-		s.dropIfIdle(lk)
+		// The key may be idle now: the caller drops it (idle) once the
+		// active has handed it on to its next waiter (see idle).
 	case RecRenew:
 		if lk.token != r.Token {
 			return nil
@@ -54,7 +62,9 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 		lk.expires = now.monoAt(r.Expires)
 		lk.clearClaim()
 		s.armLease(lk)
-		s.emit(Event{Kind: EventRenew, Key: lk.key, Token: r.Token, Lease: r.Lease, At: r.At, ExpiresAt: r.Expires})
+		if s.e.cfg.OnEvent != nil {
+			s.emit(Event{Kind: EventRenew, Key: lk.key, Token: r.Token, Lease: r.Lease, At: r.At, ExpiresAt: r.Expires})
+		}
 	case RecEnqueue:
 		t := s.ticket(lk.key, r.WaiterID)
 		if t.w != nil {
@@ -68,7 +78,9 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 		lk.enqueue(w)
 		s.e.waiters.Add(1)
 		s.schedule(w)
-		s.emit(Event{Kind: EventEnqueue, Key: lk.key, WaiterID: t.id, Lease: r.Lease, At: r.At, WaitUntil: r.WaitUntil, Waiters: lk.n})
+		if s.e.cfg.OnEvent != nil {
+			s.emit(Event{Kind: EventEnqueue, Key: lk.key, WaiterID: t.id, Lease: r.Lease, At: r.At, WaitUntil: r.WaitUntil, Waiters: lk.n})
+		}
 		return w
 	case RecLeave, RecTimeout:
 		t := s.tickets[r.Key+"\x00"+r.WaiterID]
@@ -84,9 +96,13 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 			t.state = tTimedOut
 			s.heap.set(&t.dl, now.monoAt(r.Until))
 			s.arm()
-			s.emit(Event{Kind: EventTimeout, Key: lk.key, WaiterID: t.id, At: r.At, Waiters: lk.n, Waited: time.Duration(at.mono - w.arrived)})
+			if s.e.cfg.OnEvent != nil {
+				s.emit(Event{Kind: EventTimeout, Key: lk.key, WaiterID: t.id, At: r.At, Waiters: lk.n, Waited: time.Duration(at.mono - w.arrived)})
+			}
 		} else {
-			s.emit(Event{Kind: EventLeave, Key: lk.key, WaiterID: t.id, At: r.At, Waiters: lk.n})
+			if s.e.cfg.OnEvent != nil {
+				s.emit(Event{Kind: EventLeave, Key: lk.key, WaiterID: t.id, At: r.At, Waiters: lk.n})
+			}
 			s.retire(t, tForget, at)
 		}
 		s.dropIfIdle(lk)
@@ -154,7 +170,9 @@ func (s *shard) applyGrant(lk *lock, r *Record, at stamp) *waiter {
 		}
 	}
 	s.armLease(lk)
-	s.emit(Event{Kind: EventGrant, Key: lk.key, Token: r.Token, Lease: r.Lease, At: r.At, ExpiresAt: r.Expires, Waited: waited, Waiters: lk.n, WaiterID: r.WaiterID})
+	if s.e.cfg.OnEvent != nil {
+		s.emit(Event{Kind: EventGrant, Key: lk.key, Token: r.Token, Lease: r.Lease, At: r.At, ExpiresAt: r.Expires, Waited: waited, Waiters: lk.n, WaiterID: r.WaiterID})
+	}
 	return w
 }
 
@@ -182,5 +200,13 @@ func (e *Engine) Replay(rec []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.apply(nil, &r, e.now())
+	s.idle(r.Key)
 	return nil
+}
+
+// idle frees key's state if nobody holds or waits for it. s.mu is held.
+func (s *shard) idle(key string) {
+	if lk := s.locks[key]; lk != nil {
+		s.dropIfIdle(lk)
+	}
 }

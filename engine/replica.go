@@ -160,6 +160,7 @@ func (e *Engine) Apply(ev Event) error {
 	}
 	if r, ok := e.recordOf(ev); ok {
 		s.apply(nil, &r, now)
+		s.idle(r.Key)
 	}
 	return nil
 }
