@@ -175,3 +175,67 @@ func replayEqualsLive(t *testing.T, seed uint64) {
 	}
 	collect()
 }
+
+// A restart (issue 12): a new engine replays the log of one that crashed
+// (no Close), then takes the role; every holder is back with its token and
+// lease deadline, a lease that ran out while the node was down has ended,
+// a remembered Idempotency-Key outcome is kept, a detached waiter with an
+// ID keeps its place for the grace, and tokens continue above every token
+// in the log.
+func TestRestartReplaysTheLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &memLog{}
+		cfg := Config{Log: log, PollGrace: 5 * time.Second}
+		e := newEngine(t, cfg)
+		long := mustAcquire(t, e, AcquireRequest{Key: "long", ID: "owner-1", Lease: time.Hour})
+		short := mustAcquire(t, e, AcquireRequest{Key: "short", Lease: 2 * time.Second})
+		ctx, cancel := context.WithCancel(context.Background())
+		w := goAcquire(e, ctx, AcquireRequest{Key: "long", ID: "waiter-1"})
+		ended := mustAcquire(t, e, AcquireRequest{Key: "ended", ID: "once"})
+		if err := e.Release("ended", ended.Token); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		last := e.LastToken()
+		// The crash: the process is gone, its requests with it.
+		e.Demote()
+		cancel()
+		synctest.Wait()
+		answered(t, "the parked acquire of the crashed node", w)
+		e.Close()
+
+		time.Sleep(3 * time.Second) // down for 3 s
+		r := newEngine(t, Config{Log: log, PollGrace: 5 * time.Second, Standby: true})
+		defer r.Close()
+		for i, b := range log.raw() {
+			if err := r.Replay(b); err != nil {
+				t.Fatalf("record %d: %v", i, err)
+			}
+		}
+		r.Promote()
+		synctest.Wait()
+		st, _ := r.Status("long")
+		if st.Holder == nil || st.Holder.Token != long.Token || !st.Holder.ExpiresAt.Equal(long.ExpiresAt) || st.Waiters != 1 {
+			t.Fatalf("long after the restart: %+v (holder %+v); want %d until %v, one waiter", st, st.Holder, long.Token, long.ExpiresAt)
+		}
+		wantHolder(t, r, "short", 0, 0) // its 2 s lease ran out while down
+		if _, err := r.Acquire(context.Background(), AcquireRequest{Key: "ended", ID: "once"}); err != ErrGrantEnded {
+			t.Fatalf("a repeat of an ended grant's ID after the restart: %v, want ErrGrantEnded", err)
+		}
+		if g := mustAcquire(t, r, AcquireRequest{Key: "short"}); g.Token <= last || g.Token <= short.Token {
+			t.Fatalf("token %d after the restart, not above %d", g.Token, last)
+		}
+		// The waiter's client comes back within the grace: it resumes its
+		// place, and is granted when the holder releases.
+		back := goAcquire(r, context.Background(), AcquireRequest{Key: "long", ID: "waiter-1"})
+		synctest.Wait()
+		parked(t, "the resumed waiter", back)
+		if err := r.Release("long", long.Token); err != nil {
+			t.Fatalf("the holder's release after the restart: %v", err)
+		}
+		synctest.Wait()
+		if res := answered(t, "back", back); res.err != nil {
+			t.Fatalf("the resumed waiter: %v", res.err)
+		}
+	})
+}
