@@ -913,7 +913,7 @@ func (s *shard) endGrant(lk *lock, now stamp, kind EventKind) {
 	s.setToken(lk, 0)
 	s.heap.remove(&lk.dl)
 	if t := lk.holder; t != nil {
-		t.claimBy = 0
+		t.claimBy, t.token = 0, 0
 		lk.holder = nil
 		if IsTicket(t.id) {
 			s.retire(t, tForget, now)
