@@ -124,7 +124,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Grant describes a lock held by a caller.
+// Grant describes a lock held by a caller. GrantedAt and ExpiresAt are on
+// the wall clock as it read when the Grant was made (the lease itself runs
+// on the monotonic clock: see Clock).
 type Grant struct {
 	Key       string
 	Token     uint64
