@@ -144,7 +144,11 @@ func (s *shard) applyGrant(lk *lock, r *Record, at stamp) *waiter {
 	var w *waiter
 	waited := time.Duration(0)
 	if r.WaiterID != "" {
-		t = s.ticket(lk.key, r.WaiterID)
+		if h := lk.head; h != nil && h.t.id == r.WaiterID {
+			t = h.t // the first waiter, as a grant most often is: no lookup
+		} else {
+			t = s.ticket(lk.key, r.WaiterID)
+		}
 		if w = t.w; w != nil && w.lk == lk {
 			s.dequeue(w) // w.lk stays: a parked request may yet hand the grant back
 			waited = time.Duration(at.mono - w.arrived)
