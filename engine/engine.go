@@ -8,6 +8,14 @@
 // map of locks, its own timer heap and one runtime timer. Nothing runs per
 // key or per waiter: a parked acquire is a queue entry, a heap entry and the
 // caller's own goroutine, blocked on a one-slot channel.
+//
+// State changes: every change is a Record (record.go, the log's format),
+// made through one apply path (apply.go) whether the active decided it, a
+// standby replicates it or a restart replays it. With a Log (log.go) the
+// record is appended under the shard lock before the change is made, and
+// the change is answered only once the record is written. Deadlines run on
+// the monotonic clock; times that leave the process are on the wall clock
+// (clock.go).
 package engine
 
 import (
