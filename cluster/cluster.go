@@ -77,12 +77,6 @@ type Config struct {
 	// ("handoff") and step-down ("step_down"): kind, the node concerned,
 	// and a sentence. It must not block.
 	OnChange func(kind, node, message string)
-	// OnApply, if set, is told of every change a standby applies from the
-	// active's replication stream (grant, release, expire, renew, enqueue,
-	// leave, timeout; not the snapshot that starts the stream), after it is
-	// applied: a standby's event feed. It runs on the stream's goroutine
-	// and must not block.
-	OnApply func(engine.Event)
 }
 
 // Defaults: a crashed active is replaced within about FailoverTimeout +

@@ -356,9 +356,6 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 			if err := n.eng.Apply(*wf.Ev); err != nil {
 				return err
 			}
-			if k := wf.Ev.Kind; n.cfg.OnApply != nil && k != engine.EventState && k != engine.EventTicket {
-				n.cfg.OnApply(*wf.Ev)
-			}
 		}
 		if wf.LastToken > 0 {
 			n.eng.ObserveToken(wf.LastToken)

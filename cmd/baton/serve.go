@@ -66,7 +66,6 @@ func serve(args []string) int {
 			metrics.OnClusterChange(kind)
 			events.AddEvent(api.Event{Kind: kind, Node: n, Message: msg})
 		}
-		cc.OnApply = events.Add // a standby's feed: the changes it replicates
 		node, err = cluster.New(cc, eng)
 		if err != nil {
 			log.Error("cannot start the cluster node", "err", err)
