@@ -60,9 +60,6 @@ import (
 	"github.com/baton-io/baton/engine"
 )
 
-// HeaderSecret carries the cluster secret on peer requests.
-const HeaderSecret = "X-Baton-Cluster-Secret"
-
 // PathPrefix is where the peer endpoints are mounted.
 const PathPrefix = "/_cluster"
 
@@ -78,8 +75,8 @@ type Config struct {
 	// FailoverTimeout is the silence after which a node counts as dead
 	// and a standby may take over. Keep it several heartbeats long.
 	FailoverTimeout time.Duration
-	// Secret, when set, is sent on every peer request and required on
-	// every peer endpoint (see handlers.RequireSecret).
+	// Secret, when set, is sent on every peer request (HeaderSecret) and
+	// required on every peer endpoint that Handler serves.
 	Secret string
 	// Logger receives role changes; nil means slog.Default().
 	Logger *slog.Logger

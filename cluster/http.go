@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// Handler returns the peer endpoints, to be mounted at PathPrefix behind
-// the cluster-secret check (handlers.RequireSecret):
+// Handler returns the peer endpoints, to be mounted at PathPrefix. With
+// Config.Secret set, each requires it in HeaderSecret and answers 401
+// {"error":"unauthorized"} without it:
 //
 //	GET  /_cluster/status               this node's Status (the heartbeat poll)
 //	GET  /_cluster/stream?from=&last_token=   the replication stream (active only)
@@ -23,7 +24,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET "+PathPrefix+"/stream", n.serveStream)
 	mux.HandleFunc("POST "+PathPrefix+"/handoff", n.serveHandoff)
 	mux.HandleFunc("POST "+PathPrefix+"/promote", n.servePromote)
-	return mux
+	return requireSecret(n.cfg.Secret, n.log)(mux)
 }
 
 func (n *Node) isPeer(u string) bool {

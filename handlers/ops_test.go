@@ -283,42 +283,6 @@ func TestAuth(t *testing.T) {
 	}
 }
 
-func TestRequireSecret(t *testing.T) {
-	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	h := handlers.RequireSecret("peer-secret")(ok)
-	for _, c := range []struct {
-		secret string
-		set    bool
-		want   int
-	}{
-		{"", false, 401},
-		{"", true, 401},
-		{"peer-secre", true, 401},
-		{"peer-secret ", true, 401},
-		{"PEER-SECRET", true, 401},
-		{"peer-secret", true, 204},
-	} {
-		rec := httptest.NewRecorder()
-		req := httptest.NewRequest(http.MethodPost, "/_cluster/replicate", nil)
-		if c.set {
-			req.Header.Set(handlers.HeaderClusterSecret, c.secret)
-		}
-		h.ServeHTTP(rec, req)
-		if rec.Code != c.want {
-			t.Errorf("secret %q: %d, want %d", c.secret, rec.Code, c.want)
-		}
-		if rec.Code == 401 && !strings.Contains(rec.Body.String(), `"error":"unauthorized"`) {
-			t.Errorf("401 body %q", rec.Body.String())
-		}
-	}
-	// No secret configured: peers are not authenticated.
-	rec := httptest.NewRecorder()
-	handlers.RequireSecret("")(ok).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/_cluster/x", nil))
-	if rec.Code != 204 {
-		t.Errorf("empty secret: %d", rec.Code)
-	}
-}
-
 func TestOpenAPIServed(t *testing.T) {
 	o := newOpsServer(t, engine.Config{}, handlers.Config{})
 	code, hdr, body := o.call(t, http.MethodGet, "/openapi.json", "")
