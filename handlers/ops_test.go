@@ -321,3 +321,18 @@ func TestMetricsOnStandby(t *testing.T) {
 		}
 	}
 }
+
+// Role changes as cluster.Config.OnChange reports them: each kind counts in
+// its own counter, and only there.
+func TestMetricsCountRoleChanges(t *testing.T) {
+	o := newOpsServer(t, engine.Config{Standby: true}, handlers.Config{})
+	for _, kind := range []string{"promote", "promote", "handoff", "step_down", "step_down", "step_down", "something else"} {
+		o.metrics.OnClusterChange(kind)
+	}
+	fams := o.scrape(t)
+	for name, want := range map[string]float64{"baton_promotions_total": 2, "baton_role_handoffs_total": 1, "baton_step_downs_total": 3} {
+		if got := metric(t, fams, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+}
