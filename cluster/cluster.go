@@ -78,6 +78,11 @@ type Config struct {
 	// Secret, when set, is sent on every peer request (HeaderSecret) and
 	// required on every peer endpoint that Handler serves.
 	Secret string
+	// Transport, if set, carries every peer request of this node (polls,
+	// calls and the replication stream); nil means a clone of
+	// http.DefaultTransport. The in-process test harness sets one whose
+	// links it can cut.
+	Transport http.RoundTripper
 	// Logger receives role changes; nil means slog.Default().
 	Logger *slog.Logger
 	// OnRole, if set, is called with the new role on every role change.
@@ -236,11 +241,16 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 	if n.log == nil {
 		n.log = slog.Default()
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 8
-	tr.ResponseHeaderTimeout = 0
-	n.client = &http.Client{Transport: tr, Timeout: cfg.FailoverTimeout}
-	n.stream = &http.Client{Transport: tr.Clone()}
+	if cfg.Transport != nil {
+		n.client = &http.Client{Transport: cfg.Transport, Timeout: cfg.FailoverTimeout}
+		n.stream = &http.Client{Transport: cfg.Transport}
+	} else {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 8
+		tr.ResponseHeaderTimeout = 0
+		n.client = &http.Client{Transport: tr, Timeout: cfg.FailoverTimeout}
+		n.stream = &http.Client{Transport: tr.Clone()}
+	}
 	for i, p := range cfg.Peers {
 		if p == cfg.Self {
 			n.self = i
