@@ -148,6 +148,22 @@ func (h *hub) successor(to string, peers []string) *follower {
 	return best
 }
 
+// synced returns the URLs of the followers that applied their snapshot and
+// are not cut off.
+func (h *hub) synced() []string {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	var us []string
+	for f := range h.fs {
+		f.mu.Lock()
+		if f.synced && !f.dead {
+			us = append(us, f.url)
+		}
+		f.mu.Unlock()
+	}
+	return us
+}
+
 func newFollower(u string) *follower {
 	return &follower{url: u, wake: make(chan struct{}, 1), done: make(chan struct{})}
 }

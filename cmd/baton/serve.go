@@ -77,7 +77,7 @@ func serve(args []string) int {
 	}
 	h := handlers.New(eng, hc)
 	if node != nil {
-		h.Router().Mount(cluster.PathPrefix, handlers.RequireSecret(cfg.ClusterSecret)(node.Handler()))
+		h.Router().Mount(cluster.PathPrefix, node.Handler())
 	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)
