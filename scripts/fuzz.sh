@@ -9,7 +9,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 FUZZTIME=${FUZZTIME:-10s}
-for pkg in ./handlers/; do
+for pkg in ./handlers/ ./native/; do
 	for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz'); do
 		echo "fuzz $pkg $target for $FUZZTIME"
 		out=$(mktemp)
