@@ -78,6 +78,10 @@ type Config struct {
 	// applied: a standby's event feed. It runs on the stream's goroutine
 	// and must not block.
 	OnApply func(engine.Event)
+	// Native is this node's native protocol address (host:port) as clients
+	// reach it, "" when it serves none. It travels in the status peers poll,
+	// so that a standby can answer M with the active's (see ActiveNative).
+	Native string
 }
 
 // Defaults: a crashed active is replaced within about FailoverTimeout +
@@ -123,6 +127,9 @@ type Status struct {
 	Epoch     uint64 `json:"epoch"`
 	HasState  bool   `json:"has_state"`
 	LastToken uint64 `json:"last_token"`
+	// Native is the node's native protocol address; absent when it serves
+	// none.
+	Native string `json:"native,omitempty"`
 }
 
 // peer is another node as this one sees it.
@@ -319,6 +326,25 @@ func (n *Node) ActiveURL(ctx context.Context) string {
 	}
 }
 
+// ActiveNative returns the native protocol address of the active as the
+// last status poll of it said, this node's own while it is the active, or
+// "" while no active is known or the active serves no native protocol. It
+// does not wait.
+func (n *Node) ActiveNative() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.active == n.cfg.Self {
+		if !n.eng.Active() {
+			return ""
+		}
+		return n.cfg.Native
+	}
+	if p := n.peerByURL(n.active); p != nil && p.heard {
+		return p.status.Native
+	}
+	return ""
+}
+
 // View returns this node's view of the cluster for GET /cluster.
 func (n *Node) View() api.ClusterView {
 	n.mu.Lock()
@@ -343,7 +369,7 @@ func (n *Node) View() api.ClusterView {
 func (n *Node) status() Status {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return Status{URL: n.cfg.Self, Role: n.role, Active: n.active, Epoch: n.epoch, HasState: n.hasState, LastToken: n.eng.LastToken()}
+	return Status{URL: n.cfg.Self, Role: n.role, Active: n.active, Epoch: n.epoch, HasState: n.hasState, LastToken: n.eng.LastToken(), Native: n.cfg.Native}
 }
 
 // live reports whether p was heard from within the failover timeout. n.mu
