@@ -283,10 +283,17 @@ func TestPipelinedOutOfOrder(t *testing.T) {
 
 	c := e.dial()
 	c.send("A busy 10 -", "A free 10 -", "A busy 10 0.01", "A free%20two 10 -")
-	first := c.read()
-	second := c.read()
-	grant(t, first, "free")
-	grant(t, second, "free%20two")
+	// The two free keys are granted at once, in either order.
+	got := map[string]bool{}
+	for range 2 {
+		line := c.read()
+		k := strings.Fields(line)[1]
+		grant(t, line, k)
+		got[k] = true
+	}
+	if !got["free"] || !got["free%20two"] {
+		t.Fatalf("granted %v, want free and free%%20two", got)
+	}
 	// The second acquire of busy is answered after the first, which waits.
 	if !c.quiet(50 * time.Millisecond) {
 		t.Fatal("an answer for busy before the lock was released")
@@ -522,4 +529,41 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-var _ = fmt.Sprint
+
+// TestPipelinedBurst: thousands of requests written at once on one
+// connection are each answered exactly once, with their own key, while
+// the answers are queued from many goroutines while the writer drains.
+func TestPipelinedBurst(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	c := e.dial()
+	const n = 3000
+	for round := range 3 {
+		lines := make([]string, n)
+		for i := range lines {
+			lines[i] = fmt.Sprintf("A b%d 10 -", i)
+		}
+		c.send(lines...)
+		tokens := map[string]uint64{}
+		for range n {
+			line := c.read()
+			f := strings.Fields(line)
+			if len(f) != 6 || f[0] != "A" || f[2] != "OK" {
+				t.Fatalf("round %d: %q", round, line)
+			}
+			if _, dup := tokens[f[1]]; dup {
+				t.Fatalf("round %d: %s answered twice", round, f[1])
+			}
+			tokens[f[1]] = grant(t, line, f[1])
+		}
+		for i := range lines {
+			k := fmt.Sprintf("b%d", i)
+			lines[i] = "R " + k + " " + strconv.FormatUint(tokens[k], 10)
+		}
+		c.send(lines...)
+		for range n {
+			if line := c.read(); !strings.HasSuffix(line, " OK") || !strings.HasPrefix(line, "R b") {
+				t.Fatalf("round %d: %q", round, line)
+			}
+		}
+	}
+}

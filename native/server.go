@@ -360,12 +360,15 @@ func (c *conn) writeLoop() {
 		}
 		for err == nil {
 			c.mu.Lock()
+			if len(c.queue) == 0 {
+				c.mu.Unlock()
+				break
+			}
+			// The two slices take turns: senders append to one while
+			// this loop writes the other.
 			batch := c.queue
 			c.queue = c.spare[:0]
 			c.mu.Unlock()
-			if len(batch) == 0 {
-				break
-			}
 			for i := range batch {
 				if err == nil {
 					_, err = bw.Write(batch[i].line)
