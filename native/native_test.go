@@ -529,10 +529,9 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-
 // TestPipelinedBurst: thousands of requests written at once on one
 // connection are each answered exactly once, with their own key, while
-// the answers are queued from many goroutines while the writer drains.
+// the writer drains answers queued from many goroutines.
 func TestPipelinedBurst(t *testing.T) {
 	e := newEnv(t, engine.Config{}, native.Config{})
 	c := e.dial()
