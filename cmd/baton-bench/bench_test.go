@@ -345,12 +345,12 @@ func TestStandbys(t *testing.T) {
 	}
 
 	// Two single nodes: the "standby" never sees the active's locks.
-	act, err := spawnBaton(baton, dir, nil)
+	act, err := spawnBaton(baton, dir, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer act.stop()
-	lone, err := spawnBaton(baton, dir, nil)
+	lone, err := spawnBaton(baton, dir, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

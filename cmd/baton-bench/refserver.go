@@ -187,7 +187,7 @@ func (h *floorHandler) release(w http.ResponseWriter, r *http.Request, key strin
 // newRefHandler returns the handler of a reference target: "null" or
 // "floor".
 func newRefHandler(kind string) http.Handler {
-	if kind == "floor" {
+	if kind == "floor" || kind == "nfloor" {
 		return newFloorHandler()
 	}
 	return &nullHandler{}
@@ -236,12 +236,13 @@ func (s *inprocRef) close() {
 	}
 }
 
-// serveRefMain is the hidden "__serve-ref KIND ADDR MAXSTREAMS" mode: the
+// serveRefMain is the hidden "__serve-ref KIND ADDR MAXSTREAMS [NADDR]"
+// mode (NADDR: the native floor's address, KIND nfloor): the
 // bench re-executes itself to run a reference server in a process of its
 // own, so that its RSS and its CPU are separate from the load generator's,
 // as baton's are.
 func serveRefMain(args []string) int {
-	if len(args) != 3 {
+	if len(args) != 3 && !(len(args) == 4 && args[0] == "nfloor") {
 		return 2
 	}
 	maxStreams, _ := strconv.Atoi(args[2])
@@ -249,7 +250,17 @@ func serveRefMain(args []string) int {
 	if err != nil {
 		return 1
 	}
-	srv := newRefServer(newRefHandler(args[0]), maxStreams)
+	h := newRefHandler(args[0])
+	if len(args) == 4 {
+		// The native floor, over the same locks as its HTTP side (which
+		// answers /healthz and the waiters workload's queue length).
+		nln, err := net.Listen("tcp4", args[3])
+		if err != nil {
+			return 1
+		}
+		go serveNativeFloor(nln, h.(*floorHandler))
+	}
+	srv := newRefServer(h, maxStreams)
 	srv.Serve(ln)
 	return 0
 }
