@@ -25,6 +25,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -358,11 +359,20 @@ func (c *conn) writeLoop() {
 			// line) still goes out, briefly.
 			_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
 		}
+		yielded := false
 		for err == nil {
 			c.mu.Lock()
 			if len(c.queue) == 0 {
 				c.mu.Unlock()
-				break
+				if yielded || done {
+					break
+				}
+				// Before a write, let the goroutines that are about to
+				// answer (acquires just granted, the reader's next line)
+				// run once: their answers then leave in the same write.
+				runtime.Gosched()
+				yielded = true
+				continue
 			}
 			// The two slices take turns: senders append to one while
 			// this loop writes the other.
