@@ -343,7 +343,7 @@ func (c *conn) send(a answer, op, outcome string, start time.Time) bool {
 // connection.
 func (c *conn) writeLoop() {
 	defer c.s.wg.Done()
-	bw := bufio.NewWriterSize(c.nc, 32<<10)
+	var bw *bufio.Writer // taken from writers for one batch: an idle connection holds none
 	var pending []answer // grants written to bw, not yet flushed
 	var err error
 	done := false
@@ -379,6 +379,10 @@ func (c *conn) writeLoop() {
 			batch := c.queue
 			c.queue = c.spare[:0]
 			c.mu.Unlock()
+			if bw == nil {
+				bw = writers.Get().(*bufio.Writer)
+				bw.Reset(c.nc)
+			}
 			for i := range batch {
 				if err == nil {
 					_, err = bw.Write(batch[i].line)
@@ -390,8 +394,13 @@ func (c *conn) writeLoop() {
 			}
 			c.spare = batch
 		}
-		if err == nil {
-			err = bw.Flush()
+		if bw != nil {
+			if err == nil {
+				err = bw.Flush()
+			}
+			bw.Reset(nil)
+			writers.Put(bw)
+			bw = nil
 		}
 		for _, a := range pending {
 			if err != nil {
@@ -421,6 +430,10 @@ func (c *conn) writeLoop() {
 	delete(c.s.conns, c)
 	c.s.mu.Unlock()
 }
+
+// writers are the write buffers of the connections' writers, each held for
+// one batch of answers only.
+var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 16<<10) }}
 
 // acquireInTurn runs r (or, with pre, answers it with pre) after the
 // connection's earlier acquires of the same key are answered.
