@@ -70,8 +70,8 @@ func parse(line []byte) (request, error) {
 	if n := len(line); n > 0 && line[n-1] == '\r' {
 		line = line[:n-1]
 	}
-	s := string(line)
-	fields := strings.Split(s, " ")
+	var buf [8]string
+	fields := splitFields(string(line), buf[:0])
 	op := fields[0]
 	switch op {
 	case OpAcquire, OpRelease, OpRenew:
@@ -186,6 +186,20 @@ func parse(line []byte) (request, error) {
 		}
 	}
 	return r, nil
+}
+
+// splitFields appends the space-separated fields of s to dst, as
+// strings.Split(s, " ") would return them, without a slice of its own for
+// the common short line.
+func splitFields(s string, dst []string) []string {
+	for {
+		i := strings.IndexByte(s, ' ')
+		if i < 0 {
+			return append(dst, s)
+		}
+		dst = append(dst, s[:i])
+		s = s[i+1:]
+	}
 }
 
 // fieldName names the i-th field (0 = op) of a request with op.

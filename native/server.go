@@ -9,9 +9,10 @@
 // answers releases and renewals itself, and one writer goroutine, which
 // drains a bounded queue of answers into a buffered writer and flushes it
 // when the queue is empty, so that answers produced together leave in one
-// write. An acquire runs on a goroutine of its own (it may park in the
-// key's queue); a connection's acquires of the same key run one after the
-// other on that goroutine, so that they are answered in the order they
+// write. An acquire runs on a worker goroutine (it may park in the key's
+// queue; up to maxIdleWorkers idle workers are kept for the next ones); a
+// connection's acquires of the same key run one after the other on that
+// worker, so that they are answered in the order they
 // were sent (SPEC section 2b), and the second joins the key's queue when
 // the first is answered.
 package native
@@ -28,6 +29,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/baton-io/baton/api"
@@ -94,6 +96,9 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	jobs chan job     // to idle workers (unbuffered)
+	idle atomic.Int64 // workers waiting on jobs
+
 	mu     sync.Mutex
 	lns    map[net.Listener]struct{}
 	conns  map[*conn]struct{}
@@ -106,7 +111,7 @@ func New(eng *engine.Engine, cfg Config) *Server {
 	if cfg.MaxQueue <= 0 {
 		cfg.MaxQueue = DefaultMaxQueue
 	}
-	s := &Server{eng: eng, cfg: cfg, log: cfg.Logger, lns: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}}
+	s := &Server{eng: eng, cfg: cfg, log: cfg.Logger, lns: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}, jobs: make(chan job)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -452,14 +457,55 @@ func (c *conn) acquireInTurn(r *request, pre *answer, start time.Time) {
 		return
 	}
 	c.chains[r.key] = nil
-	c.s.wg.Add(1)
 	c.mu.Unlock()
-	go c.acquireLoop(r)
+	c.s.runAcquires(c, r)
+}
+
+// maxIdleWorkers bounds the goroutines kept waiting for the next acquire
+// once theirs is answered (their stacks have grown to what an acquire
+// needs: a fresh goroutine would grow its own again).
+const maxIdleWorkers = 64
+
+// job is an acquire (and those of the same key and connection behind it)
+// for a worker.
+type job struct {
+	c *conn
+	r *request
+}
+
+// runAcquires runs r's acquire chain on an idle worker, or on a new one.
+func (s *Server) runAcquires(c *conn, r *request) {
+	select {
+	case s.jobs <- job{c, r}:
+	default:
+		s.wg.Add(1)
+		go s.worker(job{c, r})
+	}
+}
+
+// worker runs acquire chains until it has been idle while maxIdleWorkers
+// others were, or the server closes.
+func (s *Server) worker(j job) {
+	defer s.wg.Done()
+	for {
+		j.c.acquireLoop(j.r)
+		j = job{} // hold no connection while idle
+		if s.idle.Add(1) > maxIdleWorkers {
+			s.idle.Add(-1)
+			return
+		}
+		select {
+		case j = <-s.jobs:
+			s.idle.Add(-1)
+		case <-s.ctx.Done():
+			s.idle.Add(-1)
+			return
+		}
+	}
 }
 
 // acquireLoop runs the acquires of one key of the connection, in order.
 func (c *conn) acquireLoop(r *request) {
-	defer c.s.wg.Done()
 	for {
 		if r.pre != nil {
 			c.send(*r.pre, OpAcquire, api.CodeInvalidArgument, r.start)
