@@ -566,3 +566,29 @@ func TestPipelinedBurst(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantRacingCloseIsReleased: a waiter's client closes its connection
+// and the lock is released at once, before or after the server has seen
+// the close: the lock does not stay with the gone client (the waiter left
+// the queue, or the grant it got was released), and a later acquire gets
+// it at once.
+func TestGrantRacingCloseIsReleased(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	h := e.dial()
+	for i := range 50 {
+		key := "race" + strconv.Itoa(i)
+		h.send("A " + key + " 30 -")
+		tok := grant(t, h.read(), key)
+		w := e.dial()
+		w.send("A " + key + " 30 -")
+		waitFor(t, func() bool { li, _ := e.eng.Status(key); return li.Waiters == 1 })
+		w.nc.Close()
+		h.send("R " + key + " " + strconv.FormatUint(tok, 10))
+		if line := h.read(); line != "R "+key+" OK" {
+			t.Fatal(line)
+		}
+		waitFor(t, func() bool { li, _ := e.eng.Status(key); return li.Holder == nil && li.Waiters == 0 })
+		h.send("A " + key + " 30 0.5")
+		grant(t, h.read(), key)
+	}
+}

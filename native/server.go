@@ -400,6 +400,11 @@ func (c *conn) writeLoop() {
 			c.spare = batch
 		}
 		if bw != nil {
+			if err == nil && len(pending) > 0 && peerGone(c.nc) {
+				// The client went away as these grants were made: the
+				// reader has not seen it yet, a write would still succeed.
+				err = errPeerGone
+			}
 			if err == nil {
 				err = bw.Flush()
 			}
@@ -435,6 +440,9 @@ func (c *conn) writeLoop() {
 	delete(c.s.conns, c)
 	c.s.mu.Unlock()
 }
+
+// errPeerGone ends a connection whose client has closed it.
+var errPeerGone = errors.New("native: the client closed the connection")
 
 // writers are the write buffers of the connections' writers, each held for
 // one batch of answers only.
