@@ -456,12 +456,12 @@ func (b *bench) start(ctx context.Context, t string) (*target, error) {
 		}
 		return spawnBaton(cfg.batonBin, b.tmp, cfg.batonArgs, cfg.proto == "native")
 	}
-	if cfg.refMode == "inproc" && t != "nfloor" {
+	if cfg.refMode == "inproc" {
 		s, err := startInprocRef(t, cfg.refH2)
 		if err != nil {
 			return nil, err
 		}
-		return &target{name: t, addr: s.addr(), stop: s.close, owned: true}, nil
+		return &target{name: t, addr: s.addr(), naddr: s.naddr(), stop: s.close, owned: true}, nil
 	}
 	return spawnRef(t, b.tmp, cfg.refH2)
 }

@@ -212,6 +212,7 @@ func newRefServer(handler http.Handler, maxStreams int) *http.Server {
 type inprocRef struct {
 	srv *http.Server
 	ln  net.Listener
+	nln net.Listener // the native floor's (kind nfloor), else nil
 }
 
 // startInprocRef starts a reference server of kind on a free loopback
@@ -221,14 +222,33 @@ func startInprocRef(kind string, maxStreams int) (*inprocRef, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := newRefServer(newRefHandler(kind), maxStreams)
-	go srv.Serve(ln)
-	return &inprocRef{srv: srv, ln: ln}, nil
+	h := newRefHandler(kind)
+	r := &inprocRef{srv: newRefServer(h, maxStreams), ln: ln}
+	if kind == "nfloor" {
+		if r.nln, err = net.Listen("tcp4", "127.0.0.1:0"); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		go serveNativeFloor(r.nln, h.(*floorHandler))
+	}
+	go r.srv.Serve(ln)
+	return r, nil
 }
 
 func (s *inprocRef) addr() string { return s.ln.Addr().String() }
 
+// naddr is the native floor's address, "" for the HTTP references.
+func (s *inprocRef) naddr() string {
+	if s.nln == nil {
+		return ""
+	}
+	return s.nln.Addr().String()
+}
+
 func (s *inprocRef) close() {
+	if s.nln != nil {
+		s.nln.Close()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if s.srv.Shutdown(ctx) != nil {
