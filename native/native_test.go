@@ -592,3 +592,23 @@ func TestGrantRacingCloseIsReleased(t *testing.T) {
 		grant(t, h.read(), key)
 	}
 }
+
+// TestPiledUpAcquiresAreBounded: acquires of one key piling up behind a
+// parked one on a connection count against MaxQueue like unread answers:
+// past it the connection is closed and its waiter leaves.
+func TestPiledUpAcquiresAreBounded(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{MaxQueue: 64})
+	h := e.dial()
+	h.send("A pile 30 -")
+	grant(t, h.read(), "pile")
+	c := e.dial()
+	lines := make([]string, 100)
+	for i := range lines {
+		lines[i] = "A pile 30 -"
+	}
+	c.send(lines...)
+	if !c.closed() {
+		t.Fatal("the connection stays open with 99 acquires piled up")
+	}
+	waitFor(t, func() bool { li, _ := e.eng.Status("pile"); return li.Waiters == 0 })
+}

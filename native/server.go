@@ -322,12 +322,9 @@ func (c *conn) send(a answer, op, outcome string, start time.Time) bool {
 	c.mu.Lock()
 	if c.closed || len(c.queue)+c.chained >= c.s.cfg.MaxQueue {
 		full := !c.closed
-		c.closed = true
 		c.mu.Unlock()
 		if full {
-			c.s.log.Warn("native connection closed: it does not read its answers", "remote", c.nc.RemoteAddr().String(), "queued", c.s.cfg.MaxQueue)
-			c.nc.Close()
-			c.cancel()
+			c.overflow()
 		}
 		if a.granted {
 			c.s.eng.Abandon(a.g, a.id)
@@ -341,6 +338,21 @@ func (c *conn) send(a answer, op, outcome string, start time.Time) bool {
 	default:
 	}
 	return true
+}
+
+// overflow closes a connection that has MaxQueue answers waiting to be
+// written (or acquires waiting their turn): its waiters leave.
+func (c *conn) overflow() {
+	c.mu.Lock()
+	first := !c.closed
+	c.closed = true
+	c.mu.Unlock()
+	if !first {
+		return
+	}
+	c.s.log.Warn("native connection closed: it does not read its answers", "remote", c.nc.RemoteAddr().String(), "queued", c.s.cfg.MaxQueue)
+	c.nc.Close()
+	c.cancel()
 }
 
 // writeLoop writes queued answers until the connection ends, then writes
@@ -453,8 +465,15 @@ var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 16<<10
 func (c *conn) acquireInTurn(r *request, pre *answer, start time.Time) {
 	r.pre, r.start = pre, start
 	c.mu.Lock()
-	if q, busy := c.chains[r.key]; busy {
-		c.chains[r.key] = append(q, r)
+	if q, busy := c.chains[r.rawKey]; busy {
+		if len(c.queue)+c.chained >= c.s.cfg.MaxQueue {
+			// Acquires piling up behind a parked one count against the
+			// same bound as unread answers.
+			c.mu.Unlock()
+			c.overflow()
+			return
+		}
+		c.chains[r.rawKey] = append(q, r)
 		c.chained++
 		c.mu.Unlock()
 		return
@@ -464,7 +483,7 @@ func (c *conn) acquireInTurn(r *request, pre *answer, start time.Time) {
 		c.send(*pre, OpAcquire, api.CodeInvalidArgument, start)
 		return
 	}
-	c.chains[r.key] = nil
+	c.chains[r.rawKey] = nil
 	c.mu.Unlock()
 	c.s.runAcquires(c, r)
 }
@@ -521,15 +540,15 @@ func (c *conn) acquireLoop(r *request) {
 			c.acquire(r)
 		}
 		c.mu.Lock()
-		q := c.chains[r.key]
+		q := c.chains[r.rawKey]
 		if len(q) == 0 || c.ctx.Err() != nil {
-			delete(c.chains, r.key)
+			delete(c.chains, r.rawKey)
 			c.chained -= len(q)
 			c.mu.Unlock()
 			return
 		}
 		r = q[0]
-		c.chains[r.key] = q[1:]
+		c.chains[r.rawKey] = q[1:]
 		c.chained--
 		c.mu.Unlock()
 	}
