@@ -22,13 +22,13 @@ func TestMain(m *testing.M) {
 
 // env is one real engine behind a real native server on 127.0.0.1.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	eng  *engine.Engine
 	srv  *native.Server
 	addr string
 }
 
-func newEnv(t *testing.T, cfg engine.Config, ncfg native.Config) *env {
+func newEnv(t testing.TB, cfg engine.Config, ncfg native.Config) *env {
 	t.Helper()
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
@@ -56,7 +56,7 @@ func newEnv(t *testing.T, cfg engine.Config, ncfg native.Config) *env {
 
 // client is one raw connection: it writes lines and reads answer lines.
 type client struct {
-	t  *testing.T
+	t  testing.TB
 	nc net.Conn
 	br *bufio.Reader
 }
@@ -127,7 +127,7 @@ func (c *client) quiet(d time.Duration) bool {
 
 // grant checks that line is "A <key> OK <token> <lease> <ms>" and returns
 // the token.
-func grant(t *testing.T, line, key string) uint64 {
+func grant(t testing.TB, line, key string) uint64 {
 	t.Helper()
 	f := strings.Fields(line)
 	if len(f) != 6 || f[0] != "A" || f[1] != key || f[2] != "OK" {
@@ -518,7 +518,7 @@ func (g *fakeGate) ActiveNative() string {
 	return g.active
 }
 
-func waitFor(t *testing.T, cond func() bool) {
+func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for !cond() {
