@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"github.com/baton-io/baton/cluster"
 	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/handlers"
+	"github.com/baton-io/baton/native"
 )
 
 // serve runs `baton serve` until SIGINT or SIGTERM. On a signal, parked
@@ -58,8 +60,22 @@ func serve(args []string) int {
 	}
 	hc := handlers.Config{Node: cfg.Advertise, MaxBody: cfg.MaxBody, Logger: log, AuthTokens: cfg.AuthTokens, Metrics: metrics,
 		CORSOrigins: cfg.CORSOrigins, Events: events, Pprof: cfg.Pprof}
+	// The native listener is bound first, so that a native_listen with
+	// port 0 is known to the peers (cluster.Config.Native).
+	var nln net.Listener
+	if cfg.NativeListen != "" {
+		nln, err = net.Listen("tcp", cfg.NativeListen)
+		if err != nil {
+			log.Error("cannot listen", "native_listen", cfg.NativeListen, "err", err)
+			_ = eng.Close()
+			return exitError
+		}
+	}
 	if ec.Standby {
 		cc := cfg.clusterConfig()
+		if nln != nil {
+			cc.Native = cfg.nativeAdvertise(nln.Addr().String())
+		}
 		cc.Logger = log
 		cc.OnRole = metrics.SetRole
 		cc.OnChange = func(kind, n, msg string) {
@@ -83,6 +99,9 @@ func serve(args []string) int {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		log.Error("cannot listen", "listen", cfg.Listen, "err", err)
+		if nln != nil {
+			nln.Close()
+		}
 		_ = eng.Close()
 		return exitError
 	}
@@ -104,6 +123,21 @@ func serve(args []string) int {
 		}
 		served <- srv.Serve(ln)
 	}()
+	var nsrv *native.Server
+	nativeServed := make(chan error, 1)
+	if nln != nil {
+		nc := native.Config{AuthTokens: cfg.AuthTokens, Metrics: metrics, Logger: log}
+		if node != nil {
+			nc.Gate = node
+		}
+		nsrv = native.New(eng, nc)
+		if useTLS {
+			tc, _ := cfg.tlsConfig() // its own copy: ServeTLS changes srv.TLSConfig
+			nln = tls.NewListener(nln, tc)
+		}
+		go func() { nativeServed <- nsrv.Serve(nln) }()
+		log.Info("baton serving the native protocol", "native_listen", nln.Addr().String(), "tls", useTLS)
+	}
 	if node != nil {
 		node.Start()
 	}
@@ -115,6 +149,9 @@ func serve(args []string) int {
 		log.Info("shutting down", "signal", sig.String())
 	case err := <-served:
 		log.Error("server stopped", "err", err)
+		code = exitError
+	case err := <-nativeServed:
+		log.Error("native server stopped", "err", err)
 		code = exitError
 	}
 	if node != nil {
@@ -129,6 +166,11 @@ func serve(args []string) int {
 	if err := eng.Close(); err != nil {
 		log.Error("writing the token high-water mark", "err", err)
 		code = exitError
+	}
+	if nsrv != nil {
+		// After the engine: its parked acquires have their E unavailable
+		// (or, after a handoff, M) lines queued; Close writes them out.
+		_ = nsrv.Close()
 	}
 	events.Close() // end the /events streams, or Shutdown would wait for them
 	ctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
