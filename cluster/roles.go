@@ -20,10 +20,16 @@ func (n *Node) poll(p *peer) {
 	defer t.Stop()
 	refused := false
 	for {
+		sent := time.Now()
 		st, err := n.fetchStatus(p.url)
 		now := time.Now()
 		n.mu.Lock()
 		p.polled = now
+		if err == nil && p.contact.After(sent) {
+			// Something newer about p came meanwhile (a handoff from it):
+			// this answer may describe it as it was before.
+			err = errStalePoll
+		}
 		if err == nil {
 			st.Priority = p.priority
 			p.status, p.contact, p.heard, p.down = st, now, true, false
@@ -54,6 +60,10 @@ func (n *Node) poll(p *peer) {
 		}
 	}
 }
+
+// errStalePoll: a poll's answer older than what the node already knows of
+// the peer; it is dropped.
+var errStalePoll = errors.New("the answer is older than what is known of the peer")
 
 type statusError struct{ code int }
 
@@ -231,6 +241,13 @@ func (n *Node) apply(now time.Time, v view, a action) {
 		how := engine.Failover
 		if v.req != nil {
 			how = engine.Handoff
+			if p := n.peerByURL(v.req.peer); p != nil {
+				// The sender has handed its role over: what a poll of it
+				// sent before now may still say "active", with the state
+				// token this node now holds too; it must not be taken for
+				// a second active (see poll).
+				p.status.Role, p.status.Active, p.contact = api.RoleStandby, n.cfg.Self, now
+			}
 		}
 		n.promoteLocked(a.why, how, a.epoch)
 	case actHandOff:

@@ -269,20 +269,26 @@ func (v view) maxEpoch() uint64 {
 //   - The newer state wins: the higher StateToken, the newest grant a
 //     node's state holds (made there, or replicated from an active it
 //     followed).
-//   - Equal state tokens (in practice: neither has granted anything since
-//     they last shared a state, so the loser discards nothing): the
-//     higher priority, the lower Priority, keeps the role.
+//   - Equal state tokens (neither has granted anything since they last
+//     shared a state): the later promotion, the higher Epoch, keeps its
+//     state. It is the node that served last: the renewals and releases
+//     it answered (which move no state token) are kept, and a successor
+//     that a handoff just promoted is never taken for the stale one.
+//   - Equal epochs too: the higher priority, the lower Priority, keeps.
 //
 // For two different nodes exactly one of keepsState(a, b) and
 // keepsState(b, a) is true. Nothing in it depends on when a heartbeat
-// arrived: each node compares its own current state token with the
-// other's last answer, and state tokens only grow while a node is active,
+// arrived: each node compares its own current state token and epoch with
+// the other's last answer, and both only grow while a node is active,
 // so two actives never both step down, and the one whose state is older
 // steps down whichever polled first (a node that stepped down answers
 // as a standby at once).
 func keepsState(a, b Status) bool {
 	if a.StateToken != b.StateToken {
 		return a.StateToken > b.StateToken
+	}
+	if a.Epoch != b.Epoch {
+		return a.Epoch > b.Epoch
 	}
 	return a.Priority < b.Priority
 }

@@ -22,7 +22,9 @@ func TestKeepsState(t *testing.T) {
 		{"equal state tokens: the higher priority keeps", st(0, 100), st(1, 100), true},
 		{"equal state tokens: the lower priority steps down", st(2, 100), st(1, 100), false},
 		{"neither granted anything: the higher priority keeps", st(0, 0), st(1, 0), true},
-		{"epochs decide nothing", Status{Priority: 1, StateToken: 5, Epoch: 1}, Status{Priority: 0, StateToken: 4, Epoch: 9}, true},
+		{"epochs do not outweigh the newer state", Status{Priority: 1, StateToken: 5, Epoch: 1}, Status{Priority: 0, StateToken: 4, Epoch: 9}, true},
+		{"equal state tokens: the later promotion keeps, though its priority is lower", Status{Priority: 1, StateToken: 7, Epoch: 3}, Status{Priority: 0, StateToken: 7, Epoch: 2}, true},
+		{"equal state tokens: the earlier promotion steps down, though its priority is higher", Status{Priority: 0, StateToken: 7, Epoch: 2}, Status{Priority: 1, StateToken: 7, Epoch: 3}, false},
 		{"the last token heard of decides nothing", Status{Priority: 1, StateToken: 5, LastToken: 5}, Status{Priority: 0, StateToken: 4, LastToken: 99}, true},
 	} {
 		if got := keepsState(tc.a, tc.b); got != tc.want {
@@ -44,12 +46,16 @@ func TestKeepsStateNeverStepsDownBoth(t *testing.T) {
 	for range 20000 {
 		const steps = 12
 		// tok[i][t]: node i's state token at instant t, rising while active.
-		var tok [2][steps]uint64
+		// ep[i][t]: node i's epoch, rising now and then (promotions).
+		var tok, ep [2][steps]uint64
 		for i := range 2 {
-			v := uint64(rng.IntN(3))
+			v, e := uint64(rng.IntN(3)), uint64(rng.IntN(2))
 			for k := range steps {
 				v += uint64(rng.IntN(3))
-				tok[i][k] = v
+				if rng.IntN(4) == 0 {
+					e++
+				}
+				tok[i][k], ep[i][k] = v, e
 			}
 		}
 		down := [2]int{-1, -1} // instant of the step-down, -1 = none
@@ -63,15 +69,15 @@ func TestKeepsStateNeverStepsDownBoth(t *testing.T) {
 				if down[j] >= 0 && down[j] <= s {
 					continue // it answered as a standby
 				}
-				self := Status{Priority: i, StateToken: tok[i][k]}
-				other := Status{Priority: j, StateToken: tok[j][s]}
+				self := Status{Priority: i, StateToken: tok[i][k], Epoch: ep[i][k]}
+				other := Status{Priority: j, StateToken: tok[j][s], Epoch: ep[j][s]}
 				if !keepsState(self, other) {
 					down[i] = k
 				}
 			}
 		}
 		if down[0] >= 0 && down[1] >= 0 {
-			t.Fatalf("both actives stepped down (at %d and %d); tokens %v", down[0], down[1], tok)
+			t.Fatalf("both actives stepped down (at %d and %d); tokens %v, epochs %v", down[0], down[1], tok, ep)
 		}
 	}
 }

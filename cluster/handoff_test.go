@@ -1,0 +1,81 @@
+package cluster_test
+
+import (
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A graceful handoff (SIGTERM of the active, SPEC section 3) is a handoff
+// every time, never a step-down followed by a failover: the successor is
+// not taken for the stale one of two actives by a poll of the old active
+// answered before the handoff, and a waiter parked on the old active (one
+// without an Idempotency-Key, one with) keeps its place on the successor.
+// Three nodes; the active is stopped and started again three times, so the
+// role moves 0 -> 1 -> 0 (taken back by handoff after the restart) and so on.
+func TestGracefulHandoffIsNeverAFailover(t *testing.T) {
+	c := newCluster(t, 3, false)
+	c.startAll()
+	c.waitActive(0, 1, 2)
+	for round := range 3 {
+		a := c.grantOn(0, "h", "lease=30")
+		anon := c.parkOn(0, "h", "lease=30&wait=0", "", true, 1, 2)
+		named := c.parkOn(0, "h", "lease=30&wait=0", "handoff-round-"+string(rune('a'+round)), true, 1, 2)
+		marks := make([]int, len(c.nodes))
+		for i, nd := range c.nodes {
+			marks[i] = len(nd.log.String())
+		}
+
+		c.signal(0, syscall.SIGTERM)
+		c.waitActive(1, 2)
+		for i := 1; i < len(c.nodes); i++ {
+			since := c.nodes[i].log.String()[marks[i]:]
+			for _, bad := range []string{"stepping down", "why=failover"} {
+				if strings.Contains(since, bad) {
+					t.Fatalf("round %d: node %d logged %q during a graceful handoff:\n%s", round, i, bad, since)
+				}
+			}
+		}
+		if n := c.lockStatus(1, "h").Waiters; n != 2 {
+			t.Fatalf("round %d: h has %d waiters on the successor, want the 2 redirected ones", round, n)
+		}
+		c.release(1, "h", a.Token)
+		first := <-anon
+		if first.status != http.StatusOK || first.grant.Token <= a.Token {
+			t.Fatalf("round %d: the waiter without an ID got %d %s", round, first.status, first.body)
+		}
+		c.release(1, "h", first.grant.Token)
+		second := <-named
+		if second.status != http.StatusOK || second.grant.Token <= first.grant.Token {
+			t.Fatalf("round %d: the waiter with an ID got %d %s", round, second.status, second.body)
+		}
+		c.release(1, "h", second.grant.Token)
+
+		// Node 0 comes back, syncs as a standby and takes its role back
+		// through a handoff (its priority is the highest): again no
+		// failover anywhere.
+		select {
+		case <-c.nodes[0].exited:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("round %d: node 0 did not exit after SIGTERM:\n%s", round, c.nodes[0].log)
+		}
+		if code := c.nodes[0].cmd.ProcessState.ExitCode(); code != 0 {
+			t.Fatalf("round %d: node 0 exited %d after SIGTERM", round, code)
+		}
+		for i, nd := range c.nodes {
+			marks[i] = len(nd.log.String())
+		}
+		c.start(0)
+		c.waitActive(0, 1, 2)
+		for i, nd := range c.nodes {
+			since := nd.log.String()[marks[i]:]
+			for _, bad := range []string{"stepping down", "why=failover"} {
+				if strings.Contains(since, bad) {
+					t.Fatalf("round %d: node %d logged %q while node 0 took its role back:\n%s", round, i, bad, since)
+				}
+			}
+		}
+	}
+}
