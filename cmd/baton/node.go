@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/cluster"
+	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/handlers"
+	"github.com/baton-io/baton/wal"
+)
+
+// Node is one running baton node: the log of changes in data_dir, the
+// engine, its metrics and event log, the cluster node (with peers) and
+// the HTTP server, built by OpenNode in that order and stopped by Close
+// in the reverse one. `baton serve` is config and signals around a Node;
+// tests open one on 127.0.0.1:0.
+type Node struct {
+	cfg     serveConfig
+	log     *slog.Logger
+	wal     *wal.Log
+	eng     *engine.Engine
+	metrics *handlers.Metrics
+	events  *handlers.EventLog
+	peer    atomic.Pointer[cluster.Node] // nil: a single node, or not built yet
+	srv     *http.Server
+	ln      net.Listener
+	useTLS  bool
+	cancel  context.CancelFunc
+	served  chan error // the HTTP server's end: an error, or http.ErrServerClosed
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// repairHint is how a user starts a node whose log is damaged; quoted in
+// the *wal.CorruptError that refuses the start.
+const repairHint = "start with --repair-log (env BATON_REPAIR_LOG=true)"
+
+// startError is a reason OpenNode refuses to start, with the exit code of
+// `baton serve`: exitUsage (2) for what the operator must fix (data_dir
+// locked, not writable or damaged, an invalid cluster setting), exitError
+// (1) otherwise.
+type startError struct {
+	code int
+	err  error
+}
+
+func (e *startError) Error() string { return e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
+
+// exitCode is the exit code of `baton serve` for an error of OpenNode.
+func exitCode(err error) int {
+	var se *startError
+	if errors.As(err, &se) {
+		return se.code
+	}
+	return exitError
+}
+
+// OpenNode builds and starts a node from cfg (validated by loadConfig):
+// it opens the log in cfg.DataDir (refusing with exit code 2 a data_dir
+// that another process holds, that cannot be written, or whose log is
+// damaged before its tail; a torn last record is cut off with a warning),
+// then the engine, metrics, event log, cluster node and the HTTP server on
+// cfg.Listen, which serves once OpenNode returns. log receives every
+// component's lines. Errors are *startError values naming what failed.
+func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
+	n := &Node{cfg: cfg, log: log, served: make(chan error, 1)}
+	ok := false
+	defer func() {
+		if !ok {
+			n.abort()
+		}
+	}()
+
+	wc, err := cfg.walConfig()
+	if err != nil {
+		return nil, &startError{exitUsage, err}
+	}
+	wc.Logger = log
+	if n.wal, err = wal.Open(wc); err != nil {
+		return nil, walStartError(cfg.DataDir, err)
+	}
+
+	n.metrics = handlers.NewMetrics()
+	n.metrics.Registry().MustRegister(walCollector{n.wal})
+	n.events = handlers.NewEventLog(handlers.DefaultEventLogSize)
+	ec := cfg.engineConfig()
+	ec.OnEvent = n.onEvent
+	ec.Standby = len(cfg.Peers) > 0
+	if n.eng, err = engine.New(ec); err != nil {
+		return nil, &startError{exitError, fmt.Errorf("cannot start the engine: %w", err)}
+	}
+
+	if n.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, &startError{exitError, fmt.Errorf("cannot listen on %s: %w", cfg.Listen, err)}
+	}
+	if u, err := url.Parse(cfg.Advertise); err == nil && u.Port() == "0" {
+		// Derived from a listen address with port 0 (tests): the port the
+		// system chose.
+		_, port, _ := net.SplitHostPort(n.ln.Addr().String())
+		u.Host = net.JoinHostPort(u.Hostname(), port)
+		cfg.Advertise = u.String()
+		n.cfg.Advertise = cfg.Advertise
+	}
+
+	hc := handlers.Config{Node: cfg.Advertise, MaxBody: cfg.MaxBody, Logger: log, AuthTokens: cfg.AuthTokens, Metrics: n.metrics,
+		CORSOrigins: cfg.CORSOrigins, Events: n.events, Pprof: cfg.Pprof}
+	var peer *cluster.Node
+	if ec.Standby {
+		cc := cfg.clusterConfig()
+		cc.Logger = log
+		cc.OnRole = n.metrics.SetRole
+		cc.OnChange = func(kind, node, msg string) {
+			n.metrics.OnClusterChange(kind)
+			n.events.AddEvent(api.Event{Kind: kind, Node: node, Message: msg})
+		}
+		cc.OnApply = n.events.Add // a standby's feed: the changes it replicates
+		if peer, err = cluster.New(cc, n.eng); err != nil {
+			return nil, &startError{exitUsage, fmt.Errorf("cannot start the cluster node: %w", err)}
+		}
+		n.peer.Store(peer)
+		n.metrics.SetRole(api.RoleStandby)
+		hc.Gate, hc.Cluster = peer, peer.View
+	}
+	h := handlers.New(n.eng, hc)
+	if peer != nil {
+		h.Router().Mount(cluster.PathPrefix, handlers.RequireSecret(cfg.ClusterSecret)(peer.Handler()))
+	}
+
+	var baseCtx context.Context
+	baseCtx, n.cancel = context.WithCancel(context.Background())
+	n.srv = handlers.NewHTTPServer(h, baseCtx, log)
+	n.srv.TLSConfig, _ = cfg.tlsConfig() // loaded once already by validate
+	n.useTLS = n.srv.TLSConfig != nil    // read before Serve: ServeTLS writes to it
+	srv, ln, useTLS := n.srv, n.ln, n.useTLS
+	go func() {
+		if useTLS {
+			n.served <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		n.served <- srv.Serve(ln)
+	}()
+	if peer != nil {
+		peer.Start()
+	}
+	ok = true
+	return n, nil
+}
+
+// walStartError is the *startError for wal.Open's err: exit code 2 for a
+// data_dir in use, not writable (the error names data_dir) or damaged.
+func walStartError(dir string, err error) error {
+	var ce *wal.CorruptError
+	switch {
+	case errors.As(err, &ce):
+		return &startError{exitUsage, fmt.Errorf("the log in data_dir %s is damaged: %w", filepath.Clean(dir), err)}
+	case errors.Is(err, wal.ErrLocked), errors.Is(err, wal.ErrNotWritable):
+		return &startError{exitUsage, err}
+	}
+	return &startError{exitError, fmt.Errorf("cannot open the log in data_dir %s: %w", filepath.Clean(dir), err)}
+}
+
+// onEvent is the engine's OnEvent: each change goes to the metrics, the
+// event log and, once it exists, the cluster node (which replicates it).
+// The engine of a clustered node starts as a standby and makes no change
+// of its own before the cluster node promotes it, so no change is missed.
+func (n *Node) onEvent(ev engine.Event) {
+	n.metrics.OnEvent(ev)
+	n.events.Add(ev)
+	if p := n.peer.Load(); p != nil {
+		p.OnEvent(ev)
+	}
+}
+
+// Addr is the address the HTTP server listens on (host:port; the port
+// chosen by the system for a listen address with port 0).
+func (n *Node) Addr() string { return n.ln.Addr().String() }
+
+// URL is the node's base URL on its listening address: http:// or
+// https:// (with tls_cert), host:port.
+func (n *Node) URL() string {
+	if n.useTLS {
+		return "https://" + n.Addr()
+	}
+	return "http://" + n.Addr()
+}
+
+// Engine is the node's engine.
+func (n *Node) Engine() *engine.Engine { return n.eng }
+
+// Served receives the HTTP server's error if it stops by itself (a failed
+// Serve); after Close it receives http.ErrServerClosed.
+func (n *Node) Served() <-chan error { return n.served }
+
+// Close stops the node: a clustered active hands off to its successor
+// first (within 5 s); parked acquires left are answered 503 with
+// Retry-After; the engine writes its token high-water mark; the /events
+// streams end; the HTTP server shuts down (within 5 s, then closes its
+// connections); the log is synced and closed, releasing data_dir. It
+// returns the first error (the high-water mark's or the log's); later
+// calls return the same.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() { n.closeErr = n.close() })
+	return n.closeErr
+}
+
+func (n *Node) close() error {
+	var first error
+	keep := func(what string, err error) {
+		if err != nil {
+			n.log.Error(what, "err", err)
+			if first == nil {
+				first = fmt.Errorf("%s: %w", what, err)
+			}
+		}
+	}
+	if p := n.peer.Load(); p != nil {
+		// The active hands off first: its waiters and in-flight calls are
+		// redirected to the successor, holders keep their tokens there.
+		hctx, hstop := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = p.Close(hctx)
+		hstop()
+	}
+	// Waiters left (a single node, or no successor): each gets 503 +
+	// Retry-After and can retry elsewhere.
+	keep("writing the token high-water mark", n.eng.Close())
+	n.events.Close() // end the /events streams, or Shutdown would wait for them
+	ctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	if err := n.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		n.log.Warn("shutdown", "err", err)
+		_ = n.srv.Close()
+	}
+	n.cancel()
+	keep("closing the log", n.wal.Close())
+	return first
+}
+
+// abort undoes a partial OpenNode, in reverse order.
+func (n *Node) abort() {
+	if n.ln != nil {
+		_ = n.ln.Close()
+	}
+	if p := n.peer.Load(); p != nil {
+		_ = p.Close(context.Background())
+	}
+	if n.eng != nil {
+		_ = n.eng.Close()
+	}
+	if n.events != nil {
+		n.events.Close()
+	}
+	if n.wal != nil {
+		_ = n.wal.Close()
+	}
+}
+
+// walCollector exports the log's counters (wal.Stats) to Prometheus.
+type walCollector struct{ l *wal.Log }
+
+var (
+	walHealthyDesc = prometheus.NewDesc("baton_log_healthy",
+		"1 while the log of changes can write to its disk; 0 while it cannot (disk full, a write error): changes are refused with 503 and the log retries by itself.", nil, nil)
+	walRecordsDesc = prometheus.NewDesc("baton_log_records_total",
+		"Records appended to the log of changes since the node started.", nil, nil)
+	walWritesDesc = prometheus.NewDesc("baton_log_writes_total",
+		"write(2) calls of the log that carried records (one per group-commit batch).", nil, nil)
+	walFsyncsDesc = prometheus.NewDesc("baton_log_fsyncs_total",
+		"fsyncs of the log's segment data.", nil, nil)
+	walBytesDesc = prometheus.NewDesc("baton_log_written_bytes_total",
+		"Bytes of records (with their framing) written to the log.", nil, nil)
+	walRecordsWrittenDesc = prometheus.NewDesc("baton_log_records_written_total",
+		"Records carried by the log's writes; divided by baton_log_writes_total, the mean batch of a write.", nil, nil)
+	walRecordsSyncedDesc = prometheus.NewDesc("baton_log_records_synced_total",
+		"Records made durable by the log's fsyncs; divided by baton_log_fsyncs_total, the mean batch of an fsync.", nil, nil)
+	walFailuresDesc = prometheus.NewDesc("baton_log_failures_total",
+		"Times the log went from writing to failing (disk full, I/O error).", nil, nil)
+)
+
+func (c walCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{walHealthyDesc, walRecordsDesc, walWritesDesc, walFsyncsDesc,
+		walBytesDesc, walRecordsWrittenDesc, walRecordsSyncedDesc, walFailuresDesc} {
+		ch <- d
+	}
+}
+
+func (c walCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.l.Stats()
+	healthy := 0.0
+	if s.Healthy {
+		healthy = 1
+	}
+	ch <- prometheus.MustNewConstMetric(walHealthyDesc, prometheus.GaugeValue, healthy)
+	for _, m := range []struct {
+		d *prometheus.Desc
+		v uint64
+	}{
+		{walRecordsDesc, s.Records}, {walWritesDesc, s.Writes}, {walFsyncsDesc, s.Fsyncs},
+		{walBytesDesc, s.Bytes}, {walRecordsWrittenDesc, s.RecordsWritten},
+		{walRecordsSyncedDesc, s.RecordsSynced}, {walFailuresDesc, s.Failures},
+	} {
+		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
+	}
+}
