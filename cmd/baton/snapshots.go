@@ -1,0 +1,114 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/baton-io/baton/wal"
+)
+
+// Snapshot policy of a node's log: a snapshot is taken once the log has
+// grown by snapshotMinBytes and by as much as the last snapshot's size
+// since it, checked every snapshotCheck. The disk then holds the newest
+// snapshot, about as much log again, and the segment being written: it is
+// bounded by the live state, not by history.
+const (
+	snapshotMinBytes = 16 << 20
+	snapshotCheck    = time.Second
+)
+
+// snapshotter saves snapshots of a node's state into its log in the
+// background (wal.Log.SaveSnapshot, which then removes the segments the
+// snapshot replaces). It is owned by the Node: started by OpenNode,
+// stopped by Close before the log is closed.
+type snapshotter struct {
+	l        *wal.Log
+	dump     func(w io.Writer) error // writes the state that holds every record up to the log's last index
+	log      *slog.Logger
+	minBytes uint64        // growth of the log that allows a snapshot
+	every    time.Duration // how often the growth is checked
+
+	mu       sync.Mutex // one snapshot at a time; guards the fields below
+	index    uint64     // the log index of the last snapshot (0: none yet)
+	atBytes  uint64     // wal Stats.Bytes when it was taken
+	lastSize uint64     // its size in bytes
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// startSnapshotter starts the background snapshots of l; dump writes the
+// state (see snapshotter.dump). Stop it with stop.
+func startSnapshotter(l *wal.Log, dump func(io.Writer) error, log *slog.Logger, minBytes uint64, every time.Duration) *snapshotter {
+	s := &snapshotter{l: l, dump: dump, log: log, minBytes: minBytes, every: every,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go s.run()
+	return s
+}
+
+func (s *snapshotter) run() {
+	defer close(s.done)
+	t := time.NewTicker(s.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			if s.due() {
+				_ = s.save()
+			}
+		}
+	}
+}
+
+// due reports whether the log grew enough since the last snapshot.
+func (s *snapshotter) due() bool {
+	grown := s.l.Stats().Bytes
+	s.mu.Lock()
+	grown -= s.atBytes
+	need := max(s.minBytes, s.lastSize)
+	s.mu.Unlock()
+	return grown >= need
+}
+
+// save takes a snapshot now at the log's last index, unless the last
+// snapshot is already there. Errors are logged and returned; the log and
+// its older snapshot stay as they were.
+func (s *snapshotter) save() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	bytes := s.l.Stats().Bytes
+	index := s.l.LastIndex() // every record up to it is in the state dump sees
+	if index == 0 || index == s.index {
+		return nil
+	}
+	var size countWriter
+	start := time.Now()
+	err := s.l.SaveSnapshot(index, func(w io.Writer) error {
+		return s.dump(io.MultiWriter(w, &size))
+	})
+	if err != nil {
+		s.log.Error("snapshot of the log failed; the log keeps growing until one succeeds", "index", index, "err", err)
+		return err
+	}
+	s.index, s.atBytes, s.lastSize = index, bytes, uint64(size)
+	s.log.Info("snapshot of the log saved", "index", index, "bytes", uint64(size), "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// close stops the background snapshots and waits for one under way.
+func (s *snapshotter) close() {
+	close(s.stop)
+	<-s.done
+}
+
+// countWriter counts the bytes written through it.
+type countWriter uint64
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	*c += countWriter(len(p))
+	return len(p), nil
+}
