@@ -9,7 +9,10 @@
 // connection redialled in the background every 3 s, acquires retried on the
 // next connection under the same Idempotency-Key, releases retried every
 // 200 ms for 5 s, 307 redirects followed to the active node, and poll
-// timeouts resumed.
+// timeouts resumed. Past the node's HTTP/2 stream limit it opens more
+// connections, and acquires always leave streams free for renewals,
+// releases and status calls (see pick), which therefore never wait behind
+// parked acquires.
 //
 //	c, err := api.NewClient(api.DefaultConfig())
 //	...
@@ -31,6 +34,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -171,8 +175,10 @@ func parseAddress(s string) (*url.URL, error) {
 // by one goroutine that dials it, waits for it to break (the ClientConn's
 // state hook reports Err() != nil: peer gone, PING unanswered, GOAWAY
 // finished), and redials every ReconnectInterval. Calls pick a live
-// connection round-robin (preferring the active node once a 307 named it,
-// and connections with free HTTP/2 streams) and never dial themselves.
+// connection round-robin (preferring the active node once a 307 named it)
+// and reserve one of its HTTP/2 streams; when every connection of the
+// node is at its stream limit for the call, pick adds an extra connection
+// (kept by its own goroutine, closed once idle).
 type Client struct {
 	cfg       Config
 	tr        *http.Transport
@@ -190,12 +196,21 @@ type Client struct {
 	rr        uint64
 	changed   chan struct{} // closed and replaced on every slot state change
 	closed    bool
+
+	// Settlements of cancelled acquires (settleAcquire): Close waits for
+	// them before it closes the connections they need. closing stops new
+	// ones from starting.
+	closing  bool
+	settling sync.WaitGroup
 }
 
 // address is one node.
 type address struct {
 	base  *url.URL // scheme://host:port
 	slots []*slot
+	// growFailed is when the dial of an extra connection last failed:
+	// no other is tried for ReconnectInterval.
+	growFailed time.Time
 }
 
 type slotState int
@@ -208,7 +223,10 @@ const (
 
 // slot is one connection to one address, kept by one goroutine (keep).
 type slot struct {
-	addr    *address
+	addr *address
+	// extra: dialled because every connection was at its stream limit
+	// (pick); never redialled, closed once idle.
+	extra   bool
 	state   slotState
 	cc      *http.ClientConn // while up
 	broken  chan struct{}    // closed when cc breaks
@@ -316,11 +334,17 @@ func (c *Client) addAddressLocked(u *url.URL) *address {
 	return a
 }
 
-// Close closes every connection (in-flight calls fail with ErrClosed), stops
-// the background goroutines (redialling and keep-alives; their Locks report
-// lost) and waits for them. Locks are not released: their leases run out.
-// Close is idempotent and returns nil.
+// Close first waits for the settlement of acquires cancelled before it
+// (each bounded by twice ReleaseTimeout: a grant such an acquire may have
+// got is released, see Acquire), then closes every connection (in-flight
+// calls fail with ErrClosed), stops the background goroutines (redialling
+// and keep-alives; their Locks report lost) and waits for them. Locks are
+// not released: their leases run out. Close is idempotent and returns nil.
 func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	c.settling.Wait()
 	c.mu.Lock()
 	if !c.closed {
 		c.closed = true
@@ -339,20 +363,41 @@ func (c *Client) notifyLocked() {
 }
 
 // keep owns one slot's connection: dial, wait for the break, pause, redial,
-// until Close.
+// until Close. An extra slot is dialled once and ends (leaving the
+// address) when its connection breaks or has been idle for a
+// ReconnectInterval.
 func (c *Client) keep(s *slot) {
 	defer c.wg.Done()
 	scheme, host := s.addr.base.Scheme, s.addr.base.Host
 	pause := time.NewTimer(0)
 	defer pause.Stop()
+	var idle <-chan time.Time
+	if s.extra {
+		t := time.NewTicker(c.cfg.ReconnectInterval)
+		defer t.Stop()
+		idle = t.C
+		defer c.removeSlot(s)
+	}
 	for {
 		dctx, cancel := context.WithTimeout(c.ctx, c.cfg.DialTimeout)
 		cc, err := c.tr.NewClientConn(dctx, scheme, host)
+		if err == nil {
+			if err = c.handshake(dctx, cc, s.addr.base); err != nil {
+				cc.Close()
+				cc = nil
+			}
+		}
 		cancel()
 		if c.ctx.Err() != nil {
 			if cc != nil {
 				cc.Close()
 			}
+			return
+		}
+		if err != nil && s.extra {
+			c.mu.Lock()
+			s.addr.growFailed = time.Now()
+			c.mu.Unlock()
 			return
 		}
 		if err == nil {
@@ -366,14 +411,23 @@ func (c *Client) keep(s *slot) {
 					c.markBroken(s, cc)
 				}
 			})
-			select {
-			case <-broken:
-			case <-c.ctx.Done():
+		wait:
+			for {
+				select {
+				case <-broken:
+					break wait
+				case <-c.ctx.Done():
+					break wait
+				case <-idle:
+					if c.retireIfIdle(s, cc) {
+						break wait
+					}
+				}
 			}
 			cc.SetStateHook(nil)
 			cc.Close()
 			c.markBroken(s, cc)
-			if c.ctx.Err() != nil {
+			if c.ctx.Err() != nil || s.extra {
 				return
 			}
 		} else {
@@ -396,6 +450,53 @@ func (c *Client) keep(s *slot) {
 	}
 }
 
+// handshake makes one round trip (GET /healthz, open without a token) on
+// the new connection cc before it is used: once its answer is in, so are
+// the node's SETTINGS, which come first. Until then the transport assumes
+// 100 streams, and calls reserved beyond a lower limit would wait in the
+// transport behind parked acquires. Any answer will do; an error is a
+// failed dial.
+func (c *Client) handshake(ctx context.Context, cc *http.ClientConn, base *url.URL) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.String()+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("User-Agent", c.userAgent)
+	resp, err := cc.RoundTrip(req)
+	if err != nil {
+		return fmt.Errorf("first round trip: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+	resp.Body.Close()
+	return nil
+}
+
+// retireIfIdle takes the extra connection cc of s out of service when no
+// request is in flight or reserved on it. Under c.mu, as pick reserves, so
+// that no call is sent on a connection being closed.
+func (c *Client) retireIfIdle(s *slot, cc *http.ClientConn) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.cc != cc || s.state != slotUp || cc.InFlight() > 0 {
+		return false
+	}
+	s.state, s.cc = slotDown, nil
+	s.lastErr = errors.New("idle extra connection closed")
+	close(s.broken)
+	c.notifyLocked()
+	return true
+}
+
+// removeSlot takes the extra slot s off its address and the Client.
+func (c *Client) removeSlot(s *slot) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s.state = slotDown
+	s.addr.slots = slices.DeleteFunc(s.addr.slots, func(x *slot) bool { return x == s })
+	c.slots = slices.DeleteFunc(c.slots, func(x *slot) bool { return x == s })
+	c.notifyLocked()
+}
+
 // markBroken takes cc out of service if it is still s's connection. It may
 // run inside cc's state hook, so it only takes c.mu briefly and never calls
 // into cc.
@@ -414,12 +515,29 @@ func (c *Client) markBroken(s *slot, cc *http.ClientConn) {
 	c.notifyLocked()
 }
 
-// pick returns a live connection, round-robin: among the preferred (active)
-// address's if it has one up, else among all; connections with free HTTP/2
-// streams first; avoid (the connection that just failed) only when there is
-// no other. While no connection is up but one is being dialled it waits for
+// Stream capacity. A node limits the HTTP/2 streams of one connection
+// (MaxConcurrentStreams, 1000 for baton), and parked acquires hold theirs
+// for as long as they wait: so that a renewal or a release never waits
+// behind them, an acquire takes a stream only where shortStreams (at most
+// a quarter of the limit) stay free for the short calls, and when every
+// connection is that full, pick dials an extra connection to the node
+// (up to maxExtra per address), closed again once idle.
+const (
+	shortStreams = 16
+	maxExtra     = 64
+)
+
+// pick returns a live connection, round-robin, with one of its HTTP/2
+// streams reserved for the caller (the RoundTrip that follows uses it):
+// among the preferred (active) address's connections if it has one up,
+// else among all; avoid (the connection that just failed) only when there
+// is no other. A long call (an acquire) takes a stream only from a
+// connection that keeps shortStreams free; when none has room, an extra
+// connection is dialled and waited for, and past maxExtra the call queues
+// for a stream of a full connection (the transport holds it until one
+// ends). While no connection is up but one is being dialled it waits for
 // that dial; with none up and none dialling it fails with ErrUnavailable.
-func (c *Client) pick(ctx context.Context, avoid *slot) (*slot, *http.ClientConn, error) {
+func (c *Client) pick(ctx context.Context, avoid *slot, long bool) (*slot, *http.ClientConn, error) {
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -446,22 +564,22 @@ func (c *Client) pick(ctx context.Context, avoid *slot) (*slot, *http.ClientConn
 			}
 		}
 		if len(cands) > 0 {
-			// Prefer connections with free streams; fall back to
-			// blocking on a full one.
 			n := uint64(len(cands))
 			start := c.rr
 			c.rr++
-			chosen := cands[start%n]
 			for i := range n {
 				s := cands[(start+i)%n]
-				if s.cc.Available() > 0 {
-					chosen = s
-					break
+				if room(s.cc, long) && s.cc.Reserve() == nil {
+					c.mu.Unlock()
+					return s, s.cc, nil
 				}
 			}
-			cc := chosen.cc
-			c.mu.Unlock()
-			return chosen, cc, nil
+			chosen := cands[start%n]
+			if !c.growLocked(chosen.addr) {
+				// No more connections: queue for a stream of this one.
+				c.mu.Unlock()
+				return chosen, chosen.cc, nil
+			}
 		}
 		dialing := anyDialing(c.slots)
 		var lastErr error
@@ -484,6 +602,43 @@ func (c *Client) pick(ctx context.Context, avoid *slot) (*slot, *http.ClientConn
 			return nil, nil, ctx.Err()
 		}
 	}
+}
+
+// room reports whether cc has a stream for a call: any free stream for a
+// short one; for a long one (an acquire), one beyond those kept for the
+// short calls.
+func room(cc *http.ClientConn, long bool) bool {
+	free := cc.Available()
+	if !long {
+		return free > 0
+	}
+	limit := free + cc.InFlight()
+	return free > min(shortStreams, limit/4)
+}
+
+// growLocked makes sure an extra connection to a is being dialled, and
+// reports whether one is (false: the address has maxExtra already, or the
+// last extra dial failed less than a ReconnectInterval ago).
+func (c *Client) growLocked(a *address) bool {
+	extras := 0
+	for _, s := range a.slots {
+		if s.extra {
+			if s.state == slotDialing {
+				return true
+			}
+			extras++
+		}
+	}
+	if extras >= maxExtra || time.Since(a.growFailed) < c.cfg.ReconnectInterval {
+		return false
+	}
+	s := &slot{addr: a, extra: true, state: slotDialing, redial: make(chan struct{}, 1)}
+	a.slots = append(a.slots, s)
+	c.slots = append(c.slots, s)
+	c.wg.Add(1)
+	go c.keep(s)
+	c.notifyLocked()
+	return true
 }
 
 func anyDialing(ss []*slot) bool {
@@ -562,24 +717,54 @@ type response struct {
 }
 
 // errConn marks a failure of the connection (or of the transfer on it), as
-// opposed to an answer from the server.
-type errConn struct{ err error }
+// opposed to an answer from the server. stream: the connection stayed up,
+// only the call's stream was reset (a node or proxy past its stream limit
+// refuses a stream with REFUSED_STREAM while the client cannot know the
+// limit yet: the call was not processed).
+type errConn struct {
+	err    error
+	stream bool
+}
+
+// Stream resets. A call whose stream alone was reset is repeated, at most
+// maxStreamRetries times, after a pause that grows by streamRetryPause;
+// these repeats do not count as connection attempts.
+const (
+	maxStreamRetries = 10
+	streamRetryPause = 10 * time.Millisecond
+)
+
+// streamRetry reports whether the call that failed with ce may be
+// repeated as a stream reset (the retries so far in *n), after the pause;
+// an error when ctx ended during the pause.
+func streamRetry(ctx context.Context, ce *errConn, n *int) (bool, error) {
+	if !ce.stream || *n >= maxStreamRetries {
+		return false, nil
+	}
+	*n++
+	return true, sleep(ctx, time.Duration(*n)*streamRetryPause)
+}
 
 func (e *errConn) Error() string { return e.err.Error() }
 func (e *errConn) Unwrap() error { return e.err }
 
 // send makes one request on the connection cc of slot s. pathQuery is the
 // path and query ("/locks/a?token=1"). Transport failures come back as
-// *errConn (and mark s broken if cc is), ctx errors as ctx.Err().
+// *errConn (and mark s broken if cc is), ctx errors as ctx.Err(). When the
+// status and headers arrived but the body did not, the error comes with a
+// response that has them (and the part of the body read): an acquire that
+// is cancelled while its grant is read learns the token from Lock-Token.
 func (c *Client) send(ctx context.Context, s *slot, cc *http.ClientConn, method, pathQuery string, hdr http.Header) (*response, error) {
 	u := *s.addr.base
 	ref, err := url.Parse(pathQuery)
 	if err != nil {
+		cc.Release() // the stream pick reserved
 		return nil, err
 	}
 	u.Path, u.RawPath, u.RawQuery = ref.Path, ref.RawPath, ref.RawQuery
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
 	if err != nil {
+		cc.Release()
 		return nil, err
 	}
 	h := req.Header
@@ -591,6 +776,7 @@ func (c *Client) send(ctx context.Context, s *slot, cc *http.ClientConn, method,
 	if c.cfg.Token != "" {
 		h.Set("Authorization", "Bearer "+c.cfg.Token)
 	}
+	var partial *response
 	resp, err := cc.RoundTrip(req)
 	if err == nil {
 		var body []byte
@@ -599,17 +785,18 @@ func (c *Client) send(ctx context.Context, s *slot, cc *http.ClientConn, method,
 		if err == nil {
 			return &response{status: resp.StatusCode, header: resp.Header, body: body}, nil
 		}
+		partial = &response{status: resp.StatusCode, header: resp.Header, body: body}
 	}
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return partial, ctx.Err()
 	}
 	if cc.Err() != nil {
 		c.markBroken(s, cc)
 	}
 	if c.ctx.Err() != nil {
-		return nil, ErrClosed
+		return partial, ErrClosed
 	}
-	return nil, &errConn{err}
+	return partial, &errConn{err: err, stream: cc.Err() == nil}
 }
 
 // statusError builds the *StatusError of an answer.
@@ -647,23 +834,30 @@ func (c *Client) redirect(s *slot, pathQuery string, r *response) (string, error
 const maxRedirects = 10
 
 // call makes a request that is safe to repeat (everything but an acquire,
-// which has its own loop): on a connection failure it moves on to the next
-// connection, failing after as many attempts as there are connections;
-// 307s are followed. It returns the first answer that is not a redirect.
-func (c *Client) call(ctx context.Context, method, pathQuery string) (*response, error) {
-	attempts, redirects := 0, 0
+// which has its own loop, and the repeat of an acquire under its
+// Idempotency-Key in hdr): on a connection failure it moves on to the next
+// connection, failing after as many attempts as there are connections; a
+// reset of its stream alone is repeated (streamRetry); 307s are followed. It returns the first answer that is not a redirect.
+func (c *Client) call(ctx context.Context, method, pathQuery string, hdr http.Header) (*response, error) {
+	attempts, redirects, resets := 0, 0, 0
 	max := c.numConns()
 	var avoid *slot
 	for {
-		s, cc, err := c.pick(ctx, avoid)
+		s, cc, err := c.pick(ctx, avoid, false)
 		if err != nil {
 			return nil, err
 		}
-		r, err := c.send(ctx, s, cc, method, pathQuery, nil)
+		r, err := c.send(ctx, s, cc, method, pathQuery, hdr)
 		if err != nil {
 			var ce *errConn
 			if !errors.As(err, &ce) {
 				return nil, err
+			}
+			if again, serr := streamRetry(ctx, ce, &resets); serr != nil {
+				return nil, serr
+			} else if again {
+				avoid = nil
+				continue
 			}
 			attempts++
 			if attempts >= max {
@@ -687,7 +881,7 @@ func (c *Client) call(ctx context.Context, method, pathQuery string) (*response,
 
 // getJSON GETs pathQuery and decodes a 200 answer into v.
 func (c *Client) getJSON(ctx context.Context, pathQuery string, v any) error {
-	r, err := c.call(ctx, http.MethodGet, pathQuery)
+	r, err := c.call(ctx, http.MethodGet, pathQuery, nil)
 	if err != nil {
 		return err
 	}

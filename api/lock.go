@@ -80,16 +80,22 @@ func newKey() string { return rand.Text() }
 // connection that breaks during the wait makes it repeat on the next
 // connection (where it takes over its own place in the queue, or gets the
 // grant made meanwhile), failing only after as many attempts as the client
-// has connections; a 307 is followed to the active node; a poll_timeout is
-// resumed. No repeat can queue it twice or make it wait behind its own
-// grant.
+// has connections; a reset of its stream alone (REFUSED_STREAM from a node
+// or proxy past its stream limit) is repeated too, up to 10 times; a 307 is
+// followed to the active node; a poll_timeout is resumed. No repeat can
+// queue it twice or make it wait behind its own grant.
 //
 // Errors: ErrTimeout (the wait ran out: not granted), ErrLimit,
 // ErrInvalidArgument (as *StatusError), ErrGrantEnded (the grant ended
 // before its answer could be delivered), ErrUnavailable (no connection, or
 // all attempts failed), ErrClosed, or ctx's error. When ctx ends the waiter
-// leaves the queue; a grant made at that moment is released again, never
-// left held.
+// leaves the queue and Acquire returns at once; a grant made at that moment
+// is released again, never left held: one whose answer arrives after the
+// cancel is released, and when the outcome is unknown (the node may have
+// answered a grant that the cancelled stream no longer delivers) the
+// Client asks the node again under the same Idempotency-Key and releases
+// what it says was granted. This settling runs in the background, bounded
+// by twice ReleaseTimeout; Close waits for it.
 func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption) (*Lock, error) {
 	var o acquireOpts
 	for _, f := range opts {
@@ -108,20 +114,32 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	pathQuery := lockPath(key, q)
 	hdr := http.Header{HeaderIdempotencyKey: {newKey()}}
 
-	attempts, redirects := 0, 0
+	attempts, redirects, resets := 0, 0, 0
 	max := c.numConns()
 	var avoid *slot
+	asked := false // a request went out: the node may hold a place or a grant
 	for {
-		s, cc, err := c.pick(ctx, avoid)
+		s, cc, err := c.pick(ctx, avoid, true)
 		if err != nil {
+			if asked && ctx.Err() != nil {
+				c.settleAcquire(pathQuery, hdr, 0)
+			}
 			return nil, err
 		}
+		asked = true
 		sent := time.Now()
 		r, err := c.sendAcquire(ctx, s, cc, pathQuery, hdr)
 		if err != nil {
 			var ce *errConn
 			if !errors.As(err, &ce) {
 				return nil, err
+			}
+			if again, serr := streamRetry(ctx, ce, &resets); serr != nil {
+				c.settleAcquire(pathQuery, hdr, 0)
+				return nil, serr
+			} else if again {
+				avoid = nil
+				continue
 			}
 			attempts++
 			if attempts >= max {
@@ -143,12 +161,11 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			avoid = nil
 			continue
 		case http.StatusRequestTimeout:
-			se := statusError(r).(*StatusError)
-			if se.Code == CodePollTimeout {
+			if isPollTimeout(r) {
 				avoid = nil
 				continue // resume our place, same Idempotency-Key
 			}
-			return nil, se
+			return nil, statusError(r)
 		case http.StatusServiceUnavailable:
 			// No active node known (a failover in progress), or the
 			// node is shutting down: another attempt, after
@@ -158,6 +175,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 				return nil, statusError(r)
 			}
 			if err := sleep(ctx, retryAfter(r.header, time.Second)); err != nil {
+				c.settleAcquire(pathQuery, hdr, 0)
 				return nil, err
 			}
 			avoid = s
@@ -169,8 +187,13 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 }
 
 // sendAcquire is send for a long poll: the request is cancelled when ctx
-// ends, but a 200 that arrived meanwhile is read in full and then released
-// again, so no grant is left behind an abandoned Acquire.
+// ends. An acquire cancelled that way may still have been granted: the
+// node may have written the 200 before the stream's reset reached it, or
+// the answer may be on its way. So when ctx ends, a grant whose status and
+// Lock-Token arrived is released, and an outcome that did not arrive is
+// settled by the Idempotency-Key (settleAcquire), both in the background;
+// only an answer read in full that is neither a grant, a poll_timeout nor
+// a 503 needs nothing.
 func (c *Client) sendAcquire(ctx context.Context, s *slot, cc *http.ClientConn, pathQuery string, hdr http.Header) (*response, error) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
@@ -180,17 +203,15 @@ func (c *Client) sendAcquire(ctx context.Context, s *slot, cc *http.ClientConn, 
 	r, err := c.send(rctx, s, cc, http.MethodPost, pathQuery, hdr)
 	if !stop() {
 		// ctx ended.
-		if err == nil && r.status == http.StatusOK {
-			if tok, perr := strconv.ParseUint(r.header.Get(HeaderLockToken), 10, 64); perr == nil {
-				var g Grant
-				_ = json.Unmarshal(r.body, &g)
-				if g.Key == "" {
-					g.Key = lockKeyFromPath(pathQuery)
-				}
-				rc, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
-				_ = c.Release(rc, g.Key, tok)
-				rcancel()
-			}
+		switch tok := grantToken(r); {
+		case tok != 0:
+			c.settleAcquire(pathQuery, hdr, tok)
+		case err != nil, isPollTimeout(r), r.status == http.StatusServiceUnavailable:
+			// No answer; or a poll_timeout (the node keeps the place for
+			// a grace, and may grant it meanwhile); or a 503, which a
+			// node resuming from a pause answers to a grant it keeps for
+			// the repeat.
+			c.settleAcquire(pathQuery, hdr, 0)
 		}
 		return nil, ctx.Err()
 	}
@@ -198,9 +219,110 @@ func (c *Client) sendAcquire(ctx context.Context, s *slot, cc *http.ClientConn, 
 		return nil, ErrClosed
 	}
 	if err != nil && errors.Is(err, context.Canceled) {
-		return nil, &errConn{err}
+		return nil, &errConn{err: err}
 	}
 	return r, err
+}
+
+// isPollTimeout reports whether r is a 408 poll_timeout (the node ended
+// the long poll early and keeps the place for a repeat).
+func isPollTimeout(r *response) bool {
+	if r == nil || r.status != http.StatusRequestTimeout {
+		return false
+	}
+	var se *StatusError
+	return errors.As(statusError(r), &se) && se.Code == CodePollTimeout
+}
+
+// grantToken returns the token of r when r is a grant (200) whose token
+// arrived (in Lock-Token, else in the body), and 0 otherwise.
+func grantToken(r *response) uint64 {
+	if r == nil || r.status != http.StatusOK {
+		return 0
+	}
+	if tok, err := strconv.ParseUint(r.header.Get(HeaderLockToken), 10, 64); err == nil {
+		return tok
+	}
+	var g Grant
+	if json.Unmarshal(r.body, &g) == nil {
+		return g.Token
+	}
+	return 0
+}
+
+// settleWait is the wait of the repeat that settles a cancelled acquire:
+// a repeat that the node takes for a new acquire (the first one's place is
+// gone) times out at once instead of parking.
+const settleWait = "0.001"
+
+// settleAcquire ends, in the background, whatever a cancelled acquire
+// (pathQuery, with its Idempotency-Key in hdr) may have left on the node:
+// with token != 0, the grant whose answer arrived after the cancel is
+// released; with token 0 the outcome is unknown, so the acquire is
+// repeated under the same Idempotency-Key with a wait of 1 ms. The node
+// then answers the grant it made (released at once), 410 grant_ended, 408
+// (the place was gone: the repeat timed out, nothing held), or takes the
+// place over if the first request was still parked (the repeat is
+// cancelled after releaseAttempt and asked again). A repeat that comes to a
+// free key may be granted afresh; that grant is released at once too.
+// Asking is bounded by ReleaseTimeout, the release by another. The
+// goroutine is the Client's: Close waits for it.
+func (c *Client) settleAcquire(pathQuery string, hdr http.Header, token uint64) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.settling.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.settling.Done()
+		key := lockKeyFromPath(pathQuery)
+		if token == 0 {
+			token = c.askAgain(pathQuery, hdr)
+		}
+		if token == 0 {
+			return
+		}
+		rctx, cancel := context.WithTimeout(c.ctx, c.cfg.ReleaseTimeout)
+		defer cancel()
+		_ = c.Release(rctx, key, token)
+	}()
+}
+
+// askAgain repeats a cancelled acquire under its Idempotency-Key with a
+// wait of settleWait until the node gives a definite answer, for at most
+// ReleaseTimeout. It returns the token of a grant, or 0 when nothing is
+// held under this acquire (or no answer came in time).
+func (c *Client) askAgain(pathQuery string, hdr http.Header) uint64 {
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.ReleaseTimeout)
+	defer cancel()
+	u, err := url.Parse(pathQuery)
+	if err != nil {
+		return 0
+	}
+	q := u.Query()
+	q.Set("wait", settleWait)
+	u.RawQuery = q.Encode()
+	pq := u.RequestURI()
+	for {
+		actx, acancel := context.WithTimeout(ctx, releaseAttempt)
+		r, err := c.call(actx, http.MethodPost, pq, hdr)
+		acancel()
+		if err == nil {
+			if r.status == http.StatusOK {
+				return grantToken(r)
+			}
+			if r.status < 500 && r.status != http.StatusTooManyRequests {
+				// 408, 409 superseded, 410 grant_ended, 4xx: nothing
+				// is held under this Idempotency-Key.
+				return 0
+			}
+		}
+		if sleep(ctx, c.cfg.ReleaseRetry) != nil {
+			return 0
+		}
+	}
 }
 
 func lockKeyFromPath(pathQuery string) string {
@@ -275,7 +397,7 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 	redirects := 0
 	var avoid *slot
 	for {
-		s, cc, err := c.pick(ctx, avoid)
+		s, cc, err := c.pick(ctx, avoid, false)
 		if err == nil {
 			var r *response
 			// One attempt may not eat the whole window: a connection
@@ -284,7 +406,7 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 			actx, acancel := context.WithTimeout(ctx, releaseAttempt)
 			r, err = c.send(actx, s, cc, http.MethodDelete, pathQuery, nil)
 			if err != nil && actx.Err() != nil && ctx.Err() == nil {
-				err = &errConn{fmt.Errorf("no answer within %v", releaseAttempt)}
+				err = &errConn{err: fmt.Errorf("no answer within %v", releaseAttempt)}
 			}
 			acancel()
 			var ce *errConn
@@ -339,7 +461,7 @@ func (c *Client) Renew(ctx context.Context, key string, token uint64, lease time
 	if lease > 0 {
 		q.Set("lease", seconds(lease))
 	}
-	r, err := c.call(ctx, http.MethodPatch, lockPath(key, q))
+	r, err := c.call(ctx, http.MethodPatch, lockPath(key, q), nil)
 	if err != nil {
 		return nil, err
 	}

@@ -36,6 +36,9 @@ type testServer struct {
 	ln   *countingListener
 	done chan struct{}
 	wrap func(http.Handler) http.Handler
+	// streams, if set, replaces the server's HTTP/2 stream limit per
+	// connection (MaxConcurrentStreams).
+	streams int
 }
 
 // startServer starts a node on a free port; ecfg's zero fields are the
@@ -80,6 +83,9 @@ func (s *testServer) start(t testing.TB, addr string) {
 		h = s.wrap(h)
 	}
 	srv := handlers.NewHTTPServer(h, context.Background(), log)
+	if s.streams > 0 {
+		srv.HTTP2.MaxConcurrentStreams = s.streams
+	}
 	cl := &countingListener{Listener: ln}
 	done := make(chan struct{})
 	go func() {

@@ -570,7 +570,13 @@ func NewHTTPServer(h http.Handler, baseCtx context.Context, log *slog.Logger) *h
 		HTTP2: &http.HTTP2Config{
 			// Go's HTTP/2 server does work per open stream for each frame it
 			// writes: a cap keeps drains of many waiters fast; clients open
-			// more connections beyond it.
+			// more connections beyond it (package api does, and keeps
+			// streams free for renewals and releases). A stream past the
+			// cap is the library's to refuse: REFUSED_STREAM, which
+			// clients retry, while the client has not acknowledged these
+			// SETTINGS (the only way a conforming client exceeds it); a
+			// PROTOCOL_ERROR reset of that stream alone after
+			// (TestStreamPastTheLimit).
 			MaxConcurrentStreams: 1000,
 			PingTimeout:          15 * time.Second,
 			SendPingTimeout:      30 * time.Second,

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -445,33 +446,49 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) (int, error) {
 	}
 	defer c.Close()
 
-	// Signals: SIGTERM and SIGHUP are forwarded to COMMAND; SIGINT and
-	// SIGQUIT come from the terminal to COMMAND's process group too, so
-	// baton only waits. Before COMMAND runs, they end the wait.
-	sigs := make(chan os.Signal, 4)
+	// Signals: before COMMAND runs, SIGTERM, SIGHUP, SIGINT and SIGQUIT
+	// end the wait; once it runs, they are forwarded to its process group.
+	// None is lost in between: the watcher below hands over the signal it
+	// took, and those that come later wait in sigs until COMMAND runs.
+	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	interrupted := make(chan os.Signal, 1) // the signal that ended the wait, or nil
 	go func() {
 		select {
-		case <-sigs:
+		case s := <-sigs:
 			cancel()
+			interrupted <- s
 		case <-actx.Done():
+			interrupted <- nil
 		}
 	}()
 
 	l, err := acquire(actx, c, key, time.Duration(lease), time.Duration(wait), cio)
+	cancel()
+	if sig := <-interrupted; sig != nil {
+		// The signal came while the lock was being granted or before:
+		// COMMAND never starts. A grant that came with it is released at
+		// once; one the cancelled acquire may have been given without
+		// hearing of it is released by the Client before Close returns.
+		msg := fmt.Sprintf("interrupted by %v while waiting for the lock; COMMAND not started", sig)
+		if err == nil {
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			if rerr := l.Release(rctx); rerr != nil {
+				msg += fmt.Sprintf("; releasing %q: %s", key, errText(rerr))
+			}
+			rcancel()
+		}
+		return exitError, errors.New(msg)
+	}
 	if err != nil {
-		switch {
-		case errors.Is(err, api.ErrTimeout):
+		if errors.Is(err, api.ErrTimeout) {
 			return exitTimeout, err
-		case actx.Err() != nil && ctx.Err() == nil:
-			return exitError, errors.New("interrupted while waiting for the lock")
 		}
 		return exitError, err
 	}
-	cancel() // the acquire is done; signals now go to COMMAND
 	l.KeepAlive(context.WithoutCancel(ctx))
 	release := func() error {
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -479,21 +496,43 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) (int, error) {
 		return l.Release(rctx)
 	}
 
-	cmd := exec.Command(command[0], command[1:]...)
+	var group commandGroup
+	cmd := group.command(command, cio.stdin)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = cio.stdin, cio.stdout, cio.stderr
 	env := append(cio.environ(), "BATON_KEY="+key, "BATON_TOKEN="+strconv.FormatUint(l.Token, 10))
 	if len(f.addr) > 0 {
 		env = append(env, api.EnvAddr+"="+strings.Join(f.addr, ","))
 	}
 	cmd.Env = env
-	if err := cmd.Start(); err != nil {
+	// COMMAND is started and waited for on one locked OS thread: Linux
+	// sends the parent-death signal when the thread that started the child
+	// ends, and Go may end idle threads.
+	started := make(chan error, 1)
+	exited := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited <- cmd.Wait()
+	}()
+	startErr := <-started
+	running := group.started(startErr)
+	if startErr != nil {
 		if rerr := release(); rerr != nil {
 			fmt.Fprintf(cio.stderr, "baton run: releasing %q: %s\n", key, errText(rerr))
 		}
-		return exitNoCommand, fmt.Errorf("cannot start COMMAND: %w", err)
+		return exitNoCommand, fmt.Errorf("cannot start COMMAND: %w", startErr)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	defer group.done()
+	if !running {
+		// The guard could not start COMMAND (it said why) or was
+		// killed first: nothing to signal; its end comes below.
+		sigs = nil
+	}
 
 	var waitErr error
 	var lostErr error
@@ -507,24 +546,27 @@ loop:
 			if lostErr == nil {
 				lostErr = l.Err()
 				fmt.Fprintf(cio.stderr, "baton run: %s; sending SIGTERM to %s\n", lostText(lostErr), command[0])
-				_ = cmd.Process.Signal(syscall.SIGTERM)
+				group.signal(syscall.SIGTERM)
 				t := time.NewTimer(time.Duration(killAfter))
 				defer t.Stop()
 				kill = t.C
 			}
 		case <-kill:
 			fmt.Fprintf(cio.stderr, "baton run: %s still runs %v after SIGTERM; sending SIGKILL\n", command[0], time.Duration(killAfter))
-			_ = cmd.Process.Kill()
+			group.signal(syscall.SIGKILL)
 			kill = nil
 		case s := <-sigs:
-			if s == syscall.SIGTERM || s == syscall.SIGHUP {
-				_ = cmd.Process.Signal(s)
-			}
+			group.signal(s.(syscall.Signal))
 		}
 	}
 	signalled := lostErr != nil
 	if lostErr == nil {
 		lostErr = l.Err()
+	}
+	if lostErr != nil {
+		// Nothing of COMMAND runs on without the lock: what it left
+		// behind in its group goes too.
+		group.signal(syscall.SIGKILL)
 	}
 	rerr := release()
 	if lostErr != nil {

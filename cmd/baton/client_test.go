@@ -363,3 +363,37 @@ func TestBinaryRun(t *testing.T) {
 		t.Fatalf("status after run: %v %q", err, out)
 	}
 }
+
+// baton run whose wait runs out exits 3 and says so; COMMAND never runs.
+func TestRunWaitRunsOut(t *testing.T) {
+	url := startNode(t)
+	c := apiClient(t, url)
+	l, err := c.Acquire(t.Context(), "held", api.WithLease(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, url, false, "run", "held", "--wait", "0.2", "--", "sh", "-c", "echo ran")
+	if r.code != exitTimeout || !strings.Contains(r.stderr.String(), "wait ran out") || r.stdout.String() != "" {
+		t.Fatalf("code %d, stdout %q, stderr %q; want %d, the wait ran out, COMMAND not run", r.code, r.stdout.String(), r.stderr.String(), exitTimeout)
+	}
+	st, err := c.Status(t.Context(), "held")
+	if err != nil || st.Holder == nil || st.Holder.Token != l.Token || st.Waiters != 0 {
+		t.Fatalf("after the timeout: %+v, %v", st, err)
+	}
+}
+
+// baton run that cannot reach a node says so (exit 1); it was not
+// interrupted.
+func TestRunNoNode(t *testing.T) {
+	leakCheck(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close()
+	r := runCLI(t, url, false, "run", "k", "--", "sh", "-c", "echo ran")
+	if r.code != exitError || !strings.Contains(r.stderr.String(), "unavailable") || r.stdout.String() != "" {
+		t.Fatalf("code %d, stdout %q, stderr %q; want %d and why", r.code, r.stdout.String(), r.stderr.String(), exitError)
+	}
+}

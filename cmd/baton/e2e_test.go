@@ -30,6 +30,11 @@ import (
 var batonBin string
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == guardCommand {
+		// In-process `baton run` (clientMain) starts the guard from the
+		// test binary.
+		os.Exit(runGuard(os.Args[2:]))
+	}
 	flag.Parse()
 	os.Exit(func() int {
 		if !testing.Short() {

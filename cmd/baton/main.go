@@ -67,6 +67,8 @@ func run(args []string) int {
 		return serve(args[1:])
 	case "version", "--version":
 		return cmdVersion(args[1:], os.Stdout, os.Stderr)
+	case guardCommand:
+		return runGuard(args[1:])
 	case "help", "-h", "--help":
 		if len(args) > 1 && commandHelps[args[1]].synopsis != "" {
 			return run([]string{args[1], "--help"})

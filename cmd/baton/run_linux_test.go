@@ -1,0 +1,234 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/baton-io/baton/api"
+)
+
+// runProc is one `baton run` process of the built binary.
+type runProc struct {
+	cmd            *exec.Cmd
+	stdout, stderr *syncBuffer
+	exited         chan struct{}
+	code           int // once exited is closed
+}
+
+func startRun(t *testing.T, url string, args ...string) *runProc {
+	t.Helper()
+	p := &runProc{stdout: newSyncBuffer(), stderr: newSyncBuffer(), exited: make(chan struct{})}
+	p.cmd = exec.Command(batonBin, append([]string{"run"}, args...)...)
+	p.cmd.Env = cleanEnv(api.EnvAddr + "=" + url)
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	// A process left behind with baton's stdout must not hold up Wait.
+	p.cmd.WaitDelay = time.Second
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.exited)
+		err := p.cmd.Wait()
+		p.code = 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			p.code = ee.ExitCode()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	})
+	return p
+}
+
+// waitExit waits for baton to end; within bound, or the test fails (a hang:
+// baton runs on).
+func (p *runProc) waitExit(t *testing.T, what string) int {
+	t.Helper()
+	select {
+	case <-p.exited:
+		return p.code
+	case <-time.After(bound):
+		t.Fatalf("%s: baton run still runs after %v; stdout %q stderr %q", what, bound, p.stdout.String(), p.stderr.String())
+		return 0
+	}
+}
+
+// noHolderWithin checks that nobody holds key, allowing d for a release in
+// flight; it fails with the holder it saw last.
+func noHolderWithin(t *testing.T, c *api.Client, key string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		st, err := c.Status(t.Context(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Holder == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q still held by token %d (lease %vs) after baton run ended", key, st.Holder.Token, st.Holder.Lease)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func waitWaiters(t *testing.T, c *api.Client, key string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		st, err := c.Status(t.Context(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Waiters == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q: %d waiters, want %d", key, st.Waiters, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A SIGTERM that reaches `baton run` together with the grant is never lost
+// (issue 11, defect 6): in each race the holder's release and the signal
+// come at another offset from each other, and every time either COMMAND
+// never starts and the lock is released, or COMMAND starts and gets the
+// signal; baton always ends, and then nobody holds the key.
+func TestRunSignalWithGrantNeverLost(t *testing.T) {
+	needBinary(t)
+	url := startNode(t)
+	c := apiClient(t, url)
+	ctx := t.Context()
+	const races = 50
+	notStarted, started := 0, 0
+	for i := range races {
+		key := fmt.Sprintf("run/%d", i)
+		h, err := c.Acquire(ctx, key, api.WithLease(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := startRun(t, url, key, "--lease", "10", "--",
+			"sh", "-c", `trap 'echo TERM; exit 0' TERM; echo started; while :; do sleep 0.05; done`)
+		waitWaiters(t, c, key, 1)
+		// From 1 ms before the release to 4 ms after it, in 100 µs steps.
+		offset := time.Duration(i)*100*time.Microsecond - time.Millisecond
+		go func() {
+			time.Sleep(max(offset, 0))
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		}()
+		if offset < 0 {
+			time.Sleep(-offset)
+		}
+		if err := c.Release(ctx, key, h.Token); err != nil {
+			t.Fatal(err)
+		}
+		code := p.waitExit(t, fmt.Sprintf("race %d (offset %v): the SIGTERM was lost", i, offset))
+		out, errOut := p.stdout.String(), p.stderr.String()
+		switch {
+		case code == exitError && !strings.Contains(out, "started"):
+			// Interrupted before COMMAND ran.
+			notStarted++
+		case code == 0 && strings.Contains(out, "started") && strings.Contains(out, "TERM"),
+			code == 128+int(syscall.SIGTERM):
+			// COMMAND ran and got the signal (before its trap was set,
+			// it died of it).
+			started++
+		default:
+			t.Fatalf("race %d (offset %v): exit %d, stdout %q, stderr %q", i, offset, code, out, errOut)
+		}
+		noHolderWithin(t, c, key, time.Second)
+	}
+	t.Logf("%d races: COMMAND not started %d times, started and signalled %d times", races, notStarted, started)
+}
+
+// alive reports whether pid is a process that has not ended (a zombie has
+// ended).
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// waitGone waits until pid has ended.
+func waitGone(t *testing.T, pid int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("%s: process %d still runs", what, pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// pidLine waits for the first line of p's stdout, a process id.
+func pidLine(t *testing.T, p *runProc) int {
+	t.Helper()
+	p.stdout.waitFor(t, "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(p.stdout.String(), "\n", 2)[0]))
+	if err != nil {
+		t.Fatalf("want a pid, got %q", p.stdout.String())
+	}
+	return pid
+}
+
+// COMMAND runs in a process group of its own: a forwarded signal and a
+// lost lock reach the processes it started (here a grandchild of baton
+// under sh), and the group does not run on without baton.
+func TestRunSignalsTheWholeGroup(t *testing.T) {
+	needBinary(t)
+	url := startNode(t)
+	c := apiClient(t, url)
+	// The sh ignores nothing: it ends with the signal, so does its sleep.
+	grandchild := []string{"sh", "-c", `sleep 300 & echo $!; wait`}
+
+	t.Run("forwarded SIGTERM", func(t *testing.T) {
+		p := startRun(t, url, append([]string{"g/term", "--"}, grandchild...)...)
+		pid := pidLine(t, p)
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		p.waitExit(t, "SIGTERM")
+		waitGone(t, pid, "after a forwarded SIGTERM")
+		noHolderWithin(t, c, "g/term", time.Second)
+	})
+	t.Run("lost lock", func(t *testing.T) {
+		// The sh traps TERM and goes on: the group gets SIGKILL after
+		// --kill-after, the sleep with it.
+		p := startRun(t, url, "g/lost", "--lease", "1", "--kill-after", "0.2", "--",
+			"sh", "-c", `trap '' TERM; sleep 300 & echo $!; while :; do wait; done`)
+		pid := pidLine(t, p)
+		st, err := c.Status(t.Context(), "g/lost")
+		if err != nil || st.Holder == nil {
+			t.Fatalf("status while COMMAND runs: %+v, %v", st, err)
+		}
+		if err := c.Release(t.Context(), "g/lost", st.Holder.Token); err != nil {
+			t.Fatal(err)
+		}
+		if code := p.waitExit(t, "lost lock"); code != exitLost {
+			t.Fatalf("exit %d, want %d; stderr %q", code, exitLost, p.stderr.String())
+		}
+		waitGone(t, pid, "after the lock was lost")
+	})
+	t.Run("baton killed", func(t *testing.T) {
+		p := startRun(t, url, append([]string{"g/kill", "--lease", "30", "--"}, grandchild...)...)
+		pid := pidLine(t, p)
+		_ = p.cmd.Process.Kill()
+		p.waitExit(t, "SIGKILL")
+		waitGone(t, pid, "after baton was killed")
+	})
+}
