@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/web"
 )
 
 // Client authentication (config auth_tokens).
@@ -22,6 +23,8 @@ import (
 //   - GET /openapi.json (the API description);
 //   - GET / and the status page's static files under /static/ (the page
 //     shell; its data calls /locks and /cluster, which need the token);
+//   - GET /baton.js and /baton.d.ts (the JavaScript client: an import
+//     statement cannot send a token);
 //   - OPTIONS requests (CORS preflights never carry credentials);
 //   - /_cluster/ (peer endpoints: protected by RequireSecret instead).
 //
@@ -78,7 +81,8 @@ func openPath(r *http.Request) bool {
 	}
 	p := r.URL.Path
 	switch {
-	case p == "/healthz", p == "/readyz", p == "/openapi.json", p == "/", p == "/favicon.ico":
+	case p == "/healthz", p == "/readyz", p == "/openapi.json", p == "/", p == "/favicon.ico",
+		p == web.ClientPath, p == web.ClientTypesPath:
 		return r.Method == http.MethodGet || r.Method == http.MethodHead
 	case strings.HasPrefix(p, "/static/"):
 		return r.Method == http.MethodGet || r.Method == http.MethodHead

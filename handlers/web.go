@@ -21,8 +21,8 @@ func (s *Server) useCORS(r chi.Router) {
 	}
 }
 
-// mountWeb adds the status page (GET / and its assets), GET /cluster and
-// GET /events.
+// mountWeb adds the status page (GET / and its assets), the JavaScript
+// client (GET /baton.js, GET /baton.d.ts), GET /cluster and GET /events.
 //
 // The annotation below documents GET / (served by web.Handler); the assets
 // under /static/ are not part of the API document.
@@ -36,8 +36,42 @@ func (s *Server) mountWeb(r chi.Router) {
 	page := web.Handler()
 	get(r, "/", page.ServeHTTP)
 	get(r, web.Prefix+"*", page.ServeHTTP)
+	get(r, web.ClientPath, s.clientModule)
+	get(r, web.ClientTypesPath, s.clientTypes)
 	get(r, "/cluster", s.cluster)
 	get(r, "/events", s.events)
+}
+
+// clientFiles serves the JavaScript client's files (web.ClientHandler).
+var clientFiles = web.ClientHandler()
+
+// clientModule is GET /baton.js: the official JavaScript client, an ES
+// module (SPEC section 4). Open without a token (an import cannot send
+// one), cacheable (ETag, Cache-Control: public, max-age=300), and with CORS
+// headers for the origins in cors_origins, so that a page on another
+// origin can import it.
+//
+//	@Summary	The JavaScript client, an ES module (import { Client } from "https://node/baton.js")
+//	@Tags		operations
+//	@Produce	text/javascript
+//	@Success	200	{string}	string	"the module"
+//	@Success	304	{string}	string	"If-None-Match matched its ETag"
+//	@Router		/baton.js [get]
+func (s *Server) clientModule(w http.ResponseWriter, r *http.Request) {
+	clientFiles.ServeHTTP(w, r)
+}
+
+// clientTypes is GET /baton.d.ts: the TypeScript declarations of
+// /baton.js, served like it.
+//
+//	@Summary	The TypeScript declarations of /baton.js
+//	@Tags		operations
+//	@Produce	application/typescript
+//	@Success	200	{string}	string	"the declarations"
+//	@Success	304	{string}	string	"If-None-Match matched its ETag"
+//	@Router		/baton.d.ts [get]
+func (s *Server) clientTypes(w http.ResponseWriter, r *http.Request) {
+	clientFiles.ServeHTTP(w, r)
 }
 
 // cluster is GET /cluster: this node's view of the cluster, from

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, runnable on a fresh Debian machine with Go and a
-# Docker engine: it installs what the tests drive (curl, chromium) when they
+# Docker engine: it installs what the tests drive (curl, chromium, nodejs) when they
 # are missing, then runs, stopping at the first failure:
 #   gofmt, go vet, every Go test with the race detector (unit, HTTP,
 #   headless-browser, hostile-client and OpenAPI-staleness tests), the cluster
@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 missing=()
 command -v curl >/dev/null || missing+=(curl)
 command -v chromium >/dev/null || missing+=(chromium)
+command -v node >/dev/null || missing+=(nodejs)
 if ((${#missing[@]})); then
 	sudo=""
 	[ "$(id -u)" = 0 ] || sudo=sudo

@@ -1,12 +1,15 @@
-// Package web is baton's status page: one HTML page, its script and its
-// style sheet, embedded in the binary so that the page works offline and
-// needs nothing but the node that serves it.
+// Package web is baton's status page and its JavaScript client: one HTML
+// page, its script and its style sheet, and the client module baton.js with
+// its types baton.d.ts (web/js), embedded in the binary so that they work
+// offline and need nothing but the node that serves them.
 //
-// The page reads GET /cluster, GET /locks and the GET /events stream of the
-// node it came from (or, on a standby, of the active that /cluster names),
-// and shows the cluster, the locks and the recent events, live. With client
-// auth it asks for the bearer token and keeps it in sessionStorage, sending
-// it only as an Authorization header, never in a URL.
+// The page reads GET /cluster and GET /locks of the node it came from
+// through baton.js (a standby answers reads from its replica, with
+// Baton-Replica-Lag, which the page shows), and the GET /events stream, and
+// shows the cluster, the locks and the recent events, live; until a listing
+// succeeds it says "loading" or "unknown", never that no lock is held. With
+// client auth it asks for the bearer token and keeps it in sessionStorage,
+// sending it only as an Authorization header, never in a URL.
 package web
 
 import (
@@ -14,6 +17,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
+	"fmt"
 	"io/fs"
 	"mime"
 	"net/http"
@@ -22,7 +26,7 @@ import (
 	"time"
 )
 
-//go:embed static
+//go:embed static js/baton.js js/baton.d.ts
 var files embed.FS
 
 // Prefix is the path under which the page's assets are served; GET / is the
@@ -42,7 +46,7 @@ type asset struct {
 
 var assets = func() map[string]asset {
 	m := map[string]asset{}
-	err := fs.WalkDir(files, "static", func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -55,7 +59,7 @@ var assets = func() map[string]asset {
 		if ctype == "" {
 			ctype = "application/octet-stream"
 		}
-		m[strings.TrimPrefix(p, "static/")] = asset{body: b, ctype: ctype, etag: `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`}
+		m[p] = asset{body: b, ctype: ctype, etag: `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`}
 		return nil
 	})
 	if err != nil {
@@ -74,7 +78,7 @@ func Handler() http.Handler {
 		if !ok {
 			name, ok = strings.CutPrefix(r.URL.Path, Prefix)
 		}
-		a, found := assets[name]
+		a, found := assets["static/"+name]
 		if !ok || !found || name == "index.html" && r.URL.Path != "/" {
 			http.NotFound(w, r)
 			return
@@ -89,5 +93,46 @@ func Handler() http.Handler {
 			h.Set("Content-Security-Policy", contentSecurityPolicy)
 		}
 		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(a.body))
+	})
+}
+
+// Client paths: the official JavaScript client (SPEC section 4), an ES
+// module, and its TypeScript declarations.
+const (
+	ClientPath      = "/baton.js"
+	ClientTypesPath = "/baton.d.ts"
+)
+
+// clientMaxAge is how long, in seconds, a browser or a CDN may use its copy
+// of the client without asking again; after that it revalidates with the
+// ETag (304 when unchanged).
+const clientMaxAge = 300
+
+// ClientHandler serves the JavaScript client: GET /baton.js (Content-Type
+// text/javascript) and GET /baton.d.ts (application/typescript), from the
+// files embedded in the binary (web/js). Answers carry an ETag
+// (If-None-Match gives 304) and Cache-Control: public, max-age=300. CORS
+// headers, for an import from a page on another origin, come from the
+// server's cors_origins middleware. Any other path is 404.
+func ClientHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var a asset
+		switch r.URL.Path {
+		case ClientPath:
+			a = assets["js/baton.js"]
+			a.ctype = "text/javascript; charset=utf-8"
+		case ClientTypesPath:
+			a = assets["js/baton.d.ts"]
+			a.ctype = "application/typescript; charset=utf-8"
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Type", a.ctype)
+		h.Set("ETag", a.etag)
+		h.Set("Cache-Control", fmt.Sprintf("public, max-age=%d", clientMaxAge))
+		h.Set("X-Content-Type-Options", "nosniff")
+		http.ServeContent(w, r, path.Base(r.URL.Path), time.Time{}, bytes.NewReader(a.body))
 	})
 }

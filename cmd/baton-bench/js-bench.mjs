@@ -1,0 +1,73 @@
+// js-bench.mjs: the JavaScript client's throughput, the `uncontended`
+// workload of baton-bench in Node: --c loops (default 16), each taking and
+// releasing its own key with baton.js, for --duration seconds after
+// --warmup seconds. Prints one JSON line: cycles, seconds, cycles_per_sec,
+// errors. scripts/js-bench.sh runs it beside the Go client on one node.
+//
+// --transport fetch (default) is Node's own fetch, what a user gets;
+// --transport node-http hands the client a fetch built on node:http (the
+// client's `fetch` option), to tell the client's own cost from fetch's.
+//
+//   node cmd/baton-bench/js-bench.mjs --addr http://127.0.0.1:7070 --c 16 --duration 5
+import http from 'node:http';
+import { parseArgs } from 'node:util';
+import { Client } from '../../web/js/baton.js';
+
+const { values: o } = parseArgs({
+  options: {
+    addr: { type: 'string', default: 'http://127.0.0.1:7070' },
+    c: { type: 'string', default: '16' },
+    duration: { type: 'string', default: '5' },
+    warmup: { type: 'string', default: '1' },
+    lease: { type: 'string', default: '30' },
+    transport: { type: 'string', default: 'fetch' },
+  },
+});
+if (o.transport !== 'fetch' && o.transport !== 'node-http') throw new Error(`--transport: ${o.transport} is not fetch or node-http`);
+
+// httpFetch is the part of fetch that baton.js uses (method, headers,
+// signal; status, headers, text, json), over node:http with keep-alive.
+// No redirects: run it against the active.
+const agent = new http.Agent({ keepAlive: true });
+function httpFetch(url, init = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method: init.method, headers: init.headers, agent, signal: init.signal }, (res) => {
+      const chunks = [];
+      res.on('data', (d) => chunks.push(d));
+      res.on('end', () => {
+        const headers = new Headers();
+        for (const [k, v] of Object.entries(res.headers)) headers.set(k, Array.isArray(v) ? v.join(', ') : v);
+        resolve(new Response(res.statusCode === 204 ? null : Buffer.concat(chunks), { status: res.statusCode, headers }));
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+const c = Number(o.c), duration = Number(o.duration) * 1000, warmup = Number(o.warmup) * 1000, lease = Number(o.lease);
+for (const [k, v] of Object.entries({ c, duration, warmup, lease })) {
+  if (!(v >= 0) || (k === 'c' && !Number.isInteger(v))) throw new Error(`--${k}: ${o[k]} is not a valid number`);
+}
+
+const client = new Client({ addresses: o.addr.split(','), fetch: o.transport === 'node-http' ? httpFetch : undefined });
+const t0 = performance.now(), start = t0 + warmup, end = start + duration;
+let cycles = 0, errors = 0;
+async function loop(i) {
+  const key = `js-bench/u/${i}`;
+  for (;;) {
+    const now = performance.now();
+    if (now >= end) return;
+    try {
+      const l = await client.acquire(key, { lease });
+      await l.release();
+      if (now >= start) cycles++;
+    } catch (e) {
+      if (++errors > 100) throw e;
+    }
+  }
+}
+await Promise.all(Array.from({ length: c }, (_, i) => loop(i)));
+const secs = duration / 1000;
+agent.destroy();
+console.log(JSON.stringify({ client: 'js', transport: o.transport, c, cycles, seconds: secs, cycles_per_sec: Math.round(cycles / secs), errors }));

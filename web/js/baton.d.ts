@@ -1,0 +1,130 @@
+// Types of baton.js, the official JavaScript client of baton (served by
+// every node at /baton.d.ts beside /baton.js). Kept by hand; a test
+// (web/js/test/types.test.mjs) checks it against the module's exports.
+
+/** An error from baton, or from reaching it. */
+export declare class BatonError extends Error {
+  constructor(status: number, code: string, message: string, field?: string, cause?: unknown);
+  name: "BatonError";
+  /** HTTP status; 0 when no node answered. */
+  status: number;
+  /**
+   * The server's `error` ("timeout", "not_holder", "not_held",
+   * "invalid_argument", "limit_mismatch", "too_many_waiters",
+   * "unauthorized", ...), or from the client: "unavailable", "lost".
+   */
+  code: string;
+  /** The offending parameter of a 400. */
+  field?: string;
+}
+
+export interface ClientOptions {
+  /** Node base URLs, tried in round robin (a comma-separated string is split). */
+  addresses: string | string[];
+  /** Bearer token (config auth_tokens). */
+  token?: string;
+  /** The fetch to use; default globalThis.fetch. */
+  fetch?: typeof fetch;
+  /** Milliseconds an acquire or a read keeps trying while no node answers; default 10000. */
+  retryFor?: number;
+}
+
+export interface AcquireOptions {
+  /** Seconds (> 0) the lock is held without a renewal; default: the server's lease_default. */
+  lease?: number;
+  /** Seconds (>= 0) to wait in the queue; 0 or absent: no limit. */
+  wait?: number;
+  /** A label for people, 1-128 bytes. */
+  owner?: string;
+  mode?: "exclusive" | "shared";
+  /** Holders at once (a counting semaphore); default 1. */
+  limit?: number;
+  /** Cancels the wait; the server drops the waiter. */
+  signal?: AbortSignal;
+}
+
+/** The answer of a grant or a renewal. */
+export interface Grant {
+  key: string;
+  token: number;
+  /** Seconds. */
+  lease: number;
+  /** RFC 3339. */
+  expires_at: string;
+  node?: string;
+}
+
+export interface Holder {
+  token: number;
+  lease: number;
+  expires_at: string;
+  granted_at: string;
+  owner?: string;
+  mode?: "exclusive" | "shared";
+}
+
+export interface LockStatus {
+  key: string;
+  holder: Holder | null;
+  holders: Holder[];
+  limit: number;
+  waiters: number;
+  oldest_wait_since?: string;
+  /** Seconds, when a standby answered from its replica (Baton-Replica-Lag). */
+  replicaLag?: number;
+}
+
+export interface LockList {
+  locks: LockStatus[];
+  total: number;
+  /** Seconds, when a standby answered from its replica (Baton-Replica-Lag). */
+  replicaLag?: number;
+}
+
+export interface PeerView {
+  url: string;
+  priority: number;
+  role: string;
+  live: boolean;
+  last_contact?: string;
+}
+
+export interface ClusterView {
+  self: string;
+  role: "active" | "standby" | string;
+  active: string;
+  peers: PeerView[];
+  last_token: number;
+  [field: string]: unknown;
+}
+
+export declare class Client {
+  constructor(options: ClientOptions);
+  /** The bearer token sent with every call; may be changed at any time. */
+  token: string;
+  acquire(key: string, options?: AcquireOptions): Promise<Lock>;
+  renew(key: string, token: number, lease?: number, signal?: AbortSignal): Promise<Grant>;
+  release(key: string, token: number): Promise<void>;
+  withLock<T>(key: string, fn: (lock: Lock) => Promise<T> | T, options?: AcquireOptions): Promise<T>;
+  status(key: string, options?: { signal?: AbortSignal }): Promise<LockStatus>;
+  list(options?: { prefix?: string; after?: string; limit?: number; signal?: AbortSignal }): Promise<LockList>;
+  cluster(options?: { signal?: AbortSignal }): Promise<ClusterView>;
+}
+
+/** A held lock. */
+export declare class Lock {
+  constructor(client: Client, grant: Grant, sent: number);
+  readonly key: string;
+  /** The fencing token, below 2^53. */
+  readonly token: number;
+  /** Seconds. */
+  lease: number;
+  expiresAt: Date;
+  node?: string;
+  /** Aborted, with a BatonError as its reason, when the lock is lost. */
+  readonly lost: AbortSignal;
+  renew(lease?: number, signal?: AbortSignal): Promise<void>;
+  /** Renews in the background until released or lost; returns a function that stops it. */
+  keepAlive(): () => void;
+  release(): Promise<void>;
+}

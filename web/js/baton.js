@@ -1,0 +1,546 @@
+// baton.js: the official JavaScript client of baton (SPEC section 4), an ES
+// module with no dependency: fetch, AbortSignal, crypto.randomUUID, timers.
+// Types: /baton.d.ts.
+
+// Times in ms: an address that failed is skipped SKIP_MS; a release is
+// retried every RELEASE_RETRY_MS for RELEASE_FOR_MS; a call pauses
+// ROUND_MS between two rounds of addresses that all failed.
+const SKIP_MS = 3000, RELEASE_RETRY_MS = 200, RELEASE_FOR_MS = 5000, ROUND_MS = 200;
+/** The most redirected 401s a call repeats to the active itself. */
+const MAX_REDIRECTS = 10;
+
+/**
+ * An error from baton or from reaching it: `status` the HTTP status (0: no
+ * node answered), `code` the server's `error` ("timeout", "not_holder",
+ * "not_held", ...) or the client's "unavailable" (no node answered) or
+ * "lost" (the lease ran out before a renewal), `field` what a 400 names.
+ */
+export class BatonError extends Error {
+  /**
+   * @param {number} status
+   * @param {string} code
+   * @param {string} message
+   * @param {string} [field]
+   * @param {unknown} [cause]
+   */
+  constructor(status, code, message, field, cause) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.name = 'BatonError';
+    this.status = status;
+    this.code = code;
+    this.field = field;
+  }
+}
+
+/** @param {string} key */
+function lockPath(key) {
+  if (typeof key !== 'string' || key === '') {
+    throw new BatonError(400, 'invalid_argument', 'key must be a non-empty string', 'key');
+  }
+  return '/locks/' + key.split('/').map(encodeURIComponent).join('/');
+}
+
+/** @param {Record<string, unknown>} params */
+function query(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v === undefined || v === null) continue;
+    if (typeof v !== 'number' && typeof v !== 'string') {
+      throw new BatonError(400, 'invalid_argument', k + ' must be a number or a string, not ' + typeof v, k);
+    }
+    q.set(k, String(v));
+  }
+  const s = q.toString();
+  return s ? '?' + s : '';
+}
+
+/** @param {string} base */
+function normalize(base) {
+  let u;
+  try {
+    u = new URL(base);
+  } catch (e) {
+    throw new BatonError(400, 'invalid_argument', 'address ' + JSON.stringify(base) + ' is not a URL', 'addresses', e);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') {
+    throw new BatonError(400, 'invalid_argument', 'address ' + JSON.stringify(base) + ' is not http(s)', 'addresses');
+  }
+  return u.origin + u.pathname.replace(/\/+$/, '');
+}
+
+/**
+ * @param {number} ms
+ * @param {AbortSignal} [signal]
+ * @returns {Promise<void>}
+ */
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const done = () => { signal?.removeEventListener('abort', stop); resolve(); };
+    const t = setTimeout(done, ms);
+    const stop = () => { clearTimeout(t); reject(signal?.reason); };
+    signal?.addEventListener('abort', stop, { once: true });
+  });
+}
+
+/**
+ * Builds the BatonError of an answer that is not a success.
+ * @param {Response} res
+ */
+async function statusError(res) {
+  const text = await res.text().catch(() => '');
+  let body = null;
+  try { body = JSON.parse(text); } catch { /* not JSON */ }
+  const code = body && typeof body.error === 'string' ? body.error : 'http_' + res.status;
+  const message = body && typeof body.message === 'string' ? body.message : (text.trim().slice(0, 200) || res.status + ' ' + res.statusText);
+  return new BatonError(res.status, code, message, body && typeof body.field === 'string' ? body.field : undefined);
+}
+
+// randomUUID exists only in secure contexts (https, localhost) of browsers.
+const newKey = () => crypto.randomUUID?.() ?? Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
+
+/** @param {Response} res */
+function replicaLag(res) {
+  const v = res.headers.get('Baton-Replica-Lag');
+  const n = v === null ? NaN : Number(v);
+  return Number.isFinite(n) ? n : undefined;
+}
+
+/**
+ * A client of a baton cluster. It runs no background work of its own (only
+ * a Lock's keepAlive does): fit for serverless functions.
+ */
+export class Client {
+  /**
+   * @param {object} options
+   * @param {string | string[]} options.addresses node base URLs, in round robin
+   * @param {string} [options.token] bearer token (auth_tokens)
+   * @param {typeof fetch} [options.fetch] default: globalThis.fetch
+   * @param {number} [options.retryFor] ms a call keeps trying while no node answers (default 10000)
+   */
+  constructor({ addresses, token, fetch: f, retryFor } = /** @type {any} */ ({})) {
+    const list = typeof addresses === 'string' ? addresses.split(',') : addresses;
+    if (!Array.isArray(list) || list.length === 0) {
+      throw new BatonError(400, 'invalid_argument', 'addresses must name at least one node', 'addresses');
+    }
+    /** @type {{ base: string, downUntil: number }[]} */
+    this._addrs = list.map((a) => ({ base: normalize(String(a).trim()), downUntil: 0 }));
+    this._next = 0;
+    /** @type {{ base: string, downUntil: number } | null} the active, once a 307 named it */
+    this._active = null;
+    /** The bearer token sent with every call; may be changed at any time. */
+    this.token = token || '';
+    this._fetch = f || ((input, init) => globalThis.fetch(input, init));
+    this._retryFor = retryFor ?? 10000;
+  }
+
+  /** The active once known, else round robin, skipping addresses that failed. */
+  _pick() {
+    const now = Date.now();
+    if (this._active && this._active.downUntil <= now) return this._active;
+    const n = this._addrs.length;
+    for (let i = 0; i < n; i++) {
+      const a = this._addrs[(this._next + i) % n];
+      if (a.downUntil <= now) {
+        this._next = (this._next + i + 1) % n;
+        return a;
+      }
+    }
+    const a = this._addrs[this._next];
+    this._next = (this._next + 1) % n;
+    return a;
+  }
+
+  /** @param {{ base: string, downUntil: number }} a */
+  _down(a) {
+    a.downUntil = Date.now() + SKIP_MS;
+    if (this._active === a) this._active = null;
+  }
+
+  /**
+   * Remembers where a redirected call went: that node is the active.
+   * @param {Response} res
+   */
+  _follow(res) {
+    if (!res.redirected || !res.url) return;
+    const u = new URL(res.url);
+    const base = u.origin + u.pathname.replace(/\/locks\/.*$/, '');
+    this._active = this._addrs.find((a) => a.base === base) || { base, downUntil: 0 };
+  }
+
+  /**
+   * One request to one address.
+   * @param {{ base: string }} addr
+   * @param {string} method
+   * @param {string} pathQuery
+   * @param {Record<string, string>} [headers]
+   * @param {AbortSignal} [signal]
+   * @returns {Promise<Response>}
+   */
+  _fetchOne(addr, method, pathQuery, headers, signal) {
+    /** @type {Record<string, string>} */
+    const h = { Accept: 'application/json', ...headers };
+    if (this.token) h.Authorization = 'Bearer ' + this.token;
+    return this._fetch(addr.base + pathQuery, { method, headers: h, signal, cache: 'no-store', redirect: 'follow' });
+  }
+
+  /**
+   * A call safe to repeat: a broken connection or a 503 (no active known)
+   * moves it to the next address; it keeps trying for retryFor ms. fetch
+   * follows 307s; one answered 401 after a redirect (fetch drops the
+   * Authorization header across origins) is sent to the active itself.
+   * @param {string} method
+   * @param {string} pathQuery
+   * @param {{ headers?: Record<string, string>, signal?: AbortSignal, pin?: boolean }} [o]
+   * @returns {Promise<Response>}
+   */
+  async _call(method, pathQuery, o = {}) {
+    const start = Date.now();
+    let tries = 0;
+    /** @type {unknown} */
+    let last;
+    for (let redirects = 0; ;) {
+      const addr = this._pick();
+      let res;
+      try {
+        res = await this._fetchOne(addr, method, pathQuery, o.headers, o.signal);
+      } catch (e) {
+        if (o.signal?.aborted) throw o.signal.reason;
+        this._down(addr);
+        last = e;
+      }
+      if (res) {
+        if (res.redirected && (o.pin || res.status === 401)) {
+          this._follow(res);
+          if (res.status === 401 && this.token && redirects++ < MAX_REDIRECTS) {
+            await res.text();
+            continue;
+          }
+        }
+        if (res.status !== 503) return res;
+        last = await statusError(res);
+        this._down(addr);
+      }
+      tries++;
+      if (tries >= this._addrs.length && Date.now() - start >= this._retryFor) {
+        if (last instanceof BatonError) throw last;
+        throw new BatonError(0, 'unavailable', method + ' ' + pathQuery + ': no node answered (' + tries + ' attempts): ' + String(/** @type {any} */ (last)?.message ?? last), undefined, last);
+      }
+      if (tries % this._addrs.length === 0) await sleep(ROUND_MS, o.signal);
+    }
+  }
+
+  /**
+   * GETs JSON; with `replicaLag` (s) when a standby answered from its replica.
+   * @param {string} pathQuery
+   * @param {AbortSignal} [signal]
+   */
+  async _get(pathQuery, signal) {
+    const res = await this._call('GET', pathQuery, { signal });
+    if (!res.ok) throw await statusError(res);
+    const body = await res.json();
+    const lag = replicaLag(res);
+    if (lag !== undefined && body && typeof body === 'object') body.replicaLag = lag;
+    return body;
+  }
+
+  /**
+   * Takes the lock `key`, waiting in its queue up to `wait` seconds (0 or
+   * absent: no limit). One Idempotency-Key is kept across the call's
+   * retries, 307s and the runtime's re-sends, so it is never queued twice;
+   * a poll_timeout answer resumes the same place; a broken connection moves
+   * it to the next address. Errors (BatonError): "timeout" (408, not
+   * granted), "invalid_argument" (400, `field`), "limit_mismatch" (409),
+   * "too_many_waiters" (429), "unauthorized" (401), "unavailable" (no node
+   * answered). An aborted `signal` rejects with its reason; the server
+   * drops the waiter.
+   * @param {string} key
+   * @param {AcquireOptions} [options]
+   * @returns {Promise<Lock>}
+   */
+  async acquire(key, options = {}) {
+    const { lease, wait, owner, mode, limit, signal } = options;
+    let pathQuery = lockPath(key) + query({ lease, wait, owner, mode, limit });
+    const headers = { 'Idempotency-Key': newKey() };
+    for (;;) {
+      const sent = Date.now();
+      const res = await this._call('POST', pathQuery, { headers, signal, pin: true });
+      if (res.redirected) {
+        const u = new URL(res.url);
+        pathQuery = u.pathname + u.search; // a handoff's ticket stays with the acquire
+      }
+      if (res.ok) {
+        const token = Number(res.headers.get('Lock-Token'));
+        let g;
+        try {
+          g = await res.json();
+        } catch (e) {
+          // Cancelled while reading the grant: do not leave it held.
+          if (Number.isSafeInteger(token) && token > 0) this.release(key, token).catch(() => {});
+          throw signal?.aborted ? signal.reason : e;
+        }
+        return new Lock(this, g, sent);
+      }
+      const err = await statusError(res);
+      if (res.status === 408 && err.code === 'poll_timeout') continue; // the same place, the same Idempotency-Key
+      throw err;
+    }
+  }
+
+  /**
+   * Renews the lock `key` held under `token`: its lease restarts from now,
+   * `lease` seconds long (absent: the grant's lease). Errors as release.
+   * @param {string} key
+   * @param {number} token
+   * @param {number} [lease]
+   * @param {AbortSignal} [signal]
+   * @returns {Promise<Grant>}
+   */
+  async renew(key, token, lease, signal) {
+    const res = await this._call('PATCH', lockPath(key) + query({ lease }), { headers: { 'Lock-Token': String(token) }, signal, pin: true });
+    if (!res.ok) throw await statusError(res);
+    return res.json();
+  }
+
+  /**
+   * Releases the lock `key` held under `token`, so that it passes to the
+   * next waiter. Retried every 200 ms for 5 s until a node confirms it;
+   * "not_held" (404) and "not_holder" (409) end it: the lock is no longer
+   * ours (they are not errors when an earlier attempt may have released
+   * it). Errors: those two, "invalid_argument", "unavailable".
+   * @param {string} key
+   * @param {number} token
+   * @returns {Promise<void>}
+   */
+  async release(key, token) {
+    const path = lockPath(key);
+    const end = Date.now() + RELEASE_FOR_MS;
+    let maybeSent = false;
+    for (;;) {
+      /** @type {BatonError} */
+      let err;
+      const addr = this._pick();
+      try {
+        const res = await this._fetchOne(addr, 'DELETE', path, { 'Lock-Token': String(token) });
+        this._follow(res);
+        if (res.ok) { await res.text(); return; }
+        err = await statusError(res);
+        if (res.status === 404 || res.status === 409) {
+          if (maybeSent) return;
+          throw err;
+        }
+        if (res.status < 500) throw err;
+        this._down(addr);
+      } catch (e) {
+        if (e instanceof BatonError) {
+          if (e.status !== 0 && e.status < 500) throw e;
+          err = e;
+        } else {
+          this._down(addr);
+          maybeSent = true;
+          err = new BatonError(0, 'unavailable', 'release ' + JSON.stringify(key) + ': ' + String(/** @type {any} */ (e)?.message ?? e), undefined, e);
+        }
+      }
+      if (Date.now() + RELEASE_RETRY_MS > end) throw err;
+      await sleep(RELEASE_RETRY_MS);
+    }
+  }
+
+  /**
+   * Runs `fn` holding the lock `key`: acquires it (options as acquire),
+   * renews it while `fn` runs, passes `fn` the Lock (its `lost` signal
+   * aborts if the lock is lost), and releases it afterwards. Resolves to
+   * what `fn` returns; rejects with `fn`'s error, else with the loss
+   * (BatonError "lost", "not_held" or "not_holder") if the lock was lost
+   * while `fn` ran, else with the release's error.
+   * @template T
+   * @param {string} key
+   * @param {(lock: Lock) => Promise<T> | T} fn
+   * @param {AcquireOptions} [options]
+   * @returns {Promise<T>}
+   */
+  async withLock(key, fn, options = {}) {
+    const lock = await this.acquire(key, options);
+    lock.keepAlive();
+    let result;
+    try {
+      result = await fn(lock);
+    } catch (e) {
+      await lock.release().catch(() => {});
+      throw e;
+    }
+    const lost = lock.lost.aborted;
+    try {
+      await lock.release();
+    } catch (e) {
+      if (!lost) throw e;
+    }
+    if (lost) throw lock.lost.reason;
+    return result;
+  }
+
+  /**
+   * GET /locks/{key}: `{ key, holder, holders, limit, waiters, ... }`.
+   * @param {string} key
+   * @param {{ signal?: AbortSignal }} [options]
+   * @returns {Promise<LockStatus>}
+   */
+  status(key, options = {}) {
+    return this._get(lockPath(key), options.signal);
+  }
+
+  /**
+   * GET /locks: `{ locks: [...], total }`, sorted by key; `after` is the
+   * last key of the previous page.
+   * @param {{ prefix?: string, after?: string, limit?: number, signal?: AbortSignal }} [options]
+   * @returns {Promise<LockList>}
+   */
+  list(options = {}) {
+    const { prefix, after, limit, signal } = options;
+    return this._get('/locks' + query({ prefix, after, limit }), signal);
+  }
+
+  /**
+   * GET /cluster: the view of the node answering (the first address that
+   * does): self, role, active, peers, last_token.
+   * @param {{ signal?: AbortSignal }} [options]
+   * @returns {Promise<ClusterView>}
+   */
+  cluster(options = {}) {
+    return this._get('/cluster', options.signal);
+  }
+}
+
+/**
+ * @typedef {object} AcquireOptions
+ * @property {number} [lease] seconds (> 0) held without renewal; absent: lease_default
+ * @property {number} [wait] seconds (>= 0) in the queue; 0 or absent: no limit
+ * @property {string} [owner] a label for people
+ * @property {"exclusive" | "shared"} [mode]
+ * @property {number} [limit] holders at once
+ * @property {AbortSignal} [signal] cancels the wait; the server drops the waiter
+ */
+/** @typedef {import("./baton.d.ts").Grant} Grant */
+/** @typedef {import("./baton.d.ts").LockStatus} LockStatus */
+/** @typedef {import("./baton.d.ts").LockList} LockList */
+/** @typedef {import("./baton.d.ts").ClusterView} ClusterView */
+
+/**
+ * A held lock. `token` is its fencing token (a number below 2^53);
+ * `expiresAt` the end of its lease as the server reported it; `lost` an
+ * AbortSignal aborted (reason: a BatonError) when the lock is lost: a
+ * renewal answered "not_held"/"not_holder", or the lease ran out (by this
+ * process's clock) before a renewal succeeded. A release does not abort it.
+ */
+export class Lock {
+  /**
+   * @param {Client} client
+   * @param {Grant} g the grant's answer
+   * @param {number} sent Date.now() when the acquire was sent
+   */
+  constructor(client, g, sent) {
+    this._c = client;
+    this.key = g.key;
+    this.token = g.token;
+    this.lease = g.lease; // seconds
+    this.expiresAt = new Date(g.expires_at);
+    this.node = g.node;
+    this._ac = new AbortController();
+    this.lost = this._ac.signal;
+    this._released = false;
+    /** @type {ReturnType<typeof setTimeout> | undefined} */
+    this._timer = undefined;
+    /** @type {AbortController | null} */
+    this._ka = null;
+    this._watch(sent + g.lease * 1000);
+  }
+
+  /** Arms the timer that marks the lock lost at `deadline` (ms, our clock). */
+  _watch(deadline) {
+    clearTimeout(this._timer);
+    this._deadline = deadline;
+    this._timer = setTimeout(() => this._lose(new BatonError(0, 'lost', 'lock ' + JSON.stringify(this.key) + ' token ' + this.token + ': the lease ran out before a renewal succeeded')), Math.max(0, deadline - Date.now()));
+    // In Node the watch alone keeps no process running.
+    /** @type {any} */ (this._timer).unref?.();
+  }
+
+  /** @param {BatonError} reason */
+  _lose(reason) {
+    if (this._released || this.lost.aborted) return;
+    clearTimeout(this._timer);
+    this._ka?.abort();
+    this._ka = null;
+    this._ac.abort(reason);
+  }
+
+  /**
+   * Restarts the lease from now, `lease` seconds long (absent: the lease
+   * of the grant). A "not_held"/"not_holder" answer aborts `lost` and
+   * rejects with it.
+   * @param {number} [lease]
+   * @param {AbortSignal} [signal]
+   * @returns {Promise<void>}
+   */
+  async renew(lease, signal) {
+    const sent = Date.now();
+    let g;
+    try {
+      g = await this._c.renew(this.key, this.token, lease ?? this.lease, signal);
+    } catch (e) {
+      if (e instanceof BatonError && (e.code === 'not_held' || e.code === 'not_holder')) this._lose(e);
+      throw e;
+    }
+    if (this._released || this.lost.aborted) return;
+    this.lease = g.lease;
+    this.expiresAt = new Date(g.expires_at);
+    this._watch(sent + g.lease * 1000);
+  }
+
+  /**
+   * Renews the lock in the background, at half its lease, until it is
+   * released or lost (a failed renewal is retried until the lease runs
+   * out). Returns a function that stops the renewals (the lock stays held
+   * until its lease runs out). A second call while one runs changes nothing.
+   * @returns {() => void}
+   */
+  keepAlive() {
+    if (this._ka || this._released || this.lost.aborted) {
+      const ka = this._ka;
+      return () => { if (ka && this._ka === ka) { ka.abort(); this._ka = null; } };
+    }
+    const ka = new AbortController();
+    this._ka = ka;
+    const stop = () => { if (this._ka === ka) { ka.abort(); this._ka = null; } };
+    (async () => {
+      while (!ka.signal.aborted) {
+        const lease = this.lease * 1000;
+        await sleep(Math.max(0, this._deadline - lease / 2 - Date.now()), ka.signal);
+        const retry = Math.min(Math.max(lease / 10, 10), 1000);
+        for (;;) {
+          try {
+            await this.renew(undefined, AbortSignal.any ? AbortSignal.any([ka.signal, AbortSignal.timeout(Math.max(lease / 4, 100))]) : ka.signal);
+            break;
+          } catch (e) {
+            if (ka.signal.aborted || this.lost.aborted) return;
+            await sleep(Math.min(retry, Math.max(0, this._deadline - Date.now())), ka.signal);
+          }
+        }
+      }
+    })().catch(() => {}).finally(stop);
+    return stop;
+  }
+
+  /**
+   * Releases the lock (retried every 200 ms for 5 s, see Client.release)
+   * and stops its renewals. A second call resolves at once.
+   * @returns {Promise<void>}
+   */
+  async release() {
+    if (this._released) return;
+    this._released = true;
+    clearTimeout(this._timer);
+    this._ka?.abort();
+    this._ka = null;
+    await this._c.release(this.key, this.token);
+  }
+}

@@ -1,0 +1,89 @@
+// Real faults: kill -9 of the active of a two-node cluster while a waiter
+// waits and a holder keeps its lock alive; a release retried across a
+// node's restart.
+import { test } from 'node:test';
+import http from 'node:http';
+import assert from 'node:assert/strict';
+import { Client } from '../baton.js';
+import { startNode, startPair, sleep, waitFor } from './harness.mjs';
+
+test('kill -9 of the active: the waiter gets the lock from the new active, the holder keeps its token', async (t) => {
+  const [a, b] = await startPair(t);
+  const c = new Client({ addresses: [a.url, b.url] });
+
+  const held = await c.acquire('c/held', { lease: 3 });
+  held.keepAlive();
+  const doomed = await c.acquire('c/wait', { lease: 2 }); // never renewed: its lease runs out on the new active
+  let granted = null;
+  const waiting = c.acquire('c/wait', { lease: 30 }).then((l) => { granted = l; return l; });
+  await waitFor('one waiter on c/wait', 5000, async () => (await a.get('/locks/c/wait')).waiters === 1);
+  await sleep(400); // a few heartbeats: the standby has the state
+
+  await a.kill();
+  await waitFor('the standby promoted', 10000, async () => (await b.get('/cluster')).role === 'active');
+
+  const l = await waiting;
+  assert.ok(l.token > doomed.token, `token ${l.token} after ${doomed.token}`);
+  const w = await b.get('/locks/c/wait');
+  assert.equal(w.holder.token, l.token, 'the new active holds the waiter\'s grant');
+  assert.equal(granted, l);
+
+  // The holder's keep-alive moved to the new active: same token, never lost,
+  // well past its 3 s lease.
+  await sleep(4000);
+  assert.equal(held.lost.aborted, false, 'lost: ' + held.lost.reason?.message);
+  const h = await b.get('/locks/c/held');
+  assert.equal(h.holder?.token, held.token);
+
+  await held.release();
+  await l.release();
+  assert.equal((await b.get('/locks/c/held')).holder, null);
+  assert.equal((await b.get('/locks/c/wait')).holder, null);
+});
+
+test('a release is retried across a restart of the node', async (t) => {
+  const n = await startNode(t);
+  const c = new Client({ addresses: [n.url] });
+  const l = await c.acquire('r/1', { lease: 60 });
+  await n.kill();
+  const released = l.release(); // retried every 200 ms while the node is down
+  await sleep(1000);
+  await n.start(); // same port, same data dir: the holder is still there
+  await released;
+  const s = await c.status('r/1');
+  assert.equal(s.holder, null);
+  assert.equal(l.lost.aborted, false);
+});
+
+test('after a 307 the client talks to the active directly, with its token', async (t) => {
+  const [a, b] = await startPair(t, [], 'js-token');
+  // A proxy in front of the standby, the only address the client knows:
+  // it records the acquires that reach the standby.
+  const seen = [];
+  const srv = http.createServer((req, res) => {
+    if (req.method === 'POST') seen.push(req.url);
+    const up = http.request(b.url + req.url, { method: req.method, headers: req.headers }, (r) => {
+      res.writeHead(r.statusCode, r.headers);
+      r.pipe(res);
+    });
+    up.on('error', (e) => res.destroy(e));
+    req.pipe(up);
+  });
+  await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise((resolve) => { srv.closeAllConnections(); srv.close(resolve); }));
+  const c = new Client({ addresses: [`http://127.0.0.1:${srv.address().port}`], token: 'js-token' });
+
+  // fetch follows the standby's 307 to the active's origin and drops the
+  // Authorization header on the way; the client sends the call to the
+  // active itself, with the token, under the same Idempotency-Key.
+  const l1 = await c.acquire('via/1', { lease: 30 });
+  assert.equal((await a.get('/locks/via/1')).holder.token, l1.token);
+  assert.equal(seen.length, 1);
+  // From then on the client talks to the active: nothing more reaches the standby.
+  await l1.release();
+  const l2 = await c.acquire('via/1', { lease: 30 });
+  await l2.renew(10);
+  await l2.release();
+  assert.equal(seen.length, 1, 'calls after the 307 still went to the standby: ' + seen.join(' '));
+  assert.equal((await a.get('/locks/via/1')).holder, null);
+});

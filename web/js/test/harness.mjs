@@ -1,0 +1,135 @@
+// Test harness: real baton processes (the binary named by BATON_BIN, built
+// by the Go test that runs these files), on free ports of 127.0.0.x.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export const BIN = process.env.BATON_BIN;
+if (!BIN) throw new Error('BATON_BIN must name the baton binary (go test ./web sets it)');
+
+/** A free TCP port on host. */
+export function freePort(host = '127.0.0.1') {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, host, () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls cond (async) every 50 ms until it is truthy or `within` ms pass. */
+export async function waitFor(what, within, cond) {
+  const end = Date.now() + within;
+  let last;
+  for (;;) {
+    try {
+      last = await cond();
+      if (last) return last;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > end) throw new Error('timed out waiting for ' + what + ' (last: ' + (last?.message ?? JSON.stringify(last)) + ')');
+    await sleep(50);
+  }
+}
+
+/**
+ * A baton node. start() runs it with the given args and BATON_* env on
+ * host:port, with its own data dir (kept across restart()).
+ */
+export class Node {
+  constructor({ host = '127.0.0.1', port, args = [], env = {} }) {
+    this.host = host;
+    this.port = port;
+    this.url = `http://${host}:${port}`;
+    this.args = args;
+    this.env = env;
+    this.dir = mkdtempSync(join(tmpdir(), 'baton-js-'));
+    this.out = '';
+  }
+
+  async start() {
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('BATON_')));
+    this.proc = spawn(BIN, ['serve', '--listen', `${this.host}:${this.port}`, '--data-dir', this.dir, ...this.args], {
+      env: { ...env, ...this.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.exited = new Promise((resolve) => this.proc.once('exit', resolve));
+    this.proc.stdout.on('data', (d) => { this.out += d; });
+    this.proc.stderr.on('data', (d) => { this.out += d; });
+    await waitFor(this.url + ' answering', 10000, async () => {
+      if (this.proc.exitCode !== null) throw new Error('baton exited: ' + this.out);
+      return (await fetch(this.url + '/healthz')).ok;
+    });
+    return this;
+  }
+
+  /** kill -9, and wait for the exit. */
+  async kill() {
+    if (!this.proc || this.proc.exitCode !== null || this.proc.signalCode) return;
+    this.proc.kill('SIGKILL');
+    await this.exited;
+  }
+
+  /** SIGTERM (a graceful stop), then SIGKILL after 5 s. */
+  async stop() {
+    if (!this.proc || this.proc.exitCode !== null || this.proc.signalCode) return;
+    this.proc.kill('SIGTERM');
+    const t = setTimeout(() => this.proc.kill('SIGKILL'), 5000);
+    await this.exited;
+    clearTimeout(t);
+  }
+
+  async cleanup() {
+    await this.stop();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  /** GET path on this node (no redirect), JSON; with this.token if set. */
+  async get(path) {
+    const headers = this.token ? { Authorization: 'Bearer ' + this.token } : {};
+    const r = await fetch(this.url + path, { redirect: 'manual', headers });
+    if (r.status !== 200) throw new Error('GET ' + path + ': ' + r.status + ' ' + await r.text());
+    return r.json();
+  }
+}
+
+/** Starts a single node; t.after stops it. */
+export async function startNode(t, opts = {}) {
+  const n = new Node({ port: await freePort(opts.host), ...opts });
+  t.after(() => n.cleanup());
+  return n.start();
+}
+
+/** Fast cluster timings. */
+export const CLUSTER_ARGS = ['--heartbeat', '100ms', '--failover-timeout', '600ms', '--cluster-secret', 'test-secret'];
+
+/**
+ * Starts a two-node cluster (the first has the higher priority) and waits
+ * until the first is active and the second its standby. extra: more serve
+ * arguments; token: auth_tokens (the nodes' get() sends it).
+ */
+export async function startPair(t, extra = [], token = '') {
+  const hosts = ['127.0.0.1', '127.0.0.2'];
+  const ports = [await freePort(hosts[0]), await freePort(hosts[1])];
+  const urls = hosts.map((h, i) => `http://${h}:${ports[i]}`);
+  const nodes = hosts.map((h, i) => new Node({
+    host: h, port: ports[i],
+    args: ['--advertise', urls[i], '--peers', urls.join(','), ...CLUSTER_ARGS, ...extra],
+    env: token ? { BATON_AUTH_TOKENS: token } : {},
+  }));
+  for (const n of nodes) n.token = token;
+  for (const n of nodes) t.after(() => n.cleanup());
+  await Promise.all(nodes.map((n) => n.start()));
+  await waitFor('the first node active, the second its standby', 15000, async () => {
+    const [a, b] = await Promise.all(nodes.map((n) => n.get('/cluster')));
+    return a.role === 'active' && b.role === 'standby' && b.active === nodes[0].url;
+  });
+  return nodes;
+}

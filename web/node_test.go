@@ -1,0 +1,37 @@
+package web_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestNodeClient runs the JavaScript client's own tests (web/js/test, with
+// node:test) in Node against the baton binary built in TestMain: every
+// call and error code, the 408 re-send, cancellation, a two-node cluster
+// with kill -9, release retries across a restart, and that baton.d.ts
+// matches the module. It fails when Node is missing (apt-get install -y
+// nodejs); -short skips it like the browser tests.
+func TestNodeClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Node test: -short skips it")
+	}
+	nodeBin, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("the JavaScript client's tests need Node >= 18 (apt-get install -y nodejs): %v", err)
+	}
+	files, err := filepath.Glob(filepath.Join("js", "test", "*.test.mjs"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no test files under js/test: %v", err)
+	}
+	args := append([]string{"--test", "--test-reporter=spec", "--test-concurrency=2"}, files...)
+	cmd := exec.Command(nodeBin, args...)
+	cmd.Env = append(os.Environ(), "BATON_BIN="+batonBin, "NO_COLOR=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("node %s\n%s", strings.Join(args, " "), out)
+	if err != nil {
+		t.Fatalf("node --test: %v", err)
+	}
+}
