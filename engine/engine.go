@@ -8,12 +8,20 @@
 // map of locks, its own timer heap and one runtime timer. Nothing runs per
 // key or per waiter: a parked acquire is a queue entry, a heap entry and the
 // caller's own goroutine, blocked on a one-slot channel.
+//
+// State changes: every change is a Record (record.go, the log's format),
+// made through one apply path (apply.go) whether the active decided it, a
+// standby replicates it or a restart replays it. With a Log (log.go) the
+// record is appended under the shard lock before the change is made, and
+// the change is answered only once the record is written. Deadlines run on
+// the monotonic clock; times that leave the process are on the wall clock
+// (clock.go).
 package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"hash/maphash"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -58,11 +66,17 @@ type Config struct {
 	// Shards is the number of independently locked key partitions, rounded
 	// up to a power of two.
 	Shards int
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the source of time; nil means the system clock. Leases and
+	// waits run on its monotonic reading, see Clock.
+	Clock Clock
 	// Standby starts the engine as a standby: it refuses calls with
 	// ErrNotActive and takes state only through Apply until Promote.
 	Standby bool
+	// Log, if set, gets every state change as a Record, under the key's
+	// shard lock, before the change is made; a change is answered only
+	// once its record is written (Log.Wait). nil keeps no log: the state
+	// lives in memory only.
+	Log Log
 	// OnEvent, if set, is called for every state change, in order per key,
 	// while the key's shard is locked: it must not block or call back into
 	// the Engine.
@@ -70,7 +84,7 @@ type Config struct {
 }
 
 // maxConfigDuration bounds the configured durations (100 years), so that
-// a deadline computed from one always fits in Unix nanoseconds.
+// a deadline computed from one always fits in int64 nanoseconds.
 const maxConfigDuration = 100 * 365 * 24 * time.Hour
 
 // DefaultConfig returns the defaults of SPEC section 5, sized for one node.
@@ -118,7 +132,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Grant describes a lock held by a caller.
+// Grant describes a lock held by a caller. GrantedAt and ExpiresAt are on
+// the wall clock as it read when the Grant was made (the lease itself runs
+// on the monotonic clock: see Clock).
 type Grant struct {
 	Key       string
 	Token     uint64
@@ -166,11 +182,13 @@ const MaxKeyBytes = 256
 // Engine is the lock state machine. Its methods are safe for concurrent use.
 type Engine struct {
 	cfg    Config
-	now    func() time.Time
-	seed   maphash.Seed
+	clock  Clock        // nil: the system clock
+	base   time.Time    // the system clock's monotonic origin
+	offset atomic.Int64 // wall - mono, to within offsetSlack (see now)
 	mask   uint64
 	shards []shard
 	tokens *tokens
+	log    Log // nil: no log
 
 	keys    atomic.Int64
 	waiters atomic.Int64
@@ -190,9 +208,10 @@ type shard struct {
 	tickets map[string]*ticket // by key + "\x00" + waiter ID
 	heap    deadlines
 	timer   *time.Timer
-	armed   int64 // when the timer fires (Unix ns); 0 = not armed
+	armed   int64 // when the timer fires (monotonic ns, Clock); 0 = not armed
 	e       *Engine
 	idx     int
+	buf     []byte // the record being appended to the log
 }
 
 // lock is one key with a holder, waiters, or both.
@@ -200,8 +219,8 @@ type lock struct {
 	key     string
 	token   uint64 // holder's token; 0 = free
 	lease   time.Duration
-	granted int64 // Unix ns
-	expires int64 // Unix ns
+	granted int64 // monotonic ns (Clock), like every instant below
+	expires int64
 	holder  *ticket
 	dl      deadline // lease expiry (or the holder's claimBy, whichever is first)
 
@@ -232,7 +251,7 @@ type waiter struct {
 	ch         chan outcome
 	state      waiterState
 	lease      time.Duration
-	arrived    int64
+	arrived    int64 // monotonic ns (Clock), like every instant below
 	waitUntil  int64 // 0 = no limit
 	pollUntil  int64 // 0 = none
 	graceUntil int64 // set while detached
@@ -241,6 +260,7 @@ type waiter struct {
 
 type outcome struct {
 	g   Grant
+	idx uint64 // the grant's log index: answered once it is written
 	err error
 }
 
@@ -265,10 +285,13 @@ type ticket struct {
 	// the client: the first, plus one per repeat. An undeliverable answer
 	// releases the grant only when it was the last one.
 	answers int
-	// claimBy (Unix ns) is nonzero while the grant to this ticket's
+	// claimBy (monotonic ns) is nonzero while the grant to this ticket's
 	// detached waiter awaits its repeat: the lock is released then.
 	claimBy int64
-	dl      deadline
+	// idx is the log index of the grant to this ticket (0 = no log): a
+	// repeat answered with the grant waits until it is written.
+	idx uint64
+	dl  deadline
 }
 
 // New returns an Engine with its timers and background writer running;
@@ -316,15 +339,13 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg:    cfg,
-		now:    cfg.Now,
-		seed:   maphash.MakeSeed(),
+		clock:  cfg.Clock,
+		log:    cfg.Log,
+		base:   time.Now(),
 		mask:   uint64(n - 1),
 		shards: make([]shard, n),
 		tokens: tok,
 		stop:   make(chan struct{}),
-	}
-	if e.now == nil {
-		e.now = time.Now
 	}
 	e.active.Store(!cfg.Standby)
 	for i := range e.shards {
@@ -339,7 +360,7 @@ func New(cfg Config) (*Engine, error) {
 	e.bg.Add(1)
 	go func() {
 		defer e.bg.Done()
-		tok.run(e.stop, func() uint64 { return uint64(e.now().UnixMicro()) })
+		tok.run(e.stop, func() uint64 { return uint64(e.now().wall / 1e3) })
 	}()
 	return e, nil
 }
@@ -383,8 +404,31 @@ func (e *Engine) Counts() (keys, waiters int) {
 	return int(e.keys.Load()), int(e.waiters.Load())
 }
 
+// shard returns key's shard. The hash is fixed (keyHash, no seed), so that
+// every process with the same Shards puts a key in the same shard: a
+// snapshot taken shard by shard, each at its own log index, and a replay of
+// the log afterwards agree on which records a shard's dump already holds.
 func (e *Engine) shard(key string) *shard {
-	return &e.shards[maphash.String(e.seed, key)&e.mask]
+	return &e.shards[keyHash(key)&e.mask]
+}
+
+// keyHash is FNV-1a (64 bit) of key, finished with MurmurHash3's fmix64 so
+// that its low bits, which pick the shard, depend on every byte. It is
+// part of what a snapshot means: never change it. (Inline, it costs a few
+// nanoseconds for a short key, less than xxhash's call; a seeded maphash
+// would differ from process to process.)
+func keyHash(key string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= 1099511628211
+	}
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
 }
 
 // CheckKey reports whether key is a valid lock name: 1 to MaxKeyBytes bytes
@@ -448,7 +492,7 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 		s.mu.Unlock()
 		return Grant{}, err
 	}
-	now := e.now().UnixNano()
+	now := e.now()
 	var tid string
 	if req.ID != "" {
 		tid = req.Key + "\x00" + req.ID
@@ -464,50 +508,54 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 		}
 		lk = s.lockFor(req.Key)
 	}
-	var t *ticket
-	if req.ID != "" {
-		t = &ticket{id: req.ID, key: lk.key, dl: deadline{idx: -1}}
-		t.dl.owner = t
-	}
 	if lk.token == 0 && lk.head == nil {
-		g, err := s.grant(lk, t, lease, now, now, 0)
+		r := Record{Kind: RecGrant, Key: lk.key, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease)), WaiterID: req.ID}
+		idx, err := s.logGrant(&r, now)
 		if err != nil {
 			s.dropIfIdle(lk)
 			s.mu.Unlock()
 			return Grant{}, err
 		}
-		if t != nil {
-			s.tickets[tid] = t
+		s.apply(lk, &r, now)
+		var t *ticket
+		if req.ID != "" {
+			t = s.tickets[tid]
+			t.answers, t.idx = 1, idx
 		}
+		g := lk.grantInfo(now)
 		s.mu.Unlock()
-		return g, nil
+		if idx == 0 {
+			return g, nil
+		}
+		return s.settle(g, idx, t)
 	}
 	if lk.n >= e.cfg.MaxWaitersPerKey || e.waiters.Load() >= int64(e.cfg.MaxWaiters) {
 		s.mu.Unlock()
 		return Grant{}, ErrTooManyWaiters
 	}
-	if t == nil {
+	id := req.ID
+	if id == "" {
 		// A queued waiter always has an ID, so that it can be resumed on
 		// another node after a handoff (the ticket travels in a redirect).
-		t = &ticket{id: newTicketID(), key: lk.key, dl: deadline{idx: -1}}
-		t.dl.owner = t
-		tid = req.Key + "\x00" + t.id
+		id = newTicketID()
 	}
-	w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), lease: lease, arrived: now, dl: deadline{idx: -1}}
-	w.dl.owner = w
+	r := Record{Kind: RecEnqueue, Key: lk.key, WaiterID: id, Lease: lease, At: now.wall}
 	if wait > 0 {
 		// A wait too long to have an end (past the year 2262) has none.
-		w.waitUntil = after(now, wait)
+		r.WaitUntil = now.wallAt(after(now.mono, wait))
 	}
+	if _, err := s.record(&r); err != nil {
+		s.dropIfIdle(lk)
+		s.mu.Unlock()
+		return Grant{}, err
+	}
+	w := s.apply(lk, &r, now)
+	// The request parks on w: an active's own part of the change.
+	w.state = queued
 	if e.cfg.PollTimeout > 0 {
-		w.pollUntil = after(now, e.cfg.PollTimeout)
+		w.pollUntil = after(now.mono, e.cfg.PollTimeout)
 	}
-	t.w = w
-	s.tickets[tid] = t
-	lk.enqueue(w)
-	e.waiters.Add(1)
 	s.schedule(w)
-	s.emit(Event{Kind: EventEnqueue, Key: lk.key, WaiterID: t.id, Lease: lease, At: now, WaitUntil: w.waitUntil, Waiters: lk.n})
 	ch := w.ch
 	s.mu.Unlock()
 	return s.await(ctx, w, ch)
@@ -515,19 +563,28 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 
 // repeat answers an acquire whose waiter ID is known. s.mu is held and is
 // released here.
-func (s *shard) repeat(ctx context.Context, t *ticket, now int64) (Grant, error) {
+func (s *shard) repeat(ctx context.Context, t *ticket, now stamp) (Grant, error) {
 	switch t.state {
 	case tGranted:
 		lk := s.locks[t.key]
-		g := lk.grantInfo()
-		t.answers++
+		g := lk.grantInfo(now)
+		idx := t.idx
 		if t.claimBy != 0 {
-			t.claimBy = 0
-			s.armLease(lk)
-			s.emit(Event{Kind: EventClaim, Key: lk.key, Token: lk.token, WaiterID: t.id, At: now, Waiters: lk.n})
+			// The claim deadline ends: the repeat takes the grant.
+			r := Record{Kind: RecClaim, Key: lk.key, Token: lk.token, WaiterID: t.id}
+			var err error
+			if idx, err = s.record(&r); err != nil {
+				s.mu.Unlock()
+				return Grant{}, err
+			}
+			if idx == 0 {
+				idx = t.idx
+			}
+			s.apply(lk, &r, now)
 		}
+		t.answers++
 		s.mu.Unlock()
-		return g, nil
+		return s.settle(g, idx, t)
 	case tTimedOut:
 		s.mu.Unlock()
 		return Grant{}, ErrTimeout
@@ -544,7 +601,7 @@ func (s *shard) repeat(ctx context.Context, t *ticket, now int64) (Grant, error)
 	w.state = queued
 	w.graceUntil = 0
 	if s.e.cfg.PollTimeout > 0 {
-		w.pollUntil = after(now, s.e.cfg.PollTimeout)
+		w.pollUntil = after(now.mono, s.e.cfg.PollTimeout)
 	}
 	s.schedule(w)
 	ch := w.ch
@@ -556,7 +613,10 @@ func (s *shard) repeat(ctx context.Context, t *ticket, now int64) (Grant, error)
 func (s *shard) await(ctx context.Context, w *waiter, ch chan outcome) (Grant, error) {
 	select {
 	case o := <-ch:
-		return o.g, o.err
+		if o.err != nil {
+			return Grant{}, o.err
+		}
+		return s.settle(o.g, o.idx, w.t)
 	case <-ctx.Done():
 	}
 	s.mu.Lock()
@@ -574,10 +634,7 @@ func (s *shard) await(ctx context.Context, w *waiter, ch chan outcome) (Grant, e
 		// A repeat took over the place, or the waiter is gone already.
 		return Grant{}, ctx.Err()
 	}
-	s.leave(w, s.e.now().UnixNano())
-	if w.t != nil {
-		delete(s.tickets, w.t.key+"\x00"+w.t.id)
-	}
+	s.leave(w, s.e.now())
 	return Grant{}, ctx.Err()
 }
 
@@ -596,9 +653,18 @@ func (s *shard) undeliverable(lk *lock, token uint64, t *ticket) {
 			return
 		}
 	}
-	now := s.e.now().UnixNano()
+	now := s.e.now()
 	if lk.token == token {
-		s.endGrant(lk, now, EventRelease)
+		// The release names the waiter ID, which is forgotten with it.
+		r := Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}
+		if t != nil && lk.holder == t {
+			r.WaiterID = t.id
+		}
+		if _, err := s.record(&r); err != nil {
+			// Not logged, not made: the grant ends at its lease.
+			return
+		}
+		s.apply(lk, &r, now)
 		s.grantNext(lk, now)
 	}
 	if t != nil {
@@ -631,32 +697,43 @@ func (e *Engine) Abandon(g Grant, id string) {
 
 // Release ends the grant with token on key and hands the lock to the first
 // waiter with a new token, in the same step. It returns ErrNotHeld when
-// nobody holds key, ErrNotHolder when another token does, ErrClosed, or an
-// *ArgError for a bad key.
+// nobody holds key, ErrNotHolder when another token does, ErrClosed,
+// ErrUnavailable when the log cannot take the change (then nothing
+// changed) or did not write it, or an *ArgError for a bad key. With a Log
+// it returns once the release is written.
 func (e *Engine) Release(key string, token uint64) error {
 	if err := CheckKey(key); err != nil {
 		return err
 	}
 	s := e.shard(key)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err := e.serving(); err != nil {
+		s.mu.Unlock()
 		return err
 	}
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
+		s.mu.Unlock()
 		return err
 	}
-	now := e.now().UnixNano()
-	s.endGrant(lk, now, EventRelease)
+	now := e.now()
+	r := Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}
+	idx, err := s.record(&r)
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.apply(lk, &r, now)
 	s.grantNext(lk, now)
 	s.dropIfIdle(lk)
-	return nil
+	s.mu.Unlock()
+	return e.waitLogged(idx)
 }
 
 // Renew restarts the lease of the grant with token on key from now, with
-// lease (0 = the grant's lease). It returns the renewed Grant, or the errors
-// of Release, or an *ArgError for a bad lease.
+// lease (0 = the grant's lease). It returns the renewed Grant (with a Log,
+// once the renewal is written), or the errors of Release, or an *ArgError
+// for a bad lease.
 func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, error) {
 	if err := CheckKey(key); err != nil {
 		return Grant{}, err
@@ -669,24 +746,32 @@ func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, er
 	}
 	s := e.shard(key)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err := e.serving(); err != nil {
+		s.mu.Unlock()
 		return Grant{}, err
 	}
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
+		s.mu.Unlock()
 		return Grant{}, err
 	}
 	if lease == 0 {
 		lease = lk.lease
 	}
-	now := e.now().UnixNano()
-	lk.lease = lease
-	lk.expires = after(now, lease)
-	lk.clearClaim()
-	s.armLease(lk)
-	s.emit(Event{Kind: EventRenew, Key: key, Token: token, Lease: lease, At: now, ExpiresAt: lk.expires})
-	return lk.grantInfo(), nil
+	now := e.now()
+	r := Record{Kind: RecRenew, Key: lk.key, Token: token, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease))}
+	idx, err := s.record(&r)
+	if err != nil {
+		s.mu.Unlock()
+		return Grant{}, err
+	}
+	s.apply(lk, &r, now)
+	g := lk.grantInfo(now)
+	s.mu.Unlock()
+	if err := e.waitLogged(idx); err != nil {
+		return Grant{}, err
+	}
+	return g, nil
 }
 
 // Status returns a snapshot of key; a key nobody holds or waits for has a
@@ -702,7 +787,7 @@ func (e *Engine) Status(key string) (LockInfo, error) {
 	if lk == nil {
 		return LockInfo{Key: key}, nil
 	}
-	return lk.info(), nil
+	return lk.info(e.now()), nil
 }
 
 // Waiters returns the queue of key in order, at most limit entries.
@@ -715,13 +800,14 @@ func (e *Engine) Waiters(key string, limit int) []Waiter {
 		return nil
 	}
 	var out []Waiter
+	now := e.now()
 	for w := lk.head; w != nil && len(out) < limit; w = w.next {
-		x := Waiter{Since: time.Unix(0, w.arrived), Lease: w.lease}
+		x := Waiter{Since: now.time(w.arrived), Lease: w.lease}
 		if w.t != nil && !IsTicket(w.t.id) {
 			x.ID = w.t.id
 		}
 		if w.waitUntil != 0 {
-			x.WaitEnd = time.Unix(0, w.waitUntil)
+			x.WaitEnd = now.time(w.waitUntil)
 		}
 		out = append(out, x)
 	}
@@ -735,8 +821,9 @@ func (e *Engine) Range(fn func(LockInfo) bool) {
 	for i := range e.shards {
 		s := &e.shards[i]
 		s.mu.Lock()
+		now := e.now()
 		for _, lk := range s.locks {
-			if !fn(lk.info()) {
+			if !fn(lk.info(now)) {
 				s.mu.Unlock()
 				return
 			}
@@ -755,24 +842,26 @@ func (lk *lock) check(token uint64) error {
 	return nil
 }
 
-func (lk *lock) grantInfo() Grant {
+// grantInfo describes lk's grant, its times on the wall clock of the
+// reading now.
+func (lk *lock) grantInfo(now stamp) Grant {
 	return Grant{
 		Key:       lk.key,
 		Token:     lk.token,
 		Lease:     lk.lease,
-		GrantedAt: time.Unix(0, lk.granted),
-		ExpiresAt: time.Unix(0, lk.expires),
+		GrantedAt: now.time(lk.granted),
+		ExpiresAt: now.time(lk.expires),
 	}
 }
 
-func (lk *lock) info() LockInfo {
+func (lk *lock) info(now stamp) LockInfo {
 	li := LockInfo{Key: lk.key, Waiters: lk.n}
 	if lk.token != 0 {
-		g := lk.grantInfo()
+		g := lk.grantInfo(now)
 		li.Holder = &g
 	}
 	if lk.head != nil {
-		li.OldestSince = time.Unix(0, lk.head.arrived)
+		li.OldestSince = now.time(lk.head.arrived)
 	}
 	return li
 }
@@ -812,46 +901,29 @@ func (w *waiter) deliver(o outcome) {
 	}
 }
 
-// grant makes lk held under a new token for t (may be nil). claimBy, if
-// not 0, is the instant by which t's repeat must claim a grant whose
-// request is gone (see ticket.claimBy). s.mu is held.
-func (s *shard) grant(lk *lock, t *ticket, lease time.Duration, now, arrived, claimBy int64) (Grant, error) {
-	tok, err := s.e.tokens.next(now)
+// logGrant decides the grant r (a RecGrant without its token): it issues
+// the token into r.Token and writes r to the log. It returns the record's
+// index (0 without a log), or ErrTokenSpace, the error of writing the
+// token's high-water mark, or an error wrapping ErrUnavailable; nothing
+// has changed then but a token skipped. s.mu is held.
+func (s *shard) logGrant(r *Record, now stamp) (uint64, error) {
+	tok, err := s.e.tokens.next(now.wall)
 	if err != nil {
-		return Grant{}, err
+		return 0, err
 	}
-	s.setToken(lk, tok)
-	lk.lease = lease
-	lk.granted = now
-	lk.expires = after(now, lease)
-	lk.holder = t
-	if t != nil {
-		t.claimBy = claimBy
-		t.state = tGranted
-		t.token = tok
-		t.w = nil
-		t.answers = 1
-		if claimBy != 0 {
-			t.answers = 0
-		}
-		s.heap.remove(&t.dl)
-	}
-	ev := Event{Kind: EventGrant, Key: lk.key, Token: tok, Lease: lease, At: now, ExpiresAt: lk.expires, Waited: time.Duration(now - arrived), Waiters: lk.n, ClaimBy: claimBy}
-	if t != nil {
-		ev.WaiterID = t.id
-	}
-	s.armLease(lk)
-	s.emit(ev)
-	return lk.grantInfo(), nil
+	r.Token = tok
+	return s.record(r)
 }
 
 // endGrant frees lk; the holder's ticket is retired as ended. s.mu is held.
-func (s *shard) endGrant(lk *lock, now int64, kind EventKind) {
-	s.emit(Event{Kind: kind, Key: lk.key, Token: lk.token, At: now, Waiters: lk.n})
+func (s *shard) endGrant(lk *lock, now stamp, kind EventKind) {
+	if s.e.cfg.OnEvent != nil {
+		s.emit(Event{Kind: kind, Key: lk.key, Token: lk.token, At: now.wall, Waiters: lk.n})
+	}
 	s.setToken(lk, 0)
 	s.heap.remove(&lk.dl)
 	if t := lk.holder; t != nil {
-		t.claimBy = 0
+		t.claimBy, t.token = 0, 0
 		lk.holder = nil
 		if IsTicket(t.id) {
 			s.retire(t, tForget, now)
@@ -862,36 +934,47 @@ func (s *shard) endGrant(lk *lock, now int64, kind EventKind) {
 }
 
 // grantNext hands a free lk to its first waiter, if any. s.mu is held.
-func (s *shard) grantNext(lk *lock, now int64) {
+func (s *shard) grantNext(lk *lock, now stamp) {
 	for lk.token == 0 && lk.head != nil {
 		w := lk.head
-		s.dequeue(w)
-		var claimBy int64
+		r := Record{Kind: RecGrant, Key: lk.key, Lease: w.lease, At: now.wall, Expires: now.wallAt(after(now.mono, w.lease)), WaiterID: w.t.id}
 		if w.state == detached {
 			// Its request is gone, its repeat is due within the grace: the
-			// grant waits that long for it, then is released.
-			claimBy = w.graceUntil
+			// grant waits that long to be claimed, then is released.
+			r.Until = now.wallAt(w.graceUntil)
 		}
-		g, err := s.grant(lk, w.t, w.lease, now, w.arrived, claimBy)
+		idx, err := s.logGrant(&r, now)
+		if errors.Is(err, ErrUnavailable) {
+			// The log refused the grant: nothing changed, the first
+			// waiter keeps its place, and the grant is tried again.
+			s.retryLater(&lk.dl, now)
+			return
+		}
 		if err != nil {
 			// Only a failing disk or 2^53 tokens end here: the waiter is
 			// told, the lock stays free.
-			if w.t != nil {
-				s.retire(w.t, tForget, now)
-			}
+			s.dequeue(w)
+			s.retire(w.t, tForget, now)
 			w.deliver(outcome{err: err})
 			continue
 		}
+		s.apply(lk, &r, now)
 		if w.state == detached {
 			continue
 		}
-		if IsTicket(w.t.id) {
-			// Delivered to a caller with no ID of its own: nobody can repeat.
-			lk.holder = nil
-			s.retire(w.t, tForget, now)
-		}
-		w.deliver(outcome{g: g})
+		w.t.answers, w.t.idx = 1, idx
+		w.deliver(outcome{g: lk.grantInfo(now), idx: idx})
 	}
+}
+
+// retryLater arms d (a lock's or a waiter's deadline) to try a change the
+// log refused again after logRetry. s.mu is held.
+func (s *shard) retryLater(d *deadline, now stamp) {
+	if !s.e.active.Load() {
+		return
+	}
+	s.heap.set(d, after(now.mono, logRetry))
+	s.arm()
 }
 
 // dequeue takes w out of its queue and the heap. s.mu is held.
@@ -901,18 +984,19 @@ func (s *shard) dequeue(w *waiter) {
 	s.e.waiters.Add(-1)
 }
 
-// leave removes a waiter that went away. s.mu is held.
-func (s *shard) leave(w *waiter, now int64) {
-	lk := w.lk
-	s.dequeue(w)
-	w.lk = nil
-	s.emit(Event{Kind: EventLeave, Key: lk.key, WaiterID: w.t.id, At: now, Waiters: lk.n})
-	s.dropIfIdle(lk)
+// leave removes a waiter that went away, and forgets its waiter ID. The
+// leave is logged if the log takes it; if not, the waiter leaves all the
+// same (its request is gone): a replay then finds it queued, and keeps it
+// only as a detached waiter keeps its place, for PollGrace. s.mu is held.
+func (s *shard) leave(w *waiter, now stamp) {
+	r := Record{Kind: RecLeave, Key: w.lk.key, WaiterID: w.t.id, At: now.wall}
+	_, _ = s.record(&r)
+	s.apply(w.lk, &r, now)
 }
 
 // retire ends a ticket: with tForget it is forgotten, otherwise it is
 // kept in state for the retention period. s.mu is held.
-func (s *shard) retire(t *ticket, state ticketState, now int64) {
+func (s *shard) retire(t *ticket, state ticketState, now stamp) {
 	t.w = nil
 	if state == tForget {
 		delete(s.tickets, t.key+"\x00"+t.id)
@@ -920,7 +1004,7 @@ func (s *shard) retire(t *ticket, state ticketState, now int64) {
 		return
 	}
 	t.state = state
-	s.heap.set(&t.dl, now+int64(s.e.cfg.Retention))
+	s.heap.set(&t.dl, after(now.mono, s.e.cfg.Retention))
 	s.arm()
 }
 
@@ -939,6 +1023,7 @@ func (s *shard) setToken(lk *lock, tok uint64) {
 // dropIfIdle frees the state of a key with no holder and no waiters.
 func (s *shard) dropIfIdle(lk *lock) {
 	if lk.token == 0 && lk.head == nil && s.locks[lk.key] == lk {
+		s.heap.remove(&lk.dl) // a grant to retry, if the log refused one
 		delete(s.locks, lk.key)
 		s.e.keys.Add(-1)
 	}
@@ -972,8 +1057,9 @@ func (s *shard) schedule(w *waiter) {
 	s.arm()
 }
 
-// after returns the instant d after now (Unix nanoseconds), or 0 (never)
-// when that lies beyond what an int64 holds: deadlines never wrap around.
+// after returns the instant d after now (monotonic nanoseconds), or 0
+// (never) when that lies beyond what an int64 holds: deadlines never wrap
+// around.
 func after(now int64, d time.Duration) int64 {
 	if d > 0 && now > math.MaxInt64-int64(d) {
 		return 0
@@ -988,7 +1074,7 @@ func (s *shard) arm() {
 		return
 	}
 	s.armed = d.when
-	s.timer.Reset(time.Duration(max(0, d.when-s.e.now().UnixNano())))
+	s.timer.Reset(time.Duration(max(0, d.when-s.e.monoNow())))
 }
 
 // fire handles every deadline that has passed, then re-arms.
@@ -999,10 +1085,10 @@ func (s *shard) fire() {
 		return
 	}
 	s.armed = 0
-	now := s.e.now().UnixNano()
+	now := s.e.now()
 	for {
 		d := s.heap.min()
-		if d == nil || d.when > now {
+		if d == nil || d.when > now.mono {
 			break
 		}
 		s.heap.remove(d)
@@ -1020,44 +1106,53 @@ func (s *shard) fire() {
 
 // expire takes back a lock whose lease ran out (or whose grant to a
 // detached waiter was never claimed) and hands it on.
-func (s *shard) expire(lk *lock, now int64) {
+func (s *shard) expire(lk *lock, now stamp) {
 	if lk.token == 0 {
+		// A grant to the next waiter that the log refused: again.
+		s.grantNext(lk, now)
+		s.dropIfIdle(lk)
 		return
 	}
-	s.endGrant(lk, now, EventExpire)
+	r := Record{Kind: RecExpire, Key: lk.key, Token: lk.token, At: now.wall}
+	if _, err := s.record(&r); err != nil {
+		s.retryLater(&lk.dl, now)
+		return
+	}
+	s.apply(lk, &r, now)
 	s.grantNext(lk, now)
 	s.dropIfIdle(lk)
 }
 
-func (s *shard) waiterDeadline(w *waiter, now int64) {
-	lk := w.lk
+// waiterDeadline handles w's wait, grace or poll deadline that passed.
+func (s *shard) waiterDeadline(w *waiter, now stamp) {
 	switch {
-	case w.waitUntil != 0 && now >= w.waitUntil:
-		s.dequeue(w)
-		w.lk = nil
-		s.retire(w.t, tTimedOut, now)
-		if w.state == queued {
+	case w.waitUntil != 0 && now.mono >= w.waitUntil:
+		r := Record{Kind: RecTimeout, Key: w.lk.key, WaiterID: w.t.id, At: now.wall, Until: now.wallAt(after(now.mono, s.e.cfg.Retention))}
+		if _, err := s.record(&r); err != nil {
+			s.retryLater(&w.dl, now)
+			return
+		}
+		queuedReq := w.state == queued
+		s.apply(w.lk, &r, now)
+		if queuedReq {
 			w.deliver(outcome{err: ErrTimeout})
 		}
-		s.emit(Event{Kind: EventTimeout, Key: lk.key, WaiterID: w.t.id, At: now, Waiters: lk.n, Waited: time.Duration(now - w.arrived)})
-		s.dropIfIdle(lk)
-	case w.state == detached && w.graceUntil != 0 && now >= w.graceUntil:
+	case w.state == detached && w.graceUntil != 0 && now.mono >= w.graceUntil:
 		s.leave(w, now)
-		if w.t != nil {
-			s.retire(w.t, tForget, now)
-		}
-	case w.state == queued && w.pollUntil != 0 && now >= w.pollUntil:
+	case w.state == queued && w.pollUntil != 0 && now.mono >= w.pollUntil:
 		if IsTicket(w.t.id) {
 			// Nobody could resume an anonymous waiter: it leaves now.
 			w.deliver(outcome{err: ErrPollTimeout})
 			s.leave(w, now)
 			return
 		}
-		w.state = detached
-		w.pollUntil = 0
-		w.graceUntil = after(now, s.e.cfg.PollGrace)
+		r := Record{Kind: RecDetach, Key: w.lk.key, WaiterID: w.t.id, At: now.wall, Until: now.wallAt(after(now.mono, s.e.cfg.PollGrace))}
+		if _, err := s.record(&r); err != nil {
+			s.retryLater(&w.dl, now)
+			return
+		}
+		s.apply(w.lk, &r, now)
 		w.deliver(outcome{err: ErrPollTimeout})
-		s.schedule(w)
 	default:
 		s.schedule(w)
 	}

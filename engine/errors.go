@@ -34,6 +34,11 @@ var (
 	ErrClosed = errors.New("engine: closed")
 	// ErrTokenSpace: the next fencing token would reach 2^53.
 	ErrTokenSpace = errors.New("engine: fencing tokens exhausted (2^53)")
+	// ErrUnavailable: the log (Config.Log) could not take or write the
+	// change (disk full, a write error). A change the log refused was not
+	// made; one it took but could not write is not answered (a grant is
+	// released again). Retry later.
+	ErrUnavailable = errors.New("engine: the log cannot write changes")
 )
 
 // ArgError reports an invalid argument. Field names the parameter as the

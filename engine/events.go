@@ -47,7 +47,8 @@ type Event struct {
 	Token uint64
 	// Lease of the grant or renewal.
 	Lease time.Duration
-	// At is when the change happened, in Unix nanoseconds.
+	// At is when the change happened, in Unix nanoseconds (wall clock;
+	// every time in an Event is, since Events leave the process).
 	At int64
 	// ExpiresAt is the new lease deadline (grant, renew), Unix nanoseconds.
 	ExpiresAt int64

@@ -6,7 +6,7 @@ package engine
 // arming a deadline allocates nothing; it is 32 bytes, since every held key
 // carries one.
 type deadline struct {
-	when  int64 // Unix nanoseconds
+	when  int64 // monotonic nanoseconds (Clock)
 	idx   int32 // position in the heap; -1 when not in it
 	owner any   // *lock, *waiter or *ticket
 }

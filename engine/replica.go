@@ -9,9 +9,11 @@ import (
 
 // This file holds what a cluster needs from the engine: the roles (active,
 // standby), a snapshot of the whole state, and Apply, which replays another
-// node's changes in order. Apply takes every time from the event, never from
-// the clock, so that a standby holds exactly the active's holders, leases
-// and queues.
+// node's changes in order through the one apply path (apply.go). Apply
+// takes every time from the event, never from the clock, so that a standby
+// holds exactly the active's holders, leases and queues. Times cross between nodes on the wall clock (Unix ns): a
+// snapshot converts each monotonic deadline against one reading of the
+// clock, and Apply converts back against its own (see Clock).
 
 // ErrNotActive: the engine is a standby and serves no calls.
 var ErrNotActive = errors.New("engine: not the active node")
@@ -79,16 +81,17 @@ func (e *Engine) Snapshot(emit func(Event), subscribed func(shard int)) {
 	for i := range e.shards {
 		s := &e.shards[i]
 		s.mu.Lock()
+		now := e.now()
 		for _, lk := range s.locks {
 			ks := &KeyState{Key: lk.key}
 			if lk.token != 0 {
-				ks.Holder = &HolderState{Token: lk.token, Lease: lk.lease, Granted: lk.granted, Expires: lk.expires}
+				ks.Holder = &HolderState{Token: lk.token, Lease: lk.lease, Granted: now.wallAt(lk.granted), Expires: now.wallAt(lk.expires)}
 				if lk.holder != nil {
-					ks.Holder.ID, ks.Holder.ClaimBy = lk.holder.id, lk.holder.claimBy
+					ks.Holder.ID, ks.Holder.ClaimBy = lk.holder.id, now.wallAt(lk.holder.claimBy)
 				}
 			}
 			for w := lk.head; w != nil; w = w.next {
-				ks.Waiters = append(ks.Waiters, WaiterState{ID: w.t.id, Lease: w.lease, Arrived: w.arrived, WaitUntil: w.waitUntil})
+				ks.Waiters = append(ks.Waiters, WaiterState{ID: w.t.id, Lease: w.lease, Arrived: now.wallAt(w.arrived), WaitUntil: now.wallAt(w.waitUntil)})
 			}
 			emit(Event{Kind: EventState, Key: lk.key, State: ks, Shard: i})
 		}
@@ -102,7 +105,7 @@ func (e *Engine) Snapshot(emit func(Event), subscribed func(shard int)) {
 			default:
 				continue
 			}
-			emit(Event{Kind: EventTicket, Key: t.key, WaiterID: t.id, Outcome: outcome, At: t.dl.when, Shard: i})
+			emit(Event{Kind: EventTicket, Key: t.key, WaiterID: t.id, Outcome: outcome, At: now.wallAt(t.dl.when), Shard: i})
 		}
 		subscribed(i)
 		s.mu.Unlock()
@@ -150,67 +153,49 @@ func (e *Engine) Apply(ev Event) error {
 	s := e.shard(ev.Key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch ev.Kind {
-	case EventState:
-		s.applyState(ev.State)
-	case EventTicket:
-		t := s.ticket(ev.Key, ev.WaiterID)
-		t.state = tTimedOut
-		if ev.Outcome == "ended" {
-			t.state = tEnded
-		}
-		s.heap.set(&t.dl, ev.At)
-		s.arm()
-	case EventEnqueue:
-		lk := s.lockFor(ev.Key)
-		s.applyWaiter(lk, WaiterState{ID: ev.WaiterID, Lease: ev.Lease, Arrived: ev.At, WaitUntil: ev.WaitUntil})
-	case EventGrant:
-		lk := s.lockFor(ev.Key)
-		var t *ticket
-		if ev.WaiterID != "" {
-			t = s.ticket(ev.Key, ev.WaiterID)
-			if w := t.w; w != nil && w.lk == lk {
-				s.dequeue(w)
-				w.lk = nil
-			}
-			t.state, t.token, t.w, t.answers, t.claimBy = tGranted, ev.Token, nil, 0, ev.ClaimBy
-			s.heap.remove(&t.dl)
-		}
-		s.setToken(lk, ev.Token)
-		lk.lease, lk.granted, lk.expires, lk.holder = ev.Lease, ev.At, ev.ExpiresAt, t
-	case EventRelease, EventExpire:
-		lk := s.locks[ev.Key]
-		if lk == nil || lk.token != ev.Token {
-			return nil
-		}
-		s.endGrant(lk, ev.At, ev.Kind)
-		s.dropIfIdle(lk)
-	case EventRenew:
-		if lk := s.locks[ev.Key]; lk != nil && lk.token == ev.Token {
-			lk.lease, lk.expires = ev.Lease, ev.ExpiresAt
-			lk.clearClaim()
-		}
-	case EventClaim:
-		if lk := s.locks[ev.Key]; lk != nil && lk.token == ev.Token {
-			lk.clearClaim()
-		}
-	case EventLeave, EventTimeout:
-		t := s.tickets[ev.Key+"\x00"+ev.WaiterID]
-		if t == nil || t.w == nil {
-			return nil
-		}
-		w := t.w
-		lk := w.lk
-		s.dequeue(w)
-		w.lk = nil
-		if ev.Kind == EventTimeout {
-			s.retire(t, tTimedOut, ev.At)
-		} else {
-			s.retire(t, tForget, ev.At)
-		}
-		s.dropIfIdle(lk)
+	now := e.now()
+	if ev.Kind == EventState {
+		s.applyState(ev.State, now)
+		return nil
+	}
+	if r, ok := e.recordOf(ev); ok {
+		s.apply(nil, &r, now)
+		s.idle(r.Key)
 	}
 	return nil
+}
+
+// recordOf turns a replicated event into the record of its change, for
+// the one apply path. Event kinds that change nothing have none.
+func (e *Engine) recordOf(ev Event) (Record, bool) {
+	r := Record{Key: ev.Key, Token: ev.Token, Lease: ev.Lease, At: ev.At, WaiterID: ev.WaiterID}
+	switch ev.Kind {
+	case EventGrant:
+		r.Kind, r.Expires, r.Until = RecGrant, ev.ExpiresAt, ev.ClaimBy
+	case EventClaim:
+		r.Kind = RecClaim
+	case EventRelease:
+		r.Kind, r.WaiterID = RecRelease, ""
+	case EventExpire:
+		r.Kind, r.WaiterID = RecExpire, ""
+	case EventRenew:
+		r.Kind, r.Expires = RecRenew, ev.ExpiresAt
+	case EventEnqueue:
+		r.Kind, r.WaitUntil = RecEnqueue, ev.WaitUntil
+	case EventLeave:
+		r.Kind = RecLeave
+	case EventTimeout:
+		r.Kind, r.Until = RecTimeout, addSat(ev.At, int64(e.cfg.Retention))
+	case EventTicket:
+		// At is when the outcome is forgotten.
+		r.Kind, r.At, r.Until, r.Outcome = RecOutcome, 0, ev.At, OutcomeTimeout
+		if ev.Outcome == "ended" {
+			r.Outcome = OutcomeEnded
+		}
+	default:
+		return Record{}, false
+	}
+	return r, true
 }
 
 func (s *shard) lockFor(key string) *lock {
@@ -238,7 +223,7 @@ func (s *shard) ticket(key, id string) *ticket {
 	return t
 }
 
-func (s *shard) applyState(ks *KeyState) {
+func (s *shard) applyState(ks *KeyState, now stamp) {
 	if ks == nil {
 		return
 	}
@@ -246,25 +231,27 @@ func (s *shard) applyState(ks *KeyState) {
 	if h := ks.Holder; h != nil {
 		s.e.tokens.observe(h.Token)
 		s.setToken(lk, h.Token)
-		lk.lease, lk.granted, lk.expires = h.Lease, h.Granted, h.Expires
+		lk.lease, lk.granted, lk.expires = h.Lease, now.monoAt(h.Granted), now.monoAt(h.Expires)
 		if h.ID != "" {
 			t := s.ticket(ks.Key, h.ID)
-			t.state, t.token, t.claimBy = tGranted, h.Token, h.ClaimBy
+			t.state, t.token, t.claimBy = tGranted, h.Token, now.monoAt(h.ClaimBy)
 			lk.holder = t
 		}
 	}
 	for _, ws := range ks.Waiters {
-		s.applyWaiter(lk, ws)
+		s.applyWaiter(lk, ws, now)
 	}
 	s.dropIfIdle(lk)
 }
 
-func (s *shard) applyWaiter(lk *lock, ws WaiterState) {
+// applyWaiter queues the replicated waiter ws (times on the wall clock)
+// at the tail of lk; now converts them.
+func (s *shard) applyWaiter(lk *lock, ws WaiterState, now stamp) {
 	t := s.ticket(lk.key, ws.ID)
 	if t.w != nil {
 		return // already queued: a duplicate in the stream
 	}
-	w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), state: detached, lease: ws.Lease, arrived: ws.Arrived, waitUntil: ws.WaitUntil, dl: deadline{idx: -1}}
+	w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), state: detached, lease: ws.Lease, arrived: now.monoAt(ws.Arrived), waitUntil: now.monoAt(ws.WaitUntil), dl: deadline{idx: -1}}
 	w.dl.owner = w
 	t.state, t.w = tWaiting, w
 	s.heap.remove(&t.dl)
@@ -300,10 +287,9 @@ const (
 // 1). It returns the first token the node may issue.
 func (e *Engine) Promote(how Promotion) uint64 {
 	now := e.now()
-	e.tokens.observe(uint64(now.Add(e.cfg.TokenMargin).UnixMicro()))
+	e.tokens.observe(uint64(addSat(now.wall, int64(e.cfg.TokenMargin)) / 1e3))
 	e.active.Store(true)
-	n := now.UnixNano()
-	grace := after(n, e.cfg.PollGrace)
+	grace := after(now.mono, e.cfg.PollGrace)
 	for i := range e.shards {
 		s := &e.shards[i]
 		s.mu.Lock()
@@ -312,8 +298,8 @@ func (e *Engine) Promote(how Promotion) uint64 {
 			for w := lk.head; w != nil; w = next {
 				next = w.next
 				if how == Failover && IsTicket(w.t.id) {
-					s.leave(w, n)
-					s.retire(w.t, tForget, n)
+					s.leave(w, now)
+					s.retire(w.t, tForget, now)
 					continue
 				}
 				w.state, w.pollUntil, w.graceUntil = detached, 0, grace
@@ -323,14 +309,14 @@ func (e *Engine) Promote(how Promotion) uint64 {
 				continue
 			}
 			if t := lk.holder; how == Failover && t != nil && t.claimBy != 0 && IsTicket(t.id) {
-				s.endGrant(lk, n, EventRelease)
+				s.endGrant(lk, now, EventRelease)
 				continue
 			}
 			s.armLease(lk)
 		}
 		for _, lk := range s.locks {
 			if lk.token == 0 {
-				s.grantNext(lk, n)
+				s.grantNext(lk, now)
 				s.dropIfIdle(lk)
 			}
 		}

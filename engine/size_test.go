@@ -52,3 +52,17 @@ func TestHeldKeyIsCopied(t *testing.T) {
 		t.Error("the lock keeps the caller's string (and the whole request line behind it)")
 	}
 }
+
+// A key's shard is the same in every process (no random seed): a snapshot
+// dumped shard by shard at per-shard log indexes and the replay that
+// follows it rely on it. The values pin keyHash (FNV-1a 64, fmix64), as an
+// independent implementation computed them.
+func TestShardOfAKeyIsFixed(t *testing.T) {
+	e := newEngine(t, Config{Shards: 256})
+	defer e.Close()
+	for key, want := range map[string]int{"orders/42": 239, "k": 101, "a/very/long/key/with/some/depth": 79} {
+		if got := e.shard(key).idx; got != want {
+			t.Errorf("shard(%q) = %d, want %d", key, got, want)
+		}
+	}
+}

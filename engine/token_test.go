@@ -56,7 +56,11 @@ func TestTokensRiseAcrossKeysAndRestarts(t *testing.T) {
 		nil,
 	}
 	for round, now := range clocks {
-		e := newEngine(t, Config{DataDir: dir, Now: now})
+		var clock Clock
+		if now != nil {
+			clock = newStepClock(now)
+		}
+		e := newEngine(t, Config{DataDir: dir, Clock: clock})
 		if e.LastToken() < last {
 			t.Fatalf("round %d: LastToken %d after restart; below %d", round, e.LastToken(), last)
 		}
@@ -110,7 +114,7 @@ func TestTokenCeilingOnDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeHWM(t, crash, string(b))
-	e2 := newEngine(t, Config{DataDir: crash, Now: func() time.Time { return time.Unix(1, 0) }})
+	e2 := newEngine(t, Config{DataDir: crash, Clock: newStepClock(func() time.Time { return time.Unix(1, 0) })})
 	defer e2.Close()
 	if g := mustAcquire(t, e2, AcquireRequest{Key: "k"}); g.Token <= e.LastToken() {
 		t.Fatalf("after a crash: token %d, not above %d", g.Token, e.LastToken())

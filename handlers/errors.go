@@ -28,6 +28,7 @@ var errorTable = []struct {
 	{engine.ErrTooManyKeys, http.StatusTooManyRequests, api.CodeTooManyKeys, "the node holds its maximum number of keys (max_keys)"},
 	{engine.ErrTooManyWaiters, http.StatusTooManyRequests, api.CodeTooManyWaiters, "the queue is full (max_waiters_per_key or max_waiters)"},
 	{engine.ErrClosed, http.StatusServiceUnavailable, api.CodeUnavailable, "the node is shutting down; retry"},
+	{engine.ErrUnavailable, http.StatusServiceUnavailable, api.CodeUnavailable, "the node cannot write its log (disk full or a write error); nothing was changed: retry"},
 }
 
 // httpError is an error the handlers raise themselves (bad input, limits).

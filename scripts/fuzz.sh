@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs every fuzz target of the packages that parse client input (and the
-# log's segment reader, which parses what is on the disk), each for a
-# bounded time (FUZZTIME, default 10s). A failure leaves the crashing input
+# log's records and segment reader, which parse what is on the disk), each
+# for a bounded time (FUZZTIME, default 10s). A failure leaves the crashing input
 # in <package>/testdata/fuzz/<Target>/: commit it, and it runs as a
 # regression test with every plain `go test`.
 #
@@ -10,7 +10,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 FUZZTIME=${FUZZTIME:-10s}
-for pkg in ./handlers/ ./wal/; do
+for pkg in ./handlers/ ./engine/ ./wal/; do
 	for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz'); do
 		echo "fuzz $pkg $target for $FUZZTIME"
 		out=$(mktemp)

@@ -1,0 +1,219 @@
+package engine
+
+import (
+	"errors"
+	"time"
+)
+
+// apply makes the state change r describes: the one path every change of
+// a key's holder, lease or queue runs through, whether the active made it
+// (decide, build the Record, append it to the log, apply it) or a standby
+// replays it (Apply). Times come from r (wall clock, converted against
+// now), never from the clock. lk is r.Key's lock when the caller has it
+// (nil: looked up). It returns the waiter the change concerns (granted,
+// timed out, detached), if any: what only an active does with it (deliver
+// an outcome to its parked request) hangs off that, not off a second copy
+// of the change. Timers are armed only on an active engine (armLease and
+// schedule check). A record that does not fit the state (a release of
+// another token, a waiter not queued) changes nothing. s.mu is held.
+//
+// A release or an expiry leaves the key's state in place even when
+// nobody holds or waits for it any more: an active hands it to the next
+// waiter first. The caller frees an idle key then (dropIfIdle, or idle).
+func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
+	if lk == nil {
+		switch r.Kind {
+		case RecGrant, RecEnqueue:
+			lk = s.lockFor(r.Key)
+		case RecRelease, RecExpire, RecRenew, RecClaim:
+			if lk = s.locks[r.Key]; lk == nil {
+				return nil
+			}
+		}
+	}
+	at := now // the active applying its own change, made now
+	if r.At != now.wall {
+		at = now.at(r.At)
+	}
+	switch r.Kind {
+	case RecGrant:
+		return s.applyGrant(lk, r, at)
+	case RecRelease, RecExpire:
+		if lk.token != r.Token {
+			return nil
+		}
+		kind := EventRelease
+		if r.Kind == RecExpire {
+			kind = EventExpire
+		}
+		forget := r.Kind == RecRelease && r.WaiterID != ""
+		t := lk.holder
+		s.endGrant(lk, at, kind)
+		if forget && t != nil && t.id == r.WaiterID {
+			s.retire(t, tForget, at)
+		}
+		// The key may be idle now: the caller drops it (idle) once the
+		// active has handed it on to its next waiter (see idle).
+	case RecRenew:
+		if lk.token != r.Token {
+			return nil
+		}
+		lk.lease = r.Lease
+		lk.expires = now.monoAt(r.Expires)
+		lk.clearClaim()
+		s.armLease(lk)
+		if s.e.cfg.OnEvent != nil {
+			s.emit(Event{Kind: EventRenew, Key: lk.key, Token: r.Token, Lease: r.Lease, At: r.At, ExpiresAt: r.Expires})
+		}
+	case RecEnqueue:
+		t := s.ticket(lk.key, r.WaiterID)
+		if t.w != nil {
+			s.dropIfIdle(lk)
+			return nil // queued already: a duplicate
+		}
+		w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), state: detached, lease: r.Lease, arrived: at.mono, waitUntil: now.monoAt(r.WaitUntil), dl: deadline{idx: -1}}
+		w.dl.owner = w
+		t.state, t.w = tWaiting, w
+		s.heap.remove(&t.dl)
+		lk.enqueue(w)
+		s.e.waiters.Add(1)
+		s.schedule(w)
+		if s.e.cfg.OnEvent != nil {
+			s.emit(Event{Kind: EventEnqueue, Key: lk.key, WaiterID: t.id, Lease: r.Lease, At: r.At, WaitUntil: r.WaitUntil, Waiters: lk.n})
+		}
+		return w
+	case RecLeave, RecTimeout:
+		t := s.tickets[r.Key+"\x00"+r.WaiterID]
+		if t == nil || t.w == nil || t.w.lk == nil {
+			return nil
+		}
+		w := t.w
+		lk = w.lk
+		s.dequeue(w)
+		w.lk = nil
+		if r.Kind == RecTimeout {
+			t.w = nil
+			t.state = tTimedOut
+			s.heap.set(&t.dl, now.monoAt(r.Until))
+			s.arm()
+			if s.e.cfg.OnEvent != nil {
+				s.emit(Event{Kind: EventTimeout, Key: lk.key, WaiterID: t.id, At: r.At, Waiters: lk.n, Waited: time.Duration(at.mono - w.arrived)})
+			}
+		} else {
+			if s.e.cfg.OnEvent != nil {
+				s.emit(Event{Kind: EventLeave, Key: lk.key, WaiterID: t.id, At: r.At, Waiters: lk.n})
+			}
+			s.retire(t, tForget, at)
+		}
+		s.dropIfIdle(lk)
+		return w
+	case RecDetach:
+		t := s.tickets[r.Key+"\x00"+r.WaiterID]
+		if t == nil || t.w == nil || t.w.lk == nil {
+			return nil
+		}
+		w := t.w
+		w.state, w.pollUntil, w.graceUntil = detached, 0, now.monoAt(r.Until)
+		s.schedule(w)
+		return w
+	case RecClaim:
+		if t := lk.holder; lk.token == r.Token && t != nil && t.id == r.WaiterID {
+			t.claimBy = now.monoAt(r.Until)
+			s.armLease(lk)
+			if s.e.cfg.OnEvent != nil && r.Until == 0 {
+				s.emit(Event{Kind: EventClaim, Key: lk.key, Token: r.Token, WaiterID: r.WaiterID, At: at.wall, Waiters: lk.n})
+			}
+		}
+	case RecOutcome:
+		t := s.ticket(r.Key, r.WaiterID)
+		if t.w != nil || t.state == tGranted {
+			return nil
+		}
+		t.state = tTimedOut
+		if r.Outcome == OutcomeEnded {
+			t.state = tEnded
+		}
+		s.heap.set(&t.dl, now.monoAt(r.Until))
+		s.arm()
+	}
+	return nil
+}
+
+// applyGrant makes lk held as r (a RecGrant) says; at is r.At as a
+// reading. The waiter r names, if queued, leaves the queue and is
+// returned. s.mu is held.
+func (s *shard) applyGrant(lk *lock, r *Record, at stamp) *waiter {
+	var t *ticket
+	var w *waiter
+	waited := time.Duration(0)
+	if r.WaiterID != "" {
+		if h := lk.head; h != nil && h.t.id == r.WaiterID {
+			t = h.t // the first waiter, as a grant most often is: no lookup
+		} else {
+			t = s.ticket(lk.key, r.WaiterID)
+		}
+		if w = t.w; w != nil && w.lk == lk {
+			s.dequeue(w) // w.lk stays: a parked request may yet hand the grant back
+			waited = time.Duration(at.mono - w.arrived)
+		} else {
+			w = nil
+		}
+	}
+	s.e.tokens.observe(r.Token)
+	s.setToken(lk, r.Token)
+	lk.lease = r.Lease
+	lk.granted = at.mono
+	lk.expires = at.monoAt(r.Expires)
+	lk.holder = t
+	if t != nil {
+		t.state, t.token, t.w, t.answers = tGranted, r.Token, nil, 0
+		t.claimBy = at.monoAt(r.Until)
+		s.heap.remove(&t.dl)
+		if IsTicket(t.id) && r.Until == 0 && w != nil {
+			// Granted to a caller with no ID of its own: nobody can
+			// repeat, so nothing is remembered.
+			lk.holder = nil
+			s.retire(t, tForget, at)
+		}
+	}
+	s.armLease(lk)
+	if s.e.cfg.OnEvent != nil {
+		s.emit(Event{Kind: EventGrant, Key: lk.key, Token: r.Token, Lease: r.Lease, At: r.At, ExpiresAt: r.Expires, Waited: waited, Waiters: lk.n, WaiterID: r.WaiterID, ClaimBy: r.Until})
+	}
+	return w
+}
+
+// Replay applies one record of the log (as Log.Append got it) to a
+// standby engine, through the same apply path as the active's own changes
+// and replicated ones: replay at start runs it over the log, record by
+// record, in index order. It returns an error wrapping ErrRecordCorrupt or
+// ErrRecordVersion for a record that does not decode (nothing changes
+// then), or an error on an active engine, where two writers would diverge.
+func (e *Engine) Replay(rec []byte) error {
+	if e.active.Load() {
+		return errors.New("engine: Replay on an active engine")
+	}
+	r, err := DecodeRecord(rec)
+	if err != nil {
+		return err
+	}
+	if r.Token != 0 {
+		e.tokens.observe(r.Token)
+	}
+	if r.Kind == RecReserve {
+		return nil
+	}
+	s := e.shard(r.Key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.apply(nil, &r, e.now())
+	s.idle(r.Key)
+	return nil
+}
+
+// idle frees key's state if nobody holds or waits for it. s.mu is held.
+func (s *shard) idle(key string) {
+	if lk := s.locks[key]; lk != nil {
+		s.dropIfIdle(lk)
+	}
+}

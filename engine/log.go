@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+)
+
+// Log is where the Engine writes every state change before any client
+// hears of it (SPEC section 1, "Durability"; issue 12). The Engine defines
+// it so that it imports no file code; the wal package implements it.
+//
+// Append is called with the key's shard locked, so the order of indexes
+// is the order of the changes of each key; it must be cheap (a copy into a
+// buffer) and must not call back into the Engine. It returns the record's
+// index (> 0, rising) or an error when the log cannot take it (disk full,
+// a write error): the Engine then refuses the change before making it.
+// rec is the Engine's buffer: Append copies what it keeps.
+//
+// Wait blocks until the record at index is written (and synced, as the
+// log's fsync mode says), or returns the error that prevents it. It is
+// called without any lock held, before the change is answered.
+type Log interface {
+	Append(rec []byte) (index uint64, err error)
+	Wait(index uint64) error
+}
+
+// logRetry is how long a change the Engine must make by itself (a lease
+// or a wait that ran out, a grant to the next waiter) waits before it is
+// tried again when the log refused it.
+const logRetry = 250 * time.Millisecond
+
+// append writes r to the log. It returns the record's index, 0 without a
+// log, or an error wrapping ErrUnavailable. s.mu is held.
+func (s *shard) append(r *Record) (uint64, error) {
+	s.buf = AppendRecord(s.buf[:0], r)
+	idx, err := s.e.log.Append(s.buf)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return idx, nil
+}
+
+// record writes r to the log, if the Engine keeps one: its index, 0
+// without a log, or an error wrapping ErrUnavailable. s.mu is held.
+func (s *shard) record(r *Record) (uint64, error) {
+	if s.e.log == nil {
+		return 0, nil
+	}
+	return s.append(r)
+}
+
+// settle waits until the grant g, made at log index idx, is written, and
+// only then lets it be answered. When the log cannot write it, the grant
+// is released as undeliverable (nobody is told of it) and the caller gets
+// ErrUnavailable. t is the grant's ticket, if any. s.mu is not held.
+func (s *shard) settle(g Grant, idx uint64, t *ticket) (Grant, error) {
+	if idx == 0 {
+		return g, nil
+	}
+	if err := s.e.log.Wait(idx); err != nil {
+		s.mu.Lock()
+		if lk := s.locks[g.Key]; lk != nil && lk.token == g.Token {
+			s.undeliverable(lk, g.Token, t)
+		}
+		s.mu.Unlock()
+		return Grant{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return g, nil
+}
+
+// waitLogged waits until the change at log index idx is written; 0 (no
+// log) returns at once. s.mu is not held.
+func (e *Engine) waitLogged(idx uint64) error {
+	if idx == 0 {
+		return nil
+	}
+	if err := e.log.Wait(idx); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return nil
+}

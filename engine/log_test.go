@@ -1,0 +1,328 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// memLog is an in-memory Log for the engine's tests: it keeps every
+// record, refuses appends (all, or of some kinds) while told to, and can
+// hold Wait back or fail it.
+type memLog struct {
+	mu      sync.Mutex
+	recs    [][]byte
+	refuse  func(RecordKind) bool // nil: take everything
+	gate    chan struct{}         // non-nil: Wait blocks until it is closed
+	waitErr error
+}
+
+var errDiskFull = errors.New("no space left on device")
+
+func (l *memLog) Append(rec []byte) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.refuse != nil && l.refuse(RecordKind(rec[1])) {
+		return 0, errDiskFull
+	}
+	l.recs = append(l.recs, append([]byte(nil), rec...))
+	return uint64(len(l.recs)), nil
+}
+
+func (l *memLog) Wait(idx uint64) error {
+	l.mu.Lock()
+	gate, err, n := l.gate, l.waitErr, uint64(len(l.recs))
+	l.mu.Unlock()
+	if idx == 0 || idx > n {
+		panic("Wait for an index never appended")
+	}
+	if gate != nil {
+		<-gate
+	}
+	return err
+}
+
+func (l *memLog) setRefuse(f func(RecordKind) bool) {
+	l.mu.Lock()
+	l.refuse = f
+	l.mu.Unlock()
+}
+
+// hold makes Wait block until the returned func is called.
+func (l *memLog) hold() (release func()) {
+	gate := make(chan struct{})
+	l.mu.Lock()
+	l.gate = gate
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		l.gate = nil
+		l.mu.Unlock()
+		close(gate)
+	}
+}
+
+// take decodes and forgets the records so far.
+func (l *memLog) take(t testing.TB) []Record {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Record
+	for i, b := range l.recs {
+		r, err := DecodeRecord(b)
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		out = append(out, r)
+	}
+	l.recs = l.recs[:0:0]
+	return out
+}
+
+func recKinds(rs []Record) string {
+	var b []string
+	for _, r := range rs {
+		b = append(b, r.Kind.String())
+	}
+	return strings.Join(b, ",")
+}
+
+// Every change the engine makes, asked for or made by its own timers,
+// reaches the log as a record with the fields a replica needs, on the
+// wall clock, in the order of the changes.
+func TestLogRecordsEveryChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &memLog{}
+		clock := newStepClock(nil)
+		e := newEngine(t, Config{Shards: 1, Clock: clock, Log: log, PollTimeout: 3 * time.Second, PollGrace: 5 * time.Second})
+		defer e.Close()
+		_, t0 := clock.Now()
+		a := mustAcquire(t, e, AcquireRequest{Key: "k", Lease: 10 * time.Second})
+		b := goAcquire(e, context.Background(), AcquireRequest{Key: "k", ID: "b", Lease: 4 * time.Second})
+		synctest.Wait()
+		c := goAcquire(e, context.Background(), AcquireRequest{Key: "k", Wait: 2 * time.Second})
+		synctest.Wait()
+		ctx, cancel := context.WithCancel(context.Background())
+		d := goAcquire(e, ctx, AcquireRequest{Key: "k", ID: "d"})
+		synctest.Wait()
+		cancel()
+		synctest.Wait()
+		wantErr(t, "the cancelled acquire", answered(t, "d", d).err, context.Canceled)
+		recs := log.take(t)
+		if got := recKinds(recs); got != "grant,enqueue,enqueue,enqueue,leave" {
+			t.Fatalf("records %s", got)
+		}
+		want := Record{Kind: RecGrant, Key: "k", Token: a.Token, Lease: 10 * time.Second, At: t0, Expires: t0 + int64(10*time.Second)}
+		if recs[0] != want {
+			t.Fatalf("grant record %+v, want %+v", recs[0], want)
+		}
+		if want := (Record{Kind: RecEnqueue, Key: "k", WaiterID: "b", Lease: 4 * time.Second, At: t0}); recs[1] != want {
+			t.Fatalf("enqueue record %+v, want %+v", recs[1], want)
+		}
+		if r := recs[2]; !IsTicket(r.WaiterID) || r.WaitUntil != t0+int64(2*time.Second) || r.Lease != 30*time.Second {
+			t.Fatalf("the anonymous waiter's enqueue record %+v", r)
+		}
+		if want := (Record{Kind: RecLeave, Key: "k", WaiterID: "d", At: t0}); recs[4] != want {
+			t.Fatalf("leave record %+v, want %+v", recs[4], want)
+		}
+
+		clock.Step(time.Hour) // the records follow the wall clock; the deadlines do not
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		wantErr(t, "the 2 s wait", answered(t, "c", c).err, ErrTimeout)
+		_, w := clock.Now()
+		if g, err := e.Renew("k", a.Token, 20*time.Second); err != nil {
+			t.Fatal(err)
+		} else if g.ExpiresAt.UnixNano() != w+int64(20*time.Second) {
+			t.Fatalf("renewed grant %+v", g)
+		}
+		recs = log.take(t)
+		if got := recKinds(recs); got != "timeout,renew" {
+			t.Fatalf("records %s", got)
+		}
+		if r := recs[0]; r.At != w || r.Until != w+int64(e.cfg.Retention) || !IsTicket(r.WaiterID) {
+			t.Fatalf("timeout record %+v", r)
+		}
+		if want := (Record{Kind: RecRenew, Key: "k", Token: a.Token, Lease: 20 * time.Second, At: w, Expires: w + int64(20*time.Second)}); recs[1] != want {
+			t.Fatalf("renew record %+v, want %+v", recs[1], want)
+		}
+
+		// b's poll ends (3 s after it began): its place is kept for the
+		// grace, and the release grants the key to it, to be claimed.
+		time.Sleep(time.Second)
+		synctest.Wait()
+		wantErr(t, "b's poll", answered(t, "b", b).err, ErrPollTimeout)
+		if err := e.Release("k", a.Token); err != nil {
+			t.Fatal(err)
+		}
+		_, w = clock.Now()
+		recs = log.take(t)
+		if got := recKinds(recs); got != "detach,release,grant" {
+			t.Fatalf("records %s", got)
+		}
+		if r := recs[0]; r.WaiterID != "b" || r.Until != w+int64(5*time.Second) {
+			t.Fatalf("detach record %+v", r)
+		}
+		if r := recs[2]; r.WaiterID != "b" || r.Token <= a.Token || r.Until != w+int64(5*time.Second) || r.Expires != w+int64(4*time.Second) {
+			t.Fatalf("grant record of the detached waiter %+v", r)
+		}
+		// The repeat claims it; then its 4 s lease runs out.
+		g := mustAcquire(t, e, AcquireRequest{Key: "k", ID: "b"})
+		time.Sleep(4 * time.Second)
+		synctest.Wait()
+		recs = log.take(t)
+		if got := recKinds(recs); got != "claim,expire" {
+			t.Fatalf("records %s", got)
+		}
+		if r := recs[0]; r.Token != g.Token || r.WaiterID != "b" || r.Until != 0 {
+			t.Fatalf("claim record %+v", r)
+		}
+		if r := recs[1]; r.Token != g.Token || r.At != w+int64(4*time.Second) {
+			t.Fatalf("expire record %+v", r)
+		}
+	})
+}
+
+// A change the log refuses is not made: the caller gets ErrUnavailable and
+// the state is as before. A change the engine makes by itself (a lease
+// that ran out, the grant to the next waiter) is tried again until the log
+// takes it.
+func TestLogRefusalChangesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &memLog{}
+		rec := &recorder{}
+		e := newEngine(t, Config{Shards: 1, Log: log, OnEvent: rec.add})
+		defer e.Close()
+		a := mustAcquire(t, e, AcquireRequest{Key: "k", Lease: 2 * time.Second})
+		rec.take()
+		log.take(t)
+
+		log.setRefuse(func(RecordKind) bool { return true })
+		_, err := e.Acquire(context.Background(), AcquireRequest{Key: "free"})
+		wantErr(t, "acquire of a free key", err, ErrUnavailable)
+		_, err = e.Acquire(context.Background(), AcquireRequest{Key: "k", ID: "w"})
+		wantErr(t, "acquire that would queue", err, ErrUnavailable)
+		wantErr(t, "release", e.Release("k", a.Token), ErrUnavailable)
+		_, err = e.Renew("k", a.Token, time.Minute)
+		wantErr(t, "renew", err, ErrUnavailable)
+		wantCounts(t, e, 1, 0)
+		if st, _ := e.Status("k"); st.Holder == nil || !st.Holder.ExpiresAt.Equal(a.ExpiresAt) {
+			t.Fatalf("after refused changes: %+v; want the grant as it was (%v)", st.Holder, a.ExpiresAt)
+		}
+		// Its lease runs out while the log refuses: the expiry waits.
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		wantHolder(t, e, "k", a.Token, 0)
+		if evs := rec.take(); len(evs) != 0 {
+			t.Fatalf("events while the log refused everything: %s", kinds(evs))
+		}
+		log.setRefuse(nil)
+		time.Sleep(logRetry)
+		synctest.Wait()
+		wantHolder(t, e, "k", 0, 0)
+		if got := recKinds(log.take(t)); got != "expire" {
+			t.Fatalf("records %s", got)
+		}
+
+		// The release is logged, the grant to the next waiter refused: the
+		// key stays free with its waiter first in line, until the log takes
+		// the grant.
+		h := mustAcquire(t, e, AcquireRequest{Key: "k", Lease: time.Minute})
+		x := goAcquire(e, context.Background(), AcquireRequest{Key: "k"})
+		synctest.Wait()
+		log.setRefuse(func(k RecordKind) bool { return k == RecGrant })
+		if err := e.Release("k", h.Token); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		wantHolder(t, e, "k", 0, 1)
+		parked(t, "the waiter whose grant the log refused", x)
+		log.setRefuse(nil)
+		time.Sleep(logRetry)
+		synctest.Wait()
+		r := answered(t, "x", x)
+		if r.err != nil {
+			t.Fatalf("the waiter once the log takes its grant: %v", r.err)
+		}
+		wantHolder(t, e, "k", r.g.Token, 0)
+	})
+}
+
+// No answer before the record of its change is written: Acquire, Release
+// and Renew wait for their own record, a waiter granted by another's
+// release for its grant's. A grant the log cannot write is released again
+// and answered ErrUnavailable.
+func TestAnswerWaitsForTheLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &memLog{}
+		e := newEngine(t, Config{Shards: 1, Log: log})
+		defer e.Close()
+		open := log.hold()
+		a := goAcquire(e, context.Background(), AcquireRequest{Key: "k", Lease: time.Minute})
+		synctest.Wait()
+		parked(t, "the acquire whose grant is not written yet", a)
+		open()
+		synctest.Wait()
+		g := answered(t, "a", a)
+		if g.err != nil {
+			t.Fatal(g.err)
+		}
+		x := goAcquire(e, context.Background(), AcquireRequest{Key: "k", ID: "x"})
+		synctest.Wait()
+
+		open = log.hold()
+		rel := make(chan error, 1)
+		go func() { rel <- e.Release("k", g.g.Token) }()
+		synctest.Wait()
+		if len(rel) != 0 {
+			t.Fatal("Release answered before its record was written")
+		}
+		parked(t, "the waiter whose grant is not written yet", x)
+		open()
+		synctest.Wait()
+		if err := <-rel; err != nil {
+			t.Fatal(err)
+		}
+		xg := answered(t, "x", x)
+		if xg.err != nil {
+			t.Fatal(xg.err)
+		}
+		// A repeat of x waits for the grant's record too.
+		open = log.hold()
+		rep := goAcquire(e, context.Background(), AcquireRequest{Key: "k", ID: "x"})
+		ren := make(chan error, 1)
+		go func() { _, err := e.Renew("k", xg.g.Token, 0); ren <- err }()
+		synctest.Wait()
+		parked(t, "the repeat", rep)
+		if len(ren) != 0 {
+			t.Fatal("Renew answered before its record was written")
+		}
+		open()
+		synctest.Wait()
+		if r := answered(t, "rep", rep); r.err != nil || r.g.Token != xg.g.Token {
+			t.Fatalf("repeat: %+v %v", r.g, r.err)
+		}
+		if err := <-ren; err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Release("k", xg.g.Token); err != nil {
+			t.Fatal(err)
+		}
+
+		// The log took the grant but cannot write it: not answered, and
+		// the grant is released again.
+		log.mu.Lock()
+		log.waitErr = errDiskFull
+		log.mu.Unlock()
+		_, err := e.Acquire(context.Background(), AcquireRequest{Key: "k2"})
+		wantErr(t, "acquire whose grant could not be written", err, ErrUnavailable)
+		log.mu.Lock()
+		log.waitErr = nil
+		log.mu.Unlock()
+		wantHolder(t, e, "k2", 0, 0)
+	})
+}

@@ -1,0 +1,53 @@
+package engine
+
+// SnapshotRecords passes the full state to emit as records in the log's
+// format, shard by shard: for each key its holder (a RecGrant, with the
+// claim deadline of a grant to a detached waiter) and its waiters in queue
+// order (RecEnqueue), then every remembered waiter ID outcome (RecOutcome).
+// Right after a shard is dumped, with it still locked, done(shard) is
+// called: the log's last index read there is the shard's dump index, since
+// every record of the shard's keys is appended under the same lock. A
+// restart replays (Replay) the dump, then each log record whose index is
+// above its key's shard dump index (keys map to shards by the fixed
+// keyHash). rec is the Engine's buffer, valid during the call only. emit
+// and done run with a shard locked: they must not block for long or call
+// into the Engine.
+func (e *Engine) SnapshotRecords(emit func(shard int, rec []byte), done func(shard int)) {
+	var buf []byte
+	put := func(i int, r *Record) {
+		buf = AppendRecord(buf[:0], r)
+		emit(i, buf)
+	}
+	for i := range e.shards {
+		s := &e.shards[i]
+		s.mu.Lock()
+		now := e.now()
+		for _, lk := range s.locks {
+			if lk.token != 0 {
+				r := Record{Kind: RecGrant, Key: lk.key, Token: lk.token, Lease: lk.lease, At: now.wallAt(lk.granted), Expires: now.wallAt(lk.expires)}
+				if t := lk.holder; t != nil {
+					r.WaiterID, r.Until = t.id, now.wallAt(t.claimBy)
+				}
+				put(i, &r)
+			}
+			for w := lk.head; w != nil; w = w.next {
+				r := Record{Kind: RecEnqueue, Key: lk.key, WaiterID: w.t.id, Lease: w.lease, At: now.wallAt(w.arrived), WaitUntil: now.wallAt(w.waitUntil)}
+				put(i, &r)
+			}
+		}
+		for _, t := range s.tickets {
+			r := Record{Kind: RecOutcome, Key: t.key, WaiterID: t.id, Until: now.wallAt(t.dl.when)}
+			switch t.state {
+			case tTimedOut:
+				r.Outcome = OutcomeTimeout
+			case tEnded:
+				r.Outcome = OutcomeEnded
+			default:
+				continue
+			}
+			put(i, &r)
+		}
+		done(i)
+		s.mu.Unlock()
+	}
+}
