@@ -525,6 +525,7 @@ func (c *serveConfig) walConfig() (wal.Config, error) {
 		return wc, fmt.Errorf("fsync_interval: must be above 0 and at most %v, got %v", maxFsyncInterval, c.FsyncInterval)
 	}
 	wc.Sync, wc.SyncInterval = mode, c.FsyncInterval
+	wc.SegmentSize = segmentSize
 	wc.Repair, wc.RepairHint = c.RepairLog, repairHint
 	return wc, wc.Validate()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -35,11 +36,15 @@ type Node struct {
 	metrics *handlers.Metrics
 	events  *handlers.EventLog
 	peer    atomic.Pointer[cluster.Node] // nil: a single node, or not built yet
-	srv     *http.Server
-	ln      net.Listener
-	useTLS  bool
-	cancel  context.CancelFunc
-	served  chan error // the HTTP server's end: an error, or http.ErrServerClosed
+	snaps   *snapshotter                 // a single node's background snapshots; nil in a cluster
+	// replaying is set while the engine replays the log: the events of
+	// replayed changes were reported when they happened.
+	replaying atomic.Bool
+	srv       *http.Server
+	ln        net.Listener
+	useTLS    bool
+	cancel    context.CancelFunc
+	served    chan error // the HTTP server's end: an error, or http.ErrServerClosed
 
 	closeOnce sync.Once
 	closeErr  error
@@ -100,9 +105,27 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 	n.events = handlers.NewEventLog(handlers.DefaultEventLogSize)
 	ec := cfg.engineConfig()
 	ec.OnEvent = n.onEvent
-	ec.Standby = len(cfg.Peers) > 0
+	single := len(cfg.Peers) == 0
+	if single {
+		// A cluster node gets its state from its peers (replication); it
+		// writes no log of its own yet: its data_dir holds the lock file
+		// and the token high-water mark.
+		ec.Log = n.wal
+	}
+	ec.Standby = true // a single node replays its log as a standby, then is promoted
 	if n.eng, err = engine.New(ec); err != nil {
 		return nil, &startError{exitError, fmt.Errorf("cannot start the engine: %w", err)}
+	}
+	if single {
+		snap, err := n.replay()
+		if err != nil {
+			return nil, err
+		}
+		// Leases that ran out while the node was down end now; waiters
+		// without an ID of their own, whose requests died with the old
+		// process, are dropped.
+		n.eng.Promote(engine.Failover)
+		n.snaps = startSnapshotter(n.wal, n.dumpState, log, snapshotMinBytes, snapshotCheck, snap)
 	}
 
 	if n.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
@@ -120,7 +143,7 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 	hc := handlers.Config{Node: cfg.Advertise, MaxBody: cfg.MaxBody, Logger: log, AuthTokens: cfg.AuthTokens, Metrics: n.metrics,
 		CORSOrigins: cfg.CORSOrigins, Events: n.events, Pprof: cfg.Pprof}
 	var peer *cluster.Node
-	if ec.Standby {
+	if !single {
 		cc := cfg.clusterConfig()
 		cc.Logger = log
 		cc.OnRole = n.metrics.SetRole
@@ -128,7 +151,6 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 			n.metrics.OnClusterChange(kind)
 			n.events.AddEvent(api.Event{Kind: kind, Node: node, Message: msg})
 		}
-		cc.OnApply = n.events.Add // a standby's feed: the changes it replicates
 		if peer, err = cluster.New(cc, n.eng); err != nil {
 			return nil, &startError{exitUsage, fmt.Errorf("cannot start the cluster node: %w", err)}
 		}
@@ -161,6 +183,65 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 	return n, nil
 }
 
+// replay rebuilds the engine's state (a standby) from data_dir: the
+// newest snapshot, then each log record after it that the snapshot does
+// not hold, through the engine's one apply path. The events of replayed
+// changes are not reported again (metrics, /events): they were when they
+// happened. A snapshot or record that cannot be read stops the start
+// (exit 2), naming the file, or the record and its index.
+func (n *Node) replay() (snapshotStart, error) {
+	start := time.Now()
+	n.replaying.Store(true)
+	defer n.replaying.Store(false)
+	dir := filepath.Clean(n.cfg.DataDir)
+	var at snapshotStart
+	var dumps map[int]uint64
+	index, r, err := n.wal.LoadSnapshot()
+	switch {
+	case errors.Is(err, wal.ErrNoSnapshot):
+		index = 0
+	case err != nil:
+		return at, walStartError(dir, err)
+	default:
+		var cr countWriter
+		dumps, err = n.loadState(io.TeeReader(r, &cr))
+		r.Close()
+		if err != nil {
+			return at, &startError{exitUsage, fmt.Errorf("data_dir %s: the snapshot at log index %d cannot be replayed: %w", dir, index, err)}
+		}
+		at.index, at.size = index, uint64(cr)
+	}
+	var maxDump uint64
+	for _, d := range dumps {
+		maxDump = max(maxDump, d)
+	}
+	records, skipped := 0, 0
+	err = n.wal.Replay(index+1, func(i uint64, rec []byte) error {
+		if i <= maxDump {
+			r, err := engine.DecodeRecord(rec)
+			if err != nil {
+				return fmt.Errorf("record %d: %w", i, err)
+			}
+			if d, ok := dumps[n.eng.ShardOf(r.Key)]; ok && r.Kind != engine.RecReserve && i <= d {
+				skipped++ // its change is in the snapshot already
+				return nil
+			}
+		}
+		records++
+		at.pending += uint64(len(rec)) + 8 // as framed in the log
+		if err := n.eng.Replay(rec); err != nil {
+			return fmt.Errorf("record %d: %w", i, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return at, &startError{exitUsage, fmt.Errorf("data_dir %s: replaying the log: %w", dir, err)}
+	}
+	n.log.Info("log replayed", "data_dir", dir, "snapshot_index", index, "records", records, "already_in_snapshot", skipped,
+		"held", n.eng.Held(), "last_token", n.eng.LastToken(), "took", time.Since(start).Round(time.Millisecond))
+	return at, nil
+}
+
 // walStartError is the *startError for wal.Open's err: exit code 2 for a
 // data_dir in use, not writable (the error names data_dir) or damaged.
 func walStartError(dir string, err error) error {
@@ -179,6 +260,9 @@ func walStartError(dir string, err error) error {
 // The engine of a clustered node starts as a standby and makes no change
 // of its own before the cluster node promotes it, so no change is missed.
 func (n *Node) onEvent(ev engine.Event) {
+	if n.replaying.Load() {
+		return
+	}
 	n.metrics.OnEvent(ev)
 	n.events.Add(ev)
 	if p := n.peer.Load(); p != nil {
@@ -228,6 +312,9 @@ func (n *Node) close() error {
 			}
 		}
 	}
+	if n.snaps != nil {
+		n.snaps.close() // waits for a snapshot under way
+	}
 	if p := n.peer.Load(); p != nil {
 		// The active hands off first: its waiters and in-flight calls are
 		// redirected to the successor, holders keep their tokens there.
@@ -260,6 +347,9 @@ func (n *Node) abort() {
 	}
 	if n.eng != nil {
 		_ = n.eng.Close()
+	}
+	if n.snaps != nil {
+		n.snaps.close()
 	}
 	if n.events != nil {
 		n.events.Close()

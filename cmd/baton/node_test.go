@@ -3,9 +3,8 @@ package main
 // Tests of the Node and of the log in data_dir under a real `baton serve`.
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -254,24 +253,21 @@ func TestDamagedLogRefused(t *testing.T) {
 	}
 }
 
-// writeLog writes records records to a log in dir.
+// writeLog has a `baton serve` on dir write records changes (grants of
+// keys held for 10 minutes), then kills it (kill -9), so that the log
+// holds them all and no snapshot.
 func writeLog(t *testing.T, dir string, records int) {
 	t.Helper()
-	l, err := wal.Open(wal.DefaultConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := startServe(t, dir, nil)
+	lc := newLockCaller(n.url)
+	defer lc.close()
 	for i := range records {
-		rec := binary.LittleEndian.AppendUint64(bytes.Repeat([]byte{'r'}, 40+i%50), uint64(i))
-		idx, err := l.Append(rec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Wait(idx); err != nil {
-			t.Fatal(err)
+		if code, _, err := lc.call(http.MethodPost, fmt.Sprintf("/locks/log%d?lease=600&wait=0.001", i)); err != nil || code != http.StatusOK {
+			t.Fatalf("acquire log%d: %d %v", i, code, err)
 		}
 	}
-	if err := l.Close(); err != nil {
+	if err := n.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
+	<-n.exited
 }
