@@ -9,7 +9,13 @@
 // long-lived HTTP stream: a snapshot of the engine, then every change, with
 // heartbeat frames while idle.
 //
-// Roles change in one goroutine (Node.loop), one step per heartbeat:
+// Roles change in one goroutine (Node.loop). At every heartbeat, and for
+// every request another goroutine posts to it (the old active's call to
+// promote its successor, a standby's handoff request, Close), the loop
+// gathers what the node knows under its mutex into a value (view), calls
+// one pure function of it, decide, and applies the one action it returns:
+// stay, follow X, promote, step down to X, ask X for a handoff, hand off
+// to X, or refuse the request. The rules decide applies:
 //
 //   - active: if another live node is active and keeps its state against
 //     this one (keepsState: the newer state, then the higher priority),
@@ -20,6 +26,12 @@
 //     one; otherwise, once the node has listened for FailoverTimeout, the
 //     highest-priority live node that holds state (or any, when none does)
 //     promotes itself.
+//   - a node that did not run for longer than FailoverTimeout decides
+//     nothing until it has polled every peer again; nothing is decided
+//     while a handoff is under way.
+//
+// A handoff's call to the successor runs off the loop, which applies its
+// answer (the successor announced, or the role taken back).
 //
 // Two actives (a partition, a paused process) are resolved by keepsState,
 // a pure function of the two nodes' statuses, never by the timing of a
@@ -48,9 +60,6 @@ import (
 	"github.com/baton-io/baton/engine"
 )
 
-// HeaderSecret carries the cluster secret on peer requests.
-const HeaderSecret = "X-Baton-Cluster-Secret"
-
 // PathPrefix is where the peer endpoints are mounted.
 const PathPrefix = "/_cluster"
 
@@ -66,9 +75,14 @@ type Config struct {
 	// FailoverTimeout is the silence after which a node counts as dead
 	// and a standby may take over. Keep it several heartbeats long.
 	FailoverTimeout time.Duration
-	// Secret, when set, is sent on every peer request and required on
-	// every peer endpoint (see handlers.RequireSecret).
+	// Secret, when set, is sent on every peer request (HeaderSecret) and
+	// required on every peer endpoint that Handler serves.
 	Secret string
+	// Transport, if set, carries every peer request of this node (polls,
+	// calls and the replication stream); nil means a clone of
+	// http.DefaultTransport. The in-process test harness sets one whose
+	// links it can cut.
+	Transport http.RoundTripper
 	// Logger receives role changes; nil means slog.Default().
 	Logger *slog.Logger
 	// OnRole, if set, is called with the new role on every role change.
@@ -77,12 +91,6 @@ type Config struct {
 	// ("handoff") and step-down ("step_down"): kind, the node concerned,
 	// and a sentence. It must not block.
 	OnChange func(kind, node, message string)
-	// OnApply, if set, is told of every change a standby applies from the
-	// active's replication stream (grant, release, expire, renew, enqueue,
-	// leave, timeout; not the snapshot that starts the stream), after it is
-	// applied: a standby's event feed. It runs on the stream's goroutine
-	// and must not block.
-	OnApply func(engine.Event)
 }
 
 // Defaults: a crashed active is replaced within about FailoverTimeout +
@@ -180,6 +188,9 @@ type Node struct {
 	changed   chan struct{}      // closed and replaced when active changes
 	closing   bool
 
+	requests chan request     // role changes asked of the loop
+	handed   chan handoffDone // handoffs' answers, back to the loop
+
 	// stateToken is Status.StateToken: raised by OnEvent (grants made
 	// here) and by the replication stream (grants applied here).
 	stateToken atomic.Uint64
@@ -217,16 +228,23 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 		role:      api.RoleStandby,
 		appliedCh: make(chan struct{}),
 		changed:   make(chan struct{}),
+		requests:  make(chan request),
+		handed:    make(chan handoffDone),
 		base:      time.Now(),
 	}
 	if n.log == nil {
 		n.log = slog.Default()
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 8
-	tr.ResponseHeaderTimeout = 0
-	n.client = &http.Client{Transport: tr, Timeout: cfg.FailoverTimeout}
-	n.stream = &http.Client{Transport: tr.Clone()}
+	if cfg.Transport != nil {
+		n.client = &http.Client{Transport: cfg.Transport, Timeout: cfg.FailoverTimeout}
+		n.stream = &http.Client{Transport: cfg.Transport}
+	} else {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 8
+		tr.ResponseHeaderTimeout = 0
+		n.client = &http.Client{Transport: tr, Timeout: cfg.FailoverTimeout}
+		n.stream = &http.Client{Transport: tr.Clone()}
+	}
 	for i, p := range cfg.Peers {
 		if p == cfg.Self {
 			n.self = i

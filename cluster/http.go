@@ -6,13 +6,11 @@ import (
 	"slices"
 	"strconv"
 	"time"
-
-	"github.com/baton-io/baton/api"
-	"github.com/baton-io/baton/engine"
 )
 
-// Handler returns the peer endpoints, to be mounted at PathPrefix behind
-// the cluster-secret check (handlers.RequireSecret):
+// Handler returns the peer endpoints, to be mounted at PathPrefix. With
+// Config.Secret set, each requires it in HeaderSecret and answers 401
+// {"error":"unauthorized"} without it:
 //
 //	GET  /_cluster/status               this node's Status (the heartbeat poll)
 //	GET  /_cluster/stream?from=&last_token=   the replication stream (active only)
@@ -26,41 +24,33 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET "+PathPrefix+"/stream", n.serveStream)
 	mux.HandleFunc("POST "+PathPrefix+"/handoff", n.serveHandoff)
 	mux.HandleFunc("POST "+PathPrefix+"/promote", n.servePromote)
-	return mux
+	return requireSecret(n.cfg.Secret, n.log)(mux)
 }
 
 func (n *Node) isPeer(u string) bool {
 	return u != n.cfg.Self && slices.Contains(n.cfg.Peers, u)
 }
 
-// serveHandoff: a synced standby of higher priority asks for the role.
+// serveHandoff: a synced standby of higher priority asks for the role. The
+// role loop decides (decide) and hands off.
 func (n *Node) serveHandoff(w http.ResponseWriter, r *http.Request) {
 	to := r.URL.Query().Get("to")
 	if !n.isPeer(to) {
 		http.Error(w, "to: not a peer of this cluster", http.StatusBadRequest)
 		return
 	}
-	n.mu.Lock()
-	p := n.peerByURL(to)
-	// Only to a node this one can reach: a node cut off from the active in
-	// one direction would otherwise ask again and again, and every failed
-	// attempt would bounce the active's waiters.
-	ok := n.role == api.RoleActive && p != nil && p.priority < n.self && n.live(p, time.Now())
-	n.mu.Unlock()
-	if !ok {
+	rep := n.ask(r.Context(), reqHandoff, to)
+	if rep.err != nil {
+		n.log.Warn("handoff refused", "to", to, "err", rep.err)
 		writeJSON(w, http.StatusConflict, n.status())
 		return
 	}
-	if _, err := n.handoff(r.Context(), to); err != nil {
-		n.log.Warn("handoff refused", "to", to, "err", err)
-		http.Error(w, err.Error(), http.StatusConflict)
-		return
-	}
-	writeJSON(w, http.StatusOK, n.status())
+	writeJSON(w, http.StatusOK, rep.st)
 }
 
 // servePromote: the active, handing off, asks this standby to take over
-// once it has applied its stream through frame `through`.
+// once it has applied its stream through frame `through`. The role loop
+// promotes it.
 func (n *Node) servePromote(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	from := q.Get("from")
@@ -85,14 +75,14 @@ func (n *Node) servePromote(w http.ResponseWriter, r *http.Request) {
 		}
 		n.mu.Lock()
 	}
-	if n.following != from || !n.synced || n.role != api.RoleStandby {
-		n.mu.Unlock()
+	n.mu.Unlock()
+	rep := n.ask(r.Context(), reqPromote, from)
+	if rep.err != nil {
+		n.log.Warn("promotion by handoff refused", "from", from, "err", rep.err)
 		writeJSON(w, http.StatusConflict, n.status())
 		return
 	}
-	n.promoteLocked("handoff from "+from, engine.Handoff)
-	n.mu.Unlock()
-	writeJSON(w, http.StatusOK, n.status())
+	writeJSON(w, http.StatusOK, rep.st)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

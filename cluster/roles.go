@@ -77,7 +77,69 @@ func (n *Node) fetchStatus(base string) (Status, error) {
 	return st, err
 }
 
-// loop takes one role decision per heartbeat until the node stops.
+// request is a role change asked of the role loop by another goroutine
+// (an HTTP handler, Close); the loop answers it on reply.
+type request struct {
+	kind reqKind
+	// peer: reqPromote, the active handing off to this node; reqHandoff,
+	// the standby asking for the role ("" = the best synced standby, when
+	// the node closes).
+	peer string
+	// ctx bounds a handoff's call to the successor.
+	ctx   context.Context
+	reply chan reply
+}
+
+type reqKind int
+
+const (
+	reqPromote reqKind = iota + 1 // the active hands off to this node: take over
+	reqHandoff                    // hand this active's role to a standby
+)
+
+// reply is the role loop's answer to a request: this node's Status after
+// it, and for a handoff the successor's URL; err when refused or failed.
+type reply struct {
+	to  string
+	st  Status
+	err error
+}
+
+// handoffDone is the end of a handoff's call to its successor, which runs
+// off the loop and reports back to it.
+type handoffDone struct {
+	to    string
+	st    Status // the successor's Status once promoted
+	err   error
+	start time.Time
+	reply chan reply
+}
+
+// ask posts r to the role loop and waits for its answer, or for ctx (the
+// caller's) or the node to end.
+func (n *Node) ask(ctx context.Context, kind reqKind, peer string) reply {
+	if n.ctx == nil {
+		return reply{err: errors.New("the node is not started")}
+	}
+	r := request{kind: kind, peer: peer, ctx: ctx, reply: make(chan reply, 1)}
+	select {
+	case n.requests <- r:
+	case <-ctx.Done():
+		return reply{err: ctx.Err()}
+	case <-n.ctx.Done():
+		return reply{err: errors.New("the node is stopping")}
+	}
+	select {
+	case rep := <-r.reply:
+		return rep
+	case <-n.ctx.Done():
+		return reply{err: errors.New("the node is stopping")}
+	}
+}
+
+// loop is the only goroutine that changes this node's role: one decision
+// per heartbeat, one per request, and the end of each handoff, until the
+// node stops.
 func (n *Node) loop() {
 	t := time.NewTicker(n.cfg.Heartbeat)
 	defer t.Stop()
@@ -86,143 +148,109 @@ func (n *Node) loop() {
 		select {
 		case <-n.ctx.Done():
 			return
+		case r := <-n.requests:
+			n.step(time.Now(), &r)
+		case d := <-n.handed:
+			n.finishHandoff(d)
 		case <-t.C:
+			tick := n.since()
+			if gap := time.Duration(tick - n.ticked.Load()); gap > n.cfg.FailoverTimeout {
+				// Set before ticked: Serving never sees a fresh tick without it.
+				n.resumed.Store(tick)
+				n.log.Warn("this node did not run for longer than failover_timeout: not serving until every peer has been polled again", "gap", gap.Round(time.Millisecond))
+			}
+			n.ticked.Store(tick)
+			n.step(time.Now(), nil)
 		}
-		now := time.Now()
-		tick := n.since()
-		if gap := time.Duration(tick - n.ticked.Load()); gap > n.cfg.FailoverTimeout {
-			// Set before ticked: Serving never sees a fresh tick without it.
-			n.resumed.Store(tick)
-			n.log.Warn("this node did not run for longer than failover_timeout: not serving until every peer has been polled again", "gap", gap.Round(time.Millisecond))
-		}
-		n.ticked.Store(tick)
-		n.step(now)
 	}
 }
 
-// step is one role decision (see the package comment).
-func (n *Node) step(now time.Time) {
+// step gathers the view, decides (decide) and applies the action: one
+// role decision, on the loop's goroutine. r is the request answered, nil
+// on a heartbeat.
+func (n *Node) step(now time.Time, r *request) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if r := n.resumed.Load(); r != 0 {
-		// After a pause, peer state is stale: decide nothing until every
-		// peer has been polled (answered or failed) since.
-		resumedAt := n.base.Add(time.Duration(r))
-		for _, p := range n.peers {
-			if !p.polled.After(resumedAt) {
-				return
-			}
-		}
-		// Serving again once this decision is taken (a step-down included):
-		// deferred calls run before the deferred unlock.
-		defer n.resumed.Store(0)
+	v := n.gather(now, r)
+	a := decide(v)
+	n.apply(now, v, a)
+	if r == nil && !v.stale && n.resumed.Load() != 0 {
+		// Serving again once this decision is applied (a step-down
+		// included).
+		n.resumed.Store(0)
 		n.log.Info("every peer polled again after the pause", "role", n.role)
 	}
-	if n.moving || n.closing {
-		return
-	}
-	// The best active among the live peers, by the split-brain rule.
-	var best *peer
-	for _, p := range n.peers {
-		if !n.live(p, now) || p.status.Role != api.RoleActive {
-			continue
-		}
-		if best == nil || keepsState(p.status, best.status) {
-			best = p
-		}
-	}
-	switch n.role {
-	case api.RoleActive:
-		if self := n.statusLocked(); best != nil && !keepsState(self, best.status) {
-			n.log.Warn("two actives: stepping down, the other's state is newer (or as new, and its priority higher)", "other", best.url,
-				"other_state_token", best.status.StateToken, "state_token", self.StateToken, "other_priority", best.priority, "priority", n.self)
-			n.stepDownLocked(best.url)
-		}
-		return
-	}
-	// Standby.
-	if n.following != "" {
-		f := n.peerByURL(n.following)
-		if f != nil && n.live(f, now) && f.status.Role == api.RoleActive {
-			if best != nil && best != f && !keepsState(f.status, best.status) {
-				n.log.Info("a newer active appeared: following it", "active", best.url)
-				n.followLocked(best.url)
-				return
-			}
-			if n.synced && n.self < f.priority && now.Sub(n.asked) > n.cfg.FailoverTimeout {
-				n.asked = now
-				go n.askHandoff(f.url)
-			}
-			return
-		}
-		if f != nil && n.live(f, now) && n.synced {
-			// Still alive but no longer active: it is handing off or
-			// stepping down; the new active shows up in the polls.
-			if best == nil {
-				return
-			}
-		}
-	}
-	if best != nil {
-		if n.following != best.url {
-			n.followLocked(best.url)
-		}
-		return
-	}
-	// No live active. Listen for a whole failover timeout after start before
-	// deciding, so as to know who is alive; a node without state listens
-	// three times as long, since a slow peer that holds the state must not
-	// be taken for a dead one.
-	listen := n.cfg.FailoverTimeout
-	if !n.hasState {
-		listen *= 3
-	}
-	if now.Sub(n.started) < listen {
-		return
-	}
-	if n.following != "" {
-		if f := n.peerByURL(n.following); f != nil && n.live(f, now) {
-			return
-		}
-	}
-	for _, p := range n.peers {
-		if p.status.Role == api.RoleActive && n.recent(p, now) {
-			// The last active was heard from less than a failover timeout
-			// ago: it may only be slow. Wait out the silence.
-			return
-		}
-	}
-	someoneHasState := n.hasState
-	for _, p := range n.peers {
-		if n.live(p, now) && p.status.HasState {
-			someoneHasState = true
-		}
-	}
-	if someoneHasState && !n.hasState {
-		return // never take over with empty state while another node holds it
-	}
-	for _, p := range n.peers {
-		if p.priority < n.self && n.live(p, now) && (p.status.HasState || !someoneHasState) {
-			return // a better candidate is alive: it promotes itself
-		}
-	}
-	n.promoteLocked("failover", engine.Failover)
 }
 
-// promoteLocked makes this node the active; how tells the engine whether
-// the old active is gone or hands off (see engine.Promotion). n.mu is held.
-func (n *Node) promoteLocked(why string, how engine.Promotion) {
-	n.stopFollowingLocked()
-	maxEpoch := n.epoch
+// gather is what this node knows, as a value for decide. n.mu is held.
+func (n *Node) gather(now time.Time, r *request) view {
+	v := view{
+		self: n.statusLocked(), role: n.role, following: n.following, synced: n.synced,
+		uptime: now.Sub(n.started), sinceAsked: now.Sub(n.asked), failoverTimeout: n.cfg.FailoverTimeout,
+		moving: n.moving, closing: n.closing, followers: n.hub.synced(), req: r,
+	}
+	if res := n.resumed.Load(); res != 0 {
+		resumedAt := n.base.Add(time.Duration(res))
+		for _, p := range n.peers {
+			if !p.polled.After(resumedAt) {
+				v.stale = true
+			}
+		}
+	}
 	for _, p := range n.peers {
-		maxEpoch = max(maxEpoch, p.status.Epoch)
+		st := p.status
+		st.URL, st.Priority = p.url, p.priority
+		v.peers = append(v.peers, peerView{Status: st, live: n.live(p, now), recent: n.recent(p, now)})
 	}
-	if why == "failover" && maxEpoch == 0 {
-		// No node has been active yet, as far as any live node knows: the
-		// first election of a fresh cluster, not the failure of an active.
-		why = "election"
+	return v
+}
+
+// apply carries out a decision. n.mu is held.
+func (n *Node) apply(now time.Time, v view, a action) {
+	var rep reply
+	switch a.kind {
+	case actStay:
+	case actRefuse:
+		rep.err = errors.New(a.why)
+	case actFollow:
+		n.log.Info("following: "+a.why, "active", a.to)
+		n.followLocked(a.to)
+	case actStepDown:
+		other := v.peer(a.to)
+		n.log.Warn("stepping down: "+a.why, "other", a.to,
+			"other_state_token", other.StateToken, "state_token", v.self.StateToken, "other_priority", other.Priority, "priority", n.self)
+		n.stepDownLocked(a.to)
+	case actAskHandoff:
+		n.asked = now
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.askHandoff(a.to)
+		}()
+	case actPromote:
+		how := engine.Failover
+		if v.req != nil {
+			how = engine.Handoff
+		}
+		n.promoteLocked(a.why, how, a.epoch)
+	case actHandOff:
+		if n.startHandoff(now, a.to, v.req) {
+			return // answered by finishHandoff
+		}
+		rep.err = errors.New("no synced standby to hand off to")
 	}
-	n.epoch = maxEpoch + 1
+	if v.req != nil {
+		rep.st = n.statusLocked()
+		v.req.reply <- rep
+	}
+}
+
+// promoteLocked makes this node the active with epoch; how tells the engine
+// whether the old active is gone or hands off (see engine.Promotion). n.mu
+// is held.
+func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64) {
+	n.stopFollowingLocked()
+	n.epoch = epoch
 	first := n.eng.Promote(how)
 	n.hasState = true
 	n.setRole(api.RoleActive)
@@ -302,59 +330,73 @@ func (n *Node) askHandoff(active string) {
 }
 
 // handoff passes the active role to the best live synced standby, or to
-// the node named by to. It returns the successor's URL.
+// the node named by to, through the role loop. It returns the successor's
+// URL.
 //
-// The steps: demote the engine (new calls and parked acquires are refused,
-// to be redirected), let the successor apply the stream through its last
-// frame, and have it promote itself; only then is the successor announced
-// as the active, so the redirects land on a node that serves. If the
-// successor fails, this node takes the role back.
+// The steps (startHandoff, finishHandoff): demote the engine (new calls
+// and parked acquires are refused, to be redirected), let the successor
+// apply the stream through its last frame, and have it promote itself;
+// only then is the successor announced as the active, so the redirects
+// land on a node that serves. If the successor fails, this node takes the
+// role back.
 func (n *Node) handoff(ctx context.Context, to string) (string, error) {
-	n.mu.Lock()
-	if n.role != api.RoleActive || n.moving {
-		n.mu.Unlock()
-		return "", errors.New("not the active")
-	}
+	rep := n.ask(ctx, reqHandoff, to)
+	return rep.to, rep.err
+}
+
+// startHandoff demotes the engine and asks the successor to to take over,
+// off the loop; the answer comes back to the loop (finishHandoff). It
+// reports false if to has no synced stream from this node. n.mu is held.
+func (n *Node) startHandoff(now time.Time, to string, r *request) bool {
 	f := n.hub.successor(to, n.cfg.Peers)
 	if f == nil {
-		n.mu.Unlock()
-		return "", errors.New("no synced standby to hand off to")
+		return false
 	}
 	n.moving = true
-	n.mu.Unlock()
-	start := time.Now()
-
 	n.eng.Demote()
 	through := f.lastSeq()
 	q := url.Values{"from": {n.cfg.Self}, "through": {strconv.FormatUint(through, 10)}}
-	st, err := n.callPromote(ctx, f.url, q)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		st, err := n.callPromote(r.ctx, to, q)
+		select {
+		case n.handed <- handoffDone{to: to, st: st, err: err, start: now, reply: r.reply}:
+		case <-n.ctx.Done():
+		}
+	}()
+	return true
+}
 
+// finishHandoff applies the successor's answer to a handoff, on the loop.
+func (n *Node) finishHandoff(d handoffDone) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.moving = false
-	if err != nil {
+	if d.err != nil {
 		// Take the role back: nothing was lost, waiters resume here (the
 		// calls parked in ActiveURL are woken to be sent back to this node).
 		n.eng.Promote(engine.Handoff)
 		n.setActive(n.cfg.Self)
 		n.broadcast()
-		return "", fmt.Errorf("handoff to %s: %w", f.url, err)
+		d.reply <- reply{st: n.statusLocked(), err: fmt.Errorf("handoff to %s: %w", d.to, d.err)}
+		return
 	}
 	n.hub.closeAll()
 	n.setRole(api.RoleStandby)
-	if p := n.peerByURL(f.url); p != nil {
-		st.Priority = p.priority
-		p.status, p.contact, p.heard = st, time.Now(), true
+	if p := n.peerByURL(d.to); p != nil {
+		d.st.Priority = p.priority
+		p.status, p.contact, p.heard = d.st, time.Now(), true
 	}
 	if n.closing {
-		n.setActive(f.url)
+		n.setActive(d.to)
 	} else {
-		n.followLocked(f.url)
+		n.followLocked(d.to)
 	}
-	gap := time.Since(start)
-	n.log.Info("handoff done", "to", f.url, "no_active_ms", float64(gap.Microseconds())/1000)
-	n.notify("handoff", f.url, fmt.Sprintf("%s handed the active role to %s (%.1f ms without an active)", n.cfg.Self, f.url, float64(gap.Microseconds())/1000))
-	return f.url, nil
+	gap := time.Since(d.start)
+	n.log.Info("handoff done", "to", d.to, "no_active_ms", float64(gap.Microseconds())/1000)
+	n.notify("handoff", d.to, fmt.Sprintf("%s handed the active role to %s (%.1f ms without an active)", n.cfg.Self, d.to, float64(gap.Microseconds())/1000))
+	d.reply <- reply{to: d.to, st: n.statusLocked()}
 }
 
 // callPromote asks the successor to take over; it answers with its new

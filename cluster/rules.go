@@ -1,6 +1,265 @@
 package cluster
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/baton-io/baton/api"
+)
+
+// view is what a node knows when it decides its role: a value, gathered
+// under Node.mu by the role loop (Node.gather), so that decide is a pure
+// function of it.
+type view struct {
+	// self is this node's Status (Role is its role as peers see it: a
+	// handing-off active answers as a standby).
+	self Status
+	// role is this node's role as the loop last set it.
+	role string
+	// following is the URL whose replication stream this node reads; ""
+	// none. synced: that stream's snapshot is applied.
+	following string
+	synced    bool
+	// uptime is the time since Start; sinceAsked the time since this node
+	// last asked its active for a handoff (large if never).
+	uptime, sinceAsked time.Duration
+	// failoverTimeout is Config.FailoverTimeout.
+	failoverTimeout time.Duration
+	// moving: a handoff of this node's active role is under way; closing:
+	// Close was called.
+	moving, closing bool
+	// stale: the node ran again after a pause longer than the failover
+	// timeout and has not yet polled every peer since (see Node.Resuming).
+	stale bool
+	// peers are the other nodes, in any order.
+	peers []peerView
+	// followers are the URLs of the standbys whose replication stream this
+	// node serves and which have applied its snapshot (synced).
+	followers []string
+	// req is the request the loop is answering, nil on a heartbeat.
+	req *request
+}
+
+// peerView is one other node as this one sees it.
+type peerView struct {
+	// Status is its last answer to a poll; Priority is its place in this
+	// node's peers list.
+	Status
+	// live: heard from within the failover timeout, and no call to it
+	// failed since. recent: heard from within the failover timeout.
+	live, recent bool
+}
+
+// actionKind is what the role loop does after a decision.
+type actionKind int
+
+const (
+	actStay       actionKind = iota // nothing changes
+	actFollow                       // (standby) follow the active to
+	actPromote                      // become the active, with epoch
+	actStepDown                     // (active) demote, follow the active to
+	actAskHandoff                   // (synced standby) ask the active to for a handoff
+	actHandOff                      // (active) hand the active role to the synced standby to
+	actRefuse                       // refuse the request (why says why)
+)
+
+var actionNames = [...]string{"stay", "follow", "promote", "step down", "ask for a handoff", "hand off", "refuse"}
+
+func (k actionKind) String() string { return actionNames[k] }
+
+// action is the one thing decide tells the role loop to do.
+type action struct {
+	kind actionKind
+	// to is the node concerned: the active to follow or step down to, the
+	// active to ask, the standby to hand off to.
+	to string
+	// epoch is the promoted node's new epoch (actPromote): 1 + the highest
+	// epoch this node has seen. It counts promotions for operators and
+	// decides nothing.
+	epoch uint64
+	// why is a short reason, for logs and refusals.
+	why string
+}
+
+// decide is every role rule of the package comment in one pure function:
+// from what the node knows (v) to the one action the role loop applies.
+// The rules, in the order they are tried:
+//
+//   - requests: a promotion asked by the active that hands off to this
+//     node (ruleHandoffPromote) and a handoff asked of this active
+//     (ruleHandoffRequest) are answered first;
+//   - nothing is decided while a handoff is under way or the node closes
+//     (ruleBusy), nor after a pause until every peer was polled again
+//     (rulePaused);
+//   - an active steps down to a live active that keeps its state against
+//     it (ruleTwoActives, keepsState);
+//   - a standby follows the best live active (ruleFollowBest,
+//     ruleNewerActive) and, once synced, asks an active of lower priority
+//     for a handoff (ruleAskHandoff);
+//   - with no live active, a standby promotes itself once it has listened
+//     for a failover timeout (three without state), no active was heard
+//     within the failover timeout, it does not lack state another live
+//     node holds, and no live node of higher priority may promote
+//     (ruleFailover).
+func decide(v view) action {
+	if v.req != nil {
+		return decideRequest(v)
+	}
+	if v.moving || v.closing {
+		return action{kind: actStay, why: "a handoff is under way or the node closes"}
+	}
+	if v.stale {
+		return action{kind: actStay, why: "waiting to poll every peer again after a pause"}
+	}
+	// The best active among the live peers, by the split-brain rule.
+	best := -1
+	for i, p := range v.peers {
+		if p.live && p.Role == api.RoleActive && (best < 0 || keepsState(p.Status, v.peers[best].Status)) {
+			best = i
+		}
+	}
+	if v.role == api.RoleActive {
+		if best >= 0 && !keepsState(v.self, v.peers[best].Status) {
+			return action{kind: actStepDown, to: v.peers[best].URL, why: "two actives: the other's state is newer (or as new, and its priority higher)"}
+		}
+		return action{kind: actStay, why: "active"}
+	}
+	f := v.peer(v.following)
+	if f != nil && f.live && f.Role == api.RoleActive {
+		if best >= 0 && v.peers[best].URL != f.URL && !keepsState(f.Status, v.peers[best].Status) {
+			return action{kind: actFollow, to: v.peers[best].URL, why: "a newer active appeared"}
+		}
+		if v.synced && v.self.Priority < f.Priority && v.sinceAsked > v.failoverTimeout {
+			return action{kind: actAskHandoff, to: f.URL, why: "synced, and of higher priority than the active"}
+		}
+		return action{kind: actStay, why: "following the active"}
+	}
+	if best < 0 && f != nil && f.live && v.synced {
+		// Still alive but no longer active: it is handing off or stepping
+		// down; the new active shows up in the polls.
+		return action{kind: actStay, why: "the followed node hands off or steps down"}
+	}
+	if best >= 0 {
+		if v.following != v.peers[best].URL {
+			return action{kind: actFollow, to: v.peers[best].URL, why: "the best live active"}
+		}
+		return action{kind: actStay, why: "following the active"}
+	}
+	// No live active. Listen for a whole failover timeout after start before
+	// deciding, so as to know who is alive; a node without state listens
+	// three times as long, since a slow peer that holds the state must not
+	// be taken for a dead one.
+	listen := v.failoverTimeout
+	if !v.self.HasState {
+		listen *= 3
+	}
+	if v.uptime < listen {
+		return action{kind: actStay, why: "listening after start"}
+	}
+	if f != nil && f.live {
+		return action{kind: actStay, why: "the followed node is alive"}
+	}
+	for _, p := range v.peers {
+		if p.Role == api.RoleActive && p.recent {
+			// The last active was heard from less than a failover timeout
+			// ago: it may only be slow. Wait out the silence.
+			return action{kind: actStay, why: "the active was heard within the failover timeout"}
+		}
+	}
+	someoneHasState := v.self.HasState
+	for _, p := range v.peers {
+		if p.live && p.HasState {
+			someoneHasState = true
+		}
+	}
+	if someoneHasState && !v.self.HasState {
+		return action{kind: actStay, why: "never promote with empty state while another node holds state"}
+	}
+	for _, p := range v.peers {
+		if p.Priority < v.self.Priority && p.live && (p.HasState || !someoneHasState) {
+			return action{kind: actStay, why: "a live node of higher priority promotes itself"}
+		}
+	}
+	why := "failover"
+	if v.maxEpoch() == 0 {
+		// No node has been active yet, as far as any live node knows: the
+		// first election of a fresh cluster, not the failure of an active.
+		why = "election"
+	}
+	return action{kind: actPromote, epoch: v.maxEpoch() + 1, why: why}
+}
+
+// decideRequest answers a request posted to the role loop.
+func decideRequest(v view) action {
+	r := v.req
+	switch r.kind {
+	case reqPromote:
+		// The active hands off to this node, which has applied its stream
+		// through the last frame (servePromote waited for it).
+		if v.role != api.RoleStandby || v.following != r.peer || !v.synced {
+			return action{kind: actRefuse, why: "not a synced standby of " + r.peer}
+		}
+		return action{kind: actPromote, epoch: v.maxEpoch() + 1, why: "handoff from " + r.peer}
+	case reqHandoff:
+		if v.role != api.RoleActive || v.moving {
+			return action{kind: actRefuse, why: "not the active"}
+		}
+		if r.peer != "" {
+			// Asked by a standby: only to a node of higher priority this
+			// one can reach; a node cut off from the active in one
+			// direction would otherwise ask again and again, and every
+			// failed attempt would bounce the active's waiters.
+			p := v.peer(r.peer)
+			if p == nil || p.Priority >= v.self.Priority || !p.live {
+				return action{kind: actRefuse, why: r.peer + " is not a live node of higher priority"}
+			}
+		}
+		to := v.successor(r.peer)
+		if to == "" {
+			return action{kind: actRefuse, why: "no synced standby to hand off to"}
+		}
+		return action{kind: actHandOff, to: to, why: "handoff"}
+	}
+	return action{kind: actRefuse, why: "unknown request"}
+}
+
+// successor picks the synced follower to hand off to: to, if it is one;
+// with to empty, the one of highest priority. "" = none.
+func (v view) successor(to string) string {
+	best, prio := "", -1
+	for _, u := range v.followers {
+		if to != "" {
+			if u == to {
+				return u
+			}
+			continue
+		}
+		if p := v.peer(u); p != nil && (prio < 0 || p.Priority < prio) {
+			best, prio = u, p.Priority
+		}
+	}
+	return best
+}
+
+func (v view) peer(u string) *peerView {
+	if u == "" {
+		return nil
+	}
+	for i := range v.peers {
+		if v.peers[i].URL == u {
+			return &v.peers[i]
+		}
+	}
+	return nil
+}
+
+func (v view) maxEpoch() uint64 {
+	e := v.self.Epoch
+	for _, p := range v.peers {
+		e = max(e, p.Epoch)
+	}
+	return e
+}
 
 // keepsState is the split-brain rule of SPEC section 3, a pure function of
 // two active nodes' statuses: it reports whether a keeps its state (and

@@ -3,6 +3,9 @@ package cluster
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
+
+	"github.com/baton-io/baton/api"
 )
 
 // The split-brain rule, rule by rule (SPEC section 3; issue 11, defect 3).
@@ -71,4 +74,224 @@ func TestKeepsStateNeverStepsDownBoth(t *testing.T) {
 			t.Fatalf("both actives stepped down (at %d and %d); tokens %v", down[0], down[1], tok)
 		}
 	}
+}
+
+// The role rules of decide, one test per rule (the package comment; SPEC
+// section 3). Node "s" is this node; peers are a, b, c, priority in that
+// order unless a test says otherwise.
+
+const ft = time.Second
+
+// standbyView is a standby of priority 1 with state, a second after start,
+// that follows nothing.
+func standbyView(peers ...peerView) view {
+	return view{
+		self: Status{URL: "s", Role: api.RoleStandby, Priority: 1, HasState: true},
+		role: api.RoleStandby, uptime: 10 * ft, sinceAsked: 10 * ft, failoverTimeout: ft, peers: peers,
+	}
+}
+
+func livePeer(u string, prio int, role string, stateToken uint64) peerView {
+	return peerView{Status: Status{URL: u, Role: role, Priority: prio, HasState: true, StateToken: stateToken}, live: true, recent: true}
+}
+
+func deadPeer(u string, prio int) peerView {
+	return peerView{Status: Status{URL: u, Role: api.RoleActive, Priority: prio, HasState: true}}
+}
+
+func wantAction(t *testing.T, v view, kind actionKind, to string) action {
+	t.Helper()
+	a := decide(v)
+	if a.kind != kind || a.to != to {
+		t.Fatalf("decide = %v %q (%s), want %v %q", a.kind, a.to, a.why, kind, to)
+	}
+	return a
+}
+
+func TestRuleActiveStaysWithoutAnotherActive(t *testing.T) {
+	v := standbyView(livePeer("a", 0, api.RoleStandby, 0))
+	v.role, v.self.Role = api.RoleActive, api.RoleActive
+	wantAction(t, v, actStay, "")
+}
+
+func TestRuleTwoActivesTheOlderStateStepsDown(t *testing.T) {
+	v := standbyView(livePeer("a", 2, api.RoleActive, 200))
+	v.role, v.self.Role, v.self.StateToken = api.RoleActive, api.RoleActive, 100
+	wantAction(t, v, actStepDown, "a") // its priority is lower, its state newer
+	v.self.StateToken = 300
+	wantAction(t, v, actStay, "") // this node's state is the newer
+}
+
+func TestRuleTwoActivesEqualStateTheLowerPriorityStepsDown(t *testing.T) {
+	v := standbyView(livePeer("a", 0, api.RoleActive, 100))
+	v.role, v.self.Role, v.self.StateToken = api.RoleActive, api.RoleActive, 100
+	wantAction(t, v, actStepDown, "a")
+	v.peers[0].Priority = 2
+	wantAction(t, v, actStay, "")
+}
+
+func TestRuleTwoActivesADeadActiveIsIgnored(t *testing.T) {
+	v := standbyView(deadPeer("a", 0))
+	v.peers[0].StateToken = 500
+	v.role, v.self.Role = api.RoleActive, api.RoleActive
+	wantAction(t, v, actStay, "")
+}
+
+func TestRuleFollowBestLiveActive(t *testing.T) {
+	v := standbyView(livePeer("a", 0, api.RoleStandby, 5), livePeer("b", 2, api.RoleActive, 5))
+	wantAction(t, v, actFollow, "b")
+	v.following = "b"
+	wantAction(t, v, actStay, "")
+}
+
+func TestRuleFollowTheActiveThatKeepsItsStateAmongTwo(t *testing.T) {
+	v := standbyView(livePeer("a", 0, api.RoleActive, 10), livePeer("b", 2, api.RoleActive, 20))
+	wantAction(t, v, actFollow, "b")
+}
+
+func TestRuleNewerActiveIsFollowedInstead(t *testing.T) {
+	v := standbyView(livePeer("a", 0, api.RoleActive, 10), livePeer("b", 2, api.RoleActive, 20))
+	v.following, v.synced = "a", true
+	wantAction(t, v, actFollow, "b")
+	v.peers[1].StateToken = 5 // a keeps its state against b: stay with a
+	wantAction(t, v, actStay, "")
+}
+
+func TestRuleAskHandoffWhenSyncedAndOfHigherPriority(t *testing.T) {
+	v := standbyView(livePeer("b", 2, api.RoleActive, 10))
+	v.following = "b"
+	wantAction(t, v, actStay, "") // not synced yet
+	v.synced = true
+	wantAction(t, v, actAskHandoff, "b")
+	v.sinceAsked = ft / 2
+	wantAction(t, v, actStay, "") // asked less than a failover timeout ago
+	v.sinceAsked, v.peers[0].Priority = 10*ft, 0
+	wantAction(t, v, actStay, "") // the active's priority is higher
+}
+
+func TestRuleWaitWhileTheFollowedNodeHandsOff(t *testing.T) {
+	// a answers as a standby (it demoted its engine for a handoff); its
+	// successor is not yet seen as active: wait, promote nothing.
+	v := standbyView(livePeer("a", 0, api.RoleStandby, 10), livePeer("b", 2, api.RoleStandby, 10))
+	v.following, v.synced = "a", true
+	wantAction(t, v, actStay, "")
+}
+
+func TestRuleListenAFailoverTimeoutAfterStart(t *testing.T) {
+	v := standbyView(deadPeer("a", 0))
+	v.self.Priority = 0
+	v.uptime = ft / 2
+	wantAction(t, v, actStay, "")
+	v.uptime = ft
+	wantAction(t, v, actPromote, "")
+}
+
+func TestRuleListenThreeFailoverTimeoutsWithoutState(t *testing.T) {
+	v := standbyView(deadPeer("a", 1))
+	v.self.Priority, v.self.HasState = 0, false
+	v.uptime = 2 * ft
+	wantAction(t, v, actStay, "")
+	v.uptime = 3 * ft
+	wantAction(t, v, actPromote, "")
+}
+
+func TestRuleWaitOutTheSilenceOfARecentActive(t *testing.T) {
+	p := deadPeer("a", 0)
+	p.recent = true // heard within the failover timeout, a call failed since
+	v := standbyView(p)
+	wantAction(t, v, actStay, "")
+	v.peers[0].recent = false
+	wantAction(t, v, actPromote, "")
+}
+
+func TestRuleNeverPromoteWithEmptyStateWhileAnotherHoldsState(t *testing.T) {
+	v := standbyView(deadPeer("a", 0), livePeer("c", 2, api.RoleStandby, 10))
+	v.self.Priority, v.self.HasState = 0, false
+	wantAction(t, v, actStay, "")
+	v.peers[1].HasState = false // nobody holds state: the highest priority may
+	wantAction(t, v, actPromote, "")
+}
+
+func TestRuleALiveHigherPriorityNodePromotesFirst(t *testing.T) {
+	v := standbyView(deadPeer("a", 2), livePeer("b", 0, api.RoleStandby, 10))
+	wantAction(t, v, actStay, "")
+	v.peers[1].HasState = false // it lacks the state this node holds
+	wantAction(t, v, actPromote, "")
+}
+
+func TestRuleFailoverTakesEpochAboveEveryEpochSeen(t *testing.T) {
+	v := standbyView(deadPeer("a", 0), livePeer("c", 2, api.RoleStandby, 10))
+	v.self.Epoch, v.peers[0].Epoch, v.peers[1].Epoch = 3, 7, 5
+	a := wantAction(t, v, actPromote, "")
+	if a.epoch != 8 || a.why != "failover" {
+		t.Fatalf("promote epoch %d (%s), want 8 (failover)", a.epoch, a.why)
+	}
+}
+
+func TestRuleFirstPromotionOfAFreshClusterIsAnElection(t *testing.T) {
+	v := standbyView(deadPeer("a", 0))
+	a := wantAction(t, v, actPromote, "")
+	if a.epoch != 1 || a.why != "election" {
+		t.Fatalf("promote epoch %d (%s), want 1 (election)", a.epoch, a.why)
+	}
+}
+
+func TestRulePausedNodeDecidesNothingUntilEveryPeerPolled(t *testing.T) {
+	v := standbyView(livePeer("a", 0, api.RoleActive, 10))
+	v.role, v.self.Role, v.self.StateToken = api.RoleActive, api.RoleActive, 5
+	v.stale = true
+	wantAction(t, v, actStay, "")
+	v.stale = false
+	wantAction(t, v, actStepDown, "a")
+}
+
+func TestRuleNothingDecidedDuringAHandoffOrClose(t *testing.T) {
+	v := standbyView(deadPeer("a", 0))
+	v.moving = true
+	wantAction(t, v, actStay, "")
+	v.moving, v.closing = false, true
+	wantAction(t, v, actStay, "")
+}
+
+func TestRuleHandoffPromoteOnlyASyncedStandbyOfTheSender(t *testing.T) {
+	v := standbyView(livePeer("a", 2, api.RoleStandby, 10))
+	v.self.Epoch, v.peers[0].Epoch = 4, 4
+	v.req = &request{kind: reqPromote, peer: "a"}
+	wantAction(t, v, actRefuse, "") // not following a
+	v.following = "a"
+	wantAction(t, v, actRefuse, "") // not synced
+	v.synced = true
+	a := wantAction(t, v, actPromote, "")
+	if a.epoch != 5 {
+		t.Fatalf("epoch %d, want 5", a.epoch)
+	}
+	v.role = api.RoleActive
+	wantAction(t, v, actRefuse, "")
+}
+
+func TestRuleHandoffRequestOnlyFromALiveSyncedHigherPriorityNode(t *testing.T) {
+	v := standbyView(livePeer("a", 0, api.RoleStandby, 10), livePeer("c", 2, api.RoleStandby, 10))
+	v.role, v.self.Role = api.RoleActive, api.RoleActive
+	v.req = &request{kind: reqHandoff, peer: "a"}
+	wantAction(t, v, actRefuse, "") // a has not synced
+	v.followers = []string{"a", "c"}
+	wantAction(t, v, actHandOff, "a")
+	v.req.peer = "c"
+	wantAction(t, v, actRefuse, "") // priority lower than this node's
+	v.req.peer = "a"
+	v.peers[0].live = false
+	wantAction(t, v, actRefuse, "") // not reachable from here
+	v.peers[0].live, v.moving = true, true
+	wantAction(t, v, actRefuse, "") // already handing off
+	v.moving, v.role = false, api.RoleStandby
+	wantAction(t, v, actRefuse, "") // not the active
+}
+
+func TestRuleHandoffOnCloseGoesToTheBestSyncedStandby(t *testing.T) {
+	v := standbyView(livePeer("a", 0, api.RoleStandby, 10), livePeer("c", 2, api.RoleStandby, 10), livePeer("d", 3, api.RoleStandby, 10))
+	v.role, v.self.Role, v.closing = api.RoleActive, api.RoleActive, true
+	v.req = &request{kind: reqHandoff}
+	wantAction(t, v, actRefuse, "")
+	v.followers = []string{"d", "c"}
+	wantAction(t, v, actHandOff, "c")
 }

@@ -148,6 +148,22 @@ func (h *hub) successor(to string, peers []string) *follower {
 	return best
 }
 
+// synced returns the URLs of the followers that applied their snapshot and
+// are not cut off.
+func (h *hub) synced() []string {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	var us []string
+	for f := range h.fs {
+		f.mu.Lock()
+		if f.synced && !f.dead {
+			us = append(us, f.url)
+		}
+		f.mu.Unlock()
+	}
+	return us
+}
+
 func newFollower(u string) *follower {
 	return &follower{url: u, wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
@@ -355,9 +371,6 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 			}
 			if err := n.eng.Apply(*wf.Ev); err != nil {
 				return err
-			}
-			if k := wf.Ev.Kind; n.cfg.OnApply != nil && k != engine.EventState && k != engine.EventTicket {
-				n.cfg.OnApply(*wf.Ev)
 			}
 		}
 		if wf.LastToken > 0 {

@@ -3,7 +3,6 @@ package handlers
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"log/slog"
 	"net/http"
 	"strings"
 
@@ -26,12 +25,10 @@ import (
 //   - GET /baton.js and /baton.d.ts (the JavaScript client: an import
 //     statement cannot send a token);
 //   - OPTIONS requests (CORS preflights never carry credentials);
-//   - /_cluster/ (peer endpoints: protected by RequireSecret instead).
+//   - /_cluster/ (peer endpoints: cluster.Node.Handler checks the cluster
+//     secret instead).
 //
 // Everything else — /locks, /cluster, /metrics — needs a token.
-
-// HeaderClusterSecret carries the shared cluster secret on peer requests.
-const HeaderClusterSecret = "X-Baton-Cluster-Secret"
 
 // tokenSet holds the SHA-256 digests of the accepted bearer tokens, so that
 // every comparison is over equal lengths and takes the same time whatever
@@ -109,31 +106,4 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			Code: api.CodeUnauthorized, Message: "a valid bearer token is required (Authorization: Bearer <token>)",
 		}})
 	})
-}
-
-// RequireSecret returns a middleware for peer endpoints: a request whose
-// X-Baton-Cluster-Secret header is not secret (compared in constant time)
-// is answered 401 {"error":"unauthorized"} and logged (without the secret)
-// at warn level through slog.Default. An empty secret lets every request
-// through: the cluster then runs without peer authentication.
-func RequireSecret(secret string) func(http.Handler) http.Handler {
-	want := sha256.Sum256([]byte(secret))
-	return func(next http.Handler) http.Handler {
-		if secret == "" {
-			return next
-		}
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			got := sha256.Sum256([]byte(r.Header.Get(HeaderClusterSecret)))
-			if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
-				next.ServeHTTP(w, r)
-				return
-			}
-			reason := "wrong cluster secret"
-			if r.Header.Get(HeaderClusterSecret) == "" {
-				reason = "no cluster secret"
-			}
-			slog.Default().Warn("refused peer request", "reason", reason, "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
-			writeJSON(w, http.StatusUnauthorized, api.Error{Code: api.CodeUnauthorized, Message: "peer request refused: " + reason + " (" + HeaderClusterSecret + ")"})
-		})
-	}
 }

@@ -38,7 +38,7 @@ type Metrics struct {
 	waitSeconds, handoffSeconds                    prometheus.Histogram
 	requestSeconds                                 *prometheus.HistogramVec
 	requestObservers                               sync.Map // requestLabels -> prometheus.Observer
-	promotions                                     prometheus.Counter
+	promotions, roleHandoffs, stepDowns            prometheus.Counter
 	gate                                           atomic.Pointer[Gate]
 	role                                           *prometheus.GaugeVec
 	roleMu                                         sync.Mutex
@@ -112,6 +112,8 @@ func NewMetrics() *Metrics {
 		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
 	}, []string{"method", "route", "code"})
 	m.promotions = counter("promotions_total", "Times this node was promoted to active (failover, handoff to it, or the first election of a fresh cluster).")
+	m.roleHandoffs = counter("role_handoffs_total", "Times this node, active, handed the active role to a synced standby (graceful shutdown, or a standby of higher priority asked).")
+	m.stepDowns = counter("step_downs_total", "Times this node, active, stepped down to standby because another active kept its state against it (two actives after a partition or a pause).")
 	m.reg.MustRegister(m.errors, m.waitSeconds, m.handoffSeconds, m.role, m.requestSeconds, replicaLag{m})
 	m.SetRole(RoleActive)
 
@@ -210,11 +212,17 @@ type requestLabels struct {
 }
 
 // OnClusterChange counts a cluster change as cluster.Config.OnChange tells
-// it (kind "promote", "handoff", "step_down"): baton_promotions_total counts
-// the promotions of this node.
+// it: kind "promote" counts in baton_promotions_total, "handoff" (this
+// node handed the active role on) in baton_role_handoffs_total and
+// "step_down" in baton_step_downs_total. Other kinds count nowhere.
 func (m *Metrics) OnClusterChange(kind string) {
-	if kind == "promote" {
+	switch kind {
+	case "promote":
 		m.promotions.Inc()
+	case "handoff":
+		m.roleHandoffs.Inc()
+	case "step_down":
+		m.stepDowns.Inc()
 	}
 }
 

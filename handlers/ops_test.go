@@ -283,42 +283,6 @@ func TestAuth(t *testing.T) {
 	}
 }
 
-func TestRequireSecret(t *testing.T) {
-	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	h := handlers.RequireSecret("peer-secret")(ok)
-	for _, c := range []struct {
-		secret string
-		set    bool
-		want   int
-	}{
-		{"", false, 401},
-		{"", true, 401},
-		{"peer-secre", true, 401},
-		{"peer-secret ", true, 401},
-		{"PEER-SECRET", true, 401},
-		{"peer-secret", true, 204},
-	} {
-		rec := httptest.NewRecorder()
-		req := httptest.NewRequest(http.MethodPost, "/_cluster/replicate", nil)
-		if c.set {
-			req.Header.Set(handlers.HeaderClusterSecret, c.secret)
-		}
-		h.ServeHTTP(rec, req)
-		if rec.Code != c.want {
-			t.Errorf("secret %q: %d, want %d", c.secret, rec.Code, c.want)
-		}
-		if rec.Code == 401 && !strings.Contains(rec.Body.String(), `"error":"unauthorized"`) {
-			t.Errorf("401 body %q", rec.Body.String())
-		}
-	}
-	// No secret configured: peers are not authenticated.
-	rec := httptest.NewRecorder()
-	handlers.RequireSecret("")(ok).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/_cluster/x", nil))
-	if rec.Code != 204 {
-		t.Errorf("empty secret: %d", rec.Code)
-	}
-}
-
 func TestOpenAPIServed(t *testing.T) {
 	o := newOpsServer(t, engine.Config{}, handlers.Config{})
 	code, hdr, body := o.call(t, http.MethodGet, "/openapi.json", "")
@@ -354,6 +318,21 @@ func TestMetricsOnStandby(t *testing.T) {
 	for _, name := range []string{"baton_grants_total", "baton_releases_total", "baton_locks_held"} {
 		if got := metric(t, fams, name); got != 0 {
 			t.Errorf("%s = %v on a standby, want 0", name, got)
+		}
+	}
+}
+
+// Role changes as cluster.Config.OnChange reports them: each kind counts in
+// its own counter, and only there.
+func TestMetricsCountRoleChanges(t *testing.T) {
+	o := newOpsServer(t, engine.Config{Standby: true}, handlers.Config{})
+	for _, kind := range []string{"promote", "promote", "handoff", "step_down", "step_down", "step_down", "something else"} {
+		o.metrics.OnClusterChange(kind)
+	}
+	fams := o.scrape(t)
+	for name, want := range map[string]float64{"baton_promotions_total": 2, "baton_role_handoffs_total": 1, "baton_step_downs_total": 3} {
+		if got := metric(t, fams, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/internal/testproc"
 )
 
 // get sends one request to url without following redirects.
@@ -69,7 +70,7 @@ func replicaLag(t *testing.T, res *http.Response) float64 {
 
 func TestStandbyAnswersReads(t *testing.T) {
 	needBinary(t)
-	a1, a2 := freeAddr(t), freeAddr(t)
+	a1, a2 := testproc.FreeAddr(t, "127.0.0.1"), testproc.FreeAddr(t, "127.0.0.2")
 	peers := "--peers=http://" + a1 + ",http://" + a2
 	n1 := startServeAt(t, a1, t.TempDir(), nil, peers, "--advertise=http://"+a1)
 	n2 := startServeAt(t, a2, t.TempDir(), nil, peers, "--advertise=http://"+a2)
@@ -201,7 +202,7 @@ func TestStandbyAnswersReads(t *testing.T) {
 // itself (logged as a failover, not an election) and answers without one.
 func TestStandbyReadsWhileActiveStopped(t *testing.T) {
 	needBinary(t)
-	a1, a2 := freeAddr(t), freeAddr(t)
+	a1, a2 := testproc.FreeAddr(t, "127.0.0.1"), testproc.FreeAddr(t, "127.0.0.2")
 	peers := "--peers=http://" + a1 + ",http://" + a2
 	n1 := startServeAt(t, a1, t.TempDir(), nil, peers, "--advertise=http://"+a1)
 	n2 := startServeAt(t, a2, t.TempDir(), nil, peers, "--advertise=http://"+a2)

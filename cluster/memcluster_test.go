@@ -1,0 +1,499 @@
+package cluster
+
+// The fast tier: several cluster nodes in this test process, each a real
+// engine and a real Node serving its peer endpoints on 127.0.0.1, over
+// transports whose links the test cuts and heals. A cut link refuses new
+// connections both ways and closes the open ones (polls, calls and
+// replication streams), as a partition does. The process tests
+// (harness_test.go) stay the outer tier: kill -9, SIGSTOP, real binaries.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/engine"
+)
+
+// Fast timings for the in-process tier.
+const (
+	memHeartbeat = 50 * time.Millisecond
+	memFailover  = 400 * time.Millisecond
+)
+
+// links is the network between the nodes of a memCluster: which links are
+// cut, and the open connections of each directed link (dialer, listener).
+type links struct {
+	mu    sync.Mutex
+	addrs map[string]int // listen address -> node index
+	cut   map[[2]int]bool
+	conns map[[2]int]map[net.Conn]struct{}
+}
+
+var errCut = errors.New("link cut by the test")
+
+// dial connects node from to the node listening at addr, unless their link
+// is cut.
+func (l *links) dial(ctx context.Context, from int, addr string) (net.Conn, error) {
+	l.mu.Lock()
+	to, ok := l.addrs[addr]
+	cut := l.cut[[2]int{from, to}]
+	l.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("no node listens at %s", addr)
+	}
+	if cut {
+		return nil, errCut
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	k := [2]int{from, to}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cut[k] { // cut while dialing
+		c.Close()
+		return nil, errCut
+	}
+	if l.conns[k] == nil {
+		l.conns[k] = map[net.Conn]struct{}{}
+	}
+	tc := &trackedConn{Conn: c, l: l, k: k}
+	l.conns[k][tc] = struct{}{}
+	return tc, nil
+}
+
+// setCut cuts (or heals) the link between a and b, both ways; a cut closes
+// its open connections.
+func (l *links) setCut(a, b int, cut bool) {
+	l.mu.Lock()
+	var open []net.Conn
+	for _, k := range [][2]int{{a, b}, {b, a}} {
+		l.cut[k] = cut
+		if cut {
+			for c := range l.conns[k] {
+				open = append(open, c)
+			}
+		}
+	}
+	l.mu.Unlock()
+	for _, c := range open {
+		c.Close()
+	}
+}
+
+type trackedConn struct {
+	net.Conn
+	l    *links
+	k    [2]int
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.conns[c.k], c)
+		c.l.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// memNode is one node of a memCluster.
+type memNode struct {
+	i       int
+	url     string
+	eng     *engine.Engine
+	node    *Node
+	srv     *httptest.Server
+	tr      *http.Transport
+	started bool
+	closed  bool
+
+	mu      sync.Mutex
+	changes []string // OnChange kinds, in order
+}
+
+func (m *memNode) changed(kind string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := 0
+	for _, c := range m.changes {
+		if c == kind {
+			k++
+		}
+	}
+	return k
+}
+
+type memCluster struct {
+	t     *testing.T
+	links *links
+	nodes []*memNode
+}
+
+// newMemCluster sets up n nodes, priority in index order, started by
+// start. Every goroutine they run must be gone when the test ends
+// (goleak).
+func newMemCluster(t *testing.T, n int) *memCluster {
+	t.Helper()
+	leaks := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, leaks) })
+	c := &memCluster{t: t, links: &links{addrs: map[string]int{}, cut: map[[2]int]bool{}, conns: map[[2]int]map[net.Conn]struct{}{}}}
+	var urls []string
+	for i := range n {
+		mn := &memNode{i: i}
+		mn.srv = httptest.NewUnstartedServer(nil)
+		addr := mn.srv.Listener.Addr().String()
+		c.links.addrs[addr] = i
+		mn.url = "http://" + addr
+		urls = append(urls, mn.url)
+		c.nodes = append(c.nodes, mn)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	for i, mn := range c.nodes {
+		i, mn := i, mn
+		mn.tr = &http.Transport{
+			DialContext:         func(ctx context.Context, _, addr string) (net.Conn, error) { return c.links.dial(ctx, i, addr) },
+			MaxIdleConnsPerHost: 8,
+		}
+		ec := engine.DefaultConfig()
+		ec.DataDir, ec.Standby, ec.Shards = t.TempDir(), true, 16
+		ec.OnEvent = func(ev engine.Event) {
+			if nd := mn.node; nd != nil {
+				nd.OnEvent(ev)
+			}
+		}
+		eng, err := engine.New(ec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mn.eng = eng
+		nd, err := New(Config{
+			Self: mn.url, Peers: urls, Heartbeat: memHeartbeat, FailoverTimeout: memFailover,
+			Secret: "mem-secret", Transport: mn.tr, Logger: log.With("node", i),
+			OnChange: func(kind, _, _ string) {
+				mn.mu.Lock()
+				mn.changes = append(mn.changes, kind)
+				mn.mu.Unlock()
+			},
+		}, eng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mn.node = nd
+		mn.srv.Config.Handler = nd.Handler()
+		mn.srv.Start()
+	}
+	t.Cleanup(c.closeAll)
+	return c
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func (c *memCluster) start(is ...int) {
+	for _, i := range is {
+		c.nodes[i].node.Start()
+		c.nodes[i].started = true
+	}
+}
+
+// closeNode stops node i as a shutdown does: an active hands off first.
+func (c *memCluster) closeNode(i int) {
+	mn := c.nodes[i]
+	if mn.closed {
+		return
+	}
+	mn.closed = true
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if mn.started {
+		_ = mn.node.Close(ctx)
+	}
+	mn.srv.CloseClientConnections()
+	mn.srv.Close()
+	mn.tr.CloseIdleConnections()
+	if err := mn.eng.Close(); err != nil {
+		c.t.Errorf("node %d: engine close: %v", i, err)
+	}
+}
+
+func (c *memCluster) closeAll() {
+	for i := range c.nodes {
+		c.closeNode(i)
+	}
+}
+
+// isolate cuts node i off from every other node (heal: join it again).
+func (c *memCluster) isolate(i int, cut bool) {
+	for j := range c.nodes {
+		if j != i {
+			c.links.setCut(i, j, cut)
+		}
+	}
+}
+
+// actives returns the nodes whose engines serve as the active.
+func (c *memCluster) actives() []int {
+	var as []int
+	for i, mn := range c.nodes {
+		if !mn.closed && mn.eng.Active() {
+			as = append(as, i)
+		}
+	}
+	return as
+}
+
+// waitFor polls cond until it holds, failing the test after 15 s (a bound
+// for a loaded machine, not a timing claim).
+func (c *memCluster) waitFor(what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out waiting for %s; actives %v; views:\n%s", what, c.actives(), c.views())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitActive waits until node i is the one active among the nodes in
+// among (all when empty), and every other of them follows it synced.
+func (c *memCluster) waitActive(i int, among ...int) {
+	c.t.Helper()
+	if len(among) == 0 {
+		for j := range c.nodes {
+			among = append(among, j)
+		}
+	}
+	c.waitFor(fmt.Sprintf("node %d active among %v", i, among), func() bool {
+		for _, j := range among {
+			mn := c.nodes[j]
+			mn.node.mu.Lock()
+			ok := mn.eng.Active() == (j == i)
+			if j != i {
+				ok = ok && mn.node.following == c.nodes[i].url && mn.node.synced
+			}
+			mn.node.mu.Unlock()
+			if !ok {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (c *memCluster) views() string {
+	var b strings.Builder
+	for i, mn := range c.nodes {
+		st := mn.node.status()
+		fmt.Fprintf(&b, "  node %d: role %s active %q state_token %d epoch %d\n", i, st.Role, st.Active, st.StateToken, st.Epoch)
+	}
+	return b.String()
+}
+
+// grant acquires key on node i's engine, which must be the active.
+func (c *memCluster) grant(i int, key string) engine.Grant {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	g, err := c.nodes[i].eng.Acquire(ctx, engine.AcquireRequest{Key: key, Lease: time.Minute})
+	if err != nil {
+		c.t.Fatalf("acquire %s on node %d: %v", key, i, err)
+	}
+	return g
+}
+
+// holds reports node i's holder of key by its token (0 = free).
+func (c *memCluster) holds(i int, key string) uint64 {
+	info, err := c.nodes[i].eng.Status(key)
+	if err != nil || info.Holder == nil {
+		return 0
+	}
+	return info.Holder.Token
+}
+
+// A fresh cluster elects its highest-priority node, which the others follow;
+// the peer endpoints refuse a request without the cluster secret.
+func TestMemClusterElectsTheHighestPriority(t *testing.T) {
+	c := newMemCluster(t, 3)
+	c.start(0, 1, 2)
+	c.waitActive(0)
+	g := c.grant(0, "k")
+	c.waitFor("the grant replicated", func() bool { return c.holds(1, "k") == g.Token && c.holds(2, "k") == g.Token })
+	if got := c.nodes[0].changed("promote"); got != 1 {
+		t.Errorf("node 0 promoted %d times, want 1", got)
+	}
+	resp, err := http.Get(c.nodes[1].url + PathPrefix + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a peer call without the secret: %d, want 401", resp.StatusCode)
+	}
+}
+
+// The active's links are cut: the best standby takes over with what was
+// replicated; when the links heal, the cut-off node, whose state is older,
+// steps down and resyncs, then takes the role back through a handoff as
+// the highest priority, with the new active's grants.
+func TestMemFailoverWhenTheActiveIsCutOff(t *testing.T) {
+	c := newMemCluster(t, 3)
+	c.start(0, 1, 2)
+	c.waitActive(0)
+	before := c.grant(0, "before")
+	c.waitFor("the grant replicated", func() bool { return c.holds(1, "before") == before.Token })
+
+	c.isolate(0, true)
+	c.waitActive(1, 1, 2)
+	if got := c.holds(1, "before"); got != before.Token {
+		t.Fatalf("the new active holds %q with token %d, want %d", "before", got, before.Token)
+	}
+	after := c.grant(1, "after")
+	if after.Token <= before.Token {
+		t.Fatalf("token %d after the failover, not above %d", after.Token, before.Token)
+	}
+
+	c.isolate(0, false)
+	c.waitFor("node 0 active again with node 1's grants", func() bool {
+		return len(c.actives()) == 1 && c.actives()[0] == 0 && c.holds(0, "after") == after.Token
+	})
+	c.waitActive(0)
+	if c.nodes[0].changed("step_down") != 1 {
+		t.Errorf("node 0 stepped down %d times, want 1", c.nodes[0].changed("step_down"))
+	}
+	if c.nodes[1].changed("handoff") != 1 {
+		t.Errorf("node 1 handed off %d times, want 1", c.nodes[1].changed("handoff"))
+	}
+	for i := range c.nodes {
+		if got := c.holds(i, "before"); got != before.Token {
+			t.Errorf("node %d: %q held by %d, want %d", i, "before", got, before.Token)
+		}
+	}
+}
+
+// A cut makes two actives; when it heals, keepsState decides: the one with
+// the newer state keeps it, whichever its priority, and the other discards
+// what it granted on its own, resyncs, and the priorities then decide where
+// the active role ends (through a handoff).
+func TestMemHealedCutLeavesTheNewerState(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		newer, older int
+		olderGrants  bool
+	}{
+		// Only the cut-off node 0 granted: its state is newer than what
+		// node 1 was promoted with; node 1 steps down.
+		{"the cut-off active granted alone", 0, 1, false},
+		// Both granted: node 1's tokens start above every token it heard
+		// of (the failover's margin), so its grant is the newer state and
+		// node 0, of higher priority, steps down and loses its own grant.
+		{"both granted, the promoted one last", 1, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newMemCluster(t, 2)
+			c.start(0, 1)
+			c.waitActive(0)
+			c.isolate(0, true)
+			c.waitFor("two actives", func() bool { return len(c.actives()) == 2 })
+
+			if tc.olderGrants {
+				c.grant(tc.older, "lost")
+			}
+			kept := c.grant(tc.newer, "kept")
+			sOld, sNew := c.nodes[tc.older].node.status(), c.nodes[tc.newer].node.status()
+			if !keepsState(sNew, sOld) {
+				t.Fatalf("the test's premise: keepsState(%+v, %+v) = false", sNew, sOld)
+			}
+
+			c.isolate(0, false)
+			c.waitFor("the older state stepped down and resynced", func() bool {
+				return c.nodes[tc.older].changed("step_down") == 1 && c.holds(tc.older, "kept") == kept.Token
+			})
+			c.waitActive(0)
+			for i := range c.nodes {
+				if got := c.holds(i, "kept"); got != kept.Token {
+					t.Errorf("node %d: kept held by %d, want %d", i, got, kept.Token)
+				}
+				if got := c.holds(i, "lost"); tc.olderGrants && got != 0 {
+					t.Errorf("node %d: the older side's own grant (token %d) still held", i, got)
+				}
+			}
+			if got := c.nodes[tc.newer].changed("step_down"); got != 0 {
+				t.Errorf("the newer side stepped down %d times", got)
+			}
+		})
+	}
+}
+
+// A node of higher priority that starts after the others syncs as a
+// standby first, then asks the active for a handoff, through the loops of
+// both nodes, and becomes the active with every grant.
+func TestMemHandoffToAHigherPriorityNodeOnceSynced(t *testing.T) {
+	c := newMemCluster(t, 3)
+	c.isolate(0, true)
+	c.start(1, 2)
+	c.waitActive(1, 1, 2)
+	g := c.grant(1, "k")
+
+	c.isolate(0, false)
+	c.start(0)
+	c.waitActive(0)
+	for i := range c.nodes {
+		if got := c.holds(i, "k"); got != g.Token {
+			t.Errorf("node %d: k held by %d, want %d", i, got, g.Token)
+		}
+	}
+	if got := c.nodes[0].changed("promote"); got != 1 {
+		t.Errorf("node 0 promoted %d times, want 1 (no promotion beside the active)", got)
+	}
+	if got := c.nodes[0].changed("step_down"); got != 0 {
+		t.Errorf("node 0 stepped down %d times, want 0", got)
+	}
+	if got := c.nodes[1].changed("handoff"); got != 1 {
+		t.Errorf("node 1 handed off %d times, want 1", got)
+	}
+	if st := c.nodes[0].node.status(); st.Epoch != 2 || st.Role != api.RoleActive {
+		t.Errorf("node 0 after the handoff: role %s epoch %d, want active 2", st.Role, st.Epoch)
+	}
+}
+
+// A graceful shutdown of the active hands off to the best synced standby,
+// through its role loop, losing no grant.
+func TestMemCloseHandsOffToTheBestStandby(t *testing.T) {
+	c := newMemCluster(t, 3)
+	c.start(0, 1, 2)
+	c.waitActive(0)
+	g := c.grant(0, "k")
+	c.waitFor("the grant replicated", func() bool { return c.holds(1, "k") == g.Token && c.holds(2, "k") == g.Token })
+	c.closeNode(0)
+	c.waitActive(1, 1, 2)
+	if got := c.holds(1, "k"); got != g.Token {
+		t.Errorf("the successor holds k with %d, want %d", got, g.Token)
+	}
+	if got := c.nodes[0].changed("handoff"); got != 1 {
+		t.Errorf("node 0 handed off %d times, want 1", got)
+	}
+}
