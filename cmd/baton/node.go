@@ -77,9 +77,12 @@ func exitCode(err error) int {
 
 // OpenNode builds and starts a node from cfg (validated by loadConfig):
 // it opens the log in cfg.DataDir (refusing with exit code 2 a data_dir
-// that another process holds, that cannot be written, or whose log is
-// damaged before its tail; a torn last record is cut off with a warning),
-// then the engine, metrics, event log, cluster node and the HTTP server on
+// that another process holds, that cannot be written, or whose log or
+// snapshot is damaged before its tail; a torn last record is cut off with
+// a warning), then the metrics, the event log and the engine; a single
+// node's engine writes every change to the log, replays the newest
+// snapshot and the log before anything is served, and gets background
+// snapshots. Then the cluster node (with peers) and the HTTP server on
 // cfg.Listen, which serves once OpenNode returns. log receives every
 // component's lines. Errors are *startError values naming what failed.
 func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
@@ -342,14 +345,14 @@ func (n *Node) abort() {
 	if n.ln != nil {
 		_ = n.ln.Close()
 	}
+	if n.snaps != nil {
+		n.snaps.close()
+	}
 	if p := n.peer.Load(); p != nil {
 		_ = p.Close(context.Background())
 	}
 	if n.eng != nil {
 		_ = n.eng.Close()
-	}
-	if n.snaps != nil {
-		n.snaps.close()
 	}
 	if n.events != nil {
 		n.events.Close()
