@@ -200,9 +200,14 @@ func (n *Node) replay() (snapshotStart, error) {
 	var at snapshotStart
 	var dumps map[int]uint64
 	index, r, err := n.wal.LoadSnapshot()
+	var ce *wal.CorruptError
 	switch {
 	case errors.Is(err, wal.ErrNoSnapshot):
 		index = 0
+	case errors.As(err, &ce) && n.cfg.RepairLog:
+		n.log.Warn("repair: the snapshot is damaged; starting from the log's records only, the state it held for keys they do not change is lost",
+			"file", ce.File, "offset", ce.Offset, "reason", ce.Reason)
+		index = n.wal.FirstIndex() - 1
 	case err != nil:
 		return at, walStartError(dir, err)
 	default:
@@ -250,6 +255,9 @@ func (n *Node) replay() (snapshotStart, error) {
 func walStartError(dir string, err error) error {
 	var ce *wal.CorruptError
 	switch {
+	case errors.As(err, &ce) && ce.Hint == "": // a snapshot
+		return &startError{exitUsage, fmt.Errorf("the log in data_dir %s is damaged: %w; to start anyway with only the log's records after it (the state it held is lost), %s",
+			filepath.Clean(dir), err, repairHint)}
 	case errors.As(err, &ce):
 		return &startError{exitUsage, fmt.Errorf("the log in data_dir %s is damaged: %w", filepath.Clean(dir), err)}
 	case errors.Is(err, wal.ErrLocked), errors.Is(err, wal.ErrNotWritable):

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -236,5 +237,66 @@ func TestSnapshotThenLogEqualsLive(t *testing.T) {
 		if _, ok := live[key]; !ok {
 			t.Errorf("%s: held after the restart (%+v), free before it", key, b)
 		}
+	}
+}
+
+// TestDamagedSnapshotRefused: a snapshot with a flipped byte stops the
+// start (exit 2) naming the file, the offset and the flag that starts
+// anyway; with repair_log the node starts from the log's records after it.
+func TestDamagedSnapshotRefused(t *testing.T) {
+	leakCheck(t)
+	dir := t.TempDir()
+	cfg, err := loadConfig([]string{"--listen", "127.0.0.1:0", "--data-dir", dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := OpenNode(cfg, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquire := func(key string) {
+		if _, err := n.Engine().Acquire(context.Background(), engine.AcquireRequest{Key: key, Lease: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acquire("before")
+	if err := n.snaps.save(); err != nil {
+		t.Fatal(err)
+	}
+	acquire("after")
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	snaps, _ := filepath.Glob(filepath.Join(dir, "*.snap"))
+	if len(snaps) != 1 {
+		t.Fatalf("snapshots: %v", snaps)
+	}
+	b, err := os.ReadFile(snaps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[40] ^= 0x01 // in the payload, after the 32-byte header
+	if err := os.WriteFile(snaps[0], b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = OpenNode(cfg, quietLog())
+	var ce *wal.CorruptError
+	if !errors.As(err, &ce) || exitCode(err) != exitUsage || ce.File != snaps[0] ||
+		!strings.Contains(err.Error(), snaps[0]) || !strings.Contains(err.Error(), "offset") || !strings.Contains(err.Error(), "--repair-log") {
+		t.Fatalf("a damaged snapshot: %v (exit %d); want exit 2 naming %s, the offset and --repair-log", err, exitCode(err), snaps[0])
+	}
+	cfg.RepairLog = true
+	var logBuf syncBuf
+	n2, err := OpenNode(cfg, slog.New(slog.NewTextHandler(&logBuf, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n2.Close()
+	if !strings.Contains(logBuf.String(), "the snapshot is damaged") {
+		t.Fatalf("no warning for the repair:\n%s", logBuf.String())
+	}
+	if st, err := n2.Engine().Status("after"); err != nil || st.Holder == nil {
+		t.Fatalf("after: %+v %v; the change after the snapshot is in the log and must be kept", st, err)
 	}
 }
