@@ -91,6 +91,10 @@ type Config struct {
 	// ("handoff") and step-down ("step_down"): kind, the node concerned,
 	// and a sentence. It must not block.
 	OnChange func(kind, node, message string)
+	// Native is this node's native protocol address (host:port) as clients
+	// reach it, "" when it serves none. It travels in the status peers poll,
+	// so that a standby can answer M with the active's (see ActiveNative).
+	Native string
 }
 
 // Defaults: a crashed active is replaced within about FailoverTimeout +
@@ -146,6 +150,9 @@ type Status struct {
 	// active it follows; 0 = none. It orders two actives' states (see
 	// keepsState).
 	StateToken uint64 `json:"state_token"`
+	// Native is the node's native protocol address; absent when it serves
+	// none.
+	Native string `json:"native,omitempty"`
 }
 
 // peer is another node as this one sees it.
@@ -367,6 +374,25 @@ func (n *Node) ActiveURL(ctx context.Context) string {
 	}
 }
 
+// ActiveNative returns the native protocol address of the active as the
+// last status poll of it said, this node's own while it is the active, or
+// "" while no active is known or the active serves no native protocol. It
+// does not wait.
+func (n *Node) ActiveNative() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.active == n.cfg.Self {
+		if !n.eng.Active() {
+			return ""
+		}
+		return n.cfg.Native
+	}
+	if p := n.peerByURL(n.active); p != nil && p.heard {
+		return p.status.Native
+	}
+	return ""
+}
+
 // View returns this node's view of the cluster for GET /cluster.
 func (n *Node) View() api.ClusterView {
 	n.mu.Lock()
@@ -405,7 +431,7 @@ func (n *Node) statusLocked() Status {
 		role = api.RoleStandby
 	}
 	return Status{URL: n.cfg.Self, Role: role, Active: n.active, Priority: n.self, Epoch: n.epoch,
-		HasState: n.hasState, LastToken: n.eng.LastToken(), StateToken: n.stateToken.Load()}
+		HasState: n.hasState, LastToken: n.eng.LastToken(), StateToken: n.stateToken.Load(), Native: n.cfg.Native}
 }
 
 // live reports whether p was heard from within the failover timeout. n.mu

@@ -7,28 +7,25 @@ import (
 	"strings"
 
 	"github.com/baton-io/baton/api"
-	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/internal/errcode"
 )
 
-// errorTable is THE mapping from engine errors to HTTP answers. Every
-// handler reports failures through writeError, which consults it; anything
-// not listed is a logged 500 "internal".
-var errorTable = []struct {
-	err    error
-	status int
-	code   string
-	msg    string
-}{
-	{engine.ErrTimeout, http.StatusRequestTimeout, api.CodeTimeout, "the wait ran out before the lock was granted; nothing is held"},
-	{engine.ErrPollTimeout, http.StatusRequestTimeout, api.CodePollTimeout, "the poll ended early; the place in the queue is kept: repeat the request with the same Idempotency-Key"},
-	{engine.ErrNotHolder, http.StatusConflict, api.CodeNotHolder, "the lock is held under another token"},
-	{engine.ErrNotHeld, http.StatusNotFound, api.CodeNotHeld, "nobody holds the lock"},
-	{engine.ErrGrantEnded, http.StatusGone, api.CodeGrantEnded, "the grant this Idempotency-Key received has been released or has expired; use a new key to acquire again"},
-	{engine.ErrSuperseded, http.StatusConflict, api.CodeSuperseded, "a repeat of this request with the same Idempotency-Key took over its place"},
-	{engine.ErrTooManyKeys, http.StatusTooManyRequests, api.CodeTooManyKeys, "the node holds its maximum number of keys (max_keys)"},
-	{engine.ErrTooManyWaiters, http.StatusTooManyRequests, api.CodeTooManyWaiters, "the queue is full (max_waiters_per_key or max_waiters)"},
-	{engine.ErrClosed, http.StatusServiceUnavailable, api.CodeUnavailable, "the node is shutting down; retry"},
-	{engine.ErrUnavailable, http.StatusServiceUnavailable, api.CodeUnavailable, "the node cannot write its log (disk full or a write error); nothing was changed: retry"},
+// statusOf is THE mapping from the API's error codes to HTTP statuses for
+// the errors of the engine; which engine error has which code is
+// internal/errcode's table, shared with the native protocol. Every handler
+// reports failures through writeError, which consults both; anything not
+// listed is a logged 500 "internal".
+var statusOf = map[string]int{
+	api.CodeTimeout:         http.StatusRequestTimeout,
+	api.CodePollTimeout:     http.StatusRequestTimeout,
+	api.CodeNotHolder:       http.StatusConflict,
+	api.CodeNotHeld:         http.StatusNotFound,
+	api.CodeGrantEnded:      http.StatusGone,
+	api.CodeSuperseded:      http.StatusConflict,
+	api.CodeTooManyKeys:     http.StatusTooManyRequests,
+	api.CodeTooManyWaiters:  http.StatusTooManyRequests,
+	api.CodeUnavailable:     http.StatusServiceUnavailable,
+	api.CodeInvalidArgument: http.StatusBadRequest,
 }
 
 // httpError is an error the handlers raise themselves (bad input, limits).
@@ -54,17 +51,13 @@ func classify(err error) (int, api.Error) {
 	if errors.As(err, &he) {
 		return he.status, he.body
 	}
-	var ae *engine.ArgError
-	if errors.As(err, &ae) {
-		return http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Field: ae.Field, Message: ae.Error()}
-	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return http.StatusRequestEntityTooLarge, api.Error{Code: api.CodeBodyTooLarge, Message: "the request body is larger than max_body"}
 	}
-	for _, row := range errorTable {
-		if errors.Is(err, row.err) {
-			return row.status, api.Error{Code: row.code, Message: row.msg, Retry: row.code == api.CodePollTimeout}
+	if code, field, msg, known := errcode.Of(err); known {
+		if status, ok := statusOf[code]; ok {
+			return status, api.Error{Code: code, Field: field, Message: msg, Retry: code == api.CodePollTimeout}
 		}
 	}
 	return http.StatusInternalServerError, api.Error{Code: api.CodeInternal, Message: "internal error"}

@@ -38,6 +38,8 @@ type Metrics struct {
 	waitSeconds, handoffSeconds                    prometheus.Histogram
 	requestSeconds                                 *prometheus.HistogramVec
 	requestObservers                               sync.Map // requestLabels -> prometheus.Observer
+	nativeSeconds                                  *prometheus.HistogramVec
+	nativeObservers                                sync.Map // nativeLabels -> prometheus.Observer
 	promotions, roleHandoffs, stepDowns            prometheus.Counter
 	gate                                           atomic.Pointer[Gate]
 	role                                           *prometheus.GaugeVec
@@ -111,10 +113,15 @@ func NewMetrics() *Metrics {
 		Help:    "Time from the arrival of an HTTP request to the end of its answer, in seconds, by method, route (the route pattern, such as /locks/*; \"\" when none matched) and status code. An acquire counts its wait in the queue; a stream of GET /events its whole life.",
 		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
 	}, []string{"method", "route", "code"})
+	m.nativeSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "baton", Name: "native_request_duration_seconds",
+		Help:    "Time from the arrival of a native protocol request line to the queueing of its answer, in seconds, by op (A, R, N, AUTH; - for a line whose op could not be read) and outcome (OK, T, M, or the error code of an E answer). An acquire counts its wait in the queue.",
+		Buckets: []float64{0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
+	}, []string{"op", "outcome"})
 	m.promotions = counter("promotions_total", "Times this node was promoted to active (failover, handoff to it, or the first election of a fresh cluster).")
 	m.roleHandoffs = counter("role_handoffs_total", "Times this node, active, handed the active role to a synced standby (graceful shutdown, or a standby of higher priority asked).")
 	m.stepDowns = counter("step_downs_total", "Times this node, active, stepped down to standby because another active kept its state against it (two actives after a partition or a pause).")
-	m.reg.MustRegister(m.errors, m.waitSeconds, m.handoffSeconds, m.role, m.requestSeconds, replicaLag{m})
+	m.reg.MustRegister(m.errors, m.waitSeconds, m.handoffSeconds, m.role, m.requestSeconds, m.nativeSeconds, replicaLag{m})
 	m.SetRole(RoleActive)
 
 	counts := func(pick func(keys, waiters int) int) func() float64 {
@@ -210,6 +217,40 @@ type requestLabels struct {
 	method, route string
 	code          int
 }
+
+// ObserveNative records one answer of the native protocol in
+// baton_native_request_duration_seconds (op, outcome) and, for an E or T answer,
+// in baton_error_answers_total by its code (T is "timeout"), as an HTTP error answer is
+// counted. It implements native.Metrics.
+func (m *Metrics) ObserveNative(op, outcome string, d time.Duration) {
+	switch op {
+	case "A", "R", "N", "AUTH":
+	default:
+		op = "-"
+	}
+	k := nativeLabels{op, outcome}
+	o, ok := m.nativeObservers.Load(k)
+	if !ok {
+		o, _ = m.nativeObservers.LoadOrStore(k, m.nativeSeconds.WithLabelValues(op, outcome))
+	}
+	o.(prometheus.Observer).Observe(d.Seconds())
+	switch outcome {
+	case "OK", "M":
+	case "T":
+		m.countError(api.CodeTimeout) // HTTP's 408 timeout
+	default:
+		m.countError(outcome)
+	}
+}
+
+// nativeLabels are the labels of one series of
+// baton_native_request_duration_seconds (few: four ops, the API's codes).
+type nativeLabels struct{ op, outcome string }
+
+// Delivered records that the grant of token on key reached its holder's
+// connection (a handoff's latency is observed). It implements
+// native.Metrics; the HTTP layer calls it for its own grants.
+func (m *Metrics) Delivered(key string, token uint64) { m.delivered(key, token) }
 
 // OnClusterChange counts a cluster change as cluster.Config.OnChange tells
 // it: kind "promote" counts in baton_promotions_total, "handoff" (this

@@ -336,3 +336,53 @@ func TestMetricsCountRoleChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestObserveNative: the native protocol's answers land in
+// baton_native_request_duration_seconds by op and outcome, and its T and
+// E answers in baton_error_answers_total by code, as HTTP's error answers
+// do (T as timeout).
+func TestObserveNative(t *testing.T) {
+	m := handlers.NewMetrics()
+	m.ObserveNative("A", "OK", time.Millisecond)
+	m.ObserveNative("A", "T", 2*time.Second)
+	m.ObserveNative("R", api.CodeNotHeld, 10*time.Microsecond)
+	m.ObserveNative("R", api.CodeNotHeld, 10*time.Microsecond)
+	m.ObserveNative("N", "M", 10*time.Microsecond)
+	m.ObserveNative("GET", api.CodeInvalidArgument, time.Microsecond) // an unreadable line's op
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		for _, mt := range f.GetMetric() {
+			labels := ""
+			for _, l := range mt.GetLabel() {
+				labels += l.GetName() + "=" + l.GetValue() + ","
+			}
+			switch f.GetName() {
+			case "baton_native_request_duration_seconds":
+				got["native{"+labels+"}"] = float64(mt.GetHistogram().GetSampleCount())
+			case "baton_error_answers_total":
+				got["errors{"+labels+"}"] = mt.GetCounter().GetValue()
+			}
+		}
+	}
+	for k, want := range map[string]float64{
+		"native{op=A,outcome=OK,}":               1,
+		"native{op=A,outcome=T,}":                1,
+		"native{op=R,outcome=not_held,}":         2,
+		"native{op=N,outcome=M,}":                1,
+		"native{op=-,outcome=invalid_argument,}": 1,
+		"errors{code=timeout,}":                  1,
+		"errors{code=not_held,}":                 2,
+		"errors{code=invalid_argument,}":         1,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+	if _, ok := got["native{op=GET,outcome=invalid_argument,}"]; ok {
+		t.Error("a client's made-up op made a series")
+	}
+}

@@ -10,7 +10,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 FUZZTIME=${FUZZTIME:-10s}
-for pkg in ./handlers/ ./engine/ ./wal/; do
+for pkg in ./handlers/ ./engine/ ./wal/ ./native/; do
 	for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz'); do
 		echo "fuzz $pkg $target for $FUZZTIME"
 		out=$(mktemp)

@@ -133,6 +133,29 @@ func TestWaiters(t *testing.T) {
 	}
 }
 
+// TestNative drives the native floor (in this process) with the native
+// client: every workload it runs answers without errors, and the contended
+// one hands the lock around.
+func TestNative(t *testing.T) {
+	rs := resultLines(t, refArgs("--workload", "uncontended,contended,waiters", "--proto", "native", "--c", "4", "--waiters", "200")...)
+	if len(rs) != 3 {
+		t.Fatalf("%d RESULT lines, want 3 (nfloor: uncontended, contended, waiters)", len(rs))
+	}
+	for i, w := range []string{"uncontended", "contended", "waiters"} {
+		c := 4
+		if w == "waiters" {
+			c = 200
+		}
+		checkCommon(t, rs[i], w, "native", "nfloor", c)
+	}
+	if g := num(t, rs[2], "grants"); g != 200 {
+		t.Errorf("waiters: grants=%v, want every waiter served once", g)
+	}
+	if min := num(t, rs[1], "min_grants"); min < 1 {
+		t.Errorf("contended: a client was never granted: %v", rs[1])
+	}
+}
+
 func TestKeys(t *testing.T) {
 	rs := resultLines(t, refArgs("--workload", "keys", "--keys", "500", "--c", "4")...)
 	for i, target := range []string{"null", "floor"} {
@@ -168,7 +191,7 @@ func TestSpawned(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	args := []string{"--progress", "off", "--duration", "300ms", "--warmup", "50ms", "--waiters", "300", "--keys", "2000", "--c", "4",
-		"--workload", "uncontended,contended,waiters,keys"}
+		"--workload", "uncontended,contended,waiters,keys", "--proto", "h1,native"}
 	baton := filepath.Join(dir, "baton")
 	if out, err := exec.Command("go", "build", "-o", baton, "github.com/baton-io/baton/cmd/baton").CombinedOutput(); err != nil {
 		t.Logf("baton does not build yet (%v): reference servers only\n%s", err, out)
@@ -216,7 +239,8 @@ func TestSpawned(t *testing.T) {
 			num(t, m, "rss_per_key_b")
 		}
 	}
-	for _, w := range []string{"uncontended/null", "contended/floor", "waiters/floor", "keys/floor"} {
+	for _, w := range []string{"uncontended/null", "contended/floor", "waiters/floor", "keys/floor",
+		"uncontended/nfloor", "contended/nfloor", "waiters/nfloor"} {
 		if !seen[w] {
 			t.Errorf("no RESULT for %s in:\n%s", w, out.String())
 		}
@@ -345,12 +369,12 @@ func TestStandbys(t *testing.T) {
 	}
 
 	// Two single nodes: the "standby" never sees the active's locks.
-	act, err := spawnBaton(baton, dir, nil)
+	act, err := spawnBaton(baton, dir, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer act.stop()
-	lone, err := spawnBaton(baton, dir, nil)
+	lone, err := spawnBaton(baton, dir, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,6 +59,7 @@ type config struct {
 	workload, proto, client string
 
 	addr      string
+	naddr     string
 	pid       int
 	batonBin  string
 	batonArgs []string
@@ -124,7 +125,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	var workloads, protos, clients, batonArgs string
 	var null, floor bool
 	fs.StringVar(&workloads, "workload", "uncontended", "workloads, comma-separated: uncontended,contended,waiters,keys,failover,restart or all (= all but failover and restart)")
-	fs.StringVar(&protos, "proto", "h1", "protocols, comma-separated: h1 (HTTP/1.1 keep-alive), h2c (HTTP/2 cleartext, prior knowledge)")
+	fs.StringVar(&protos, "proto", "h1", "protocols, comma-separated: h1 (HTTP/1.1 keep-alive), h2c (HTTP/2 cleartext, prior knowledge), native (SPEC 2b, pipelined; reference: the native floor)")
+	fs.StringVar(&cfg.naddr, "native-addr", "", "with --addr and --proto native: the node's native_listen address")
 	fs.StringVar(&clients, "client", "plain", "clients, comma-separated: plain (net/http), official (the api package)")
 	fs.StringVar(&cfg.addr, "addr", "", "target a running baton node at host:port (127.0.0.0/8) instead of spawning one")
 	fs.IntVar(&cfg.pid, "pid", 0, "with --addr: the node's process id, to read its VmRSS")
@@ -183,8 +185,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	cfg.protos = splitList(protos)
 	for _, p := range cfg.protos {
-		if p != "h1" && p != "h2c" {
-			return nil, fmt.Errorf("--proto: unknown %q (h1 or h2c)", p)
+		if p != "h1" && p != "h2c" && p != "native" {
+			return nil, fmt.Errorf("--proto: unknown %q (h1, h2c or native)", p)
+		}
+		if p == "native" && cfg.addr != "" && cfg.naddr == "" {
+			return nil, errors.New("--proto native with --addr needs --native-addr")
 		}
 	}
 	cfg.clients = splitList(clients)
@@ -244,6 +249,9 @@ func (cfg *config) refsFor(w string) []string {
 	switch {
 	case w == "failover" || cfg.refs == "none":
 		return nil
+	case cfg.proto == "native":
+		// The one reference of the native protocol: the native floor.
+		return []string{"nfloor"}
 	case cfg.refs == "auto" && w == "uncontended":
 		return []string{"null"}
 	case cfg.refs == "auto":
@@ -317,6 +325,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			for _, cl := range cfg.clients {
 				if ctx.Err() != nil {
 					return 1
+				}
+				if p == "native" && (cl == "official" || w == "failover" || w == "keys" || cfg.standbys > 0) {
+					fmt.Fprintf(stderr, "baton-bench: %s proto=native client=%s: skipped, native runs uncontended, contended and waiters with the plain client on a single node\n", w, cl)
+					continue
 				}
 				if cl == "official" && p != "h2c" {
 					fmt.Fprintf(stderr, "baton-bench: %s proto=%s client=official: skipped, the official client speaks HTTP/2 only (use --proto h2c)\n", w, p)
@@ -402,7 +414,7 @@ func (b *bench) runOnce(ctx context.Context, t, runLabel string) (*Result, error
 		cfg: cfg, tgt: tgt, prog: b.prog, abort: cancel,
 		prefix: fmt.Sprintf("b%06x%d/", uint32(time.Now().UnixNano())&0xffffff, b.seq),
 	}
-	e.newSet = func(clients int) (lockerSet, error) { return b.newSet(tgt.addr, clients) }
+	e.newSet = func(clients int) (lockerSet, error) { return b.newSet(tgt, clients) }
 	b.prog.begin(fmt.Sprintf("%s %s/%s target=%s run %s", cfg.workload, cfg.proto, cfg.client, t, runLabel))
 	defer b.prog.end()
 	var r *Result
@@ -442,26 +454,42 @@ func (b *bench) start(ctx context.Context, t string) (*target, error) {
 	cfg := b.cfg
 	if t == "baton" {
 		if cfg.addr != "" {
-			return &target{name: "baton", addr: cfg.addr, pid: cfg.pid, stop: func() {}}, nil
+			return &target{name: "baton", addr: cfg.addr, naddr: cfg.naddr, pid: cfg.pid, stop: func() {}}, nil
 		}
 		if cfg.standbys > 0 {
 			return b.startReplicated(ctx)
 		}
-		return spawnBaton(cfg.batonBin, b.tmp, cfg.batonArgs)
+		return spawnBaton(cfg.batonBin, b.tmp, cfg.batonArgs, cfg.proto == "native")
 	}
 	if cfg.refMode == "inproc" {
 		s, err := startInprocRef(t, cfg.refH2)
 		if err != nil {
 			return nil, err
 		}
-		return &target{name: t, addr: s.addr(), stop: s.close, owned: true}, nil
+		return &target{name: t, addr: s.addr(), naddr: s.naddr(), stop: s.close, owned: true}, nil
 	}
 	return spawnRef(t, b.tmp, cfg.refH2)
 }
 
 // newSet makes the clients of one run.
-func (b *bench) newSet(addr string, clients int) (lockerSet, error) {
+func (b *bench) newSet(tgt *target, clients int) (lockerSet, error) {
 	cfg := b.cfg
+	addr := tgt.addr
+	if cfg.proto == "native" {
+		conns := cfg.conns
+		if conns == 0 {
+			// As the Go client: two connections to one address, the
+			// clients' requests pipelined on them. The contended and
+			// waiters workloads queue every client on one key: there a
+			// connection each (a connection's acquires of one key are
+			// served one after the other).
+			conns = min(2, clients)
+			if cfg.workload != "uncontended" {
+				conns = clients
+			}
+		}
+		return newNativeSet(tgt.naddr, conns, make(chan struct{}, cfg.dialParallel))
+	}
 	if cfg.client == "official" {
 		return newOfficialSet(addr, cfg, clients)
 	}

@@ -187,7 +187,7 @@ func (h *floorHandler) release(w http.ResponseWriter, r *http.Request, key strin
 // newRefHandler returns the handler of a reference target: "null" or
 // "floor".
 func newRefHandler(kind string) http.Handler {
-	if kind == "floor" {
+	if kind == "floor" || kind == "nfloor" {
 		return newFloorHandler()
 	}
 	return &nullHandler{}
@@ -212,6 +212,7 @@ func newRefServer(handler http.Handler, maxStreams int) *http.Server {
 type inprocRef struct {
 	srv *http.Server
 	ln  net.Listener
+	nln net.Listener // the native floor's (kind nfloor), else nil
 }
 
 // startInprocRef starts a reference server of kind on a free loopback
@@ -221,14 +222,33 @@ func startInprocRef(kind string, maxStreams int) (*inprocRef, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := newRefServer(newRefHandler(kind), maxStreams)
-	go srv.Serve(ln)
-	return &inprocRef{srv: srv, ln: ln}, nil
+	h := newRefHandler(kind)
+	r := &inprocRef{srv: newRefServer(h, maxStreams), ln: ln}
+	if kind == "nfloor" {
+		if r.nln, err = net.Listen("tcp4", "127.0.0.1:0"); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		go serveNativeFloor(r.nln, h.(*floorHandler))
+	}
+	go r.srv.Serve(ln)
+	return r, nil
 }
 
 func (s *inprocRef) addr() string { return s.ln.Addr().String() }
 
+// naddr is the native floor's address, "" for the HTTP references.
+func (s *inprocRef) naddr() string {
+	if s.nln == nil {
+		return ""
+	}
+	return s.nln.Addr().String()
+}
+
 func (s *inprocRef) close() {
+	if s.nln != nil {
+		s.nln.Close()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if s.srv.Shutdown(ctx) != nil {
@@ -236,12 +256,13 @@ func (s *inprocRef) close() {
 	}
 }
 
-// serveRefMain is the hidden "__serve-ref KIND ADDR MAXSTREAMS" mode: the
+// serveRefMain is the hidden "__serve-ref KIND ADDR MAXSTREAMS [NADDR]"
+// mode (NADDR: the native floor's address, KIND nfloor): the
 // bench re-executes itself to run a reference server in a process of its
 // own, so that its RSS and its CPU are separate from the load generator's,
 // as baton's are.
 func serveRefMain(args []string) int {
-	if len(args) != 3 {
+	if len(args) != 3 && !(len(args) == 4 && args[0] == "nfloor") {
 		return 2
 	}
 	maxStreams, _ := strconv.Atoi(args[2])
@@ -249,7 +270,17 @@ func serveRefMain(args []string) int {
 	if err != nil {
 		return 1
 	}
-	srv := newRefServer(newRefHandler(args[0]), maxStreams)
+	h := newRefHandler(args[0])
+	if len(args) == 4 {
+		// The native floor, over the same locks as its HTTP side (which
+		// answers /healthz and the waiters workload's queue length).
+		nln, err := net.Listen("tcp4", args[3])
+		if err != nil {
+			return 1
+		}
+		go serveNativeFloor(nln, h.(*floorHandler))
+	}
+	srv := newRefServer(h, maxStreams)
 	srv.Serve(ln)
 	return 0
 }

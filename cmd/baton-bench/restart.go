@@ -51,7 +51,7 @@ func (b *bench) restartWorkload(ctx context.Context) error {
 	defer tgt.stop()
 
 	b.prog.begin(fmt.Sprintf("restart: taking %d keys", cfg.keys))
-	set, err := b.newSet(addr, cfg.c)
+	set, err := b.newSet(tgt, cfg.c)
 	if err != nil {
 		b.prog.end()
 		return err

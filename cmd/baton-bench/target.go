@@ -21,6 +21,9 @@ import (
 type target struct {
 	name string // "baton", "null" or "floor"
 	addr string // host:port on 127.0.0.0/8
+	// naddr is the native protocol's address (--proto native), "" when
+	// the target serves none.
+	naddr string
 	// pid is the server's process, for VmRSS; 0 when it runs inside this
 	// process or is unknown (then no RSS figure is reported).
 	pid  int
@@ -121,8 +124,9 @@ func tail(path string, n int) string {
 }
 
 // spawnBaton starts the baton binary on a free port with a fresh data
-// directory under tmp.
-func spawnBaton(bin, tmp string, extra []string) (*target, error) {
+// directory under tmp; with native, it serves the native protocol on
+// another free port too.
+func spawnBaton(bin, tmp string, extra []string, native bool) (*target, error) {
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
@@ -131,8 +135,19 @@ func spawnBaton(bin, tmp string, extra []string) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"serve", "--listen", addr, "--data-dir", dir}, extra...)
-	return startProcess("baton", bin, args, addr, filepath.Join(dir, "baton.log"))
+	args := []string{"serve", "--listen", addr, "--data-dir", dir}
+	var naddr string
+	if native {
+		if naddr, err = freePort(); err != nil {
+			return nil, err
+		}
+		args = append(args, "--native-listen", naddr)
+	}
+	t, err := startProcess("baton", bin, append(args, extra...), addr, filepath.Join(dir, "baton.log"))
+	if t != nil {
+		t.naddr = naddr
+	}
+	return t, err
 }
 
 // spawnRef starts a reference server (null or floor) in a child process:
@@ -147,7 +162,18 @@ func spawnRef(kind, tmp string, maxStreams int) (*target, error) {
 		return nil, err
 	}
 	args := []string{"__serve-ref", kind, addr, strconv.Itoa(maxStreams)}
-	return startProcess(kind, self, args, addr, filepath.Join(tmp, kind+".log"))
+	var naddr string
+	if kind == "nfloor" {
+		if naddr, err = freePort(); err != nil {
+			return nil, err
+		}
+		args = append(args, naddr)
+	}
+	t, err := startProcess(kind, self, args, addr, filepath.Join(tmp, kind+".log"))
+	if t != nil {
+		t.naddr = naddr
+	}
+	return t, err
 }
 
 // buildBaton builds ./cmd/baton of the module this command runs in into

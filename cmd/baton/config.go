@@ -53,6 +53,7 @@ type serveConfig struct {
 	Heartbeat        time.Duration `koanf:"heartbeat"`
 	FailoverTimeout  time.Duration `koanf:"failover_timeout"`
 	Pprof            bool          `koanf:"pprof"`
+	NativeListen     string        `koanf:"native_listen"`
 }
 
 // settings describes every key: its default and its help text. The flag
@@ -63,6 +64,7 @@ var settings = []struct {
 }{
 	{"listen", "address to serve on", ":7070"},
 	{"advertise", "this node's base URL (default: derived from listen)", ""},
+	{"native_listen", "address of the native protocol (SPEC 2b; TLS when tls_cert is set); empty = off", ""},
 	{"data_dir", "directory of the log of changes, its snapshots and the fencing-token high-water mark", "./baton-data"},
 	{"fsync", "when the log is flushed to the disk: always (before the answer), interval (in the background) or never (left to the OS)", "interval"},
 	{"fsync_interval", "with fsync interval: the longest time between a write and its fsync (at most 100ms)", maxFsyncInterval},
@@ -455,6 +457,18 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("advertise: %q is not an http(s) base URL", c.Advertise)
 	}
 	c.Advertise = strings.TrimRight(c.Advertise, "/")
+	if c.NativeListen != "" {
+		_, nport, err := net.SplitHostPort(c.NativeListen)
+		if err != nil {
+			return fmt.Errorf("native_listen: %q is not host:port: %v", c.NativeListen, err)
+		}
+		if _, err := net.LookupPort("tcp", nport); err != nil {
+			return fmt.Errorf("native_listen: %q has no valid port (0 to 65535): %v", c.NativeListen, err)
+		}
+		if c.NativeListen == c.Listen {
+			return fmt.Errorf("native_listen: %q is the address of listen too; the native protocol needs a port of its own", c.NativeListen)
+		}
+	}
 	if len(c.Peers) > 0 {
 		for i, p := range c.Peers {
 			c.Peers[i] = strings.TrimRight(strings.TrimSpace(p), "/")
@@ -550,5 +564,29 @@ func (c *serveConfig) clusterConfig() cluster.Config {
 		Heartbeat:       c.Heartbeat,
 		FailoverTimeout: c.FailoverTimeout,
 		Secret:          c.ClusterSecret,
+		Native:          c.nativeAdvertise(""),
 	}
+}
+
+// nativeAdvertise is the native address clients reach this node at, as
+// peers pass it on in the M answers of standbys: the host of advertise
+// with the port of native_listen (bound, when native_listen asks for port
+// 0), or "" when the native protocol is off.
+func (c *serveConfig) nativeAdvertise(bound string) string {
+	if c.NativeListen == "" {
+		return ""
+	}
+	addr := c.NativeListen
+	if bound != "" {
+		addr = bound
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	u, err := url.Parse(c.Advertise)
+	if err != nil {
+		return ""
+	}
+	return net.JoinHostPort(u.Hostname(), port)
 }

@@ -479,6 +479,8 @@ func TestInvalidConfigRefusesToStart(t *testing.T) {
 		{name: "unknown BATON_ variable", env: []string{"BATON_LEASE_DEFALT=3s"}, want: []string{"BATON_LEASE_DEFALT"}},
 		{name: "data_dir is a file", args: []string{"--data-dir", notDir}, want: []string{"data_dir", notDir, "from flag --data-dir"}},
 		{name: "data_dir under a file", args: []string{"--data-dir", notDir + "/sub"}, want: []string{"data_dir", "not a directory"}},
+		{name: "native_listen without a port", args: []string{"--native-listen", "localhost"}, want: []string{"native_listen", `"localhost"`}},
+		{name: "native_listen port out of range", env: []string{"BATON_NATIVE_LISTEN=:70000"}, want: []string{"native_listen", `":70000"`}},
 		{name: "zero limit in env", env: []string{"BATON_MAX_KEYS=0"}, want: []string{"max_keys", `"0" from environment variable BATON_MAX_KEYS`}},
 		{name: "not an integer in YAML", yaml: "max_keys: many\n", want: []string{"max_keys", `"many"`, "file FILE"}},
 		{name: "lease_max below lease_default", args: []string{"--lease-default=10m", "--lease-max=1m"}, want: []string{"lease_max", `"10m" from flag --lease-default`}},

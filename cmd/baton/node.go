@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -20,12 +21,13 @@ import (
 	"github.com/baton-io/baton/cluster"
 	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/handlers"
+	"github.com/baton-io/baton/native"
 	"github.com/baton-io/baton/wal"
 )
 
 // Node is one running baton node: the log of changes in data_dir, the
-// engine, its metrics and event log, the cluster node (with peers) and
-// the HTTP server, built by OpenNode in that order and stopped by Close
+// engine, its metrics and event log, the cluster node (with peers), the
+// HTTP server and the native protocol server (native_listen), built by OpenNode in that order and stopped by Close
 // in the reverse one. `baton serve` is config and signals around a Node;
 // tests open one on 127.0.0.1:0.
 type Node struct {
@@ -42,9 +44,11 @@ type Node struct {
 	replaying atomic.Bool
 	srv       *http.Server
 	ln        net.Listener
+	nsrv      *native.Server // nil without native_listen
+	nln       net.Listener   // the native protocol's listener, or nil
 	useTLS    bool
 	cancel    context.CancelFunc
-	served    chan error // the HTTP server's end: an error, or http.ErrServerClosed
+	served    chan error // a server's end: an error, or http.ErrServerClosed
 
 	closeOnce sync.Once
 	closeErr  error
@@ -86,7 +90,7 @@ func exitCode(err error) int {
 // cfg.Listen, which serves once OpenNode returns. log receives every
 // component's lines. Errors are *startError values naming what failed.
 func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
-	n := &Node{cfg: cfg, log: log, served: make(chan error, 1)}
+	n := &Node{cfg: cfg, log: log, served: make(chan error, 2)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -145,9 +149,19 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 
 	hc := handlers.Config{Node: cfg.Advertise, MaxBody: cfg.MaxBody, Logger: log, AuthTokens: cfg.AuthTokens, Metrics: n.metrics,
 		CORSOrigins: cfg.CORSOrigins, Events: n.events, Pprof: cfg.Pprof}
+	// The native listener is bound before the cluster node, so that a
+	// native_listen with port 0 is known to the peers (cluster.Config.Native).
+	if cfg.NativeListen != "" {
+		if n.nln, err = net.Listen("tcp", cfg.NativeListen); err != nil {
+			return nil, &startError{exitError, fmt.Errorf("cannot listen on native_listen %s: %w", cfg.NativeListen, err)}
+		}
+	}
 	var peer *cluster.Node
 	if !single {
 		cc := cfg.clusterConfig()
+		if n.nln != nil {
+			cc.Native = cfg.nativeAdvertise(n.nln.Addr().String())
+		}
 		cc.Logger = log
 		cc.OnRole = n.metrics.SetRole
 		cc.OnChange = func(kind, node, msg string) {
@@ -179,6 +193,25 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 		}
 		n.served <- srv.Serve(ln)
 	}()
+	if n.nln != nil {
+		nc := native.Config{AuthTokens: cfg.AuthTokens, Metrics: n.metrics, Logger: log}
+		if peer != nil {
+			nc.Gate = peer
+		}
+		n.nsrv = native.New(n.eng, nc)
+		nln := n.nln
+		if useTLS {
+			tc, _ := cfg.tlsConfig() // its own copy: ServeTLS changes srv.TLSConfig
+			nln = tls.NewListener(nln, tc)
+		}
+		nsrv := n.nsrv
+		go func() {
+			if err := nsrv.Serve(nln); err != nil {
+				n.served <- fmt.Errorf("native protocol: %w", err)
+			}
+		}()
+		log.Info("baton serving the native protocol", "native_listen", n.nln.Addr().String(), "tls", useTLS)
+	}
 	if peer != nil {
 		peer.Start()
 	}
@@ -297,8 +330,9 @@ func (n *Node) URL() string {
 // Engine is the node's engine.
 func (n *Node) Engine() *engine.Engine { return n.eng }
 
-// Served receives the HTTP server's error if it stops by itself (a failed
-// Serve); after Close it receives http.ErrServerClosed.
+// Served receives the error of the HTTP server or of the native protocol
+// server ("native protocol: ...") if one stops by itself; after Close it
+// may receive http.ErrServerClosed.
 func (n *Node) Served() <-chan error { return n.served }
 
 // Close stops the node: a clustered active hands off to its successor
@@ -336,6 +370,11 @@ func (n *Node) close() error {
 	// Waiters left (a single node, or no successor): each gets 503 +
 	// Retry-After and can retry elsewhere.
 	keep("writing the token high-water mark", n.eng.Close())
+	if n.nsrv != nil {
+		// After the engine: its parked acquires have their E unavailable
+		// (or, after a handoff, M) lines queued; Close writes them out.
+		_ = n.nsrv.Close()
+	}
 	n.events.Close() // end the /events streams, or Shutdown would wait for them
 	ctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
@@ -352,6 +391,9 @@ func (n *Node) close() error {
 func (n *Node) abort() {
 	if n.ln != nil {
 		_ = n.ln.Close()
+	}
+	if n.nln != nil {
+		_ = n.nln.Close()
 	}
 	if n.snaps != nil {
 		n.snaps.close()

@@ -1,0 +1,53 @@
+// Package errcode is the one place that maps the engine's errors to the
+// error codes of the API (SPEC section 2: "timeout", "not_holder", ...) and
+// their human sentences. Both wire adapters use it: handlers adds the HTTP
+// status of each code, native writes the code on an E line. It imports the
+// engine and api's code constants, nothing of HTTP.
+package errcode
+
+import (
+	"errors"
+
+	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/engine"
+)
+
+// row is one engine error, its code and the message that goes with it.
+type row struct {
+	err  error
+	code string
+	msg  string
+}
+
+// table is THE mapping from engine errors to codes. Anything not listed is
+// "internal".
+var table = []row{
+	{engine.ErrTimeout, api.CodeTimeout, "the wait ran out before the lock was granted; nothing is held"},
+	{engine.ErrPollTimeout, api.CodePollTimeout, "the poll ended early; the place in the queue is kept: repeat the request with the same Idempotency-Key"},
+	{engine.ErrNotHolder, api.CodeNotHolder, "the lock is held under another token"},
+	{engine.ErrNotHeld, api.CodeNotHeld, "nobody holds the lock"},
+	{engine.ErrGrantEnded, api.CodeGrantEnded, "the grant this Idempotency-Key received has been released or has expired; use a new key to acquire again"},
+	{engine.ErrSuperseded, api.CodeSuperseded, "a repeat of this request with the same Idempotency-Key took over its place"},
+	{engine.ErrTooManyKeys, api.CodeTooManyKeys, "the node holds its maximum number of keys (max_keys)"},
+	{engine.ErrTooManyWaiters, api.CodeTooManyWaiters, "the queue is full (max_waiters_per_key or max_waiters)"},
+	{engine.ErrClosed, api.CodeUnavailable, "the node is shutting down; retry"},
+	{engine.ErrUnavailable, api.CodeUnavailable, "the node cannot write its log (disk full or a write error); nothing was changed: retry"},
+}
+
+// Of returns the code of err, the field it names (for an *engine.ArgError,
+// the parameter as the API spells it: "key", "lease", "wait", "token"; ""
+// otherwise) and a human sentence; the field, when there is one, starts
+// the sentence. An error the table does not know is api.CodeInternal with
+// known=false, so that the caller logs it.
+func Of(err error) (code, field, msg string, known bool) {
+	var ae *engine.ArgError
+	if errors.As(err, &ae) {
+		return api.CodeInvalidArgument, ae.Field, ae.Error(), true
+	}
+	for i := range table {
+		if errors.Is(err, table[i].err) {
+			return table[i].code, "", table[i].msg, true
+		}
+	}
+	return api.CodeInternal, "", "internal error", false
+}

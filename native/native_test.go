@@ -1,0 +1,614 @@
+package native_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/native"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// env is one real engine behind a real native server on 127.0.0.1.
+type env struct {
+	t    testing.TB
+	eng  *engine.Engine
+	srv  *native.Server
+	addr string
+}
+
+func newEnv(t testing.TB, cfg engine.Config, ncfg native.Config) *env {
+	t.Helper()
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	eng, err := engine.New(cfg)
+	if err != nil {
+		t.Fatalf("engine.New: %v", err)
+	}
+	srv := native.New(eng, ncfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		if err := <-done; err != native.ErrServerClosed {
+			t.Errorf("Serve returned %v, want ErrServerClosed", err)
+		}
+		_ = eng.Close()
+	})
+	return &env{t: t, eng: eng, srv: srv, addr: ln.Addr().String()}
+}
+
+// client is one raw connection: it writes lines and reads answer lines.
+type client struct {
+	t  testing.TB
+	nc net.Conn
+	br *bufio.Reader
+}
+
+func (e *env) dial() *client {
+	e.t.Helper()
+	nc, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { nc.Close() })
+	return &client{t: e.t, nc: nc, br: bufio.NewReader(nc)}
+}
+
+// send writes the lines, each ended by "\n", in one write.
+func (c *client) send(lines ...string) {
+	c.t.Helper()
+	if _, err := c.nc.Write([]byte(strings.Join(lines, "\n") + "\n")); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+// read returns the next answer line, without "\n"; it fails the test
+// after 5 s.
+func (c *client) read() string {
+	c.t.Helper()
+	_ = c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err := c.br.ReadString('\n')
+	if err != nil {
+		c.t.Fatalf("read: %v (got %q)", err, line)
+	}
+	return strings.TrimSuffix(line, "\n")
+}
+
+// closed reports whether the server closed the connection (EOF or reset)
+// within 5 s, reading and discarding anything before it.
+func (c *client) closed() bool {
+	c.t.Helper()
+	_ = c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		if _, err := c.br.ReadString('\n'); err != nil {
+			var ne net.Error
+			return !(asNetErr(err, &ne) && ne.Timeout())
+		}
+	}
+}
+
+func asNetErr(err error, ne *net.Error) bool {
+	e, ok := err.(net.Error)
+	if ok {
+		*ne = e
+	}
+	return ok
+}
+
+// quiet reports that no line arrives within d.
+func (c *client) quiet(d time.Duration) bool {
+	c.t.Helper()
+	_ = c.nc.SetReadDeadline(time.Now().Add(d))
+	line, err := c.br.ReadString('\n')
+	if err == nil {
+		c.t.Errorf("unexpected answer %q", line)
+		return false
+	}
+	// The deadline may have cut a partial line: the bufio.Reader keeps it.
+	return line == ""
+}
+
+// grant checks that line is "A <key> OK <token> <lease> <ms>" and returns
+// the token.
+func grant(t testing.TB, line, key string) uint64 {
+	t.Helper()
+	f := strings.Fields(line)
+	if len(f) != 6 || f[0] != "A" || f[1] != key || f[2] != "OK" {
+		t.Fatalf("got %q, want a grant of %s", line, key)
+	}
+	tok, err := strconv.ParseUint(f[3], 10, 64)
+	if err != nil || tok == 0 {
+		t.Fatalf("bad token in %q", line)
+	}
+	ms, err := strconv.ParseInt(f[5], 10, 64)
+	if err != nil || ms < time.Now().Add(-time.Minute).UnixMilli() {
+		t.Fatalf("bad expiry in %q", line)
+	}
+	return tok
+}
+
+func TestGrantReleaseRenew(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	c := e.dial()
+	c.send("A k1 10 -")
+	tok := grant(t, c.read(), "k1")
+	if line := c.read2("N k1 "+strconv.FormatUint(tok, 10)+" 20", c); !strings.HasPrefix(line, "N k1 OK "+strconv.FormatUint(tok, 10)+" 20 ") {
+		t.Fatalf("renew: %q", line)
+	}
+	c.send("R k1 " + strconv.FormatUint(tok+1, 10))
+	if line := c.read(); line != "R k1 E not_holder the lock is held under another token" {
+		t.Fatalf("release by the wrong token: %q", line)
+	}
+	c.send("R k1 " + strconv.FormatUint(tok, 10))
+	if line := c.read(); line != "R k1 OK" {
+		t.Fatalf("release: %q", line)
+	}
+	c.send("R k1 " + strconv.FormatUint(tok, 10))
+	if line := c.read(); line != "R k1 E not_held nobody holds the lock" {
+		t.Fatalf("second release: %q", line)
+	}
+	c.send("A k1 - -")
+	if tok2 := grant(t, c.read(), "k1"); tok2 <= tok {
+		t.Fatalf("token %d after %d: tokens must rise", tok2, tok)
+	}
+}
+
+// read2 sends line and reads one answer.
+func (c *client) read2(line string, _ *client) string {
+	c.t.Helper()
+	c.send(line)
+	return c.read()
+}
+
+func TestWaitRunsOut(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	a, b := e.dial(), e.dial()
+	a.send("A k 10 -")
+	grant(t, a.read(), "k")
+	b.send("A k 10 0.2")
+	if line := b.read(); line != "A k T" {
+		t.Fatalf("got %q, want A k T", line)
+	}
+	if li, _ := e.eng.Status("k"); li.Waiters != 0 {
+		t.Fatalf("%d waiters after the timeout", li.Waiters)
+	}
+}
+
+func TestFIFOHandoff(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	holder := e.dial()
+	holder.send("A q 10 -")
+	tok := grant(t, holder.read(), "q")
+	const n = 8
+	waiters := make([]*client, n)
+	for i := range waiters {
+		waiters[i] = e.dial()
+		waiters[i].send("A q 10 -")
+		waitFor(t, func() bool { li, _ := e.eng.Status("q"); return li.Waiters == i+1 })
+	}
+	for i, w := range waiters {
+		holder.send("R q " + strconv.FormatUint(tok, 10))
+		if line := holder.read(); line != "R q OK" {
+			t.Fatalf("release: %q", line)
+		}
+		next := grant(t, w.read(), "q")
+		if next <= tok {
+			t.Fatalf("waiter %d: token %d after %d", i, next, tok)
+		}
+		for _, later := range waiters[i+1:] {
+			if !later.quiet(5 * time.Millisecond) {
+				t.Fatalf("a later waiter was answered before waiter %d", i)
+			}
+		}
+		holder, tok = w, next
+	}
+}
+
+func TestLeaseExpiryHandsOver(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	a, b := e.dial(), e.dial()
+	a.send("A x 0.2 -")
+	tok := grant(t, a.read(), "x")
+	b.send("A x 10 5")
+	if next := grant(t, b.read(), "x"); next <= tok {
+		t.Fatalf("token %d after %d", next, tok)
+	}
+	a.send("N x " + strconv.FormatUint(tok, 10) + " -")
+	if line := a.read(); line != "N x E not_holder the lock is held under another token" {
+		t.Fatalf("renew after expiry: %q", line)
+	}
+}
+
+func TestIdempotentRepeat(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	a, b := e.dial(), e.dial()
+	a.send("A i 10 - id=job-1")
+	tok := grant(t, a.read(), "i")
+	// The same id while the grant stands: the same grant, even from
+	// another connection.
+	b.send("A i 10 - id=job-1")
+	if again := grant(t, b.read(), "i"); again != tok {
+		t.Fatalf("repeat got token %d, want %d", again, tok)
+	}
+	// A waiter's repeat takes over its place: the first is superseded.
+	c1, c2 := e.dial(), e.dial()
+	c1.send("A i 10 - id=w%2D2")
+	waitFor(t, func() bool { li, _ := e.eng.Status("i"); return li.Waiters == 1 })
+	c2.send("A i 10 - id=w-2")
+	if line := c1.read(); line != "A i E superseded a repeat of this request with the same Idempotency-Key took over its place" {
+		t.Fatalf("first of the repeated waiter: %q", line)
+	}
+	a.send("R i " + strconv.FormatUint(tok, 10))
+	if line := a.read(); line != "R i OK" {
+		t.Fatal(line)
+	}
+	grant(t, c2.read(), "i")
+	// After a timeout, the repeat gets T at once.
+	d := e.dial()
+	d.send("A i 10 0.05 id=late")
+	if line := d.read(); line != "A i T" {
+		t.Fatal(line)
+	}
+	d.send("A i 10 10 id=late")
+	if line := d.read(); line != "A i T" {
+		t.Fatalf("repeat after T: %q", line)
+	}
+}
+
+// TestPipelinedOutOfOrder: a parked acquire does not hold up the requests
+// behind it on its connection, and same-(op,key) requests are answered
+// in the order sent.
+func TestPipelinedOutOfOrder(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	other := e.dial()
+	other.send("A busy 10 -")
+	otok := grant(t, other.read(), "busy")
+
+	c := e.dial()
+	c.send("A busy 10 -", "A free 10 -", "A busy 10 0.01", "A free%20two 10 -")
+	// The two free keys are granted at once, in either order.
+	got := map[string]bool{}
+	for range 2 {
+		line := c.read()
+		k := strings.Fields(line)[1]
+		grant(t, line, k)
+		got[k] = true
+	}
+	if !got["free"] || !got["free%20two"] {
+		t.Fatalf("granted %v, want free and free%%20two", got)
+	}
+	// The second acquire of busy is answered after the first, which waits.
+	if !c.quiet(50 * time.Millisecond) {
+		t.Fatal("an answer for busy before the lock was released")
+	}
+	other.send("R busy " + strconv.FormatUint(otok, 10))
+	if line := other.read(); line != "R busy OK" {
+		t.Fatal(line)
+	}
+	grant(t, c.read(), "busy")
+	if line := c.read(); line != "A busy T" {
+		t.Fatalf("the second acquire of busy: %q", line)
+	}
+}
+
+func TestDisconnectedWaiterLeaves(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	h := e.dial()
+	h.send("A d 10 -")
+	tok := grant(t, h.read(), "d")
+	w := e.dial()
+	w.send("A d 10 -", "A d2 10 -")
+	grant(t, w.read(), "d2")
+	waitFor(t, func() bool { li, _ := e.eng.Status("d"); return li.Waiters == 1 })
+	w.nc.Close()
+	waitFor(t, func() bool { li, _ := e.eng.Status("d"); return li.Waiters == 0 })
+	h.send("R d " + strconv.FormatUint(tok, 10))
+	if line := h.read(); line != "R d OK" {
+		t.Fatal(line)
+	}
+	if li, _ := e.eng.Status("d"); li.Holder != nil {
+		t.Fatalf("the lock went to a waiter that left: %+v", li.Holder)
+	}
+}
+
+// TestBadInput: every malformed line is answered E invalid_argument naming
+// the field when op and key can be read, or closes the connection after
+// an error line; none changes state or disturbs another connection.
+func TestBadInput(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	bystander := e.dial()
+	bystander.send("A held 10 -")
+	tok := grant(t, bystander.read(), "held")
+
+	answered := []struct{ line, want string }{
+		{"A k", "A k E invalid_argument lease: is missing"},
+		{"A k 10", "A k E invalid_argument wait: is missing"},
+		{"A k abc -", "A k E invalid_argument lease: must be a number of seconds"},
+		{"A k -1 -", "A k E invalid_argument lease: must be a number of seconds"},
+		{"A k 0 -", "A k E invalid_argument lease: must be greater than 0"},
+		{"A k 1e3 -", "A k E invalid_argument lease: must be a number"},
+		{"A k 10 NaN", "A k E invalid_argument wait: must be a number"},
+		{"A k 99999999 -", "A k E invalid_argument lease: must be at most"},
+		{"A k 10 - id=", "A k E invalid_argument id: must be 1 to 256"},
+		{"A k 10 - id=%zz", "A k E invalid_argument id: has a bad percent-encoding"},
+		{"A k 10 - id=a id=b", "A k E invalid_argument id: is given more than once"},
+		{"A k 10 - owner=me", "A k E invalid_argument owner: is not supported yet"},
+		{"A k 10 - mode=shared", "A k E invalid_argument mode: is not supported yet"},
+		{"A k 10 - limit=2", "A k E invalid_argument limit: is not supported yet"},
+		{"A k 10 - colour=red", "A k E invalid_argument colour: is not an option of A"},
+		{"A k 10 - noequals", "A k E invalid_argument option:"},
+		{"A k  10 -", "A k E invalid_argument lease: is empty"},
+		{"A k%2 10 -", "A k%2 E invalid_argument key: has a bad percent-encoding"},
+		{"A k%zz 10 -", "A k%zz E invalid_argument key: has a bad percent-encoding"},
+		{"A %0A 10 -", "A %0A E invalid_argument key: contains the control character"},
+		{"A " + strings.Repeat("x", 257) + " 10 -", "A " + strings.Repeat("x", 257) + " E invalid_argument key: is 257 bytes"},
+		{"A k 10 \xff", "A k E invalid_argument wait: is not valid UTF-8"},
+		{"R held", "R held E invalid_argument fields: R takes 3 fields"},
+		{"R held 1 2", "R held E invalid_argument fields: R takes 3 fields"},
+		{"R held 0", "R held E invalid_argument token: must be a fencing token"},
+		{"R held 01", "R held E invalid_argument token: must be a fencing token"},
+		{"R held -5", "R held E invalid_argument token: must be a fencing token"},
+		{"R held 9007199254740992", "R held E invalid_argument token: must be a fencing token"},
+		{"R held force", "R held E invalid_argument token: force (an operator release) is not available"},
+		{"N held " + strconv.FormatUint(tok, 10), "N held E invalid_argument fields: N takes 4 fields"},
+		{"N held " + strconv.FormatUint(tok, 10) + " x", "N held E invalid_argument lease: must be a number"},
+	}
+	c := e.dial()
+	for _, tc := range answered {
+		c.send(tc.line)
+		if got := c.read(); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%q: got %q, want %q...", tc.line, got, tc.want)
+		}
+	}
+	// The connection still serves.
+	c.send("A ok 10 -")
+	grant(t, c.read(), "ok")
+
+	closing := []struct{ line, want string }{
+		{"GET / HTTP/1.1", `- - E invalid_argument op: "GET" is not an op`},
+		{"", `- - E invalid_argument op: "" is not an op`},
+		{"A", "- - E invalid_argument key: is missing"},
+		{"A  10 -", "- - E invalid_argument key: is missing"},
+		{"A \xff\xfe 10 -", "- - E invalid_argument key: is not valid UTF-8"},
+		{"\xff 1 2", "- - E invalid_argument op: is not an op"},
+		{"A " + strings.Repeat("k", native.MaxLine) + " 10 -", "- - E invalid_argument line: longer than 4096 bytes"},
+	}
+	for _, tc := range closing {
+		c := e.dial()
+		c.send(tc.line, "A after 10 -")
+		if got := c.read(); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%q: got %q, want %q...", tc.line, got, tc.want)
+		}
+		if !c.closed() {
+			t.Errorf("%q: the connection stays open", tc.line)
+		}
+	}
+	// No state changed: "held" is held by the bystander alone, no other
+	// key exists but "ok", and "after" was never read.
+	var keys []string
+	e.eng.Range(func(li engine.LockInfo) bool { keys = append(keys, li.Key); return true })
+	if len(keys) != 2 {
+		t.Fatalf("keys after bad input: %v", keys)
+	}
+	if li, _ := e.eng.Status("held"); li.Holder == nil || li.Holder.Token != tok {
+		t.Fatalf("held: %+v", li.Holder)
+	}
+	bystander.send("R held " + strconv.FormatUint(tok, 10))
+	if line := bystander.read(); line != "R held OK" {
+		t.Fatal(line)
+	}
+}
+
+func TestAuth(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{AuthTokens: []string{"s3cret"}})
+	good := e.dial()
+	good.send("AUTH s3cret", "A k 10 -")
+	if line := good.read(); line != "AUTH OK" {
+		t.Fatal(line)
+	}
+	grant(t, good.read(), "k")
+
+	for _, first := range []string{"AUTH wrong", "A k2 10 -", "AUTH", "AUTH a b"} {
+		c := e.dial()
+		c.send(first, "A k3 10 -")
+		if line := c.read(); !strings.HasPrefix(line, "AUTH E unauthorized ") {
+			t.Errorf("%q: got %q", first, line)
+		}
+		if !c.closed() {
+			t.Errorf("%q: connection not closed", first)
+		}
+	}
+	for _, k := range []string{"k2", "k3"} {
+		if li, _ := e.eng.Status(k); li.Holder != nil || li.Waiters != 0 {
+			t.Errorf("%s changed without AUTH: %+v", k, li)
+		}
+	}
+}
+
+// TestClientThatNeverReads: a client that pipelines requests and never
+// reads its answers is closed once MaxQueue answers wait; its waiters
+// leave; other connections are served throughout.
+func TestClientThatNeverReads(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{MaxQueue: 64})
+	h := e.dial()
+	h.send("A slow 10 -")
+	tok := grant(t, h.read(), "slow")
+
+	flood := e.dial()
+	flood.send("A slow 10 -")
+	waitFor(t, func() bool { li, _ := e.eng.Status("slow"); return li.Waiters == 1 })
+	// Each release of a key nobody holds is answered at once: the answers
+	// fill the socket buffers, then the queue.
+	line := []byte(strings.Repeat("R nobody 1\n", 1000))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = flood.nc.SetWriteDeadline(time.Now().Add(20 * time.Second))
+		for {
+			if _, err := flood.nc.Write(line); err != nil {
+				return
+			}
+		}
+	}()
+	waitFor(t, func() bool { li, _ := e.eng.Status("slow"); return li.Waiters == 0 })
+	wg.Wait()
+	h.send("R slow " + strconv.FormatUint(tok, 10))
+	if line := h.read(); line != "R slow OK" {
+		t.Fatal(line)
+	}
+	if li, _ := e.eng.Status("slow"); li.Holder != nil {
+		t.Fatalf("the closed connection's waiter got the lock: %+v", li.Holder)
+	}
+}
+
+func TestStandbyAnswersMoved(t *testing.T) {
+	gate := &fakeGate{active: "10.0.0.7:7071"}
+	e := newEnv(t, engine.Config{}, native.Config{Gate: gate})
+	c := e.dial()
+	c.send("A k 10 -", "R k 5", "N k 5 -")
+	got := map[string]bool{}
+	for range 3 {
+		got[c.read()] = true
+	}
+	for _, want := range []string{"A k M 10.0.0.7:7071", "R k M 10.0.0.7:7071", "N k M 10.0.0.7:7071"} {
+		if !got[want] {
+			t.Errorf("no %q among %v", want, got)
+		}
+	}
+	gate.mu.Lock()
+	gate.active = ""
+	gate.mu.Unlock()
+	c.send("A k 10 -")
+	if got := c.read(); !strings.HasPrefix(got, "A k E unavailable ") {
+		t.Errorf("no active known: %q", got)
+	}
+	if li, _ := e.eng.Status("k"); li.Holder != nil {
+		t.Fatal("a standby granted")
+	}
+}
+
+type fakeGate struct {
+	mu     sync.Mutex
+	active string
+}
+
+func (g *fakeGate) Serving() bool  { return false }
+func (g *fakeGate) Resuming() bool { return false }
+func (g *fakeGate) ActiveNative() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.active
+}
+
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5 s")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestPipelinedBurst: thousands of requests written at once on one
+// connection are each answered exactly once, with their own key, while
+// the writer drains answers queued from many goroutines.
+func TestPipelinedBurst(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	c := e.dial()
+	const n = 3000
+	for round := range 3 {
+		lines := make([]string, n)
+		for i := range lines {
+			lines[i] = fmt.Sprintf("A b%d 10 -", i)
+		}
+		c.send(lines...)
+		tokens := map[string]uint64{}
+		for range n {
+			line := c.read()
+			f := strings.Fields(line)
+			if len(f) != 6 || f[0] != "A" || f[2] != "OK" {
+				t.Fatalf("round %d: %q", round, line)
+			}
+			if _, dup := tokens[f[1]]; dup {
+				t.Fatalf("round %d: %s answered twice", round, f[1])
+			}
+			tokens[f[1]] = grant(t, line, f[1])
+		}
+		for i := range lines {
+			k := fmt.Sprintf("b%d", i)
+			lines[i] = "R " + k + " " + strconv.FormatUint(tokens[k], 10)
+		}
+		c.send(lines...)
+		for range n {
+			if line := c.read(); !strings.HasSuffix(line, " OK") || !strings.HasPrefix(line, "R b") {
+				t.Fatalf("round %d: %q", round, line)
+			}
+		}
+	}
+}
+
+// TestGrantRacingCloseIsReleased: a waiter's client closes its connection
+// and the lock is released at once, before or after the server has seen
+// the close: the lock does not stay with the gone client (the waiter left
+// the queue, or the grant it got was released), and a later acquire gets
+// it at once.
+func TestGrantRacingCloseIsReleased(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	h := e.dial()
+	for i := range 50 {
+		key := "race" + strconv.Itoa(i)
+		h.send("A " + key + " 30 -")
+		tok := grant(t, h.read(), key)
+		w := e.dial()
+		w.send("A " + key + " 30 -")
+		waitFor(t, func() bool { li, _ := e.eng.Status(key); return li.Waiters == 1 })
+		w.nc.Close()
+		h.send("R " + key + " " + strconv.FormatUint(tok, 10))
+		if line := h.read(); line != "R "+key+" OK" {
+			t.Fatal(line)
+		}
+		waitFor(t, func() bool { li, _ := e.eng.Status(key); return li.Holder == nil && li.Waiters == 0 })
+		h.send("A " + key + " 30 0.5")
+		grant(t, h.read(), key)
+	}
+}
+
+// TestPiledUpAcquiresAreBounded: acquires of one key piling up behind a
+// parked one on a connection count against MaxQueue like unread answers:
+// past it the connection is closed and its waiter leaves.
+func TestPiledUpAcquiresAreBounded(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{MaxQueue: 64})
+	h := e.dial()
+	h.send("A pile 30 -")
+	grant(t, h.read(), "pile")
+	c := e.dial()
+	lines := make([]string, 100)
+	for i := range lines {
+		lines[i] = "A pile 30 -"
+	}
+	c.send(lines...)
+	if !c.closed() {
+		t.Fatal("the connection stays open with 99 acquires piled up")
+	}
+	waitFor(t, func() bool { li, _ := e.eng.Status("pile"); return li.Waiters == 0 })
+}

@@ -1,0 +1,376 @@
+package native
+
+import (
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/baton-io/baton/engine"
+)
+
+// MaxLine is the longest request line the server reads, in bytes, without
+// its "\n". A longer line closes the connection after an error line. It
+// holds the longest valid acquire: a 256-byte key and a 256-byte id, both
+// percent-encoded (3 bytes per byte at worst), with room to spare.
+const MaxLine = 4096
+
+// Ops of SPEC section 2b.
+const (
+	OpAcquire = "A"
+	OpRelease = "R"
+	OpRenew   = "N"
+	OpAuth    = "AUTH"
+)
+
+// request is one parsed line.
+type request struct {
+	op string
+	// rawKey is the key field as sent (percent-encoded): answers repeat it,
+	// so that the client matches them to what it wrote.
+	rawKey string
+	key    string
+	lease  time.Duration // 0 = not given
+	wait   time.Duration // 0 = not given (no limit, or wait_max)
+	token  uint64
+	force  bool
+	id     string
+	auth   string // AUTH's bearer token
+
+	// pre, for an acquire, is its answer made already (a bad line waiting
+	// for its turn); start is when the line arrived.
+	pre   *answer
+	start time.Time
+}
+
+// lineError is a line the server refuses. With fatal, the op or the key
+// could not be read: the error line carries "-" for them and the
+// connection is closed after it.
+type lineError struct {
+	op, rawKey string
+	field      string
+	msg        string
+	fatal      bool
+}
+
+func (e *lineError) Error() string { return e.field + ": " + e.msg }
+
+// fatalf is a line whose op or key cannot be read.
+func fatalf(field, msg string) *lineError {
+	return &lineError{op: "-", rawKey: "-", field: field, msg: msg, fatal: true}
+}
+
+// parse reads one request line, without its "\n" (a "\r" before it is
+// dropped). It checks everything that needs no engine state: the op, the
+// field count, the percent-encoding, the key (engine.CheckKey), numbers,
+// options. A *lineError names the offending field.
+func parse(line []byte) (request, error) {
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	var buf [8]string
+	fields := splitFields(string(line), buf[:0])
+	op := fields[0]
+	switch op {
+	case OpAcquire, OpRelease, OpRenew:
+	case OpAuth:
+		if len(fields) != 2 || fields[1] == "" {
+			return request{}, &lineError{op: OpAuth, rawKey: "-", field: "fields", msg: "AUTH takes one field: AUTH <bearer-token>", fatal: true}
+		}
+		return request{op: OpAuth, auth: fields[1]}, nil
+	default:
+		if !utf8.ValidString(op) || len(op) > 16 {
+			return request{}, fatalf("op", "is not an op (A, R, N, AUTH)")
+		}
+		return request{}, fatalf("op", strconv.Quote(op)+" is not an op (A, R, N, AUTH)")
+	}
+	if len(fields) < 2 || fields[1] == "" {
+		return request{}, fatalf("key", "is missing")
+	}
+	raw := fields[1]
+	if !printable(raw) {
+		return request{}, fatalf("key", "is not valid UTF-8 without control characters")
+	}
+	r := request{op: op, rawKey: raw}
+	bad := func(field, msg string) (request, error) {
+		return request{}, &lineError{op: op, rawKey: raw, field: field, msg: msg}
+	}
+	key, ok := unescape(raw)
+	if !ok {
+		return bad("key", "has a bad percent-encoding (% must be followed by two hex digits)")
+	}
+	if err := engine.CheckKey(key); err != nil {
+		var ae *engine.ArgError
+		if errors.As(err, &ae) {
+			return bad(ae.Field, ae.Reason)
+		}
+		return bad("key", err.Error())
+	}
+	r.key = key
+	for i, f := range fields[2:] {
+		if !utf8.ValidString(f) {
+			return bad(fieldName(op, i+2), "is not valid UTF-8")
+		}
+		if f == "" {
+			return bad(fieldName(op, i+2), "is empty (fields are separated by one space)")
+		}
+	}
+	switch op {
+	case OpAcquire:
+		if len(fields) < 4 {
+			return bad(fieldName(op, len(fields)), "is missing (A <key> <lease> <wait> [id=<id>])")
+		}
+		var err error
+		if r.lease, err = durationField("lease", fields[2], false); err != nil {
+			return bad("lease", err.Error())
+		}
+		if r.wait, err = durationField("wait", fields[3], true); err != nil {
+			return bad("wait", err.Error())
+		}
+		seen := map[string]bool{}
+		for _, opt := range fields[4:] {
+			name, value, hasEq := strings.Cut(opt, "=")
+			if !hasEq {
+				return bad("option", strconv.Quote(opt)+" is not name=value")
+			}
+			if seen[name] {
+				return bad(name, "is given more than once")
+			}
+			seen[name] = true
+			switch name {
+			case "id":
+				id, ok := unescape(value)
+				if !ok {
+					return bad("id", "has a bad percent-encoding")
+				}
+				if id == "" || len(id) > 256 || !printableASCII(id) {
+					return bad("id", "must be 1 to 256 printable ASCII characters")
+				}
+				r.id = id
+			case "owner", "mode", "limit":
+				return bad(name, "is not supported yet: owners and shared modes come with issue 14")
+			default:
+				if !printable(name) || name == "" {
+					return bad("option", "has an unreadable name")
+				}
+				return bad(name, "is not an option of A (id)")
+			}
+		}
+	case OpRelease:
+		if len(fields) != 3 {
+			return bad("fields", "R takes 3 fields (R <key> <token>), got "+strconv.Itoa(len(fields)))
+		}
+		if fields[2] == "force" {
+			r.force = true
+			break
+		}
+		t, ok := tokenField(fields[2])
+		if !ok {
+			return bad("token", "must be a fencing token: an integer from 1 to 2^53-1")
+		}
+		r.token = t
+	case OpRenew:
+		if len(fields) != 4 {
+			return bad("fields", "N takes 4 fields (N <key> <token> <lease>), got "+strconv.Itoa(len(fields)))
+		}
+		t, ok := tokenField(fields[2])
+		if !ok {
+			return bad("token", "must be a fencing token: an integer from 1 to 2^53-1")
+		}
+		r.token = t
+		var err error
+		if r.lease, err = durationField("lease", fields[3], false); err != nil {
+			return bad("lease", err.Error())
+		}
+	}
+	return r, nil
+}
+
+// splitFields appends the space-separated fields of s to dst, as
+// strings.Split(s, " ") would return them, without a slice of its own for
+// the common short line.
+func splitFields(s string, dst []string) []string {
+	for {
+		i := strings.IndexByte(s, ' ')
+		if i < 0 {
+			return append(dst, s)
+		}
+		dst = append(dst, s[:i])
+		s = s[i+1:]
+	}
+}
+
+// fieldName names the i-th field (0 = op) of a request with op.
+func fieldName(op string, i int) string {
+	names := map[string][]string{
+		OpAcquire: {"op", "key", "lease", "wait"},
+		OpRelease: {"op", "key", "token"},
+		OpRenew:   {"op", "key", "token", "lease"},
+	}[op]
+	if i < len(names) {
+		return names[i]
+	}
+	if op == OpAcquire {
+		return "option"
+	}
+	return "fields"
+}
+
+// durationField reads seconds: "-" (not given, 0), or a plain decimal
+// ("30", "0.5", ".5"; no sign, exponent, hex, Inf or NaN). A lease must be
+// greater than 0; a wait may be 0 (no limit).
+func durationField(name, v string, zeroOK bool) (time.Duration, error) {
+	if v == "-" {
+		return 0, nil
+	}
+	if !decimalSyntax(v) {
+		return 0, errors.New("must be a number of seconds or -, got " + quoteShort(v))
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, errors.New("must be a number of seconds or -, got " + quoteShort(v))
+	}
+	if f == 0 && !zeroOK {
+		return 0, errors.New("must be greater than 0 seconds")
+	}
+	switch {
+	case f*1e9 >= math.MaxInt64 || math.IsInf(f, 0):
+		return math.MaxInt64, nil // the engine refuses it as over its maximum
+	case f > 0 && f*1e9 < 1:
+		return 1, nil
+	}
+	return time.Duration(f * 1e9), nil
+}
+
+// decimalSyntax reports whether v is [0-9]+(\.[0-9]*)? or \.[0-9]+.
+func decimalSyntax(v string) bool {
+	n := digits(v)
+	rest := v[n:]
+	if rest == "" {
+		return n > 0
+	}
+	if rest[0] != '.' {
+		return false
+	}
+	m := digits(rest[1:])
+	return n+m > 0 && m == len(rest)-1
+}
+
+// tokenField reads a canonical fencing token: digits, no leading zero,
+// 1 to 2^53-1.
+func tokenField(v string) (uint64, bool) {
+	if v == "" || v[0] == '0' || digits(v) != len(v) || len(v) > 16 {
+		return 0, false
+	}
+	t, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || t >= 1<<53 {
+		return 0, false
+	}
+	return t, true
+}
+
+func digits(v string) int {
+	i := 0
+	for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// unescape decodes %XX escapes; everything else is taken literally. A %
+// not followed by two hex digits is an error (ok=false).
+func unescape(s string) (string, bool) {
+	i := strings.IndexByte(s, '%')
+	if i < 0 {
+		return s, true
+	}
+	b := make([]byte, 0, len(s))
+	b = append(b, s[:i]...)
+	for ; i < len(s); i++ {
+		c := s[i]
+		if c != '%' {
+			b = append(b, c)
+			continue
+		}
+		if i+2 >= len(s) {
+			return "", false
+		}
+		h, l := unhex(s[i+1]), unhex(s[i+2])
+		if h < 0 || l < 0 {
+			return "", false
+		}
+		b = append(b, byte(h<<4|l))
+		i += 2
+	}
+	return string(b), true
+}
+
+func unhex(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// Escape percent-encodes a key or an option value for a request line:
+// "%", space and control characters become %XX; everything else is taken
+// literally (SPEC section 2b).
+func Escape(s string) string {
+	need := false
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '%' || c <= ' ' || c == 0x7f {
+			need = true
+			break
+		}
+	}
+	if !need {
+		return s
+	}
+	const hex = "0123456789ABCDEF"
+	b := make([]byte, 0, len(s)+8)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '%' || c <= ' ' || c == 0x7f {
+			b = append(b, '%', hex[c>>4], hex[c&15])
+		} else {
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+// printable reports whether s is valid UTF-8 without control characters.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || (r >= 0x7f && r < 0xa0) {
+			return false
+		}
+	}
+	return true
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func quoteShort(v string) string {
+	if len(v) > 40 {
+		return strconv.Quote(v[:40]) + "…"
+	}
+	return strconv.Quote(v)
+}
