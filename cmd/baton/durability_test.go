@@ -499,3 +499,84 @@ func TestHistoryUnderKill9(t *testing.T) {
 	}
 	t.Logf("%d grants, %d kills, %d acquire errors", len(spans), kills, len(errs))
 }
+
+// TestWaiterWithIdempotencyKeySurvivesKill9: a waiter queued with an
+// Idempotency-Key keeps its place through kill -9 and a restart: its
+// client repeats the acquire with the same key and is granted before an
+// acquire that came after the restart.
+func TestWaiterWithIdempotencyKeySurvivesKill9(t *testing.T) {
+	needBinary(t)
+	dir, addr := t.TempDir(), freeAddr(t)
+	n := startServeAt(t, addr, dir, nil)
+	lc := newLockCaller(n.url)
+	defer lc.close()
+	code, h, err := lc.call(http.MethodPost, "/locks/k?lease=2")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("holder: %d %v", code, err)
+	}
+	acquireWithKey := func(base string) (int, api.Grant, error) {
+		req, _ := http.NewRequest(http.MethodPost, base+"/locks/k?wait=30&lease=60", nil)
+		req.Header.Set(api.HeaderIdempotencyKey, "w1")
+		c := &http.Client{Timeout: bound}
+		defer c.CloseIdleConnections()
+		res, err := c.Do(req)
+		if err != nil {
+			return 0, api.Grant{}, err
+		}
+		defer res.Body.Close()
+		var g api.Grant
+		if res.StatusCode == http.StatusOK {
+			err = json.NewDecoder(res.Body).Decode(&g)
+		}
+		return res.StatusCode, g, err
+	}
+	parked := make(chan error, 1)
+	go func() { _, _, err := acquireWithKey(n.url); parked <- err }()
+	n.waitWaiters("k", 1)
+	// Nothing was answered for the waiter's place: its record is written
+	// in the background (within fsync_interval). Kill once it is.
+	eventually(t, "the waiter's record written", func() string {
+		if m := scrape(t, n.url); m["baton_log_records_written_total"] < m["baton_log_records_total"] {
+			return fmt.Sprintf("%v of %v records written", m["baton_log_records_written_total"], m["baton_log_records_total"])
+		}
+		return ""
+	})
+	if err := n.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-n.exited
+	if err := <-parked; err == nil {
+		t.Fatal("the parked acquire was answered although the node was killed")
+	}
+
+	n = startServeAt(t, addr, dir, nil)
+	if st := n.status("k"); st.Waiters != 1 && (st.Holder == nil || st.Holder.Token == h.Token) {
+		t.Fatalf("k after the restart: %+v; want the waiter with its Idempotency-Key kept", st)
+	}
+	later := make(chan api.Grant, 1)
+	go func() {
+		lc2 := newLockCaller(n.url)
+		defer lc2.close()
+		_, g, _ := lc2.call(http.MethodPost, "/locks/k?wait=20&lease=1")
+		later <- g
+	}()
+	eventually(t, "the later acquire queued", func() string {
+		if st := n.status("k"); st.Waiters < 1 || (st.Waiters == 1 && st.Holder != nil && st.Holder.Token == h.Token) {
+			return fmt.Sprintf("%+v", st)
+		}
+		return ""
+	})
+	code, w, err := acquireWithKey(n.url)
+	if err != nil || code != http.StatusOK || w.Token <= h.Token {
+		t.Fatalf("the waiter's repeat after the restart: %d %v token %d; want granted above %d", code, err, w.Token, h.Token)
+	}
+	if code, _, err := lc.call(http.MethodDelete, fmt.Sprintf("/locks/k?token=%d", w.Token)); err != nil || code != http.StatusOK {
+		t.Fatalf("release: %d %v", code, err)
+	}
+	if g := <-later; g.Token <= w.Token {
+		t.Fatalf("the acquire made after the restart got token %d; want it after the waiter's %d", g.Token, w.Token)
+	}
+	if code := n.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
