@@ -51,3 +51,9 @@ func (e *Engine) SnapshotRecords(emit func(shard int, rec []byte), done func(sha
 		s.mu.Unlock()
 	}
 }
+
+// ShardOf returns the shard that holds key's state: the shard whose
+// records SnapshotRecords emits it with, and whose dump index decides
+// whether a log record of key is replayed after the dump. It is fixed
+// across processes for the same Config.Shards.
+func (e *Engine) ShardOf(key string) int { return int(keyHash(key) & e.mask) }

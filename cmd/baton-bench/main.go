@@ -11,6 +11,8 @@
 //	failover     a cluster of --nodes baton processes: time from kill -9 of
 //	             the active to the first grant, and the gap of a graceful
 //	             handoff
+//	restart      K held keys, kill -9, restart on the data directory: time
+//	             to serving again, size of the log
 //
 // With --standbys N, each baton run of the first four starts a cluster of
 // 1+N baton processes instead of one node, waits until the first is the
@@ -89,7 +91,7 @@ type config struct {
 	standbys int
 }
 
-var allWorkloads = []string{"uncontended", "contended", "waiters", "keys", "failover"}
+var allWorkloads = []string{"uncontended", "contended", "waiters", "keys", "failover", "restart"}
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "__serve-ref" {
@@ -122,7 +124,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	cfg := &config{}
 	var workloads, protos, clients, batonArgs string
 	var null, floor bool
-	fs.StringVar(&workloads, "workload", "uncontended", "workloads, comma-separated: uncontended,contended,waiters,keys,failover or all (= all but failover)")
+	fs.StringVar(&workloads, "workload", "uncontended", "workloads, comma-separated: uncontended,contended,waiters,keys,failover,restart or all (= all but failover and restart)")
 	fs.StringVar(&protos, "proto", "h1", "protocols, comma-separated: h1 (HTTP/1.1 keep-alive), h2c (HTTP/2 cleartext, prior knowledge), native (SPEC 2b, pipelined; reference: the native floor)")
 	fs.StringVar(&cfg.naddr, "native-addr", "", "with --addr and --proto native: the node's native_listen address")
 	fs.StringVar(&clients, "client", "plain", "clients, comma-separated: plain (net/http), official (the api package)")
@@ -139,7 +141,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&cfg.warmup, "warmup", time.Second, "unmeasured time before --duration")
 	fs.IntVar(&cfg.c, "c", 16, "clients (uncontended, contended, keys)")
 	fs.IntVar(&cfg.waiters, "waiters", 10000, "waiters (waiters workload)")
-	fs.IntVar(&cfg.keys, "keys", 100000, "held keys (keys workload)")
+	fs.IntVar(&cfg.keys, "keys", 100000, "held keys (keys and restart workloads)")
 	fs.IntVar(&cfg.runs, "runs", 1, "runs per target; with more than one, a median line too")
 	fs.IntVar(&cfg.conns, "conns", 0, "transports (for h2c: connections) the clients are spread over; 0 = 1 for h1, ceil(clients/--streams-per-conn) for h2c")
 	fs.IntVar(&cfg.streamsPerConn, "streams-per-conn", 100, "h2c: clients per connection when --conns is 0")
@@ -334,9 +336,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 				}
 				cfg.workload, cfg.proto, cfg.client = w, p, cl
 				var err error
-				if w == "failover" {
+				switch w {
+				case "failover":
 					err = b.failover(ctx)
-				} else {
+				case "restart":
+					err = b.restartWorkload(ctx)
+				default:
 					err = b.group(ctx)
 				}
 				if err != nil {

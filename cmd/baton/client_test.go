@@ -18,8 +18,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/baton-io/baton/api"
-	"github.com/baton-io/baton/engine"
-	"github.com/baton-io/baton/handlers"
 )
 
 // bound turns a hang into a failure; it measures nothing.
@@ -33,30 +31,32 @@ func leakCheck(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
 }
 
-// startNode starts a real node in-process (engine, handlers, the h2c
-// server of `baton serve`) and returns its base URL.
+// startNode opens a real node in-process (the Node of `baton serve`, on
+// 127.0.0.1:0, its data_dir a temporary directory) and returns its base URL.
 func startNode(t *testing.T) string {
 	t.Helper()
 	leakCheck(t)
-	eng, err := engine.New(engine.Config{DataDir: t.TempDir()})
+	return openNode(t, t.TempDir()).URL()
+}
+
+// openNode opens a Node on 127.0.0.1:0 with data_dir dir and the settings
+// args (flags of `baton serve`), closed at the end of t.
+func openNode(t *testing.T, dir string, args ...string) *Node {
+	t.Helper()
+	cfg, err := loadConfig(append([]string{"--listen", "127.0.0.1:0", "--data-dir", dir}, args...), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	n, err := OpenNode(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	url := "http://" + ln.Addr().String()
-	srv := handlers.NewHTTPServer(handlers.New(eng, handlers.Config{Node: url, Logger: quiet}), context.Background(), quiet)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
-		eng.Close()
-		srv.Close()
-		<-done
+		if err := n.Close(); err != nil {
+			t.Error(err)
+		}
 	})
-	return url
+	return n
 }
 
 func apiClient(t *testing.T, url string) *api.Client {

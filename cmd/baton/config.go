@@ -22,6 +22,7 @@ import (
 	"github.com/baton-io/baton/cluster"
 	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/handlers"
+	"github.com/baton-io/baton/wal"
 )
 
 // serveConfig is the configuration of `baton serve` (SPEC section 5). Keys
@@ -30,6 +31,9 @@ type serveConfig struct {
 	Listen           string        `koanf:"listen"`
 	Advertise        string        `koanf:"advertise"`
 	DataDir          string        `koanf:"data_dir"`
+	Fsync            string        `koanf:"fsync"`
+	FsyncInterval    time.Duration `koanf:"fsync_interval"`
+	RepairLog        bool          `koanf:"repair_log"`
 	LeaseDefault     time.Duration `koanf:"lease_default"`
 	LeaseMax         time.Duration `koanf:"lease_max"`
 	WaitMax          time.Duration `koanf:"wait_max"`
@@ -61,7 +65,10 @@ var settings = []struct {
 	{"listen", "address to serve on", ":7070"},
 	{"advertise", "this node's base URL (default: derived from listen)", ""},
 	{"native_listen", "address of the native protocol (SPEC 2b; TLS when tls_cert is set); empty = off", ""},
-	{"data_dir", "directory for the fencing-token high-water mark", "./baton-data"},
+	{"data_dir", "directory of the log of changes, its snapshots and the fencing-token high-water mark", "./baton-data"},
+	{"fsync", "when the log is flushed to the disk: always (before the answer), interval (in the background) or never (left to the OS)", "interval"},
+	{"fsync_interval", "with fsync interval: the longest time between a write and its fsync (at most 100ms)", maxFsyncInterval},
+	{"repair_log", "start even if the log is damaged: keep the records before the damage, drop it and all after it", false},
 	{"lease_default", "lease when an acquire names none (Go duration)", 30 * time.Second},
 	{"lease_max", "largest lease accepted", time.Hour},
 	{"wait_max", "largest wait accepted; 0 = no cap", time.Duration(0)},
@@ -474,6 +481,9 @@ func (c *serveConfig) validate() error {
 	if err := checkDataDir(c.DataDir); err != nil {
 		return err
 	}
+	if _, err := c.walConfig(); err != nil {
+		return err
+	}
 	if c.MaxBody < 64 {
 		return fmt.Errorf("max_body: must be at least 64 bytes, got %d", c.MaxBody)
 	}
@@ -511,6 +521,27 @@ func checkDataDir(dir string) error {
 	_ = f.Close()
 	_ = os.Remove(name)
 	return nil
+}
+
+// maxFsyncInterval is the default and the largest fsync_interval (SPEC
+// section 5): the most a power loss can take in interval mode.
+const maxFsyncInterval = 100 * time.Millisecond
+
+// walConfig is the configuration of the log in data_dir, or an error that
+// names the invalid key (fsync, fsync_interval).
+func (c *serveConfig) walConfig() (wal.Config, error) {
+	wc := wal.DefaultConfig(c.DataDir)
+	mode, err := wal.ParseSyncMode(c.Fsync)
+	if err != nil {
+		return wc, err
+	}
+	if c.FsyncInterval <= 0 || c.FsyncInterval > maxFsyncInterval {
+		return wc, fmt.Errorf("fsync_interval: must be above 0 and at most %v, got %v", maxFsyncInterval, c.FsyncInterval)
+	}
+	wc.Sync, wc.SyncInterval = mode, c.FsyncInterval
+	wc.SegmentSize = segmentSize
+	wc.Repair, wc.RepairHint = c.RepairLog, repairHint
+	return wc, wc.Validate()
 }
 
 func (c *serveConfig) engineConfig() engine.Config {

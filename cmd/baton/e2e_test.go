@@ -489,6 +489,11 @@ func TestInvalidConfigRefusesToStart(t *testing.T) {
 		{name: "negative poll_timeout in env", env: []string{"BATON_POLL_TIMEOUT=-1s"}, want: []string{"poll_timeout", "BATON_POLL_TIMEOUT"}},
 		{name: "unknown log_format", yaml: "log_format: xml\n", want: []string{"log_format", `"xml" from file FILE`}},
 		{name: "unknown flag", args: []string{"--no-such-setting=1"}, want: []string{"no-such-setting"}},
+		{name: "unknown fsync mode in YAML", yaml: "fsync: sometimes\n", want: []string{"fsync: must be always, interval or never", `"sometimes" from file FILE`}},
+		{name: "bare number fsync_interval in env", env: []string{"BATON_FSYNC_INTERVAL=50"}, want: []string{"fsync_interval", `"50"`, "environment variable BATON_FSYNC_INTERVAL", "use a duration such as 15s"}},
+		{name: "fsync_interval above 100ms", args: []string{"--fsync-interval=1s"}, want: []string{"fsync_interval: must be above 0 and at most 100ms", `"1s" from flag --fsync-interval`}},
+		{name: "zero fsync_interval", yaml: "fsync_interval: 0\n", want: []string{"fsync_interval", `"0" from file FILE`}},
+		{name: "repair_log not a bool", env: []string{"BATON_REPAIR_LOG=maybe"}, want: []string{"repair_log", `"maybe"`, "BATON_REPAIR_LOG", "not true or false"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

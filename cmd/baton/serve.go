@@ -1,23 +1,12 @@
 package main
 
 import (
-	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
-
-	"github.com/baton-io/baton/api"
-	"github.com/baton-io/baton/cluster"
-	"github.com/baton-io/baton/engine"
-	"github.com/baton-io/baton/handlers"
-	"github.com/baton-io/baton/native"
 )
 
 // serve runs `baton serve` until SIGINT or SIGTERM. On a signal, parked
@@ -41,145 +30,31 @@ func serve(args []string) int {
 	log := slog.New(lh)
 	slog.SetDefault(log)
 
-	metrics := handlers.NewMetrics()
-	events := handlers.NewEventLog(handlers.DefaultEventLogSize)
-	ec := cfg.engineConfig()
-	var node *cluster.Node // set before anything can produce an event
-	ec.OnEvent = func(ev engine.Event) {
-		metrics.OnEvent(ev)
-		events.Add(ev)
-		if node != nil {
-			node.OnEvent(ev)
-		}
-	}
-	ec.Standby = len(cfg.Peers) > 0
-	eng, err := engine.New(ec)
-	if err != nil {
-		log.Error("cannot start the engine", "err", err)
-		return exitError
-	}
-	hc := handlers.Config{Node: cfg.Advertise, MaxBody: cfg.MaxBody, Logger: log, AuthTokens: cfg.AuthTokens, Metrics: metrics,
-		CORSOrigins: cfg.CORSOrigins, Events: events, Pprof: cfg.Pprof}
-	// The native listener is bound first, so that a native_listen with
-	// port 0 is known to the peers (cluster.Config.Native).
-	var nln net.Listener
-	if cfg.NativeListen != "" {
-		nln, err = net.Listen("tcp", cfg.NativeListen)
-		if err != nil {
-			log.Error("cannot listen", "native_listen", cfg.NativeListen, "err", err)
-			_ = eng.Close()
-			return exitError
-		}
-	}
-	if ec.Standby {
-		cc := cfg.clusterConfig()
-		if nln != nil {
-			cc.Native = cfg.nativeAdvertise(nln.Addr().String())
-		}
-		cc.Logger = log
-		cc.OnRole = metrics.SetRole
-		cc.OnChange = func(kind, n, msg string) {
-			metrics.OnClusterChange(kind)
-			events.AddEvent(api.Event{Kind: kind, Node: n, Message: msg})
-		}
-		node, err = cluster.New(cc, eng)
-		if err != nil {
-			log.Error("cannot start the cluster node", "err", err)
-			_ = eng.Close()
-			return exitUsage
-		}
-		metrics.SetRole(api.RoleStandby)
-		hc.Gate, hc.Cluster = node, node.View
-	}
-	h := handlers.New(eng, hc)
-	if node != nil {
-		h.Router().Mount(cluster.PathPrefix, node.Handler())
-	}
-
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		log.Error("cannot listen", "listen", cfg.Listen, "err", err)
-		if nln != nil {
-			nln.Close()
-		}
-		_ = eng.Close()
-		return exitError
-	}
-	baseCtx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	srv := handlers.NewHTTPServer(h, baseCtx, log)
-	srv.TLSConfig, _ = cfg.tlsConfig() // loaded once already by validate
-
+	// Before the server answers: a signal from then on ends it cleanly.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	served := make(chan error, 1)
-	useTLS := srv.TLSConfig != nil // read before Serve: ServeTLS writes to it
-	go func() {
-		if useTLS {
-			served <- srv.ServeTLS(ln, "", "")
-			return
-		}
-		served <- srv.Serve(ln)
-	}()
-	var nsrv *native.Server
-	nativeServed := make(chan error, 1)
-	if nln != nil {
-		nc := native.Config{AuthTokens: cfg.AuthTokens, Metrics: metrics, Logger: log}
-		if node != nil {
-			nc.Gate = node
-		}
-		nsrv = native.New(eng, nc)
-		if useTLS {
-			tc, _ := cfg.tlsConfig() // its own copy: ServeTLS changes srv.TLSConfig
-			nln = tls.NewListener(nln, tc)
-		}
-		go func() { nativeServed <- nsrv.Serve(nln) }()
-		log.Info("baton serving the native protocol", "native_listen", nln.Addr().String(), "tls", useTLS)
+	n, err := OpenNode(cfg, log)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return exitCode(err)
 	}
-	if node != nil {
-		node.Start()
-	}
-	log.Info("baton serving", "peers", len(cfg.Peers), "listen", ln.Addr().String(), "tls", useTLS, "auth", len(cfg.AuthTokens) > 0, "advertise", cfg.Advertise, "data_dir", cfg.DataDir, "last_token", eng.LastToken())
+
+	log.Info("baton serving", "peers", len(cfg.Peers), "listen", n.Addr(), "tls", n.useTLS, "auth", len(cfg.AuthTokens) > 0,
+		"advertise", n.cfg.Advertise, "data_dir", cfg.DataDir, "fsync", cfg.Fsync, "last_token", n.Engine().LastToken())
 
 	code := 0
 	select {
 	case sig := <-sigs:
 		log.Info("shutting down", "signal", sig.String())
-	case err := <-served:
+	case err := <-n.Served():
 		log.Error("server stopped", "err", err)
 		code = exitError
-	case err := <-nativeServed:
-		log.Error("native server stopped", "err", err)
+	}
+	if err := n.Close(); err != nil {
 		code = exitError
 	}
-	if node != nil {
-		// The active hands off first: its waiters and in-flight calls are
-		// redirected to the successor, holders keep their tokens there.
-		hctx, hstop := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = node.Close(hctx)
-		hstop()
-	}
-	// Waiters left (a single node, or no successor): each gets 503 +
-	// Retry-After and can retry elsewhere.
-	if err := eng.Close(); err != nil {
-		log.Error("writing the token high-water mark", "err", err)
-		code = exitError
-	}
-	if nsrv != nil {
-		// After the engine: its parked acquires have their E unavailable
-		// (or, after a handoff, M) lines queued; Close writes them out.
-		_ = nsrv.Close()
-	}
-	events.Close() // end the /events streams, or Shutdown would wait for them
-	ctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
-	defer stop()
-	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("shutdown", "err", err)
-		_ = srv.Close()
-	}
-	cancel()
-	log.Info("stopped", "last_token", eng.LastToken())
+	log.Info("stopped", "last_token", n.Engine().LastToken())
 	return code
 }

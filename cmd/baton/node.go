@@ -1,0 +1,461 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/cluster"
+	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/handlers"
+	"github.com/baton-io/baton/native"
+	"github.com/baton-io/baton/wal"
+)
+
+// Node is one running baton node: the log of changes in data_dir, the
+// engine, its metrics and event log, the cluster node (with peers), the
+// HTTP server and the native protocol server (native_listen), built by OpenNode in that order and stopped by Close
+// in the reverse one. `baton serve` is config and signals around a Node;
+// tests open one on 127.0.0.1:0.
+type Node struct {
+	cfg     serveConfig
+	log     *slog.Logger
+	wal     *wal.Log
+	eng     *engine.Engine
+	metrics *handlers.Metrics
+	events  *handlers.EventLog
+	peer    atomic.Pointer[cluster.Node] // nil: a single node, or not built yet
+	snaps   *snapshotter                 // a single node's background snapshots; nil in a cluster
+	// replaying is set while the engine replays the log: the events of
+	// replayed changes were reported when they happened.
+	replaying atomic.Bool
+	srv       *http.Server
+	ln        net.Listener
+	nsrv      *native.Server // nil without native_listen
+	nln       net.Listener   // the native protocol's listener, or nil
+	useTLS    bool
+	cancel    context.CancelFunc
+	served    chan error // a server's end: an error, or http.ErrServerClosed
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// repairHint is how a user starts a node whose log is damaged; quoted in
+// the *wal.CorruptError that refuses the start.
+const repairHint = "start with --repair-log (env BATON_REPAIR_LOG=true)"
+
+// startError is a reason OpenNode refuses to start, with the exit code of
+// `baton serve`: exitUsage (2) for what the operator must fix (data_dir
+// locked, not writable or damaged, an invalid cluster setting), exitError
+// (1) otherwise.
+type startError struct {
+	code int
+	err  error
+}
+
+func (e *startError) Error() string { return e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
+
+// exitCode is the exit code of `baton serve` for an error of OpenNode.
+func exitCode(err error) int {
+	var se *startError
+	if errors.As(err, &se) {
+		return se.code
+	}
+	return exitError
+}
+
+// OpenNode builds and starts a node from cfg (validated by loadConfig):
+// it opens the log in cfg.DataDir (refusing with exit code 2 a data_dir
+// that another process holds, that cannot be written, or whose log or
+// snapshot is damaged before its tail; a torn last record is cut off with
+// a warning), then the metrics, the event log and the engine; a single
+// node's engine writes every change to the log, replays the newest
+// snapshot and the log before anything is served, and gets background
+// snapshots. Then the cluster node (with peers) and the HTTP server on
+// cfg.Listen, which serves once OpenNode returns. log receives every
+// component's lines. Errors are *startError values naming what failed.
+func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
+	n := &Node{cfg: cfg, log: log, served: make(chan error, 2)}
+	ok := false
+	defer func() {
+		if !ok {
+			n.abort()
+		}
+	}()
+
+	wc, err := cfg.walConfig()
+	if err != nil {
+		return nil, &startError{exitUsage, err}
+	}
+	wc.Logger = log
+	if n.wal, err = wal.Open(wc); err != nil {
+		return nil, walStartError(cfg.DataDir, err)
+	}
+
+	n.metrics = handlers.NewMetrics()
+	n.metrics.Registry().MustRegister(walCollector{n.wal})
+	n.events = handlers.NewEventLog(handlers.DefaultEventLogSize)
+	ec := cfg.engineConfig()
+	ec.OnEvent = n.onEvent
+	single := len(cfg.Peers) == 0
+	if single {
+		// A cluster node gets its state from its peers (replication); it
+		// writes no log of its own yet: its data_dir holds the lock file
+		// and the token high-water mark.
+		ec.Log = n.wal
+	}
+	ec.Standby = true // a single node replays its log as a standby, then is promoted
+	if n.eng, err = engine.New(ec); err != nil {
+		return nil, &startError{exitError, fmt.Errorf("cannot start the engine: %w", err)}
+	}
+	if single {
+		snap, err := n.replay()
+		if err != nil {
+			return nil, err
+		}
+		// Leases that ran out while the node was down end now; waiters
+		// without an ID of their own, whose requests died with the old
+		// process, are dropped.
+		n.eng.Promote(engine.Failover)
+		n.snaps = startSnapshotter(n.wal, n.dumpState, log, snapshotMinBytes, snapshotCheck, snap)
+	}
+
+	if n.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, &startError{exitError, fmt.Errorf("cannot listen on %s: %w", cfg.Listen, err)}
+	}
+	if u, err := url.Parse(cfg.Advertise); err == nil && u.Port() == "0" {
+		// Derived from a listen address with port 0 (tests): the port the
+		// system chose.
+		_, port, _ := net.SplitHostPort(n.ln.Addr().String())
+		u.Host = net.JoinHostPort(u.Hostname(), port)
+		cfg.Advertise = u.String()
+		n.cfg.Advertise = cfg.Advertise
+	}
+
+	hc := handlers.Config{Node: cfg.Advertise, MaxBody: cfg.MaxBody, Logger: log, AuthTokens: cfg.AuthTokens, Metrics: n.metrics,
+		CORSOrigins: cfg.CORSOrigins, Events: n.events, Pprof: cfg.Pprof}
+	// The native listener is bound before the cluster node, so that a
+	// native_listen with port 0 is known to the peers (cluster.Config.Native).
+	if cfg.NativeListen != "" {
+		if n.nln, err = net.Listen("tcp", cfg.NativeListen); err != nil {
+			return nil, &startError{exitError, fmt.Errorf("cannot listen on native_listen %s: %w", cfg.NativeListen, err)}
+		}
+	}
+	var peer *cluster.Node
+	if !single {
+		cc := cfg.clusterConfig()
+		if n.nln != nil {
+			cc.Native = cfg.nativeAdvertise(n.nln.Addr().String())
+		}
+		cc.Logger = log
+		cc.OnRole = n.metrics.SetRole
+		cc.OnChange = func(kind, node, msg string) {
+			n.metrics.OnClusterChange(kind)
+			n.events.AddEvent(api.Event{Kind: kind, Node: node, Message: msg})
+		}
+		if peer, err = cluster.New(cc, n.eng); err != nil {
+			return nil, &startError{exitUsage, fmt.Errorf("cannot start the cluster node: %w", err)}
+		}
+		n.peer.Store(peer)
+		n.metrics.SetRole(api.RoleStandby)
+		hc.Gate, hc.Cluster = peer, peer.View
+	}
+	h := handlers.New(n.eng, hc)
+	if peer != nil {
+		h.Router().Mount(cluster.PathPrefix, peer.Handler()) // checks the cluster secret itself
+	}
+
+	var baseCtx context.Context
+	baseCtx, n.cancel = context.WithCancel(context.Background())
+	n.srv = handlers.NewHTTPServer(h, baseCtx, log)
+	n.srv.TLSConfig, _ = cfg.tlsConfig() // loaded once already by validate
+	n.useTLS = n.srv.TLSConfig != nil    // read before Serve: ServeTLS writes to it
+	srv, ln, useTLS := n.srv, n.ln, n.useTLS
+	go func() {
+		if useTLS {
+			n.served <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		n.served <- srv.Serve(ln)
+	}()
+	if n.nln != nil {
+		nc := native.Config{AuthTokens: cfg.AuthTokens, Metrics: n.metrics, Logger: log}
+		if peer != nil {
+			nc.Gate = peer
+		}
+		n.nsrv = native.New(n.eng, nc)
+		nln := n.nln
+		if useTLS {
+			tc, _ := cfg.tlsConfig() // its own copy: ServeTLS changes srv.TLSConfig
+			nln = tls.NewListener(nln, tc)
+		}
+		nsrv := n.nsrv
+		go func() {
+			if err := nsrv.Serve(nln); err != nil {
+				n.served <- fmt.Errorf("native protocol: %w", err)
+			}
+		}()
+		log.Info("baton serving the native protocol", "native_listen", n.nln.Addr().String(), "tls", useTLS)
+	}
+	if peer != nil {
+		peer.Start()
+	}
+	ok = true
+	return n, nil
+}
+
+// replay rebuilds the engine's state (a standby) from data_dir: the
+// newest snapshot, then each log record after it that the snapshot does
+// not hold, through the engine's one apply path. The events of replayed
+// changes are not reported again (metrics, /events): they were when they
+// happened. A snapshot or record that cannot be read stops the start
+// (exit 2), naming the file, or the record and its index.
+func (n *Node) replay() (snapshotStart, error) {
+	start := time.Now()
+	n.replaying.Store(true)
+	defer n.replaying.Store(false)
+	dir := filepath.Clean(n.cfg.DataDir)
+	var at snapshotStart
+	var dumps map[int]uint64
+	index, r, err := n.wal.LoadSnapshot()
+	var ce *wal.CorruptError
+	switch {
+	case errors.Is(err, wal.ErrNoSnapshot):
+		index = 0
+	case errors.As(err, &ce) && n.cfg.RepairLog:
+		n.log.Warn("repair: the snapshot is damaged; starting from the log's records only, the state it held for keys they do not change is lost",
+			"file", ce.File, "offset", ce.Offset, "reason", ce.Reason)
+		index = n.wal.FirstIndex() - 1
+	case err != nil:
+		return at, walStartError(dir, err)
+	default:
+		var cr countWriter
+		dumps, err = n.loadState(io.TeeReader(r, &cr))
+		r.Close()
+		if err != nil {
+			return at, &startError{exitUsage, fmt.Errorf("data_dir %s: the snapshot at log index %d cannot be replayed: %w", dir, index, err)}
+		}
+		at.index, at.size = index, uint64(cr)
+	}
+	var maxDump uint64
+	for _, d := range dumps {
+		maxDump = max(maxDump, d)
+	}
+	records, skipped := 0, 0
+	err = n.wal.Replay(index+1, func(i uint64, rec []byte) error {
+		if i <= maxDump {
+			r, err := engine.DecodeRecord(rec)
+			if err != nil {
+				return fmt.Errorf("record %d: %w", i, err)
+			}
+			if d, ok := dumps[n.eng.ShardOf(r.Key)]; ok && r.Kind != engine.RecReserve && i <= d {
+				skipped++ // its change is in the snapshot already
+				return nil
+			}
+		}
+		records++
+		at.pending += uint64(len(rec)) + 8 // as framed in the log
+		if err := n.eng.Replay(rec); err != nil {
+			return fmt.Errorf("record %d: %w", i, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return at, &startError{exitUsage, fmt.Errorf("data_dir %s: replaying the log: %w", dir, err)}
+	}
+	n.log.Info("log replayed", "data_dir", dir, "snapshot_index", index, "records", records, "already_in_snapshot", skipped,
+		"held", n.eng.Held(), "last_token", n.eng.LastToken(), "took", time.Since(start).Round(time.Millisecond))
+	return at, nil
+}
+
+// walStartError is the *startError for wal.Open's err: exit code 2 for a
+// data_dir in use, not writable (the error names data_dir) or damaged.
+func walStartError(dir string, err error) error {
+	var ce *wal.CorruptError
+	switch {
+	case errors.As(err, &ce) && ce.Hint == "": // a snapshot
+		return &startError{exitUsage, fmt.Errorf("the log in data_dir %s is damaged: %w; to start anyway with only the log's records after it (the state it held is lost), %s",
+			filepath.Clean(dir), err, repairHint)}
+	case errors.As(err, &ce):
+		return &startError{exitUsage, fmt.Errorf("the log in data_dir %s is damaged: %w", filepath.Clean(dir), err)}
+	case errors.Is(err, wal.ErrLocked), errors.Is(err, wal.ErrNotWritable):
+		return &startError{exitUsage, err}
+	}
+	return &startError{exitError, fmt.Errorf("cannot open the log in data_dir %s: %w", filepath.Clean(dir), err)}
+}
+
+// onEvent is the engine's OnEvent: each change goes to the metrics, the
+// event log and, once it exists, the cluster node (which replicates it).
+// The engine of a clustered node starts as a standby and makes no change
+// of its own before the cluster node promotes it, so no change is missed.
+func (n *Node) onEvent(ev engine.Event) {
+	if n.replaying.Load() {
+		return
+	}
+	n.metrics.OnEvent(ev)
+	n.events.Add(ev)
+	if p := n.peer.Load(); p != nil {
+		p.OnEvent(ev)
+	}
+}
+
+// Addr is the address the HTTP server listens on (host:port; the port
+// chosen by the system for a listen address with port 0).
+func (n *Node) Addr() string { return n.ln.Addr().String() }
+
+// URL is the node's base URL on its listening address: http:// or
+// https:// (with tls_cert), host:port.
+func (n *Node) URL() string {
+	if n.useTLS {
+		return "https://" + n.Addr()
+	}
+	return "http://" + n.Addr()
+}
+
+// Engine is the node's engine.
+func (n *Node) Engine() *engine.Engine { return n.eng }
+
+// Served receives the error of the HTTP server or of the native protocol
+// server ("native protocol: ...") if one stops by itself; after Close it
+// may receive http.ErrServerClosed.
+func (n *Node) Served() <-chan error { return n.served }
+
+// Close stops the node: a clustered active hands off to its successor
+// first (within 5 s); parked acquires left are answered 503 with
+// Retry-After; the engine writes its token high-water mark; the /events
+// streams end; the HTTP server shuts down (within 5 s, then closes its
+// connections); the log is synced and closed, releasing data_dir. It
+// returns the first error (the high-water mark's or the log's); later
+// calls return the same.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() { n.closeErr = n.close() })
+	return n.closeErr
+}
+
+func (n *Node) close() error {
+	var first error
+	keep := func(what string, err error) {
+		if err != nil {
+			n.log.Error(what, "err", err)
+			if first == nil {
+				first = fmt.Errorf("%s: %w", what, err)
+			}
+		}
+	}
+	if n.snaps != nil {
+		n.snaps.close() // waits for a snapshot under way
+	}
+	if p := n.peer.Load(); p != nil {
+		// The active hands off first: its waiters and in-flight calls are
+		// redirected to the successor, holders keep their tokens there.
+		hctx, hstop := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = p.Close(hctx)
+		hstop()
+	}
+	// Waiters left (a single node, or no successor): each gets 503 +
+	// Retry-After and can retry elsewhere.
+	keep("writing the token high-water mark", n.eng.Close())
+	if n.nsrv != nil {
+		// After the engine: its parked acquires have their E unavailable
+		// (or, after a handoff, M) lines queued; Close writes them out.
+		_ = n.nsrv.Close()
+	}
+	n.events.Close() // end the /events streams, or Shutdown would wait for them
+	ctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	if err := n.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		n.log.Warn("shutdown", "err", err)
+		_ = n.srv.Close()
+	}
+	n.cancel()
+	keep("closing the log", n.wal.Close())
+	return first
+}
+
+// abort undoes a partial OpenNode, in reverse order.
+func (n *Node) abort() {
+	if n.ln != nil {
+		_ = n.ln.Close()
+	}
+	if n.nln != nil {
+		_ = n.nln.Close()
+	}
+	if n.snaps != nil {
+		n.snaps.close()
+	}
+	if p := n.peer.Load(); p != nil {
+		_ = p.Close(context.Background())
+	}
+	if n.eng != nil {
+		_ = n.eng.Close()
+	}
+	if n.events != nil {
+		n.events.Close()
+	}
+	if n.wal != nil {
+		_ = n.wal.Close()
+	}
+}
+
+// walCollector exports the log's counters (wal.Stats) to Prometheus.
+type walCollector struct{ l *wal.Log }
+
+var (
+	walHealthyDesc = prometheus.NewDesc("baton_log_healthy",
+		"1 while the log of changes can write to its disk; 0 while it cannot (disk full, a write error): changes are refused with 503 and the log retries by itself.", nil, nil)
+	walRecordsDesc = prometheus.NewDesc("baton_log_records_total",
+		"Records appended to the log of changes since the node started.", nil, nil)
+	walWritesDesc = prometheus.NewDesc("baton_log_writes_total",
+		"write(2) calls of the log that carried records (one per group-commit batch).", nil, nil)
+	walFsyncsDesc = prometheus.NewDesc("baton_log_fsyncs_total",
+		"fsyncs of the log's segment data.", nil, nil)
+	walBytesDesc = prometheus.NewDesc("baton_log_written_bytes_total",
+		"Bytes of records (with their framing) written to the log.", nil, nil)
+	walRecordsWrittenDesc = prometheus.NewDesc("baton_log_records_written_total",
+		"Records carried by the log's writes; divided by baton_log_writes_total, the mean batch of a write.", nil, nil)
+	walRecordsSyncedDesc = prometheus.NewDesc("baton_log_records_synced_total",
+		"Records made durable by the log's fsyncs; divided by baton_log_fsyncs_total, the mean batch of an fsync.", nil, nil)
+	walFailuresDesc = prometheus.NewDesc("baton_log_failures_total",
+		"Times the log went from writing to failing (disk full, I/O error).", nil, nil)
+)
+
+func (c walCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{walHealthyDesc, walRecordsDesc, walWritesDesc, walFsyncsDesc,
+		walBytesDesc, walRecordsWrittenDesc, walRecordsSyncedDesc, walFailuresDesc} {
+		ch <- d
+	}
+}
+
+func (c walCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.l.Stats()
+	healthy := 0.0
+	if s.Healthy {
+		healthy = 1
+	}
+	ch <- prometheus.MustNewConstMetric(walHealthyDesc, prometheus.GaugeValue, healthy)
+	for _, m := range []struct {
+		d *prometheus.Desc
+		v uint64
+	}{
+		{walRecordsDesc, s.Records}, {walWritesDesc, s.Writes}, {walFsyncsDesc, s.Fsyncs},
+		{walBytesDesc, s.Bytes}, {walRecordsWrittenDesc, s.RecordsWritten},
+		{walRecordsSyncedDesc, s.RecordsSynced}, {walFailuresDesc, s.Failures},
+	} {
+		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
+	}
+}

@@ -1,0 +1,273 @@
+package main
+
+// Tests of the Node and of the log in data_dir under a real `baton serve`.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/baton-io/baton/wal"
+)
+
+// TestNodeOpenClose: a Node opened on 127.0.0.1:0 serves locks and its
+// log metrics, holds data_dir while open (a second Node on it is refused
+// naming data_dir) and releases it on Close.
+func TestNodeOpenClose(t *testing.T) {
+	leakCheck(t)
+	dir := t.TempDir()
+	cfg, err := loadConfig([]string{"--listen", "127.0.0.1:0", "--data-dir", dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := OpenNode(cfg, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := apiClient(t, n.URL())
+	g, err := c.Acquire(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Release(t.Context(), "k", g.Token); err != nil {
+		t.Fatal(err)
+	}
+	metrics := scrape(t, n.URL())
+	if v, ok := metrics["baton_log_healthy"]; !ok || v != 1 {
+		t.Fatalf("baton_log_healthy = %v (present %v), want 1", v, ok)
+	}
+	for _, m := range []string{"baton_log_records_total", "baton_log_writes_total", "baton_log_fsyncs_total", "baton_log_records_synced_total"} {
+		if _, ok := metrics[m]; !ok {
+			t.Errorf("%s missing from /metrics", m)
+		}
+	}
+
+	_, err = OpenNode(cfg, quietLog())
+	if !errors.Is(err, wal.ErrLocked) || exitCode(err) != exitUsage || !strings.Contains(err.Error(), "data_dir "+dir) {
+		t.Fatalf("a second Node on %s: %v (exit %d); want wal.ErrLocked naming data_dir, exit 2", dir, err, exitCode(err))
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+	n2, err := OpenNode(cfg, quietLog())
+	if err != nil {
+		t.Fatalf("a Node on %s after Close: %v", dir, err)
+	}
+	if err := n2.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// scrape reads url's /metrics: the value of each series without labels.
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	res, body := get(t, http.MethodGet, url+"/metrics")
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %s", res.StatusCode, body)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(body, "\n") {
+		name, v, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") || strings.Contains(name, "{") {
+			continue
+		}
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			out[name] = f
+		}
+	}
+	return out
+}
+
+// TestDataDirInUseRefused: a second `baton serve` on the data_dir of a
+// running one exits 2 naming data_dir and the holder; the first serves on.
+func TestDataDirInUseRefused(t *testing.T) {
+	needBinary(t)
+	dir := t.TempDir()
+	first := startServe(t, dir, nil)
+	code, stderr := runServe(t, nil, "--data-dir", dir)
+	if code != exitUsage || !strings.Contains(stderr, "data_dir "+dir) || !strings.Contains(stderr, "another process") {
+		t.Fatalf("second process on %s: exit %d, want 2 naming data_dir and the other process:\n%s", dir, code, stderr)
+	}
+	if st := first.status("k"); st.Holder != nil {
+		t.Fatalf("the first process: %+v", st)
+	}
+	if code := first.stop(); code != 0 {
+		t.Fatalf("the first process exited %d", code)
+	}
+}
+
+// TestReadOnlyDataDirRefused: a data_dir on a read-only file system (a
+// tmpfs mounted read-only by the test; root, as in CI) is refused at
+// start, exit 2, naming data_dir.
+func TestReadOnlyDataDirRefused(t *testing.T) {
+	needBinary(t)
+	dir := filepath.Join(t.TempDir(), "ro")
+	if err := os.Mkdir(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	mount(t, dir, syscall.MS_RDONLY, "size=64k")
+	code, stderr := runServe(t, nil, "--data-dir", dir)
+	if code != exitUsage || !strings.Contains(stderr, "data_dir") || !strings.Contains(stderr, dir) || !strings.Contains(stderr, "read-only") {
+		t.Fatalf("read-only data_dir: exit %d, want 2 naming data_dir %s:\n%s", code, dir, stderr)
+	}
+}
+
+// mount mounts a tmpfs on dir for the test; it fails (never skips) when it
+// cannot: CI runs as root.
+func mount(t *testing.T, dir string, flags uintptr, opts string) {
+	t.Helper()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", flags, opts); err != nil {
+		t.Fatalf("mount a tmpfs (%s) on %s (run as root, as CI does): %v", opts, dir, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+}
+
+// segmentFrames returns the offsets at which the frames of a segment file
+// begin, and its size (frames: a 3-byte little-endian payload length, 5
+// bytes of checks, the payload; after a 32-byte header; wal/doc.go).
+func segmentFrames(t *testing.T, path string) (starts []int64, size int64) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := int64(32)
+	for off+8 <= int64(len(b)) {
+		n := int64(b[off]) | int64(b[off+1])<<8 | int64(b[off+2])<<16
+		if n == 0 || off+8+n > int64(len(b)) {
+			break
+		}
+		starts = append(starts, off)
+		off += 8 + n
+	}
+	return starts, int64(len(b))
+}
+
+// newestSegment is the path of the last segment in dir.
+func newestSegment(t *testing.T, dir string) string {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dir, "*.wal"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("no segment in %s (%v)", dir, err)
+	}
+	return segs[len(segs)-1]
+}
+
+var offsetRE = regexp.MustCompile(`offset[= ](\d+)`)
+
+// TestTornTailStarts: a segment cut at a random byte inside its last
+// records (what a crash in the middle of a write leaves) starts, with a
+// warning that names the file and the offset of the torn record.
+func TestTornTailStarts(t *testing.T) {
+	needBinary(t)
+	dir := t.TempDir()
+	writeLog(t, dir, 200)
+	seg := newestSegment(t, dir)
+	starts, size := segmentFrames(t, seg)
+	if len(starts) < 10 {
+		t.Fatalf("%s holds %d frames", seg, len(starts))
+	}
+	// A byte strictly inside one of the last 10 frames: a torn record.
+	i := len(starts) - 1 - rand.IntN(10)
+	end := size
+	if i+1 < len(starts) {
+		end = starts[i+1]
+	}
+	cut := starts[i] + 1 + rand.Int64N(end-starts[i]-1)
+	if err := os.Truncate(seg, cut); err != nil {
+		t.Fatal(err)
+	}
+	n := startServe(t, dir, nil)
+	stderr := n.stderr.String()
+	m := offsetRE.FindStringSubmatch(stderr)
+	if !strings.Contains(stderr, "torn") || !strings.Contains(stderr, seg) || m == nil || m[1] != strconv.FormatInt(starts[i], 10) {
+		t.Fatalf("cut %s at %d (inside the frame at %d): want a warning naming the file and offset %d:\n%s", seg, cut, starts[i], starts[i], stderr)
+	}
+	if code := n.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if _, size := segmentFrames(t, seg); size != starts[i] {
+		t.Fatalf("%s is %d bytes after the repair of its tail, want %d", seg, size, starts[i])
+	}
+}
+
+// TestDamagedLogRefused: a byte flipped in a record before the tail stops
+// the start (exit 2) with a message naming the file, the offset and the
+// flag that starts anyway; with that flag the node starts, keeps the
+// records before the damage and says what it dropped.
+func TestDamagedLogRefused(t *testing.T) {
+	needBinary(t)
+	dir := t.TempDir()
+	writeLog(t, dir, 200)
+	seg := newestSegment(t, dir)
+	starts, _ := segmentFrames(t, seg)
+	i := len(starts)/4 + rand.IntN(len(starts)/2) // well before the tail
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[starts[i]+8] ^= 0x20 // in the payload
+	if err := os.WriteFile(seg, b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	code, stderr := runServe(t, nil, "--data-dir", dir)
+	want := []string{"data_dir " + dir, seg, "offset " + strconv.FormatInt(starts[i], 10), "--repair-log"}
+	for _, w := range want {
+		if code != exitUsage || !strings.Contains(stderr, w) {
+			t.Fatalf("flipped a byte of the frame at %d of %s: exit %d, want 2 and a message with %q:\n%s", starts[i], seg, code, w, stderr)
+		}
+	}
+	n := startServe(t, dir, nil, "--repair-log")
+	if s := n.stderr.String(); !strings.Contains(s, "repair") || !strings.Contains(s, seg) {
+		t.Fatalf("--repair-log: no warning naming %s and what was dropped:\n%s", seg, s)
+	}
+	if code := n.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if got, _ := segmentFrames(t, seg); len(got) != i {
+		t.Fatalf("after --repair-log %s holds %d records, want the %d before the damage", seg, len(got), i)
+	}
+	// Repaired: it starts without the flag now.
+	n = startServe(t, dir, nil)
+	if code := n.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
+
+// writeLog has a `baton serve` on dir write records changes (grants of
+// keys held for 10 minutes), then kills it (kill -9), so that the log
+// holds them all and no snapshot.
+func writeLog(t *testing.T, dir string, records int) {
+	t.Helper()
+	n := startServe(t, dir, nil)
+	lc := newLockCaller(n.url)
+	defer lc.close()
+	for i := range records {
+		if code, _, err := lc.call(http.MethodPost, fmt.Sprintf("/locks/log%d?lease=600&wait=0.001", i)); err != nil || code != http.StatusOK {
+			t.Fatalf("acquire log%d: %d %v", i, code, err)
+		}
+	}
+	if err := n.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-n.exited
+}

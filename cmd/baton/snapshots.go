@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/wal"
+)
+
+// Snapshot policy of a node's log: a snapshot is taken once the log has
+// grown by snapshotMinBytes and by as much as the last snapshot's size
+// since it, checked every snapshotCheck. The disk then holds the newest
+// snapshot, about as much log again, and the segment being written: it is
+// bounded by the live state, not by history. Variables for tests only.
+var (
+	snapshotMinBytes uint64 = 16 << 20
+	snapshotCheck           = time.Second
+)
+
+// segmentSize is the size of the log's segments: that of the growth that
+// allows a snapshot, so that the segments a snapshot covers, which it
+// removes, free the disk in steps of that size.
+const segmentSize = 16 << 20
+
+// snapshotter saves snapshots of a node's state into its log in the
+// background (wal.Log.SaveSnapshot, which then removes the segments the
+// snapshot replaces). It is owned by the Node: started by OpenNode,
+// stopped by Close before the log is closed.
+type snapshotter struct {
+	l        *wal.Log
+	dump     func(w io.Writer) error // writes the state that holds every record up to the log's last index
+	log      *slog.Logger
+	minBytes uint64        // growth of the log that allows a snapshot
+	every    time.Duration // how often the growth is checked
+
+	mu       sync.Mutex // one snapshot at a time; guards the fields below
+	index    uint64     // the log index of the last snapshot (0: none yet)
+	atBytes  uint64     // wal Stats.Bytes when it was taken
+	lastSize uint64     // its size in bytes
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// snapshotStart is where a node's log stands when its snapshotter starts.
+type snapshotStart struct {
+	index   uint64 // the index of the snapshot loaded at start (0: none)
+	size    uint64 // its size in bytes
+	pending uint64 // bytes of log records after it, replayed at start
+}
+
+// startSnapshotter starts the background snapshots of l from the state at
+// start; dump writes the state (see snapshotter.dump). Stop it with close.
+func startSnapshotter(l *wal.Log, dump func(io.Writer) error, log *slog.Logger, minBytes uint64, every time.Duration, at snapshotStart) *snapshotter {
+	s := &snapshotter{l: l, dump: dump, log: log, minBytes: minBytes, every: every,
+		index: at.index, lastSize: at.size, atBytes: l.Stats().Bytes - at.pending, // wraps below 0: unsigned differences stay right
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go s.run()
+	return s
+}
+
+func (s *snapshotter) run() {
+	defer close(s.done)
+	t := time.NewTicker(s.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			if s.due() {
+				_ = s.save()
+			}
+		}
+	}
+}
+
+// due reports whether the log grew enough since the last snapshot.
+func (s *snapshotter) due() bool {
+	grown := s.l.Stats().Bytes
+	s.mu.Lock()
+	grown -= s.atBytes
+	need := max(s.minBytes, s.lastSize)
+	s.mu.Unlock()
+	return grown >= need
+}
+
+// save takes a snapshot now at the log's last index, unless the last
+// snapshot is already there. Errors are logged and returned; the log and
+// its older snapshot stay as they were.
+func (s *snapshotter) save() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	bytes := s.l.Stats().Bytes
+	index := s.l.LastIndex() // every record up to it is in the state dump sees
+	if index == 0 || index == s.index {
+		return nil
+	}
+	var size countWriter
+	start := time.Now()
+	err := s.l.SaveSnapshot(index, func(w io.Writer) error {
+		return s.dump(io.MultiWriter(w, &size))
+	})
+	if err != nil {
+		s.log.Error("snapshot of the log failed; the log keeps growing until one succeeds", "index", index, "err", err)
+		return err
+	}
+	s.index, s.atBytes, s.lastSize = index, bytes, uint64(size)
+	s.log.Info("snapshot of the log saved", "index", index, "bytes", uint64(size), "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// close stops the background snapshots and waits for one under way.
+func (s *snapshotter) close() {
+	close(s.stop)
+	<-s.done
+}
+
+// countWriter counts the bytes written through it.
+type countWriter uint64
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	*c += countWriter(len(p))
+	return len(p), nil
+}
+
+// snapshotMagic begins the payload of a node's snapshot. The payload (the
+// wal package frames it and checks it with a CRC) is, after the magic,
+// for each shard of the engine in turn:
+//
+//	uvarint  shard+1
+//	records  each: uvarint n (> 0), then n bytes: one record of the
+//	         engine's format (engine/record.go), as SnapshotRecords gave it
+//	uvarint  0
+//	uvarint  the shard's dump index: the log's last index when the shard
+//	         was dumped; log records of its keys up to it are in the dump
+//
+// then uvarint 0. At start the records are replayed, then each log record
+// after the snapshot's index whose index is above its key's shard's dump
+// index.
+const snapshotMagic = "BATONST1"
+
+// dumpState writes the engine's state as a snapshot payload to w: each
+// shard is dumped under its lock, with the log's last index read there.
+func (n *Node) dumpState(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	var err error
+	var scratch [binary.MaxVarintLen64]byte
+	put := func(b []byte) {
+		if err == nil {
+			_, err = bw.Write(b)
+		}
+	}
+	uv := func(v uint64) { put(binary.AppendUvarint(scratch[:0], v)) }
+	put([]byte(snapshotMagic))
+	cur := -1
+	begin := func(shard int) {
+		if shard != cur {
+			uv(uint64(shard) + 1)
+			cur = shard
+		}
+	}
+	n.eng.SnapshotRecords(func(shard int, rec []byte) {
+		begin(shard)
+		uv(uint64(len(rec)))
+		put(rec)
+	}, func(shard int) {
+		begin(shard)
+		uv(0)
+		uv(n.wal.LastIndex())
+	})
+	uv(0)
+	if err == nil {
+		err = bw.Flush()
+	}
+	return err
+}
+
+// loadState replays a snapshot payload from r into the engine (a standby)
+// and returns the dump index of each shard. Errors name what is wrong and
+// where (the byte offset in the payload).
+func (n *Node) loadState(r io.Reader) (dumps map[int]uint64, err error) {
+	br := &countingReader{r: bufio.NewReaderSize(r, 256<<10)}
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("snapshot payload at byte %d: %s", br.n, fmt.Sprintf(format, args...))
+	}
+	magic := make([]byte, len(snapshotMagic))
+	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != snapshotMagic {
+		return nil, fail("not a baton state snapshot (magic %q)", magic)
+	}
+	dumps = map[int]uint64{}
+	var rec []byte
+	for {
+		v, err := binary.ReadUvarint(br)
+		if err != nil {
+			return nil, fail("reading a shard number: %v", err)
+		}
+		if v == 0 {
+			return dumps, nil
+		}
+		shard := int(v - 1)
+		if _, dup := dumps[shard]; dup {
+			return nil, fail("shard %d twice", shard)
+		}
+		for {
+			size, err := binary.ReadUvarint(br)
+			if err != nil {
+				return nil, fail("reading a record length: %v", err)
+			}
+			if size == 0 {
+				break
+			}
+			if size > wal.MaxRecordSize {
+				return nil, fail("record of %d bytes", size)
+			}
+			rec = slices.Grow(rec[:0], int(size))[:size]
+			if _, err := io.ReadFull(br, rec); err != nil {
+				return nil, fail("reading a record: %v", err)
+			}
+			r, err := engine.DecodeRecord(rec)
+			if err != nil {
+				return nil, fail("%v", err)
+			}
+			if got := n.eng.ShardOf(r.Key); got != shard {
+				return nil, fail("key %q is in shard %d's dump, but in shard %d now (the engine's shards changed)", r.Key, shard, got)
+			}
+			if err := n.eng.Replay(rec); err != nil {
+				return nil, fail("%v", err)
+			}
+		}
+		if dumps[shard], err = binary.ReadUvarint(br); err != nil {
+			return nil, fail("reading shard %d's dump index: %v", shard, err)
+		}
+	}
+}
+
+// countingReader counts the bytes read through it, for error offsets.
+type countingReader struct {
+	r *bufio.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += int64(k)
+	return k, err
+}
+
+func (c *countingReader) ReadByte() (byte, error) {
+	b, err := c.r.ReadByte()
+	if err == nil {
+		c.n++
+	}
+	return b, err
+}
