@@ -104,6 +104,10 @@ const (
 	DefaultFailoverTimeout = time.Second
 )
 
+// MinHeartbeat is the shortest heartbeat accepted: each one polls every
+// peer over HTTP, so a shorter one floods the peers for no faster failover.
+const MinHeartbeat = 10 * time.Millisecond
+
 // Validate reports the first invalid field by its config key.
 func (c *Config) Validate() error {
 	if len(c.Peers) == 0 {
@@ -123,8 +127,8 @@ func (c *Config) Validate() error {
 	if !seen[c.Self] {
 		return fmt.Errorf("advertise: %q is not in peers %v", c.Self, c.Peers)
 	}
-	if c.Heartbeat <= 0 {
-		return fmt.Errorf("heartbeat: must be > 0, got %v", c.Heartbeat)
+	if c.Heartbeat < MinHeartbeat {
+		return fmt.Errorf("heartbeat: must be at least %v (each heartbeat polls every peer), got %v", MinHeartbeat, c.Heartbeat)
 	}
 	if c.FailoverTimeout < 2*c.Heartbeat {
 		return fmt.Errorf("failover_timeout: must be at least two heartbeats (%v), got %v", 2*c.Heartbeat, c.FailoverTimeout)

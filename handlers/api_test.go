@@ -978,3 +978,26 @@ func TestHeadIsGetWithoutBody(t *testing.T) {
 		}
 	}
 }
+
+// A poll ended early by poll_timeout: with an Idempotency-Key the answer
+// says the place is kept (and a repeat resumes it); without one it says
+// the place was not kept, which is what the engine did.
+func TestPollTimeoutSaysWhetherThePlaceIsKept(t *testing.T) {
+	e := newEnv(t, engine.Config{PollTimeout: 50 * time.Millisecond}, handlers.Config{})
+	held := e.acquire("/locks/pt?lease=30")
+	anon := e.do("POST", "/locks/pt?wait=5", "")
+	if anon.code != http.StatusRequestTimeout || anon.errBody(t).Code != api.CodePollTimeout || !strings.Contains(anon.errBody(t).Message, "not kept") {
+		t.Fatalf("without an Idempotency-Key: %d %s", anon.code, anon.body)
+	}
+	if n := e.status("pt").Waiters; n != 0 {
+		t.Errorf("the anonymous waiter is still queued (%d waiters)", n)
+	}
+	named := e.do("POST", "/locks/pt?wait=5", "", api.HeaderIdempotencyKey, "pt-1")
+	if named.code != http.StatusRequestTimeout || !strings.Contains(named.errBody(t).Message, "is kept") {
+		t.Fatalf("with an Idempotency-Key: %d %s", named.code, named.body)
+	}
+	if n := e.status("pt").Waiters; n != 1 {
+		t.Errorf("the waiter with an Idempotency-Key is not kept (%d waiters)", n)
+	}
+	e.release("pt", held.Token)
+}

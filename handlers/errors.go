@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/baton-io/baton/api"
@@ -75,6 +76,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	status, body := classify(err)
+	if body.Code == api.CodePollTimeout && r.Header.Get(api.HeaderIdempotencyKey) == "" {
+		// Without an Idempotency-Key nothing can resume the place: the
+		// engine dropped the waiter (see engine.Config.PollTimeout).
+		body.Message = "the poll ended early; this request had no Idempotency-Key, so its place in the queue was not kept: repeat it (with an Idempotency-Key, a repeat resumes the place)"
+	}
 	switch status {
 	case http.StatusInternalServerError:
 		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
@@ -97,16 +103,78 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, body)
 }
 
-// wantsText reports whether the client prefers text/plain to JSON.
+// wantsText reports whether the client prefers text/plain to JSON by its
+// Accept header (RFC 9110 section 12.5.1): the media range that matches
+// each type most specifically gives its weight (text/plain, then text/*,
+// then */*; application/json, then application/*, then */*); text wins on
+// a higher weight, or on an equal one when its range comes first. No Accept,
+// or one that names no text range, is JSON.
 func wantsText(r *http.Request) bool {
 	acc := r.Header.Get("Accept")
-	if acc == "" {
-		return false
+	if !hasTextRange(acc) {
+		return false // the common case, without parsing
 	}
-	t := strings.Index(acc, "text/plain")
-	if t < 0 {
-		return false
+	textQ, jsonQ := acceptWeight{q: -1}, acceptWeight{q: -1}
+	for i, part := range strings.Split(acc, ",") {
+		mr, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		mr = strings.ToLower(strings.TrimSpace(mr))
+		q := 1.0
+		for _, p := range strings.Split(params, ";") {
+			k, v, ok := strings.Cut(strings.TrimSpace(p), "=")
+			if ok && strings.EqualFold(strings.TrimSpace(k), "q") {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f >= 0 && f <= 1 {
+					q = f
+				}
+			}
+		}
+		w := acceptWeight{q: q, pos: i}
+		switch mr {
+		case "text/plain":
+			textQ.take(w, 3)
+		case "text/*":
+			textQ.take(w, 2)
+		case "application/json":
+			jsonQ.take(w, 3)
+		case "application/*":
+			jsonQ.take(w, 2)
+		case "*/*":
+			textQ.take(w, 1)
+			jsonQ.take(w, 1)
+		}
 	}
-	j := strings.Index(acc, "application/json")
-	return j < 0 || t < j
+	switch {
+	case textQ.q <= 0:
+		return false
+	case jsonQ.q < 0:
+		return true
+	case textQ.q != jsonQ.q:
+		return textQ.q > jsonQ.q
+	}
+	return textQ.pos < jsonQ.pos
+}
+
+// hasTextRange reports whether acc names a text/ media range, in any case
+// (media types are case-insensitive), without allocating.
+func hasTextRange(acc string) bool {
+	for i := 0; i+5 <= len(acc); i++ {
+		if strings.EqualFold(acc[i:i+5], "text/") {
+			return true
+		}
+	}
+	return false
+}
+
+// acceptWeight is the weight a media type gets from an Accept header: q of
+// its most specific matching range, at position pos in the header.
+type acceptWeight struct {
+	q           float64
+	pos, specif int
+}
+
+// take keeps w if its range (of specificity specif) is more specific than
+// the one kept so far.
+func (a *acceptWeight) take(w acceptWeight, specif int) {
+	if specif > a.specif {
+		*a = acceptWeight{q: w.q, pos: w.pos, specif: specif}
+	}
 }

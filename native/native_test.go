@@ -3,6 +3,7 @@ package native_test
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -611,4 +612,23 @@ func TestPiledUpAcquiresAreBounded(t *testing.T) {
 		t.Fatal("the connection stays open with 99 acquires piled up")
 	}
 	waitFor(t, func() bool { li, _ := e.eng.Status("pile"); return li.Waiters == 0 })
+}
+
+// A line longer than MaxLine, followed by more bytes the client sends
+// before it reads: the error line still arrives, then an orderly end of
+// the connection (EOF), not a reset that could destroy the error line.
+func TestOverlongLineErrorArrivesBeforeTheClose(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	for range 5 {
+		c := e.dial()
+		long := "A " + strings.Repeat("k", native.MaxLine+100) + " 10 -"
+		c.send(long, strings.Repeat("A x 10 -\n", 2000))
+		if got := c.read(); !strings.HasPrefix(got, "- - E invalid_argument line: longer than") {
+			t.Fatalf("the first answer is %q, want the error line", got)
+		}
+		_ = c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if rest, err := c.br.ReadString('\n'); err != io.EOF {
+			t.Fatalf("after the error line: %q, %v; want EOF", rest, err)
+		}
+	}
 }

@@ -218,6 +218,7 @@ type conn struct {
 	queue   []answer
 	spare   []answer
 	closed  bool                  // no more answers are taken
+	linger  bool                  // a fatal line ended the reader: close gently (see writeLoop)
 	chains  map[string][]*request // keys with an acquire running: the ones waiting their turn
 	chained int                   // requests in chains
 	wake    chan struct{}
@@ -308,6 +309,9 @@ func (c *conn) fatal(op, rawKey, code, msg string, start time.Time) {
 	} else {
 		a = errorLine(op, rawKey, code, msg)
 	}
+	c.mu.Lock()
+	c.linger = true
+	c.mu.Unlock()
 	c.send(a, op, code, start)
 	c.cancel()
 }
@@ -440,6 +444,7 @@ func (c *conn) writeLoop() {
 	c.closed = true
 	left := c.queue
 	c.queue = nil
+	linger := c.linger && err == nil
 	c.mu.Unlock()
 	for _, a := range left {
 		if a.granted {
@@ -447,10 +452,35 @@ func (c *conn) writeLoop() {
 		}
 	}
 	c.cancel()
+	if linger {
+		c.closeGently()
+	}
 	c.nc.Close()
 	c.s.mu.Lock()
 	delete(c.s.conns, c)
 	c.s.mu.Unlock()
+}
+
+// Lingering after a fatal line: how long, and how many unread bytes, the
+// server reads and discards before it closes the connection.
+const (
+	lingerTime  = 500 * time.Millisecond
+	lingerBytes = 1 << 20
+)
+
+// closeGently ends a connection after a fatal line (its reader has
+// returned): it sends FIN after the error line, then reads and discards
+// what the client still sends, for at most lingerTime and lingerBytes.
+// Closing with unread bytes in the socket would send a TCP reset, which
+// can destroy the error line before the client reads it (RFC 1122
+// section 4.2.2.13).
+func (c *conn) closeGently() {
+	cw, ok := c.nc.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(lingerTime))
+	_, _ = io.CopyN(io.Discard, c.nc, lingerBytes)
 }
 
 // errPeerGone ends a connection whose client has closed it.

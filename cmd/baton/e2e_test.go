@@ -476,6 +476,7 @@ func TestInvalidConfigRefusesToStart(t *testing.T) {
 		{name: "bare decimal in YAML", yaml: "failover_timeout: 1.5\n", want: []string{"failover_timeout", `"1.5"`, "file FILE", "use a duration such as 15s"}},
 		{name: "bare number in env", env: []string{"BATON_FAILOVER_TIMEOUT=1"}, want: []string{"failover_timeout", `"1"`, "environment variable BATON_FAILOVER_TIMEOUT", "use a duration such as 15s"}},
 		{name: "bare number as flag", args: []string{"--heartbeat", "1"}, want: []string{`"1"`, "--heartbeat", "use a duration such as 15s"}},
+		{name: "heartbeat too short", args: []string{"--peers", "http://127.0.0.1:7070,http://127.0.0.2:7070", "--advertise", "http://127.0.0.1:7070", "--heartbeat", "1ns"}, want: []string{"heartbeat", "at least 10ms"}},
 		{name: "unknown BATON_ variable", env: []string{"BATON_LEASE_DEFALT=3s"}, want: []string{"BATON_LEASE_DEFALT"}},
 		{name: "data_dir is a file", args: []string{"--data-dir", notDir}, want: []string{"data_dir", notDir, "from flag --data-dir"}},
 		{name: "data_dir under a file", args: []string{"--data-dir", notDir + "/sub"}, want: []string{"data_dir", "not a directory"}},
