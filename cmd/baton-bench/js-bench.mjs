@@ -4,14 +4,17 @@
 // --warmup seconds. Prints one JSON line: cycles, seconds, cycles_per_sec,
 // errors. scripts/js-bench.sh runs it beside the Go client on one node.
 //
-// --transport fetch (default) is Node's own fetch, what a user gets;
-// --transport node-http hands the client a fetch built on node:http (the
+// --transport http2 (default) is baton-node.js, the Node entry: the client
+// over node:http2, calls multiplexed on h2c connections like the Go
+// client's; --transport fetch is baton.js over Node's own fetch (undici,
+// HTTP/1.1), what a browser-style import gets; --transport node-http
+// hands baton.js a fetch built on node:http with a keep-alive agent (the
 // client's `fetch` option), to tell the client's own cost from fetch's.
 //
 //   node cmd/baton-bench/js-bench.mjs --addr http://127.0.0.1:7070 --c 16 --duration 5
 import http from 'node:http';
 import { parseArgs } from 'node:util';
-import { Client } from '../../web/js/baton.js';
+import { Client } from '../../web/js/baton-node.js';
 
 const { values: o } = parseArgs({
   options: {
@@ -20,10 +23,10 @@ const { values: o } = parseArgs({
     duration: { type: 'string', default: '5' },
     warmup: { type: 'string', default: '1' },
     lease: { type: 'string', default: '30' },
-    transport: { type: 'string', default: 'fetch' },
+    transport: { type: 'string', default: 'http2' },
   },
 });
-if (o.transport !== 'fetch' && o.transport !== 'node-http') throw new Error(`--transport: ${o.transport} is not fetch or node-http`);
+if (!['http2', 'fetch', 'node-http'].includes(o.transport)) throw new Error(`--transport: ${o.transport} is not http2, fetch or node-http`);
 
 // httpFetch is the part of fetch that baton.js uses (method, headers,
 // signal; status, headers, text, json), over node:http with keep-alive.
@@ -50,7 +53,9 @@ for (const [k, v] of Object.entries({ c, duration, warmup, lease })) {
   if (!(v >= 0) || (k === 'c' && !Number.isInteger(v))) throw new Error(`--${k}: ${o[k]} is not a valid number`);
 }
 
-const client = new Client({ addresses: o.addr.split(','), fetch: o.transport === 'node-http' ? httpFetch : undefined });
+const client = o.transport === 'node-http'
+  ? new Client({ addresses: o.addr.split(','), fetch: httpFetch })
+  : new Client({ addresses: o.addr.split(','), transport: o.transport });
 const t0 = performance.now(), start = t0 + warmup, end = start + duration;
 let cycles = 0, errors = 0;
 async function loop(i) {
@@ -70,4 +75,5 @@ async function loop(i) {
 await Promise.all(Array.from({ length: c }, (_, i) => loop(i)));
 const secs = duration / 1000;
 agent.destroy();
+client.close();
 console.log(JSON.stringify({ client: 'js', transport: o.transport, c, cycles, seconds: secs, cycles_per_sec: Math.round(cycles / secs), errors }));
