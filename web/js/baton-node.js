@@ -81,6 +81,7 @@ export function http2Transport() {
     let s = p.conns[i];
     if (!s || s.closed || s.destroyed) {
       const fresh = http2.connect(origin);
+      if (process.env.XNODELAY) fresh.once('connect', (_, sock) => sock.setNoDelay(true));
       const drop = () => { if (p.conns[i] === fresh) p.conns[i] = null; };
       fresh.on('error', drop); // the streams in flight report it
       fresh.on('goaway', drop);
@@ -94,35 +95,37 @@ export function http2Transport() {
 
   /**
    * One request on one connection.
-   * @param {URL} url
+   * @param {string} origin scheme://host:port
+   * @param {string} path the path and query, percent-encoded
    * @param {string} method
    * @param {Record<string, string>} headers
    * @param {AbortSignal} [signal]
    * @returns {Promise<{ status: number, headers: Record<string, any>, body: string }>}
    */
-  function once(url, method, headers, signal) {
+  function once(origin, path, method, headers, signal) {
     return new Promise((resolve, reject) => {
       if (closed) return reject(new Error('baton-node: the transport is closed'));
-      const s = /** @type {any} */ (session(url.origin));
+      const s = /** @type {any} */ (session(origin));
       /** @type {Record<string, string>} */
-      const h = { ':method': method, ':path': url.pathname + url.search };
-      for (const [k, v] of Object.entries(headers)) h[k.toLowerCase()] = v;
+      const h = { ':method': method, ':path': path };
+      for (const k in headers) h[k.toLowerCase()] = headers[k];
       let st;
       try {
-        st = s.request(h, { endStream: true, signal });
+        st = s.request(h, signal ? { endStream: true, signal } : { endStream: true });
       } catch (e) {
         return reject(e);
       }
       if (s[inFlight]++ === 0) s.ref();
-      let status = 0, rh = {}, body = '', done = false;
-      st.setEncoding('utf8');
+      let status = 0, rh = {}, done = false;
+      /** @type {Buffer[]} */
+      const body = [];
       st.on('response', (x) => { rh = x; status = Number(x[':status']); });
-      st.on('data', (d) => { body += d; });
+      st.on('data', (d) => { body.push(d); });
       // A stream ended without an answer: its connection broke.
-      const broken = () => new Error(url.origin + ': the HTTP/2 stream closed before its answer (code ' + st.rstCode + ')');
+      const broken = () => new Error(origin + ': the HTTP/2 stream closed before its answer (code ' + st.rstCode + ')');
       st.on('end', () => {
         done = true;
-        if (status) resolve({ status, headers: rh, body });
+        if (status) resolve({ status, headers: rh, body: body.length === 1 ? body[0].toString() : Buffer.concat(body).toString() });
         else reject(signal?.aborted ? signal.reason : broken());
       });
       st.on('error', (e) => { done = true; reject(e); });
@@ -137,22 +140,27 @@ export function http2Transport() {
   const fetch = async (/** @type {string} */ input, /** @type {any} */ init = {}) => {
     const { signal } = init;
     if (signal?.aborted) throw signal.reason;
-    let url = new URL(input), method = init.method || 'GET', headers = init.headers || {}, redirected = false;
+    // baton.js hands over normalized URLs: split them without parsing.
+    const slash = input.indexOf('/', input.indexOf('//') + 2);
+    let origin = slash < 0 ? input : input.slice(0, slash), path = slash < 0 ? '/' : input.slice(slash);
+    let url = input, method = init.method || 'GET', headers = init.headers || {}, redirected = false;
     for (let n = 0; ; n++) {
-      const r = await once(url, method, headers, signal);
+      const r = await once(origin, path, method, headers, signal);
       const loc = r.headers.location;
       if (REDIRECTS.has(r.status) && loc && init.redirect !== 'manual') {
         if (n >= MAX_FOLLOW || init.redirect === 'error') throw new TypeError(url + ': too many redirects or redirect: error');
         const next = new URL(loc, url);
-        if (next.origin !== url.origin) {
+        if (next.origin !== origin) {
           headers = Object.fromEntries(Object.entries(headers).filter(([k]) => k.toLowerCase() !== 'authorization'));
         }
         if (r.status === 303 || ((r.status === 301 || r.status === 302) && method === 'POST')) method = 'GET';
-        url = next;
+        url = next.href;
+        origin = next.origin;
+        path = next.pathname + next.search;
         redirected = true;
         continue;
       }
-      return new Answer(r.status, r.headers, url.href, redirected, r.body);
+      return new Answer(r.status, r.headers, url, redirected, r.body);
     }
   };
   fetch.close = () => {
