@@ -148,15 +148,15 @@ export function endToEnd(headers) {
 /**
  * A server on a free port of 127.0.0.1 for proxies in front of baton, in
  * the protocol of the client under test: HTTP/1.1 for fetch, h2c for the
- * http2 transport (handler gets the compatibility API's req and res, like
- * node:http's). Returns its url and the connections it accepted so far
- * (`conns`); t.after closes it.
+ * http2 transport, or proto ("http1" or "h2c") if given (handler gets the
+ * compatibility API's req and res, like node:http's). Returns its url and
+ * the connections it accepted so far (`seen.conns`); t.after closes it.
  */
-export async function listenProxy(t, handler) {
-  const srv = TRANSPORT === 'http2' ? http2.createServer(handler) : http.createServer(handler);
+export async function listenProxy(t, handler, proto = TRANSPORT === 'http2' ? 'h2c' : 'http1') {
+  const srv = proto === 'h2c' ? http2.createServer(handler) : http.createServer(handler);
   const open = new Set();
   const seen = { conns: 0 };
-  srv.on(TRANSPORT === 'http2' ? 'session' : 'connection', (c) => {
+  srv.on(proto === 'h2c' ? 'session' : 'connection', (c) => {
     seen.conns++;
     open.add(c);
     c.on('close', () => open.delete(c));
