@@ -32,13 +32,15 @@ go_rates=() h2_rates=() fetch_rates=() http_rates=()
 for r in $(seq "$runs"); do
 	g=$("$dir/baton-bench" --addr "127.0.0.1:$port" --pid "$pid" --workload uncontended --client official --proto h2c \
 		--c "$c" --duration "${secs}s" --runs 1 --ref none --progress off | sed -n 's/^RESULT .* ops_s=\([0-9]*\) .*/\1/p')
-	j=$(node cmd/baton-bench/js-bench.mjs --addr "http://127.0.0.1:$port" --c "$c" --duration "$secs" --transport http2 |
-		sed -n 's/.*"cycles_per_sec":\([0-9]*\).*/\1/p')
-	f=$(node cmd/baton-bench/js-bench.mjs --addr "http://127.0.0.1:$port" --c "$c" --duration "$secs" --transport fetch |
-		sed -n 's/.*"cycles_per_sec":\([0-9]*\).*/\1/p')
+	jl=$(node cmd/baton-bench/js-bench.mjs --addr "http://127.0.0.1:$port" --c "$c" --duration "$secs" --transport http2)
+	j=$(sed -n 's/.*"cycles_per_sec":\([0-9]*\).*/\1/p' <<<"$jl")
+	ju=$(sed -n 's/.*"cpu_us_per_cycle":\([0-9]*\).*/\1/p' <<<"$jl")
+	fl=$(node cmd/baton-bench/js-bench.mjs --addr "http://127.0.0.1:$port" --c "$c" --duration "$secs" --transport fetch)
+	f=$(sed -n 's/.*"cycles_per_sec":\([0-9]*\).*/\1/p' <<<"$fl")
+	fu=$(sed -n 's/.*"cpu_us_per_cycle":\([0-9]*\).*/\1/p' <<<"$fl")
 	h=$(node cmd/baton-bench/js-bench.mjs --addr "http://127.0.0.1:$port" --c "$c" --duration "$secs" --transport node-http |
 		sed -n 's/.*"cycles_per_sec":\([0-9]*\).*/\1/p')
-	echo "run $r/$runs: go official h2c $g cycles/s, js (baton-node.js, http2) $j, js (Node fetch) $f, js (node:http transport) $h  (load $(cut -d' ' -f1 /proc/loadavg))"
+	echo "run $r/$runs: go official h2c $g cycles/s, js (baton-node.js, http2) $j ($ju µs CPU/cycle), js (Node fetch) $f ($fu µs CPU/cycle), js (node:http transport) $h  (load $(cut -d' ' -f1 /proc/loadavg))"
 	go_rates+=("$g") h2_rates+=("$j") fetch_rates+=("$f") http_rates+=("$h")
 done
 gm=$(printf '%s\n' "${go_rates[@]}" | median)

@@ -2,7 +2,8 @@
 // workload of baton-bench in Node: --c loops (default 16), each taking and
 // releasing its own key with baton.js, for --duration seconds after
 // --warmup seconds. Prints one JSON line: cycles, seconds, cycles_per_sec,
-// errors. scripts/js-bench.sh runs it beside the Go client on one node.
+// cpu_us_per_cycle (the process's CPU time in the window per cycle), errors.
+// scripts/js-bench.sh runs it beside the Go client on one node.
 //
 // --transport http2 (default) is baton-node.js, the Node entry: the client
 // over node:http2, calls multiplexed on h2c connections like the Go
@@ -57,7 +58,11 @@ const client = o.transport === 'node-http'
   ? new Client({ addresses: o.addr.split(','), fetch: httpFetch })
   : new Client({ addresses: o.addr.split(','), transport: o.transport });
 const t0 = performance.now(), start = t0 + warmup, end = start + duration;
-let cycles = 0, errors = 0;
+let cycles = 0, errors = 0, cpu0 = null, cpu = null;
+// The process's CPU time over the measured window, per cycle: the client's
+// own cost, which a shared machine's load does not inflate as much.
+setTimeout(() => { cpu0 = process.cpuUsage(); }, warmup);
+setTimeout(() => { cpu = process.cpuUsage(cpu0 ?? undefined); }, warmup + duration);
 async function loop(i) {
   const key = `js-bench/u/${i}`;
   for (;;) {
@@ -76,4 +81,5 @@ await Promise.all(Array.from({ length: c }, (_, i) => loop(i)));
 const secs = duration / 1000;
 agent.destroy();
 client.close();
-console.log(JSON.stringify({ client: 'js', transport: o.transport, c, cycles, seconds: secs, cycles_per_sec: Math.round(cycles / secs), errors }));
+const cpuPerCycle = cpu && cycles ? Math.round((cpu.user + cpu.system) / cycles) : null;
+console.log(JSON.stringify({ client: 'js', transport: o.transport, c, cycles, seconds: secs, cycles_per_sec: Math.round(cycles / secs), cpu_us_per_cycle: cpuPerCycle, errors }));
