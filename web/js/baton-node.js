@@ -20,6 +20,18 @@ const CONNECTIONS = 2;
 const MAX_FOLLOW = 20;
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 
+/** The headers of an Answer: get(name) as a fetch Headers'. */
+class AnswerHeaders {
+  /** @param {Record<string, string | string[] | undefined>} h lower-case names */
+  constructor(h) { this._h = h; }
+
+  /** @param {string} name */
+  get(name) {
+    const v = this._h[name.toLowerCase()];
+    return v === undefined ? null : Array.isArray(v) ? v.join(', ') : String(v);
+  }
+}
+
 /**
  * The answer of a call: the part of a fetch Response that baton.js reads
  * (status, ok, statusText, redirected, url, headers.get, text, json), its
@@ -39,13 +51,7 @@ class Answer {
     this.statusText = STATUS_CODES[status] || '';
     this.url = url;
     this.redirected = redirected;
-    this.headers = {
-      /** @param {string} name */
-      get(name) {
-        const v = headers[name.toLowerCase()];
-        return v === undefined ? null : Array.isArray(v) ? v.join(', ') : String(v);
-      },
-    };
+    this.headers = new AnswerHeaders(headers);
     this._body = body;
   }
 
