@@ -15,6 +15,12 @@ export interface NodeClientOptions extends ClientOptions {
    * runtime's fetch, as baton.js. A `fetch` option wins over both.
    */
   transport?: "http2" | "fetch";
+  /**
+   * Options of node:tls connect for https:// addresses over http2: `ca`
+   * (a private CA), `cert` and `key` (a client certificate), ... ALPN asks
+   * for h2.
+   */
+  tls?: Record<string, unknown>;
 }
 
 /** The part of a fetch Response that the client reads. */
@@ -35,7 +41,7 @@ export interface Answer {
  * follows redirects like fetch (Authorization dropped across origins);
  * `close()` ends its connections.
  */
-export declare function http2Transport(): ((url: string, init?: {
+export declare function http2Transport(tls?: Record<string, unknown>): ((url: string, init?: {
   method?: string;
   headers?: Record<string, string>;
   signal?: AbortSignal;

@@ -71,9 +71,12 @@ const inFlight = Symbol('inFlight');
  * A connection that closes is replaced at the next call; an aborted
  * `signal` resets the stream and rejects with its reason. Connections hold
  * the process open only while a call is in flight; `close()` ends them.
+ * @param {import('node:tls').ConnectionOptions} [tls] options of the TLS
+ *   connections to https:// origins (ca for a private CA, cert and key for
+ *   client certificates, ...); ALPN always asks for h2
  * @returns {((url: string, init?: { method?: string, headers?: Record<string, string>, signal?: AbortSignal, redirect?: string }) => Promise<Answer>) & { close(): void }}
  */
-export function http2Transport() {
+export function http2Transport(tls) {
   /** @type {Map<string, { conns: (http2.ClientHttp2Session | null)[], next: number }>} */
   const pools = new Map();
   let closed = false;
@@ -86,7 +89,7 @@ export function http2Transport() {
     p.next = (i + 1) % CONNECTIONS;
     let s = p.conns[i];
     if (!s || s.closed || s.destroyed) {
-      const fresh = http2.connect(origin);
+      const fresh = tls && origin.startsWith('https:') ? http2.connect(origin, tls) : http2.connect(origin);
       if (process.env.XNODELAY) fresh.once('connect', (_, sock) => sock.setNoDelay(true));
       const drop = () => { if (p.conns[i] === fresh) p.conns[i] = null; };
       fresh.on('error', drop); // the streams in flight report it
@@ -180,16 +183,17 @@ export function http2Transport() {
 /**
  * baton.js's Client over node:http2 by default. Options as baton.js's
  * Client, plus `transport`: "http2" (the default) or "fetch" (the
- * runtime's fetch, as in browsers). A `fetch` option wins over both.
+ * runtime's fetch, as in browsers; a `fetch` option wins over both), and
+ * `tls`: node:tls options for https:// addresses over http2 (e.g. `ca`).
  */
 export class Client extends FetchClient {
-  /** @param {ConstructorParameters<typeof FetchClient>[0] & { transport?: 'http2' | 'fetch' }} options */
+  /** @param {ConstructorParameters<typeof FetchClient>[0] & { transport?: 'http2' | 'fetch', tls?: import('node:tls').ConnectionOptions }} options */
   constructor(options = /** @type {any} */ ({})) {
     const transport = options?.transport ?? 'http2';
     if (transport !== 'http2' && transport !== 'fetch') {
       throw new BatonError(400, 'invalid_argument', 'transport must be "http2" or "fetch", not ' + JSON.stringify(transport), 'transport');
     }
-    const h2 = !options?.fetch && transport === 'http2' ? http2Transport() : null;
+    const h2 = !options?.fetch && transport === 'http2' ? http2Transport(options.tls) : null;
     super(h2 ? { ...options, fetch: h2 } : options);
     /** The transport in use: "http2" or "fetch" (also when a `fetch` option was given). */
     this.transport = h2 ? 'http2' : 'fetch';

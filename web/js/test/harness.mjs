@@ -47,10 +47,12 @@ export async function waitFor(what, within, cond) {
  * host:port, with its own data dir (kept across restart()).
  */
 export class Node {
-  constructor({ host = '127.0.0.1', port, args = [], env = {} }) {
+  constructor({ host = '127.0.0.1', port, args = [], env = {}, scheme = 'http', ready }) {
     this.host = host;
     this.port = port;
-    this.url = `http://${host}:${port}`;
+    this.url = `${scheme}://${host}:${port}`;
+    /** (url) => Promise<boolean>: is the node answering? Default: GET /healthz by fetch. */
+    this.ready = ready ?? (async (url) => (await fetch(url + '/healthz')).ok);
     this.args = args;
     this.env = env;
     this.dir = mkdtempSync(join(tmpdir(), 'baton-js-'));
@@ -68,7 +70,7 @@ export class Node {
     this.proc.stderr.on('data', (d) => { this.out += d; });
     await waitFor(this.url + ' answering', 10000, async () => {
       if (this.proc.exitCode !== null) throw new Error('baton exited: ' + this.out);
-      return (await fetch(this.url + '/healthz')).ok;
+      return this.ready(this.url);
     });
     return this;
   }

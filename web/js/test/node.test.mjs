@@ -1,10 +1,14 @@
 // baton-node.js itself (whichever transport the other files run with):
 // the transport option, multiplexing on at most two connections per
-// origin, a process left free to exit, close().
+// origin, a process left free to exit, close(), h2 over TLS.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { spawn } from 'node:child_process';
+import http2 from 'node:http2';
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Client, BatonError } from '../baton-node.js';
 import { startNode, listenProxy, endToEnd } from './harness.mjs';
 
@@ -60,4 +64,35 @@ test('close ends the connections: a later call fails unavailable', async (t) => 
   c.close();
   await assert.rejects(c.acquire('close/1'), (e) => e instanceof BatonError && e.code === 'unavailable' && /closed/.test(e.message));
   assert.equal((await n.get('/locks/close/1')).holder, null);
+});
+
+test('https addresses: h2 by ALPN, with the tls option (a private CA)', { timeout: 60000 }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'baton-js-tls-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const cert = join(dir, 'cert.pem'), key = join(dir, 'key.pem');
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', key, '-out', cert,
+    '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+  const ca = readFileSync(cert);
+  // Ready when an HTTP/2 session over TLS (ALPN h2) answers /healthz.
+  const ready = (url) => new Promise((resolve, reject) => {
+    const s = http2.connect(url, { ca });
+    s.on('error', reject);
+    const st = s.request({ ':path': '/healthz' }, { endStream: true });
+    st.on('response', (h) => { s.close(); resolve(h[':status'] === 200); });
+    st.on('error', reject);
+  });
+  const n = await startNode(t, { scheme: 'https', args: ['--tls-cert', cert, '--tls-key', key], ready });
+
+  // Without the CA the certificate is refused: no node answers.
+  const untrusting = new Client({ addresses: [n.url], retryFor: 100 });
+  await assert.rejects(untrusting.acquire('tls/1'), (e) => e instanceof BatonError && e.code === 'unavailable');
+  untrusting.close();
+
+  const c = new Client({ addresses: [n.url], tls: { ca } });
+  t.after(() => c.close());
+  assert.equal(c.transport, 'http2');
+  const l = await c.acquire('tls/1', { lease: 10 });
+  assert.equal((await c.status('tls/1')).holder.token, l.token);
+  await l.release();
+  assert.equal((await c.status('tls/1')).holder, null);
 });
