@@ -90,7 +90,6 @@ export function http2Transport(tls) {
     let s = p.conns[i];
     if (!s || s.closed || s.destroyed) {
       const fresh = tls && origin.startsWith('https:') ? http2.connect(origin, tls) : http2.connect(origin);
-      if (process.env.XNODELAY) fresh.once('connect', (_, sock) => sock.setNoDelay(true));
       const drop = () => { if (p.conns[i] === fresh) p.conns[i] = null; };
       fresh.on('error', drop); // the streams in flight report it
       fresh.on('goaway', drop);
