@@ -79,7 +79,7 @@ func openPath(r *http.Request) bool {
 	p := r.URL.Path
 	switch {
 	case p == "/healthz", p == "/readyz", p == "/openapi.json", p == "/", p == "/favicon.ico",
-		p == web.ClientPath, p == web.ClientTypesPath:
+		p == web.ClientPath, p == web.ClientTypesPath, p == web.NodeClientPath, p == web.NodeClientTypesPath:
 		return r.Method == http.MethodGet || r.Method == http.MethodHead
 	case strings.HasPrefix(p, "/static/"):
 		return r.Method == http.MethodGet || r.Method == http.MethodHead

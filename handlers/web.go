@@ -22,7 +22,8 @@ func (s *Server) useCORS(r chi.Router) {
 }
 
 // mountWeb adds the status page (GET / and its assets), the JavaScript
-// client (GET /baton.js, GET /baton.d.ts), GET /cluster and GET /events.
+// client (GET /baton.js, GET /baton.d.ts, GET /baton-node.js, GET
+// /baton-node.d.ts), GET /cluster and GET /events.
 //
 // The annotation below documents GET / (served by web.Handler); the assets
 // under /static/ are not part of the API document.
@@ -38,6 +39,8 @@ func (s *Server) mountWeb(r chi.Router) {
 	get(r, web.Prefix+"*", page.ServeHTTP)
 	get(r, web.ClientPath, s.clientModule)
 	get(r, web.ClientTypesPath, s.clientTypes)
+	get(r, web.NodeClientPath, s.nodeClientModule)
+	get(r, web.NodeClientTypesPath, s.nodeClientTypes)
 	get(r, "/cluster", s.cluster)
 	get(r, "/events", s.events)
 }
@@ -71,6 +74,33 @@ func (s *Server) clientModule(w http.ResponseWriter, r *http.Request) {
 //	@Success	304	{string}	string	"If-None-Match matched its ETag"
 //	@Router		/baton.d.ts [get]
 func (s *Server) clientTypes(w http.ResponseWriter, r *http.Request) {
+	clientFiles.ServeHTTP(w, r)
+}
+
+// nodeClientModule is GET /baton-node.js: the JavaScript client's Node
+// entry (Node, Bun, Deno's node compatibility), baton.js over node:http2;
+// it imports ./baton.js. Served like /baton.js.
+//
+//	@Summary	The JavaScript client's Node entry, over node:http2 (import { Client } from "./baton-node.js")
+//	@Tags		operations
+//	@Produce	text/javascript
+//	@Success	200	{string}	string	"the module"
+//	@Success	304	{string}	string	"If-None-Match matched its ETag"
+//	@Router		/baton-node.js [get]
+func (s *Server) nodeClientModule(w http.ResponseWriter, r *http.Request) {
+	clientFiles.ServeHTTP(w, r)
+}
+
+// nodeClientTypes is GET /baton-node.d.ts: the TypeScript declarations of
+// /baton-node.js, served like it.
+//
+//	@Summary	The TypeScript declarations of /baton-node.js
+//	@Tags		operations
+//	@Produce	application/typescript
+//	@Success	200	{string}	string	"the declarations"
+//	@Success	304	{string}	string	"If-None-Match matched its ETag"
+//	@Router		/baton-node.d.ts [get]
+func (s *Server) nodeClientTypes(w http.ResponseWriter, r *http.Request) {
 	clientFiles.ServeHTTP(w, r)
 }
 

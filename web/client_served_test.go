@@ -10,7 +10,8 @@ import (
 )
 
 // TestClientServed: every node serves the JavaScript client at /baton.js
-// and its types at /baton.d.ts, byte for byte the files under web/js,
+// and its types at /baton.d.ts, its Node entry at /baton-node.js and
+// /baton-node.d.ts, byte for byte the files under web/js,
 // without a token even with auth_tokens set, cacheable (ETag, 304,
 // Cache-Control), and with CORS headers for a configured origin only.
 func TestClientServed(t *testing.T) {
@@ -22,6 +23,8 @@ func TestClientServed(t *testing.T) {
 	for _, f := range []struct{ path, file, ctype string }{
 		{"/baton.js", "baton.js", "text/javascript; charset=utf-8"},
 		{"/baton.d.ts", "baton.d.ts", "application/typescript; charset=utf-8"},
+		{"/baton-node.js", "baton-node.js", "text/javascript; charset=utf-8"},
+		{"/baton-node.d.ts", "baton-node.d.ts", "application/typescript; charset=utf-8"},
 	} {
 		want, err := os.ReadFile(filepath.Join("js", f.file))
 		if err != nil {

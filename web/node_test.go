@@ -11,9 +11,11 @@ import (
 // TestNodeClient runs the JavaScript client's own tests (web/js/test, with
 // node:test) in Node against the baton binary built in TestMain: every
 // call and error code, the 408 re-send, cancellation, a two-node cluster
-// with kill -9, release retries across a restart, and that baton.d.ts
-// matches the module. It fails when Node is missing (apt-get install -y
-// nodejs); -short skips it like the browser tests.
+// with kill -9, release retries across a restart, and that baton.d.ts and
+// baton-node.d.ts match their modules. They run once per transport
+// (BATON_JS_TRANSPORT): fetch (baton.js as browsers use it) and http2
+// (baton-node.js, node:http2 over h2c). It fails when Node is missing
+// (apt-get install -y nodejs); -short skips it like the browser tests.
 func TestNodeClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Node test: -short skips it")
@@ -26,12 +28,16 @@ func TestNodeClient(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no test files under js/test: %v", err)
 	}
-	args := append([]string{"--test", "--test-reporter=spec", "--test-concurrency=2"}, files...)
-	cmd := exec.Command(nodeBin, args...)
-	cmd.Env = append(os.Environ(), "BATON_BIN="+batonBin, "NO_COLOR=1")
-	out, err := cmd.CombinedOutput()
-	t.Logf("node %s\n%s", strings.Join(args, " "), out)
-	if err != nil {
-		t.Fatalf("node --test: %v", err)
+	for _, transport := range []string{"fetch", "http2"} {
+		t.Run(transport, func(t *testing.T) {
+			args := append([]string{"--test", "--test-reporter=spec", "--test-concurrency=2"}, files...)
+			cmd := exec.Command(nodeBin, args...)
+			cmd.Env = append(os.Environ(), "BATON_BIN="+batonBin, "BATON_JS_TRANSPORT="+transport, "NO_COLOR=1")
+			out, err := cmd.CombinedOutput()
+			t.Logf("BATON_JS_TRANSPORT=%s node %s\n%s", transport, strings.Join(args, " "), out)
+			if err != nil {
+				t.Fatalf("node --test (transport %s): %v", transport, err)
+			}
+		})
 	}
 }

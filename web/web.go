@@ -26,7 +26,7 @@ import (
 	"time"
 )
 
-//go:embed static js/baton.js js/baton.d.ts
+//go:embed static js/baton.js js/baton.d.ts js/baton-node.js js/baton-node.d.ts
 var files embed.FS
 
 // Prefix is the path under which the page's assets are served; GET / is the
@@ -97,10 +97,14 @@ func Handler() http.Handler {
 }
 
 // Client paths: the official JavaScript client (SPEC section 4), an ES
-// module, and its TypeScript declarations.
+// module, and its TypeScript declarations; and its Node entry,
+// baton-node.js (the same client over node:http2, importing ./baton.js),
+// with its declarations.
 const (
-	ClientPath      = "/baton.js"
-	ClientTypesPath = "/baton.d.ts"
+	ClientPath          = "/baton.js"
+	ClientTypesPath     = "/baton.d.ts"
+	NodeClientPath      = "/baton-node.js"
+	NodeClientTypesPath = "/baton-node.d.ts"
 )
 
 // clientMaxAge is how long, in seconds, a browser or a CDN may use its copy
@@ -108,8 +112,9 @@ const (
 // ETag (304 when unchanged).
 const clientMaxAge = 300
 
-// ClientHandler serves the JavaScript client: GET /baton.js (Content-Type
-// text/javascript) and GET /baton.d.ts (application/typescript), from the
+// ClientHandler serves the JavaScript client: GET /baton.js and
+// /baton-node.js (Content-Type text/javascript), GET /baton.d.ts and
+// /baton-node.d.ts (application/typescript), from the
 // files embedded in the binary (web/js). Answers carry an ETag
 // (If-None-Match gives 304) and Cache-Control: public, max-age=300. CORS
 // headers, for an import from a page on another origin, come from the
@@ -123,6 +128,12 @@ func ClientHandler() http.Handler {
 			a.ctype = "text/javascript; charset=utf-8"
 		case ClientTypesPath:
 			a = assets["js/baton.d.ts"]
+			a.ctype = "application/typescript; charset=utf-8"
+		case NodeClientPath:
+			a = assets["js/baton-node.js"]
+			a.ctype = "text/javascript; charset=utf-8"
+		case NodeClientTypesPath:
+			a = assets["js/baton-node.d.ts"]
 			a.ctype = "application/typescript; charset=utf-8"
 		default:
 			http.NotFound(w, r)

@@ -2,16 +2,20 @@
 // workload of baton-bench in Node: --c loops (default 16), each taking and
 // releasing its own key with baton.js, for --duration seconds after
 // --warmup seconds. Prints one JSON line: cycles, seconds, cycles_per_sec,
-// errors. scripts/js-bench.sh runs it beside the Go client on one node.
+// cpu_us_per_cycle (the process's CPU time in the window per cycle), errors.
+// scripts/js-bench.sh runs it beside the Go client on one node.
 //
-// --transport fetch (default) is Node's own fetch, what a user gets;
-// --transport node-http hands the client a fetch built on node:http (the
+// --transport http2 (default) is baton-node.js, the Node entry: the client
+// over node:http2, calls multiplexed on h2c connections like the Go
+// client's; --transport fetch is baton.js over Node's own fetch (undici,
+// HTTP/1.1), what a browser-style import gets; --transport node-http
+// hands baton.js a fetch built on node:http with a keep-alive agent (the
 // client's `fetch` option), to tell the client's own cost from fetch's.
 //
 //   node cmd/baton-bench/js-bench.mjs --addr http://127.0.0.1:7070 --c 16 --duration 5
 import http from 'node:http';
 import { parseArgs } from 'node:util';
-import { Client } from '../../web/js/baton.js';
+import { Client } from '../../web/js/baton-node.js';
 
 const { values: o } = parseArgs({
   options: {
@@ -20,10 +24,10 @@ const { values: o } = parseArgs({
     duration: { type: 'string', default: '5' },
     warmup: { type: 'string', default: '1' },
     lease: { type: 'string', default: '30' },
-    transport: { type: 'string', default: 'fetch' },
+    transport: { type: 'string', default: 'http2' },
   },
 });
-if (o.transport !== 'fetch' && o.transport !== 'node-http') throw new Error(`--transport: ${o.transport} is not fetch or node-http`);
+if (!['http2', 'fetch', 'node-http'].includes(o.transport)) throw new Error(`--transport: ${o.transport} is not http2, fetch or node-http`);
 
 // httpFetch is the part of fetch that baton.js uses (method, headers,
 // signal; status, headers, text, json), over node:http with keep-alive.
@@ -50,9 +54,15 @@ for (const [k, v] of Object.entries({ c, duration, warmup, lease })) {
   if (!(v >= 0) || (k === 'c' && !Number.isInteger(v))) throw new Error(`--${k}: ${o[k]} is not a valid number`);
 }
 
-const client = new Client({ addresses: o.addr.split(','), fetch: o.transport === 'node-http' ? httpFetch : undefined });
+const client = o.transport === 'node-http'
+  ? new Client({ addresses: o.addr.split(','), fetch: httpFetch })
+  : new Client({ addresses: o.addr.split(','), transport: o.transport });
 const t0 = performance.now(), start = t0 + warmup, end = start + duration;
-let cycles = 0, errors = 0;
+let cycles = 0, errors = 0, cpu0 = null, cpu = null;
+// The process's CPU time over the measured window, per cycle: the client's
+// own cost, which a shared machine's load does not inflate as much.
+setTimeout(() => { cpu0 = process.cpuUsage(); }, warmup);
+setTimeout(() => { cpu = process.cpuUsage(cpu0 ?? undefined); }, warmup + duration);
 async function loop(i) {
   const key = `js-bench/u/${i}`;
   for (;;) {
@@ -70,4 +80,6 @@ async function loop(i) {
 await Promise.all(Array.from({ length: c }, (_, i) => loop(i)));
 const secs = duration / 1000;
 agent.destroy();
-console.log(JSON.stringify({ client: 'js', transport: o.transport, c, cycles, seconds: secs, cycles_per_sec: Math.round(cycles / secs), errors }));
+client.close();
+const cpuPerCycle = cpu && cycles ? Math.round((cpu.user + cpu.system) / cycles) : null;
+console.log(JSON.stringify({ client: 'js', transport: o.transport, c, cycles, seconds: secs, cycles_per_sec: Math.round(cycles / secs), cpu_us_per_cycle: cpuPerCycle, errors }));

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { Client, BatonError, Lock } from '../baton.js';
+import { Client, BatonError, Lock } from './client.mjs';
 import { startNode, freePort, sleep, waitFor } from './harness.mjs';
 
 /** Rejects with a BatonError of this status and code (and field). */

@@ -4,8 +4,8 @@
 import { test } from 'node:test';
 import http from 'node:http';
 import assert from 'node:assert/strict';
-import { Client } from '../baton.js';
-import { startNode, startPair, sleep, waitFor } from './harness.mjs';
+import { Client } from './client.mjs';
+import { startNode, startPair, sleep, waitFor, listenProxy, endToEnd } from './harness.mjs';
 
 test('kill -9 of the active: the waiter gets the lock from the new active, the holder keeps its token', async (t) => {
   const [a, b] = await startPair(t);
@@ -60,20 +60,18 @@ test('after a 307 the client talks to the active directly, with its token', asyn
   // A proxy in front of the standby, the only address the client knows:
   // it records the acquires that reach the standby.
   const seen = [];
-  const srv = http.createServer((req, res) => {
+  const proxy = await listenProxy(t, (req, res) => {
     if (req.method === 'POST') seen.push(req.url);
-    const up = http.request(b.url + req.url, { method: req.method, headers: req.headers }, (r) => {
-      res.writeHead(r.statusCode, r.headers);
+    const up = http.request(b.url + req.url, { method: req.method, headers: endToEnd(req.headers) }, (r) => {
+      res.writeHead(r.statusCode, endToEnd(r.headers));
       r.pipe(res);
     });
     up.on('error', (e) => res.destroy(e));
     req.pipe(up);
   });
-  await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  t.after(() => new Promise((resolve) => { srv.closeAllConnections(); srv.close(resolve); }));
-  const c = new Client({ addresses: [`http://127.0.0.1:${srv.address().port}`], token: 'js-token' });
+  const c = new Client({ addresses: [proxy.url], token: 'js-token' });
 
-  // fetch follows the standby's 307 to the active's origin and drops the
+  // fetch (and the http2 transport, like it) follows the standby's 307 to the active's origin and drops the
   // Authorization header on the way; the client sends the call to the
   // active itself, with the token, under the same Idempotency-Key.
   const l1 = await c.acquire('via/1', { lease: 30 });

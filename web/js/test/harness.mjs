@@ -1,10 +1,13 @@
 // Test harness: real baton processes (the binary named by BATON_BIN, built
 // by the Go test that runs these files), on free ports of 127.0.0.x.
 import { spawn } from 'node:child_process';
+import http from 'node:http';
+import http2 from 'node:http2';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { TRANSPORT } from './client.mjs';
 
 export const BIN = process.env.BATON_BIN;
 if (!BIN) throw new Error('BATON_BIN must name the baton binary (go test ./web sets it)');
@@ -44,10 +47,12 @@ export async function waitFor(what, within, cond) {
  * host:port, with its own data dir (kept across restart()).
  */
 export class Node {
-  constructor({ host = '127.0.0.1', port, args = [], env = {} }) {
+  constructor({ host = '127.0.0.1', port, args = [], env = {}, scheme = 'http', ready }) {
     this.host = host;
     this.port = port;
-    this.url = `http://${host}:${port}`;
+    this.url = `${scheme}://${host}:${port}`;
+    /** (url) => Promise<boolean>: is the node answering? Default: GET /healthz by fetch. */
+    this.ready = ready ?? (async (url) => (await fetch(url + '/healthz')).ok);
     this.args = args;
     this.env = env;
     this.dir = mkdtempSync(join(tmpdir(), 'baton-js-'));
@@ -65,7 +70,7 @@ export class Node {
     this.proc.stderr.on('data', (d) => { this.out += d; });
     await waitFor(this.url + ' answering', 10000, async () => {
       if (this.proc.exitCode !== null) throw new Error('baton exited: ' + this.out);
-      return (await fetch(this.url + '/healthz')).ok;
+      return this.ready(this.url);
     });
     return this;
   }
@@ -132,4 +137,36 @@ export async function startPair(t, extra = [], token = '') {
     return a.role === 'active' && b.role === 'standby' && b.active === nodes[0].url;
   });
   return nodes;
+}
+
+// Headers of one hop (and HTTP/2 pseudo-headers) that a proxy must not pass on.
+const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'host', 'te', 'http2-settings']);
+
+/** headers without hop-by-hop ones and pseudo-headers, to forward them. */
+export function endToEnd(headers) {
+  return Object.fromEntries(Object.entries(headers).filter(([k]) => !k.startsWith(':') && !HOP.has(k.toLowerCase())));
+}
+
+/**
+ * A server on a free port of 127.0.0.1 for proxies in front of baton, in
+ * the protocol of the client under test: HTTP/1.1 for fetch, h2c for the
+ * http2 transport, or proto ("http1" or "h2c") if given (handler gets the
+ * compatibility API's req and res, like node:http's). Returns its url and
+ * the connections it accepted so far (`seen.conns`); t.after closes it.
+ */
+export async function listenProxy(t, handler, proto = TRANSPORT === 'http2' ? 'h2c' : 'http1') {
+  const srv = proto === 'h2c' ? http2.createServer(handler) : http.createServer(handler);
+  const open = new Set();
+  const seen = { conns: 0 };
+  srv.on(proto === 'h2c' ? 'session' : 'connection', (c) => {
+    seen.conns++;
+    open.add(c);
+    c.on('close', () => open.delete(c));
+  });
+  await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise((resolve) => {
+    for (const c of open) c.destroy();
+    srv.close(() => resolve());
+  }));
+  return { url: `http://127.0.0.1:${srv.address().port}`, seen };
 }

@@ -3,8 +3,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { Client, BatonError } from '../baton.js';
-import { startNode, freePort, sleep, waitFor } from './harness.mjs';
+import { Client, BatonError } from './client.mjs';
+import { startNode, sleep, waitFor, listenProxy, endToEnd } from './harness.mjs';
 
 /**
  * A proxy in front of target that behaves like Chromium on a reused
@@ -14,7 +14,7 @@ import { startNode, freePort, sleep, waitFor } from './harness.mjs';
 async function resendingProxy(t, target) {
   const seen = [];
   const forward = (req, body) => new Promise((resolve, reject) => {
-    const up = http.request(target + req.url, { method: req.method, headers: req.headers }, (res) => {
+    const up = http.request(target + req.url, { method: req.method, headers: endToEnd(req.headers) }, (res) => {
       const chunks = [];
       res.on('data', (c) => chunks.push(c));
       res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks) }));
@@ -22,7 +22,7 @@ async function resendingProxy(t, target) {
     up.on('error', reject);
     up.end(body);
   });
-  const srv = http.createServer(async (req, res) => {
+  const { url } = await listenProxy(t, async (req, res) => {
     const chunks = [];
     for await (const c of req) chunks.push(c);
     const body = Buffer.concat(chunks);
@@ -35,16 +35,13 @@ async function resendingProxy(t, target) {
           seen.push({ url: req.url, key: req.headers['idempotency-key'], status: r.status, resent: true });
         }
       }
-      res.writeHead(r.status, r.headers);
+      res.writeHead(r.status, endToEnd(r.headers));
       res.end(r.body);
     } catch (e) {
       res.destroy(e);
     }
   });
-  const port = await freePort();
-  await new Promise((resolve) => srv.listen(port, '127.0.0.1', resolve));
-  t.after(() => new Promise((resolve) => { srv.closeAllConnections(); srv.close(resolve); }));
-  return { url: `http://127.0.0.1:${port}`, seen };
+  return { url, seen };
 }
 
 test('a 408 re-sent by the HTTP stack carries the same Idempotency-Key and queues nothing', async (t) => {

@@ -58,3 +58,27 @@ test('the declared classes match the module', () => {
   assert.equal(lock.lost instanceof AbortSignal, true);
   // Its lease watch is unref'd: it keeps no process running.
 });
+
+test('baton-node.d.ts declares exactly the runtime exports of baton-node.js, its Client what it adds', async () => {
+  const node = await import('../baton-node.js');
+  const nodeDts = readFileSync(new URL('../baton-node.d.ts', import.meta.url), 'utf8');
+  const declared = [...nodeDts.matchAll(/^export declare (?:class|function|const) ([A-Za-z_$][\w$]*)/gm)].map((m) => m[1]);
+  for (const m of nodeDts.matchAll(/^export \{([^}]*)\} from/gm)) declared.push(...m[1].split(',').map((s) => s.trim()));
+  assert.deepEqual(declared.sort(), Object.keys(node).sort());
+  // The re-exports are baton.js's own classes: instanceof holds across both.
+  assert.equal(node.BatonError, BatonError);
+  assert.equal(node.Lock, Lock);
+
+  const body = /export declare class Client\b[^{]*\{([\s\S]*?)\n\}/.exec(nodeDts);
+  assert.ok(body, 'baton-node.d.ts declares no class Client');
+  const added = new Set([...body[1].matchAll(/^\s+(?:readonly\s+)?([A-Za-z_$][\w$]*)\??\s*[(:]/gm)].map((m) => m[1]).filter((m) => m !== 'constructor'));
+  const base = classMembers('Client');
+  const c = new node.Client({ addresses: ['http://127.0.0.1:9'] });
+  for (const m of added) assert.ok(m in c, `Client.${m} is declared in baton-node.d.ts but absent`);
+  const own = [...Object.getOwnPropertyNames(Object.getPrototypeOf(c)), ...Object.keys(c)];
+  for (const m of own) {
+    if (m === 'constructor' || m.startsWith('_')) continue;
+    assert.ok(added.has(m) || base.has(m), `Client.${m} is in baton-node.js but in neither baton-node.d.ts nor baton.d.ts`);
+  }
+  c.close();
+});

@@ -1,0 +1,206 @@
+// baton-node.js: the official JavaScript client (baton.js) for Node, Bun
+// and Deno's node compatibility, over node:http2: every call of a Client is
+// a stream multiplexed on HTTP/2 connections (cleartext h2c to http://
+// addresses, h2 negotiated by ALPN to https://), as the Go client does
+// (SPEC section 4), instead of fetch, whose one-request-per-connection
+// HTTP/1.1 costs Node most of its throughput. It re-exports baton.js; its
+// Client takes the same options plus `transport`. Types: /baton-node.d.ts.
+//
+//   import { Client } from './baton-node.js';
+//   const c = new Client({ addresses: ['http://127.0.0.1:7070'] });
+import http2 from 'node:http2';
+import { STATUS_CODES } from 'node:http';
+import { Client as FetchClient, BatonError } from './baton.js';
+
+export { BatonError, Lock } from './baton.js';
+
+/** Connections kept to each origin, used in turn (SPEC section 4: two). */
+const CONNECTIONS = 2;
+/** The most redirects one call follows, as fetch. */
+const MAX_FOLLOW = 20;
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+
+/** The headers of an Answer: get(name) as a fetch Headers'. */
+class AnswerHeaders {
+  /** @param {Record<string, string | string[] | undefined>} h lower-case names */
+  constructor(h) { this._h = h; }
+
+  /** @param {string} name */
+  get(name) {
+    const v = this._h[name.toLowerCase()];
+    return v === undefined ? null : Array.isArray(v) ? v.join(', ') : String(v);
+  }
+}
+
+/**
+ * The answer of a call: the part of a fetch Response that baton.js reads
+ * (status, ok, statusText, redirected, url, headers.get, text, json), its
+ * body read in full.
+ */
+class Answer {
+  /**
+   * @param {number} status
+   * @param {Record<string, string | string[] | undefined>} headers lower-case names
+   * @param {string} url where the call ended, after redirects
+   * @param {boolean} redirected
+   * @param {string} body
+   */
+  constructor(status, headers, url, redirected, body) {
+    this.status = status;
+    this.ok = status >= 200 && status < 300;
+    this.statusText = STATUS_CODES[status] || '';
+    this.url = url;
+    this.redirected = redirected;
+    this.headers = new AnswerHeaders(headers);
+    this._body = body;
+  }
+
+  async text() { return this._body; }
+
+  async json() { return JSON.parse(this._body); }
+}
+
+const inFlight = Symbol('inFlight');
+
+/**
+ * A transport over node:http2 with the fetch signature baton.js's `fetch`
+ * option takes: `(url, { method, headers, signal, redirect })` resolves to
+ * an Answer (a Response's status, headers, url, text; no request body: no
+ * baton call has one). It follows redirects like fetch (the Authorization
+ * header is dropped across origins; `redirect: "manual"` returns them).
+ * A connection that closes is replaced at the next call; an aborted
+ * `signal` resets the stream and rejects with its reason. Connections hold
+ * the process open only while a call is in flight; `close()` ends them.
+ * @param {import('node:tls').ConnectionOptions} [tls] options of the TLS
+ *   connections to https:// origins (ca for a private CA, cert and key for
+ *   client certificates, ...); ALPN always asks for h2
+ * @returns {((url: string, init?: { method?: string, headers?: Record<string, string>, signal?: AbortSignal, redirect?: string }) => Promise<Answer>) & { close(): void }}
+ */
+export function http2Transport(tls) {
+  /** @type {Map<string, { conns: (http2.ClientHttp2Session | null)[], next: number }>} */
+  const pools = new Map();
+  let closed = false;
+
+  /** @param {string} origin */
+  function session(origin) {
+    let p = pools.get(origin);
+    if (!p) pools.set(origin, p = { conns: new Array(CONNECTIONS).fill(null), next: 0 });
+    const i = p.next;
+    p.next = (i + 1) % CONNECTIONS;
+    let s = p.conns[i];
+    if (!s || s.closed || s.destroyed) {
+      const fresh = tls && origin.startsWith('https:') ? http2.connect(origin, tls) : http2.connect(origin);
+      const drop = () => { if (p.conns[i] === fresh) p.conns[i] = null; };
+      fresh.on('error', drop); // the streams in flight report it
+      fresh.on('goaway', drop);
+      fresh.on('close', drop);
+      /** @type {any} */ (fresh)[inFlight] = 0;
+      fresh.unref();
+      p.conns[i] = s = fresh;
+    }
+    return s;
+  }
+
+  /**
+   * One request on one connection.
+   * @param {string} origin scheme://host:port
+   * @param {string} path the path and query, percent-encoded
+   * @param {string} method
+   * @param {Record<string, string>} headers
+   * @param {AbortSignal} [signal]
+   * @returns {Promise<{ status: number, headers: Record<string, any>, body: string }>}
+   */
+  function once(origin, path, method, headers, signal) {
+    return new Promise((resolve, reject) => {
+      if (closed) return reject(new Error('baton-node: the transport is closed'));
+      const s = /** @type {any} */ (session(origin));
+      /** @type {Record<string, string>} */
+      const h = { ':method': method, ':path': path };
+      for (const k in headers) h[k.toLowerCase()] = headers[k];
+      let st;
+      try {
+        st = s.request(h, signal ? { endStream: true, signal } : { endStream: true });
+      } catch (e) {
+        return reject(e);
+      }
+      if (s[inFlight]++ === 0) s.ref();
+      let status = 0, rh = {}, done = false;
+      /** @type {Buffer[]} */
+      const body = [];
+      st.on('response', (x) => { rh = x; status = Number(x[':status']); });
+      st.on('data', (d) => { body.push(d); });
+      // A stream ended without an answer: its connection broke.
+      const broken = () => new Error(origin + ': the HTTP/2 stream closed before its answer (code ' + st.rstCode + ')');
+      st.on('end', () => {
+        done = true;
+        if (status) resolve({ status, headers: rh, body: body.length === 1 ? body[0].toString() : Buffer.concat(body).toString() });
+        else reject(signal?.aborted ? signal.reason : broken());
+      });
+      st.on('error', (e) => { done = true; reject(e); });
+      st.on('close', () => {
+        if (--s[inFlight] === 0 && !s.destroyed) s.unref();
+        if (!done) reject(signal?.aborted ? signal.reason : broken());
+      });
+    });
+  }
+
+  /** @type {any} */
+  const fetch = async (/** @type {string} */ input, /** @type {any} */ init = {}) => {
+    const { signal } = init;
+    if (signal?.aborted) throw signal.reason;
+    // baton.js hands over normalized URLs: split them without parsing.
+    const slash = input.indexOf('/', input.indexOf('//') + 2);
+    let origin = slash < 0 ? input : input.slice(0, slash), path = slash < 0 ? '/' : input.slice(slash);
+    let url = input, method = init.method || 'GET', headers = init.headers || {}, redirected = false;
+    for (let n = 0; ; n++) {
+      const r = await once(origin, path, method, headers, signal);
+      const loc = r.headers.location;
+      if (REDIRECTS.has(r.status) && loc && init.redirect !== 'manual') {
+        if (n >= MAX_FOLLOW || init.redirect === 'error') throw new TypeError(url + ': too many redirects or redirect: error');
+        const next = new URL(loc, url);
+        if (next.origin !== origin) {
+          headers = Object.fromEntries(Object.entries(headers).filter(([k]) => k.toLowerCase() !== 'authorization'));
+        }
+        if (r.status === 303 || ((r.status === 301 || r.status === 302) && method === 'POST')) method = 'GET';
+        url = next.href;
+        origin = next.origin;
+        path = next.pathname + next.search;
+        redirected = true;
+        continue;
+      }
+      return new Answer(r.status, r.headers, url, redirected, r.body);
+    }
+  };
+  fetch.close = () => {
+    closed = true;
+    for (const p of pools.values()) for (const s of p.conns) s?.close();
+    pools.clear();
+  };
+  return fetch;
+}
+
+/**
+ * baton.js's Client over node:http2 by default. Options as baton.js's
+ * Client, plus `transport`: "http2" (the default) or "fetch" (the
+ * runtime's fetch, as in browsers; a `fetch` option wins over both), and
+ * `tls`: node:tls options for https:// addresses over http2 (e.g. `ca`).
+ */
+export class Client extends FetchClient {
+  /** @param {ConstructorParameters<typeof FetchClient>[0] & { transport?: 'http2' | 'fetch', tls?: import('node:tls').ConnectionOptions }} options */
+  constructor(options = /** @type {any} */ ({})) {
+    const transport = options?.transport ?? 'http2';
+    if (transport !== 'http2' && transport !== 'fetch') {
+      throw new BatonError(400, 'invalid_argument', 'transport must be "http2" or "fetch", not ' + JSON.stringify(transport), 'transport');
+    }
+    const h2 = !options?.fetch && transport === 'http2' ? http2Transport(options.tls) : null;
+    super(h2 ? { ...options, fetch: h2 } : options);
+    /** The transport in use: "http2" or "fetch" (also when a `fetch` option was given). */
+    this.transport = h2 ? 'http2' : 'fetch';
+    this._h2 = h2;
+  }
+
+  /** Closes the HTTP/2 connections (a later call opens none: it fails). */
+  close() {
+    this._h2?.close();
+  }
+}
