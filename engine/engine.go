@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -691,6 +692,10 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	}
 	if err := CheckOwner(req.Owner); err != nil {
 		return Grant{}, err
+	}
+	if req.Owner != "" {
+		// Kept with the holder or waiter: not a slice of the request.
+		req.Owner = strings.Clone(req.Owner)
 	}
 	switch {
 	case req.Mode != Exclusive && req.Mode != Shared:

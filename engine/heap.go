@@ -1,8 +1,9 @@
 package engine
 
 // deadline is one entry of a shard's timer heap: a lease expiry (owner is
-// a *lock for its first slot, a *slot for another), a waiter's wait/poll/grace deadline (*waiter), or the end of a
-// waiter ID's retention (*ticket). The entry is embedded in its owner, so
+// a *lock for its first slot, a *slot for another), a waiter's
+// wait/poll/grace deadline (*waiter), or the end of a waiter ID's
+// retention (*ticket). The entry is embedded in its owner, so
 // arming a deadline allocates nothing; it is 32 bytes, since every held key
 // carries one.
 type deadline struct {

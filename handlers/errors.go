@@ -23,6 +23,8 @@ var errorTable = []struct {
 	{engine.ErrPollTimeout, http.StatusRequestTimeout, api.CodePollTimeout, "the poll ended early; the place in the queue is kept: repeat the request with the same Idempotency-Key"},
 	{engine.ErrNotHolder, http.StatusConflict, api.CodeNotHolder, "the lock is held under another token"},
 	{engine.ErrNotHeld, http.StatusNotFound, api.CodeNotHeld, "nobody holds the lock"},
+	{engine.ErrLimitMismatch, http.StatusConflict, api.CodeLimitMismatch, "the key exists with another limit: name the key's limit, or none"},
+	{errForbidden, http.StatusForbidden, api.CodeForbidden, "a forced release needs one of the node's admin_tokens (Authorization: Bearer <token>)"},
 	{engine.ErrGrantEnded, http.StatusGone, api.CodeGrantEnded, "the grant this Idempotency-Key received has been released or has expired; use a new key to acquire again"},
 	{engine.ErrSuperseded, http.StatusConflict, api.CodeSuperseded, "a repeat of this request with the same Idempotency-Key took over its place"},
 	{engine.ErrTooManyKeys, http.StatusTooManyRequests, api.CodeTooManyKeys, "the node holds its maximum number of keys (max_keys)"},
@@ -30,6 +32,9 @@ var errorTable = []struct {
 	{engine.ErrClosed, http.StatusServiceUnavailable, api.CodeUnavailable, "the node is shutting down; retry"},
 	{engine.ErrUnavailable, http.StatusServiceUnavailable, api.CodeUnavailable, "the node cannot write its log (disk full or a write error); nothing was changed: retry"},
 }
+
+// errForbidden: a forced release without an admin token.
+var errForbidden = errors.New("handlers: a forced release needs an admin token")
 
 // httpError is an error the handlers raise themselves (bad input, limits).
 type httpError struct {

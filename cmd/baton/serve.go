@@ -56,7 +56,7 @@ func serve(args []string) int {
 		log.Error("cannot start the engine", "err", err)
 		return exitError
 	}
-	hc := handlers.Config{Node: cfg.Advertise, MaxBody: cfg.MaxBody, Logger: log, AuthTokens: cfg.AuthTokens, Metrics: metrics,
+	hc := handlers.Config{Node: cfg.Advertise, MaxBody: cfg.MaxBody, Logger: log, AuthTokens: cfg.AuthTokens, AdminTokens: cfg.AdminTokens, Metrics: metrics,
 		CORSOrigins: cfg.CORSOrigins, Events: events, Pprof: cfg.Pprof}
 	if ec.Standby {
 		cc := cfg.clusterConfig()
