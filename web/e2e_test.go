@@ -978,7 +978,7 @@ func TestStatusPageManyKeys(t *testing.T) {
 	for _, l := range list.Locks {
 		newest = max(newest, l.Holder.Token)
 	}
-	first := eval[string](t, ctx, `document.querySelector('#locks tbody tr td.token').textContent`)
+	first := eval[string](t, ctx, `document.querySelector('#locks tbody tr td.token').firstChild.textContent`)
 	if want := strconv.FormatUint(newest, 10); first != want {
 		t.Errorf("sorted by token, newest first: top token %s, want %s", first, want)
 	}

@@ -493,8 +493,12 @@ function renderLocks() {
     if (r.holders.length) {
       const first = r.holders[0];
       if (first.owner) hc.appendChild(el('span', 'owner', ' ' + first.owner));
-      const more = r.holders.length > 1 ? ' +' + (r.holders.length - 1) + ' of ' + r.limit : '';
-      hc.appendChild(el('span', 'mode', ' ' + first.mode + more));
+      // The mode is shown where it says something: shared holders, or
+      // a key that admits several.
+      if (first.mode === 'shared' || r.limit > 1) {
+        const more = r.holders.length > 1 ? ' +' + (r.holders.length - 1) + ' of ' + r.limit : '';
+        hc.appendChild(el('span', 'mode', ' ' + first.mode + more));
+      }
       hc.title = r.holders.map((x) => x.token + ' ' + x.mode + (x.owner ? ' (' + x.owner + ')' : '')).join('\n');
       if (!st.notAdmin) {
         const b = el('button', 'force', 'force release');
