@@ -31,6 +31,12 @@ var (
 	ErrLimit = errors.New("baton: server limit reached")
 	// ErrUnauthorized: the server wants a (different) bearer token (401).
 	ErrUnauthorized = errors.New("baton: unauthorized")
+	// ErrForbidden: a forced release without one of the server's
+	// admin_tokens (403 forbidden).
+	ErrForbidden = errors.New("baton: forbidden")
+	// ErrLimitMismatch: the key exists with another limit than the one
+	// the acquire named (409 limit_mismatch).
+	ErrLimitMismatch = errors.New("baton: the key has another limit")
 	// ErrUnavailable: no node could be reached, or none is active (503).
 	// The call may succeed later.
 	ErrUnavailable = errors.New("baton: service unavailable")
@@ -56,6 +62,8 @@ var codeErrors = map[string]error{
 	CodeTooManyKeys:     ErrLimit,
 	CodeTooManyWaiters:  ErrLimit,
 	CodeUnauthorized:    ErrUnauthorized,
+	CodeForbidden:       ErrForbidden,
+	CodeLimitMismatch:   ErrLimitMismatch,
 	CodeUnavailable:     ErrUnavailable,
 }
 

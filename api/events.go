@@ -41,6 +41,16 @@ type Event struct {
 	Waited float64 `json:"waited,omitempty"`
 	// Waiters is the key's queue length after the change.
 	Waiters int `json:"waiters"`
+	// Owner is the holder's or waiter's label (grant, release, expire,
+	// enqueue); absent without one.
+	Owner string `json:"owner,omitempty"`
+	// Mode is ModeExclusive or ModeShared (grant, release, expire,
+	// enqueue).
+	Mode string `json:"mode,omitempty"`
+	// Limit is the key's holder limit (grant, enqueue).
+	Limit int `json:"limit,omitempty"`
+	// Forced marks an operator's release (release).
+	Forced bool `json:"forced,omitempty"`
 	// Node is the node concerned (cluster events).
 	Node string `json:"node,omitempty"`
 	// Message is a human sentence (cluster events).

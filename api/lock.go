@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // AcquireOption sets a parameter of Acquire or WithLock.
@@ -18,7 +21,53 @@ type AcquireOption func(*acquireOpts)
 
 type acquireOpts struct {
 	lease, wait time.Duration
+	owner       *string // nil: DefaultOwner
+	mode        string
+	limit       int
 }
+
+// WithOwner labels the holder (and the waiter) for people: 1 to
+// MaxOwnerBytes bytes of printable UTF-8, shown in GET /locks, /events,
+// the status page and `baton status`; never an identity check. Without
+// it Acquire sends DefaultOwner(); WithOwner("") sends none.
+func WithOwner(owner string) AcquireOption {
+	return func(o *acquireOpts) { o.owner = &owner }
+}
+
+// WithMode sets the mode: ModeShared holds together with other shared
+// holders, up to the key's limit; ModeExclusive (the default) holds
+// alone. Anything else is refused by the server (ErrInvalidArgument).
+func WithMode(mode string) AcquireOption {
+	return func(o *acquireOpts) { o.mode = mode }
+}
+
+// WithShared is WithMode(ModeShared): a reader of a read/write lock, or
+// a holder of a semaphore's slot.
+func WithShared() AcquireOption { return WithMode(ModeShared) }
+
+// WithLimit sets the number of holders the key admits at once (1 to
+// MaxLimit). The first acquire of a free key sets it; another limit while
+// the key exists is refused with ErrLimitMismatch. Without it the key's
+// limit applies (1 for a free key).
+func WithLimit(n int) AcquireOption {
+	return func(o *acquireOpts) { o.limit = n }
+}
+
+// DefaultOwner is the owner Acquire sends without WithOwner: the host
+// name and the process ID, "host:pid" (cut to MaxOwnerBytes bytes).
+func DefaultOwner() string { return defaultOwner() }
+
+var defaultOwner = sync.OnceValue(func() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	owner := host + ":" + strconv.Itoa(os.Getpid())
+	for len(owner) > MaxOwnerBytes || !utf8.ValidString(owner) {
+		owner = strings.ToValidUTF8(owner[:min(len(owner), MaxOwnerBytes)], "")
+	}
+	return owner
+})
 
 // WithLease sets the lease: how long the grant lasts without a renewal
 // (rounded to the server's resolution; > 0). Without it the server's
@@ -86,6 +135,7 @@ func newKey() string { return rand.Text() }
 // queue it twice or make it wait behind its own grant.
 //
 // Errors: ErrTimeout (the wait ran out: not granted), ErrLimit,
+// ErrLimitMismatch (WithLimit named another limit than the key's),
 // ErrInvalidArgument (as *StatusError), ErrGrantEnded (the grant ended
 // before its answer could be delivered), ErrUnavailable (no connection, or
 // all attempts failed), ErrClosed, or ctx's error. When ctx ends the waiter
@@ -110,6 +160,19 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	}
 	if o.wait > 0 {
 		q.Set("wait", seconds(o.wait))
+	}
+	owner := DefaultOwner()
+	if o.owner != nil {
+		owner = *o.owner
+	}
+	if owner != "" {
+		q.Set("owner", owner)
+	}
+	if o.mode != "" {
+		q.Set("mode", o.mode)
+	}
+	if o.limit != 0 {
+		q.Set("limit", strconv.Itoa(o.limit))
 	}
 	pathQuery := lockPath(key, q)
 	hdr := http.Header{HeaderIdempotencyKey: {newKey()}}
@@ -449,6 +512,25 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 			return fmt.Errorf("baton: release %q not confirmed: %w", key, last)
 		}
 	}
+}
+
+// ForceRelease is an operator's release of key: every holder is
+// released and the queue moves on (SPEC section 2, DELETE
+// /locks/{key}?force=true). With admin_tokens (or auth_tokens) set on the
+// server, the client's Token must be one of the admin_tokens, else
+// ErrForbidden. Errors: ErrNotHeld (nobody holds the key), ErrForbidden,
+// ErrInvalidArgument, ErrUnavailable, ErrClosed, ctx's error. It is not
+// retried after an answer: a repeat could release the holders that the
+// queue moved on to.
+func (c *Client) ForceRelease(ctx context.Context, key string) error {
+	r, err := c.call(ctx, http.MethodDelete, lockPath(key, url.Values{"force": {"true"}}), nil)
+	if err != nil {
+		return err
+	}
+	if r.status != http.StatusOK {
+		return statusError(r)
+	}
+	return nil
 }
 
 // Renew restarts the lease of the lock key held under token, from now, with

@@ -33,7 +33,28 @@ type AcquireRequest struct {
 	// Wait in seconds (>= 0); 0 or absent means wait without limit (up to
 	// the server's wait_max when one is set).
 	Wait *float64 `json:"wait,omitempty"`
+	// Owner labels the holder for people: 1 to MaxOwnerBytes bytes of
+	// printable UTF-8. Never an identity check.
+	Owner string `json:"owner,omitempty"`
+	// Mode is ModeExclusive (absent: the default) or ModeShared.
+	Mode string `json:"mode,omitempty"`
+	// Limit is the number of holders the key admits at once (1 to
+	// MaxLimit); absent: the key's limit, 1 for a free key.
+	Limit int `json:"limit,omitempty"`
 }
+
+// The modes of an acquire (SPEC section 1, "Shared modes"): shared holders
+// hold together, up to the key's limit; an exclusive holder holds alone.
+const (
+	ModeExclusive = "exclusive"
+	ModeShared    = "shared"
+)
+
+// MaxLimit is the largest holder limit of a key.
+const MaxLimit = 10000
+
+// MaxOwnerBytes is the longest owner label, in bytes.
+const MaxOwnerBytes = 128
 
 // TokenRequest is the optional JSON body of DELETE and PATCH /locks/{key}.
 type TokenRequest struct {
@@ -41,6 +62,9 @@ type TokenRequest struct {
 	Token *uint64 `json:"token,omitempty"`
 	// Lease in seconds for PATCH (renew); absent means the grant's lease.
 	Lease *float64 `json:"lease,omitempty"`
+	// Force (DELETE only, never with Token) is an operator's release of
+	// every holder; with admin_tokens set it needs one of them.
+	Force bool `json:"force,omitempty"`
 }
 
 // Grant is the answer to a granted acquire (200 on POST) and to a renew
@@ -64,24 +88,37 @@ type Released struct {
 	Released bool   `json:"released"`
 }
 
-// Holder describes the current holder of a lock.
+// Holder describes a holder of a lock.
 type Holder struct {
 	Token     uint64    `json:"token"`
 	Lease     float64   `json:"lease"`
 	ExpiresAt time.Time `json:"expires_at"`
 	GrantedAt time.Time `json:"granted_at"`
+	// Owner is the label the acquire carried; absent without one.
+	Owner string `json:"owner,omitempty"`
+	// Mode is ModeExclusive or ModeShared.
+	Mode string `json:"mode"`
 }
 
 // LockStatus is the answer to GET /locks/{key}, and one entry of LockList.
 type LockStatus struct {
 	Key string `json:"key"`
-	// Holder is nil while nobody holds the lock.
+	// Holder is nil while nobody holds the lock; otherwise the first of
+	// Holders.
 	Holder *Holder `json:"holder"`
+	// Holders are every holder, oldest grant first (empty while free).
+	Holders []Holder `json:"holders"`
+	// Limit is the number of holders the key admits at once.
+	Limit int `json:"limit"`
 	// Waiters is the number of queued acquires.
 	Waiters int `json:"waiters"`
 	// OldestWaitSince is when the first waiter in the queue arrived; nil
 	// without waiters.
 	OldestWaitSince *time.Time `json:"oldest_wait_since,omitempty"`
+	// OldestWaiterOwner and OldestWaiterMode are the first waiter's owner
+	// and mode; absent without waiters.
+	OldestWaiterOwner string `json:"oldest_waiter_owner,omitempty"`
+	OldestWaiterMode  string `json:"oldest_waiter_mode,omitempty"`
 }
 
 // LockList is the answer to GET /locks?prefix=&limit=.
@@ -120,7 +157,9 @@ const (
 	CodeUnauthorized    = "unauthorized"     // 401
 	CodeNotFound        = "not_found"        // 404: no such route
 	CodeMethod          = "method_not_allowed"
-	CodeUnavailable     = "unavailable" // 503: shutting down, or no active node known
-	CodeNotActive       = "not_active"  // 307: this node is a standby; Location names the active
-	CodeInternal        = "internal"    // 500
+	CodeUnavailable     = "unavailable"    // 503: shutting down, or no active node known
+	CodeNotActive       = "not_active"     // 307: this node is a standby; Location names the active
+	CodeInternal        = "internal"       // 500
+	CodeLimitMismatch   = "limit_mismatch" // 409: the key exists with another limit
+	CodeForbidden       = "forbidden"      // 403: a forced release without an admin token
 )

@@ -25,7 +25,7 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 		switch r.Kind {
 		case RecGrant, RecEnqueue:
 			lk = s.lockFor(r.Key)
-		case RecRelease, RecExpire, RecRenew, RecClaim:
+		case RecRelease, RecExpire, RecRenew, RecClaim, RecForce:
 			if lk = s.locks[r.Key]; lk == nil {
 				return nil
 			}
@@ -39,7 +39,8 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 	case RecGrant:
 		return s.applyGrant(lk, r, at)
 	case RecRelease, RecExpire:
-		if lk.token != r.Token {
+		h := lk.find(r.Token)
+		if h == nil {
 			return nil
 		}
 		kind := EventRelease
@@ -47,21 +48,24 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 			kind = EventExpire
 		}
 		forget := r.Kind == RecRelease && r.WaiterID != ""
-		t := lk.holder
-		s.endGrant(lk, at, kind)
+		t := h.holder
+		s.endGrant(lk, h, at, kind, false)
 		if forget && t != nil && t.id == r.WaiterID {
 			s.retire(t, tForget, at)
 		}
 		// The key may be idle now: the caller drops it (idle) once the
 		// active has handed it on to its next waiter (see idle).
+	case RecForce:
+		lk.each(func(h *hold) { s.endGrant(lk, h, at, EventRelease, true) })
 	case RecRenew:
-		if lk.token != r.Token {
+		h := lk.find(r.Token)
+		if h == nil {
 			return nil
 		}
-		lk.lease = r.Lease
-		lk.expires = now.monoAt(r.Expires)
-		lk.clearClaim()
-		s.armLease(lk)
+		h.lease = r.Lease
+		h.expires = now.monoAt(r.Expires)
+		h.clearClaim()
+		s.armLease(h)
 		if s.e.cfg.OnEvent != nil {
 			s.emit(Event{Kind: EventRenew, Key: lk.key, Token: r.Token, Lease: r.Lease, At: r.At, ExpiresAt: r.Expires})
 		}
@@ -71,7 +75,8 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 			s.dropIfIdle(lk)
 			return nil // queued already: a duplicate
 		}
-		w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), state: detached, lease: r.Lease, arrived: at.mono, waitUntil: now.monoAt(r.WaitUntil), dl: deadline{idx: -1}}
+		s.setLimit(lk, r.Limit)
+		w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), state: detached, mode: r.Mode, owner: r.Owner, lease: r.Lease, arrived: at.mono, waitUntil: now.monoAt(r.WaitUntil), dl: deadline{idx: -1}}
 		w.dl.owner = w
 		t.state, t.w = tWaiting, w
 		s.heap.remove(&t.dl)
@@ -79,7 +84,7 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 		s.e.waiters.Add(1)
 		s.schedule(w)
 		if s.e.cfg.OnEvent != nil {
-			s.emit(Event{Kind: EventEnqueue, Key: lk.key, WaiterID: t.id, Lease: r.Lease, At: r.At, WaitUntil: r.WaitUntil, Waiters: lk.n})
+			s.emit(Event{Kind: EventEnqueue, Key: lk.key, WaiterID: t.id, Lease: r.Lease, At: r.At, WaitUntil: r.WaitUntil, Waiters: lk.n, Owner: r.Owner, Mode: r.Mode, Limit: lk.limit()})
 		}
 		return w
 	case RecLeave, RecTimeout:
@@ -117,9 +122,9 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 		s.schedule(w)
 		return w
 	case RecClaim:
-		if t := lk.holder; lk.token == r.Token && t != nil && t.id == r.WaiterID {
-			t.claimBy = now.monoAt(r.Until)
-			s.armLease(lk)
+		if h := lk.find(r.Token); h != nil && h.holder != nil && h.holder.id == r.WaiterID {
+			h.holder.claimBy = now.monoAt(r.Until)
+			s.armLease(h)
 			if s.e.cfg.OnEvent != nil && r.Until == 0 {
 				s.emit(Event{Kind: EventClaim, Key: lk.key, Token: r.Token, WaiterID: r.WaiterID, At: at.wall, Waiters: lk.n})
 			}
@@ -160,11 +165,25 @@ func (s *shard) applyGrant(lk *lock, r *Record, at stamp) *waiter {
 		}
 	}
 	s.e.tokens.observe(r.Token)
-	s.setToken(lk, r.Token)
-	lk.lease = r.Lease
-	lk.granted = at.mono
-	lk.expires = at.monoAt(r.Expires)
-	lk.holder = t
+	s.setLimit(lk, r.Limit)
+	if lk.holders() == 0 && (r.Mode != Exclusive || lk.x != nil) {
+		lk.ext().mode = r.Mode
+	}
+	h := lk.find(r.Token) // a duplicate grant takes its own slot again
+	if h == nil && lk.limit() == 1 && lk.token != 0 {
+		// A grant over a holder this replica still has (it missed the
+		// end): the grant replaces it, as with one slot it always did.
+		h = &lk.hold
+	}
+	if h == nil {
+		h = lk.freeSlot()
+	}
+	s.setToken(lk, h, r.Token)
+	lk.setOwner(h, r.Owner)
+	h.lease = r.Lease
+	h.granted = at.mono
+	h.expires = at.monoAt(r.Expires)
+	h.holder = t
 	if t != nil {
 		t.state, t.token, t.w, t.answers = tGranted, r.Token, nil, 0
 		t.claimBy = at.monoAt(r.Until)
@@ -172,15 +191,26 @@ func (s *shard) applyGrant(lk *lock, r *Record, at stamp) *waiter {
 		if IsTicket(t.id) && r.Until == 0 && w != nil {
 			// Granted to a caller with no ID of its own: nobody can
 			// repeat, so nothing is remembered.
-			lk.holder = nil
+			h.holder = nil
 			s.retire(t, tForget, at)
 		}
 	}
-	s.armLease(lk)
+	s.armLease(h)
 	if s.e.cfg.OnEvent != nil {
-		s.emit(Event{Kind: EventGrant, Key: lk.key, Token: r.Token, Lease: r.Lease, At: r.At, ExpiresAt: r.Expires, Waited: waited, Waiters: lk.n, WaiterID: r.WaiterID, ClaimBy: r.Until})
+		s.emit(Event{Kind: EventGrant, Key: lk.key, Token: r.Token, Lease: r.Lease, At: r.At, ExpiresAt: r.Expires, Waited: waited, Waiters: lk.n, WaiterID: r.WaiterID, ClaimBy: r.Until, Owner: r.Owner, Mode: r.Mode, Limit: lk.limit()})
 	}
 	return w
+}
+
+// setLimit sets lk's holder limit from a record's (0 = 1): the active
+// wrote the key's limit into every grant and enqueue. s.mu is held.
+func (s *shard) setLimit(lk *lock, limit int) {
+	switch {
+	case limit > 1:
+		lk.ext().limit = limit
+	case lk.x != nil:
+		lk.x.limit = 1
+	}
 }
 
 // Replay applies one record of the log (as Log.Append got it) to a

@@ -9,6 +9,15 @@
 // key or per waiter: a parked acquire is a queue entry, a heap entry and the
 // caller's own goroutine, blocked on a one-slot channel.
 //
+// Holders: a key has up to its limit of holders (1 for a plain lock; the
+// first acquire of a free key sets it), each in its own slot with its own
+// grant, token, lease and owner. Shared holders hold together, an
+// exclusive holder holds alone, and the queue is one FIFO across modes:
+// a freed slot goes to the first waiter when its mode fits, so a queued
+// exclusive waiter holds back every shared waiter behind it. A plain
+// lock's first slot is inline; what more a key needs is allocated only
+// for it.
+//
 // State changes: every change is a Record (record.go, the log's format),
 // made through one apply path (apply.go) whether the active decided it, a
 // standby replicates it or a restart replays it. With a Log (log.go) the
@@ -19,13 +28,17 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -141,6 +154,10 @@ type Grant struct {
 	Lease     time.Duration
 	GrantedAt time.Time
 	ExpiresAt time.Time
+	// Owner is the label the acquire carried ("" = none).
+	Owner string
+	// Mode is how the grant holds the key.
+	Mode Mode
 }
 
 // AcquireRequest asks for a lock.
@@ -155,7 +172,24 @@ type AcquireRequest struct {
 	// ID is the waiter identity (an Idempotency-Key); "" = anonymous. A
 	// repeat with the same Key and ID gets the outcome of the first.
 	ID string
+	// Owner labels the holder for people (CheckOwner); "" = none. It is
+	// never an identity check.
+	Owner string
+	// Mode: Exclusive (the zero value) holds alone, Shared together with
+	// other shared holders up to the key's limit.
+	Mode Mode
+	// Limit is the number of holders the key admits at once, 1 to
+	// MaxLimit; 0 = the key's limit (1 for a free key). The first acquire
+	// of a free key sets it; naming another one while the key exists is
+	// ErrLimitMismatch.
+	Limit int
 }
+
+// MaxLimit is the largest holder limit of a key.
+const MaxLimit = 10_000
+
+// MaxOwnerBytes is the longest owner label, in bytes.
+const MaxOwnerBytes = 128
 
 // Waiter describes one queued acquire, for status views.
 type Waiter struct {
@@ -163,17 +197,27 @@ type Waiter struct {
 	Since   time.Time
 	Lease   time.Duration
 	WaitEnd time.Time // zero = no limit
+	Owner   string
+	Mode    Mode
 }
 
 // LockInfo is a snapshot of one key.
 type LockInfo struct {
 	Key string
-	// Holder is nil while nobody holds the lock.
+	// Holder is nil while nobody holds the lock; otherwise the oldest
+	// grant, Holders[0].
 	Holder *Grant
+	// Holders are every holder, oldest grant (lowest token) first.
+	Holders []Grant
+	// Limit is the number of holders the key admits at once.
+	Limit int
 	// Waiters counts the queue.
 	Waiters int
 	// OldestSince is when the first waiter arrived; zero without waiters.
 	OldestSince time.Time
+	// OldestOwner and OldestMode are the first waiter's owner and mode.
+	OldestOwner string
+	OldestMode  Mode
 }
 
 // MaxKeyBytes is the longest key, in bytes.
@@ -214,26 +258,184 @@ type shard struct {
 	buf     []byte // the record being appended to the log
 }
 
-// lock is one key with a holder, waiters, or both.
+// lock is one key with holders, waiters, or both. Its first holder slot
+// is inline (a plain lock allocates nothing more); the key's limit, mode,
+// owners and further slots live in x, allocated only for a key with an
+// owner, a shared holder or a limit above 1.
 type lock struct {
-	key     string
+	key  string
+	hold // the first slot
+
+	// head is the first waiter; head.prev is the last (the queue is a
+	// list whose first element points back at its tail, which saves the
+	// tail pointer x takes the place of).
+	head *waiter
+	x    *extra
+	n    int
+}
+
+// hold is one holder slot of a lock.
+type hold struct {
 	token   uint64 // holder's token; 0 = free
 	lease   time.Duration
 	granted int64 // monotonic ns (Clock), like every instant below
 	expires int64
 	holder  *ticket
-	dl      deadline // lease expiry (or the holder's claimBy, whichever is first)
+	// dl is the lease expiry (or the holder's claimBy, whichever is
+	// first); on a free slot, the retry of a grant the log refused.
+	dl deadline
+}
 
-	head, tail *waiter
-	n          int
+// extra is what a lock beyond a plain exclusive one needs.
+type extra struct {
+	limit int    // holders at once, >= 1
+	mode  Mode   // the holders' mode, while there are holders
+	owner string // the first slot's owner
+	held  int    // holders in more
+	more  []*slot
+}
+
+// slot is a holder slot beyond the first; a free one (token 0) is kept
+// for the next grant.
+type slot struct {
+	hold
+	lk    *lock
+	owner string
 }
 
 // clearClaim ends the wait for a detached waiter's repeat, if the holder
-// is one: the lease alone decides again when lk is taken back.
-func (lk *lock) clearClaim() {
-	if lk.holder != nil {
-		lk.holder.claimBy = 0
+// is one: the lease alone decides again when the slot is taken back.
+func (h *hold) clearClaim() {
+	if h.holder != nil {
+		h.holder.claimBy = 0
 	}
+}
+
+// holders returns how many slots of lk are held.
+func (lk *lock) holders() int {
+	n := 0
+	if lk.token != 0 {
+		n = 1
+	}
+	if lk.x != nil {
+		n += lk.x.held
+	}
+	return n
+}
+
+// limit returns lk's holder limit.
+func (lk *lock) limit() int {
+	if lk.x == nil {
+		return 1
+	}
+	return lk.x.limit
+}
+
+// mode returns the mode lk's holders hold in.
+func (lk *lock) mode() Mode {
+	if lk.x == nil {
+		return Exclusive
+	}
+	return lk.x.mode
+}
+
+// canGrant reports whether a grant in mode m fits lk's holders now.
+func (lk *lock) canGrant(m Mode) bool {
+	n := lk.holders()
+	if n == 0 {
+		return true
+	}
+	return m == Shared && lk.mode() == Shared && n < lk.limit()
+}
+
+// find returns the slot held under token, or nil.
+func (lk *lock) find(token uint64) *hold {
+	if token == 0 {
+		return nil
+	}
+	if lk.token == token {
+		return &lk.hold
+	}
+	if lk.x != nil {
+		for _, sl := range lk.x.more {
+			if sl.token == token {
+				return &sl.hold
+			}
+		}
+	}
+	return nil
+}
+
+// each calls fn for every held slot, in no particular order.
+func (lk *lock) each(fn func(h *hold)) {
+	if lk.token != 0 {
+		fn(&lk.hold)
+	}
+	if lk.x != nil && lk.x.held > 0 {
+		for _, sl := range lk.x.more {
+			if sl.token != 0 {
+				fn(&sl.hold)
+			}
+		}
+	}
+}
+
+// owner returns the owner of lk's slot h.
+func (lk *lock) owner(h *hold) string {
+	if lk.x == nil {
+		return ""
+	}
+	if h == &lk.hold {
+		return lk.x.owner
+	}
+	for _, sl := range lk.x.more {
+		if &sl.hold == h {
+			return sl.owner
+		}
+	}
+	return ""
+}
+
+// setOwner sets the owner of lk's slot h.
+func (lk *lock) setOwner(h *hold, owner string) {
+	if lk.x == nil && owner == "" {
+		return
+	}
+	if h == &lk.hold {
+		lk.ext().owner = owner
+		return
+	}
+	for _, sl := range lk.x.more {
+		if &sl.hold == h {
+			sl.owner = owner
+		}
+	}
+}
+
+// ext returns lk's extra, allocating it.
+func (lk *lock) ext() *extra {
+	if lk.x == nil {
+		lk.x = &extra{limit: 1}
+	}
+	return lk.x
+}
+
+// freeSlot returns a free slot of lk for a grant, lk's first if free,
+// else a free further slot, else a new one; s.mu is held.
+func (lk *lock) freeSlot() *hold {
+	if lk.token == 0 {
+		return &lk.hold
+	}
+	x := lk.ext()
+	for _, sl := range x.more {
+		if sl.token == 0 {
+			return &sl.hold
+		}
+	}
+	sl := &slot{lk: lk, hold: hold{dl: deadline{idx: -1}}}
+	sl.dl.owner = sl
+	x.more = append(x.more, sl)
+	return &sl.hold
 }
 
 type waiterState uint8
@@ -250,6 +452,8 @@ type waiter struct {
 	t          *ticket // nil for anonymous waiters
 	ch         chan outcome
 	state      waiterState
+	mode       Mode
+	owner      string
 	lease      time.Duration
 	arrived    int64 // monotonic ns (Clock), like every instant below
 	waitUntil  int64 // 0 = no limit
@@ -486,6 +690,19 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	case e.cfg.WaitMax > 0 && wait == 0:
 		wait = e.cfg.WaitMax
 	}
+	if err := CheckOwner(req.Owner); err != nil {
+		return Grant{}, err
+	}
+	if req.Owner != "" {
+		// Kept with the holder or waiter: not a slice of the request.
+		req.Owner = strings.Clone(req.Owner)
+	}
+	switch {
+	case req.Mode != Exclusive && req.Mode != Shared:
+		return Grant{}, argErr("mode", "must be shared or exclusive")
+	case req.Limit < 0 || req.Limit > MaxLimit:
+		return Grant{}, argErr("limit", "must be an integer from 1 to %d", MaxLimit)
+	}
 	s := e.shard(req.Key)
 	s.mu.Lock()
 	if err := e.serving(); err != nil {
@@ -501,15 +718,25 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 		}
 	}
 	lk := s.locks[req.Key]
+	limit := req.Limit
 	if lk == nil {
 		if e.keys.Load() >= int64(e.cfg.MaxKeys) {
 			s.mu.Unlock()
 			return Grant{}, ErrTooManyKeys
 		}
 		lk = s.lockFor(req.Key)
+		if limit == 0 {
+			limit = 1
+		}
+	} else {
+		if limit != 0 && limit != lk.limit() {
+			s.mu.Unlock()
+			return Grant{}, &LimitMismatchError{Limit: lk.limit()}
+		}
+		limit = lk.limit()
 	}
-	if lk.token == 0 && lk.head == nil {
-		r := Record{Kind: RecGrant, Key: lk.key, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease)), WaiterID: req.ID}
+	if lk.head == nil && lk.canGrant(req.Mode) {
+		r := Record{Kind: RecGrant, Key: lk.key, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease)), WaiterID: req.ID, Owner: req.Owner, Mode: req.Mode, Limit: recLimit(limit)}
 		idx, err := s.logGrant(&r, now)
 		if err != nil {
 			s.dropIfIdle(lk)
@@ -522,7 +749,7 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 			t = s.tickets[tid]
 			t.answers, t.idx = 1, idx
 		}
-		g := lk.grantInfo(now)
+		g := lk.grantInfo(lk.find(r.Token), now)
 		s.mu.Unlock()
 		if idx == 0 {
 			return g, nil
@@ -539,7 +766,7 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 		// another node after a handoff (the ticket travels in a redirect).
 		id = newTicketID()
 	}
-	r := Record{Kind: RecEnqueue, Key: lk.key, WaiterID: id, Lease: lease, At: now.wall}
+	r := Record{Kind: RecEnqueue, Key: lk.key, WaiterID: id, Lease: lease, At: now.wall, Owner: req.Owner, Mode: req.Mode, Limit: recLimit(limit)}
 	if wait > 0 {
 		// A wait too long to have an end (past the year 2262) has none.
 		r.WaitUntil = now.wallAt(after(now.mono, wait))
@@ -567,11 +794,11 @@ func (s *shard) repeat(ctx context.Context, t *ticket, now stamp) (Grant, error)
 	switch t.state {
 	case tGranted:
 		lk := s.locks[t.key]
-		g := lk.grantInfo(now)
+		g := lk.grantInfo(lk.find(t.token), now)
 		idx := t.idx
 		if t.claimBy != 0 {
 			// The claim deadline ends: the repeat takes the grant.
-			r := Record{Kind: RecClaim, Key: lk.key, Token: lk.token, WaiterID: t.id}
+			r := Record{Kind: RecClaim, Key: lk.key, Token: t.token, WaiterID: t.id}
 			var err error
 			if idx, err = s.record(&r); err != nil {
 				s.mu.Unlock()
@@ -634,7 +861,7 @@ func (s *shard) await(ctx context.Context, w *waiter, ch chan outcome) (Grant, e
 		// A repeat took over the place, or the waiter is gone already.
 		return Grant{}, ctx.Err()
 	}
-	s.leave(w, s.e.now())
+	s.leaveAndHandOn(w, s.e.now())
 	return Grant{}, ctx.Err()
 }
 
@@ -654,10 +881,10 @@ func (s *shard) undeliverable(lk *lock, token uint64, t *ticket) {
 		}
 	}
 	now := s.e.now()
-	if lk.token == token {
+	if h := lk.find(token); h != nil {
 		// The release names the waiter ID, which is forgotten with it.
 		r := Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}
-		if t != nil && lk.holder == t {
+		if t != nil && h.holder == t {
 			r.WaiterID = t.id
 		}
 		if _, err := s.record(&r); err != nil {
@@ -682,7 +909,7 @@ func (e *Engine) Abandon(g Grant, id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	lk := s.locks[g.Key]
-	if lk == nil || lk.token != g.Token {
+	if lk == nil || lk.find(g.Token) == nil {
 		return
 	}
 	var t *ticket
@@ -730,6 +957,68 @@ func (e *Engine) Release(key string, token uint64) error {
 	return e.waitLogged(idx)
 }
 
+// ForceRelease is an operator's release: it ends every grant on key and
+// hands the freed slots to the waiters in queue order, in the same step;
+// the release events say Forced. It returns ErrNotHeld when nobody holds
+// key, or the other errors of Release. With a Log it returns once the
+// release is written.
+func (e *Engine) ForceRelease(key string) error {
+	if err := CheckKey(key); err != nil {
+		return err
+	}
+	s := e.shard(key)
+	s.mu.Lock()
+	if err := e.serving(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	lk := s.locks[key]
+	if lk == nil || lk.holders() == 0 {
+		s.mu.Unlock()
+		return ErrNotHeld
+	}
+	now := e.now()
+	r := Record{Kind: RecForce, Key: lk.key, At: now.wall}
+	idx, err := s.record(&r)
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.apply(lk, &r, now)
+	s.grantNext(lk, now)
+	s.dropIfIdle(lk)
+	s.mu.Unlock()
+	return e.waitLogged(idx)
+}
+
+// CheckOwner reports whether owner is a valid owner label: "" (none), or
+// 1 to MaxOwnerBytes bytes of printable UTF-8. The error is an *ArgError
+// for "owner".
+func CheckOwner(owner string) error {
+	switch {
+	case owner == "":
+		return nil
+	case len(owner) > MaxOwnerBytes:
+		return argErr("owner", "is %d bytes; at most %d are allowed", len(owner), MaxOwnerBytes)
+	case !utf8.ValidString(owner):
+		return argErr("owner", "is not valid UTF-8")
+	}
+	for _, r := range owner {
+		if !unicode.IsPrint(r) {
+			return argErr("owner", "contains the unprintable character %U", r)
+		}
+	}
+	return nil
+}
+
+// recLimit is limit as a record carries it: 0 for the default of 1.
+func recLimit(limit int) int {
+	if limit == 1 {
+		return 0
+	}
+	return limit
+}
+
 // Renew restarts the lease of the grant with token on key from now, with
 // lease (0 = the grant's lease). It returns the renewed Grant (with a Log,
 // once the renewal is written), or the errors of Release, or an *ArgError
@@ -755,8 +1044,9 @@ func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, er
 		s.mu.Unlock()
 		return Grant{}, err
 	}
+	h := lk.find(token)
 	if lease == 0 {
-		lease = lk.lease
+		lease = h.lease
 	}
 	now := e.now()
 	r := Record{Kind: RecRenew, Key: lk.key, Token: token, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease))}
@@ -766,7 +1056,7 @@ func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, er
 		return Grant{}, err
 	}
 	s.apply(lk, &r, now)
-	g := lk.grantInfo(now)
+	g := lk.grantInfo(h, now)
 	s.mu.Unlock()
 	if err := e.waitLogged(idx); err != nil {
 		return Grant{}, err
@@ -802,7 +1092,7 @@ func (e *Engine) Waiters(key string, limit int) []Waiter {
 	var out []Waiter
 	now := e.now()
 	for w := lk.head; w != nil && len(out) < limit; w = w.next {
-		x := Waiter{Since: now.time(w.arrived), Lease: w.lease}
+		x := Waiter{Since: now.time(w.arrived), Lease: w.lease, Owner: w.owner, Mode: w.mode}
 		if w.t != nil && !IsTicket(w.t.id) {
 			x.ID = w.t.id
 		}
@@ -834,59 +1124,70 @@ func (e *Engine) Range(fn func(LockInfo) bool) {
 
 func (lk *lock) check(token uint64) error {
 	switch {
-	case lk == nil || lk.token == 0:
+	case lk == nil || lk.holders() == 0:
 		return ErrNotHeld
-	case lk.token != token:
+	case lk.find(token) == nil:
 		return ErrNotHolder
 	}
 	return nil
 }
 
-// grantInfo describes lk's grant, its times on the wall clock of the
-// reading now.
-func (lk *lock) grantInfo(now stamp) Grant {
+// grantInfo describes lk's grant in slot h, its times on the wall clock
+// of the reading now.
+func (lk *lock) grantInfo(h *hold, now stamp) Grant {
 	return Grant{
 		Key:       lk.key,
-		Token:     lk.token,
-		Lease:     lk.lease,
-		GrantedAt: now.time(lk.granted),
-		ExpiresAt: now.time(lk.expires),
+		Token:     h.token,
+		Lease:     h.lease,
+		GrantedAt: now.time(h.granted),
+		ExpiresAt: now.time(h.expires),
+		Owner:     lk.owner(h),
+		Mode:      lk.mode(),
 	}
 }
 
 func (lk *lock) info(now stamp) LockInfo {
-	li := LockInfo{Key: lk.key, Waiters: lk.n}
-	if lk.token != 0 {
-		g := lk.grantInfo(now)
-		li.Holder = &g
+	li := LockInfo{Key: lk.key, Waiters: lk.n, Limit: lk.limit()}
+	if lk.holders() > 0 {
+		li.Holders = make([]Grant, 0, lk.holders())
+		lk.each(func(h *hold) { li.Holders = append(li.Holders, lk.grantInfo(h, now)) })
+		// Tokens rise with every grant: by token is oldest grant first.
+		slices.SortFunc(li.Holders, func(a, b Grant) int { return cmp.Compare(a.Token, b.Token) })
+		li.Holder = &li.Holders[0]
 	}
-	if lk.head != nil {
-		li.OldestSince = now.time(lk.head.arrived)
+	if w := lk.head; w != nil {
+		li.OldestSince = now.time(w.arrived)
+		li.OldestOwner, li.OldestMode = w.owner, w.mode
 	}
 	return li
 }
 
+// enqueue appends w to lk's queue.
 func (lk *lock) enqueue(w *waiter) {
-	w.prev = lk.tail
-	if lk.tail != nil {
-		lk.tail.next = w
+	if lk.head == nil {
+		lk.head, w.prev = w, w
 	} else {
-		lk.head = w
+		tail := lk.head.prev
+		tail.next, w.prev = w, tail
+		lk.head.prev = w
 	}
-	lk.tail = w
 	lk.n++
 }
 
+// unlink takes w out of lk's queue.
 func (lk *lock) unlink(w *waiter) {
-	if w.prev != nil {
-		w.prev.next = w.next
-	} else {
+	switch {
+	case w == lk.head:
 		lk.head = w.next
-	}
-	if w.next != nil {
+		if lk.head != nil {
+			lk.head.prev = w.prev // the tail
+		}
+	case w.next == nil: // the tail
+		w.prev.next = nil
+		lk.head.prev = w.prev
+	default:
+		w.prev.next = w.next
 		w.next.prev = w.prev
-	} else {
-		lk.tail = w.prev
 	}
 	w.prev, w.next = nil, nil
 	lk.n--
@@ -915,16 +1216,17 @@ func (s *shard) logGrant(r *Record, now stamp) (uint64, error) {
 	return s.record(r)
 }
 
-// endGrant frees lk; the holder's ticket is retired as ended. s.mu is held.
-func (s *shard) endGrant(lk *lock, now stamp, kind EventKind) {
+// endGrant frees lk's slot h; the holder's ticket is retired as ended.
+// forced marks the event of an operator's release. s.mu is held.
+func (s *shard) endGrant(lk *lock, h *hold, now stamp, kind EventKind, forced bool) {
 	if s.e.cfg.OnEvent != nil {
-		s.emit(Event{Kind: kind, Key: lk.key, Token: lk.token, At: now.wall, Waiters: lk.n})
+		s.emit(Event{Kind: kind, Key: lk.key, Token: h.token, At: now.wall, Waiters: lk.n, Owner: lk.owner(h), Mode: lk.mode(), Forced: forced})
 	}
-	s.setToken(lk, 0)
-	s.heap.remove(&lk.dl)
-	if t := lk.holder; t != nil {
+	s.setToken(lk, h, 0)
+	s.heap.remove(&h.dl)
+	if t := h.holder; t != nil {
 		t.claimBy, t.token = 0, 0
-		lk.holder = nil
+		h.holder = nil
 		if IsTicket(t.id) {
 			s.retire(t, tForget, now)
 		} else {
@@ -933,11 +1235,13 @@ func (s *shard) endGrant(lk *lock, now stamp, kind EventKind) {
 	}
 }
 
-// grantNext hands a free lk to its first waiter, if any. s.mu is held.
+// grantNext hands lk's free slots to its waiters in queue order, as long
+// as the first waiter's mode fits the holders (a queued exclusive waiter
+// holds back every shared one behind it). s.mu is held.
 func (s *shard) grantNext(lk *lock, now stamp) {
-	for lk.token == 0 && lk.head != nil {
+	for lk.head != nil && lk.canGrant(lk.head.mode) {
 		w := lk.head
-		r := Record{Kind: RecGrant, Key: lk.key, Lease: w.lease, At: now.wall, Expires: now.wallAt(after(now.mono, w.lease)), WaiterID: w.t.id}
+		r := Record{Kind: RecGrant, Key: lk.key, Lease: w.lease, At: now.wall, Expires: now.wallAt(after(now.mono, w.lease)), WaiterID: w.t.id, Owner: w.owner, Mode: w.mode, Limit: recLimit(lk.limit())}
 		if w.state == detached {
 			// Its request is gone, its repeat is due within the grace: the
 			// grant waits that long to be claimed, then is released.
@@ -946,8 +1250,9 @@ func (s *shard) grantNext(lk *lock, now stamp) {
 		idx, err := s.logGrant(&r, now)
 		if errors.Is(err, ErrUnavailable) {
 			// The log refused the grant: nothing changed, the first
-			// waiter keeps its place, and the grant is tried again.
-			s.retryLater(&lk.dl, now)
+			// waiter keeps its place, and the grant is tried again (on
+			// the free slot's deadline).
+			s.retryLater(&lk.freeSlot().dl, now)
 			return
 		}
 		if err != nil {
@@ -963,7 +1268,7 @@ func (s *shard) grantNext(lk *lock, now stamp) {
 			continue
 		}
 		w.t.answers, w.t.idx = 1, idx
-		w.deliver(outcome{g: lk.grantInfo(now), idx: idx})
+		w.deliver(outcome{g: lk.grantInfo(lk.find(r.Token), now), idx: idx})
 	}
 }
 
@@ -994,6 +1299,15 @@ func (s *shard) leave(w *waiter, now stamp) {
 	s.apply(w.lk, &r, now)
 }
 
+// leaveAndHandOn removes a waiter that went away, then grants what its
+// leaving frees: shared waiters it held back behind it. s.mu is held.
+func (s *shard) leaveAndHandOn(w *waiter, now stamp) {
+	lk := w.lk
+	s.leave(w, now)
+	s.grantNext(lk, now)
+	s.dropIfIdle(lk)
+}
+
 // retire ends a ticket: with tForget it is forgotten, otherwise it is
 // kept in state for the retention period. s.mu is held.
 func (s *shard) retire(t *ticket, state ticketState, now stamp) {
@@ -1008,36 +1322,51 @@ func (s *shard) retire(t *ticket, state ticketState, now stamp) {
 	s.arm()
 }
 
-// setToken sets lk's holder token (0 = free), keeping the held count.
-// s.mu is held.
-func (s *shard) setToken(lk *lock, tok uint64) {
-	switch {
-	case lk.token == 0 && tok != 0:
+// setToken sets the token of lk's slot h (0 = free), keeping the count
+// of held keys and of lk's further holders. s.mu is held.
+func (s *shard) setToken(lk *lock, h *hold, tok uint64) {
+	before := lk.holders()
+	if h != &lk.hold {
+		switch {
+		case h.token == 0 && tok != 0:
+			lk.x.held++
+		case h.token != 0 && tok == 0:
+			lk.x.held--
+		}
+	}
+	h.token = tok
+	switch after := lk.holders(); {
+	case before == 0 && after != 0:
 		s.e.held.Add(1)
-	case lk.token != 0 && tok == 0:
+	case before != 0 && after == 0:
 		s.e.held.Add(-1)
 	}
-	lk.token = tok
 }
 
 // dropIfIdle frees the state of a key with no holder and no waiters.
 func (s *shard) dropIfIdle(lk *lock) {
-	if lk.token == 0 && lk.head == nil && s.locks[lk.key] == lk {
+	if lk.head == nil && lk.holders() == 0 && s.locks[lk.key] == lk {
 		s.heap.remove(&lk.dl) // a grant to retry, if the log refused one
+		if lk.x != nil {
+			for _, sl := range lk.x.more {
+				s.heap.remove(&sl.dl)
+			}
+		}
 		delete(s.locks, lk.key)
 		s.e.keys.Add(-1)
 	}
 }
 
-func (s *shard) armLease(lk *lock) {
+// armLease arms the lease (or claim) deadline of lk's slot h.
+func (s *shard) armLease(h *hold) {
 	if !s.e.active.Load() {
 		return
 	}
-	when := lk.expires
-	if t := lk.holder; t != nil && t.claimBy != 0 && t.claimBy < when {
+	when := h.expires
+	if t := h.holder; t != nil && t.claimBy != 0 && t.claimBy < when {
 		when = t.claimBy
 	}
-	s.heap.set(&lk.dl, when)
+	s.heap.set(&h.dl, when)
 	s.arm()
 }
 
@@ -1094,7 +1423,9 @@ func (s *shard) fire() {
 		s.heap.remove(d)
 		switch o := d.owner.(type) {
 		case *lock:
-			s.expire(o, now)
+			s.expire(o, &o.hold, now)
+		case *slot:
+			s.expire(o.lk, &o.hold, now)
 		case *waiter:
 			s.waiterDeadline(o, now)
 		case *ticket:
@@ -1104,18 +1435,18 @@ func (s *shard) fire() {
 	s.arm()
 }
 
-// expire takes back a lock whose lease ran out (or whose grant to a
+// expire takes back lk's slot h whose lease ran out (or whose grant to a
 // detached waiter was never claimed) and hands it on.
-func (s *shard) expire(lk *lock, now stamp) {
-	if lk.token == 0 {
+func (s *shard) expire(lk *lock, h *hold, now stamp) {
+	if h.token == 0 {
 		// A grant to the next waiter that the log refused: again.
 		s.grantNext(lk, now)
 		s.dropIfIdle(lk)
 		return
 	}
-	r := Record{Kind: RecExpire, Key: lk.key, Token: lk.token, At: now.wall}
+	r := Record{Kind: RecExpire, Key: lk.key, Token: h.token, At: now.wall}
 	if _, err := s.record(&r); err != nil {
-		s.retryLater(&lk.dl, now)
+		s.retryLater(&h.dl, now)
 		return
 	}
 	s.apply(lk, &r, now)
@@ -1133,17 +1464,20 @@ func (s *shard) waiterDeadline(w *waiter, now stamp) {
 			return
 		}
 		queuedReq := w.state == queued
-		s.apply(w.lk, &r, now)
+		lk := w.lk
+		s.apply(lk, &r, now)
 		if queuedReq {
 			w.deliver(outcome{err: ErrTimeout})
 		}
+		s.grantNext(lk, now) // the waiters it held back
+		s.dropIfIdle(lk)
 	case w.state == detached && w.graceUntil != 0 && now.mono >= w.graceUntil:
-		s.leave(w, now)
+		s.leaveAndHandOn(w, now)
 	case w.state == queued && w.pollUntil != 0 && now.mono >= w.pollUntil:
 		if IsTicket(w.t.id) {
 			// Nobody could resume an anonymous waiter: it leaves now.
 			w.deliver(outcome{err: ErrPollTimeout})
-			s.leave(w, now)
+			s.leaveAndHandOn(w, now)
 			return
 		}
 		r := Record{Kind: RecDetach, Key: w.lk.key, WaiterID: w.t.id, At: now.wall, Until: now.wallAt(after(now.mono, s.e.cfg.PollGrace))}

@@ -41,6 +41,22 @@ var (
 	ErrUnavailable = errors.New("engine: the log cannot write changes")
 )
 
+// ErrLimitMismatch: the acquire named a limit other than the key's
+// (a *LimitMismatchError says which).
+var ErrLimitMismatch = errors.New("engine: the key has another limit")
+
+// LimitMismatchError is ErrLimitMismatch with the key's limit.
+type LimitMismatchError struct {
+	Limit int // the key's limit
+}
+
+func (e *LimitMismatchError) Error() string {
+	return fmt.Sprintf("limit: the key exists with limit %d", e.Limit)
+}
+
+// Is makes errors.Is(err, ErrLimitMismatch) hold.
+func (e *LimitMismatchError) Is(target error) bool { return target == ErrLimitMismatch }
+
 // ArgError reports an invalid argument. Field names the parameter as the
 // API spells it ("key", "lease", "wait", "token").
 type ArgError struct {

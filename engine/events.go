@@ -74,13 +74,28 @@ type Event struct {
 	// Outcome is a remembered waiter ID's outcome (EventTicket): "timeout"
 	// or "ended"; At is when it is forgotten.
 	Outcome string `json:",omitempty"`
+	// Owner is the holder's or waiter's label (grant, release, expire,
+	// enqueue); "" = none.
+	Owner string `json:",omitempty"`
+	// Mode of the grant or the waiter (grant, release, expire, enqueue).
+	Mode Mode `json:",omitempty"`
+	// Limit is the key's holder limit (grant, enqueue).
+	Limit int `json:",omitempty"`
+	// Forced marks a release an operator forced (release).
+	Forced bool `json:",omitempty"`
 }
 
 // KeyState is the full state of one key, as a snapshot carries it.
 type KeyState struct {
-	Key     string
-	Holder  *HolderState  `json:",omitempty"`
+	Key    string
+	Holder *HolderState `json:",omitempty"`
+	// More are the holders beyond Holder (a semaphore's, shared ones).
+	More    []HolderState `json:",omitempty"`
 	Waiters []WaiterState `json:",omitempty"`
+	// Limit is the key's holder limit; 0 = 1.
+	Limit int `json:",omitempty"`
+	// Mode is the holders' mode.
+	Mode Mode `json:",omitempty"`
 }
 
 // HolderState is a holder in a snapshot. Times are Unix nanoseconds.
@@ -91,7 +106,8 @@ type HolderState struct {
 	Expires int64
 	ID      string `json:",omitempty"` // the waiter ID it was granted to
 	// ClaimBy is the pending claim deadline (see Event.ClaimBy); 0 = none.
-	ClaimBy int64 `json:",omitempty"`
+	ClaimBy int64  `json:",omitempty"`
+	Owner   string `json:",omitempty"`
 }
 
 // WaiterState is a queued waiter in a snapshot. Times are Unix nanoseconds.
@@ -99,5 +115,7 @@ type WaiterState struct {
 	ID        string
 	Lease     time.Duration
 	Arrived   int64
-	WaitUntil int64 `json:",omitempty"`
+	WaitUntil int64  `json:",omitempty"`
+	Owner     string `json:",omitempty"`
+	Mode      Mode   `json:",omitempty"`
 }

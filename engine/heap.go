@@ -1,14 +1,15 @@
 package engine
 
 // deadline is one entry of a shard's timer heap: a lease expiry (owner is
-// a *lock), a waiter's wait/poll/grace deadline (*waiter), or the end of a
-// waiter ID's retention (*ticket). The entry is embedded in its owner, so
+// a *lock for its first slot, a *slot for another), a waiter's
+// wait/poll/grace deadline (*waiter), or the end of a waiter ID's
+// retention (*ticket). The entry is embedded in its owner, so
 // arming a deadline allocates nothing; it is 32 bytes, since every held key
 // carries one.
 type deadline struct {
 	when  int64 // monotonic nanoseconds (Clock)
 	idx   int32 // position in the heap; -1 when not in it
-	owner any   // *lock, *waiter or *ticket
+	owner any   // *lock, *slot, *waiter or *ticket
 }
 
 // deadlines is a binary min-heap on when. One per shard, under the shard's

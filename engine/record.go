@@ -64,6 +64,9 @@ const (
 	// RecReserve: no fencing token above Token has been issued; a
 	// restart continues above it.
 	RecReserve RecordKind = 11
+	// RecForce: an operator released every holder of Key at At (a forced
+	// release); their waiter IDs are remembered as ended.
+	RecForce RecordKind = 12
 )
 
 var recordKindNames = [...]string{
@@ -78,6 +81,7 @@ var recordKindNames = [...]string{
 	RecClaim:   "claim",
 	RecOutcome: "outcome",
 	RecReserve: "reserve",
+	RecForce:   "force",
 }
 
 func (k RecordKind) String() string {
@@ -114,6 +118,33 @@ type Record struct {
 	// Unix ns.
 	Until   int64
 	Outcome Outcome
+	// Owner is the holder's or the waiter's label (RecGrant, RecEnqueue);
+	// "" = none.
+	Owner string
+	// Mode is the grant's or the waiter's mode (RecGrant, RecEnqueue).
+	Mode Mode
+	// Limit is the key's holder limit (RecGrant, RecEnqueue); 0 and 1
+	// both mean one holder, as records written before limits existed say.
+	Limit int
+}
+
+// Mode is how a holder holds its key. The numbers are part of the format.
+type Mode uint8
+
+// The modes (SPEC section 1, "Shared modes").
+const (
+	// Exclusive: the holder holds the key alone (the default).
+	Exclusive Mode = 0
+	// Shared: the holder holds the key together with other shared
+	// holders, up to the key's limit, never with an exclusive one.
+	Shared Mode = 1
+)
+
+func (m Mode) String() string {
+	if m == Shared {
+		return "shared"
+	}
+	return "exclusive"
 }
 
 // The field tags. They are part of the format: never reuse or renumber
@@ -128,6 +159,9 @@ const (
 	tagWaitUntil = 7  // zigzag varint, Unix ns
 	tagUntil     = 8  // zigzag varint, Unix ns
 	tagOutcome   = 9  // uvarint
+	tagOwner     = 10 // bytes
+	tagMode      = 11 // uvarint (Mode)
+	tagLimit     = 12 // uvarint
 	maxTag       = 63 // tags above are refused when encoding (none exist)
 )
 
@@ -159,6 +193,9 @@ func AppendRecord(b []byte, r *Record) []byte {
 	b = appendVarintField(b, tagWaitUntil, r.WaitUntil)
 	b = appendVarintField(b, tagUntil, r.Until)
 	b = appendUvarintField(b, tagOutcome, uint64(r.Outcome))
+	b = appendBytesField(b, tagOwner, r.Owner)
+	b = appendUvarintField(b, tagMode, uint64(r.Mode))
+	b = appendUvarintField(b, tagLimit, uint64(r.Limit))
 	return b
 }
 
@@ -269,15 +306,27 @@ func DecodeRecord(b []byte) (Record, error) {
 				return r, fmt.Errorf("%w: outcome %d at offset %d", ErrRecordCorrupt, v, at)
 			}
 			r.Outcome = Outcome(v)
+		case tagOwner:
+			r.Owner = string(s)
+		case tagMode:
+			if v > uint64(Shared) {
+				return r, fmt.Errorf("%w: mode %d at offset %d", ErrRecordCorrupt, v, at)
+			}
+			r.Mode = Mode(v)
+		case tagLimit:
+			if v > MaxLimit {
+				return r, fmt.Errorf("%w: limit %d above %d at offset %d", ErrRecordCorrupt, v, MaxLimit, at)
+			}
+			r.Limit = int(v)
 		}
 	}
 	return r, nil
 }
 
-func knownTag(tag uint64) bool { return tag >= tagKey && tag <= tagOutcome }
+func knownTag(tag uint64) bool { return tag >= tagKey && tag <= tagLimit }
 
 func tagWire(tag uint64) uint64 {
-	if tag == tagKey || tag == tagWaiterID {
+	if tag == tagKey || tag == tagWaiterID || tag == tagOwner {
 		return wireBytes
 	}
 	return wireVarint

@@ -26,6 +26,11 @@ func goldenRecords() []Record {
 		{Kind: RecOutcome, Key: "k", WaiterID: "w", Outcome: OutcomeEnded, Until: at},
 		{Kind: RecReserve, Token: 1<<53 - 1},
 		{Kind: RecExpire, Key: "before 1970", Token: 1, At: -1},
+		// Issue 14's fields (owner, mode, limit) and the forced release,
+		// added as new records: the ones above still decode as they did.
+		{Kind: RecGrant, Key: "api", Token: 7, Lease: 10 * time.Second, At: at, Expires: at + int64(10*time.Second), WaiterID: "r1", Owner: "web-3:4411", Mode: Shared, Limit: 3},
+		{Kind: RecEnqueue, Key: "api", WaiterID: "r2", Lease: time.Second, At: at, Owner: "ops", Mode: Shared, Limit: 3},
+		{Kind: RecForce, Key: "api", At: at},
 	}
 }
 
@@ -46,6 +51,11 @@ var goldenHex = []string{
 	"010b10ffffffffffffff0f",
 	// version 1, expire, key "before 1970", token 1, At -1 (zigzag 1)
 	"01030a0b6265666f7265203139373010012001",
+	// grant ... owner (tag 10, bytes) "web-3:4411", mode (tag 11) 1 =
+	// shared, limit (tag 12) 3
+	"01010a0361706910071880c8afa025208080e1c6ffad91ed31288090c087caae91ed3132027231520a7765622d333a3434313158016003",
+	"01050a03617069188094ebdc03208080e1c6ffad91ed313202723252036f707358016003",
+	"010c0a03617069208080e1c6ffad91ed31",
 }
 
 func TestRecordGolden(t *testing.T) {
@@ -113,6 +123,9 @@ func TestRecordDecodeErrors(t *testing.T) {
 		{"key as varint", appendUvarintField([]byte{RecordVersion, byte(RecGrant)}, tagKey, 1), ErrRecordCorrupt},
 		{"lease beyond int64", appendUvarintField([]byte{RecordVersion, byte(RecGrant)}, tagLease, 1<<63), ErrRecordCorrupt},
 		{"outcome beyond a byte", appendUvarintField([]byte{RecordVersion, byte(RecOutcome)}, tagOutcome, 256), ErrRecordCorrupt},
+		{"mode 2", appendUvarintField([]byte{RecordVersion, byte(RecGrant)}, tagMode, 2), ErrRecordCorrupt},
+		{"limit above MaxLimit", appendUvarintField([]byte{RecordVersion, byte(RecGrant)}, tagLimit, MaxLimit+1), ErrRecordCorrupt},
+		{"owner as varint", appendUvarintField([]byte{RecordVersion, byte(RecGrant)}, tagOwner, 1), ErrRecordCorrupt},
 		{"length beyond the record", append([]byte{RecordVersion, byte(RecGrant), tagKey<<3 | wireBytes, 5}, "abc"...), ErrRecordCorrupt},
 	} {
 		if _, err := DecodeRecord(c.b); !errors.Is(err, c.want) {

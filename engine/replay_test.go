@@ -36,16 +36,26 @@ func dump(e *Engine) []string {
 		now := e.now()
 		for _, lk := range s.locks {
 			var b strings.Builder
-			fmt.Fprintf(&b, "key %q", lk.key)
-			if lk.token != 0 {
-				fmt.Fprintf(&b, " holder{token %d lease %v granted %d expires %d", lk.token, lk.lease, now.wallAt(lk.granted), now.wallAt(lk.expires))
-				if t := lk.holder; t != nil {
-					fmt.Fprintf(&b, " id %q claim by %d", t.id, now.wallAt(t.claimBy))
-				}
-				b.WriteString("}")
+			fmt.Fprintf(&b, "key %q limit %d", lk.key, lk.limit())
+			if lk.holders() > 0 {
+				fmt.Fprintf(&b, " mode %v", lk.mode())
 			}
+			// Holders by token (oldest grant first): which slot a holder
+			// sits in is not part of the state.
+			var hs []string
+			lk.each(func(h *hold) {
+				var hb strings.Builder
+				fmt.Fprintf(&hb, " holder{token %020d lease %v granted %d expires %d owner %q", h.token, h.lease, now.wallAt(h.granted), now.wallAt(h.expires), lk.owner(h))
+				if t := h.holder; t != nil {
+					fmt.Fprintf(&hb, " id %q claim by %d", t.id, now.wallAt(t.claimBy))
+				}
+				hb.WriteString("}")
+				hs = append(hs, hb.String())
+			})
+			slices.Sort(hs)
+			b.WriteString(strings.Join(hs, ""))
 			for w := lk.head; w != nil; w = w.next {
-				fmt.Fprintf(&b, " waiter{id %q lease %v arrived %d until %d}", w.t.id, w.lease, now.wallAt(w.arrived), now.wallAt(w.waitUntil))
+				fmt.Fprintf(&b, " waiter{id %q lease %v arrived %d until %d owner %q mode %v}", w.t.id, w.lease, now.wallAt(w.arrived), now.wallAt(w.waitUntil), w.owner, w.mode)
 			}
 			out = append(out, b.String())
 		}
@@ -79,10 +89,12 @@ func TestReplayEqualsLive(t *testing.T) {
 func replayEqualsLive(t *testing.T, seed uint64) {
 	rnd := rand.New(rand.NewPCG(seed, 12))
 	log := &memLog{}
-	cfg := Config{Shards: 2, Log: log, PollTimeout: 3 * time.Second, PollGrace: 2 * time.Second, Retention: time.Minute}
+	stream := &recorder{} // the change stream a standby follows
+	cfg := Config{Shards: 2, Log: log, PollTimeout: 3 * time.Second, PollGrace: 2 * time.Second, Retention: time.Minute, OnEvent: stream.add}
 	e := newEngine(t, cfg)
 	defer e.Close()
-	keys := []string{"a", "b", "c/d"}
+	keys := []string{"a", "b", "c/d", "sem", "rw"}
+	limits := map[string]int{"sem": 3, "rw": 4} // the others: 1
 	type req struct {
 		ch     <-chan result
 		cancel context.CancelFunc
@@ -110,6 +122,13 @@ func replayEqualsLive(t *testing.T, seed uint64) {
 	}
 	r := newEngine(t, Config{Shards: 2, Standby: true, Retention: time.Minute})
 	defer r.Close()
+	// follower applies the change stream (Apply), as a standby does; its
+	// keys (holders, modes, owners, limits, queues) equal the live ones.
+	follower := newEngine(t, Config{Shards: 2, Standby: true, Retention: time.Minute})
+	defer follower.Close()
+	keyLines := func(all []string) []string {
+		return slices.DeleteFunc(slices.Clone(all), func(l string) bool { return !strings.HasPrefix(l, "key ") })
+	}
 	replayed := 0
 	// check replays the records appended since the last check into r (a
 	// replay of the log's prefix up to now) and compares the states.
@@ -126,6 +145,14 @@ func replayEqualsLive(t *testing.T, seed uint64) {
 		live, got := dump(e), dump(r)
 		if !slices.Equal(live, got) {
 			t.Fatalf("step %d, after %d records, replay differs from the live state:\nlive:\n\t%s\nreplayed:\n\t%s", step, len(recs), strings.Join(live, "\n\t"), strings.Join(got, "\n\t"))
+		}
+		for _, ev := range stream.take() {
+			if err := follower.Apply(ev); err != nil {
+				t.Fatalf("Apply(%+v): %v", ev, err)
+			}
+		}
+		if lk, fk := keyLines(live), keyLines(dump(follower)); !slices.Equal(lk, fk) {
+			t.Fatalf("step %d, the change stream applied differs from the live keys:\nlive:\n\t%s\nfollower:\n\t%s", step, strings.Join(lk, "\n\t"), strings.Join(fk, "\n\t"))
 		}
 		if r.LastToken() != e.LastToken() {
 			t.Fatalf("step %d: replayed last token %d, live %d", step, r.LastToken(), e.LastToken())
@@ -155,6 +182,16 @@ func replayEqualsLive(t *testing.T, seed uint64) {
 		switch op := rnd.IntN(10); {
 		case op < 4:
 			ar := AcquireRequest{Key: keys[rnd.IntN(len(keys))], Lease: time.Duration(1+rnd.IntN(5)) * time.Second}
+			ar.Limit = limits[ar.Key]
+			switch ar.Key {
+			case "sem":
+				ar.Mode = Shared
+			case "rw":
+				ar.Mode = Mode(rnd.IntN(2))
+			}
+			if rnd.IntN(2) == 0 {
+				ar.Owner = fmt.Sprint("host-", rnd.IntN(3), ":", rnd.IntN(100))
+			}
 			if rnd.IntN(2) == 0 {
 				ar.Wait = time.Duration(1+rnd.IntN(4)) * time.Second
 			}
@@ -180,6 +217,10 @@ func replayEqualsLive(t *testing.T, seed uint64) {
 			reqs[rnd.IntN(len(reqs))].cancel()
 		case op == 7 && len(grants) > 0:
 			g := grants[rnd.IntN(len(grants))]
+			if rnd.IntN(4) == 0 {
+				_ = e.ForceRelease(g.Key) // an operator's release
+				break
+			}
 			e.Abandon(g, grantIDs[g.Token]) // its answer could not be delivered
 		default:
 			time.Sleep(time.Duration(rnd.IntN(2500)) * time.Millisecond)

@@ -83,15 +83,20 @@ func (e *Engine) Snapshot(emit func(Event), subscribed func(shard int)) {
 		s.mu.Lock()
 		now := e.now()
 		for _, lk := range s.locks {
-			ks := &KeyState{Key: lk.key}
-			if lk.token != 0 {
-				ks.Holder = &HolderState{Token: lk.token, Lease: lk.lease, Granted: now.wallAt(lk.granted), Expires: now.wallAt(lk.expires)}
-				if lk.holder != nil {
-					ks.Holder.ID, ks.Holder.ClaimBy = lk.holder.id, now.wallAt(lk.holder.claimBy)
+			ks := &KeyState{Key: lk.key, Limit: recLimit(lk.limit()), Mode: lk.mode()}
+			lk.each(func(h *hold) {
+				hs := HolderState{Token: h.token, Lease: h.lease, Granted: now.wallAt(h.granted), Expires: now.wallAt(h.expires), Owner: lk.owner(h)}
+				if h.holder != nil {
+					hs.ID, hs.ClaimBy = h.holder.id, now.wallAt(h.holder.claimBy)
 				}
-			}
+				if ks.Holder == nil {
+					ks.Holder = &hs
+				} else {
+					ks.More = append(ks.More, hs)
+				}
+			})
 			for w := lk.head; w != nil; w = w.next {
-				ks.Waiters = append(ks.Waiters, WaiterState{ID: w.t.id, Lease: w.lease, Arrived: now.wallAt(w.arrived), WaitUntil: now.wallAt(w.waitUntil)})
+				ks.Waiters = append(ks.Waiters, WaiterState{ID: w.t.id, Lease: w.lease, Arrived: now.wallAt(w.arrived), WaitUntil: now.wallAt(w.waitUntil), Owner: w.owner, Mode: w.mode})
 			}
 			emit(Event{Kind: EventState, Key: lk.key, State: ks, Shard: i})
 		}
@@ -128,7 +133,7 @@ func (e *Engine) Reset() {
 		}
 		e.keys.Add(-int64(len(s.locks)))
 		for _, lk := range s.locks {
-			if lk.token != 0 {
+			if lk.holders() != 0 {
 				e.held.Add(-1)
 			}
 		}
@@ -168,16 +173,18 @@ func (e *Engine) Apply(ev Event) error {
 // recordOf turns a replicated event into the record of its change, for
 // the one apply path. Event kinds that change nothing have none.
 func (e *Engine) recordOf(ev Event) (Record, bool) {
-	r := Record{Key: ev.Key, Token: ev.Token, Lease: ev.Lease, At: ev.At, WaiterID: ev.WaiterID}
+	r := Record{Key: ev.Key, Token: ev.Token, Lease: ev.Lease, At: ev.At, WaiterID: ev.WaiterID, Owner: ev.Owner, Mode: ev.Mode, Limit: recLimit(ev.Limit)}
 	switch ev.Kind {
 	case EventGrant:
 		r.Kind, r.Expires, r.Until = RecGrant, ev.ExpiresAt, ev.ClaimBy
 	case EventClaim:
 		r.Kind = RecClaim
 	case EventRelease:
-		r.Kind, r.WaiterID = RecRelease, ""
+		// A forced release comes as one event per holder: each is that
+		// holder's release.
+		r.Kind, r.WaiterID, r.Owner, r.Mode, r.Limit = RecRelease, "", "", 0, 0
 	case EventExpire:
-		r.Kind, r.WaiterID = RecExpire, ""
+		r.Kind, r.WaiterID, r.Owner, r.Mode, r.Limit = RecExpire, "", "", 0, 0
 	case EventRenew:
 		r.Kind, r.Expires = RecRenew, ev.ExpiresAt
 	case EventEnqueue:
@@ -204,7 +211,7 @@ func (s *shard) lockFor(key string) *lock {
 		// The key is copied: the caller's string may share its memory with
 		// a whole request (an HTTP request line), which a held key would
 		// otherwise keep alive.
-		lk = &lock{key: strings.Clone(key), dl: deadline{idx: -1}}
+		lk = &lock{key: strings.Clone(key), hold: hold{dl: deadline{idx: -1}}}
 		lk.dl.owner = lk
 		s.locks[lk.key] = lk
 		s.e.keys.Add(1)
@@ -228,15 +235,30 @@ func (s *shard) applyState(ks *KeyState, now stamp) {
 		return
 	}
 	lk := s.lockFor(ks.Key)
-	if h := ks.Holder; h != nil {
-		s.e.tokens.observe(h.Token)
-		s.setToken(lk, h.Token)
-		lk.lease, lk.granted, lk.expires = h.Lease, now.monoAt(h.Granted), now.monoAt(h.Expires)
-		if h.ID != "" {
-			t := s.ticket(ks.Key, h.ID)
-			t.state, t.token, t.claimBy = tGranted, h.Token, now.monoAt(h.ClaimBy)
-			lk.holder = t
+	s.setLimit(lk, ks.Limit)
+	if ks.Mode != Exclusive {
+		lk.ext().mode = ks.Mode
+	}
+	put := func(hs *HolderState) {
+		if lk.find(hs.Token) != nil {
+			return // a duplicate in the stream
 		}
+		s.e.tokens.observe(hs.Token)
+		h := lk.freeSlot()
+		s.setToken(lk, h, hs.Token)
+		lk.setOwner(h, hs.Owner)
+		h.lease, h.granted, h.expires = hs.Lease, now.monoAt(hs.Granted), now.monoAt(hs.Expires)
+		if hs.ID != "" {
+			t := s.ticket(ks.Key, hs.ID)
+			t.state, t.token, t.claimBy = tGranted, hs.Token, now.monoAt(hs.ClaimBy)
+			h.holder = t
+		}
+	}
+	if ks.Holder != nil {
+		put(ks.Holder)
+	}
+	for i := range ks.More {
+		put(&ks.More[i])
 	}
 	for _, ws := range ks.Waiters {
 		s.applyWaiter(lk, ws, now)
@@ -251,7 +273,7 @@ func (s *shard) applyWaiter(lk *lock, ws WaiterState, now stamp) {
 	if t.w != nil {
 		return // already queued: a duplicate in the stream
 	}
-	w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), state: detached, lease: ws.Lease, arrived: now.monoAt(ws.Arrived), waitUntil: now.monoAt(ws.WaitUntil), dl: deadline{idx: -1}}
+	w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), state: detached, mode: ws.Mode, owner: ws.Owner, lease: ws.Lease, arrived: now.monoAt(ws.Arrived), waitUntil: now.monoAt(ws.WaitUntil), dl: deadline{idx: -1}}
 	w.dl.owner = w
 	t.state, t.w = tWaiting, w
 	s.heap.remove(&t.dl)
@@ -305,20 +327,17 @@ func (e *Engine) Promote(how Promotion) uint64 {
 				w.state, w.pollUntil, w.graceUntil = detached, 0, grace
 				s.schedule(w)
 			}
-			if lk.token == 0 {
-				continue
-			}
-			if t := lk.holder; how == Failover && t != nil && t.claimBy != 0 && IsTicket(t.id) {
-				s.endGrant(lk, now, EventRelease)
-				continue
-			}
-			s.armLease(lk)
+			lk.each(func(h *hold) {
+				if t := h.holder; how == Failover && t != nil && t.claimBy != 0 && IsTicket(t.id) {
+					s.endGrant(lk, h, now, EventRelease, false)
+					return
+				}
+				s.armLease(h)
+			})
 		}
 		for _, lk := range s.locks {
-			if lk.token == 0 {
-				s.grantNext(lk, now)
-				s.dropIfIdle(lk)
-			}
+			s.grantNext(lk, now)
+			s.dropIfIdle(lk)
 		}
 		s.mu.Unlock()
 	}
@@ -337,6 +356,11 @@ func (e *Engine) Demote() {
 		s.mu.Lock()
 		for _, lk := range s.locks {
 			s.heap.remove(&lk.dl)
+			if lk.x != nil {
+				for _, sl := range lk.x.more {
+					s.heap.remove(&sl.dl)
+				}
+			}
 			for w := lk.head; w != nil; w = w.next {
 				s.heap.remove(&w.dl)
 				if w.state == queued {

@@ -23,15 +23,16 @@ func (e *Engine) SnapshotRecords(emit func(shard int, rec []byte), done func(sha
 		s.mu.Lock()
 		now := e.now()
 		for _, lk := range s.locks {
-			if lk.token != 0 {
-				r := Record{Kind: RecGrant, Key: lk.key, Token: lk.token, Lease: lk.lease, At: now.wallAt(lk.granted), Expires: now.wallAt(lk.expires)}
-				if t := lk.holder; t != nil {
+			limit, mode := recLimit(lk.limit()), lk.mode()
+			lk.each(func(h *hold) {
+				r := Record{Kind: RecGrant, Key: lk.key, Token: h.token, Lease: h.lease, At: now.wallAt(h.granted), Expires: now.wallAt(h.expires), Owner: lk.owner(h), Mode: mode, Limit: limit}
+				if t := h.holder; t != nil {
 					r.WaiterID, r.Until = t.id, now.wallAt(t.claimBy)
 				}
 				put(i, &r)
-			}
+			})
 			for w := lk.head; w != nil; w = w.next {
-				r := Record{Kind: RecEnqueue, Key: lk.key, WaiterID: w.t.id, Lease: w.lease, At: now.wallAt(w.arrived), WaitUntil: now.wallAt(w.waitUntil)}
+				r := Record{Kind: RecEnqueue, Key: lk.key, WaiterID: w.t.id, Lease: w.lease, At: now.wallAt(w.arrived), WaitUntil: now.wallAt(w.waitUntil), Owner: w.owner, Mode: w.mode, Limit: limit}
 				put(i, &r)
 			}
 		}

@@ -28,7 +28,9 @@ import (
 //   - /_cluster/ (peer endpoints: cluster.Node.Handler checks the cluster
 //     secret instead).
 //
-// Everything else — /locks, /cluster, /metrics — needs a token.
+// Everything else — /locks, /cluster, /metrics — needs a token. The
+// admin_tokens are accepted too, and only they may force a release
+// (mayForce).
 
 // tokenSet holds the SHA-256 digests of the accepted bearer tokens, so that
 // every comparison is over equal lengths and takes the same time whatever
@@ -97,7 +99,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if tok, ok := bearer(r); ok && s.auth.valid(tok) {
+		if tok, ok := bearer(r); ok && (s.auth.valid(tok) || (s.admin != nil && s.admin.valid(tok))) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -106,4 +108,17 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			Code: api.CodeUnauthorized, Message: "a valid bearer token is required (Authorization: Bearer <token>)",
 		}})
 	})
+}
+
+// mayForce reports whether r may force a release: always when neither
+// auth_tokens nor admin_tokens is set, else only with one of the
+// admin_tokens as its bearer token (errForbidden).
+func (s *Server) mayForce(r *http.Request) error {
+	if s.auth == nil && s.admin == nil {
+		return nil
+	}
+	if tok, ok := bearer(r); ok && s.admin != nil && s.admin.valid(tok) {
+		return nil
+	}
+	return errForbidden
 }

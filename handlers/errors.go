@@ -21,6 +21,8 @@ var statusOf = map[string]int{
 	api.CodePollTimeout:     http.StatusRequestTimeout,
 	api.CodeNotHolder:       http.StatusConflict,
 	api.CodeNotHeld:         http.StatusNotFound,
+	api.CodeLimitMismatch:   http.StatusConflict,
+	api.CodeForbidden:       http.StatusForbidden,
 	api.CodeGrantEnded:      http.StatusGone,
 	api.CodeSuperseded:      http.StatusConflict,
 	api.CodeTooManyKeys:     http.StatusTooManyRequests,
@@ -28,6 +30,9 @@ var statusOf = map[string]int{
 	api.CodeUnavailable:     http.StatusServiceUnavailable,
 	api.CodeInvalidArgument: http.StatusBadRequest,
 }
+
+// errForbidden: a forced release without an admin token.
+var errForbidden = &httpError{status: http.StatusForbidden, body: api.Error{Code: api.CodeForbidden, Message: "a forced release needs one of the node's admin_tokens (Authorization: Bearer <token>)"}}
 
 // httpError is an error the handlers raise themselves (bad input, limits).
 type httpError struct {

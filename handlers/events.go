@@ -142,6 +142,13 @@ func (e *logEntry) wire() api.Event {
 		Lease:   ev.Lease.Seconds(),
 		Waited:  ev.Waited.Seconds(),
 		Waiters: ev.Waiters,
+		Owner:   ev.Owner,
+		Forced:  ev.Forced,
+		Limit:   ev.Limit,
+	}
+	switch ev.Kind {
+	case engine.EventGrant, engine.EventRelease, engine.EventExpire, engine.EventEnqueue:
+		out.Mode = ev.Mode.String()
 	}
 	if ev.ExpiresAt != 0 {
 		t := time.Unix(0, ev.ExpiresAt).UTC()

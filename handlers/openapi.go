@@ -33,6 +33,7 @@ func (s *Server) initOps(r chi.Router) {
 	s.metrics.bind(s.eng, s.cfg.Gate)
 	s.onError = s.metrics.countError
 	s.auth = newTokenSet(s.cfg.AuthTokens)
+	s.admin = newTokenSet(s.cfg.AdminTokens)
 	if s.auth != nil {
 		// Without tokens the middleware would only pass requests on: it
 		// is left out, one frame less on every parked request's stack.

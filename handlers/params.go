@@ -31,6 +31,12 @@ type lockParams struct {
 	ID    string   `json:"Idempotency-Key" validate:"max=256,printascii"`
 	// Ticket is a server ticket carried by a redirect (query only).
 	Ticket string `json:"ticket"`
+	// Owner, Mode and Limit of an acquire (checked as they are set).
+	Owner string      `json:"owner"`
+	Mode  engine.Mode `json:"mode"`
+	Limit int         `json:"limit"`
+	// Force is an operator's release (DELETE ?force=true).
+	Force bool `json:"force"`
 }
 
 func newValidator() *validator.Validate {
@@ -137,15 +143,15 @@ func fieldError(field string, p *lockParams, err error) error {
 
 // allowed lists the parameters each method takes.
 var allowed = map[string][]string{
-	http.MethodPost:   {"lease", "wait", "ticket"},
-	http.MethodDelete: {"token"},
+	http.MethodPost:   {"lease", "wait", "ticket", "owner", "mode", "limit"},
+	http.MethodDelete: {"token", "force"},
 	http.MethodPatch:  {"token", "lease"},
 }
 
 // sources records where each parameter of a call was given ("query",
 // "body"; "" = not yet), indexed like its names in allowed: a call takes at
-// most three, so no map is needed.
-type sources [3]string
+// most six, so no map is needed.
+type sources [6]string
 
 // index returns the position of name in names, or -1.
 func index(names []string, name string) int {
@@ -217,7 +223,11 @@ func (s *Server) checkLockParams(p *lockParams, method string) error {
 	if p.ID == "" && p.Ticket != "" {
 		p.ID = engine.TicketID(p.Ticket)
 	}
-	if index(allowed[method], "token") >= 0 && p.Token == nil {
+	switch {
+	case p.Force && p.Token != nil:
+		return badRequest("force", "cannot be given with token: a forced release ends every holder of the key")
+	case p.Force:
+	case index(allowed[method], "token") >= 0 && p.Token == nil:
 		return badRequest("token", "is required (query, JSON body or Lock-Token header)")
 	}
 	return nil
@@ -312,6 +322,38 @@ func (p *lockParams) set(name, v string) error {
 			return badRequest("ticket", "must be the ticket of a redirect (hex)")
 		}
 		p.Ticket = v
+	case "owner":
+		if v == "" {
+			return badRequest("owner", fmt.Sprintf("must not be empty (1 to %d bytes of printable UTF-8; leave it out for none)", engine.MaxOwnerBytes))
+		}
+		if err := engine.CheckOwner(v); err != nil {
+			return err
+		}
+		p.Owner = v
+	case "mode":
+		switch v {
+		case api.ModeExclusive:
+			p.Mode = engine.Exclusive
+		case api.ModeShared:
+			p.Mode = engine.Shared
+		default:
+			return badRequest("mode", "must be shared or exclusive, got "+quoteShort(v))
+		}
+	case "limit":
+		// A positive integer in canonical decimal, at most MaxLimit.
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil && tokenSyntax(v), err == nil && tokenSyntax(v) && n > engine.MaxLimit:
+			return badRequest("limit", fmt.Sprintf("must be at most %d, got %s", engine.MaxLimit, quoteShort(v)))
+		case err != nil || !tokenSyntax(v) || n < 1:
+			return badRequest("limit", fmt.Sprintf("must be an integer from 1 to %d, got %s", engine.MaxLimit, quoteShort(v)))
+		}
+		p.Limit = n
+	case "force":
+		if v != "true" {
+			return badRequest("force", "must be true, got "+quoteShort(v))
+		}
+		p.Force = true
 	case "token":
 		// Exactly the decimal digits the server wrote: no sign, no space,
 		// no leading zero.
@@ -454,7 +496,8 @@ func quoteShort(v string) string {
 }
 
 // setJSON reads a body that must be one JSON object whose members are
-// numbers: each named once, each a parameter of the call.
+// numbers (owner and mode: strings; force: true): each named once, each
+// a parameter of the call.
 func (p *lockParams) setJSON(body []byte, names []string, from *sources) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -481,11 +524,30 @@ func (p *lockParams) setJSON(body []byte, names []string, from *sources) error {
 		if err != nil {
 			return badRequest("body", "is not valid JSON: "+err.Error())
 		}
-		n, ok := tok.(json.Number)
-		if !ok {
+		var v string
+		switch x := tok.(type) {
+		case string:
+			if name != "owner" && name != "mode" {
+				return badRequest(name, "must be a JSON number")
+			}
+			v = x
+		case bool:
+			if name != "force" {
+				return badRequest(name, "must be a JSON number")
+			}
+			v = strconv.FormatBool(x)
+		case json.Number:
+			if name == "owner" || name == "mode" {
+				return badRequest(name, "must be a JSON string")
+			}
+			v = x.String()
+		default:
+			if name == "owner" || name == "mode" {
+				return badRequest(name, "must be a JSON string")
+			}
 			return badRequest(name, "must be a JSON number")
 		}
-		if err := p.set(name, n.String()); err != nil {
+		if err := p.set(name, v); err != nil {
 			return err
 		}
 		from[i] = "body"

@@ -36,6 +36,11 @@ type Config struct {
 	// AuthTokens are the bearer tokens accepted from clients; empty means
 	// no authentication. auth.go lists the paths that stay open.
 	AuthTokens []string
+	// AdminTokens are the bearer tokens that may also force a release
+	// (admin_tokens): with AuthTokens or AdminTokens set, DELETE
+	// /locks/{key}?force=true needs one of them (403 forbidden
+	// otherwise). They are accepted wherever AuthTokens are.
+	AdminTokens []string
 	// Metrics counts error answers and serves GET /metrics; its OnEvent
 	// must be the engine's Config.OnEvent for the event counters. nil
 	// means a Metrics that sees only the engine's gauges and the errors.
@@ -70,6 +75,7 @@ type Server struct {
 	onError func(code string)
 	metrics *Metrics
 	auth    *tokenSet
+	admin   *tokenSet // nil: no admin_tokens
 }
 
 // New returns the handler for eng. It starts nothing.
@@ -180,16 +186,19 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 //	@Param			key				path		string				true	"lock key: 1-256 bytes of UTF-8, no control characters; may contain slashes"
 //	@Param			lease			query		number				false	"lease in seconds (> 0, at most lease_max; default lease_default)"
 //	@Param			wait			query		number				false	"seconds to wait in the queue (>= 0, at most wait_max; 0 = no limit)"
+//	@Param			owner			query		string				false	"a label for people (1-128 bytes of printable UTF-8), shown wherever the holder or waiter is; never an identity check"
+//	@Param			mode			query		string				false	"exclusive (default): holds alone; shared: holds together with other shared holders, up to the key's limit"	Enums(exclusive, shared)
+//	@Param			limit			query		integer				false	"holders the key admits at once (1-10000); the first acquire of a free key sets it; absent: the key's limit (1 for a free key)"
 //	@Param			ticket			query		string				false	"set by the server, never by a client: the Location of a 307 that moves a waiter without an Idempotency-Key to the new active during a handoff carries it, and the repeat resumes the waiter's place in the queue by it (hex)"
 //	@Param			Idempotency-Key	header		string				false	"names this acquire: a repeat gets the outcome of the first (at most 256 printable ASCII characters)"
-//	@Param			body			body		api.AcquireRequest	false	"lease and wait as JSON instead of the query"
+//	@Param			body			body		api.AcquireRequest	false	"lease, wait, owner, mode and limit as JSON instead of the query"
 //	@Success		200				{object}	api.Grant
 //	@Header			200				{integer}	Lock-Token	"the fencing token of the grant"
 //	@Failure		307				{string}	string		"this node is a standby: Location names the same call on the active"
 //	@Failure		400				{object}	api.Error	"bad input; field names the parameter"
 //	@Failure		401				{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
 //	@Failure		408				{object}	api.Error	"timeout: wait ran out, nothing held; or poll_timeout: place kept"
-//	@Failure		409				{object}	api.Error	"superseded: a repeat with the same Idempotency-Key took over"
+//	@Failure		409				{object}	api.Error	"superseded: a repeat with the same Idempotency-Key took over; limit_mismatch: the key exists with another limit"
 //	@Failure		410				{object}	api.Error	"grant_ended: the grant of this Idempotency-Key has ended"
 //	@Failure		413				{object}	api.Error	"the body is larger than max_body"
 //	@Failure		429				{object}	api.Error	"too_many_keys or too_many_waiters"
@@ -219,7 +228,7 @@ func (s *Server) acquireRequest(w http.ResponseWriter, r *http.Request) (engine.
 	if err != nil {
 		return engine.AcquireRequest{}, err
 	}
-	return engine.AcquireRequest{Key: p.Key, Lease: seconds(p.Lease), Wait: seconds(p.Wait), ID: p.ID}, nil
+	return engine.AcquireRequest{Key: p.Key, Lease: seconds(p.Lease), Wait: seconds(p.Wait), ID: p.ID, Owner: p.Owner, Mode: p.Mode, Limit: p.Limit}, nil
 }
 
 // answerAcquire writes the outcome of an acquire. A grant that cannot be
@@ -274,19 +283,21 @@ func (s *Server) answerAcquire(w http.ResponseWriter, r *http.Request, id string
 // release is DELETE /locks/{key}.
 //
 //	@Summary		Release a lock
-//	@Description	The holder gives the lock up; it passes at once to the first waiter. The token comes from the query, a JSON body or the Lock-Token header (one of them). With `Accept: text/plain` the body is empty.
+//	@Description	The holder gives the lock up; its slot passes at once to the first waiter. The token comes from the query, a JSON body or the Lock-Token header (one of them). With `force=true` instead of a token, an operator's release: every holder of the key is released, the queue moves on, and the release events say forced; with auth_tokens or admin_tokens set it needs one of the admin_tokens. With `Accept: text/plain` the body is empty.
 //	@Tags			locks
 //	@Accept			json
 //	@Produce		json
 //	@Produce		plain
 //	@Param			key			path		string				true	"lock key"
 //	@Param			token		query		integer				false	"the fencing token of the grant"
+//	@Param			force		query		boolean				false	"true: an operator's release of every holder (never with a token)"
 //	@Param			Lock-Token	header		integer				false	"the fencing token of the grant"
-//	@Param			body		body		api.TokenRequest	false	"the token as JSON"
+//	@Param			body		body		api.TokenRequest	false	"the token (or force) as JSON"
 //	@Success		200			{object}	api.Released
 //	@Failure		307			{string}	string		"this node is a standby: Location names the same call on the active"
-//	@Failure		400			{object}	api.Error	"no or bad token; field names the parameter"
+//	@Failure		400			{object}	api.Error	"no or bad token, force other than true, or force with a token; field names the parameter"
 //	@Failure		401			{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
+//	@Failure		403			{object}	api.Error	"forbidden: a forced release without one of the admin_tokens"
 //	@Failure		404			{object}	api.Error	"not_held: nobody holds the lock"
 //	@Failure		409			{object}	api.Error	"not_holder: the lock is held under another token"
 //	@Failure		413			{object}	api.Error	"the body is larger than max_body"
@@ -295,7 +306,13 @@ func (s *Server) answerAcquire(w http.ResponseWriter, r *http.Request, id string
 //	@Router			/locks/{key} [delete]
 func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	p, err := s.parseLockParams(w, r)
-	if err == nil {
+	switch {
+	case err != nil:
+	case p.Force:
+		if err = s.mayForce(r); err == nil {
+			err = s.eng.ForceRelease(p.Key)
+		}
+	default:
 		err = s.eng.Release(p.Key, *p.Token)
 	}
 	if err != nil {
@@ -499,13 +516,20 @@ func (s *Server) wireGrant(g engine.Grant) api.Grant {
 }
 
 func wireStatus(li engine.LockInfo) api.LockStatus {
-	st := api.LockStatus{Key: li.Key, Waiters: li.Waiters}
-	if h := li.Holder; h != nil {
-		st.Holder = &api.Holder{Token: h.Token, Lease: h.Lease.Seconds(), ExpiresAt: h.ExpiresAt.UTC(), GrantedAt: h.GrantedAt.UTC()}
+	st := api.LockStatus{Key: li.Key, Waiters: li.Waiters, Limit: li.Limit, Holders: make([]api.Holder, len(li.Holders))}
+	for i, h := range li.Holders {
+		st.Holders[i] = api.Holder{Token: h.Token, Lease: h.Lease.Seconds(), ExpiresAt: h.ExpiresAt.UTC(), GrantedAt: h.GrantedAt.UTC(), Owner: h.Owner, Mode: h.Mode.String()}
+	}
+	if len(st.Holders) > 0 {
+		st.Holder = &st.Holders[0]
+	}
+	if st.Limit == 0 {
+		st.Limit = 1
 	}
 	if !li.OldestSince.IsZero() {
 		t := li.OldestSince.UTC()
 		st.OldestWaitSince = &t
+		st.OldestWaiterOwner, st.OldestWaiterMode = li.OldestOwner, li.OldestMode.String()
 	}
 	return st
 }

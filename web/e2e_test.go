@@ -358,6 +358,8 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool,
 // pageRow is one row of the page's locks table.
 type pageRow struct {
 	Token   string `json:"token"`
+	Owner   string `json:"owner"`
+	Mode    string `json:"mode"`
 	Lease   string `json:"lease"`
 	Waiters string `json:"waiters"`
 	Oldest  string `json:"oldest"`
@@ -370,7 +372,9 @@ func row(t *testing.T, ctx context.Context, key string) *pageRow {
 		const tr = [...document.querySelectorAll('#locks tbody tr')].find((r) => r.dataset.key === `+string(k)+`);
 		if (!tr) return null;
 		const txt = (sel) => (tr.querySelector(sel) || {}).textContent || '';
-		return {token: txt('td.token'), lease: txt('.lease .t'), waiters: txt('td.waiters'), oldest: txt('td.oldest')};
+		const td = tr.querySelector('td.token');
+		return {token: td && td.firstChild ? td.firstChild.textContent : '', owner: txt('td.token .owner').trim(), mode: txt('td.token .mode').trim(),
+			lease: txt('.lease .t'), waiters: txt('td.waiters'), oldest: txt('td.oldest')};
 	})()`)
 }
 
@@ -535,6 +539,35 @@ func TestStatusPage(t *testing.T) {
 		t.Errorf("on a phone the page is %d px wide for a 390 px screen", w)
 	}
 	screenshot(t, ctx, "status-page-phone.png")
+
+	// Issue 14: a semaphore's holders share one row, the first with its
+	// owner and the mode, the others counted; the operator's forced
+	// release, once confirmed, frees the key.
+	var quota []string
+	for _, owner := range []string{"crawler-1", "crawler-2"} {
+		res, err := http.Post(n.url+"/locks/api/quota?limit=3&mode=shared&lease=60&owner="+owner, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("semaphore acquire: %s", res.Status)
+		}
+		quota = append(quota, res.Header.Get(api.HeaderLockToken))
+	}
+	waitFor(t, 2*time.Second, "the semaphore's row shows the first holder, its owner and 1 more of 3", func() (bool, string) {
+		r = row(t, ctx, "api/quota")
+		return r != nil && r.Token == quota[0] && r.Owner == "crawler-1" && r.Mode == "shared +1 of 3", r.String()
+	})
+	eval[bool](t, ctx, `(() => { window.confirm = () => true; document.querySelector('#locks tbody tr[data-key="api/quota"] button.force').click(); return true; })()`)
+	waitFor(t, 2*time.Second, "the forced release frees the semaphore", func() (bool, string) {
+		r = row(t, ctx, "api/quota")
+		return r == nil, r.String()
+	})
+	waitFor(t, 2*time.Second, "the events say the release was forced", func() (bool, string) {
+		s := eval[string](t, ctx, `[...document.querySelectorAll('#events li')].map((li) => li.textContent).join(' | ')`)
+		return strings.Contains(s, "forced by an operator") && strings.Contains(s, "owner crawler-2"), s
+	})
 
 	if errs := cons.errors(); len(errs) > 0 {
 		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
@@ -945,7 +978,7 @@ func TestStatusPageManyKeys(t *testing.T) {
 	for _, l := range list.Locks {
 		newest = max(newest, l.Holder.Token)
 	}
-	first := eval[string](t, ctx, `document.querySelector('#locks tbody tr td.token').textContent`)
+	first := eval[string](t, ctx, `document.querySelector('#locks tbody tr td.token').firstChild.textContent`)
 	if want := strconv.FormatUint(newest, 10); first != want {
 		t.Errorf("sorted by token, newest first: top token %s, want %s", first, want)
 	}

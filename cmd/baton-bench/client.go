@@ -28,6 +28,17 @@ type locker interface {
 	Release(ctx context.Context, key string, token uint64) error
 }
 
+// acqMode is an acquire's mode and limit (issue 14).
+type acqMode struct {
+	shared bool
+	limit  int // 0: none named
+}
+
+// modeLocker is a locker that can acquire in a mode (semaphore, rwmix).
+type modeLocker interface {
+	AcquireMode(ctx context.Context, key string, lease, wait float64, m acqMode) (uint64, error)
+}
+
 // lockerSet hands each workload client its locker (client i calls For(i)
 // once, and uses the locker from one goroutine), and closes every
 // connection when the run ends.
@@ -238,7 +249,23 @@ func (l *plainLocker) request(ctx context.Context, method, key, query string) (*
 
 // Acquire implements locker.
 func (l *plainLocker) Acquire(ctx context.Context, key string, lease, wait float64) (uint64, error) {
-	req, err := l.request(ctx, http.MethodPost, key, "lease="+fmtSecs(lease)+"&wait="+fmtSecs(wait))
+	return l.acquire(ctx, key, "lease="+fmtSecs(lease)+"&wait="+fmtSecs(wait))
+}
+
+// AcquireMode implements modeLocker.
+func (l *plainLocker) AcquireMode(ctx context.Context, key string, lease, wait float64, m acqMode) (uint64, error) {
+	q := "lease=" + fmtSecs(lease) + "&wait=" + fmtSecs(wait)
+	if m.shared {
+		q += "&mode=shared"
+	}
+	if m.limit > 0 {
+		q += "&limit=" + strconv.Itoa(m.limit)
+	}
+	return l.acquire(ctx, key, q)
+}
+
+func (l *plainLocker) acquire(ctx context.Context, key, query string) (uint64, error) {
+	req, err := l.request(ctx, http.MethodPost, key, query)
 	if err != nil {
 		return 0, err
 	}

@@ -52,9 +52,10 @@ import (
 
 // config is the parsed command line.
 type config struct {
-	workloads []string
-	protos    []string
-	clients   []string
+	semLimit, sharedPct int // semaphore, rwmix
+	workloads           []string
+	protos              []string
+	clients             []string
 	// workload, proto and client of the run being done.
 	workload, proto, client string
 
@@ -91,7 +92,7 @@ type config struct {
 	standbys int
 }
 
-var allWorkloads = []string{"uncontended", "contended", "waiters", "keys", "failover", "restart"}
+var allWorkloads = []string{"uncontended", "contended", "waiters", "keys", "failover", "restart", "semaphore", "rwmix"}
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "__serve-ref" {
@@ -124,7 +125,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	cfg := &config{}
 	var workloads, protos, clients, batonArgs string
 	var null, floor bool
-	fs.StringVar(&workloads, "workload", "uncontended", "workloads, comma-separated: uncontended,contended,waiters,keys,failover,restart or all (= all but failover and restart)")
+	fs.StringVar(&workloads, "workload", "uncontended", "workloads, comma-separated: uncontended,contended,waiters,keys,failover,restart,semaphore,rwmix or all (= uncontended,contended,waiters,keys)")
 	fs.StringVar(&protos, "proto", "h1", "protocols, comma-separated: h1 (HTTP/1.1 keep-alive), h2c (HTTP/2 cleartext, prior knowledge), native (SPEC 2b, pipelined; reference: the native floor)")
 	fs.StringVar(&cfg.naddr, "native-addr", "", "with --addr and --proto native: the node's native_listen address")
 	fs.StringVar(&clients, "client", "plain", "clients, comma-separated: plain (net/http), official (the api package)")
@@ -150,7 +151,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.Float64Var(&cfg.wait, "wait", 0, "wait in seconds of uncontended and contended acquires (0: no limit)")
 	fs.Float64Var(&cfg.keysLease, "keys-lease", 600, "lease in seconds of the keys workload's locks")
 	fs.StringVar(&cfg.accept, "accept", "json", "answer format asked for: json or text (Accept: text/plain)")
-	fs.DurationVar(&cfg.hold, "hold", 0, "contended: time each client holds the lock before releasing")
+	fs.DurationVar(&cfg.hold, "hold", 0, "contended, semaphore, rwmix: time each client holds the lock before releasing")
+	fs.IntVar(&cfg.semLimit, "sem-limit", 8, "semaphore: the key's limit (shared holders at once)")
+	fs.IntVar(&cfg.sharedPct, "shared-pct", 90, "rwmix: percent of acquires in shared mode (the rest exclusive); the key's limit is -c")
 	fs.Int64Var(&cfg.maxOps, "max-ops", 50_000_000, "bound on the cycles of one run")
 	fs.IntVar(&cfg.maxErrors, "max-errors", 100, "abort a run after this many failed calls")
 	fs.StringVar(&cfg.progress, "progress", "auto", "progress line on stderr: auto (when a terminal), on, off")
@@ -247,7 +250,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 // refsFor returns the reference targets of workload w.
 func (cfg *config) refsFor(w string) []string {
 	switch {
-	case w == "failover" || cfg.refs == "none":
+	case w == "failover" || w == "semaphore" || w == "rwmix" || cfg.refs == "none":
+		// The reference servers have no shared modes.
 		return nil
 	case cfg.proto == "native":
 		// The one reference of the native protocol: the native floor.
@@ -423,6 +427,14 @@ func (b *bench) runOnce(ctx context.Context, t, runLabel string) (*Result, error
 		r, err = runUncontended(rctx, e)
 	case "contended":
 		r, err = runContended(rctx, e)
+	case "semaphore":
+		r, err = runModes(rctx, e, func(int, int64) acqMode { return acqMode{shared: true, limit: cfg.semLimit} })
+	case "rwmix":
+		r, err = runModes(rctx, e, func(i int, n int64) acqMode {
+			// A fixed pattern per client, spread over the clients: the
+			// same share of shared acquires in every run.
+			return acqMode{shared: (int64(i)*7+n*13)%100 < int64(cfg.sharedPct), limit: cfg.c}
+		})
 	case "waiters":
 		r, err = runWaiters(rctx, e)
 	case "keys":

@@ -57,6 +57,25 @@ func (l officialLocker) Acquire(ctx context.Context, key string, lease, wait flo
 	return lk.Token, nil
 }
 
+// AcquireMode implements modeLocker.
+func (l officialLocker) AcquireMode(ctx context.Context, key string, lease, wait float64, m acqMode) (uint64, error) {
+	opts := []api.AcquireOption{api.WithLease(secs(lease)), api.WithWait(secs(wait))}
+	if m.shared {
+		opts = append(opts, api.WithShared())
+	}
+	if m.limit > 0 {
+		opts = append(opts, api.WithLimit(m.limit))
+	}
+	lk, err := l.c.Acquire(ctx, key, opts...)
+	if errors.Is(err, api.ErrTimeout) {
+		return 0, errTimeout
+	}
+	if err != nil {
+		return 0, err
+	}
+	return lk.Token, nil
+}
+
 // Release implements locker.
 func (l officialLocker) Release(ctx context.Context, key string, token uint64) error {
 	return l.c.Release(ctx, key, token)

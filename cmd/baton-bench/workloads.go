@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -560,3 +561,115 @@ func (e *runEnv) keysResult(r *Result, lats [][]int64, held int, fillS float64, 
 
 // errNeedsCluster reports that a workload cannot run without a cluster.
 var errNeedsCluster = errors.New("needs a cluster")
+
+// runModes: C clients loop acquire+release on one key in the mode mode
+// gives each acquire (client i, its n-th cycle), with the key's limit:
+// the semaphore workload (every acquire shared, limit --sem-limit) and the
+// read-heavy mix (rwmix: --shared-pct shared, the rest exclusive, limit
+// C). ops_s is grants/s; latencies are the acquire's; handoff is, for a
+// grant that waited for a release, the time from the latest release
+// answered before it to the grant being received (analyzeSlots).
+func runModes(ctx context.Context, e *runEnv, mode func(i int, n int64) acqMode) (*Result, error) {
+	c := e.cfg.c
+	set, err := e.newSet(c)
+	if err != nil {
+		return nil, err
+	}
+	defer set.Close()
+	key := e.key("m", 0)
+	start := now() + int64(e.cfg.warmup)
+	end := start + int64(e.cfg.duration)
+	perClientMax := e.cfg.maxOps/int64(c) + 1
+	cpu := e.cpuWindow(ctx, start, end)
+	recs := make([][]grantRec, c)
+	var shared atomic.Int64
+	var wg sync.WaitGroup
+	for i := 0; i < c; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			lk := set.For(i)
+			l, ok := lk.(modeLocker)
+			if !ok {
+				e.fail(ctx, fmt.Errorf("client %s cannot acquire in a mode", e.cfg.client))
+				return
+			}
+			for n := int64(0); n < perClientMax; n++ {
+				ws := now()
+				if ws >= end || ctx.Err() != nil {
+					return
+				}
+				m := mode(i, n)
+				tok, err := l.AcquireMode(ctx, key, e.cfg.lease, e.cfg.wait, m)
+				g := now()
+				if err != nil {
+					if e.fail(ctx, err) {
+						return
+					}
+					continue
+				}
+				if e.cfg.hold > 0 {
+					time.Sleep(e.cfg.hold)
+				}
+				if err := lk.Release(ctx, key, tok); err != nil {
+					if e.fail(ctx, err) {
+						return
+					}
+					continue
+				}
+				if m.shared && g >= start && g < end {
+					shared.Add(1)
+				}
+				e.prog.ops.Add(1)
+				recs[i] = append(recs[i], grantRec{int32(i), tok, ws, g, now()})
+			}
+		}(i)
+	}
+	wg.Wait()
+	if err := e.err(); err != nil {
+		return nil, err
+	}
+	var all []grantRec
+	for _, rs := range recs {
+		all = append(all, rs...)
+	}
+	grants, waits, handoffs := analyzeSlots(all, start, end)
+	r := e.result(c)
+	r.OpsS = float64(grants) / e.cfg.duration.Seconds()
+	r.P50, r.P99, r.P999 = percentiles(waits)
+	r.set("grants", float64(grants))
+	if grants > 0 {
+		r.set("shared_pct", 100*float64(shared.Load())/float64(grants))
+	}
+	hp50, hp99, _ := percentiles(handoffs)
+	r.set("handoff_p50_us", hp50)
+	r.set("handoff_p99_us", hp99)
+	e.setCPU(r, cpu, grants)
+	r.Errors = e.errs.Load()
+	return r, nil
+}
+
+// analyzeSlots measures the grants of one key with several holders,
+// received within [start, end): their number, their acquire latencies, and
+// for each grant that waited for a release (its acquire was sent before
+// the latest release answered before the grant) the handoff from that
+// release to the grant (clamped at 0, as in analyzeGrants).
+func analyzeSlots(all []grantRec, start, end int64) (grants int, waits, handoffs []int64) {
+	rel := make([]int64, len(all))
+	for i, g := range all {
+		rel[i] = g.released
+	}
+	slices.Sort(rel)
+	for _, g := range all {
+		if g.granted < start || g.granted >= end {
+			continue
+		}
+		grants++
+		waits = append(waits, g.granted-g.waitStart)
+		i := sort.Search(len(rel), func(i int) bool { return rel[i] >= g.granted }) - 1
+		if i >= 0 && rel[i] > g.waitStart {
+			handoffs = append(handoffs, max(0, g.granted-rel[i]))
+		}
+	}
+	return grants, waits, handoffs
+}

@@ -220,11 +220,43 @@ func parseToken(s string) (uint64, error) {
 	return t, nil
 }
 
+// modeFlags are the acquire flags of issue 14: --limit, --shared, --owner.
+type modeFlags struct {
+	limit  int
+	shared bool
+	owner  string
+	fs     *pflag.FlagSet
+}
+
+func newModeFlags(fs *pflag.FlagSet) *modeFlags {
+	m := &modeFlags{fs: fs}
+	fs.IntVar(&m.limit, "limit", 0, "holders the key admits at once (a semaphore; 1-10000); the first acquire of a free key sets it (default: the key's limit, 1 for a free key)")
+	fs.BoolVar(&m.shared, "shared", false, "hold in shared mode: together with other shared holders, up to the key's limit (a reader of a read/write lock)")
+	fs.StringVar(&m.owner, "owner", "", "a label shown wherever the holder is (default host:pid; \"\" for none)")
+	return m
+}
+
+// options returns the acquire options the flags ask for.
+func (m *modeFlags) options() []api.AcquireOption {
+	var opts []api.AcquireOption
+	if m.fs.Changed("limit") {
+		opts = append(opts, api.WithLimit(m.limit))
+	}
+	if m.shared {
+		opts = append(opts, api.WithShared())
+	}
+	if m.fs.Changed("owner") {
+		opts = append(opts, api.WithOwner(m.owner))
+	}
+	return opts
+}
+
 func cmdAcquire(ctx context.Context, args []string, cio cliIO) error {
 	f := newClientFlags("acquire", cio)
 	var lease, wait durationValue
 	f.fs.Var(&lease, "lease", "lease (default: the server's lease_default)")
 	f.fs.Var(&wait, "wait", "longest wait in the queue; 0 = no limit")
+	modes := newModeFlags(f.fs)
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -236,7 +268,7 @@ func cmdAcquire(ctx context.Context, args []string, cio cliIO) error {
 		return err
 	}
 	defer c.Close()
-	l, err := acquire(ctx, c, f.fs.Arg(0), time.Duration(lease), time.Duration(wait), cio)
+	l, err := acquire(ctx, c, f.fs.Arg(0), time.Duration(lease), time.Duration(wait), cio, modes.options()...)
 	if err != nil {
 		return err
 	}
@@ -245,9 +277,9 @@ func cmdAcquire(ctx context.Context, args []string, cio cliIO) error {
 }
 
 // acquire takes the lock, showing on a terminal that it waits.
-func acquire(ctx context.Context, c *api.Client, key string, lease, wait time.Duration, cio cliIO) (*api.Lock, error) {
+func acquire(ctx context.Context, c *api.Client, key string, lease, wait time.Duration, cio cliIO, opts ...api.AcquireOption) (*api.Lock, error) {
 	stop := showWaiting(key, cio)
-	l, err := c.Acquire(ctx, key, api.WithLease(lease), api.WithWait(wait))
+	l, err := c.Acquire(ctx, key, append([]api.AcquireOption{api.WithLease(lease), api.WithWait(wait)}, opts...)...)
 	stop()
 	if errors.Is(err, api.ErrTimeout) {
 		return nil, &wrapped{fmt.Sprintf("%q: the wait ran out after %v; the lock was not granted", key, wait), err}
@@ -315,12 +347,32 @@ func keyToken(f *clientFlags, args []string, cio cliIO) (c *api.Client, key stri
 }
 
 func cmdRelease(ctx context.Context, args []string, cio cliIO) error {
-	c, key, tok, err := keyToken(newClientFlags("release", cio), args, cio)
+	f := newClientFlags("release", cio)
+	force := f.fs.Bool("force", false, "an operator's release of every holder of KEY (no TOKEN; needs an admin token when the server has admin_tokens or auth_tokens)")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	var tok uint64
+	switch {
+	case *force && f.fs.NArg() != 1:
+		return usagef("--force: want KEY and no TOKEN, got %d arguments", f.fs.NArg())
+	case !*force && f.fs.NArg() != 2:
+		return usagef("want KEY TOKEN, got %d arguments", f.fs.NArg())
+	case !*force:
+		var err error
+		if tok, err = parseToken(f.fs.Arg(1)); err != nil {
+			return err
+		}
+	}
+	c, err := f.client(cio)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return c.Release(ctx, key, tok)
+	if *force {
+		return c.ForceRelease(ctx, f.fs.Arg(0))
+	}
+	return c.Release(ctx, f.fs.Arg(0), tok)
 }
 
 func cmdRenew(ctx context.Context, args []string, cio cliIO) error {
@@ -371,12 +423,20 @@ func cmdStatus(ctx context.Context, args []string, cio cliIO) error {
 			return printJSON(cio.stdout, st)
 		}
 		fmt.Fprintf(cio.stdout, "key:     %s\n", st.Key)
-		if h := st.Holder; h != nil {
-			fmt.Fprintf(cio.stdout, "holder:  token %d, lease %s, expires in %s\n", h.Token, secs(h.Lease), h.ExpiresAt.Sub(now).Round(time.Millisecond))
-		} else {
+		if st.Limit > 1 {
+			fmt.Fprintf(cio.stdout, "limit:   %d\n", st.Limit)
+		}
+		for _, h := range st.Holders {
+			fmt.Fprintf(cio.stdout, "holder:  token %d, %s, lease %s, expires in %s%s\n", h.Token, h.Mode, secs(h.Lease), h.ExpiresAt.Sub(now).Round(time.Millisecond), ownerText(h.Owner))
+		}
+		if len(st.Holders) == 0 {
 			fmt.Fprintf(cio.stdout, "holder:  none\n")
 		}
-		fmt.Fprintf(cio.stdout, "waiters: %d\n", st.Waiters)
+		fmt.Fprintf(cio.stdout, "waiters: %d", st.Waiters)
+		if st.Waiters > 0 {
+			fmt.Fprintf(cio.stdout, " (first: %s%s)", st.OldestWaiterMode, ownerText(st.OldestWaiterOwner))
+		}
+		fmt.Fprintln(cio.stdout)
 		return nil
 	}
 	ll, err := c.ListPage(ctx, api.ListOptions{Prefix: *prefix, After: *after, Limit: *limit})
@@ -387,19 +447,34 @@ func cmdStatus(ctx context.Context, args []string, cio cliIO) error {
 		return printJSON(cio.stdout, ll)
 	}
 	tw := tabwriter.NewWriter(cio.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tTOKEN\tEXPIRES IN\tWAITERS")
+	fmt.Fprintln(tw, "KEY\tTOKEN\tEXPIRES IN\tWAITERS\tOWNER")
 	for _, st := range ll.Locks {
-		tok, exp := "-", "-"
+		tok, exp, owner := "-", "-", "-"
 		if h := st.Holder; h != nil {
 			tok, exp = strconv.FormatUint(h.Token, 10), h.ExpiresAt.Sub(now).Round(time.Millisecond).String()
+			if h.Owner != "" {
+				owner = h.Owner
+			}
+			if n := len(st.Holders); n > 1 {
+				// A semaphore or shared holders: the first, and how many.
+				tok = fmt.Sprintf("%s (+%d of %d, %s)", tok, n-1, st.Limit, h.Mode)
+			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", st.Key, tok, exp, st.Waiters)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", st.Key, tok, exp, st.Waiters, owner)
 	}
 	tw.Flush()
 	if ll.Total > len(ll.Locks) && len(ll.Locks) > 0 {
 		fmt.Fprintf(cio.stdout, "(%d of %d shown; next page: --after %q)\n", len(ll.Locks), ll.Total, ll.Locks[len(ll.Locks)-1].Key)
 	}
 	return nil
+}
+
+// ownerText is ", owner X" for a holder or waiter with an owner.
+func ownerText(owner string) string {
+	if owner == "" {
+		return ""
+	}
+	return ", owner " + owner
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -417,6 +492,7 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) (int, error) {
 	f.fs.Var(&lease, "lease", "lease, renewed every half lease while COMMAND runs (default: the server's lease_default)")
 	f.fs.Var(&wait, "wait", "longest wait in the queue; 0 = no limit")
 	f.fs.Var(&killAfter, "kill-after", "when the lock is lost: SIGKILL this long after SIGTERM if COMMAND still runs")
+	modes := newModeFlags(f.fs)
 	noDash := !slices.Contains(args, "--")
 	// Without --, COMMAND's own flags would be taken for baton's: they are
 	// let through here, so that the message can say to add --.
@@ -466,7 +542,7 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) (int, error) {
 		}
 	}()
 
-	l, err := acquire(actx, c, key, time.Duration(lease), time.Duration(wait), cio)
+	l, err := acquire(actx, c, key, time.Duration(lease), time.Duration(wait), cio, modes.options()...)
 	cancel()
 	if sig := <-interrupted; sig != nil {
 		// The signal came while the lock was being granted or before:

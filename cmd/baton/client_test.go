@@ -397,3 +397,40 @@ func TestRunNoNode(t *testing.T) {
 		t.Fatalf("code %d, stdout %q, stderr %q; want %d and why", r.code, r.stdout.String(), r.stderr.String(), exitError)
 	}
 }
+
+// The CLI of issue 14: acquire --limit --shared --owner (owner default
+// host:pid), status shows every holder with its mode and owner, and
+// release --force frees them all.
+func TestCLISemaphoreOwnerAndForce(t *testing.T) {
+	url := startNode(t)
+	a := runCLI(t, url, false, "acquire", "sem", "--limit", "2", "--shared", "--owner", "nightly")
+	b := runCLI(t, url, false, "acquire", "sem", "--shared")
+	if a.code != exitOK || b.code != exitOK {
+		t.Fatalf("acquire: %d %q, %d %q", a.code, a.stderr.String(), b.code, b.stderr.String())
+	}
+	r := runCLI(t, url, false, "status", "sem")
+	out := r.stdout.String()
+	for _, want := range []string{"limit:   2", "token " + strings.TrimSpace(a.stdout.String()) + ", shared", "owner nightly", "owner " + api.DefaultOwner()} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("status: %q lacks %q", out, want)
+		}
+	}
+	if r := runCLI(t, url, false, "status"); !strings.Contains(r.stdout.String(), "(+1 of 2, shared)") || !strings.Contains(r.stdout.String(), "nightly") {
+		t.Fatalf("status list: %q", r.stdout.String())
+	}
+	if r := runCLI(t, url, false, "acquire", "sem", "--limit", "3", "--wait", "1"); r.code != exitError || !strings.Contains(r.stderr.String(), "limit_mismatch") {
+		t.Fatalf("another limit: %d %q", r.code, r.stderr.String())
+	}
+	if r := runCLI(t, url, false, "release", "--force", "sem", "5"); r.code != exitUsage {
+		t.Fatalf("--force with a token: %d %q", r.code, r.stderr.String())
+	}
+	if r := runCLI(t, url, false, "release", "--force", "sem"); r.code != exitOK {
+		t.Fatalf("release --force: %d %q", r.code, r.stderr.String())
+	}
+	if r := runCLI(t, url, false, "status", "sem"); !strings.Contains(r.stdout.String(), "holder:  none") {
+		t.Fatalf("after force: %q", r.stdout.String())
+	}
+	if r := runCLI(t, url, false, "release", "--force", "sem"); r.code != exitNotHolder {
+		t.Fatalf("force on a free key: %d %q", r.code, r.stderr.String())
+	}
+}

@@ -45,6 +45,7 @@ type serveConfig struct {
 	LogLevel         string        `koanf:"log_level"`
 	LogFormat        string        `koanf:"log_format"`
 	AuthTokens       []string      `koanf:"auth_tokens"`
+	AdminTokens      []string      `koanf:"admin_tokens"`
 	ClusterSecret    string        `koanf:"cluster_secret"`
 	TLSCert          string        `koanf:"tls_cert"`
 	TLSKey           string        `koanf:"tls_key"`
@@ -81,6 +82,7 @@ var settings = []struct {
 	{"log_format", "text (key=value lines) or json (one JSON object a line)", "text"},
 	{"pprof", "serve Go profiles under /debug/pprof/ (behind auth_tokens)", false},
 	{"auth_tokens", "bearer tokens accepted from clients, comma-separated; empty = no auth", []string{}},
+	{"admin_tokens", "bearer tokens that may also force a release (DELETE ?force=true), comma-separated; when set, or when auth_tokens is, only they may", []string{}},
 	{"cluster_secret", "shared secret for peer endpoints (X-Baton-Cluster-Secret)", ""},
 	{"tls_cert", "PEM certificate file: serve HTTPS (HTTP/2 by ALPN)", ""},
 	{"tls_key", "PEM private key file for tls_cert", ""},

@@ -25,14 +25,14 @@ refused. Lists are comma-separated. Exits 2 on an invalid setting.`,
 		example: "baton serve --listen :7070 --data-dir /var/lib/baton --lease-default 15s",
 	},
 	"acquire": {
-		synopsis: "baton acquire KEY [--lease D] [--wait D] [flags]",
+		synopsis: "baton acquire KEY [--lease D] [--wait D] [--limit N] [--shared] [--owner O] [flags]",
 		about: `Take the lock KEY, waiting in its queue, and print its fencing token.
 Exits 3 when --wait ran out before the grant.`,
 		example: "TOKEN=$(baton acquire deploy --lease 60s --wait 5m)",
 	},
 	"release": {
-		synopsis: "baton release KEY TOKEN [flags]",
-		about:    "Release the lock KEY held under TOKEN. Exits 5 when it is not held under TOKEN.",
+		synopsis: "baton release KEY TOKEN [flags] | baton release --force KEY",
+		about:    "Release the lock KEY held under TOKEN. Exits 5 when it is not held under TOKEN. With --force (an operator), release every holder of KEY.",
 		example:  "baton release deploy \"$TOKEN\"",
 	},
 	"renew": {
@@ -46,7 +46,7 @@ Exits 3 when --wait ran out before the grant.`,
 		example:  "baton status --prefix orders/",
 	},
 	"run": {
-		synopsis: "baton run KEY [--lease D] [--wait D] [flags] -- COMMAND [ARGS...]",
+		synopsis: "baton run KEY [--lease D] [--wait D] [--limit N] [--shared] [--owner O] [flags] -- COMMAND [ARGS...]",
 		about: `Take the lock KEY, run COMMAND with BATON_KEY and BATON_TOKEN set, renew the
 lease while it runs, release when it ends, and exit with its status (128+N
 if killed by signal N, 127 if it could not be started). If the lock is

@@ -147,7 +147,7 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 		n.cfg.Advertise = cfg.Advertise
 	}
 
-	hc := handlers.Config{Node: cfg.Advertise, MaxBody: cfg.MaxBody, Logger: log, AuthTokens: cfg.AuthTokens, Metrics: n.metrics,
+	hc := handlers.Config{Node: cfg.Advertise, MaxBody: cfg.MaxBody, Logger: log, AuthTokens: cfg.AuthTokens, AdminTokens: cfg.AdminTokens, Metrics: n.metrics,
 		CORSOrigins: cfg.CORSOrigins, Events: n.events, Pprof: cfg.Pprof}
 	// The native listener is bound before the cluster node, so that a
 	// native_listen with port 0 is known to the peers (cluster.Config.Native).

@@ -19,6 +19,12 @@ func (c *serveConfig) validateSecurity() error {
 			return fmt.Errorf("auth_tokens: entry %d is empty", i+1)
 		}
 	}
+	for i, t := range c.AdminTokens {
+		c.AdminTokens[i] = strings.TrimSpace(t)
+		if c.AdminTokens[i] == "" {
+			return fmt.Errorf("admin_tokens: entry %d is empty", i+1)
+		}
+	}
 	if strings.TrimSpace(c.ClusterSecret) != c.ClusterSecret {
 		return fmt.Errorf("cluster_secret: must not start or end with white space")
 	}

@@ -53,3 +53,23 @@ func TestSecuritySettings(t *testing.T) {
 		})
 	}
 }
+
+// admin_tokens (issue 14) load like auth_tokens; an empty entry is refused
+// naming the key.
+func TestAdminTokensSetting(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := loadConfig([]string{"--data-dir", dir, "--admin-tokens", "ops1, ops2"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.AdminTokens, []string{"ops1", "ops2"}) {
+		t.Fatalf("admin_tokens %q", cfg.AdminTokens)
+	}
+	yml := filepath.Join(dir, "baton.yaml")
+	if err := os.WriteFile(yml, []byte("admin_tokens: [ops, \" \"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadConfig([]string{"--data-dir", dir, "--config", yml}, nil); err == nil || !strings.HasPrefix(err.Error(), "admin_tokens:") {
+		t.Fatalf("an empty entry: %v, want an error naming admin_tokens", err)
+	}
+}

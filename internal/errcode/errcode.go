@@ -26,6 +26,7 @@ var table = []row{
 	{engine.ErrPollTimeout, api.CodePollTimeout, "the poll ended early; the place in the queue is kept: repeat the request with the same Idempotency-Key"},
 	{engine.ErrNotHolder, api.CodeNotHolder, "the lock is held under another token"},
 	{engine.ErrNotHeld, api.CodeNotHeld, "nobody holds the lock"},
+	{engine.ErrLimitMismatch, api.CodeLimitMismatch, "the key exists with another limit: name the key's limit, or none"},
 	{engine.ErrGrantEnded, api.CodeGrantEnded, "the grant this Idempotency-Key received has been released or has expired; use a new key to acquire again"},
 	{engine.ErrSuperseded, api.CodeSuperseded, "a repeat of this request with the same Idempotency-Key took over its place"},
 	{engine.ErrTooManyKeys, api.CodeTooManyKeys, "the node holds its maximum number of keys (max_keys)"},

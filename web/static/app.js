@@ -404,6 +404,7 @@ async function refreshLocks() {
   renderLag();
   st.rows = body.locks.map((l) => {
     const h = l.holder;
+    const holders = l.holders || (h ? [h] : []);
     return {
       key: l.key,
       token: h ? String(h.token) : '',
@@ -411,11 +412,42 @@ async function refreshLocks() {
       lease: h ? h.lease * 1000 : 0,
       waiters: l.waiters,
       oldest: l.oldest_wait_since ? ms(l.oldest_wait_since) : NaN,
+      // Several holders (a semaphore, shared holders) share one row: the
+      // first is shown, the others counted; each one's owner and token
+      // are in the cell's title.
+      holders: holders.map((x) => ({ token: String(x.token), owner: x.owner || '', mode: x.mode || 'exclusive' })),
+      limit: l.limit || 1,
+      oldestOwner: l.oldest_waiter_owner || '',
     };
   });
   st.total = body.total;
   st.listPrefix = prefix;
   st.sorted = null;
+  renderLocks();
+}
+
+// forceRelease is the operator's release of every holder of key, behind a
+// confirmation. The server allows it only to an admin token when it has
+// auth_tokens or admin_tokens: after a 403 the page stops offering it.
+async function forceRelease(key, holders) {
+  const who = holders === 1 ? 'its holder' : 'all ' + holders + ' holders';
+  if (!window.confirm('Force the release of “' + key + '”? This ends ' + who + '’s lease now and moves the queue on.')) return;
+  const path = '/locks/' + key.split('/').map(encodeURIComponent).join('/') + '?force=true';
+  try {
+    const res = await call(path, { method: 'DELETE' });
+    if (res.status === 403) {
+      st.notAdmin = true;
+      banner('force', 'This token may not force a release: that needs one of the node’s admin_tokens.');
+    } else if (!res.ok && res.status !== 404) {
+      banner('force', 'The forced release of “' + key + '” failed: ' + res.status + ' ' + res.statusText + '.');
+    } else {
+      banner('force', '');
+    }
+    await res.body?.cancel();
+  } catch (e) {
+    if (!(e instanceof AuthError)) banner('force', 'The forced release of “' + key + '” failed: ' + e.message);
+  }
+  kickLocks();
   renderLocks();
 }
 
@@ -457,7 +489,24 @@ function renderLocks() {
     const tr = el('tr');
     tr.dataset.key = r.key;
     cell(tr, 'key', 'key').appendChild(keyEl('span', '', r.key));
-    cell(tr, 'holder token', r.token ? 'token' : 'token free', r.token || 'free');
+    const hc = cell(tr, 'holder token', r.token ? 'token' : 'token free', r.token || 'free');
+    if (r.holders.length) {
+      const first = r.holders[0];
+      if (first.owner) hc.appendChild(el('span', 'owner', ' ' + first.owner));
+      // The mode is shown where it says something: shared holders, or
+      // a key that admits several.
+      if (first.mode === 'shared' || r.limit > 1) {
+        const more = r.holders.length > 1 ? ' +' + (r.holders.length - 1) + ' of ' + r.limit : '';
+        hc.appendChild(el('span', 'mode', ' ' + first.mode + more));
+      }
+      hc.title = r.holders.map((x) => x.token + ' ' + x.mode + (x.owner ? ' (' + x.owner + ')' : '')).join('\n');
+      if (!st.notAdmin) {
+        const b = el('button', 'force', 'force release');
+        b.type = 'button';
+        b.addEventListener('click', () => forceRelease(r.key, r.holders.length));
+        hc.appendChild(b);
+      }
+    }
     const lc = cell(tr, 'lease left', 'lease-cell');
     const v = { r, lease: null, bar: null, text: null, oldest: null };
     if (r.token) {
@@ -681,6 +730,9 @@ function onEvents(batch, polled) {
 function eventDetail(ev) {
   const d = [];
   if (ev.token) d.push('token ' + ev.token);
+  if (ev.owner) d.push('owner ' + ev.owner);
+  if (ev.mode === 'shared') d.push('shared');
+  if (ev.forced) d.push('forced by an operator');
   switch (ev.kind) {
     case 'grant': if (ev.lease) d.push('lease ' + fmtSecs(ev.lease)); if (ev.waited) d.push('waited ' + fmtSecs(ev.waited)); break;
     case 'expire': if (ev.lease) d.push('lease of ' + fmtSecs(ev.lease) + ' ran out'); break;

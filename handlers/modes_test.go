@@ -1,0 +1,224 @@
+package handlers_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/handlers"
+)
+
+// A semaphore of 3 over HTTP (issue 14): three shared holders at once,
+// each with its own token and owner, shown in GET /locks/{key} oldest
+// grant first with the limit; the 4th waits and gets the slot a release
+// frees; another limit is a 409 limit_mismatch.
+func TestHTTPSemaphore(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	var gs []api.Grant
+	for _, owner := range []string{"web-1", "web-2", "web-3"} {
+		gs = append(gs, e.acquire("/locks/quota?limit=3&mode=shared&owner="+owner))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fourth := e.async(ctx, e.client, http.MethodPost, "/locks/quota", `{"limit":3,"mode":"shared","owner":"web-4"}`)
+	e.waitWaiters("quota", 1)
+	st := e.status("quota")
+	if st.Limit != 3 || len(st.Holders) != 3 || st.Holder == nil || st.Holder.Token != gs[0].Token {
+		t.Fatalf("status %+v: want 3 holders, limit 3, holder = the first", st)
+	}
+	for i, h := range st.Holders {
+		if h.Token != gs[i].Token || h.Mode != api.ModeShared || h.Owner != []string{"web-1", "web-2", "web-3"}[i] {
+			t.Fatalf("holder %d: %+v; want token %d, shared, web-%d", i, h, gs[i].Token, i+1)
+		}
+	}
+	if st.OldestWaiterOwner != "web-4" || st.OldestWaiterMode != api.ModeShared {
+		t.Fatalf("oldest waiter %q %q; want web-4, shared", st.OldestWaiterOwner, st.OldestWaiterMode)
+	}
+	r := e.do(http.MethodPost, "/locks/quota?limit=4&mode=shared", "")
+	if r.code != http.StatusConflict || r.errBody(t).Code != api.CodeLimitMismatch {
+		t.Fatalf("limit 4 on a semaphore of 3: %d %s; want 409 limit_mismatch", r.code, r.body)
+	}
+	e.release("quota", gs[1].Token)
+	g := recv(t, fourth, "the 4th").grant(t)
+	if g.Token <= gs[2].Token {
+		t.Fatalf("4th token %d, not above %d", g.Token, gs[2].Token)
+	}
+	l := e.list()
+	if len(l.Locks) != 1 || len(l.Locks[0].Holders) != 3 || l.Locks[0].Holders[2].Owner != "web-4" {
+		t.Fatalf("GET /locks %+v: want quota's 3 holders, web-4 last", l)
+	}
+}
+
+// A read/write lock over HTTP: readers hold together, a writer waits for
+// them and holds alone, and a reader behind the writer waits for it.
+func TestHTTPReadWriteLock(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	r1 := e.acquire("/locks/cfg?mode=shared&limit=10&owner=reader-1")
+	r2 := e.acquire("/locks/cfg?mode=shared&owner=reader-2") // the key's limit
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	writer := e.async(ctx, e.client, http.MethodPost, "/locks/cfg?mode=exclusive&owner=writer", "")
+	e.waitWaiters("cfg", 1)
+	reader3 := e.async(ctx, e.client, http.MethodPost, "/locks/cfg?mode=shared&owner=reader-3", "")
+	e.waitWaiters("cfg", 2)
+	e.release("cfg", r1.Token)
+	if pending(writer) == false {
+		t.Fatal("the writer was granted while a reader holds")
+	}
+	e.release("cfg", r2.Token)
+	w := recv(t, writer, "the writer").grant(t)
+	st := e.status("cfg")
+	if len(st.Holders) != 1 || st.Holder.Mode != api.ModeExclusive || st.Holder.Owner != "writer" || st.Waiters != 1 {
+		t.Fatalf("status %+v: want the writer alone, reader 3 waiting", st)
+	}
+	e.release("cfg", w.Token)
+	recv(t, reader3, "reader 3").grant(t)
+}
+
+// Operator release: DELETE ?force=true releases every holder and moves the
+// queue on; without auth anyone may; with auth_tokens only admin_tokens
+// (403 forbidden for others); bad combinations are 400s naming force.
+func TestHTTPForceRelease(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{AuthTokens: []string{"user"}, AdminTokens: []string{"ops"}})
+	user := []string{"Authorization", "Bearer user"}
+	ops := []string{"Authorization", "Bearer ops"}
+	e.acquire("/locks/k?mode=shared&limit=2", user...)
+	e.acquire("/locks/k?mode=shared&limit=2", user...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	next := e.async(ctx, e.client, http.MethodPost, "/locks/k", "", user...)
+	for range 20000 {
+		if r := e.do(http.MethodGet, "/locks/k", "", user...); strings.Contains(string(r.body), `"waiters":1`) {
+			break
+		}
+	}
+	for _, c := range []struct {
+		path, body string
+		hdr        []string
+		code       int
+		errCode    string
+		field      string
+	}{
+		{"/locks/k?force=true", "", user, 403, api.CodeForbidden, ""},
+		{"/locks/k?force=yes", "", ops, 400, api.CodeInvalidArgument, "force"},
+		{"/locks/k?force=", "", ops, 400, api.CodeInvalidArgument, "force"},
+		{"/locks/k?force=true&token=5", "", ops, 400, api.CodeInvalidArgument, "force"},
+		{"/locks/k?force=true", "", append([]string{api.HeaderLockToken, "5"}, ops...), 400, api.CodeInvalidArgument, "force"},
+		{"/locks/k", `{"force":false}`, ops, 400, api.CodeInvalidArgument, "force"},
+		{"/locks/free?force=true", "", ops, 404, api.CodeNotHeld, ""},
+	} {
+		r := e.do(http.MethodDelete, c.path, c.body, c.hdr...)
+		if r.code != c.code || r.errBody(t).Code != c.errCode || r.errBody(t).Field != c.field {
+			t.Errorf("DELETE %s %s: %d %s; want %d %s naming %q", c.path, c.body, r.code, r.body, c.code, c.errCode, c.field)
+		}
+	}
+	var st api.LockStatus
+	_ = json.Unmarshal(e.do(http.MethodGet, "/locks/k", "", ops...).body, &st)
+	if len(st.Holders) != 2 || st.Waiters != 1 {
+		t.Fatalf("after refused forces: %+v; want nothing changed", st)
+	}
+	r := e.do(http.MethodDelete, "/locks/k", `{"force":true}`, ops...)
+	if r.code != http.StatusOK {
+		t.Fatalf("forced release: %d %s", r.code, r.body)
+	}
+	recv(t, next, "the waiter after a forced release").grant(t)
+}
+
+// Without auth_tokens and admin_tokens, anyone may force a release.
+func TestHTTPForceReleaseWithoutAuth(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	e.acquire("/locks/k")
+	if r := e.do(http.MethodDelete, "/locks/k?force=true", ""); r.code != http.StatusOK {
+		t.Fatalf("force: %d %s", r.code, r.body)
+	}
+	if st := e.status("k"); st.Holder != nil || len(st.Holders) != 0 || st.Limit != 1 {
+		t.Fatalf("after force: %+v", st)
+	}
+}
+
+// Bad owner, mode and limit: each a 400 naming the field, nothing changed.
+func TestHTTPModesBadInput(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	for _, c := range []struct{ query, body, field string }{
+		{"limit=0", "", "limit"},
+		{"limit=-1", "", "limit"},
+		{"limit=1.5", "", "limit"},
+		{"limit=x", "", "limit"},
+		{"limit=01", "", "limit"},
+		{"limit=10001", "", "limit"},
+		{"limit=99999999999999999999", "", "limit"},
+		{"", `{"limit":0}`, "limit"},
+		{"", `{"limit":"3"}`, "limit"},
+		{"mode=read", "", "mode"},
+		{"mode=Shared", "", "mode"},
+		{"mode=", "", "mode"},
+		{"", `{"mode":1}`, "mode"},
+		{"owner=", "", "owner"},
+		{"owner=" + strings.Repeat("x", 129), "", "owner"},
+		{"owner=a%0Ab", "", "owner"},
+		{"owner=a%7Fb", "", "owner"},
+		{"owner=%FF", "", "owner"},
+		{"", `{"owner":""}`, "owner"},
+		{"", `{"owner":7}`, "owner"},
+		{"owner=a", `{"owner":"b"}`, "owner"},
+	} {
+		path := "/locks/k"
+		if c.query != "" {
+			path += "?" + c.query
+		}
+		r := e.do(http.MethodPost, path, c.body)
+		if r.code != http.StatusBadRequest || r.errBody(t).Field != c.field || !strings.Contains(r.errBody(t).Message, c.field) {
+			t.Errorf("POST %s %s: %d %s; want a 400 naming %s", path, c.body, r.code, r.body, c.field)
+		}
+	}
+	if l := e.list(); l.Total != 0 {
+		t.Fatalf("bad input changed state: %+v", l)
+	}
+	// The longest owner and a non-ASCII one are fine.
+	e.acquire("/locks/a?owner=" + strings.Repeat("é", 64))
+	g := e.acquire("/locks/b?limit=10000&mode=shared&owner=job%207")
+	if st := e.status("b"); st.Limit != 10000 || st.Holder.Owner != "job 7" || st.Holder.Token != g.Token {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+// An Idempotency-Key repeat returns the same grant of a semaphore slot,
+// not a second slot.
+func TestHTTPSemaphoreRepeatIsTheSameGrant(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	a := e.acquire("/locks/s?limit=2&mode=shared", api.HeaderIdempotencyKey, "one")
+	b := e.acquire("/locks/s?limit=2&mode=shared", api.HeaderIdempotencyKey, "one")
+	if a.Token != b.Token {
+		t.Fatalf("repeat got token %d, first %d", b.Token, a.Token)
+	}
+	if st := e.status("s"); len(st.Holders) != 1 {
+		t.Fatalf("a repeat took a second slot: %+v", st)
+	}
+}
+
+// The events feed shows owner, mode, limit, and a forced release as such.
+func TestHTTPEventsShowOwnerAndForce(t *testing.T) {
+	evs := handlers.NewEventLog(100)
+	t.Cleanup(evs.Close)
+	e := newEnv(t, engine.Config{OnEvent: evs.Add}, handlers.Config{Events: evs})
+	e.acquire("/locks/k?mode=shared&limit=2&owner=batch")
+	if r := e.do(http.MethodDelete, "/locks/k?force=true", ""); r.code != http.StatusOK {
+		t.Fatalf("force: %d %s", r.code, r.body)
+	}
+	r := e.do(http.MethodGet, "/events", "")
+	var l api.EventList
+	if err := json.Unmarshal(r.body, &l); err != nil || len(l.Events) != 2 {
+		t.Fatalf("events %s: %v", r.body, err)
+	}
+	g, rel := l.Events[0], l.Events[1]
+	if g.Kind != api.EventGrant || g.Owner != "batch" || g.Mode != api.ModeShared || g.Limit != 2 {
+		t.Fatalf("grant event %+v", g)
+	}
+	if rel.Kind != api.EventRelease || !rel.Forced || rel.Owner != "batch" {
+		t.Fatalf("release event %+v: want forced, owner batch", rel)
+	}
+}
