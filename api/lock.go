@@ -34,21 +34,24 @@ func WithOwner(owner string) AcquireOption {
 	return func(o *acquireOpts) { o.owner = &owner }
 }
 
-// WithMode sets the mode: ModeShared holds together with other shared
-// holders, up to the key's limit; ModeExclusive (the default) holds
-// alone. Anything else is refused by the server (ErrInvalidArgument).
+// WithMode sets the mode, ModeExclusive (the default) or ModeShared.
+// Shared and exclusive holders never hold together; under the default
+// limit of 1 an exclusive holder holds alone and any number of shared
+// holders hold together (a read/write lock); with WithLimit(n), n > 1, up
+// to n hold at once in either mode (a semaphore). Anything else is refused
+// by the server (ErrInvalidArgument).
 func WithMode(mode string) AcquireOption {
 	return func(o *acquireOpts) { o.mode = mode }
 }
 
-// WithShared is WithMode(ModeShared): a reader of a read/write lock, or
-// a holder of a semaphore's slot.
+// WithShared is WithMode(ModeShared): a reader of a read/write lock.
 func WithShared() AcquireOption { return WithMode(ModeShared) }
 
 // WithLimit sets the number of holders the key admits at once (1 to
-// MaxLimit). The first acquire of a free key sets it; another limit while
-// the key exists is refused with ErrLimitMismatch. Without it the key's
-// limit applies (1 for a free key).
+// MaxLimit): above 1 the key is a counting semaphore, in the default mode
+// as in the shared one. The first acquire of a free key sets it; another
+// limit while the key exists is refused with ErrLimitMismatch. Without it
+// the key's limit applies (1 for a free key).
 func WithLimit(n int) AcquireOption {
 	return func(o *acquireOpts) { o.limit = n }
 }

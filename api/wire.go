@@ -43,8 +43,10 @@ type AcquireRequest struct {
 	Limit int `json:"limit,omitempty"`
 }
 
-// The modes of an acquire (SPEC section 1, "Shared modes"): shared holders
-// hold together, up to the key's limit; an exclusive holder holds alone.
+// The modes of an acquire (SPEC section 1, "Shared modes"): shared and
+// exclusive holders never hold together. Under the default limit of 1 an
+// exclusive holder holds alone and any number of shared holders hold
+// together; with a limit above 1, up to the limit hold at once.
 const (
 	ModeExclusive = "exclusive"
 	ModeShared    = "shared"

@@ -170,9 +170,11 @@ func (s *shard) applyGrant(lk *lock, r *Record, at stamp) *waiter {
 		lk.ext().mode = r.Mode
 	}
 	h := lk.find(r.Token) // a duplicate grant takes its own slot again
-	if h == nil && lk.limit() == 1 && lk.token != 0 {
-		// A grant over a holder this replica still has (it missed the
-		// end): the grant replaces it, as with one slot it always did.
+	if h == nil && lk.limit() == 1 && lk.token != 0 && !lk.canGrant(r.Mode) {
+		// A grant over an exclusive holder this replica still has (it
+		// missed the end): the grant replaces it, as with one slot it
+		// always did. (Shared holders under the default limit of 1 hold
+		// together: a reader's grant takes a slot of its own.)
 		h = &lk.hold
 	}
 	if h == nil {

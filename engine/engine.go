@@ -9,10 +9,12 @@
 // key or per waiter: a parked acquire is a queue entry, a heap entry and the
 // caller's own goroutine, blocked on a one-slot channel.
 //
-// Holders: a key has up to its limit of holders (1 for a plain lock; the
-// first acquire of a free key sets it), each in its own slot with its own
-// grant, token, lease and owner. Shared holders hold together, an
-// exclusive holder holds alone, and the queue is one FIFO across modes:
+// Holders: a key with a limit above 1 (the first acquire of a free key
+// sets it) is a counting semaphore, up to limit holders at once; with the
+// default limit of 1 an exclusive holder holds alone and any number of
+// shared holders hold together (a read/write lock). Each holder has its
+// own slot with its own grant, token, lease and owner. Shared and
+// exclusive holders never hold together, and the queue is one FIFO across modes:
 // a freed slot goes to the first waiter when its mode fits, so a queued
 // exclusive waiter holds back every shared waiter behind it. A plain
 // lock's first slot is inline; what more a key needs is allocated only
@@ -175,13 +177,15 @@ type AcquireRequest struct {
 	// Owner labels the holder for people (CheckOwner); "" = none. It is
 	// never an identity check.
 	Owner string
-	// Mode: Exclusive (the zero value) holds alone, Shared together with
-	// other shared holders up to the key's limit.
+	// Mode: Exclusive (the zero value) or Shared. Shared and exclusive
+	// holders never hold together; see Limit for how many of one mode do.
 	Mode Mode
 	// Limit is the number of holders the key admits at once, 1 to
-	// MaxLimit; 0 = the key's limit (1 for a free key). The first acquire
-	// of a free key sets it; naming another one while the key exists is
-	// ErrLimitMismatch.
+	// MaxLimit; 0 = the key's limit (1 for a free key). Above 1 the key is
+	// a counting semaphore (up to Limit holders of one mode at once); at 1
+	// it admits one exclusive holder, or any number of shared ones. The
+	// first acquire of a free key sets it; naming another one while the
+	// key exists is ErrLimitMismatch.
 	Limit int
 }
 
@@ -339,13 +343,24 @@ func (lk *lock) mode() Mode {
 	return lk.x.mode
 }
 
-// canGrant reports whether a grant in mode m fits lk's holders now.
+// canGrant reports whether a grant in mode m fits lk's holders now: the
+// one admission rule of shared modes (SPEC section 1). Shared and
+// exclusive holders never hold together. With a limit above 1 the key is
+// a counting semaphore: up to limit holders at once, in either mode. With
+// the default limit of 1 it is a mutex for exclusive holders and a
+// read/write lock with shared ones: any number of shared holders hold
+// together (a read/write lock needs no limit for its readers).
 func (lk *lock) canGrant(m Mode) bool {
 	n := lk.holders()
-	if n == 0 {
+	switch {
+	case n == 0:
 		return true
+	case m != lk.mode():
+		return false
+	case lk.limit() == 1:
+		return m == Shared
 	}
-	return m == Shared && lk.mode() == Shared && n < lk.limit()
+	return n < lk.limit()
 }
 
 // find returns the slot held under token, or nil.

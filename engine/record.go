@@ -136,7 +136,7 @@ const (
 	// Exclusive: the holder holds the key alone (the default).
 	Exclusive Mode = 0
 	// Shared: the holder holds the key together with other shared
-	// holders, up to the key's limit, never with an exclusive one.
+	// holders, never with an exclusive one (see lock.canGrant).
 	Shared Mode = 1
 )
 

@@ -222,3 +222,43 @@ func TestHTTPEventsShowOwnerAndForce(t *testing.T) {
 		t.Fatalf("release event %+v: want forced, owner batch", rel)
 	}
 }
+
+// The two recipes of SPEC section 1 as a user writes them: `limit=3` alone
+// is a counting semaphore of 3 (the default mode, exclusive, takes one of
+// its places each), and `mode=shared` alone, with the default limit of 1,
+// is a read/write lock whose readers hold together while a writer holds
+// alone.
+func TestHTTPLimitAloneIsASemaphoreAndSharedAloneIsAReadWriteLock(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	var gs []api.Grant
+	for range 3 {
+		gs = append(gs, e.acquire("/locks/jobs?limit=3"))
+	}
+	if r := e.do(http.MethodPost, "/locks/jobs?limit=3&wait=0.05", ""); r.code != http.StatusRequestTimeout {
+		t.Fatalf("a 4th holder of a semaphore of 3: %d %s; want 408", r.code, r.body)
+	}
+	if st := e.status("jobs"); len(st.Holders) != 3 || st.Limit != 3 {
+		t.Fatalf("status %+v: want 3 exclusive holders under limit 3", st)
+	}
+	e.release("jobs", gs[0].Token)
+	e.acquire("/locks/jobs?limit=3&wait=1")
+
+	var readers []api.Grant
+	for range 5 {
+		readers = append(readers, e.acquire("/locks/doc?mode=shared"))
+	}
+	if st := e.status("doc"); len(st.Holders) != 5 || st.Limit != 1 {
+		t.Fatalf("status %+v: want 5 readers under the default limit", st)
+	}
+	if r := e.do(http.MethodPost, "/locks/doc?wait=0.05", ""); r.code != http.StatusRequestTimeout {
+		t.Fatalf("a writer beside 5 readers: %d %s; want 408", r.code, r.body)
+	}
+	for _, g := range readers {
+		e.release("doc", g.Token)
+	}
+	w := e.acquire("/locks/doc?wait=1")
+	if r := e.do(http.MethodPost, "/locks/doc?mode=shared&wait=0.05", ""); r.code != http.StatusRequestTimeout {
+		t.Fatalf("a reader beside the writer: %d %s; want 408", r.code, r.body)
+	}
+	e.release("doc", w.Token)
+}

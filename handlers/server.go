@@ -187,7 +187,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 //	@Param			lease			query		number				false	"lease in seconds (> 0, at most lease_max; default lease_default)"
 //	@Param			wait			query		number				false	"seconds to wait in the queue (>= 0, at most wait_max; 0 = no limit)"
 //	@Param			owner			query		string				false	"a label for people (1-128 bytes of printable UTF-8), shown wherever the holder or waiter is; never an identity check"
-//	@Param			mode			query		string				false	"exclusive (default): holds alone; shared: holds together with other shared holders, up to the key's limit"	Enums(exclusive, shared)
+//	@Param			mode			query		string				false	"exclusive (default) or shared; the two never hold together. Limit 1 (default): one exclusive holder, or any number of shared ones (a read/write lock); limit above 1: up to the limit in either mode (a semaphore)"	Enums(exclusive, shared)
 //	@Param			limit			query		integer				false	"holders the key admits at once (1-10000); the first acquire of a free key sets it; absent: the key's limit (1 for a free key)"
 //	@Param			ticket			query		string				false	"set by the server, never by a client: the Location of a 307 that moves a waiter without an Idempotency-Key to the new active during a handoff carries it, and the repeat resumes the waiter's place in the queue by it (hex)"
 //	@Param			Idempotency-Key	header		string				false	"names this acquire: a repeat gets the outcome of the first (at most 256 printable ASCII characters)"

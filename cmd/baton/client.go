@@ -230,8 +230,8 @@ type modeFlags struct {
 
 func newModeFlags(fs *pflag.FlagSet) *modeFlags {
 	m := &modeFlags{fs: fs}
-	fs.IntVar(&m.limit, "limit", 0, "holders the key admits at once (a semaphore; 1-10000); the first acquire of a free key sets it (default: the key's limit, 1 for a free key)")
-	fs.BoolVar(&m.shared, "shared", false, "hold in shared mode: together with other shared holders, up to the key's limit (a reader of a read/write lock)")
+	fs.IntVar(&m.limit, "limit", 0, "holders the key admits at once (above 1: a counting semaphore; 1-10000); the first acquire of a free key sets it (default: the key's limit, 1 for a free key)")
+	fs.BoolVar(&m.shared, "shared", false, "hold in shared mode, never beside an exclusive holder: any number of shared holders under the default limit of 1 (a reader of a read/write lock), up to --limit above it")
 	fs.StringVar(&m.owner, "owner", "", "a label shown wherever the holder is (default host:pid; \"\" for none)")
 	return m
 }
