@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1024,6 +1025,56 @@ func CheckOwner(owner string) error {
 		}
 	}
 	return nil
+}
+
+// ParseOwner reads an owner label given as a parameter (an HTTP query
+// or body field, a native owner= option): 1 to MaxOwnerBytes bytes of
+// printable UTF-8. An empty value is refused (leaving the parameter out
+// means no owner). The error is an *ArgError for "owner".
+func ParseOwner(v string) (string, error) {
+	if v == "" {
+		return "", argErr("owner", "must not be empty (1 to %d bytes of printable UTF-8; leave it out for none)", MaxOwnerBytes)
+	}
+	if err := CheckOwner(v); err != nil {
+		return "", err
+	}
+	return v, nil
+}
+
+// ParseMode reads a mode as the API spells it (Mode.String): "exclusive"
+// or "shared". Anything else is an *ArgError for "mode".
+func ParseMode(v string) (Mode, error) {
+	switch v {
+	case "exclusive":
+		return Exclusive, nil
+	case "shared":
+		return Shared, nil
+	}
+	return Exclusive, argErr("mode", "must be shared or exclusive, got %s", quoteShort(v))
+}
+
+// ParseLimit reads a holder limit as the API spells it: an integer from 1
+// to MaxLimit in canonical decimal (ASCII digits, no sign, no leading
+// zero). Anything else is an *ArgError for "limit".
+func ParseLimit(v string) (int, error) {
+	canonical := v != "" && v[0] != '0' && strings.Trim(v, "0123456789") == ""
+	n, err := strconv.Atoi(v)
+	switch {
+	case canonical && (err != nil || n > MaxLimit):
+		return 0, argErr("limit", "must be at most %d, got %s", MaxLimit, quoteShort(v))
+	case !canonical || err != nil:
+		return 0, argErr("limit", "must be an integer from 1 to %d, got %s", MaxLimit, quoteShort(v))
+	}
+	return n, nil
+}
+
+// quoteShort quotes v for an error message, cut after 40 bytes.
+func quoteShort(v string) string {
+	const max = 40
+	if len(v) > max {
+		return strconv.Quote(v[:max]) + "…"
+	}
+	return strconv.Quote(v)
 }
 
 // recLimit is limit as a record carries it: 0 for the default of 1.

@@ -323,30 +323,21 @@ func (p *lockParams) set(name, v string) error {
 		}
 		p.Ticket = v
 	case "owner":
-		if v == "" {
-			return badRequest("owner", fmt.Sprintf("must not be empty (1 to %d bytes of printable UTF-8; leave it out for none)", engine.MaxOwnerBytes))
-		}
-		if err := engine.CheckOwner(v); err != nil {
+		owner, err := engine.ParseOwner(v)
+		if err != nil {
 			return err
 		}
-		p.Owner = v
+		p.Owner = owner
 	case "mode":
-		switch v {
-		case api.ModeExclusive:
-			p.Mode = engine.Exclusive
-		case api.ModeShared:
-			p.Mode = engine.Shared
-		default:
-			return badRequest("mode", "must be shared or exclusive, got "+quoteShort(v))
+		mode, err := engine.ParseMode(v)
+		if err != nil {
+			return err
 		}
+		p.Mode = mode
 	case "limit":
-		// A positive integer in canonical decimal, at most MaxLimit.
-		n, err := strconv.Atoi(v)
-		switch {
-		case err != nil && tokenSyntax(v), err == nil && tokenSyntax(v) && n > engine.MaxLimit:
-			return badRequest("limit", fmt.Sprintf("must be at most %d, got %s", engine.MaxLimit, quoteShort(v)))
-		case err != nil || !tokenSyntax(v) || n < 1:
-			return badRequest("limit", fmt.Sprintf("must be an integer from 1 to %d, got %s", engine.MaxLimit, quoteShort(v)))
+		n, err := engine.ParseLimit(v)
+		if err != nil {
+			return err
 		}
 		p.Limit = n
 	case "force":

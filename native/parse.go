@@ -37,7 +37,10 @@ type request struct {
 	token  uint64
 	force  bool
 	id     string
-	auth   string // AUTH's bearer token
+	owner  string      // "" = none
+	mode   engine.Mode // Exclusive unless mode=shared
+	limit  int         // 0 = not given (the key's limit)
+	auth   string      // AUTH's bearer token
 
 	// pre, for an acquire, is its answer made already (a bad line waiting
 	// for its turn); start is when the line arrived.
@@ -102,11 +105,7 @@ func parse(line []byte) (request, error) {
 		return bad("key", "has a bad percent-encoding (% must be followed by two hex digits)")
 	}
 	if err := engine.CheckKey(key); err != nil {
-		var ae *engine.ArgError
-		if errors.As(err, &ae) {
-			return bad(ae.Field, ae.Reason)
-		}
-		return bad("key", err.Error())
+		return bad("key", argReason(err))
 	}
 	r.key = key
 	for i, f := range fields[2:] {
@@ -120,7 +119,7 @@ func parse(line []byte) (request, error) {
 	switch op {
 	case OpAcquire:
 		if len(fields) < 4 {
-			return bad(fieldName(op, len(fields)), "is missing (A <key> <lease> <wait> [id=<id>])")
+			return bad(fieldName(op, len(fields)), "is missing (A <key> <lease> <wait> [id=<id>] [owner=<owner>] [mode=shared|exclusive] [limit=<n>])")
 		}
 		var err error
 		if r.lease, err = durationField("lease", fields[2], false); err != nil {
@@ -150,12 +149,29 @@ func parse(line []byte) (request, error) {
 				}
 				r.id = id
 			case "owner", "mode", "limit":
-				return bad(name, "is not supported yet: owners and shared modes come with issue 14")
+				// The engine's own parsers, as HTTP uses them: the same
+				// values, the same messages.
+				v, ok := unescape(value)
+				if !ok {
+					return bad(name, "has a bad percent-encoding")
+				}
+				var err error
+				switch name {
+				case "owner":
+					r.owner, err = engine.ParseOwner(v)
+				case "mode":
+					r.mode, err = engine.ParseMode(v)
+				case "limit":
+					r.limit, err = engine.ParseLimit(v)
+				}
+				if err != nil {
+					return bad(name, argReason(err))
+				}
 			default:
 				if !printable(name) || name == "" {
 					return bad("option", "has an unreadable name")
 				}
-				return bad(name, "is not an option of A (id)")
+				return bad(name, "is not an option of A (id, owner, mode, limit)")
 			}
 		}
 	case OpRelease:
@@ -186,6 +202,16 @@ func parse(line []byte) (request, error) {
 		}
 	}
 	return r, nil
+}
+
+// argReason is the reason of an *engine.ArgError (its field is the one
+// the caller names), or err's text.
+func argReason(err error) string {
+	var ae *engine.ArgError
+	if errors.As(err, &ae) {
+		return ae.Reason
+	}
+	return err.Error()
 }
 
 // splitFields appends the space-separated fields of s to dst, as

@@ -10,14 +10,16 @@ import (
 )
 
 // FuzzParse: the line parser never panics; what it accepts is a valid
-// request (a key the engine takes, a lease >= 0, a token below 2^53) that
+// request (a key the engine takes, a lease >= 0, a token below 2^53, an
+// owner, mode and limit the engine takes) that
 // reads back the same after Escape; what it refuses is a *lineError that
 // names a field and, unless fatal, repeats the line's op and key field.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		"A k 10 -", "A k - - id=x", "A k%20b 0.5 .5 id=a%25b", "R k 12", "R k force",
 		"N k 1 30", "AUTH tok", "A k", "GET / HTTP/1.1", "A %zz 1 1", "A k 1e3 -",
-		"A k 10 - owner=me", "R k 9007199254740992", "\xff", "A k 10 \xff", "N k 1 -\r",
+		"A k 10 - owner=me", "A k 10 - mode=shared limit=3 owner=a%20b", "A k - - limit=0",
+		"A k - - mode=x", "A k - - limit=10001", "A k - - owner=", "R k 9007199254740992", "\xff", "A k 10 \xff", "N k 1 -\r",
 	} {
 		f.Add([]byte(s))
 	}
@@ -48,6 +50,9 @@ func FuzzParse(f *testing.F) {
 		}
 		if err := engine.CheckKey(r.key); err != nil {
 			t.Fatalf("%q: accepted key %q: %v", line, r.key, err)
+		}
+		if engine.CheckOwner(r.owner) != nil || r.mode != engine.Exclusive && r.mode != engine.Shared || r.limit < 0 || r.limit > engine.MaxLimit {
+			t.Fatalf("%q: accepted owner %q mode %v limit %d", line, r.owner, r.mode, r.limit)
 		}
 		if r.lease < 0 || r.wait < 0 || r.token >= 1<<53 {
 			t.Fatalf("%q: accepted %+v", line, r)

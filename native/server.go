@@ -72,6 +72,11 @@ type Config struct {
 	// AuthTokens are the bearer tokens accepted by AUTH; empty means no
 	// authentication.
 	AuthTokens []string
+	// AdminTokens (admin_tokens) are accepted by AUTH too, and only a
+	// connection that AUTHed with one of them may force a release
+	// ("R <key> force") when AuthTokens or AdminTokens is set (E
+	// forbidden otherwise). With neither set anyone may, as over HTTP.
+	AdminTokens []string
 	// Gate, if set, decides whether this node serves (a cluster member).
 	Gate Gate
 	// Metrics, if set, receives every answer.
@@ -88,10 +93,11 @@ type Config struct {
 // Server serves the native protocol over an Engine. New starts nothing;
 // Serve serves one listener until Close.
 type Server struct {
-	eng  *engine.Engine
-	cfg  Config
-	log  *slog.Logger
-	auth [][sha256.Size]byte
+	eng   *engine.Engine
+	cfg   Config
+	log   *slog.Logger
+	auth  [][sha256.Size]byte // digests of AuthTokens
+	admin [][sha256.Size]byte // digests of AdminTokens
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -115,11 +121,8 @@ func New(eng *engine.Engine, cfg Config) *Server {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	for _, t := range cfg.AuthTokens {
-		if t != "" {
-			s.auth = append(s.auth, sha256.Sum256([]byte(t)))
-		}
-	}
+	s.auth = digests(cfg.AuthTokens)
+	s.admin = digests(cfg.AdminTokens)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
 }
@@ -198,14 +201,39 @@ func (s *Server) Close() error {
 	return nil
 }
 
-func (s *Server) authOK(candidate string) bool {
+// digests returns the SHA-256 digests of the non-empty tokens, so that
+// every comparison is over equal lengths.
+func digests(tokens []string) [][sha256.Size]byte {
+	var sums [][sha256.Size]byte
+	for _, t := range tokens {
+		if t != "" {
+			sums = append(sums, sha256.Sum256([]byte(t)))
+		}
+	}
+	return sums
+}
+
+// tokenIn reports, in a time that does not depend on which digest
+// matches, whether candidate is one of the tokens of sums.
+func tokenIn(sums [][sha256.Size]byte, candidate string) bool {
 	sum := sha256.Sum256([]byte(candidate))
 	ok := 0
-	for i := range s.auth {
-		ok |= subtle.ConstantTimeCompare(sum[:], s.auth[i][:])
+	for i := range sums {
+		ok |= subtle.ConstantTimeCompare(sum[:], sums[i][:])
 	}
 	return ok == 1
 }
+
+// checkAuth reads the token of an AUTH line: valid is whether it is one
+// of the auth_tokens or admin_tokens, admin whether it is an admin token.
+func (s *Server) checkAuth(candidate string) (valid, admin bool) {
+	admin = tokenIn(s.admin, candidate)
+	return admin || tokenIn(s.auth, candidate), admin
+}
+
+// authFailed is the message of an AUTH with a token the node does not
+// know.
+const authFailed = "the first line must be AUTH <token> with a valid token"
 
 // conn is one client connection.
 type conn struct {
@@ -213,6 +241,10 @@ type conn struct {
 	nc     net.Conn
 	ctx    context.Context // ends when the connection does: its waiters leave
 	cancel context.CancelFunc
+
+	// admin: the connection AUTHed with one of the admin_tokens. Only the
+	// read loop touches it.
+	admin bool
 
 	mu      sync.Mutex
 	queue   []answer
@@ -261,11 +293,15 @@ func (c *conn) readLoop() {
 		}
 		r, err := parse(line)
 		if !authed {
-			if err != nil || r.op != OpAuth || !c.s.authOK(r.auth) {
-				c.fatal(OpAuth, "", api.CodeUnauthorized, "the first line must be AUTH <token> with a valid token", start)
+			valid, admin := false, false
+			if err == nil && r.op == OpAuth {
+				valid, admin = c.s.checkAuth(r.auth)
+			}
+			if !valid {
+				c.fatal(OpAuth, "", api.CodeUnauthorized, authFailed, start)
 				return
 			}
-			authed = true
+			authed, c.admin = true, admin
 			c.send(answer{line: []byte("AUTH OK\n")}, OpAuth, "OK", start)
 			continue
 		}
@@ -286,7 +322,7 @@ func (c *conn) readLoop() {
 		}
 		switch r.op {
 		case OpAuth:
-			c.send(answer{line: []byte("AUTH OK\n")}, OpAuth, "OK", start)
+			c.reauth(&r, start)
 		case OpAcquire:
 			c.acquireInTurn(&r, nil, start)
 		case OpRelease:
@@ -589,7 +625,7 @@ func (c *conn) acquire(r *request) {
 	if c.notServing(r) {
 		return
 	}
-	req := engine.AcquireRequest{Key: r.key, Lease: r.lease, Wait: r.wait, ID: r.id}
+	req := engine.AcquireRequest{Key: r.key, Lease: r.lease, Wait: r.wait, ID: r.id, Owner: r.owner, Mode: r.mode, Limit: r.limit}
 	g, err := c.s.eng.Acquire(c.ctx, req)
 	for errors.Is(err, engine.ErrPollTimeout) && r.id != "" {
 		// poll_timeout exists for proxies that cut long HTTP polls; a
@@ -638,16 +674,47 @@ func appendGrant(b []byte, g engine.Grant) []byte {
 	return append(b, '\n')
 }
 
+// reauth answers an AUTH after the first line (or on a node without
+// auth_tokens): a valid token sets the connection's rights anew (admin or
+// not); an unknown one is E unauthorized and changes nothing. A node
+// without any token accepts every AUTH, as it always did.
+func (c *conn) reauth(r *request, start time.Time) {
+	if len(c.s.auth) == 0 && len(c.s.admin) == 0 {
+		c.send(answer{line: []byte("AUTH OK\n")}, OpAuth, "OK", start)
+		return
+	}
+	valid, admin := c.s.checkAuth(r.auth)
+	if !valid {
+		c.send(answer{line: []byte("AUTH E " + api.CodeUnauthorized + " " + authFailed + "\n")}, OpAuth, api.CodeUnauthorized, start)
+		return
+	}
+	c.admin = admin
+	c.send(answer{line: []byte("AUTH OK\n")}, OpAuth, "OK", start)
+}
+
+// mayForce reports whether the connection may force a release: always
+// when the node has neither auth_tokens nor admin_tokens, else only after
+// an AUTH with one of the admin_tokens (as handlers' mayForce).
+func (c *conn) mayForce() bool {
+	return (len(c.s.auth) == 0 && len(c.s.admin) == 0) || c.admin
+}
+
 func (c *conn) release(r *request, start time.Time) {
 	r.start = start
 	if c.notServing(r) {
 		return
 	}
-	if r.force {
-		c.send(errorLine(r.op, r.rawKey, api.CodeInvalidArgument, "token: force (an operator release) is not available in this version"), r.op, api.CodeInvalidArgument, start)
+	var err error
+	switch {
+	case r.force && !c.mayForce():
+		c.send(errorLine(r.op, r.rawKey, api.CodeForbidden, "a forced release needs one of the node's admin_tokens (AUTH <token>)"), r.op, api.CodeForbidden, start)
 		return
+	case r.force:
+		err = c.s.eng.ForceRelease(r.key)
+	default:
+		err = c.s.eng.Release(r.key, r.token)
 	}
-	if err := c.s.eng.Release(r.key, r.token); err != nil {
+	if err != nil {
 		c.sendError(r, err)
 		return
 	}

@@ -121,6 +121,44 @@ func TestNativeServe(t *testing.T) {
 	}
 }
 
+// TestNativeAdminForce: owner=, mode= and limit= reach the same state as
+// HTTP shows, and admin_tokens reach the native server: with auth_tokens
+// and admin_tokens set, "R <key> force" is E forbidden to a connection
+// that AUTHed with an auth token and done for one that AUTHed with an
+// admin token.
+func TestNativeAdminForce(t *testing.T) {
+	naddr := freeAddr(t)
+	n := startServe(t, t.TempDir(), nil, "--native-listen", naddr, "--auth-tokens", "tok", "--admin-tokens", "ops")
+	u := dialNative(t, naddr)
+	u.send("AUTH tok", "A db 30 - owner=job%207 mode=shared limit=2")
+	if line := u.read(); line != "AUTH OK" {
+		t.Fatal(line)
+	}
+	tok := nativeToken(t, u.read(), "db")
+	_, body := get(t, "GET", n.url+"/locks/db", "Authorization", "Bearer tok")
+	for _, want := range []string{`"owner":"job 7"`, `"mode":"shared"`, `"limit":2`, `"token":` + strconv.FormatUint(tok, 10)} {
+		if !strings.Contains(body, want) {
+			t.Errorf("HTTP status of db lacks %s: %s", want, body)
+		}
+	}
+	u.send("R db force")
+	if line := u.read(); !strings.HasPrefix(line, "R db E forbidden ") {
+		t.Fatalf("force with an auth token: %q", line)
+	}
+	a := dialNative(t, naddr)
+	a.send("AUTH ops", "R db force")
+	if line := a.read(); line != "AUTH OK" {
+		t.Fatal(line)
+	}
+	if line := a.read(); line != "R db OK" {
+		t.Fatalf("force with an admin token: %q", line)
+	}
+	u.send("R db " + strconv.FormatUint(tok, 10))
+	if line := u.read(); !strings.HasPrefix(line, "R db E not_held ") {
+		t.Fatalf("release after the forced release: %q", line)
+	}
+}
+
 // TestNativeFailover: a standby answers M with the active's native
 // address; native waiters parked on the active when it is killed (kill -9)
 // repeat their acquires with the same id on the new active, as the Go

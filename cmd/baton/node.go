@@ -194,7 +194,7 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 		n.served <- srv.Serve(ln)
 	}()
 	if n.nln != nil {
-		nc := native.Config{AuthTokens: cfg.AuthTokens, Metrics: n.metrics, Logger: log}
+		nc := native.Config{AuthTokens: cfg.AuthTokens, AdminTokens: cfg.AdminTokens, Metrics: n.metrics, Logger: log}
 		if peer != nil {
 			nc.Gate = peer
 		}
