@@ -204,7 +204,11 @@ func modesProperties(t *testing.T, seed uint64) {
 	var mu sync.Mutex
 	var failures []string
 	queues := map[string][]string{} // waiter IDs per key, from the events
-	var last uint64
+	// Tokens rise per key (a key's events come in order) and are never
+	// issued twice; across keys, events of different shards may arrive
+	// in another order than their tokens were issued.
+	last := map[string]uint64{}
+	issued := map[uint64]bool{}
 	onEvent := func(ev Event) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -215,10 +219,11 @@ func modesProperties(t *testing.T, seed uint64) {
 		case EventLeave, EventTimeout:
 			queues[ev.Key] = slices.DeleteFunc(q, func(id string) bool { return id == ev.WaiterID })
 		case EventGrant:
-			if ev.Token <= last {
-				failures = append(failures, fmt.Sprintf("token %d after %d", ev.Token, last))
+			if ev.Token <= last[ev.Key] || issued[ev.Token] {
+				failures = append(failures, fmt.Sprintf("%s: token %d after %d (issued before: %v)", ev.Key, ev.Token, last[ev.Key], issued[ev.Token]))
 			}
-			last = ev.Token
+			last[ev.Key] = ev.Token
+			issued[ev.Token] = true
 			if i := slices.Index(q, ev.WaiterID); i > 0 {
 				failures = append(failures, fmt.Sprintf("%s granted to %s, behind %v", ev.Key, ev.WaiterID, q[:i]))
 			} else if i == 0 {
