@@ -569,16 +569,17 @@ func (c *Client) pick(ctx context.Context, avoid *slot, long bool) (*slot, *http
 			c.rr++
 			for i := range n {
 				s := cands[(start+i)%n]
-				if room(s.cc, long) && s.cc.Reserve() == nil {
-					c.mu.Unlock()
-					return s, s.cc, nil
+				if cc := s.cc; room(cc, long) && cc.Reserve() == nil {
+					c.mu.Unlock() // s.cc may change from here on (markBroken)
+					return s, cc, nil
 				}
 			}
 			chosen := cands[start%n]
 			if !c.growLocked(chosen.addr) {
 				// No more connections: queue for a stream of this one.
+				cc := chosen.cc
 				c.mu.Unlock()
-				return chosen, chosen.cc, nil
+				return chosen, cc, nil
 			}
 		}
 		dialing := anyDialing(c.slots)
