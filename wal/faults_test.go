@@ -258,6 +258,75 @@ func TestGroupCommitSharesFsyncs(t *testing.T) {
 	}
 }
 
+// TestGroupCommitGathersTheNextBatch: after a batch of 8 records, a
+// leader that finds one record pending waits for the other clients of
+// that batch before its fsync, instead of fsyncing its record alone.
+func TestGroupCommitGathersTheNextBatch(t *testing.T) {
+	defer func(f func(time.Duration) time.Duration) { gatherFor = f }(gatherFor)
+	gatherFor = func(time.Duration) time.Duration { return time.Hour } // only the records end the wait
+	fs := &faults{}
+	cfg := testConfig(t, t.TempDir())
+	cfg.Sync, cfg.WrapFile = SyncAlways, fs.wrap
+	cfg.SyncInterval = time.Hour
+	l := mustOpen(t, cfg)
+	defer l.Close()
+	waitAll := func(idx []uint64) {
+		t.Helper()
+		errs := make(chan error, len(idx))
+		for _, i := range idx {
+			go func() { errs <- l.Wait(i) }()
+		}
+		for range idx {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appendN := func(from, n int) (idx []uint64) {
+		t.Helper()
+		for i := from; i < from+n; i++ {
+			x, err := l.Append(rec(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			idx = append(idx, x)
+		}
+		return idx
+	}
+	// Batch 1: 8 records in one fsync.
+	waitAll(appendN(1, 8))
+	if st := l.Stats(); st.Fsyncs != 1 || st.RecordsSynced != 8 {
+		t.Fatalf("stats %+v: want 8 records in 1 fsync", st)
+	}
+	// One client comes back first: its Wait leads and gathers.
+	first := appendN(9, 1)
+	done := make(chan error, 1)
+	go func() { done <- l.Wait(first[0]) }()
+	for {
+		l.mu.Lock()
+		gathering := l.gatherCh != nil
+		l.mu.Unlock()
+		if gathering {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Wait returned (%v) without waiting for the batch; stats %+v", err, l.Stats())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if st := l.Stats(); st.Fsyncs != 1 {
+		t.Fatalf("stats %+v: the leader fsynced before its batch was there", st)
+	}
+	waitAll(appendN(10, 7))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := l.Stats(); st.Fsyncs != 2 || st.RecordsSynced != 16 || st.RecordsPerFsync() != 8 {
+		t.Fatalf("stats %+v: want the second 8 records in 1 fsync", st)
+	}
+}
+
 // Under free-running concurrency (no gate) fsyncs are still shared.
 func TestGroupCommitUnderLoad(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
