@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -530,6 +531,13 @@ func (l *Log) lead() {
 	l.leading = true
 	if l.cfg.Sync == SyncAlways {
 		l.gather()
+	} else {
+		// Let the goroutines about to append and wait (other requests
+		// answered by the same cores) run once: their records then share
+		// this write(2).
+		l.mu.Unlock()
+		runtime.Gosched()
+		l.mu.Lock()
 	}
 	batch, first, last := l.buf, l.bufFirst, l.next-1
 	l.buf, l.spare, l.bufFirst = l.spare[:0], nil, l.next
