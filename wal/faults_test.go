@@ -258,30 +258,19 @@ func TestGroupCommitSharesFsyncs(t *testing.T) {
 	}
 }
 
-// TestGroupCommitGathersTheNextBatch: after a batch of 8 records, a
-// leader that finds one record pending waits for the other clients of
-// that batch before its fsync, instead of fsyncing its record alone.
+// TestGroupCommitGathersTheNextBatch: after an fsync that ended with 8
+// goroutines in Wait, a leader that finds itself alone waits for the other
+// clients of that batch before its fsync, instead of fsyncing its record
+// alone.
 func TestGroupCommitGathersTheNextBatch(t *testing.T) {
 	defer func(f func(time.Duration) time.Duration) { gatherFor = f }(gatherFor)
-	gatherFor = func(time.Duration) time.Duration { return time.Hour } // only the records end the wait
+	gatherFor = func(time.Duration) time.Duration { return time.Hour } // only the Waits end the gathering
 	fs := &faults{}
 	cfg := testConfig(t, t.TempDir())
 	cfg.Sync, cfg.WrapFile = SyncAlways, fs.wrap
 	cfg.SyncInterval = time.Hour
 	l := mustOpen(t, cfg)
 	defer l.Close()
-	waitAll := func(idx []uint64) {
-		t.Helper()
-		errs := make(chan error, len(idx))
-		for _, i := range idx {
-			go func() { errs <- l.Wait(i) }()
-		}
-		for range idx {
-			if err := <-errs; err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	appendN := func(from, n int) (idx []uint64) {
 		t.Helper()
 		for i := from; i < from+n; i++ {
@@ -293,35 +282,61 @@ func TestGroupCommitGathersTheNextBatch(t *testing.T) {
 		}
 		return idx
 	}
-	// Batch 1: 8 records in one fsync.
-	waitAll(appendN(1, 8))
+	waitAll := func(idx []uint64) chan error {
+		errs := make(chan error, len(idx))
+		for _, i := range idx {
+			go func() { errs <- l.Wait(i) }()
+		}
+		return errs
+	}
+	check := func(errs chan error, n int) {
+		t.Helper()
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after 10 s; stats %+v", what, l.Stats())
+			}
+		}
+	}
+	// Batch 1: 8 records in one fsync, which ends with their 8 Waits in.
+	gate := make(chan struct{})
+	fs.mu.Lock()
+	fs.syncGate = gate
+	fs.mu.Unlock()
+	errs := waitAll(appendN(1, 8))
+	until("8 Waits", func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.waiters == 8 })
+	fs.mu.Lock()
+	fs.syncGate = nil
+	fs.mu.Unlock()
+	close(gate)
+	check(errs, 8)
 	if st := l.Stats(); st.Fsyncs != 1 || st.RecordsSynced != 8 {
 		t.Fatalf("stats %+v: want 8 records in 1 fsync", st)
 	}
 	// One client comes back first: its Wait leads and gathers.
-	first := appendN(9, 1)
-	done := make(chan error, 1)
-	go func() { done <- l.Wait(first[0]) }()
-	for {
-		l.mu.Lock()
-		gathering := l.gatherCh != nil
-		l.mu.Unlock()
-		if gathering {
-			break
-		}
+	done := waitAll(appendN(9, 1))
+	until("the leader gathers", func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("Wait returned (%v) without waiting for the batch; stats %+v", err, l.Stats())
-		case <-time.After(time.Millisecond):
+		default:
 		}
-	}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.gatherCh != nil
+	})
 	if st := l.Stats(); st.Fsyncs != 1 {
 		t.Fatalf("stats %+v: the leader fsynced before its batch was there", st)
 	}
-	waitAll(appendN(10, 7))
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	check(waitAll(appendN(10, 7)), 7)
+	check(done, 1)
 	if st := l.Stats(); st.Fsyncs != 2 || st.RecordsSynced != 16 || st.RecordsPerFsync() != 8 {
 		t.Fatalf("stats %+v: want the second 8 records in 1 fsync", st)
 	}

@@ -67,14 +67,16 @@ type Log struct {
 	syncOff      int64  // end of the fsynced bytes in active
 	retained     []byte // SyncInterval: the bytes [syncOff, writeOff), kept until fsynced
 	stats        Stats
-	// SyncAlways group commit (see gather): the records expected in the
-	// next batch (those of the last fsync, plus those appended while it
-	// ran) and how long the last fsync took; while a leader gathers,
-	// gatherCh is closed by the Append that brings the pending records to
-	// gatherWant.
-	expect     uint64
+	// waiters counts the goroutines in Wait.
+	waiters int
+	// SyncAlways group commit (see gather): the Waits expected at the
+	// next fsync (those in Wait when the last one ended: the clients it
+	// answered, who come back, and those that came during it) and how
+	// long the last fsync took; while a leader gathers, gatherCh is closed
+	// by the Wait that brings the waiters to gatherWant.
+	expect     int
 	lastFsync  time.Duration
-	gatherWant uint64
+	gatherWant int
 	gatherCh   chan struct{}
 
 	// syncMu serializes fsyncs of the active segment with its replacement.
@@ -442,10 +444,6 @@ func (l *Log) Append(rec []byte) (uint64, error) {
 	before := len(l.buf)
 	l.buf = appendFrame(l.buf, index, rec)
 	l.stats.Records++
-	if l.gatherCh != nil && l.next-l.bufFirst >= l.gatherWant {
-		close(l.gatherCh)
-		l.gatherCh = nil
-	}
 	if before < flushAt && len(l.buf) >= flushAt {
 		// Nobody waits for these: have them written before the buffer
 		// grows further.
@@ -467,6 +465,20 @@ func (l *Log) Append(rec []byte) (uint64, error) {
 // A write that hangs (a stalled disk) holds Wait as long as it hangs.
 // Other errors: ErrClosed, or an error for an index never appended.
 func (l *Log) Wait(index uint64) error {
+	l.mu.Lock()
+	l.waiters++
+	if l.gatherCh != nil && l.waiters >= l.gatherWant {
+		close(l.gatherCh)
+		l.gatherCh = nil
+	}
+	err := l.wait(index)
+	l.waiters--
+	l.mu.Unlock()
+	return err
+}
+
+// wait is Wait's loop, with l.mu held on entry and on return.
+func (l *Log) wait(index uint64) error {
 	var timer *time.Timer
 	var timeout <-chan time.Time
 	defer func() {
@@ -474,18 +486,14 @@ func (l *Log) Wait(index uint64) error {
 			timer.Stop()
 		}
 	}()
-	l.mu.Lock()
 	for {
 		if l.doneIndex() >= index {
-			l.mu.Unlock()
 			return nil
 		}
 		if index >= l.next {
-			l.mu.Unlock()
 			return fmt.Errorf("wal: wait for record %d: the last appended is %d", index, l.next-1)
 		}
 		if l.shut {
-			l.mu.Unlock()
 			return ErrClosed
 		}
 		if l.failed == nil && !l.leading {
@@ -503,7 +511,6 @@ func (l *Log) Wait(index uint64) error {
 		case <-timeout:
 			l.mu.Lock()
 			if err := l.failed; err != nil && l.doneIndex() < index {
-				l.mu.Unlock()
 				return fmt.Errorf("%w: record %d not yet written: %w", ErrUnavailable, index, err)
 			}
 			// Recovered meanwhile: wait on as a healthy log's waiter does.
@@ -573,9 +580,7 @@ func (l *Log) lead() {
 			l.syncOff, l.synced = l.writeOff, last
 			l.stats.Fsyncs++
 			l.stats.RecordsSynced += n
-			// The clients of this batch come back; those that came
-			// during the fsync are pending already.
-			l.expect, l.lastFsync = n+(l.next-l.bufFirst), took
+			l.expect, l.lastFsync = l.waiters, took
 		case SyncInterval:
 			l.retained = append(l.retained, batch...)
 		}
@@ -594,19 +599,20 @@ func (l *Log) lead() {
 }
 
 // gather is the SyncAlways leader's wait before it takes the pending
-// records: while fewer are pending than were in flight when the last
-// fsync ended (its records, whose clients come back, plus those appended
-// meanwhile), it waits for them (Append signals when they are there), at
-// most twice as long as the last fsync took (gatherFor). Without it, the first request
-// to come back after a batch was answered fsyncs alone while the rest of
-// its clients' next requests queue behind it, and batches alternate
-// between one record and all the others. The wait costs at most two
+// records: while fewer goroutines are in Wait than were when the last
+// fsync ended (those it answered, whose clients come back with their next
+// change, and those that came during it), it waits for them (Wait signals
+// when they are there), at most twice as long as the last fsync took
+// (gatherFor). Without it, the first request to come back after a batch
+// was answered fsyncs alone while its peers' next changes queue behind
+// it, and batches alternate between one record and all the others.
+// Waits are counted, not records, because a change nobody waits for (a
+// waiter's place) brings no client back. The wait costs at most two
 // fsyncs' time and ends at once when the batch is complete; a lone client
-// (one record in flight) never waits. l.mu held, l.leading set; returns with
-// l.mu held.
+// (one Wait in flight) never waits, nor does a background flush that
+// nobody waits for. l.mu held, l.leading set; returns with l.mu held.
 func (l *Log) gather() {
-	pending := l.next - l.bufFirst
-	if l.expect <= 1 || pending >= l.expect || l.lastFsync <= 0 {
+	if l.expect <= 1 || l.waiters == 0 || l.waiters >= l.expect || l.lastFsync <= 0 {
 		return
 	}
 	ch := make(chan struct{})
