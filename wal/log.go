@@ -73,7 +73,8 @@ type Log struct {
 	// next fsync (those in Wait when the last one ended: the clients it
 	// answered, who come back, and those that came during it) and how
 	// long the last fsync took; while a leader gathers, gatherCh is closed
-	// by the Wait that brings the waiters to gatherWant.
+	// by the Wait or Append that brings the waiters or the pending records
+	// to gatherWant.
 	expect     int
 	lastFsync  time.Duration
 	gatherWant int
@@ -444,6 +445,10 @@ func (l *Log) Append(rec []byte) (uint64, error) {
 	before := len(l.buf)
 	l.buf = appendFrame(l.buf, index, rec)
 	l.stats.Records++
+	if l.gatherCh != nil && int(l.next-l.bufFirst) >= l.gatherWant {
+		close(l.gatherCh)
+		l.gatherCh = nil
+	}
 	if before < flushAt && len(l.buf) >= flushAt {
 		// Nobody waits for these: have them written before the buffer
 		// grows further.
@@ -599,20 +604,24 @@ func (l *Log) lead() {
 }
 
 // gather is the SyncAlways leader's wait before it takes the pending
-// records: while fewer goroutines are in Wait than were when the last
-// fsync ended (those it answered, whose clients come back with their next
-// change, and those that came during it), it waits for them (Wait signals
+// records: while both fewer goroutines are in Wait and fewer records are
+// pending than there were goroutines in Wait when the last fsync ended
+// (those it answered, whose clients come back with their next change, and
+// those that came during it), it waits for them (Wait and Append signal
 // when they are there), at most twice as long as the last fsync took
 // (gatherFor). Without it, the first request to come back after a batch
 // was answered fsyncs alone while its peers' next changes queue behind
 // it, and batches alternate between one record and all the others.
-// Waits are counted, not records, because a change nobody waits for (a
-// waiter's place) brings no client back. The wait costs at most two
+// Waits are expected, not records, because a change nobody waits for (a
+// waiter's place) brings no client back; pending records end it too,
+// because one change may bring two records and two Waits (a release and
+// the grant to the next waiter), both pending before the second Wait. The wait costs at most two
 // fsyncs' time and ends at once when the batch is complete; a lone client
 // (one Wait in flight) never waits, nor does a background flush that
 // nobody waits for. l.mu held, l.leading set; returns with l.mu held.
 func (l *Log) gather() {
-	if l.expect <= 1 || l.waiters == 0 || l.waiters >= l.expect || l.lastFsync <= 0 {
+	if l.expect <= 1 || l.waiters == 0 || l.waiters >= l.expect ||
+		int(l.next-l.bufFirst) >= l.expect || l.lastFsync <= 0 {
 		return
 	}
 	ch := make(chan struct{})
