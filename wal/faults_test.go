@@ -258,6 +258,90 @@ func TestGroupCommitSharesFsyncs(t *testing.T) {
 	}
 }
 
+// TestGroupCommitGathersTheNextBatch: after an fsync that ended with 8
+// goroutines in Wait, a leader that finds itself alone waits for the other
+// clients of that batch before its fsync, instead of fsyncing its record
+// alone.
+func TestGroupCommitGathersTheNextBatch(t *testing.T) {
+	defer func(f func(time.Duration) time.Duration) { gatherFor = f }(gatherFor)
+	gatherFor = func(time.Duration) time.Duration { return time.Hour } // only the Waits end the gathering
+	fs := &faults{}
+	cfg := testConfig(t, t.TempDir())
+	cfg.Sync, cfg.WrapFile = SyncAlways, fs.wrap
+	cfg.SyncInterval = time.Hour
+	l := mustOpen(t, cfg)
+	defer l.Close()
+	appendN := func(from, n int) (idx []uint64) {
+		t.Helper()
+		for i := from; i < from+n; i++ {
+			x, err := l.Append(rec(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			idx = append(idx, x)
+		}
+		return idx
+	}
+	waitAll := func(idx []uint64) chan error {
+		errs := make(chan error, len(idx))
+		for _, i := range idx {
+			go func() { errs <- l.Wait(i) }()
+		}
+		return errs
+	}
+	check := func(errs chan error, n int) {
+		t.Helper()
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after 10 s; stats %+v", what, l.Stats())
+			}
+		}
+	}
+	// Batch 1: 8 records in one fsync, which ends with their 8 Waits in.
+	gate := make(chan struct{})
+	fs.mu.Lock()
+	fs.syncGate = gate
+	fs.mu.Unlock()
+	errs := waitAll(appendN(1, 8))
+	until("8 Waits", func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.waiters == 8 })
+	fs.mu.Lock()
+	fs.syncGate = nil
+	fs.mu.Unlock()
+	close(gate)
+	check(errs, 8)
+	if st := l.Stats(); st.Fsyncs != 1 || st.RecordsSynced != 8 {
+		t.Fatalf("stats %+v: want 8 records in 1 fsync", st)
+	}
+	// One client comes back first: its Wait leads and gathers.
+	done := waitAll(appendN(9, 1))
+	until("the leader gathers", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("Wait returned (%v) without waiting for the batch; stats %+v", err, l.Stats())
+		default:
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.gatherCh != nil
+	})
+	if st := l.Stats(); st.Fsyncs != 1 {
+		t.Fatalf("stats %+v: the leader fsynced before its batch was there", st)
+	}
+	check(waitAll(appendN(10, 7)), 7)
+	check(done, 1)
+	if st := l.Stats(); st.Fsyncs != 2 || st.RecordsSynced != 16 || st.RecordsPerFsync() != 8 {
+		t.Fatalf("stats %+v: want the second 8 records in 1 fsync", st)
+	}
+}
+
 // Under free-running concurrency (no gate) fsyncs are still shared.
 func TestGroupCommitUnderLoad(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -21,6 +22,13 @@ const (
 	// retryLogEvery spaces the warnings of a log that stays failed.
 	retryLogEvery = 10 * time.Second
 )
+
+// gatherFor is how long a SyncAlways leader waits for the records of a
+// batch before its fsync (see gather), given the last fsync's duration:
+// twice that, at most 1 ms. A variable for tests.
+var gatherFor = func(lastFsync time.Duration) time.Duration {
+	return min(2*lastFsync, time.Millisecond)
+}
 
 type segment struct {
 	path  string
@@ -59,6 +67,18 @@ type Log struct {
 	syncOff      int64  // end of the fsynced bytes in active
 	retained     []byte // SyncInterval: the bytes [syncOff, writeOff), kept until fsynced
 	stats        Stats
+	// waiters counts the goroutines in Wait.
+	waiters int
+	// SyncAlways group commit (see gather): the Waits expected at the
+	// next fsync (those in Wait when the last one ended: the clients it
+	// answered, who come back, and those that came during it) and how
+	// long the last fsync took; while a leader gathers, gatherCh is closed
+	// by the Wait or Append that brings the waiters or the pending records
+	// to gatherWant.
+	expect     int
+	lastFsync  time.Duration
+	gatherWant int
+	gatherCh   chan struct{}
 
 	// syncMu serializes fsyncs of the active segment with its replacement.
 	// Order: syncMu before mu.
@@ -425,6 +445,10 @@ func (l *Log) Append(rec []byte) (uint64, error) {
 	before := len(l.buf)
 	l.buf = appendFrame(l.buf, index, rec)
 	l.stats.Records++
+	if l.gatherCh != nil && int(l.next-l.bufFirst) >= l.gatherWant {
+		close(l.gatherCh)
+		l.gatherCh = nil
+	}
 	if before < flushAt && len(l.buf) >= flushAt {
 		// Nobody waits for these: have them written before the buffer
 		// grows further.
@@ -446,6 +470,20 @@ func (l *Log) Append(rec []byte) (uint64, error) {
 // A write that hangs (a stalled disk) holds Wait as long as it hangs.
 // Other errors: ErrClosed, or an error for an index never appended.
 func (l *Log) Wait(index uint64) error {
+	l.mu.Lock()
+	l.waiters++
+	if l.gatherCh != nil && l.waiters >= l.gatherWant {
+		close(l.gatherCh)
+		l.gatherCh = nil
+	}
+	err := l.wait(index)
+	l.waiters--
+	l.mu.Unlock()
+	return err
+}
+
+// wait is Wait's loop, with l.mu held on entry and on return.
+func (l *Log) wait(index uint64) error {
 	var timer *time.Timer
 	var timeout <-chan time.Time
 	defer func() {
@@ -453,18 +491,14 @@ func (l *Log) Wait(index uint64) error {
 			timer.Stop()
 		}
 	}()
-	l.mu.Lock()
 	for {
 		if l.doneIndex() >= index {
-			l.mu.Unlock()
 			return nil
 		}
 		if index >= l.next {
-			l.mu.Unlock()
 			return fmt.Errorf("wal: wait for record %d: the last appended is %d", index, l.next-1)
 		}
 		if l.shut {
-			l.mu.Unlock()
 			return ErrClosed
 		}
 		if l.failed == nil && !l.leading {
@@ -482,7 +516,6 @@ func (l *Log) Wait(index uint64) error {
 		case <-timeout:
 			l.mu.Lock()
 			if err := l.failed; err != nil && l.doneIndex() < index {
-				l.mu.Unlock()
 				return fmt.Errorf("%w: record %d not yet written: %w", ErrUnavailable, index, err)
 			}
 			// Recovered meanwhile: wait on as a healthy log's waiter does.
@@ -508,17 +541,30 @@ func (l *Log) doneIndex() uint64 {
 // the pending buffer: nothing appended is dropped.
 func (l *Log) lead() {
 	l.leading = true
+	if l.cfg.Sync == SyncAlways {
+		l.gather()
+	} else {
+		// Let the goroutines about to append and wait (other requests
+		// answered by the same cores) run once: their records then share
+		// this write(2).
+		l.mu.Unlock()
+		runtime.Gosched()
+		l.mu.Lock()
+	}
 	batch, first, last := l.buf, l.bufFirst, l.next-1
 	l.buf, l.spare, l.bufFirst = l.spare[:0], nil, l.next
 	f, off := l.active, l.writeOff
 	l.mu.Unlock()
 	var err error
+	var took time.Duration
 	op := "write"
 	if len(batch) > 0 {
 		_, err = f.WriteAt(batch, off)
 		if err == nil && l.cfg.Sync == SyncAlways {
 			op = "fsync"
+			start := time.Now()
 			err = f.Sync()
+			took = time.Since(start)
 		}
 	}
 	l.mu.Lock()
@@ -539,6 +585,7 @@ func (l *Log) lead() {
 			l.syncOff, l.synced = l.writeOff, last
 			l.stats.Fsyncs++
 			l.stats.RecordsSynced += n
+			l.expect, l.lastFsync = l.waiters, took
 		case SyncInterval:
 			l.retained = append(l.retained, batch...)
 		}
@@ -554,6 +601,43 @@ func (l *Log) lead() {
 	}
 	l.leading = false
 	l.wake()
+}
+
+// gather is the SyncAlways leader's wait before it takes the pending
+// records: while both fewer goroutines are in Wait and fewer records are
+// pending than there were goroutines in Wait when the last fsync ended
+// (those it answered, whose clients come back with their next change, and
+// those that came during it), it waits for them (Wait and Append signal
+// when they are there), at most twice as long as the last fsync took
+// (gatherFor). Without it, the first request to come back after a batch
+// was answered fsyncs alone while its peers' next changes queue behind
+// it, and batches alternate between one record and all the others.
+// Waits are expected, not records, because a change nobody waits for (a
+// waiter's place) brings no client back; pending records end it too,
+// because one change may bring two records and two Waits (a release and
+// the grant to the next waiter), both pending before the second Wait. The wait costs at most two
+// fsyncs' time and ends at once when the batch is complete; a lone client
+// (one Wait in flight) never waits, nor does a background flush that
+// nobody waits for. l.mu held, l.leading set; returns with l.mu held.
+func (l *Log) gather() {
+	if l.expect <= 1 || l.waiters == 0 || l.waiters >= l.expect ||
+		int(l.next-l.bufFirst) >= l.expect || l.lastFsync <= 0 {
+		return
+	}
+	ch := make(chan struct{})
+	l.gatherWant, l.gatherCh = l.expect, ch
+	t := time.NewTimer(gatherFor(l.lastFsync))
+	l.mu.Unlock()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-l.stop:
+	}
+	t.Stop()
+	l.mu.Lock()
+	if l.gatherCh == ch {
+		l.gatherCh = nil
+	}
 }
 
 // wake tells every waiter that a writer finished. l.mu held.
