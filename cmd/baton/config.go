@@ -510,7 +510,7 @@ func (c *serveConfig) validate() error {
 // settings, before anything starts.
 func checkDataDir(dir string) error {
 	if dir == "" {
-		return errors.New("data_dir: must not be empty (the fencing-token high-water mark lives there)")
+		return errors.New("data_dir: must not be empty (the log of changes and the fencing-token high-water mark live there)")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("data_dir: cannot create the directory: %v", err)
