@@ -151,3 +151,67 @@ func TestWallClockDriftWithinSlackKeepsAnswers(t *testing.T) {
 		}
 	})
 }
+
+// A wall clock stepped back while the node was down (an NTP correction at
+// boot, a VM restored from an older image) lengthens no lease: the log
+// holds deadlines on the wall clock that wrote it, which now reads as the
+// future, and a holder that died with the node must still lose its lock
+// when its lease runs out, not a step later (the lease "safety net" of
+// SPEC section 1; lock services whose TTLs are kept as wall-clock
+// deadlines shipped this bug). The same holds for a lease renewed before
+// the crash and for a snapshot's holders.
+func TestWallClockStepBackWhileDownLengthensNoLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &memLog{}
+		e := newEngine(t, Config{Log: log})
+		a := mustAcquire(t, e, AcquireRequest{Key: "granted", Lease: 10 * time.Second})
+		b := mustAcquire(t, e, AcquireRequest{Key: "renewed", Lease: time.Second})
+		if _, err := e.Renew("renewed", b.Token, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		var snap []Event
+		e.Snapshot(func(ev Event) { snap = append(snap, ev) }, func(int) {})
+		e.Demote()
+		e.Close()
+
+		time.Sleep(2 * time.Second) // down for 2 s; its clock goes back an hour
+		clock := newStepClock(nil)
+		clock.Step(-time.Hour)
+		r := newEngine(t, Config{Log: log, Standby: true, Clock: clock})
+		defer r.Close()
+		for i, rec := range log.raw() {
+			if err := r.Replay(rec); err != nil {
+				t.Fatalf("record %d: %v", i, err)
+			}
+		}
+		s := newEngine(t, Config{Standby: true, Clock: clock})
+		defer s.Close()
+		for _, ev := range snap {
+			if err := s.Apply(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.Promote(Failover)
+		s.Promote(Failover)
+		_, wall := clock.Now()
+		for _, c := range []struct {
+			what string
+			e    *Engine
+			key  string
+		}{{"log", r, "granted"}, {"log", r, "renewed"}, {"snapshot", s, "granted"}, {"snapshot", s, "renewed"}} {
+			st, _ := c.e.Status(c.key)
+			if st.Holder == nil || st.Holder.ExpiresAt.After(time.Unix(0, wall).Add(10*time.Second)) {
+				t.Fatalf("%s: %q after a restart with the clock an hour back: holder %+v; want one expiring within its 10 s lease of %v", c.what, c.key, st.Holder, time.Unix(0, wall))
+			}
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		for _, e := range []*Engine{r, s} {
+			wantHolder(t, e, "granted", 0, 0)
+			wantHolder(t, e, "renewed", 0, 0)
+		}
+		if g := mustAcquire(t, r, AcquireRequest{Key: "granted"}); g.Token <= a.Token {
+			t.Fatalf("token %d after the restart, not above %d", g.Token, a.Token)
+		}
+	})
+}
