@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -213,5 +214,58 @@ func TestWallClockStepBackWhileDownLengthensNoLease(t *testing.T) {
 		if g := mustAcquire(t, r, AcquireRequest{Key: "granted"}); g.Token <= a.Token {
 			t.Fatalf("token %d after the restart, not above %d", g.Token, a.Token)
 		}
+	})
+}
+
+// pauseClock is an injected Clock that a test can move forward at once,
+// both readings together, without the timers firing: what a node sees when
+// it resumes from a pause (SIGSTOP, a frozen VM, a long GC) before its
+// timer goroutine has run.
+type pauseClock struct {
+	base   time.Time
+	paused atomic.Int64 // ns the process was stopped for
+}
+
+func (c *pauseClock) Now() (mono, wall int64) {
+	d := int64(time.Since(c.base)) + c.paused.Load()
+	return d + 1, c.base.UnixNano() + d
+}
+
+// A renew that arrives once the lease has run out fails, even when the
+// lease's timer has not fired yet (a node resuming from a pause answers
+// the calls waiting in its sockets before its timers run): the lease is
+// over, the lock has passed to the waiter, and the late renew must not
+// take it back (etcd-io/etcd#19091: expiry decided by a background loop
+// that runs late; etcd-io/etcd#20590: a renew answered success for a lease
+// that was gone). Just before the end, the renew succeeds.
+func TestRenewAfterTheLeaseRanOutFailsBeforeItsTimerFires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := &pauseClock{base: time.Now()}
+		e := newEngine(t, Config{Shards: 1, Clock: clock})
+		defer e.Close()
+		a := mustAcquire(t, e, AcquireRequest{Key: "k", Lease: 2 * time.Second})
+		x := goAcquire(e, context.Background(), AcquireRequest{Key: "k"})
+		synctest.Wait()
+		clock.paused.Add(int64(2*time.Second - time.Nanosecond))
+		if _, err := e.Renew("k", a.Token, 0); err != nil {
+			t.Fatalf("renew 1 ns before the lease ends: %v", err)
+		}
+		clock.paused.Add(int64(2 * time.Second))
+		if g, err := e.Renew("k", a.Token, 0); err != ErrNotHolder {
+			t.Fatalf("renew once the lease ran out (its timer not fired): %+v, %v; want ErrNotHolder", g, err)
+		}
+		synctest.Wait()
+		r := answered(t, "the waiter behind the lease that ran out", x)
+		if r.err != nil {
+			t.Fatalf("the waiter: %v", r.err)
+		}
+		wantHolder(t, e, "k", r.g.Token, 0)
+
+		b := mustAcquire(t, e, AcquireRequest{Key: "alone", Lease: time.Second})
+		clock.paused.Add(int64(time.Second))
+		if _, err := e.Renew("alone", b.Token, 0); err != ErrNotHeld {
+			t.Fatalf("renew of a lease that ran out, nobody waiting: %v; want ErrNotHeld", err)
+		}
+		wantHolder(t, e, "alone", 0, 0)
 	})
 }

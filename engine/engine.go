@@ -1105,6 +1105,14 @@ func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, er
 		s.mu.Unlock()
 		return Grant{}, err
 	}
+	now := e.now()
+	if d := s.heap.min(); d != nil && d.when <= now.mono {
+		// A deadline passed before its timer fired (the process was
+		// paused): it is handled now, as the timer would, so that a
+		// lease that ran out is not renewed.
+		s.due(now)
+		s.arm()
+	}
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
 		s.mu.Unlock()
@@ -1114,7 +1122,6 @@ func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, er
 	if lease == 0 {
 		lease = h.lease
 	}
-	now := e.now()
 	r := Record{Kind: RecRenew, Key: lk.key, Token: token, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease))}
 	idx, err := s.record(&r)
 	if err != nil {
@@ -1480,7 +1487,14 @@ func (s *shard) fire() {
 		return
 	}
 	s.armed = 0
-	now := s.e.now()
+	s.due(s.e.now())
+	s.arm()
+}
+
+// due handles every deadline that has passed at now: the timer's work,
+// also done by a call that must not act on a deadline the timer has not
+// reached yet (it runs late after a pause of the process). s.mu is held.
+func (s *shard) due(now stamp) {
 	for {
 		d := s.heap.min()
 		if d == nil || d.when > now.mono {
@@ -1498,7 +1512,6 @@ func (s *shard) fire() {
 			delete(s.tickets, o.key+"\x00"+o.id)
 		}
 	}
-	s.arm()
 }
 
 // expire takes back lk's slot h whose lease ran out (or whose grant to a
