@@ -231,14 +231,14 @@ func (c *pauseClock) Now() (mono, wall int64) {
 	return d + 1, c.base.UnixNano() + d
 }
 
-// A renew that arrives once the lease has run out fails, even when the
-// lease's timer has not fired yet (a node resuming from a pause answers
+// A renew (or a release) that arrives once the lease has run out fails,
+// even when the lease's timer has not fired yet (a node resuming from a pause answers
 // the calls waiting in its sockets before its timers run): the lease is
 // over, the lock has passed to the waiter, and the late renew must not
 // take it back (etcd-io/etcd#19091: expiry decided by a background loop
 // that runs late; etcd-io/etcd#20590: a renew answered success for a lease
 // that was gone). Just before the end, the renew succeeds.
-func TestRenewAfterTheLeaseRanOutFailsBeforeItsTimerFires(t *testing.T) {
+func TestRenewOrReleaseAfterTheLeaseRanOutFailsBeforeItsTimerFires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clock := &pauseClock{base: time.Now()}
 		e := newEngine(t, Config{Shards: 1, Clock: clock})
@@ -267,5 +267,19 @@ func TestRenewAfterTheLeaseRanOutFailsBeforeItsTimerFires(t *testing.T) {
 			t.Fatalf("renew of a lease that ran out, nobody waiting: %v; want ErrNotHeld", err)
 		}
 		wantHolder(t, e, "alone", 0, 0)
+
+		// A release answers for the lease as it stands, too: once it ran
+		// out, the lock is not the caller's to release (it passed on).
+		c := mustAcquire(t, e, AcquireRequest{Key: "rel", Lease: time.Second})
+		y := goAcquire(e, context.Background(), AcquireRequest{Key: "rel"})
+		synctest.Wait()
+		clock.paused.Add(int64(time.Second))
+		if err := e.Release("rel", c.Token); err != ErrNotHolder {
+			t.Fatalf("release once the lease ran out (its timer not fired): %v; want ErrNotHolder", err)
+		}
+		synctest.Wait()
+		if r := answered(t, "the waiter behind the released lease", y); r.err != nil {
+			t.Fatalf("the waiter: %v", r.err)
+		}
 	})
 }

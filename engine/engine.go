@@ -954,12 +954,13 @@ func (e *Engine) Release(key string, token uint64) error {
 		s.mu.Unlock()
 		return err
 	}
+	now := e.now()
+	s.overdue(now)
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
 		s.mu.Unlock()
 		return err
 	}
-	now := e.now()
 	r := Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}
 	idx, err := s.record(&r)
 	if err != nil {
@@ -1106,13 +1107,7 @@ func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, er
 		return Grant{}, err
 	}
 	now := e.now()
-	if d := s.heap.min(); d != nil && d.when <= now.mono {
-		// A deadline passed before its timer fired (the process was
-		// paused): it is handled now, as the timer would, so that a
-		// lease that ran out is not renewed.
-		s.due(now)
-		s.arm()
-	}
+	s.overdue(now)
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
 		s.mu.Unlock()
@@ -1489,6 +1484,17 @@ func (s *shard) fire() {
 	s.armed = 0
 	s.due(s.e.now())
 	s.arm()
+}
+
+// overdue handles the deadlines that passed before their timer fired
+// (the process was paused, or starved of CPU), as the timer would, before
+// a call that must not act on a lease that ran out: a renew must not
+// extend it, a release must not answer for it. s.mu is held.
+func (s *shard) overdue(now stamp) {
+	if d := s.heap.min(); d != nil && d.when <= now.mono {
+		s.due(now)
+		s.arm()
+	}
 }
 
 // due handles every deadline that has passed at now: the timer's work,
