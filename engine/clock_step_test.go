@@ -283,3 +283,24 @@ func TestRenewOrReleaseAfterTheLeaseRanOutFailsBeforeItsTimerFires(t *testing.T)
 		}
 	})
 }
+
+// The same for an acquire: a repeat of a grant's Idempotency-Key once its
+// lease ran out (its timer not fired yet) is told the grant ended, not
+// handed the grant as if it stood; and a try-lock on the key finds it
+// free, as it would a moment later.
+func TestAcquireAfterTheLeaseRanOutSeesItEndedBeforeItsTimerFires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := &pauseClock{base: time.Now()}
+		e := newEngine(t, Config{Shards: 1, Clock: clock})
+		defer e.Close()
+		a := mustAcquire(t, e, AcquireRequest{Key: "k", ID: "a", Lease: time.Second})
+		clock.paused.Add(int64(time.Second))
+		if g, err := e.Acquire(context.Background(), AcquireRequest{Key: "k", ID: "a", Lease: time.Second}); err != ErrGrantEnded {
+			t.Fatalf("a repeat once the lease ran out (its timer not fired): %+v, %v; want ErrGrantEnded", g, err)
+		}
+		g, err := e.Acquire(context.Background(), AcquireRequest{Key: "k", Wait: time.Nanosecond})
+		if err != nil || g.Token <= a.Token {
+			t.Fatalf("a try-lock once the lease ran out: %+v, %v; want a grant above %d", g, err, a.Token)
+		}
+	})
+}

@@ -726,6 +726,7 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 		return Grant{}, err
 	}
 	now := e.now()
+	s.overdue(now) // a lease that ran out is over, before its timer fires too
 	var tid string
 	if req.ID != "" {
 		tid = req.Key + "\x00" + req.ID
@@ -1489,7 +1490,8 @@ func (s *shard) fire() {
 // overdue handles the deadlines that passed before their timer fired
 // (the process was paused, or starved of CPU), as the timer would, before
 // a call that must not act on a lease that ran out: a renew must not
-// extend it, a release must not answer for it. s.mu is held.
+// extend it, a release must not answer for it, an acquire must not hand
+// it out again nor queue behind it. s.mu is held.
 func (s *shard) overdue(now stamp) {
 	if d := s.heap.min(); d != nil && d.when <= now.mono {
 		s.due(now)
