@@ -287,14 +287,17 @@ func TestRenewOrReleaseAfterTheLeaseRanOutFailsBeforeItsTimerFires(t *testing.T)
 // The same for an acquire: a repeat of a grant's Idempotency-Key once its
 // lease ran out (its timer not fired yet) is told the grant ended, not
 // handed the grant as if it stood; and a try-lock on the key finds it
-// free, as it would a moment later.
-func TestAcquireAfterTheLeaseRanOutSeesItEndedBeforeItsTimerFires(t *testing.T) {
+// free, as it would a moment later. Status shows no holder past its
+// lease either.
+func TestAcquireOrStatusAfterTheLeaseRanOutSeesItEndedBeforeItsTimerFires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clock := &pauseClock{base: time.Now()}
 		e := newEngine(t, Config{Shards: 1, Clock: clock})
 		defer e.Close()
 		a := mustAcquire(t, e, AcquireRequest{Key: "k", ID: "a", Lease: time.Second})
+		mustAcquire(t, e, AcquireRequest{Key: "shown", Lease: time.Second})
 		clock.paused.Add(int64(time.Second))
+		wantHolder(t, e, "shown", 0, 0) // Status shows no holder past its lease
 		if g, err := e.Acquire(context.Background(), AcquireRequest{Key: "k", ID: "a", Lease: time.Second}); err != ErrGrantEnded {
 			t.Fatalf("a repeat once the lease ran out (its timer not fired): %+v, %v; want ErrGrantEnded", g, err)
 		}

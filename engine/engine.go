@@ -1142,11 +1142,15 @@ func (e *Engine) Status(key string) (LockInfo, error) {
 	s := e.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := e.now()
+	if e.serving() == nil {
+		s.overdue(now) // no holder shown past its lease after a pause
+	}
 	lk := s.locks[key]
 	if lk == nil {
 		return LockInfo{Key: key}, nil
 	}
-	return lk.info(e.now()), nil
+	return lk.info(now), nil
 }
 
 // Waiters returns the queue of key in order, at most limit entries.
