@@ -31,6 +31,13 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 			}
 		}
 	}
+	if r.At > now.wall {
+		// Made "later" than this clock reads: the clock that wrote it is
+		// ahead (this one was stepped back while the node was down, or a
+		// peer's runs ahead). Its deadlines count from now, as if it were
+		// made now: none lasts longer than it was given.
+		now.wall = r.At
+	}
 	at := now // the active applying its own change, made now
 	if r.At != now.wall {
 		at = now.at(r.At)

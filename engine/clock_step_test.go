@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -148,6 +149,161 @@ func TestWallClockDriftWithinSlackKeepsAnswers(t *testing.T) {
 		want := g.ExpiresAt.Add(3 * time.Duration(offsetSlack) / 2)
 		if st, _ := e.Status("k"); !st.Holder.ExpiresAt.Equal(want) {
 			t.Fatalf("after a drift of 1.5 times the slack, ExpiresAt %v; want %v", st.Holder.ExpiresAt, want)
+		}
+	})
+}
+
+// A wall clock stepped back while the node was down (an NTP correction at
+// boot, a VM restored from an older image) lengthens no lease: the log
+// holds deadlines on the wall clock that wrote it, which now reads as the
+// future, and a holder that died with the node must still lose its lock
+// when its lease runs out, not a step later (the lease "safety net" of
+// SPEC section 1; lock services whose TTLs are kept as wall-clock
+// deadlines shipped this bug). The same holds for a lease renewed before
+// the crash and for a snapshot's holders.
+func TestWallClockStepBackWhileDownLengthensNoLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &memLog{}
+		e := newEngine(t, Config{Log: log})
+		a := mustAcquire(t, e, AcquireRequest{Key: "granted", Lease: 10 * time.Second})
+		b := mustAcquire(t, e, AcquireRequest{Key: "renewed", Lease: time.Second})
+		if _, err := e.Renew("renewed", b.Token, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		var snap []Event
+		e.Snapshot(func(ev Event) { snap = append(snap, ev) }, func(int) {})
+		e.Demote()
+		e.Close()
+
+		time.Sleep(2 * time.Second) // down for 2 s; its clock goes back an hour
+		clock := newStepClock(nil)
+		clock.Step(-time.Hour)
+		r := newEngine(t, Config{Log: log, Standby: true, Clock: clock})
+		defer r.Close()
+		for i, rec := range log.raw() {
+			if err := r.Replay(rec); err != nil {
+				t.Fatalf("record %d: %v", i, err)
+			}
+		}
+		s := newEngine(t, Config{Standby: true, Clock: clock})
+		defer s.Close()
+		for _, ev := range snap {
+			if err := s.Apply(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.Promote(Failover)
+		s.Promote(Failover)
+		_, wall := clock.Now()
+		for _, c := range []struct {
+			what string
+			e    *Engine
+			key  string
+		}{{"log", r, "granted"}, {"log", r, "renewed"}, {"snapshot", s, "granted"}, {"snapshot", s, "renewed"}} {
+			st, _ := c.e.Status(c.key)
+			if st.Holder == nil || st.Holder.ExpiresAt.After(time.Unix(0, wall).Add(10*time.Second)) {
+				t.Fatalf("%s: %q after a restart with the clock an hour back: holder %+v; want one expiring within its 10 s lease of %v", c.what, c.key, st.Holder, time.Unix(0, wall))
+			}
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		for _, e := range []*Engine{r, s} {
+			wantHolder(t, e, "granted", 0, 0)
+			wantHolder(t, e, "renewed", 0, 0)
+		}
+		if g := mustAcquire(t, r, AcquireRequest{Key: "granted"}); g.Token <= a.Token {
+			t.Fatalf("token %d after the restart, not above %d", g.Token, a.Token)
+		}
+	})
+}
+
+// pauseClock is an injected Clock that a test can move forward at once,
+// both readings together, without the timers firing: what a node sees when
+// it resumes from a pause (SIGSTOP, a frozen VM, a long GC) before its
+// timer goroutine has run.
+type pauseClock struct {
+	base   time.Time
+	paused atomic.Int64 // ns the process was stopped for
+}
+
+func (c *pauseClock) Now() (mono, wall int64) {
+	d := int64(time.Since(c.base)) + c.paused.Load()
+	return d + 1, c.base.UnixNano() + d
+}
+
+// A renew (or a release) that arrives once the lease has run out fails,
+// even when the lease's timer has not fired yet (a node resuming from a pause answers
+// the calls waiting in its sockets before its timers run): the lease is
+// over, the lock has passed to the waiter, and the late renew must not
+// take it back (etcd-io/etcd#19091: expiry decided by a background loop
+// that runs late; etcd-io/etcd#20590: a renew answered success for a lease
+// that was gone). Just before the end, the renew succeeds.
+func TestRenewOrReleaseAfterTheLeaseRanOutFailsBeforeItsTimerFires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := &pauseClock{base: time.Now()}
+		e := newEngine(t, Config{Shards: 1, Clock: clock})
+		defer e.Close()
+		a := mustAcquire(t, e, AcquireRequest{Key: "k", Lease: 2 * time.Second})
+		x := goAcquire(e, context.Background(), AcquireRequest{Key: "k"})
+		synctest.Wait()
+		clock.paused.Add(int64(2*time.Second - time.Nanosecond))
+		if _, err := e.Renew("k", a.Token, 0); err != nil {
+			t.Fatalf("renew 1 ns before the lease ends: %v", err)
+		}
+		clock.paused.Add(int64(2 * time.Second))
+		if g, err := e.Renew("k", a.Token, 0); err != ErrNotHolder {
+			t.Fatalf("renew once the lease ran out (its timer not fired): %+v, %v; want ErrNotHolder", g, err)
+		}
+		synctest.Wait()
+		r := answered(t, "the waiter behind the lease that ran out", x)
+		if r.err != nil {
+			t.Fatalf("the waiter: %v", r.err)
+		}
+		wantHolder(t, e, "k", r.g.Token, 0)
+
+		b := mustAcquire(t, e, AcquireRequest{Key: "alone", Lease: time.Second})
+		clock.paused.Add(int64(time.Second))
+		if _, err := e.Renew("alone", b.Token, 0); err != ErrNotHeld {
+			t.Fatalf("renew of a lease that ran out, nobody waiting: %v; want ErrNotHeld", err)
+		}
+		wantHolder(t, e, "alone", 0, 0)
+
+		// A release answers for the lease as it stands, too: once it ran
+		// out, the lock is not the caller's to release (it passed on).
+		c := mustAcquire(t, e, AcquireRequest{Key: "rel", Lease: time.Second})
+		y := goAcquire(e, context.Background(), AcquireRequest{Key: "rel"})
+		synctest.Wait()
+		clock.paused.Add(int64(time.Second))
+		if err := e.Release("rel", c.Token); err != ErrNotHolder {
+			t.Fatalf("release once the lease ran out (its timer not fired): %v; want ErrNotHolder", err)
+		}
+		synctest.Wait()
+		if r := answered(t, "the waiter behind the released lease", y); r.err != nil {
+			t.Fatalf("the waiter: %v", r.err)
+		}
+	})
+}
+
+// The same for an acquire: a repeat of a grant's Idempotency-Key once its
+// lease ran out (its timer not fired yet) is told the grant ended, not
+// handed the grant as if it stood; and a try-lock on the key finds it
+// free, as it would a moment later. Status shows no holder past its
+// lease either.
+func TestAcquireOrStatusAfterTheLeaseRanOutSeesItEndedBeforeItsTimerFires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := &pauseClock{base: time.Now()}
+		e := newEngine(t, Config{Shards: 1, Clock: clock})
+		defer e.Close()
+		a := mustAcquire(t, e, AcquireRequest{Key: "k", ID: "a", Lease: time.Second})
+		mustAcquire(t, e, AcquireRequest{Key: "shown", Lease: time.Second})
+		clock.paused.Add(int64(time.Second))
+		wantHolder(t, e, "shown", 0, 0) // Status shows no holder past its lease
+		if g, err := e.Acquire(context.Background(), AcquireRequest{Key: "k", ID: "a", Lease: time.Second}); err != ErrGrantEnded {
+			t.Fatalf("a repeat once the lease ran out (its timer not fired): %+v, %v; want ErrGrantEnded", g, err)
+		}
+		g, err := e.Acquire(context.Background(), AcquireRequest{Key: "k", Wait: time.Nanosecond})
+		if err != nil || g.Token <= a.Token {
+			t.Fatalf("a try-lock once the lease ran out: %+v, %v; want a grant above %d", g, err, a.Token)
 		}
 	})
 }

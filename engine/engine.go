@@ -726,6 +726,7 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 		return Grant{}, err
 	}
 	now := e.now()
+	s.overdue(now) // a lease that ran out is over, before its timer fires too
 	var tid string
 	if req.ID != "" {
 		tid = req.Key + "\x00" + req.ID
@@ -954,12 +955,13 @@ func (e *Engine) Release(key string, token uint64) error {
 		s.mu.Unlock()
 		return err
 	}
+	now := e.now()
+	s.overdue(now)
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
 		s.mu.Unlock()
 		return err
 	}
-	now := e.now()
 	r := Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}
 	idx, err := s.record(&r)
 	if err != nil {
@@ -1105,6 +1107,8 @@ func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, er
 		s.mu.Unlock()
 		return Grant{}, err
 	}
+	now := e.now()
+	s.overdue(now)
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
 		s.mu.Unlock()
@@ -1114,7 +1118,6 @@ func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, er
 	if lease == 0 {
 		lease = h.lease
 	}
-	now := e.now()
 	r := Record{Kind: RecRenew, Key: lk.key, Token: token, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease))}
 	idx, err := s.record(&r)
 	if err != nil {
@@ -1139,11 +1142,15 @@ func (e *Engine) Status(key string) (LockInfo, error) {
 	s := e.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := e.now()
+	if e.serving() == nil {
+		s.overdue(now) // no holder shown past its lease after a pause
+	}
 	lk := s.locks[key]
 	if lk == nil {
 		return LockInfo{Key: key}, nil
 	}
-	return lk.info(e.now()), nil
+	return lk.info(now), nil
 }
 
 // Waiters returns the queue of key in order, at most limit entries.
@@ -1480,7 +1487,26 @@ func (s *shard) fire() {
 		return
 	}
 	s.armed = 0
-	now := s.e.now()
+	s.due(s.e.now())
+	s.arm()
+}
+
+// overdue handles the deadlines that passed before their timer fired
+// (the process was paused, or starved of CPU), as the timer would, before
+// a call that must not act on a lease that ran out: a renew must not
+// extend it, a release must not answer for it, an acquire must not hand
+// it out again nor queue behind it. s.mu is held.
+func (s *shard) overdue(now stamp) {
+	if d := s.heap.min(); d != nil && d.when <= now.mono {
+		s.due(now)
+		s.arm()
+	}
+}
+
+// due handles every deadline that has passed at now: the timer's work,
+// also done by a call that must not act on a deadline the timer has not
+// reached yet (it runs late after a pause of the process). s.mu is held.
+func (s *shard) due(now stamp) {
 	for {
 		d := s.heap.min()
 		if d == nil || d.when > now.mono {
@@ -1498,7 +1524,6 @@ func (s *shard) fire() {
 			delete(s.tickets, o.key+"\x00"+o.id)
 		}
 	}
-	s.arm()
 }
 
 // expire takes back lk's slot h whose lease ran out (or whose grant to a

@@ -248,6 +248,12 @@ func (s *shard) applyState(ks *KeyState, now stamp) {
 		s.setToken(lk, h, hs.Token)
 		lk.setOwner(h, hs.Owner)
 		h.lease, h.granted, h.expires = hs.Lease, now.monoAt(hs.Granted), now.monoAt(hs.Expires)
+		if end := after(now.mono, hs.Lease); end != 0 && end < h.expires {
+			// A lease never has more than its length left: a deadline
+			// further away was written by a clock ahead of this one
+			// (see apply).
+			h.expires = end
+		}
 		if hs.ID != "" {
 			t := s.ticket(ks.Key, hs.ID)
 			t.state, t.token, t.claimBy = tGranted, hs.Token, now.monoAt(hs.ClaimBy)

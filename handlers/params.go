@@ -310,6 +310,12 @@ func (p *lockParams) set(name, v string) error {
 		if err != nil {
 			return err
 		}
+		if f == 0 && nonzeroMantissa(v) {
+			// Too small for a float64 (1e-400), yet not 0: the shortest
+			// duration of its sign (seconds makes it 1 ns), never 0, which
+			// is a wait without limit.
+			f = math.Copysign(math.SmallestNonzeroFloat64, f)
+		}
 		if name == "lease" {
 			p.Lease = &f
 		} else {
@@ -390,6 +396,16 @@ func secondsSyntax(v string) bool {
 // sign, a space or a leading zero.
 func tokenSyntax(v string) bool {
 	return v != "" && v[0] != '0' && digits(v) == len(v)
+}
+
+// nonzeroMantissa reports whether a number secondsSyntax accepted has a
+// digit other than 0 before its exponent: its value is not 0, even when
+// it underflows a float64 to 0.
+func nonzeroMantissa(v string) bool {
+	if i := strings.IndexAny(v, "eE"); i >= 0 {
+		v = v[:i]
+	}
+	return strings.ContainsAny(v, "123456789")
 }
 
 // digits returns the number of ASCII digits v starts with.

@@ -258,6 +258,11 @@ func durationField(name, v string, zeroOK bool) (time.Duration, error) {
 	if err != nil && !errors.Is(err, strconv.ErrRange) {
 		return 0, errors.New("must be a number of seconds or -, got " + quoteShort(v))
 	}
+	if f == 0 && strings.ContainsAny(v, "123456789") {
+		// Too small for a float64, yet not 0: the shortest duration
+		// (below), never 0, which is a wait without limit.
+		f = math.SmallestNonzeroFloat64
+	}
 	if f == 0 && !zeroOK {
 		return 0, errors.New("must be greater than 0 seconds")
 	}

@@ -129,7 +129,11 @@ func parseSeconds(s string) (time.Duration, error) {
 		if f < 0 || f > (1<<62)/float64(time.Second) {
 			return 0, fmt.Errorf("%q is out of range", s)
 		}
-		return time.Duration(f * float64(time.Second)), nil
+		d := time.Duration(f * float64(time.Second))
+		if d == 0 && (f != 0 || underflowed(s)) {
+			d = 1 // below a nanosecond, yet not 0 (no limit for --wait)
+		}
+		return d, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
@@ -138,7 +142,22 @@ func parseSeconds(s string) (time.Duration, error) {
 	if d < 0 {
 		return 0, fmt.Errorf("%q is negative", s)
 	}
+	if d == 0 && strings.ContainsAny(s, "123456789") {
+		d = 1 // "0.5ns": below a nanosecond, yet not 0
+	}
 	return d, nil
+}
+
+// underflowed reports whether s, a decimal number that ParseFloat read as
+// 0, has a digit other than 0 before its exponent (1e-400).
+func underflowed(s string) bool {
+	if strings.ContainsAny(s, "xX") {
+		return false
+	}
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		s = s[:i]
+	}
+	return strings.ContainsAny(s, "123456789")
 }
 
 // usageError is a command-line mistake: exit 2.
