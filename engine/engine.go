@@ -6,8 +6,9 @@
 //
 // Concurrency: keys are spread over shards, each with its own mutex, its own
 // map of locks, its own timer heap and one runtime timer. Nothing runs per
-// key or per waiter: a parked acquire is a queue entry, a heap entry and the
-// caller's own goroutine, blocked on a one-slot channel.
+// key or per waiter: a parked acquire is a queue entry, a heap entry and
+// either the caller's own goroutine, blocked on a one-slot channel
+// (Acquire), or nothing but the caller's callback (AcquireFunc).
 //
 // Holders: a key with a limit above 1 (the first acquire of a free key
 // sets it) is a counting semaphore, up to limit holders at once; with the
@@ -465,8 +466,8 @@ const (
 type waiter struct {
 	lk         *lock
 	prev, next *waiter
-	t          *ticket // nil for anonymous waiters
-	ch         chan outcome
+	t          *ticket  // nil for anonymous waiters
+	req        *Waiting // the request parked on it; nil once answered, or none
 	state      waiterState
 	mode       Mode
 	owner      string
@@ -476,12 +477,6 @@ type waiter struct {
 	pollUntil  int64 // 0 = none
 	graceUntil int64 // set while detached
 	dl         deadline
-}
-
-type outcome struct {
-	g   Grant
-	idx uint64 // the grant's log index: answered once it is written
-	err error
 }
 
 type ticketState uint8
@@ -602,7 +597,7 @@ func (e *Engine) Close() error {
 			for _, lk := range s.locks {
 				for w := lk.head; w != nil; w = w.next {
 					if w.state == queued {
-						w.deliver(outcome{err: ErrClosed})
+						w.deliver(AcquireResult{err: ErrClosed})
 					}
 				}
 			}
@@ -688,26 +683,145 @@ func (e *Engine) checkLease(lease time.Duration) (time.Duration, error) {
 // early, place kept), ErrGrantEnded or ErrSuperseded (waiter ID repeats),
 // ErrTooManyKeys, ErrTooManyWaiters, ErrClosed, an *ArgError, or ctx.Err().
 // When ctx ends, the waiter leaves the queue at once; a grant made at the same
-// moment is released to the next waiter, never lost.
+// moment is released to the next waiter, never lost. It is AcquireFunc
+// with the caller's goroutine parked on a one-slot channel.
 func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
+	o, p := e.acquire(req, nil)
+	if p == nil {
+		return o.Settle()
+	}
+	select {
+	case o = <-p.ch:
+		return o.Settle()
+	case <-ctx.Done():
+	}
+	if p.Cancel() {
+		return Grant{}, ctx.Err()
+	}
+	// The outcome raced with the cancellation and cannot be delivered.
+	o = <-p.ch
+	o.abandon()
+	return Grant{}, ctx.Err()
+}
+
+// AcquireFunc starts the acquire req without blocking, for a caller that
+// parks nothing of its own while the acquire waits (the native protocol
+// server). When the acquire ends at once (a grant, an error, a waiter ID's
+// known outcome) it returns that AcquireResult and a nil *Waiting, and done is
+// never called. Otherwise the acquire is queued: AcquireFunc returns the
+// *Waiting, and done is called exactly once with the AcquireResult (a grant,
+// ErrTimeout, ErrPollTimeout, ErrSuperseded, ErrClosed, a *MovedError, or
+// a log error), unless Waiting.Cancel withdraws the acquire first.
+//
+// done runs with the key's shard locked, on whichever goroutine made the
+// change (a release, the engine's timer, a handoff): it must not block or
+// call into the Engine. It returns whether it took the outcome; a grant it
+// does not take (its client is gone) is released at once to the next
+// waiter, as Abandon would. The AcquireResult of a grant is answered only after
+// AcquireResult.Settle, outside done. The errors and rules are Acquire's.
+func (e *Engine) AcquireFunc(req AcquireRequest, done func(AcquireResult) bool) (AcquireResult, *Waiting) {
+	if done == nil {
+		return AcquireResult{err: argErr("done", "must not be nil")}, nil
+	}
+	return e.acquire(req, done)
+}
+
+// Waiting is an acquire queued by AcquireFunc (or Acquire), until its
+// outcome is delivered or Cancel withdraws it.
+type Waiting struct {
+	s  *shard
+	w  *waiter
+	fn func(AcquireResult) bool // AcquireFunc's done; nil: ch (Acquire)
+	ch chan AcquireResult
+}
+
+// Cancel withdraws the acquire, as a client that goes away: its waiter
+// leaves the queue (its waiter ID is forgotten) and done is never called;
+// Cancel reports true. It reports false when done has been called
+// already: the outcome is the caller's then (a grant it cannot deliver
+// goes to Abandon). Call it at most once; it must not be called from done.
+func (p *Waiting) Cancel() bool {
+	s := p.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := p.w
+	if w.req != p {
+		return false // answered, or superseded by a repeat (answered too)
+	}
+	w.req = nil
+	if w.lk != nil {
+		s.leaveAndHandOn(w, s.e.now())
+	}
+	return true
+}
+
+// AcquireResult is how an acquire ended: a grant not yet answered (see Settle)
+// or an error.
+type AcquireResult struct {
+	g   Grant
+	idx uint64 // the grant's log index: answered once it is written
+	err error
+	s   *shard  // with a grant: its key's shard
+	t   *ticket // with a grant: its ticket, if any
+}
+
+// Err is the acquire's error, nil for a grant (which Settle may still
+// refuse with ErrUnavailable).
+func (o AcquireResult) Err() error { return o.err }
+
+// Settle waits until the outcome's grant is written to the log (and
+// synced, as the log's fsync mode says), and returns it; only then may
+// the grant be answered. It returns the acquire's error instead, or an
+// error wrapping ErrUnavailable when the log could not write the grant:
+// the grant is then released, nobody having heard of it. Call it once,
+// without holding anything done takes.
+func (o AcquireResult) Settle() (Grant, error) {
+	if o.err != nil {
+		return Grant{}, o.err
+	}
+	if o.idx == 0 {
+		return o.g, nil
+	}
+	return o.s.settle(o.g, o.idx, o.t)
+}
+
+// abandon releases the outcome's grant, which its caller went away from
+// before it could be answered (as undeliverable).
+func (o AcquireResult) abandon() {
+	if o.err != nil || o.s == nil {
+		return
+	}
+	s := o.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if lk := s.locks[o.g.Key]; lk != nil {
+		s.undeliverable(lk, o.g.Token, o.t)
+	}
+}
+
+// acquire is the one acquire path of Acquire and AcquireFunc: it grants
+// at once, answers a known waiter ID, or queues the request with done
+// (nil: a channel, for Acquire) and returns its *Waiting.
+func (e *Engine) acquire(req AcquireRequest, done func(AcquireResult) bool) (AcquireResult, *Waiting) {
+	fail := func(err error) (AcquireResult, *Waiting) { return AcquireResult{err: err}, nil }
 	if err := CheckKey(req.Key); err != nil {
-		return Grant{}, err
+		return fail(err)
 	}
 	lease, err := e.checkLease(req.Lease)
 	if err != nil {
-		return Grant{}, err
+		return fail(err)
 	}
 	wait := req.Wait
 	switch {
 	case wait < 0:
-		return Grant{}, argErr("wait", "must be 0 (no limit) or more seconds")
+		return fail(argErr("wait", "must be 0 (no limit) or more seconds"))
 	case e.cfg.WaitMax > 0 && wait > e.cfg.WaitMax:
-		return Grant{}, argErr("wait", "must be at most %v seconds (wait_max)", e.cfg.WaitMax.Seconds())
+		return fail(argErr("wait", "must be at most %v seconds (wait_max)", e.cfg.WaitMax.Seconds()))
 	case e.cfg.WaitMax > 0 && wait == 0:
 		wait = e.cfg.WaitMax
 	}
 	if err := CheckOwner(req.Owner); err != nil {
-		return Grant{}, err
+		return fail(err)
 	}
 	if req.Owner != "" {
 		// Kept with the holder or waiter: not a slice of the request.
@@ -715,22 +829,22 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	}
 	switch {
 	case req.Mode != Exclusive && req.Mode != Shared:
-		return Grant{}, argErr("mode", "must be shared or exclusive")
+		return fail(argErr("mode", "must be shared or exclusive"))
 	case req.Limit < 0 || req.Limit > MaxLimit:
-		return Grant{}, argErr("limit", "must be an integer from 1 to %d", MaxLimit)
+		return fail(argErr("limit", "must be an integer from 1 to %d", MaxLimit))
 	}
 	s := e.shard(req.Key)
 	s.mu.Lock()
 	if err := e.serving(); err != nil {
 		s.mu.Unlock()
-		return Grant{}, err
+		return fail(err)
 	}
 	now := e.now()
 	var tid string
 	if req.ID != "" {
 		tid = req.Key + "\x00" + req.ID
 		if t := s.tickets[tid]; t != nil {
-			return s.repeat(ctx, t, now)
+			return s.repeat(t, now, done)
 		}
 	}
 	lk := s.locks[req.Key]
@@ -738,7 +852,7 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	if lk == nil {
 		if e.keys.Load() >= int64(e.cfg.MaxKeys) {
 			s.mu.Unlock()
-			return Grant{}, ErrTooManyKeys
+			return fail(ErrTooManyKeys)
 		}
 		lk = s.lockFor(req.Key)
 		if limit == 0 {
@@ -747,7 +861,7 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	} else {
 		if limit != 0 && limit != lk.limit() {
 			s.mu.Unlock()
-			return Grant{}, &LimitMismatchError{Limit: lk.limit()}
+			return fail(&LimitMismatchError{Limit: lk.limit()})
 		}
 		limit = lk.limit()
 	}
@@ -757,7 +871,7 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 		if err != nil {
 			s.dropIfIdle(lk)
 			s.mu.Unlock()
-			return Grant{}, err
+			return fail(err)
 		}
 		s.apply(lk, &r, now)
 		var t *ticket
@@ -767,14 +881,11 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 		}
 		g := lk.grantInfo(lk.find(r.Token), now)
 		s.mu.Unlock()
-		if idx == 0 {
-			return g, nil
-		}
-		return s.settle(g, idx, t)
+		return AcquireResult{g: g, idx: idx, s: s, t: t}, nil
 	}
 	if lk.n >= e.cfg.MaxWaitersPerKey || e.waiters.Load() >= int64(e.cfg.MaxWaiters) {
 		s.mu.Unlock()
-		return Grant{}, ErrTooManyWaiters
+		return fail(ErrTooManyWaiters)
 	}
 	id := req.ID
 	if id == "" {
@@ -790,23 +901,35 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	if _, err := s.record(&r); err != nil {
 		s.dropIfIdle(lk)
 		s.mu.Unlock()
-		return Grant{}, err
+		return fail(err)
 	}
 	w := s.apply(lk, &r, now)
 	// The request parks on w: an active's own part of the change.
+	p := s.park(w, now, done)
+	s.mu.Unlock()
+	return AcquireResult{}, p
+}
+
+// park puts a request (done, or a channel for Acquire) on the queued
+// waiter w. s.mu is held.
+func (s *shard) park(w *waiter, now stamp, done func(AcquireResult) bool) *Waiting {
+	p := &Waiting{s: s, w: w, fn: done}
+	if done == nil {
+		p.ch = make(chan AcquireResult, 1)
+	}
+	w.req = p
 	w.state = queued
-	if e.cfg.PollTimeout > 0 {
-		w.pollUntil = after(now.mono, e.cfg.PollTimeout)
+	w.graceUntil = 0
+	if s.e.cfg.PollTimeout > 0 {
+		w.pollUntil = after(now.mono, s.e.cfg.PollTimeout)
 	}
 	s.schedule(w)
-	ch := w.ch
-	s.mu.Unlock()
-	return s.await(ctx, w, ch)
+	return p
 }
 
 // repeat answers an acquire whose waiter ID is known. s.mu is held and is
 // released here.
-func (s *shard) repeat(ctx context.Context, t *ticket, now stamp) (Grant, error) {
+func (s *shard) repeat(t *ticket, now stamp, done func(AcquireResult) bool) (AcquireResult, *Waiting) {
 	switch t.state {
 	case tGranted:
 		lk := s.locks[t.key]
@@ -818,7 +941,7 @@ func (s *shard) repeat(ctx context.Context, t *ticket, now stamp) (Grant, error)
 			var err error
 			if idx, err = s.record(&r); err != nil {
 				s.mu.Unlock()
-				return Grant{}, err
+				return AcquireResult{err: err}, nil
 			}
 			if idx == 0 {
 				idx = t.idx
@@ -827,76 +950,50 @@ func (s *shard) repeat(ctx context.Context, t *ticket, now stamp) (Grant, error)
 		}
 		t.answers++
 		s.mu.Unlock()
-		return s.settle(g, idx, t)
+		return AcquireResult{g: g, idx: idx, s: s, t: t}, nil
 	case tTimedOut:
 		s.mu.Unlock()
-		return Grant{}, ErrTimeout
+		return AcquireResult{err: ErrTimeout}, nil
 	case tEnded:
 		s.mu.Unlock()
-		return Grant{}, ErrGrantEnded
+		return AcquireResult{err: ErrGrantEnded}, nil
 	}
 	// Still waiting: this request takes over the place.
 	w := t.w
 	if w.state == queued {
-		w.deliver(outcome{err: ErrSuperseded})
+		w.deliver(AcquireResult{err: ErrSuperseded})
 	}
-	w.ch = make(chan outcome, 1)
-	w.state = queued
-	w.graceUntil = 0
-	if s.e.cfg.PollTimeout > 0 {
-		w.pollUntil = after(now.mono, s.e.cfg.PollTimeout)
-	}
-	s.schedule(w)
-	ch := w.ch
+	p := s.park(w, now, done)
 	s.mu.Unlock()
-	return s.await(ctx, w, ch)
-}
-
-// await parks the caller until its outcome arrives or ctx ends.
-func (s *shard) await(ctx context.Context, w *waiter, ch chan outcome) (Grant, error) {
-	select {
-	case o := <-ch:
-		if o.err != nil {
-			return Grant{}, o.err
-		}
-		return s.settle(o.g, o.idx, w.t)
-	case <-ctx.Done():
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	select {
-	case o := <-ch:
-		// The outcome raced with the cancellation and cannot be delivered.
-		if o.err == nil {
-			s.undeliverable(w.lk, o.g.Token, w.t)
-		}
-		return Grant{}, ctx.Err()
-	default:
-	}
-	if w.ch != ch || w.lk == nil {
-		// A repeat took over the place, or the waiter is gone already.
-		return Grant{}, ctx.Err()
-	}
-	s.leaveAndHandOn(w, s.e.now())
-	return Grant{}, ctx.Err()
+	return AcquireResult{}, p
 }
 
 // undeliverable releases a grant whose answer could not be delivered, and
 // forgets its waiter ID so that a retry queues afresh.
 func (s *shard) undeliverable(lk *lock, token uint64, t *ticket) {
+	now := s.e.now()
+	if s.takeBack(lk, token, t, now) {
+		s.grantNext(lk, now)
+		s.dropIfIdle(lk)
+	}
+}
+
+// takeBack is undeliverable without handing the lock on: it releases
+// the grant and forgets its ticket, and reports whether it did either
+// (the caller then hands on and drops the idle key). s.mu is held.
+func (s *shard) takeBack(lk *lock, token uint64, t *ticket, now stamp) bool {
 	if s.e.serving() != nil {
 		// Closed, or a standby: the lock is no longer this node's to pass
 		// on (the new active runs its lease).
-		return
+		return false
 	}
 	if t != nil {
 		if t.answers--; t.answers > 0 {
 			// A repeat of the request was answered with the same grant:
 			// the client may well hold it.
-			return
+			return false
 		}
 	}
-	now := s.e.now()
 	if h := lk.find(token); h != nil {
 		// The release names the waiter ID, which is forgotten with it.
 		r := Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}
@@ -905,15 +1002,14 @@ func (s *shard) undeliverable(lk *lock, token uint64, t *ticket) {
 		}
 		if _, err := s.record(&r); err != nil {
 			// Not logged, not made: the grant ends at its lease.
-			return
+			return false
 		}
 		s.apply(lk, &r, now)
-		s.grantNext(lk, now)
 	}
 	if t != nil {
 		s.retire(t, tForget, now)
 	}
-	s.dropIfIdle(lk)
+	return true
 }
 
 // Abandon releases a grant that Acquire returned but that the caller could
@@ -1259,13 +1355,23 @@ func (lk *lock) unlink(w *waiter) {
 	lk.n--
 }
 
-// deliver hands o to the request parked on w (the channel has one slot and
-// receives at most one outcome per request).
-func (w *waiter) deliver(o outcome) {
-	select {
-	case w.ch <- o:
-	default:
+// deliver hands o to the request parked on w, if one still is (each
+// request receives at most one outcome), and reports whether the request
+// took it. s.mu is held.
+func (w *waiter) deliver(o AcquireResult) bool {
+	p := w.req
+	if p == nil {
+		return false
 	}
+	w.req = nil
+	if o.err == nil {
+		o.s, o.t = p.s, w.t
+	}
+	if p.fn == nil {
+		p.ch <- o // one slot, one outcome
+		return true
+	}
+	return p.fn(o)
 }
 
 // logGrant decides the grant r (a RecGrant without its token): it issues
@@ -1326,7 +1432,7 @@ func (s *shard) grantNext(lk *lock, now stamp) {
 			// told, the lock stays free.
 			s.dequeue(w)
 			s.retire(w.t, tForget, now)
-			w.deliver(outcome{err: err})
+			w.deliver(AcquireResult{err: err})
 			continue
 		}
 		s.apply(lk, &r, now)
@@ -1334,7 +1440,11 @@ func (s *shard) grantNext(lk *lock, now stamp) {
 			continue
 		}
 		w.t.answers, w.t.idx = 1, idx
-		w.deliver(outcome{g: lk.grantInfo(lk.find(r.Token), now), idx: idx})
+		if !w.deliver(AcquireResult{g: lk.grantInfo(lk.find(r.Token), now), idx: idx}) {
+			// Nobody takes it (its client is gone): the lock goes on to
+			// the next waiter in this loop.
+			s.takeBack(lk, r.Token, w.t, now)
+		}
 	}
 }
 
@@ -1533,7 +1643,7 @@ func (s *shard) waiterDeadline(w *waiter, now stamp) {
 		lk := w.lk
 		s.apply(lk, &r, now)
 		if queuedReq {
-			w.deliver(outcome{err: ErrTimeout})
+			w.deliver(AcquireResult{err: ErrTimeout})
 		}
 		s.grantNext(lk, now) // the waiters it held back
 		s.dropIfIdle(lk)
@@ -1542,7 +1652,7 @@ func (s *shard) waiterDeadline(w *waiter, now stamp) {
 	case w.state == queued && w.pollUntil != 0 && now.mono >= w.pollUntil:
 		if IsTicket(w.t.id) {
 			// Nobody could resume an anonymous waiter: it leaves now.
-			w.deliver(outcome{err: ErrPollTimeout})
+			w.deliver(AcquireResult{err: ErrPollTimeout})
 			s.leaveAndHandOn(w, now)
 			return
 		}
@@ -1552,7 +1662,7 @@ func (s *shard) waiterDeadline(w *waiter, now stamp) {
 			return
 		}
 		s.apply(w.lk, &r, now)
-		w.deliver(outcome{err: ErrPollTimeout})
+		w.deliver(AcquireResult{err: ErrPollTimeout})
 	default:
 		s.schedule(w)
 	}
