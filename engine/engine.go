@@ -700,7 +700,7 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	}
 	// The outcome raced with the cancellation and cannot be delivered.
 	o = <-p.ch
-	o.abandon()
+	o.Abandon()
 	return Grant{}, ctx.Err()
 }
 
@@ -785,9 +785,11 @@ func (o AcquireResult) Settle() (Grant, error) {
 	return o.s.settle(o.g, o.idx, o.t)
 }
 
-// abandon releases the outcome's grant, which its caller went away from
-// before it could be answered (as undeliverable).
-func (o AcquireResult) abandon() {
+// Abandon releases the result's grant, which its caller could not answer
+// (its client is gone), as Engine.Abandon does: the lock passes to the
+// next waiter, the waiter ID is forgotten. An error result is left alone.
+// Call it instead of Settle, not after it.
+func (o AcquireResult) Abandon() {
 	if o.err != nil || o.s == nil {
 		return
 	}
