@@ -1043,32 +1043,44 @@ func (e *Engine) Abandon(g Grant, id string) {
 // changed) or did not write it, or an *ArgError for a bad key. With a Log
 // it returns once the release is written.
 func (e *Engine) Release(key string, token uint64) error {
-	if err := CheckKey(key); err != nil {
+	idx, err := e.ReleaseNoWait(key, token)
+	if err != nil {
 		return err
+	}
+	return e.WaitLogged(idx)
+}
+
+// ReleaseNoWait is Release without the wait for the log: the release is
+// made (the lock handed on) and appended to the log, and it may be
+// answered once WaitLogged(idx) returns nil. Its errors are Release's
+// but the log's wait.
+func (e *Engine) ReleaseNoWait(key string, token uint64) (LogIndex, error) {
+	if err := CheckKey(key); err != nil {
+		return 0, err
 	}
 	s := e.shard(key)
 	s.mu.Lock()
 	if err := e.serving(); err != nil {
 		s.mu.Unlock()
-		return err
+		return 0, err
 	}
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
 		s.mu.Unlock()
-		return err
+		return 0, err
 	}
 	now := e.now()
 	r := Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}
-	idx, err := s.record(&r)
+	n, err := s.record(&r)
 	if err != nil {
 		s.mu.Unlock()
-		return err
+		return 0, err
 	}
 	s.apply(lk, &r, now)
 	s.grantNext(lk, now)
 	s.dropIfIdle(lk)
 	s.mu.Unlock()
-	return e.waitLogged(idx)
+	return LogIndex(n), nil
 }
 
 // ForceRelease is an operator's release: it ends every grant on key and
@@ -1077,32 +1089,42 @@ func (e *Engine) Release(key string, token uint64) error {
 // key, or the other errors of Release. With a Log it returns once the
 // release is written.
 func (e *Engine) ForceRelease(key string) error {
-	if err := CheckKey(key); err != nil {
+	idx, err := e.ForceReleaseNoWait(key)
+	if err != nil {
 		return err
+	}
+	return e.WaitLogged(idx)
+}
+
+// ForceReleaseNoWait is ForceRelease without the wait for the log (see
+// ReleaseNoWait).
+func (e *Engine) ForceReleaseNoWait(key string) (LogIndex, error) {
+	if err := CheckKey(key); err != nil {
+		return 0, err
 	}
 	s := e.shard(key)
 	s.mu.Lock()
 	if err := e.serving(); err != nil {
 		s.mu.Unlock()
-		return err
+		return 0, err
 	}
 	lk := s.locks[key]
 	if lk == nil || lk.holders() == 0 {
 		s.mu.Unlock()
-		return ErrNotHeld
+		return 0, ErrNotHeld
 	}
 	now := e.now()
 	r := Record{Kind: RecForce, Key: lk.key, At: now.wall}
-	idx, err := s.record(&r)
+	n, err := s.record(&r)
 	if err != nil {
 		s.mu.Unlock()
-		return err
+		return 0, err
 	}
 	s.apply(lk, &r, now)
 	s.grantNext(lk, now)
 	s.dropIfIdle(lk)
 	s.mu.Unlock()
-	return e.waitLogged(idx)
+	return LogIndex(n), nil
 }
 
 // CheckOwner reports whether owner is a valid owner label: "" (none), or
@@ -1188,25 +1210,38 @@ func recLimit(limit int) int {
 // once the renewal is written), or the errors of Release, or an *ArgError
 // for a bad lease.
 func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, error) {
-	if err := CheckKey(key); err != nil {
+	g, idx, err := e.RenewNoWait(key, token, lease)
+	if err != nil {
 		return Grant{}, err
+	}
+	if err := e.WaitLogged(idx); err != nil {
+		return Grant{}, err
+	}
+	return g, nil
+}
+
+// RenewNoWait is Renew without the wait for the log (see ReleaseNoWait):
+// the renewed Grant may be answered once WaitLogged(idx) returns nil.
+func (e *Engine) RenewNoWait(key string, token uint64, lease time.Duration) (Grant, LogIndex, error) {
+	if err := CheckKey(key); err != nil {
+		return Grant{}, 0, err
 	}
 	if lease != 0 {
 		var err error
 		if lease, err = e.checkLease(lease); err != nil {
-			return Grant{}, err
+			return Grant{}, 0, err
 		}
 	}
 	s := e.shard(key)
 	s.mu.Lock()
 	if err := e.serving(); err != nil {
 		s.mu.Unlock()
-		return Grant{}, err
+		return Grant{}, 0, err
 	}
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
 		s.mu.Unlock()
-		return Grant{}, err
+		return Grant{}, 0, err
 	}
 	h := lk.find(token)
 	if lease == 0 {
@@ -1214,18 +1249,15 @@ func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, er
 	}
 	now := e.now()
 	r := Record{Kind: RecRenew, Key: lk.key, Token: token, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease))}
-	idx, err := s.record(&r)
+	n, err := s.record(&r)
 	if err != nil {
 		s.mu.Unlock()
-		return Grant{}, err
+		return Grant{}, 0, err
 	}
 	s.apply(lk, &r, now)
 	g := lk.grantInfo(h, now)
 	s.mu.Unlock()
-	if err := e.waitLogged(idx); err != nil {
-		return Grant{}, err
-	}
-	return g, nil
+	return g, LogIndex(n), nil
 }
 
 // Status returns a snapshot of key; a key nobody holds or waits for has a

@@ -274,6 +274,13 @@ type answer struct {
 	r      *request
 	res    engine.AcquireResult
 	parked bool // answered through done: the key's turn passes on after it
+
+	// logged is the log index of a release's or renewal's change, which
+	// the writer waits for before it writes the answer (one wait for a
+	// batch: the reader never waits for the log); op and rawKey make the
+	// E line when the log cannot write it.
+	logged     engine.LogIndex
+	op, rawKey string
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
@@ -451,8 +458,21 @@ func (c *conn) writeLoop() {
 				bw = writers.Get().(*bufio.Writer)
 				bw.Reset(c.nc)
 			}
+			var top engine.LogIndex
+			for i := range batch {
+				top = max(top, batch[i].logged)
+			}
+			// One wait for the batch's releases and renewals: a written
+			// index means every lower one is written too.
+			logErr := c.s.eng.WaitLogged(top)
 			for i := range batch {
 				a := &batch[i]
+				if a.logged > 0 && logErr != nil {
+					if err := c.s.eng.WaitLogged(a.logged); err != nil {
+						code, _, msg, _ := errcode.Of(err)
+						*a = errorLine(a.op, a.rawKey, code, msg)
+					}
+				}
 				var then *request // the acquire whose key's turn passes on after a
 				if r := a.r; r != nil {
 					parked := a.parked
@@ -792,15 +812,16 @@ func (c *conn) release(r *request, start time.Time) {
 	if c.notServing(r) {
 		return
 	}
+	var idx engine.LogIndex
 	var err error
 	switch {
 	case r.force && !c.mayForce():
 		c.send(errorLine(r.op, r.rawKey, api.CodeForbidden, "a forced release needs one of the node's admin_tokens (AUTH <token>)"), r.op, api.CodeForbidden, start)
 		return
 	case r.force:
-		err = c.s.eng.ForceRelease(r.key)
+		idx, err = c.s.eng.ForceReleaseNoWait(r.key)
 	default:
-		err = c.s.eng.Release(r.key, r.token)
+		idx, err = c.s.eng.ReleaseNoWait(r.key, r.token)
 	}
 	if err != nil {
 		c.sendError(r, err)
@@ -808,7 +829,7 @@ func (c *conn) release(r *request, start time.Time) {
 	}
 	line := make([]byte, 0, 8+len(r.rawKey))
 	line = append(append(append(line, "R "...), r.rawKey...), " OK\n"...)
-	c.send(answer{line: line}, r.op, "OK", start)
+	c.send(answer{line: line, logged: idx, op: r.op, rawKey: r.rawKey}, r.op, "OK", start)
 }
 
 func (c *conn) renew(r *request, start time.Time) {
@@ -816,14 +837,14 @@ func (c *conn) renew(r *request, start time.Time) {
 	if c.notServing(r) {
 		return
 	}
-	g, err := c.s.eng.Renew(r.key, r.token, r.lease)
+	g, idx, err := c.s.eng.RenewNoWait(r.key, r.token, r.lease)
 	if err != nil {
 		c.sendError(r, err)
 		return
 	}
 	line := make([]byte, 0, 48+len(r.rawKey))
 	line = append(append(append(line, "N "...), r.rawKey...), " OK "...)
-	c.send(answer{line: appendGrant(line, g)}, r.op, "OK", start)
+	c.send(answer{line: appendGrant(line, g), logged: idx, op: r.op, rawKey: r.rawKey}, r.op, "OK", start)
 }
 
 // notServing answers r with M (or E unavailable) when this node is not
