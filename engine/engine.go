@@ -765,6 +765,11 @@ type AcquireResult struct {
 	t   *ticket // with a grant: its ticket, if any
 }
 
+// LogIndex is the log index of the result's grant, which Settle waits
+// for (0: none, or no log). A caller settling many results may wait for
+// the highest first (Engine.WaitLogged): one log write for them all.
+func (o AcquireResult) LogIndex() LogIndex { return LogIndex(o.idx) }
+
 // Err is the acquire's error, nil for a grant (which Settle may still
 // refuse with ErrUnavailable).
 func (o AcquireResult) Err() error { return o.err }

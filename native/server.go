@@ -257,6 +257,11 @@ type conn struct {
 	chained    int  // requests waiting their turn in chains
 	overflowed bool // closed for a full queue from done (logged by the writer)
 	wake       chan struct{}
+
+	// scratch is the writer's buffer for the lines it makes (acquires'
+	// answers), written out before the next is made. Only the writer
+	// touches it.
+	scratch []byte
 }
 
 // answer is one line to write. A grant carries its Grant and id, so that
@@ -342,7 +347,11 @@ func (c *conn) readLoop() {
 		case OpAuth:
 			c.reauth(&r, start)
 		case OpAcquire:
-			c.acquireInTurn(&r, nil, start)
+			// Only an acquire outlives its line (a copy: r itself stays
+			// on the stack for the other ops).
+			ar := new(request)
+			*ar = r
+			c.acquireInTurn(ar, nil, start)
 		case OpRelease:
 			c.release(&r, start)
 		case OpRenew:
@@ -458,13 +467,18 @@ func (c *conn) writeLoop() {
 				bw = writers.Get().(*bufio.Writer)
 				bw.Reset(c.nc)
 			}
-			var top engine.LogIndex
+			var top, topGrant engine.LogIndex
 			for i := range batch {
 				top = max(top, batch[i].logged)
+				if batch[i].r != nil {
+					topGrant = max(topGrant, batch[i].res.LogIndex())
+				}
 			}
-			// One wait for the batch's releases and renewals: a written
-			// index means every lower one is written too.
-			logErr := c.s.eng.WaitLogged(top)
+			// One wait for the batch's changes: a written index means
+			// every lower one is written too. (A grant's own wait, in
+			// settle, then returns at once; if the log fails, each
+			// answer learns it from its own wait.)
+			logErr := c.s.eng.WaitLogged(max(top, topGrant))
 			for i := range batch {
 				a := &batch[i]
 				if a.logged > 0 && logErr != nil {
@@ -742,8 +756,8 @@ func (c *conn) settle(a *answer) (restart bool) {
 	case errors.Is(err, engine.ErrPollTimeout) && r.id != "":
 		return true
 	case errors.Is(err, engine.ErrTimeout):
-		line := make([]byte, 0, 8+len(r.rawKey))
-		a.line = append(append(append(line, "A "...), r.rawKey...), " T\n"...)
+		a.line = append(append(append(c.scratch[:0], "A "...), r.rawKey...), " T\n"...)
+		c.scratch = a.line[:0]
 		c.observe(r.op, "T", r.start)
 	case err != nil:
 		var outcome string
@@ -756,9 +770,9 @@ func (c *conn) settle(a *answer) (restart bool) {
 		*a = errorLine(r.op, r.rawKey, api.CodeUnavailable, "this node has just resumed from a pause and does not know yet whether it is still the active; retry")
 		c.observe(r.op, api.CodeUnavailable, r.start)
 	default:
-		line := make([]byte, 0, 48+len(r.rawKey))
-		line = append(append(append(line, "A "...), r.rawKey...), " OK "...)
+		line := append(append(append(c.scratch[:0], "A "...), r.rawKey...), " OK "...)
 		a.line = appendGrant(line, g)
+		c.scratch = a.line[:0]
 		a.granted, a.g, a.id = true, g, r.id
 		c.observe(r.op, "OK", r.start)
 	}
