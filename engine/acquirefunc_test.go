@@ -180,3 +180,60 @@ func TestAcquireFuncTimeoutAndSuperseded(t *testing.T) {
 	}
 	wantCounts(t, e, 1, 0)
 }
+
+// TestNoWaitChangesAreMadeBeforeTheLogWrites: ReleaseNoWait and
+// RenewNoWait make the change (the lock handed on, the lease renewed) and
+// return its log index without waiting for the log; WaitLogged waits, and
+// reports the log's failure as ErrUnavailable. AcquireResult.LogIndex is
+// the grant's index, which Settle waits for.
+func TestNoWaitChangesAreMadeBeforeTheLogWrites(t *testing.T) {
+	log := &memLog{}
+	e := newEngine(t, Config{Log: log})
+	defer e.Close()
+	g1 := mustAcquire(t, e, AcquireRequest{Key: "k"})
+	next := &funcWaiter{take: true}
+	if _, p := e.AcquireFunc(AcquireRequest{Key: "k"}, next.done); p == nil {
+		t.Fatal("not queued")
+	}
+	release := log.hold()
+	idx, err := e.ReleaseNoWait("k", g1.Token)
+	if err != nil || idx == 0 {
+		t.Fatalf("ReleaseNoWait = %d, %v; want an index", idx, err)
+	}
+	rs := next.results()
+	if len(rs) != 1 || rs[0].Err() != nil || rs[0].LogIndex() <= idx {
+		t.Fatalf("the next waiter got %v; want its grant, logged after index %d", rs, idx)
+	}
+	st, _ := e.Status("k")
+	if st.Holder == nil || st.Holder.Token == g1.Token {
+		t.Fatal("the lock was not handed on before the log wrote the release")
+	}
+	g2 := st.Holder
+	_, ridx, err := e.RenewNoWait("k", g2.Token, time.Minute)
+	if err != nil || ridx <= rs[0].LogIndex() {
+		t.Fatalf("RenewNoWait = %d, %v", ridx, err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- e.WaitLogged(ridx) }()
+	select {
+	case <-waited:
+		t.Fatal("WaitLogged returned while the log held its writes")
+	case <-time.After(20 * time.Millisecond):
+	}
+	release()
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	if g, err := rs[0].Settle(); err != nil || g.Token != g2.Token {
+		t.Fatalf("Settle = %+v, %v; want token %d", g, err, g2.Token)
+	}
+	log.mu.Lock()
+	log.waitErr = errDiskFull
+	log.mu.Unlock()
+	if err := e.WaitLogged(ridx); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("WaitLogged with a failing log = %v; want ErrUnavailable", err)
+	}
+	if err := e.WaitLogged(0); err != nil {
+		t.Fatalf("WaitLogged(0) = %v", err)
+	}
+}

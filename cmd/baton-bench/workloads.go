@@ -686,18 +686,20 @@ func analyzeSlots(all []grantRec, start, end int64) (grants int, waits, handoffs
 // granted, until all are served.
 func runParked(ctx context.Context, e *runEnv) (*Result, error) {
 	w := e.cfg.waiters
-	set, err := e.newSet(w + 1)
+	// Clients w.. are the holders, one per holding goroutine (an HTTP
+	// client serves one call at a time).
+	const holders = 64
+	set, err := e.newSet(w + holders)
 	if err != nil {
 		return nil, err
 	}
 	defer set.Close()
 	conns := parkedConns(e.cfg)
 	nkeys := (w + conns - 1) / conns
-	holder := set.For(w)
 	htoks := make([]uint64, nkeys)
 	e.prog.setPhase("holding")
-	if err := forEach(ctx, nkeys, 64, func(k int) error {
-		tok, err := holder.Acquire(ctx, e.key("p", k), 3600, 0)
+	if err := forEach(ctx, nkeys, holders, func(j, k int) error {
+		tok, err := set.For(w+j).Acquire(ctx, e.key("p", k), 3600, 0)
 		htoks[k] = tok
 		return err
 	}); err != nil {
@@ -769,7 +771,7 @@ func runParked(ctx context.Context, e *runEnv) (*Result, error) {
 	}
 	e.prog.setPhase("draining")
 	t0 := now()
-	if err := forEach(ctx, nkeys, 64, func(k int) error { return holder.Release(ctx, e.key("p", k), htoks[k]) }); err != nil {
+	if err := forEach(ctx, nkeys, holders, func(j, k int) error { return set.For(w+j).Release(ctx, e.key("p", k), htoks[k]) }); err != nil {
 		e.abort()
 		wg.Wait()
 		return nil, fmt.Errorf("holder release: %w", err)
@@ -802,13 +804,13 @@ func parkedConns(cfg *config) int {
 	return 16
 }
 
-// forEach runs fn(0..n-1) on at most par goroutines and returns the first
-// error.
-func forEach(ctx context.Context, n, par int, fn func(i int) error) error {
+// forEach runs fn(j, i) for i in 0..n-1 on at most par goroutines (j is
+// the goroutine's number, 0..par-1) and returns the first error.
+func forEach(ctx context.Context, n, par int, fn func(j, i int) error) error {
 	var next atomic.Int64
 	var first atomic.Pointer[error]
 	var wg sync.WaitGroup
-	for range min(par, n) {
+	for j := range min(par, n) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -817,7 +819,7 @@ func forEach(ctx context.Context, n, par int, fn func(i int) error) error {
 				if i >= n || first.Load() != nil || ctx.Err() != nil {
 					return
 				}
-				if err := fn(i); err != nil {
+				if err := fn(j, i); err != nil {
 					first.CompareAndSwap(nil, &err)
 					return
 				}
