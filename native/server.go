@@ -286,6 +286,7 @@ type answer struct {
 	// E line when the log cannot write it.
 	logged     engine.LogIndex
 	op, rawKey string
+	start      time.Time // when its line arrived (metrics)
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
@@ -383,8 +384,10 @@ func (c *conn) fatal(op, rawKey, code, msg string, start time.Time) {
 // queue closes the connection (its waiters leave); an answer not taken
 // that carries a grant is abandoned.
 func (c *conn) send(a answer, op, outcome string, start time.Time) bool {
-	if m := c.s.cfg.Metrics; m != nil {
-		m.ObserveNative(op, outcome, time.Since(start))
+	if a.logged == 0 {
+		// (An answer that waits for the log is observed by the writer,
+		// with its outcome once the log has written it, or not.)
+		c.observe(op, outcome, start)
 	}
 	c.mu.Lock()
 	if c.closed || len(c.queue)+c.chained >= c.s.cfg.MaxQueue {
@@ -481,11 +484,16 @@ func (c *conn) writeLoop() {
 			logErr := c.s.eng.WaitLogged(max(top, topGrant))
 			for i := range batch {
 				a := &batch[i]
-				if a.logged > 0 && logErr != nil {
-					if err := c.s.eng.WaitLogged(a.logged); err != nil {
-						code, _, msg, _ := errcode.Of(err)
-						*a = errorLine(a.op, a.rawKey, code, msg)
+				if a.logged > 0 {
+					op, start, outcome := a.op, a.start, "OK"
+					if logErr != nil {
+						if err := c.s.eng.WaitLogged(a.logged); err != nil {
+							var msg string
+							outcome, _, msg, _ = errcode.Of(err)
+							*a = errorLine(op, a.rawKey, outcome, msg)
+						}
 					}
+					c.observe(op, outcome, start)
 				}
 				var then *request // the acquire whose key's turn passes on after a
 				if r := a.r; r != nil {
@@ -843,7 +851,7 @@ func (c *conn) release(r *request, start time.Time) {
 	}
 	line := make([]byte, 0, 8+len(r.rawKey))
 	line = append(append(append(line, "R "...), r.rawKey...), " OK\n"...)
-	c.send(answer{line: line, logged: idx, op: r.op, rawKey: r.rawKey}, r.op, "OK", start)
+	c.send(answer{line: line, logged: idx, op: r.op, rawKey: r.rawKey, start: start}, r.op, "OK", start)
 }
 
 func (c *conn) renew(r *request, start time.Time) {
@@ -858,7 +866,7 @@ func (c *conn) renew(r *request, start time.Time) {
 	}
 	line := make([]byte, 0, 48+len(r.rawKey))
 	line = append(append(append(line, "N "...), r.rawKey...), " OK "...)
-	c.send(answer{line: appendGrant(line, g), logged: idx, op: r.op, rawKey: r.rawKey}, r.op, "OK", start)
+	c.send(answer{line: appendGrant(line, g), logged: idx, op: r.op, rawKey: r.rawKey, start: start}, r.op, "OK", start)
 }
 
 // notServing answers r with M (or E unavailable) when this node is not
