@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -122,5 +123,48 @@ func TestPollTimeoutResumesWithID(t *testing.T) {
 	a.send("A q 60 -")
 	if line := a.read(); !strings.HasPrefix(line, "A q E poll_timeout ") {
 		t.Fatalf("got %q, want E poll_timeout", line)
+	}
+}
+
+// switchGate serves until demoted, then names the new active.
+type switchGate struct {
+	mu      sync.Mutex
+	standby bool
+}
+
+func (g *switchGate) Serving() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !g.standby
+}
+func (g *switchGate) Resuming() bool { return false }
+func (g *switchGate) ActiveNative() string {
+	if g.Serving() {
+		return ""
+	}
+	return "10.0.0.2:7071"
+}
+
+// TestParkedAcquireMovedOnDemote: an acquire parked (without a goroutine)
+// on an active that hands off is answered M with the new active's
+// address; its waiter stays queued for its repeat there.
+func TestParkedAcquireMovedOnDemote(t *testing.T) {
+	g := &switchGate{}
+	e := newEnv(t, engine.Config{}, native.Config{Gate: g})
+	h := e.dial()
+	h.send("A d 60 -")
+	grant(t, h.read(), "d")
+	w := e.dial()
+	w.send("A d 60 - id=w1")
+	waitFor(t, func() bool { li, _ := e.eng.Status("d"); return li.Waiters == 1 })
+	g.mu.Lock()
+	g.standby = true
+	g.mu.Unlock()
+	e.eng.Demote()
+	if line := w.read(); line != "A d M 10.0.0.2:7071" {
+		t.Fatalf("got %q, want A d M 10.0.0.2:7071", line)
+	}
+	if li, _ := e.eng.Status("d"); li.Waiters != 1 {
+		t.Fatalf("%d waiters after the handoff; want the moved one kept", li.Waiters)
 	}
 }
