@@ -686,22 +686,31 @@ func (e *Engine) checkLease(lease time.Duration) (time.Duration, error) {
 // moment is released to the next waiter, never lost. It is AcquireFunc
 // with the caller's goroutine parked on a one-slot channel.
 func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
-	o, p := e.acquire(req, nil)
-	if p == nil {
-		return o.Settle()
+	// Small frames, results by pointer: a parked HTTP handler's goroutine
+	// keeps the stack its deepest call grew.
+	var o AcquireResult
+	if p := e.acquire(&req, nil, &o); p != nil && !p.wait(ctx, &o) {
+		return Grant{}, ctx.Err()
 	}
+	return o.settle()
+}
+
+// wait parks the caller on p's channel until the result is in o (true),
+// or until ctx ends (false): the acquire is withdrawn then, and a grant
+// that raced the cancellation is released.
+func (p *Waiting) wait(ctx context.Context, o *AcquireResult) bool {
 	select {
-	case o = <-p.ch:
-		return o.Settle()
+	case *o = <-p.ch:
+		return true
 	case <-ctx.Done():
 	}
 	if p.Cancel() {
-		return Grant{}, ctx.Err()
+		return false
 	}
 	// The outcome raced with the cancellation and cannot be delivered.
-	o = <-p.ch
-	o.Abandon()
-	return Grant{}, ctx.Err()
+	*o = <-p.ch
+	o.abandon()
+	return false
 }
 
 // AcquireFunc starts the acquire req without blocking, for a caller that
@@ -723,7 +732,9 @@ func (e *Engine) AcquireFunc(req AcquireRequest, done func(AcquireResult) bool) 
 	if done == nil {
 		return AcquireResult{err: argErr("done", "must not be nil")}, nil
 	}
-	return e.acquire(req, done)
+	var o AcquireResult
+	p := e.acquire(&req, done, &o)
+	return o, p
 }
 
 // Waiting is an acquire queued by AcquireFunc (or Acquire), until its
@@ -780,7 +791,9 @@ func (o AcquireResult) Err() error { return o.err }
 // error wrapping ErrUnavailable when the log could not write the grant:
 // the grant is then released, nobody having heard of it. Call it once,
 // without holding anything done takes.
-func (o AcquireResult) Settle() (Grant, error) {
+func (o AcquireResult) Settle() (Grant, error) { return o.settle() }
+
+func (o *AcquireResult) settle() (Grant, error) {
 	if o.err != nil {
 		return Grant{}, o.err
 	}
@@ -794,7 +807,9 @@ func (o AcquireResult) Settle() (Grant, error) {
 // (its client is gone), as Engine.Abandon does: the lock passes to the
 // next waiter, the waiter ID is forgotten. An error result is left alone.
 // Call it instead of Settle, not after it.
-func (o AcquireResult) Abandon() {
+func (o AcquireResult) Abandon() { o.abandon() }
+
+func (o *AcquireResult) abandon() {
 	if o.err != nil || o.s == nil {
 		return
 	}
@@ -808,9 +823,10 @@ func (o AcquireResult) Abandon() {
 
 // acquire is the one acquire path of Acquire and AcquireFunc: it grants
 // at once, answers a known waiter ID, or queues the request with done
-// (nil: a channel, for Acquire) and returns its *Waiting.
-func (e *Engine) acquire(req AcquireRequest, done func(AcquireResult) bool) (AcquireResult, *Waiting) {
-	fail := func(err error) (AcquireResult, *Waiting) { return AcquireResult{err: err}, nil }
+// (nil: a channel, for Acquire) and returns its *Waiting. A result known
+// at once is put in o (nil *Waiting).
+func (e *Engine) acquire(req *AcquireRequest, done func(AcquireResult) bool, o *AcquireResult) *Waiting {
+	fail := func(err error) *Waiting { o.err = err; return nil }
 	if err := CheckKey(req.Key); err != nil {
 		return fail(err)
 	}
@@ -851,7 +867,7 @@ func (e *Engine) acquire(req AcquireRequest, done func(AcquireResult) bool) (Acq
 	if req.ID != "" {
 		tid = req.Key + "\x00" + req.ID
 		if t := s.tickets[tid]; t != nil {
-			return s.repeat(t, now, done)
+			return s.repeat(t, now, done, o)
 		}
 	}
 	lk := s.locks[req.Key]
@@ -873,27 +889,47 @@ func (e *Engine) acquire(req AcquireRequest, done func(AcquireResult) bool) (Acq
 		limit = lk.limit()
 	}
 	if lk.head == nil && lk.canGrant(req.Mode) {
-		r := Record{Kind: RecGrant, Key: lk.key, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease)), WaiterID: req.ID, Owner: req.Owner, Mode: req.Mode, Limit: recLimit(limit)}
-		idx, err := s.logGrant(&r, now)
-		if err != nil {
-			s.dropIfIdle(lk)
-			s.mu.Unlock()
-			return fail(err)
-		}
-		s.apply(lk, &r, now)
-		var t *ticket
-		if req.ID != "" {
-			t = s.tickets[tid]
-			t.answers, t.idx = 1, idx
-		}
-		g := lk.grantInfo(lk.find(r.Token), now)
-		s.mu.Unlock()
-		return AcquireResult{g: g, idx: idx, s: s, t: t}, nil
+		s.grantNow(lk, req, lease, limit, tid, now, o)
+		return nil
 	}
 	if lk.n >= e.cfg.MaxWaitersPerKey || e.waiters.Load() >= int64(e.cfg.MaxWaiters) {
 		s.mu.Unlock()
 		return fail(ErrTooManyWaiters)
 	}
+	return s.enqueue(lk, req, lease, wait, limit, now, done, o)
+}
+
+// grantNow grants req a free lk at once and puts the result in o. s.mu is
+// held and is released here. (acquire's two ends are functions of their
+// own: each frame holds one Record, and a goroutine parked in Acquire
+// keeps the stack its deepest call grew.)
+//
+//go:noinline
+func (s *shard) grantNow(lk *lock, req *AcquireRequest, lease time.Duration, limit int, tid string, now stamp, o *AcquireResult) {
+	r := Record{Kind: RecGrant, Key: lk.key, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease)), WaiterID: req.ID, Owner: req.Owner, Mode: req.Mode, Limit: recLimit(limit)}
+	idx, err := s.logGrant(&r, now)
+	if err != nil {
+		s.dropIfIdle(lk)
+		s.mu.Unlock()
+		o.err = err
+		return
+	}
+	s.apply(lk, &r, now)
+	var t *ticket
+	if req.ID != "" {
+		t = s.tickets[tid]
+		t.answers, t.idx = 1, idx
+	}
+	g := lk.grantInfo(lk.find(r.Token), now)
+	s.mu.Unlock()
+	*o = AcquireResult{g: g, idx: idx, s: s, t: t}
+}
+
+// enqueue queues req on lk and parks done (or a channel) on its waiter.
+// s.mu is held and is released here; an error goes to o.
+//
+//go:noinline
+func (s *shard) enqueue(lk *lock, req *AcquireRequest, lease, wait time.Duration, limit int, now stamp, done func(AcquireResult) bool, o *AcquireResult) *Waiting {
 	id := req.ID
 	if id == "" {
 		// A queued waiter always has an ID, so that it can be resumed on
@@ -908,13 +944,14 @@ func (e *Engine) acquire(req AcquireRequest, done func(AcquireResult) bool) (Acq
 	if _, err := s.record(&r); err != nil {
 		s.dropIfIdle(lk)
 		s.mu.Unlock()
-		return fail(err)
+		o.err = err
+		return nil
 	}
 	w := s.apply(lk, &r, now)
 	// The request parks on w: an active's own part of the change.
 	p := s.park(w, now, done)
 	s.mu.Unlock()
-	return AcquireResult{}, p
+	return p
 }
 
 // park puts a request (done, or a channel for Acquire) on the queued
@@ -936,7 +973,7 @@ func (s *shard) park(w *waiter, now stamp, done func(AcquireResult) bool) *Waiti
 
 // repeat answers an acquire whose waiter ID is known. s.mu is held and is
 // released here.
-func (s *shard) repeat(t *ticket, now stamp, done func(AcquireResult) bool) (AcquireResult, *Waiting) {
+func (s *shard) repeat(t *ticket, now stamp, done func(AcquireResult) bool, o *AcquireResult) *Waiting {
 	switch t.state {
 	case tGranted:
 		lk := s.locks[t.key]
@@ -948,7 +985,8 @@ func (s *shard) repeat(t *ticket, now stamp, done func(AcquireResult) bool) (Acq
 			var err error
 			if idx, err = s.record(&r); err != nil {
 				s.mu.Unlock()
-				return AcquireResult{err: err}, nil
+				o.err = err
+				return nil
 			}
 			if idx == 0 {
 				idx = t.idx
@@ -957,13 +995,16 @@ func (s *shard) repeat(t *ticket, now stamp, done func(AcquireResult) bool) (Acq
 		}
 		t.answers++
 		s.mu.Unlock()
-		return AcquireResult{g: g, idx: idx, s: s, t: t}, nil
+		*o = AcquireResult{g: g, idx: idx, s: s, t: t}
+		return nil
 	case tTimedOut:
 		s.mu.Unlock()
-		return AcquireResult{err: ErrTimeout}, nil
+		o.err = ErrTimeout
+		return nil
 	case tEnded:
 		s.mu.Unlock()
-		return AcquireResult{err: ErrGrantEnded}, nil
+		o.err = ErrGrantEnded
+		return nil
 	}
 	// Still waiting: this request takes over the place.
 	w := t.w
@@ -972,7 +1013,7 @@ func (s *shard) repeat(t *ticket, now stamp, done func(AcquireResult) bool) (Acq
 	}
 	p := s.park(w, now, done)
 	s.mu.Unlock()
-	return AcquireResult{}, p
+	return p
 }
 
 // undeliverable releases a grant whose answer could not be delivered, and
