@@ -83,7 +83,7 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 			return nil // queued already: a duplicate
 		}
 		s.setLimit(lk, r.Limit)
-		w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), state: detached, mode: r.Mode, owner: r.Owner, lease: r.Lease, arrived: at.mono, waitUntil: now.monoAt(r.WaitUntil), dl: deadline{idx: -1}}
+		w := &waiter{lk: lk, t: t, state: detached, mode: r.Mode, owner: r.Owner, lease: r.Lease, arrived: at.mono, waitUntil: now.monoAt(r.WaitUntil), dl: deadline{idx: -1}}
 		w.dl.owner = w
 		t.state, t.w = tWaiting, w
 		s.heap.remove(&t.dl)

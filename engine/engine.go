@@ -6,8 +6,9 @@
 //
 // Concurrency: keys are spread over shards, each with its own mutex, its own
 // map of locks, its own timer heap and one runtime timer. Nothing runs per
-// key or per waiter: a parked acquire is a queue entry, a heap entry and the
-// caller's own goroutine, blocked on a one-slot channel.
+// key or per waiter: a parked acquire is a queue entry, a heap entry and
+// either the caller's own goroutine, blocked on a one-slot channel
+// (Acquire), or nothing but the caller's callback (AcquireFunc).
 //
 // Holders: a key with a limit above 1 (the first acquire of a free key
 // sets it) is a counting semaphore, up to limit holders at once; with the
@@ -465,8 +466,8 @@ const (
 type waiter struct {
 	lk         *lock
 	prev, next *waiter
-	t          *ticket // nil for anonymous waiters
-	ch         chan outcome
+	t          *ticket  // nil for anonymous waiters
+	req        *Waiting // the request parked on it; nil once answered, or none
 	state      waiterState
 	mode       Mode
 	owner      string
@@ -476,12 +477,6 @@ type waiter struct {
 	pollUntil  int64 // 0 = none
 	graceUntil int64 // set while detached
 	dl         deadline
-}
-
-type outcome struct {
-	g   Grant
-	idx uint64 // the grant's log index: answered once it is written
-	err error
 }
 
 type ticketState uint8
@@ -602,7 +597,7 @@ func (e *Engine) Close() error {
 			for _, lk := range s.locks {
 				for w := lk.head; w != nil; w = w.next {
 					if w.state == queued {
-						w.deliver(outcome{err: ErrClosed})
+						w.deliver(AcquireResult{err: ErrClosed})
 					}
 				}
 			}
@@ -688,26 +683,168 @@ func (e *Engine) checkLease(lease time.Duration) (time.Duration, error) {
 // early, place kept), ErrGrantEnded or ErrSuperseded (waiter ID repeats),
 // ErrTooManyKeys, ErrTooManyWaiters, ErrClosed, an *ArgError, or ctx.Err().
 // When ctx ends, the waiter leaves the queue at once; a grant made at the same
-// moment is released to the next waiter, never lost.
+// moment is released to the next waiter, never lost. It is AcquireFunc
+// with the caller's goroutine parked on a one-slot channel.
 func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
+	// Small frames, results by pointer: a parked HTTP handler's goroutine
+	// keeps the stack its deepest call grew.
+	var o AcquireResult
+	if p := e.acquire(&req, nil, &o); p != nil && !p.wait(ctx, &o) {
+		return Grant{}, ctx.Err()
+	}
+	return o.settle()
+}
+
+// wait parks the caller on p's channel until the result is in o (true),
+// or until ctx ends (false): the acquire is withdrawn then, and a grant
+// that raced the cancellation is released.
+func (p *Waiting) wait(ctx context.Context, o *AcquireResult) bool {
+	select {
+	case *o = <-p.ch:
+		return true
+	case <-ctx.Done():
+	}
+	if p.Cancel() {
+		return false
+	}
+	// The outcome raced with the cancellation and cannot be delivered.
+	*o = <-p.ch
+	o.abandon()
+	return false
+}
+
+// AcquireFunc starts the acquire req without blocking, for a caller that
+// parks nothing of its own while the acquire waits (the native protocol
+// server). When the acquire ends at once (a grant, an error, a waiter ID's
+// known outcome) it returns that AcquireResult and a nil *Waiting, and done is
+// never called. Otherwise the acquire is queued: AcquireFunc returns the
+// *Waiting, and done is called exactly once with the AcquireResult (a grant,
+// ErrTimeout, ErrPollTimeout, ErrSuperseded, ErrClosed, a *MovedError, or
+// a log error), unless Waiting.Cancel withdraws the acquire first.
+//
+// done runs with the key's shard locked, on whichever goroutine made the
+// change (a release, the engine's timer, a handoff): it must not block or
+// call into the Engine. It returns whether it took the outcome; a grant it
+// does not take (its client is gone) is released at once to the next
+// waiter, as Abandon would. The AcquireResult of a grant is answered only after
+// AcquireResult.Settle, outside done. The errors and rules are Acquire's.
+func (e *Engine) AcquireFunc(req AcquireRequest, done func(AcquireResult) bool) (AcquireResult, *Waiting) {
+	if done == nil {
+		return AcquireResult{err: argErr("done", "must not be nil")}, nil
+	}
+	var o AcquireResult
+	p := e.acquire(&req, done, &o)
+	return o, p
+}
+
+// Waiting is an acquire queued by AcquireFunc (or Acquire), until its
+// outcome is delivered or Cancel withdraws it.
+type Waiting struct {
+	s  *shard
+	w  *waiter
+	fn func(AcquireResult) bool // AcquireFunc's done; nil: ch (Acquire)
+	ch chan AcquireResult
+}
+
+// Cancel withdraws the acquire, as a client that goes away: its waiter
+// leaves the queue (its waiter ID is forgotten) and done is never called;
+// Cancel reports true. It reports false when done has been called
+// already: the outcome is the caller's then (a grant it cannot deliver
+// goes to Abandon). Call it at most once; it must not be called from done.
+func (p *Waiting) Cancel() bool {
+	s := p.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := p.w
+	if w.req != p {
+		return false // answered, or superseded by a repeat (answered too)
+	}
+	w.req = nil
+	if w.lk != nil {
+		s.leaveAndHandOn(w, s.e.now())
+	}
+	return true
+}
+
+// AcquireResult is how an acquire ended: a grant not yet answered (see Settle)
+// or an error.
+type AcquireResult struct {
+	g   Grant
+	idx uint64 // the grant's log index: answered once it is written
+	err error
+	s   *shard  // with a grant: its key's shard
+	t   *ticket // with a grant: its ticket, if any
+}
+
+// LogIndex is the log index of the result's grant, which Settle waits
+// for (0: none, or no log). A caller settling many results may wait for
+// the highest first (Engine.WaitLogged): one log write for them all.
+func (o AcquireResult) LogIndex() LogIndex { return LogIndex(o.idx) }
+
+// Err is the acquire's error, nil for a grant (which Settle may still
+// refuse with ErrUnavailable).
+func (o AcquireResult) Err() error { return o.err }
+
+// Settle waits until the outcome's grant is written to the log (and
+// synced, as the log's fsync mode says), and returns it; only then may
+// the grant be answered. It returns the acquire's error instead, or an
+// error wrapping ErrUnavailable when the log could not write the grant:
+// the grant is then released, nobody having heard of it. Call it once,
+// without holding anything done takes.
+func (o AcquireResult) Settle() (Grant, error) { return o.settle() }
+
+func (o *AcquireResult) settle() (Grant, error) {
+	if o.err != nil {
+		return Grant{}, o.err
+	}
+	if o.idx == 0 {
+		return o.g, nil
+	}
+	return o.s.settle(o.g, o.idx, o.t)
+}
+
+// Abandon releases the result's grant, which its caller could not answer
+// (its client is gone), as Engine.Abandon does: the lock passes to the
+// next waiter, the waiter ID is forgotten. An error result is left alone.
+// Call it instead of Settle, not after it.
+func (o AcquireResult) Abandon() { o.abandon() }
+
+func (o *AcquireResult) abandon() {
+	if o.err != nil || o.s == nil {
+		return
+	}
+	s := o.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if lk := s.locks[o.g.Key]; lk != nil {
+		s.undeliverable(lk, o.g.Token, o.t)
+	}
+}
+
+// acquire is the one acquire path of Acquire and AcquireFunc: it grants
+// at once, answers a known waiter ID, or queues the request with done
+// (nil: a channel, for Acquire) and returns its *Waiting. A result known
+// at once is put in o (nil *Waiting).
+func (e *Engine) acquire(req *AcquireRequest, done func(AcquireResult) bool, o *AcquireResult) *Waiting {
+	fail := func(err error) *Waiting { o.err = err; return nil }
 	if err := CheckKey(req.Key); err != nil {
-		return Grant{}, err
+		return fail(err)
 	}
 	lease, err := e.checkLease(req.Lease)
 	if err != nil {
-		return Grant{}, err
+		return fail(err)
 	}
 	wait := req.Wait
 	switch {
 	case wait < 0:
-		return Grant{}, argErr("wait", "must be 0 (no limit) or more seconds")
+		return fail(argErr("wait", "must be 0 (no limit) or more seconds"))
 	case e.cfg.WaitMax > 0 && wait > e.cfg.WaitMax:
-		return Grant{}, argErr("wait", "must be at most %v seconds (wait_max)", e.cfg.WaitMax.Seconds())
+		return fail(argErr("wait", "must be at most %v seconds (wait_max)", e.cfg.WaitMax.Seconds()))
 	case e.cfg.WaitMax > 0 && wait == 0:
 		wait = e.cfg.WaitMax
 	}
 	if err := CheckOwner(req.Owner); err != nil {
-		return Grant{}, err
+		return fail(err)
 	}
 	if req.Owner != "" {
 		// Kept with the holder or waiter: not a slice of the request.
@@ -715,15 +852,15 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	}
 	switch {
 	case req.Mode != Exclusive && req.Mode != Shared:
-		return Grant{}, argErr("mode", "must be shared or exclusive")
+		return fail(argErr("mode", "must be shared or exclusive"))
 	case req.Limit < 0 || req.Limit > MaxLimit:
-		return Grant{}, argErr("limit", "must be an integer from 1 to %d", MaxLimit)
+		return fail(argErr("limit", "must be an integer from 1 to %d", MaxLimit))
 	}
 	s := e.shard(req.Key)
 	s.mu.Lock()
 	if err := e.serving(); err != nil {
 		s.mu.Unlock()
-		return Grant{}, err
+		return fail(err)
 	}
 	now := e.now()
 	s.overdue(now) // a lease that ran out is over, before its timer fires too
@@ -731,7 +868,7 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	if req.ID != "" {
 		tid = req.Key + "\x00" + req.ID
 		if t := s.tickets[tid]; t != nil {
-			return s.repeat(ctx, t, now)
+			return s.repeat(t, now, done, o)
 		}
 	}
 	lk := s.locks[req.Key]
@@ -739,7 +876,7 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	if lk == nil {
 		if e.keys.Load() >= int64(e.cfg.MaxKeys) {
 			s.mu.Unlock()
-			return Grant{}, ErrTooManyKeys
+			return fail(ErrTooManyKeys)
 		}
 		lk = s.lockFor(req.Key)
 		if limit == 0 {
@@ -748,35 +885,52 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	} else {
 		if limit != 0 && limit != lk.limit() {
 			s.mu.Unlock()
-			return Grant{}, &LimitMismatchError{Limit: lk.limit()}
+			return fail(&LimitMismatchError{Limit: lk.limit()})
 		}
 		limit = lk.limit()
 	}
 	if lk.head == nil && lk.canGrant(req.Mode) {
-		r := Record{Kind: RecGrant, Key: lk.key, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease)), WaiterID: req.ID, Owner: req.Owner, Mode: req.Mode, Limit: recLimit(limit)}
-		idx, err := s.logGrant(&r, now)
-		if err != nil {
-			s.dropIfIdle(lk)
-			s.mu.Unlock()
-			return Grant{}, err
-		}
-		s.apply(lk, &r, now)
-		var t *ticket
-		if req.ID != "" {
-			t = s.tickets[tid]
-			t.answers, t.idx = 1, idx
-		}
-		g := lk.grantInfo(lk.find(r.Token), now)
-		s.mu.Unlock()
-		if idx == 0 {
-			return g, nil
-		}
-		return s.settle(g, idx, t)
+		s.grantNow(lk, req, lease, limit, tid, now, o)
+		return nil
 	}
 	if lk.n >= e.cfg.MaxWaitersPerKey || e.waiters.Load() >= int64(e.cfg.MaxWaiters) {
 		s.mu.Unlock()
-		return Grant{}, ErrTooManyWaiters
+		return fail(ErrTooManyWaiters)
 	}
+	return s.enqueue(lk, req, lease, wait, limit, now, done, o)
+}
+
+// grantNow grants req a free lk at once and puts the result in o. s.mu is
+// held and is released here. (acquire's two ends are functions of their
+// own: each frame holds one Record, and a goroutine parked in Acquire
+// keeps the stack its deepest call grew.)
+//
+//go:noinline
+func (s *shard) grantNow(lk *lock, req *AcquireRequest, lease time.Duration, limit int, tid string, now stamp, o *AcquireResult) {
+	r := Record{Kind: RecGrant, Key: lk.key, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease)), WaiterID: req.ID, Owner: req.Owner, Mode: req.Mode, Limit: recLimit(limit)}
+	idx, err := s.logGrant(&r, now)
+	if err != nil {
+		s.dropIfIdle(lk)
+		s.mu.Unlock()
+		o.err = err
+		return
+	}
+	s.apply(lk, &r, now)
+	var t *ticket
+	if req.ID != "" {
+		t = s.tickets[tid]
+		t.answers, t.idx = 1, idx
+	}
+	g := lk.grantInfo(lk.find(r.Token), now)
+	s.mu.Unlock()
+	*o = AcquireResult{g: g, idx: idx, s: s, t: t}
+}
+
+// enqueue queues req on lk and parks done (or a channel) on its waiter.
+// s.mu is held and is released here; an error goes to o.
+//
+//go:noinline
+func (s *shard) enqueue(lk *lock, req *AcquireRequest, lease, wait time.Duration, limit int, now stamp, done func(AcquireResult) bool, o *AcquireResult) *Waiting {
 	id := req.ID
 	if id == "" {
 		// A queued waiter always has an ID, so that it can be resumed on
@@ -791,23 +945,36 @@ func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	if _, err := s.record(&r); err != nil {
 		s.dropIfIdle(lk)
 		s.mu.Unlock()
-		return Grant{}, err
+		o.err = err
+		return nil
 	}
 	w := s.apply(lk, &r, now)
 	// The request parks on w: an active's own part of the change.
+	p := s.park(w, now, done)
+	s.mu.Unlock()
+	return p
+}
+
+// park puts a request (done, or a channel for Acquire) on the queued
+// waiter w. s.mu is held.
+func (s *shard) park(w *waiter, now stamp, done func(AcquireResult) bool) *Waiting {
+	p := &Waiting{s: s, w: w, fn: done}
+	if done == nil {
+		p.ch = make(chan AcquireResult, 1)
+	}
+	w.req = p
 	w.state = queued
-	if e.cfg.PollTimeout > 0 {
-		w.pollUntil = after(now.mono, e.cfg.PollTimeout)
+	w.graceUntil = 0
+	if s.e.cfg.PollTimeout > 0 {
+		w.pollUntil = after(now.mono, s.e.cfg.PollTimeout)
 	}
 	s.schedule(w)
-	ch := w.ch
-	s.mu.Unlock()
-	return s.await(ctx, w, ch)
+	return p
 }
 
 // repeat answers an acquire whose waiter ID is known. s.mu is held and is
 // released here.
-func (s *shard) repeat(ctx context.Context, t *ticket, now stamp) (Grant, error) {
+func (s *shard) repeat(t *ticket, now stamp, done func(AcquireResult) bool, o *AcquireResult) *Waiting {
 	switch t.state {
 	case tGranted:
 		lk := s.locks[t.key]
@@ -819,7 +986,8 @@ func (s *shard) repeat(ctx context.Context, t *ticket, now stamp) (Grant, error)
 			var err error
 			if idx, err = s.record(&r); err != nil {
 				s.mu.Unlock()
-				return Grant{}, err
+				o.err = err
+				return nil
 			}
 			if idx == 0 {
 				idx = t.idx
@@ -828,76 +996,53 @@ func (s *shard) repeat(ctx context.Context, t *ticket, now stamp) (Grant, error)
 		}
 		t.answers++
 		s.mu.Unlock()
-		return s.settle(g, idx, t)
+		*o = AcquireResult{g: g, idx: idx, s: s, t: t}
+		return nil
 	case tTimedOut:
 		s.mu.Unlock()
-		return Grant{}, ErrTimeout
+		o.err = ErrTimeout
+		return nil
 	case tEnded:
 		s.mu.Unlock()
-		return Grant{}, ErrGrantEnded
+		o.err = ErrGrantEnded
+		return nil
 	}
 	// Still waiting: this request takes over the place.
 	w := t.w
 	if w.state == queued {
-		w.deliver(outcome{err: ErrSuperseded})
+		w.deliver(AcquireResult{err: ErrSuperseded})
 	}
-	w.ch = make(chan outcome, 1)
-	w.state = queued
-	w.graceUntil = 0
-	if s.e.cfg.PollTimeout > 0 {
-		w.pollUntil = after(now.mono, s.e.cfg.PollTimeout)
-	}
-	s.schedule(w)
-	ch := w.ch
+	p := s.park(w, now, done)
 	s.mu.Unlock()
-	return s.await(ctx, w, ch)
-}
-
-// await parks the caller until its outcome arrives or ctx ends.
-func (s *shard) await(ctx context.Context, w *waiter, ch chan outcome) (Grant, error) {
-	select {
-	case o := <-ch:
-		if o.err != nil {
-			return Grant{}, o.err
-		}
-		return s.settle(o.g, o.idx, w.t)
-	case <-ctx.Done():
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	select {
-	case o := <-ch:
-		// The outcome raced with the cancellation and cannot be delivered.
-		if o.err == nil {
-			s.undeliverable(w.lk, o.g.Token, w.t)
-		}
-		return Grant{}, ctx.Err()
-	default:
-	}
-	if w.ch != ch || w.lk == nil {
-		// A repeat took over the place, or the waiter is gone already.
-		return Grant{}, ctx.Err()
-	}
-	s.leaveAndHandOn(w, s.e.now())
-	return Grant{}, ctx.Err()
+	return p
 }
 
 // undeliverable releases a grant whose answer could not be delivered, and
 // forgets its waiter ID so that a retry queues afresh.
 func (s *shard) undeliverable(lk *lock, token uint64, t *ticket) {
+	now := s.e.now()
+	if s.takeBack(lk, token, t, now) {
+		s.grantNext(lk, now)
+		s.dropIfIdle(lk)
+	}
+}
+
+// takeBack is undeliverable without handing the lock on: it releases
+// the grant and forgets its ticket, and reports whether it did either
+// (the caller then hands on and drops the idle key). s.mu is held.
+func (s *shard) takeBack(lk *lock, token uint64, t *ticket, now stamp) bool {
 	if s.e.serving() != nil {
 		// Closed, or a standby: the lock is no longer this node's to pass
 		// on (the new active runs its lease).
-		return
+		return false
 	}
 	if t != nil {
 		if t.answers--; t.answers > 0 {
 			// A repeat of the request was answered with the same grant:
 			// the client may well hold it.
-			return
+			return false
 		}
 	}
-	now := s.e.now()
 	if h := lk.find(token); h != nil {
 		// The release names the waiter ID, which is forgotten with it.
 		r := Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}
@@ -906,15 +1051,14 @@ func (s *shard) undeliverable(lk *lock, token uint64, t *ticket) {
 		}
 		if _, err := s.record(&r); err != nil {
 			// Not logged, not made: the grant ends at its lease.
-			return
+			return false
 		}
 		s.apply(lk, &r, now)
-		s.grantNext(lk, now)
 	}
 	if t != nil {
 		s.retire(t, tForget, now)
 	}
-	s.dropIfIdle(lk)
+	return true
 }
 
 // Abandon releases a grant that Acquire returned but that the caller could
@@ -946,33 +1090,45 @@ func (e *Engine) Abandon(g Grant, id string) {
 // changed) or did not write it, or an *ArgError for a bad key. With a Log
 // it returns once the release is written.
 func (e *Engine) Release(key string, token uint64) error {
-	if err := CheckKey(key); err != nil {
+	idx, err := e.ReleaseNoWait(key, token)
+	if err != nil {
 		return err
+	}
+	return e.WaitLogged(idx)
+}
+
+// ReleaseNoWait is Release without the wait for the log: the release is
+// made (the lock handed on) and appended to the log, and it may be
+// answered once WaitLogged(idx) returns nil. Its errors are Release's
+// but the log's wait.
+func (e *Engine) ReleaseNoWait(key string, token uint64) (LogIndex, error) {
+	if err := CheckKey(key); err != nil {
+		return 0, err
 	}
 	s := e.shard(key)
 	s.mu.Lock()
 	if err := e.serving(); err != nil {
 		s.mu.Unlock()
-		return err
+		return 0, err
 	}
 	now := e.now()
 	s.overdue(now)
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
 		s.mu.Unlock()
-		return err
+		return 0, err
 	}
 	r := Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}
-	idx, err := s.record(&r)
+	n, err := s.record(&r)
 	if err != nil {
 		s.mu.Unlock()
-		return err
+		return 0, err
 	}
 	s.apply(lk, &r, now)
 	s.grantNext(lk, now)
 	s.dropIfIdle(lk)
 	s.mu.Unlock()
-	return e.waitLogged(idx)
+	return LogIndex(n), nil
 }
 
 // ForceRelease is an operator's release: it ends every grant on key and
@@ -981,32 +1137,42 @@ func (e *Engine) Release(key string, token uint64) error {
 // key, or the other errors of Release. With a Log it returns once the
 // release is written.
 func (e *Engine) ForceRelease(key string) error {
-	if err := CheckKey(key); err != nil {
+	idx, err := e.ForceReleaseNoWait(key)
+	if err != nil {
 		return err
+	}
+	return e.WaitLogged(idx)
+}
+
+// ForceReleaseNoWait is ForceRelease without the wait for the log (see
+// ReleaseNoWait).
+func (e *Engine) ForceReleaseNoWait(key string) (LogIndex, error) {
+	if err := CheckKey(key); err != nil {
+		return 0, err
 	}
 	s := e.shard(key)
 	s.mu.Lock()
 	if err := e.serving(); err != nil {
 		s.mu.Unlock()
-		return err
+		return 0, err
 	}
 	lk := s.locks[key]
 	if lk == nil || lk.holders() == 0 {
 		s.mu.Unlock()
-		return ErrNotHeld
+		return 0, ErrNotHeld
 	}
 	now := e.now()
 	r := Record{Kind: RecForce, Key: lk.key, At: now.wall}
-	idx, err := s.record(&r)
+	n, err := s.record(&r)
 	if err != nil {
 		s.mu.Unlock()
-		return err
+		return 0, err
 	}
 	s.apply(lk, &r, now)
 	s.grantNext(lk, now)
 	s.dropIfIdle(lk)
 	s.mu.Unlock()
-	return e.waitLogged(idx)
+	return LogIndex(n), nil
 }
 
 // CheckOwner reports whether owner is a valid owner label: "" (none), or
@@ -1092,45 +1258,55 @@ func recLimit(limit int) int {
 // once the renewal is written), or the errors of Release, or an *ArgError
 // for a bad lease.
 func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, error) {
-	if err := CheckKey(key); err != nil {
+	g, idx, err := e.RenewNoWait(key, token, lease)
+	if err != nil {
 		return Grant{}, err
+	}
+	if err := e.WaitLogged(idx); err != nil {
+		return Grant{}, err
+	}
+	return g, nil
+}
+
+// RenewNoWait is Renew without the wait for the log (see ReleaseNoWait):
+// the renewed Grant may be answered once WaitLogged(idx) returns nil.
+func (e *Engine) RenewNoWait(key string, token uint64, lease time.Duration) (Grant, LogIndex, error) {
+	if err := CheckKey(key); err != nil {
+		return Grant{}, 0, err
 	}
 	if lease != 0 {
 		var err error
 		if lease, err = e.checkLease(lease); err != nil {
-			return Grant{}, err
+			return Grant{}, 0, err
 		}
 	}
 	s := e.shard(key)
 	s.mu.Lock()
 	if err := e.serving(); err != nil {
 		s.mu.Unlock()
-		return Grant{}, err
+		return Grant{}, 0, err
 	}
 	now := e.now()
 	s.overdue(now)
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
 		s.mu.Unlock()
-		return Grant{}, err
+		return Grant{}, 0, err
 	}
 	h := lk.find(token)
 	if lease == 0 {
 		lease = h.lease
 	}
 	r := Record{Kind: RecRenew, Key: lk.key, Token: token, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease))}
-	idx, err := s.record(&r)
+	n, err := s.record(&r)
 	if err != nil {
 		s.mu.Unlock()
-		return Grant{}, err
+		return Grant{}, 0, err
 	}
 	s.apply(lk, &r, now)
 	g := lk.grantInfo(h, now)
 	s.mu.Unlock()
-	if err := e.waitLogged(idx); err != nil {
-		return Grant{}, err
-	}
-	return g, nil
+	return g, LogIndex(n), nil
 }
 
 // Status returns a snapshot of key; a key nobody holds or waits for has a
@@ -1266,13 +1442,23 @@ func (lk *lock) unlink(w *waiter) {
 	lk.n--
 }
 
-// deliver hands o to the request parked on w (the channel has one slot and
-// receives at most one outcome per request).
-func (w *waiter) deliver(o outcome) {
-	select {
-	case w.ch <- o:
-	default:
+// deliver hands o to the request parked on w, if one still is (each
+// request receives at most one outcome), and reports whether the request
+// took it. s.mu is held.
+func (w *waiter) deliver(o AcquireResult) bool {
+	p := w.req
+	if p == nil {
+		return false
 	}
+	w.req = nil
+	if o.err == nil {
+		o.s, o.t = p.s, w.t
+	}
+	if p.fn == nil {
+		p.ch <- o // one slot, one outcome
+		return true
+	}
+	return p.fn(o)
 }
 
 // logGrant decides the grant r (a RecGrant without its token): it issues
@@ -1333,7 +1519,7 @@ func (s *shard) grantNext(lk *lock, now stamp) {
 			// told, the lock stays free.
 			s.dequeue(w)
 			s.retire(w.t, tForget, now)
-			w.deliver(outcome{err: err})
+			w.deliver(AcquireResult{err: err})
 			continue
 		}
 		s.apply(lk, &r, now)
@@ -1341,7 +1527,11 @@ func (s *shard) grantNext(lk *lock, now stamp) {
 			continue
 		}
 		w.t.answers, w.t.idx = 1, idx
-		w.deliver(outcome{g: lk.grantInfo(lk.find(r.Token), now), idx: idx})
+		if !w.deliver(AcquireResult{g: lk.grantInfo(lk.find(r.Token), now), idx: idx}) {
+			// Nobody takes it (its client is gone): the lock goes on to
+			// the next waiter in this loop.
+			s.takeBack(lk, r.Token, w.t, now)
+		}
 	}
 }
 
@@ -1558,7 +1748,7 @@ func (s *shard) waiterDeadline(w *waiter, now stamp) {
 		lk := w.lk
 		s.apply(lk, &r, now)
 		if queuedReq {
-			w.deliver(outcome{err: ErrTimeout})
+			w.deliver(AcquireResult{err: ErrTimeout})
 		}
 		s.grantNext(lk, now) // the waiters it held back
 		s.dropIfIdle(lk)
@@ -1567,7 +1757,7 @@ func (s *shard) waiterDeadline(w *waiter, now stamp) {
 	case w.state == queued && w.pollUntil != 0 && now.mono >= w.pollUntil:
 		if IsTicket(w.t.id) {
 			// Nobody could resume an anonymous waiter: it leaves now.
-			w.deliver(outcome{err: ErrPollTimeout})
+			w.deliver(AcquireResult{err: ErrPollTimeout})
 			s.leaveAndHandOn(w, now)
 			return
 		}
@@ -1577,7 +1767,7 @@ func (s *shard) waiterDeadline(w *waiter, now stamp) {
 			return
 		}
 		s.apply(w.lk, &r, now)
-		w.deliver(outcome{err: ErrPollTimeout})
+		w.deliver(AcquireResult{err: ErrPollTimeout})
 	default:
 		s.schedule(w)
 	}

@@ -68,6 +68,21 @@ func (s *shard) settle(g Grant, idx uint64, t *ticket) (Grant, error) {
 	return g, nil
 }
 
+// LogIndex is the log index of a change made and appended to the log,
+// not yet known to be written (0: there is no log). WaitLogged waits for
+// it; indexes rise, and a written index means every lower one is written
+// too.
+type LogIndex uint64
+
+// WaitLogged waits until the change at idx is written (and synced, as
+// the log's fsync mode says); 0 returns at once. It returns an error
+// wrapping ErrUnavailable when the log cannot write it: the change must
+// then not be answered as made. Call it without holding anything an
+// AcquireFunc callback takes.
+func (e *Engine) WaitLogged(idx LogIndex) error {
+	return e.waitLogged(uint64(idx))
+}
+
 // waitLogged waits until the change at log index idx is written; 0 (no
 // log) returns at once. s.mu is not held.
 func (e *Engine) waitLogged(idx uint64) error {

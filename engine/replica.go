@@ -126,7 +126,7 @@ func (e *Engine) Reset() {
 		for _, lk := range s.locks {
 			for w := lk.head; w != nil; w = w.next {
 				if w.state == queued {
-					w.deliver(outcome{err: &MovedError{ID: w.t.id}})
+					w.deliver(AcquireResult{err: &MovedError{ID: w.t.id}})
 				}
 				e.waiters.Add(-1)
 			}
@@ -279,7 +279,7 @@ func (s *shard) applyWaiter(lk *lock, ws WaiterState, now stamp) {
 	if t.w != nil {
 		return // already queued: a duplicate in the stream
 	}
-	w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), state: detached, mode: ws.Mode, owner: ws.Owner, lease: ws.Lease, arrived: now.monoAt(ws.Arrived), waitUntil: now.monoAt(ws.WaitUntil), dl: deadline{idx: -1}}
+	w := &waiter{lk: lk, t: t, state: detached, mode: ws.Mode, owner: ws.Owner, lease: ws.Lease, arrived: now.monoAt(ws.Arrived), waitUntil: now.monoAt(ws.WaitUntil), dl: deadline{idx: -1}}
 	w.dl.owner = w
 	t.state, t.w = tWaiting, w
 	s.heap.remove(&t.dl)
@@ -370,7 +370,7 @@ func (e *Engine) Demote() {
 			for w := lk.head; w != nil; w = w.next {
 				s.heap.remove(&w.dl)
 				if w.state == queued {
-					w.deliver(outcome{err: &MovedError{ID: w.t.id}})
+					w.deliver(AcquireResult{err: &MovedError{ID: w.t.id}})
 				}
 				w.state, w.pollUntil, w.graceUntil = detached, 0, 0
 			}

@@ -46,6 +46,13 @@ type request struct {
 	// for its turn); start is when the line arrived.
 	pre   *answer
 	start time.Time
+
+	// For an acquire: its connection, its parked engine request (to
+	// withdraw when the connection ends), and the connection's acquires
+	// of the same key that wait their turn behind it.
+	c      *conn
+	parked *engine.Waiting
+	after  []*request
 }
 
 // lineError is a line the server refuses. With fatal, the op or the key

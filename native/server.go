@@ -5,16 +5,19 @@
 // error codes (internal/errcode), the same Idempotency-Key semantics
 // (id=), the same disconnect semantics. It knows nothing of HTTP.
 //
-// Per connection there is one reader goroutine, which parses lines and
-// answers releases and renewals itself, and one writer goroutine, which
-// drains a bounded queue of answers into a buffered writer and flushes it
-// when the queue is empty, so that answers produced together leave in one
-// write. An acquire runs on a worker goroutine (it may park in the key's
-// queue; up to maxIdleWorkers idle workers are kept for the next ones); a
-// connection's acquires of the same key run one after the other on that
-// worker, so that they are answered in the order they
-// were sent (SPEC section 2b), and the second joins the key's queue when
-// the first is answered.
+// Per connection there is one reader goroutine, which parses lines,
+// answers releases and renewals itself and starts acquires, and one writer
+// goroutine, which drains a bounded queue of answers into a buffered
+// writer and flushes it when the queue is empty, so that answers produced
+// together leave in one write. Nothing else runs per connection or per
+// request: an acquire starts with engine.AcquireFunc, and one that parks
+// is the engine's waiter plus a callback that queues its result for the
+// writer. The writer settles each acquire's result (it waits for the
+// grant's log record) before it writes the answer. A connection's
+// acquires of the same key run one after the other, so that they are
+// answered in the order they were sent (SPEC section 2b): the second waits
+// on the connection, behind the first, and joins the key's queue when the
+// first is answered (started by whichever goroutine queued that answer).
 package native
 
 import (
@@ -29,7 +32,6 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/baton-io/baton/api"
@@ -102,9 +104,6 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	jobs chan job     // to idle workers (unbuffered)
-	idle atomic.Int64 // workers waiting on jobs
-
 	mu     sync.Mutex
 	lns    map[net.Listener]struct{}
 	conns  map[*conn]struct{}
@@ -117,7 +116,7 @@ func New(eng *engine.Engine, cfg Config) *Server {
 	if cfg.MaxQueue <= 0 {
 		cfg.MaxQueue = DefaultMaxQueue
 	}
-	s := &Server{eng: eng, cfg: cfg, log: cfg.Logger, lns: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}, jobs: make(chan job)}
+	s := &Server{eng: eng, cfg: cfg, log: cfg.Logger, lns: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -246,27 +245,52 @@ type conn struct {
 	// read loop touches it.
 	admin bool
 
-	mu      sync.Mutex
-	queue   []answer
-	spare   []answer
-	closed  bool                  // no more answers are taken
-	linger  bool                  // a fatal line ended the reader: close gently (see writeLoop)
-	chains  map[string][]*request // keys with an acquire running: the ones waiting their turn
-	chained int                   // requests in chains
-	wake    chan struct{}
+	mu     sync.Mutex
+	queue  []answer
+	spare  []answer
+	closed bool // no more answers are taken
+	linger bool // a fatal line ended the reader: close gently (see writeLoop)
+	// chains holds, per key, the connection's acquire of it that runs
+	// now (parked, or answered and not yet written); the ones waiting
+	// their turn hang off it (request.after).
+	chains     map[string]*request
+	chained    int  // requests waiting their turn in chains
+	overflowed bool // closed for a full queue from done (logged by the writer)
+	wake       chan struct{}
+
+	// scratch is the writer's buffer for the lines it makes (acquires'
+	// answers), written out before the next is made. Only the writer
+	// touches it.
+	scratch []byte
 }
 
 // answer is one line to write. A grant carries its Grant and id, so that
 // it is abandoned (passed to the next waiter) if it cannot be written.
+//
+// An acquire's result (r set) is queued unsettled: the writer waits for
+// the log (AcquireResult.Settle), makes its line, and, when parked, starts
+// the connection's next acquire of the key.
 type answer struct {
 	line    []byte
 	granted bool
 	g       engine.Grant
 	id      string
+
+	r      *request
+	res    engine.AcquireResult
+	parked bool // answered through done: the key's turn passes on after it
+
+	// logged is the log index of a release's or renewal's change, which
+	// the writer waits for before it writes the answer (one wait for a
+	// batch: the reader never waits for the log); op and rawKey make the
+	// E line when the log cannot write it.
+	logged     engine.LogIndex
+	op, rawKey string
+	start      time.Time // when its line arrived (metrics)
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, chains: map[string][]*request{}, wake: make(chan struct{}, 1)}
+	c := &conn{s: s, nc: nc, chains: map[string]*request{}, wake: make(chan struct{}, 1)}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	return c
 }
@@ -324,7 +348,11 @@ func (c *conn) readLoop() {
 		case OpAuth:
 			c.reauth(&r, start)
 		case OpAcquire:
-			c.acquireInTurn(&r, nil, start)
+			// Only an acquire outlives its line (a copy: r itself stays
+			// on the stack for the other ops).
+			ar := new(request)
+			*ar = r
+			c.acquireInTurn(ar, nil, start)
 		case OpRelease:
 			c.release(&r, start)
 		case OpRenew:
@@ -356,8 +384,10 @@ func (c *conn) fatal(op, rawKey, code, msg string, start time.Time) {
 // queue closes the connection (its waiters leave); an answer not taken
 // that carries a grant is abandoned.
 func (c *conn) send(a answer, op, outcome string, start time.Time) bool {
-	if m := c.s.cfg.Metrics; m != nil {
-		m.ObserveNative(op, outcome, time.Since(start))
+	if a.logged == 0 {
+		// (An answer that waits for the log is observed by the writer,
+		// with its outcome once the log has written it, or not.)
+		c.observe(op, outcome, start)
 	}
 	c.mu.Lock()
 	if c.closed || len(c.queue)+c.chained >= c.s.cfg.MaxQueue {
@@ -396,8 +426,8 @@ func (c *conn) overflow() {
 }
 
 // writeLoop writes queued answers until the connection ends, then writes
-// what is left, abandons the grants it could not deliver and closes the
-// connection.
+// what is left, withdraws the connection's parked acquires, abandons the
+// grants it could not deliver and closes the connection.
 func (c *conn) writeLoop() {
 	defer c.s.wg.Done()
 	var bw *bufio.Writer // taken from writers for one batch: an idle connection holds none
@@ -425,7 +455,7 @@ func (c *conn) writeLoop() {
 					break
 				}
 				// Before a write, let the goroutines that are about to
-				// answer (acquires just granted, the reader's next line)
+				// answer (releases handing on, the reader's next line)
 				// run once: their answers then leave in the same write.
 				runtime.Gosched()
 				yielded = true
@@ -440,14 +470,53 @@ func (c *conn) writeLoop() {
 				bw = writers.Get().(*bufio.Writer)
 				bw.Reset(c.nc)
 			}
+			var top, topGrant engine.LogIndex
 			for i := range batch {
+				top = max(top, batch[i].logged)
+				if batch[i].r != nil {
+					topGrant = max(topGrant, batch[i].res.LogIndex())
+				}
+			}
+			// One wait for the batch's changes: a written index means
+			// every lower one is written too. (A grant's own wait, in
+			// settle, then returns at once; if the log fails, each
+			// answer learns it from its own wait.)
+			logErr := c.s.eng.WaitLogged(max(top, topGrant))
+			for i := range batch {
+				a := &batch[i]
+				if a.logged > 0 {
+					op, start, outcome := a.op, a.start, "OK"
+					if logErr != nil {
+						if err := c.s.eng.WaitLogged(a.logged); err != nil {
+							var msg string
+							outcome, _, msg, _ = errcode.Of(err)
+							*a = errorLine(op, a.rawKey, outcome, msg)
+						}
+					}
+					c.observe(op, outcome, start)
+				}
+				var then *request // the acquire whose key's turn passes on after a
+				if r := a.r; r != nil {
+					parked := a.parked
+					if c.settle(a) {
+						*a = answer{}
+						c.run(r) // resumes its place
+						continue
+					}
+					if parked {
+						then = r
+					}
+				}
 				if err == nil {
-					_, err = bw.Write(batch[i].line)
+					_, err = bw.Write(a.line)
 				}
-				if batch[i].granted {
-					pending = append(pending, batch[i])
+				if a.granted {
+					pending = append(pending, *a)
 				}
-				batch[i] = answer{}
+				*a = answer{}
+				if then != nil {
+					c.run(c.next(then))
+				}
 			}
 			c.spare = batch
 		}
@@ -478,12 +547,33 @@ func (c *conn) writeLoop() {
 	}
 	c.mu.Lock()
 	c.closed = true
+	var parked []*engine.Waiting
+	for _, r := range c.chains {
+		if r.parked != nil {
+			parked = append(parked, r.parked)
+		}
+	}
+	c.chains, c.chained = nil, 0
+	overflowed := c.overflowed
+	c.mu.Unlock()
+	if overflowed {
+		c.s.log.Warn("native connection closed: it does not read its answers", "remote", c.nc.RemoteAddr().String(), "queued", c.s.cfg.MaxQueue)
+	}
+	// The connection's waiters leave their queues; a result delivered
+	// before is in the queue, taken below (done refuses the later ones).
+	for _, p := range parked {
+		p.Cancel()
+	}
+	c.mu.Lock()
 	left := c.queue
 	c.queue = nil
 	linger := c.linger && err == nil
 	c.mu.Unlock()
 	for _, a := range left {
-		if a.granted {
+		switch {
+		case a.r != nil:
+			a.res.Abandon()
+		case a.granted:
 			c.s.eng.Abandon(a.g, a.id)
 		}
 	}
@@ -526,12 +616,17 @@ var errPeerGone = errors.New("native: the client closed the connection")
 // one batch of answers only.
 var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 16<<10) }}
 
-// acquireInTurn runs r (or, with pre, answers it with pre) after the
-// connection's earlier acquires of the same key are answered.
+// acquireInTurn starts r (or, with pre, answers it with pre) once the
+// connection's earlier acquires of the same key are answered: until then
+// it waits on the connection, behind them (no goroutine of its own).
 func (c *conn) acquireInTurn(r *request, pre *answer, start time.Time) {
-	r.pre, r.start = pre, start
+	r.pre, r.start, r.c = pre, start, c
 	c.mu.Lock()
-	if q, busy := c.chains[r.rawKey]; busy {
+	if c.closed {
+		c.mu.Unlock()
+		return // the connection is ending: nobody reads the answer
+	}
+	if run := c.chains[r.rawKey]; run != nil {
 		if len(c.queue)+c.chained >= c.s.cfg.MaxQueue {
 			// Acquires piling up behind a parked one count against the
 			// same bound as unread answers.
@@ -539,7 +634,7 @@ func (c *conn) acquireInTurn(r *request, pre *answer, start time.Time) {
 			c.overflow()
 			return
 		}
-		c.chains[r.rawKey] = append(q, r)
+		run.after = append(run.after, r)
 		c.chained++
 		c.mu.Unlock()
 		return
@@ -549,119 +644,154 @@ func (c *conn) acquireInTurn(r *request, pre *answer, start time.Time) {
 		c.send(*pre, OpAcquire, api.CodeInvalidArgument, start)
 		return
 	}
-	c.chains[r.rawKey] = nil
+	c.chains[r.rawKey] = r
 	c.mu.Unlock()
-	c.s.runAcquires(c, r)
+	c.run(r)
 }
 
-// maxIdleWorkers bounds the goroutines kept waiting for the next acquire
-// once theirs is answered (their stacks have grown to what an acquire
-// needs: a fresh goroutine would grow its own again).
-const maxIdleWorkers = 64
-
-// job is an acquire (and those of the same key and connection behind it)
-// for a worker.
-type job struct {
-	c *conn
-	r *request
-}
-
-// runAcquires runs r's acquire chain on an idle worker, or on a new one.
-func (s *Server) runAcquires(c *conn, r *request) {
-	select {
-	case s.jobs <- job{c, r}:
-	default:
-		s.wg.Add(1)
-		go s.worker(job{c, r})
-	}
-}
-
-// worker runs acquire chains until it has been idle while maxIdleWorkers
-// others were, or the server closes.
-func (s *Server) worker(j job) {
-	defer s.wg.Done()
-	for {
-		j.c.acquireLoop(j.r)
-		j = job{} // hold no connection while idle
-		if s.idle.Add(1) > maxIdleWorkers {
-			s.idle.Add(-1)
-			return
-		}
-		select {
-		case j = <-s.jobs:
-			s.idle.Add(-1)
-		case <-s.ctx.Done():
-			s.idle.Add(-1)
-			return
-		}
-	}
-}
-
-// acquireLoop runs the acquires of one key of the connection, in order.
-func (c *conn) acquireLoop(r *request) {
-	for {
-		if r.pre != nil {
+// run starts the acquire r, the one of its key that the connection runs
+// now (c.chains), and, each time one is answered at once, the next of the
+// same key. It runs on the reader, or on the writer when a parked acquire
+// was answered; never with c.mu or an engine lock held.
+func (c *conn) run(r *request) {
+	for r != nil {
+		if r.pre == nil && !c.notServing(r) {
+			req := engine.AcquireRequest{Key: r.key, Lease: r.lease, Wait: r.wait, ID: r.id, Owner: r.owner, Mode: r.mode, Limit: r.limit}
+			res, p := c.s.eng.AcquireFunc(req, r.done)
+			if p != nil {
+				c.mu.Lock()
+				closed := c.closed
+				r.parked = p
+				c.mu.Unlock()
+				if closed {
+					// The writer's sweep may be over: this acquire leaves
+					// here. (If Cancel fails, done has run, and either
+					// queued the answer or refused it.)
+					p.Cancel()
+				}
+				return // parked: done answers it
+			}
+			if !c.queueResult(r, res) {
+				return
+			}
+		} else if r.pre != nil {
 			c.send(*r.pre, OpAcquire, api.CodeInvalidArgument, r.start)
-		} else {
-			c.acquire(r)
 		}
-		c.mu.Lock()
-		q := c.chains[r.rawKey]
-		if len(q) == 0 || c.ctx.Err() != nil {
-			delete(c.chains, r.rawKey)
-			c.chained -= len(q)
-			c.mu.Unlock()
-			return
-		}
-		r = q[0]
-		c.chains[r.rawKey] = q[1:]
-		c.chained--
-		c.mu.Unlock()
+		r = c.next(r)
 	}
 }
 
-// acquire runs one acquire and queues its answer.
-func (c *conn) acquire(r *request) {
-	if c.notServing(r) {
-		return
-	}
-	req := engine.AcquireRequest{Key: r.key, Lease: r.lease, Wait: r.wait, ID: r.id, Owner: r.owner, Mode: r.mode, Limit: r.limit}
-	g, err := c.s.eng.Acquire(c.ctx, req)
-	for errors.Is(err, engine.ErrPollTimeout) && r.id != "" {
-		// poll_timeout exists for proxies that cut long HTTP polls; a
-		// native connection has none, so the waiter resumes its place at
-		// once (same id). Without an id it cannot: it gets E poll_timeout.
-		g, err = c.s.eng.Acquire(c.ctx, req)
-	}
-	if errors.Is(err, engine.ErrTimeout) {
-		line := make([]byte, 0, 8+len(r.rawKey))
-		line = append(append(append(line, "A "...), r.rawKey...), " T\n"...)
-		c.send(answer{line: line}, r.op, "T", r.start)
-		return
-	}
-	if err != nil {
-		if c.ctx.Err() != nil && errors.Is(err, context.Canceled) {
-			return // the connection is gone: nobody reads the answer
+// next ends r's turn: it returns the connection's next acquire of the same
+// key (now the running one), or nil when there is none.
+func (c *conn) next(r *request) *request {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(r.after) == 0 || c.closed {
+		if c.chains[r.rawKey] == r {
+			delete(c.chains, r.rawKey)
 		}
-		c.sendError(r, err)
-		return
+		c.chained -= len(r.after)
+		r.after = nil
+		return nil
 	}
-	if c.ctx.Err() != nil {
-		// Granted as the connection went away: nobody would learn the token.
-		c.s.eng.Abandon(g, r.id)
-		return
+	n := r.after[0]
+	n.after = r.after[1:]
+	r.after = nil
+	c.chains[r.rawKey] = n
+	c.chained--
+	return n
+}
+
+// done is AcquireFunc's callback for r: it runs with the key's shard
+// locked (it takes c.mu and nothing else) and queues the result for the
+// writer, which settles and answers it and then starts the connection's
+// next acquire of the key. It refuses the result (a grant is then handed
+// on by the engine) when the connection is closed or its queue is full.
+func (r *request) done(res engine.AcquireResult) bool {
+	c := r.c
+	c.mu.Lock()
+	if c.closed || len(c.queue)+c.chained >= c.s.cfg.MaxQueue {
+		full := !c.closed
+		c.closed = true
+		c.overflowed = c.overflowed || full
+		c.mu.Unlock()
+		c.cancel() // the writer ends the connection
+		return false
 	}
-	if gate := c.s.cfg.Gate; gate != nil && gate.Resuming() {
+	c.queue = append(c.queue, answer{r: r, res: res, parked: true})
+	c.mu.Unlock()
+	c.poke()
+	return true
+}
+
+// queueResult queues the result of r's acquire, which ended at once, for
+// the writer to settle and answer; false when the connection is closed
+// (a grant is abandoned).
+func (c *conn) queueResult(r *request, res engine.AcquireResult) bool {
+	c.mu.Lock()
+	if c.closed || len(c.queue)+c.chained >= c.s.cfg.MaxQueue {
+		full := !c.closed
+		c.mu.Unlock()
+		if full {
+			c.overflow()
+		}
+		res.Abandon()
+		return false
+	}
+	c.queue = append(c.queue, answer{r: r, res: res})
+	c.mu.Unlock()
+	c.poke()
+	return true
+}
+
+// poke wakes the writer.
+func (c *conn) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// settle turns the result of r's acquire into its answer line, on the
+// writer: it waits until a grant is written to the log (engine contract),
+// and answers T, M or E as the HTTP API would. It reports restart when the
+// acquire is to run again (a poll_timeout with an id: the native
+// connection has no proxy to cut it, so the waiter resumes its place).
+func (c *conn) settle(a *answer) (restart bool) {
+	r := a.r
+	g, err := a.res.Settle()
+	switch {
+	case errors.Is(err, engine.ErrPollTimeout) && r.id != "":
+		return true
+	case errors.Is(err, engine.ErrTimeout):
+		a.line = append(append(append(c.scratch[:0], "A "...), r.rawKey...), " T\n"...)
+		c.scratch = a.line[:0]
+		c.observe(r.op, "T", r.start)
+	case err != nil:
+		var outcome string
+		*a, outcome = c.errorAnswer(r, err)
+		c.observe(r.op, outcome, r.start)
+	case c.s.cfg.Gate != nil && c.s.cfg.Gate.Resuming():
 		// As handlers: granted by this node's own timers the moment it
 		// resumed from a pause. The client is told to retry; the grant
 		// stays for a repeat with the same id, or its lease ends it.
-		c.send(errorLine(r.op, r.rawKey, api.CodeUnavailable, "this node has just resumed from a pause and does not know yet whether it is still the active; retry"), r.op, api.CodeUnavailable, r.start)
-		return
+		*a = errorLine(r.op, r.rawKey, api.CodeUnavailable, "this node has just resumed from a pause and does not know yet whether it is still the active; retry")
+		c.observe(r.op, api.CodeUnavailable, r.start)
+	default:
+		line := append(append(append(c.scratch[:0], "A "...), r.rawKey...), " OK "...)
+		a.line = appendGrant(line, g)
+		c.scratch = a.line[:0]
+		a.granted, a.g, a.id = true, g, r.id
+		c.observe(r.op, "OK", r.start)
 	}
-	line := make([]byte, 0, 48+len(r.rawKey))
-	line = append(append(append(line, "A "...), r.rawKey...), " OK "...)
-	line = appendGrant(line, g)
-	c.send(answer{line: line, granted: true, g: g, id: r.id}, r.op, "OK", r.start)
+	return false
+}
+
+// observe records an answer in the metrics.
+func (c *conn) observe(op, outcome string, start time.Time) {
+	if m := c.s.cfg.Metrics; m != nil {
+		m.ObserveNative(op, outcome, time.Since(start))
+	}
 }
 
 // appendGrant appends "<token> <lease> <expires-unix-ms>\n".
@@ -704,15 +834,16 @@ func (c *conn) release(r *request, start time.Time) {
 	if c.notServing(r) {
 		return
 	}
+	var idx engine.LogIndex
 	var err error
 	switch {
 	case r.force && !c.mayForce():
 		c.send(errorLine(r.op, r.rawKey, api.CodeForbidden, "a forced release needs one of the node's admin_tokens (AUTH <token>)"), r.op, api.CodeForbidden, start)
 		return
 	case r.force:
-		err = c.s.eng.ForceRelease(r.key)
+		idx, err = c.s.eng.ForceReleaseNoWait(r.key)
 	default:
-		err = c.s.eng.Release(r.key, r.token)
+		idx, err = c.s.eng.ReleaseNoWait(r.key, r.token)
 	}
 	if err != nil {
 		c.sendError(r, err)
@@ -720,7 +851,7 @@ func (c *conn) release(r *request, start time.Time) {
 	}
 	line := make([]byte, 0, 8+len(r.rawKey))
 	line = append(append(append(line, "R "...), r.rawKey...), " OK\n"...)
-	c.send(answer{line: line}, r.op, "OK", start)
+	c.send(answer{line: line, logged: idx, op: r.op, rawKey: r.rawKey, start: start}, r.op, "OK", start)
 }
 
 func (c *conn) renew(r *request, start time.Time) {
@@ -728,14 +859,14 @@ func (c *conn) renew(r *request, start time.Time) {
 	if c.notServing(r) {
 		return
 	}
-	g, err := c.s.eng.Renew(r.key, r.token, r.lease)
+	g, idx, err := c.s.eng.RenewNoWait(r.key, r.token, r.lease)
 	if err != nil {
 		c.sendError(r, err)
 		return
 	}
 	line := make([]byte, 0, 48+len(r.rawKey))
 	line = append(append(append(line, "N "...), r.rawKey...), " OK "...)
-	c.send(answer{line: appendGrant(line, g)}, r.op, "OK", start)
+	c.send(answer{line: appendGrant(line, g), logged: idx, op: r.op, rawKey: r.rawKey, start: start}, r.op, "OK", start)
 }
 
 // notServing answers r with M (or E unavailable) when this node is not
@@ -745,41 +876,46 @@ func (c *conn) notServing(r *request) bool {
 	if gate == nil || gate.Serving() {
 		return false
 	}
-	c.sendMoved(r)
+	a, outcome := c.movedAnswer(r)
+	c.send(a, r.op, outcome, r.start)
 	return true
 }
 
-// sendMoved answers r with "M <active's native address>", or with E
-// unavailable while no other active is known.
-func (c *conn) sendMoved(r *request) {
+// movedAnswer is r's answer "M <active's native address>", or E
+// unavailable while no other active is known, and its outcome.
+func (c *conn) movedAnswer(r *request) (answer, string) {
 	var addr string
 	if gate := c.s.cfg.Gate; gate != nil && !gate.Serving() {
 		addr = gate.ActiveNative()
 	}
 	if addr == "" {
-		c.send(errorLine(r.op, r.rawKey, api.CodeUnavailable, "no active node is known at the moment; retry"), r.op, api.CodeUnavailable, r.start)
-		return
+		return errorLine(r.op, r.rawKey, api.CodeUnavailable, "no active node is known at the moment; retry"), api.CodeUnavailable
 	}
 	line := make([]byte, 0, 8+len(r.rawKey)+len(addr))
 	line = append(append(append(append(append(append(line, r.op...), ' '), r.rawKey...), " M "...), addr...), '\n')
-	c.send(answer{line: line}, r.op, "M", r.start)
+	return answer{line: line}, "M"
 }
 
-// sendError answers r with err: M for "ask the active", else an E line
-// with the code of internal/errcode's table.
+// sendError answers r with err (see errorAnswer).
 func (c *conn) sendError(r *request, err error) {
+	a, outcome := c.errorAnswer(r, err)
+	c.send(a, r.op, outcome, r.start)
+}
+
+// errorAnswer is r's answer to err, and its outcome: M for "ask the
+// active", else an E line with the code of internal/errcode's table.
+func (c *conn) errorAnswer(r *request, err error) (answer, string) {
 	if errors.Is(err, engine.ErrNotActive) || errors.Is(err, engine.ErrMoved) {
 		// A parked acquire whose engine stopped being the active (a
 		// handoff): the client repeats it on the active; with the same id
 		// it resumes its place there.
-		c.sendMoved(r)
-		return
+		return c.movedAnswer(r)
 	}
 	code, _, msg, known := errcode.Of(err)
 	if !known {
 		c.s.log.Error("internal error", "op", r.op, "err", err)
 	}
-	c.send(errorLine(r.op, r.rawKey, code, msg), r.op, code, r.start)
+	return errorLine(r.op, r.rawKey, code, msg), code
 }
 
 // errorLine is "<op> <key> E <code> <message>\n"; the message is kept to

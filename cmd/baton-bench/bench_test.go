@@ -386,3 +386,27 @@ func TestStandbys(t *testing.T) {
 		t.Errorf("replicationLag against a node that does not replicate: %v", err)
 	}
 }
+
+// TestParked: the parked workload queues every acquire at the reference
+// (native floor, and the HTTP floor over h2c), keyed so that no
+// connection has two acquires of one key, and drains them all.
+func TestParked(t *testing.T) {
+	for _, proto := range []string{"native", "h2c"} {
+		rs := resultLines(t, refArgs("--workload", "parked", "--proto", proto, "--waiters", "300", "--conns", "4")...)
+		if len(rs) != 1 {
+			t.Fatalf("%s: %d RESULT lines, want 1 (a floor only: null parks nobody)", proto, len(rs))
+		}
+		m := rs[0]
+		target := "floor"
+		if proto == "native" {
+			target = "nfloor"
+		}
+		checkCommon(t, m, "parked", proto, target, 300)
+		if num(t, m, "conns") != 4 || num(t, m, "keys") != 75 {
+			t.Errorf("conns=%v keys=%v, want 4 and 75", m["conns"], m["keys"])
+		}
+		if d := num(t, m, "drain_s"); d <= 0 || num(t, m, "ops_s") <= 0 {
+			t.Errorf("drain_s=%v ops_s=%v", d, m["ops_s"])
+		}
+	}
+}

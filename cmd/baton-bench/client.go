@@ -356,3 +356,24 @@ func queueLen(ctx context.Context, hc *http.Client, addr, key string) (n int, ok
 	}
 	return st.Waiters, true
 }
+
+// totalWaiters returns the waiters queued at the target: baton's
+// baton_waiters gauge (GET /metrics), or, where there is none (the
+// floor), the sum of GET /locks/{key} over the n keys named by key.
+func totalWaiters(ctx context.Context, hc *http.Client, addr string, key func(i int) string, n int) (int, bool) {
+	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	v, err := metricValue(mctx, hc, addr, "baton_waiters")
+	cancel()
+	if err == nil {
+		return int(v), true
+	}
+	sum := 0
+	for i := 0; i < n; i++ {
+		q, ok := queueLen(ctx, hc, addr, key(i))
+		if !ok {
+			return 0, false
+		}
+		sum += q
+	}
+	return sum, true
+}

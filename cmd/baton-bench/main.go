@@ -92,7 +92,7 @@ type config struct {
 	standbys int
 }
 
-var allWorkloads = []string{"uncontended", "contended", "waiters", "keys", "failover", "restart", "semaphore", "rwmix"}
+var allWorkloads = []string{"uncontended", "contended", "waiters", "keys", "failover", "restart", "semaphore", "rwmix", "parked"}
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "__serve-ref" {
@@ -125,7 +125,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	cfg := &config{}
 	var workloads, protos, clients, batonArgs string
 	var null, floor bool
-	fs.StringVar(&workloads, "workload", "uncontended", "workloads, comma-separated: uncontended,contended,waiters,keys,failover,restart,semaphore,rwmix or all (= uncontended,contended,waiters,keys)")
+	fs.StringVar(&workloads, "workload", "uncontended", "workloads, comma-separated: uncontended,contended,waiters,keys,failover,restart,semaphore,rwmix,parked (--waiters acquires parked over --conns connections, 16 by default: RSS per parked acquire) or all (= uncontended,contended,waiters,keys)")
 	fs.StringVar(&protos, "proto", "h1", "protocols, comma-separated: h1 (HTTP/1.1 keep-alive), h2c (HTTP/2 cleartext, prior knowledge), native (SPEC 2b, pipelined; reference: the native floor)")
 	fs.StringVar(&cfg.naddr, "native-addr", "", "with --addr and --proto native: the node's native_listen address")
 	fs.StringVar(&clients, "client", "plain", "clients, comma-separated: plain (net/http), official (the api package)")
@@ -141,7 +141,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "measured time of uncontended and contended runs")
 	fs.DurationVar(&cfg.warmup, "warmup", time.Second, "unmeasured time before --duration")
 	fs.IntVar(&cfg.c, "c", 16, "clients (uncontended, contended, keys)")
-	fs.IntVar(&cfg.waiters, "waiters", 10000, "waiters (waiters workload)")
+	fs.IntVar(&cfg.waiters, "waiters", 10000, "waiters (waiters and parked workloads)")
 	fs.IntVar(&cfg.keys, "keys", 100000, "held keys (keys and restart workloads)")
 	fs.IntVar(&cfg.runs, "runs", 1, "runs per target; with more than one, a median line too")
 	fs.IntVar(&cfg.conns, "conns", 0, "transports (for h2c: connections) the clients are spread over; 0 = 1 for h1, ceil(clients/--streams-per-conn) for h2c")
@@ -262,7 +262,7 @@ func (cfg *config) refsFor(w string) []string {
 		return []string{"floor"}
 	}
 	refs := splitList(cfg.refs)
-	if w == "waiters" {
+	if w == "waiters" || w == "parked" {
 		// null answers every acquire at once: nothing would ever wait.
 		refs = slices.DeleteFunc(refs, func(s string) bool { return s == "null" })
 	}
@@ -437,6 +437,8 @@ func (b *bench) runOnce(ctx context.Context, t, runLabel string) (*Result, error
 		})
 	case "waiters":
 		r, err = runWaiters(rctx, e)
+	case "parked":
+		r, err = runParked(rctx, e)
 	case "keys":
 		r, err = runKeys(rctx, e)
 	default:
@@ -496,7 +498,10 @@ func (b *bench) newSet(tgt *target, clients int) (lockerSet, error) {
 			// connection each (a connection's acquires of one key are
 			// served one after the other).
 			conns = min(2, clients)
-			if cfg.workload != "uncontended" {
+			if cfg.workload == "parked" {
+				// Few connections, many parked acquires each.
+				conns = parkedConns(cfg)
+			} else if cfg.workload != "uncontended" {
 				conns = clients
 			}
 		}
@@ -585,7 +590,7 @@ func standbysNote(r *Result) string {
 
 // summaryLine is the readable form of a result.
 func summaryLine(r *Result) string {
-	unit := map[string]string{"uncontended": "cycles/s", "contended": "grants/s", "waiters": "drain grants/s", "keys": "acquires/s"}[r.Workload]
+	unit := map[string]string{"uncontended": "cycles/s", "contended": "grants/s", "waiters": "drain grants/s", "parked": "drain grants/s", "keys": "acquires/s"}[r.Workload]
 	s := fmt.Sprintf("%9.0f %-14s acquire p50 %s p99 %s p99.9 %s", r.OpsS, unit, us(r.P50), us(r.P99), us(r.P999))
 	if v, ok := r.get("handoff_p99_us"); ok {
 		p50, _ := r.get("handoff_p50_us")

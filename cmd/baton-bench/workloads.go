@@ -673,3 +673,162 @@ func analyzeSlots(all []grantRec, start, end int64) (grants int, waits, handoffs
 	}
 	return grants, waits, handoffs
 }
+
+// runParked (issue 17): W acquires park on few connections, the server's
+// RSS is read before and after, and its cost per parked acquire is what
+// the figure rss_per_waiter_b says. Waiter i goes to client i (for native:
+// connection i mod conns) and key i / conns, so that no connection has two
+// acquires of one key (a connection's same-key acquires would wait their
+// turn on the connection, not in the key's queue). Every key is held
+// first, by one more client; the baseline RSS is read with the keys held
+// and the connections open, so that only the parked acquires are
+// counted. Then the holders release and each waiter releases once
+// granted, until all are served.
+func runParked(ctx context.Context, e *runEnv) (*Result, error) {
+	w := e.cfg.waiters
+	// Clients w.. are the holders, one per holding goroutine (an HTTP
+	// client serves one call at a time).
+	const holders = 64
+	set, err := e.newSet(w + holders)
+	if err != nil {
+		return nil, err
+	}
+	defer set.Close()
+	conns := parkedConns(e.cfg)
+	nkeys := (w + conns - 1) / conns
+	htoks := make([]uint64, nkeys)
+	e.prog.setPhase("holding")
+	if err := forEach(ctx, nkeys, holders, func(j, k int) error {
+		tok, err := set.For(w+j).Acquire(ctx, e.key("p", k), 3600, 0)
+		htoks[k] = tok
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("holder: %w", err)
+	}
+	var rss0 int64
+	if e.tgt.pid > 0 {
+		if rss0, err = settledRSS(e.tgt.pid); err != nil {
+			return nil, err
+		}
+	}
+	var sent atomic.Int64
+	wctx := withSentCounter(ctx, &sent)
+	var wg sync.WaitGroup
+	e.prog.setPhase("queueing")
+	for i := 0; i < w; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			l := set.For(i)
+			if _, plain := l.(*plainLocker); !plain {
+				sent.Add(1)
+			}
+			key := e.key("p", i/conns)
+			tok, err := l.Acquire(wctx, key, e.cfg.lease, 0)
+			if err != nil {
+				e.fail(ctx, err)
+				return
+			}
+			if err := l.Release(ctx, key, tok); err != nil {
+				e.fail(ctx, err)
+				return
+			}
+			e.prog.ops.Add(1)
+		}(i)
+	}
+	parkBy := time.Now().Add(30*time.Second + time.Duration(w)*time.Millisecond)
+	for sent.Load() < int64(w) && time.Now().Before(parkBy) && ctx.Err() == nil && e.errs.Load() == 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	hc := &http.Client{Transport: newTransport(transportOptions{proto: "h1"}, 1)}
+	defer hc.CloseIdleConnections()
+	queued := -1
+	for time.Now().Before(parkBy) && ctx.Err() == nil && e.errs.Load() == 0 {
+		n, ok := totalWaiters(ctx, hc, e.tgt.addr, func(k int) string { return e.key("p", k) }, nkeys)
+		if !ok {
+			break
+		}
+		queued = n
+		e.prog.setPhase(fmt.Sprintf("parked %d/%d", n, w))
+		if n >= w {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if e.errs.Load() > 0 || sent.Load() < int64(w) || (queued >= 0 && queued < w) {
+		e.abort()
+		wg.Wait()
+		if e.errs.Load() > 0 {
+			return nil, fmt.Errorf("while parking %d acquires: %d errors, first: %v", w, e.errs.Load(), *e.firstErr.Load())
+		}
+		return nil, fmt.Errorf("only %d of %d acquires sent, %d parked at the server", sent.Load(), w, queued)
+	}
+	var rss1 int64
+	if e.tgt.pid > 0 {
+		if rss1, err = settledRSS(e.tgt.pid); err != nil {
+			return nil, err
+		}
+	}
+	e.prog.setPhase("draining")
+	t0 := now()
+	if err := forEach(ctx, nkeys, holders, func(j, k int) error { return set.For(w+j).Release(ctx, e.key("p", k), htoks[k]) }); err != nil {
+		e.abort()
+		wg.Wait()
+		return nil, fmt.Errorf("holder release: %w", err)
+	}
+	wg.Wait()
+	if e.errs.Load() > 0 {
+		return nil, fmt.Errorf("while draining: %d errors, first: %v", e.errs.Load(), *e.firstErr.Load())
+	}
+	drain := float64(max(0, now()-t0)) / 1e9
+	r := e.result(w)
+	if drain > 0 {
+		r.OpsS = float64(w) / drain
+	}
+	r.set("conns", float64(conns))
+	r.set("keys", float64(nkeys))
+	if e.tgt.pid > 0 {
+		r.set("rss_base_b", float64(rss0))
+		r.set("rss_per_waiter_b", float64(rss1-rss0)/float64(w))
+	}
+	r.set("drain_s", drain)
+	return r, nil
+}
+
+// parkedConns is the number of connections (native) or clients' spread the
+// parked workload puts its acquires over: --conns, or 16.
+func parkedConns(cfg *config) int {
+	if cfg.conns > 0 {
+		return cfg.conns
+	}
+	return 16
+}
+
+// forEach runs fn(j, i) for i in 0..n-1 on at most par goroutines (j is
+// the goroutine's number, 0..par-1) and returns the first error.
+func forEach(ctx context.Context, n, par int, fn func(j, i int) error) error {
+	var next atomic.Int64
+	var first atomic.Pointer[error]
+	var wg sync.WaitGroup
+	for j := range min(par, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || first.Load() != nil || ctx.Err() != nil {
+					return
+				}
+				if err := fn(j, i); err != nil {
+					first.CompareAndSwap(nil, &err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if p := first.Load(); p != nil {
+		return *p
+	}
+	return ctx.Err()
+}

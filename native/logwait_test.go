@@ -1,0 +1,113 @@
+package native_test
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/native"
+)
+
+// failLog is an engine.Log whose writes can be made to fail.
+type failLog struct {
+	mu   sync.Mutex
+	n    uint64
+	fail bool
+}
+
+func (l *failLog) Append([]byte) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+	return l.n, nil
+}
+
+func (l *failLog) Wait(uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fail {
+		return errors.New("input/output error")
+	}
+	return nil
+}
+
+func (l *failLog) setFail(v bool) {
+	l.mu.Lock()
+	l.fail = v
+	l.mu.Unlock()
+}
+
+// metricsRec records the answers' (op, outcome).
+type metricsRec struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (m *metricsRec) ObserveNative(op, outcome string, _ time.Duration) {
+	m.mu.Lock()
+	m.got = append(m.got, op+" "+outcome)
+	m.mu.Unlock()
+}
+
+func (m *metricsRec) Delivered(string, uint64) {}
+
+func (m *metricsRec) take() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	got := m.got
+	m.got = nil
+	return got
+}
+
+// TestAnswersWaitForTheLog: the writer answers a release, a renewal and a
+// grant (at once or handed on) only once the log has written them; when it
+// cannot, each is answered E unavailable (a grant nobody heard of is
+// released), and the metrics count that outcome, not OK.
+func TestAnswersWaitForTheLog(t *testing.T) {
+	log := &failLog{}
+	m := &metricsRec{}
+	e := newEnv(t, engine.Config{Log: log}, native.Config{Metrics: m})
+	h := e.dial()
+	h.send("A k 60 -")
+	tok := grant(t, h.read(), "k")
+	w := e.dial()
+	w.send("A k 60 -")
+	waitFor(t, func() bool { li, _ := e.eng.Status("k"); return li.Waiters == 1 })
+	m.take()
+
+	log.setFail(true)
+	h.send("N k "+strconv.FormatUint(tok, 10)+" 30", "R k "+strconv.FormatUint(tok, 10))
+	for _, want := range []string{"N k E unavailable ", "R k E unavailable "} {
+		if line := h.read(); !strings.HasPrefix(line, want) {
+			t.Fatalf("got %q, want %q…", line, want)
+		}
+	}
+	// The release was made (the engine hands on before the log writes);
+	// the grant to the waiter could not be written: it is answered E and
+	// released, nobody holding it.
+	if line := w.read(); !strings.HasPrefix(line, "A k E unavailable ") {
+		t.Fatalf("waiter: got %q, want E unavailable", line)
+	}
+	waitFor(t, func() bool { li, _ := e.eng.Status("k"); return li.Holder == nil && li.Waiters == 0 })
+	got := strings.Join(m.take(), ",")
+	for _, want := range []string{"N unavailable", "R unavailable", "A unavailable"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("metrics %q lack %q", got, want)
+		}
+	}
+	if strings.Contains(got, "OK") {
+		t.Errorf("metrics %q count an OK the log did not write", got)
+	}
+
+	log.setFail(false)
+	h.send("A k 60 -")
+	tok = grant(t, h.read(), "k")
+	h.send("R k " + strconv.FormatUint(tok, 10))
+	if line := h.read(); line != "R k OK" {
+		t.Fatal(line)
+	}
+}
