@@ -64,7 +64,7 @@ func nativeScheme(scheme string) bool { return scheme == "baton" || scheme == "b
 
 // httpOnly is the error of a call that the native protocol does not have.
 func httpOnly(what string) error {
-	return fmt.Errorf("baton: %s needs an http:// or https:// address; the native protocol (baton://, batons://) has no such call: %w", what, errors.ErrUnsupported)
+	return fmt.Errorf("baton: %s: the native protocol (baton://, batons:// addresses) has no read calls (status, list, cluster, events); use the node's http:// or https:// address: %w", what, errors.ErrUnsupported)
 }
 
 // nwire is one native connection, from its dial to its end.
