@@ -14,6 +14,12 @@
 // releases and status calls (see pick), which therefore never wait behind
 // parked acquires.
 //
+// With baton:// (or batons://) addresses the Client speaks the native
+// protocol of SPEC section 2b instead, with the same API and behaviours,
+// requests pipelined on its connections (native.go); the read calls
+// (Status, List, ListPage, Cluster, Events), which that protocol lacks,
+// then fail with an error that Is errors.ErrUnsupported.
+//
 //	c, err := api.NewClient(api.DefaultConfig())
 //	...
 //	defer c.Close()

@@ -223,6 +223,9 @@ func (w *nwire) pending(id string) bool {
 // answer, when it comes (or the connection's end), goes to late (nil:
 // dropped).
 func (w *nwire) do(ctx context.Context, id string, line []byte, late func(*nline.Answer, error)) (nline.Answer, error) {
+	if err := ctx.Err(); err != nil {
+		return nline.Answer{}, err // nothing sent
+	}
 	call := &ncall{ch: make(chan nreply, 1)}
 	w.mu.Lock()
 	if w.err != nil {

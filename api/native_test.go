@@ -445,3 +445,46 @@ func TestNativeTLS(t *testing.T) {
 		t.Fatalf("acquire without the CA: %v", err)
 	}
 }
+
+// A cancelled acquire leaves its request on the node; when its
+// connection then breaks before an answer, the client asks again under
+// the same id (with a 1 ms wait) on another connection (and would release
+// what that repeat is granted): nothing stays held or queued by nobody.
+func TestNativeCancelledThenBroken(t *testing.T) {
+	srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
+	hc := newClient(t, nil, srv.URL)
+	ctx := ctxBound(t)
+	holder, err := hc.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d recordingDialer
+	c := newClient(t, func(c *api.Config) { c.DialContext = d.dial }, srv.Base("native"))
+	actx, cancel := context.WithCancel(ctx)
+	res := acquireAsync(actx, c, "k")
+	waitWaiters(t, hc, "k", 1)
+	cancel()
+	if r := <-res; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("cancelled acquire: %v", r.err)
+	}
+	waitWaiters(t, hc, "k", 1) // still queued: the protocol has no cancel
+	first := d.carrying("A k ")
+	if len(first) != 1 {
+		t.Fatalf("%d connections carried the acquire, want 1", len(first))
+	}
+	m := idRE.FindStringSubmatch(first[0].written())
+	if m == nil {
+		t.Fatalf("no id in %q", first[0].written())
+	}
+	first[0].Conn.Close()
+	eventually(t, "asked again under the same id", func() bool {
+		return len(d.carrying("A k - 0.001 id="+m[1])) == 1
+	})
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "free", func() bool {
+		st := status(t, hc, "k")
+		return st.Holder == nil && st.Waiters == 0
+	})
+}
