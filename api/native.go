@@ -624,13 +624,14 @@ func (c *Client) naskAgain(q *nacq) uint64 {
 	return 0
 }
 
-// nRelease is Release over the native protocol.
+// nRelease is Release over the native protocol. Each attempt gets one
+// context, bounded by releaseAttempt and by the ReleaseTimeout window
+// (a release is on the hot path of every cycle: one timer, not two).
 func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 	if err := checkNativeKey(key); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReleaseTimeout)
-	defer cancel()
+	end := time.Now().Add(c.cfg.ReleaseTimeout)
 	raw := nline.Escape(key)
 	id := nline.ID(nline.OpRelease, raw)
 	line := nline.AppendRelease(nil, raw, token)
@@ -639,15 +640,14 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 	redirects := 0
 	var avoid *slot
 	for {
-		s, w, err := c.npick(ctx, avoid, "")
+		actx, acancel := context.WithDeadline(ctx, minTime(end, time.Now().Add(releaseAttempt)))
+		s, w, err := c.npick(actx, avoid, "")
 		if err == nil {
 			var a nline.Answer
-			actx, acancel := context.WithTimeout(ctx, releaseAttempt)
 			a, err = w.do(actx, id, line, nil)
-			if err != nil && actx.Err() != nil && ctx.Err() == nil {
+			if err != nil && actx.Err() != nil && ctx.Err() == nil && time.Now().Before(end) {
 				err = &errConn{err: fmt.Errorf("no answer within %v", releaseAttempt)}
 			}
-			acancel()
 			var ce *errConn
 			switch {
 			case errors.As(err, &ce):
@@ -655,8 +655,10 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 				avoid = s
 			case err != nil:
 			case a.Outcome == nline.OK:
+				acancel()
 				return nil
 			case a.Outcome == nline.Moved:
+				acancel()
 				if redirects++; redirects > maxRedirects {
 					return fmt.Errorf("baton: release %q: more than %d redirects", key, maxRedirects)
 				}
@@ -665,6 +667,7 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 				}
 				continue
 			case a.Code == CodeNotHeld || a.Code == CodeNotHolder:
+				acancel()
 				if ambiguous {
 					return nil
 				}
@@ -672,18 +675,23 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 			case a.Code == CodeUnavailable || a.Code == CodeInternal || a.Code == CodeTooManyKeys || a.Code == CodeTooManyWaiters:
 				err = answerError(&a)
 			default:
+				acancel()
 				return answerError(&a)
 			}
 		}
+		acancel()
 		if errors.Is(err, ErrClosed) {
 			return err
 		}
-		if err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
 			last = err
 		}
-		if sleep(ctx, c.cfg.ReleaseRetry) != nil {
+		if ctx.Err() != nil || !time.Now().Before(end) || sleep(ctx, min(c.cfg.ReleaseRetry, time.Until(end))) != nil || !time.Now().Before(end) {
 			if last == nil {
-				return ctx.Err()
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return fmt.Errorf("baton: release %q not confirmed within %v: %w", key, c.cfg.ReleaseTimeout, context.DeadlineExceeded)
 			}
 			return fmt.Errorf("baton: release %q not confirmed: %w", key, last)
 		}

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -486,5 +487,30 @@ func TestNativeCancelledThenBroken(t *testing.T) {
 	eventually(t, "free", func() bool {
 		st := status(t, hc, "k")
 		return st.Holder == nil && st.Waiters == 0
+	})
+}
+
+// BenchmarkNativeCycle is one acquire+release of a free key per
+// iteration through the client, against an in-process node (client and
+// node share the CPU: use it for profiles, not for figures).
+func BenchmarkNativeCycle(b *testing.B) {
+	srv := startBoth(b, engine.Config{}, handlers.Config{}, native.Config{})
+	c := newClient(b, nil, srv.Base("native"))
+	ctx := context.Background()
+	var n atomic.Int64
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		key := fmt.Sprintf("bench/%d", n.Add(1))
+		for pb.Next() {
+			l, err := c.Acquire(ctx, key, api.WithLease(time.Minute))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if err := c.Release(ctx, key, l.Token); err != nil {
+				b.Error(err)
+				return
+			}
+		}
 	})
 }
