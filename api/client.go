@@ -50,8 +50,9 @@ import (
 // Environment variables read by DefaultConfig.
 const (
 	// EnvAddr names the nodes: a comma-separated list of base URLs
-	// ("http://10.0.0.1:7070,http://10.0.0.2:7070"); a bare host:port
-	// means http://.
+	// ("http://10.0.0.1:7070,http://10.0.0.2:7070", or
+	// "baton://10.0.0.1:7071,..." for the native protocol); a bare
+	// host:port means http://.
 	EnvAddr = "BATON_ADDR"
 	// EnvAuthToken is the bearer token sent to the nodes (the server's
 	// auth_tokens). It is not BATON_TOKEN, which `baton run` sets to the
