@@ -94,6 +94,11 @@ type ncall struct {
 	late func(a *nline.Answer, err error)
 }
 
+// ncalls recycles the ncalls of answered requests (two allocations a
+// request otherwise). One given up by its caller (late set) is not
+// recycled.
+var ncalls = sync.Pool{New: func() any { return &ncall{ch: make(chan nreply, 1)} }}
+
 type nreply struct {
 	a   nline.Answer
 	err error
@@ -226,7 +231,7 @@ func (w *nwire) do(ctx context.Context, id string, line []byte, late func(*nline
 	if err := ctx.Err(); err != nil {
 		return nline.Answer{}, err // nothing sent
 	}
-	call := &ncall{ch: make(chan nreply, 1)}
+	call := ncalls.Get().(*ncall)
 	w.mu.Lock()
 	if w.err != nil {
 		err := w.err
@@ -242,6 +247,9 @@ func (w *nwire) do(ctx context.Context, id string, line []byte, late func(*nline
 	}
 	select {
 	case r := <-call.ch:
+		// Answered: nobody refers to call any more (the reader or fail
+		// took it off waiting before sending).
+		ncalls.Put(call)
 		return r.a, r.err
 	case <-ctx.Done():
 	}
@@ -420,19 +428,7 @@ func (c *Client) npick(ctx context.Context, avoid *slot, acquireID string) (*slo
 			c.mu.Unlock()
 			return nil, nil, ErrClosed
 		}
-		if cands := c.candidatesLocked(avoid); len(cands) > 0 {
-			n := uint64(len(cands))
-			start := c.rr
-			c.rr++
-			best := cands[start%n]
-			if acquireID != "" {
-				for i := range n {
-					if s := cands[(start+i)%n]; !s.nw.pending(acquireID) {
-						best = s
-						break
-					}
-				}
-			}
+		if best := c.npickLocked(avoid, acquireID); best != nil {
 			w := best.nw
 			c.mu.Unlock()
 			return best, w, nil
@@ -448,6 +444,52 @@ func (c *Client) npick(ctx context.Context, avoid *slot, acquireID string) (*slo
 			return nil, nil, ctx.Err()
 		}
 	}
+}
+
+// npickLocked is candidatesLocked and the round robin of npick without a
+// slice per call (a pick is on the path of every request): nil when no
+// connection is up.
+func (c *Client) npickLocked(avoid *slot, acquireID string) *slot {
+	list := c.slots
+	if p := c.preferred; p != nil {
+		switch {
+		case upCount(p.slots) > 0:
+			list = p.slots
+		case anyDialing(p.slots):
+			return nil // wait for the active's first dial
+		}
+	}
+	up := upCount(list)
+	if up == 0 {
+		return nil
+	}
+	n := uint64(len(list))
+	start := c.rr
+	c.rr++
+	var first *slot
+	for i := range n {
+		s := list[(start+i)%n]
+		if s.state != slotUp || (s == avoid && up > 1) {
+			continue
+		}
+		if acquireID == "" || !s.nw.pending(acquireID) {
+			return s
+		}
+		if first == nil {
+			first = s
+		}
+	}
+	return first
+}
+
+func upCount(ss []*slot) int {
+	n := 0
+	for _, s := range ss {
+		if s.state == slotUp {
+			n++
+		}
+	}
+	return n
 }
 
 // nmove follows an M answer from s's node: the active is at addr (a
