@@ -14,6 +14,12 @@
 // releases and status calls (see pick), which therefore never wait behind
 // parked acquires.
 //
+// With baton:// (or batons://) addresses the Client speaks the native
+// protocol of SPEC section 2b instead, with the same API and behaviours,
+// requests pipelined on its connections (native.go); the read calls
+// (Status, List, ListPage, Cluster, Events), which that protocol lacks,
+// then fail with an error that Is errors.ErrUnsupported.
+//
 //	c, err := api.NewClient(api.DefaultConfig())
 //	...
 //	defer c.Close()
@@ -44,8 +50,9 @@ import (
 // Environment variables read by DefaultConfig.
 const (
 	// EnvAddr names the nodes: a comma-separated list of base URLs
-	// ("http://10.0.0.1:7070,http://10.0.0.2:7070"); a bare host:port
-	// means http://.
+	// ("http://10.0.0.1:7070,http://10.0.0.2:7070", or
+	// "baton://10.0.0.1:7071,..." for the native protocol); a bare
+	// host:port means http://.
 	EnvAddr = "BATON_ADDR"
 	// EnvAuthToken is the bearer token sent to the nodes (the server's
 	// auth_tokens). It is not BATON_TOKEN, which `baton run` sets to the
@@ -74,13 +81,19 @@ const maxBody = 4 << 20
 type Config struct {
 	// Addresses lists the nodes' base URLs, e.g. "http://10.0.0.1:7070" or
 	// "https://baton.example:7070"; a bare "host:port" means http://.
-	// Default: BATON_ADDR, else DefaultAddr.
+	// "baton://10.0.0.1:7071" ("batons://" with TLS) names a node's
+	// native_listen: the Client then speaks the native protocol (SPEC
+	// section 2b) with the same API and behaviours, except that Status,
+	// List, Cluster and the other read calls, which that protocol does not
+	// have, fail with an error that Is errors.ErrUnsupported. All addresses
+	// must be of one protocol. Default: BATON_ADDR, else DefaultAddr.
 	Addresses []string
-	// Token is a bearer token, sent as "Authorization: Bearer <Token>";
-	// "" sends none. DefaultConfig reads BATON_AUTH_TOKEN.
+	// Token is a bearer token, sent as "Authorization: Bearer <Token>"
+	// (native protocol: "AUTH <Token>" first on every connection); ""
+	// sends none. DefaultConfig reads BATON_AUTH_TOKEN.
 	Token string
-	// TLSConfig is used for https:// addresses; nil means the system's
-	// roots. The client offers only "h2" by ALPN.
+	// TLSConfig is used for https:// and batons:// addresses; nil means
+	// the system's roots. Over HTTP the client offers only "h2" by ALPN.
 	TLSConfig *tls.Config
 	// ConnsPerAddress is the number of connections kept to each address.
 	// 0 = 2 when one address is given (one dropping does not interrupt
@@ -98,6 +111,8 @@ type Config struct {
 	// PingInterval: a connection that received nothing for this long is
 	// checked with an HTTP/2 PING (long polls are silent); PingTimeout
 	// later without an answer it counts as broken. 0 = 15 s and 5 s.
+	// The native protocol has no ping: its connections rely on TCP
+	// keep-alive (30 s with the default dialer).
 	PingInterval, PingTimeout time.Duration
 	// DialContext, if set, opens the TCP connections (tests, custom
 	// networks). Default: a net.Dialer.
@@ -138,8 +153,9 @@ func SplitAddresses(s string) []string {
 	return out
 }
 
-// parseAddress turns a configured address into a base URL: scheme http or
-// https, a host with a port, no path.
+// parseAddress turns a configured address into a base URL: scheme http,
+// https, baton or batons (the native protocol, which needs a port: there
+// is no default native_listen), a host with a port, no path.
 func parseAddress(s string) (*url.URL, error) {
 	if !strings.Contains(s, "://") {
 		s = "http://" + s
@@ -148,13 +164,16 @@ func parseAddress(s string) (*url.URL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("baton: address %q: %w", s, err)
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("baton: address %q: scheme must be http or https", s)
+	if u.Scheme != "http" && u.Scheme != "https" && !nativeScheme(u.Scheme) {
+		return nil, fmt.Errorf("baton: address %q: scheme must be http, https, baton or batons", s)
 	}
-	if u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+	if u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
 		return nil, fmt.Errorf("baton: address %q: want scheme://host:port", s)
 	}
 	host := u.Host
+	if nativeScheme(u.Scheme) && u.Port() == "" {
+		return nil, fmt.Errorf("baton: address %q: a %s:// address needs a port (the node's native_listen)", s, u.Scheme)
+	}
 	if u.Port() == "" {
 		port := "80"
 		if u.Scheme == "https" {
@@ -184,6 +203,10 @@ type Client struct {
 	tr        *http.Transport
 	connsPer  int
 	userAgent string
+	// native: the addresses are baton:// or batons://, served by nkeep,
+	// npick and the n* calls of native.go.
+	native bool
+	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -228,7 +251,8 @@ type slot struct {
 	// (pick); never redialled, closed once idle.
 	extra   bool
 	state   slotState
-	cc      *http.ClientConn // while up
+	cc      *http.ClientConn // while up (HTTP)
+	nw      *nwire           // while up (native)
 	broken  chan struct{}    // closed when cc breaks
 	lastErr error
 	redial  chan struct{} // one slot: dial now instead of after the pause
@@ -257,6 +281,9 @@ func NewClient(cfg Config) (*Client, error) {
 		u, err := parseAddress(a)
 		if err != nil {
 			return nil, err
+		}
+		if len(bases) > 0 && nativeScheme(u.Scheme) != nativeScheme(bases[0].Scheme) {
+			return nil, fmt.Errorf("baton: addresses %q and %q: all addresses must be of one protocol, http(s):// or baton(s)://", bases[0], u)
 		}
 		if !seen[u.String()] {
 			seen[u.String()] = true
@@ -305,6 +332,8 @@ func NewClient(cfg Config) (*Client, error) {
 		ctx:       ctx,
 		cancel:    cancel,
 		changed:   make(chan struct{}),
+		native:    nativeScheme(bases[0].Scheme),
+		dial:      dial,
 	}
 	c.mu.Lock()
 	for _, u := range bases {
@@ -328,7 +357,11 @@ func (c *Client) addAddressLocked(u *url.URL) *address {
 		a.slots = append(a.slots, s)
 		c.slots = append(c.slots, s)
 		c.wg.Add(1)
-		go c.keep(s)
+		if c.native {
+			go c.nkeep(s)
+		} else {
+			go c.keep(s)
+		}
 	}
 	c.addrs = append(c.addrs, a)
 	return a
@@ -544,26 +577,7 @@ func (c *Client) pick(ctx context.Context, avoid *slot, long bool) (*slot, *http
 			c.mu.Unlock()
 			return nil, nil, ErrClosed
 		}
-		var cands []*slot
-		waitPreferred := false
-		if p := c.preferred; p != nil {
-			cands = upSlots(p.slots)
-			// Just learned from a 307: wait for its first dial rather
-			// than ask the redirecting node again.
-			waitPreferred = len(cands) == 0 && anyDialing(p.slots)
-		}
-		if len(cands) == 0 && !waitPreferred {
-			cands = upSlots(c.slots)
-		}
-		if len(cands) > 1 && avoid != nil {
-			for i, s := range cands {
-				if s == avoid {
-					cands = append(cands[:i:i], cands[i+1:]...)
-					break
-				}
-			}
-		}
-		if len(cands) > 0 {
+		if cands := c.candidatesLocked(avoid); len(cands) > 0 {
 			n := uint64(len(cands))
 			start := c.rr
 			c.rr++
@@ -582,20 +596,10 @@ func (c *Client) pick(ctx context.Context, avoid *slot, long bool) (*slot, *http
 				return chosen, cc, nil
 			}
 		}
-		dialing := anyDialing(c.slots)
-		var lastErr error
-		for _, s := range c.slots {
-			if s.lastErr != nil {
-				lastErr = s.lastErr
-			}
-		}
-		ch := c.changed
+		ch, err := c.noConnLocked()
 		c.mu.Unlock()
-		if !dialing {
-			if lastErr == nil {
-				return nil, nil, fmt.Errorf("%w: no connection", ErrUnavailable)
-			}
-			return nil, nil, fmt.Errorf("%w: no connection: %w", ErrUnavailable, lastErr)
+		if err != nil {
+			return nil, nil, err
 		}
 		select {
 		case <-ch:
@@ -603,6 +607,52 @@ func (c *Client) pick(ctx context.Context, avoid *slot, long bool) (*slot, *http
 			return nil, nil, ctx.Err()
 		}
 	}
+}
+
+// candidatesLocked returns the live connections a call may use: the
+// preferred (active) address's if it has one up, else all; none while the
+// preferred address has none up but one dialling (just learned from a 307
+// or an M: wait for its first dial rather than ask the redirecting node
+// again); avoid (the connection that just failed) only when there is no
+// other.
+func (c *Client) candidatesLocked(avoid *slot) []*slot {
+	var cands []*slot
+	waitPreferred := false
+	if p := c.preferred; p != nil {
+		cands = upSlots(p.slots)
+		waitPreferred = len(cands) == 0 && anyDialing(p.slots)
+	}
+	if len(cands) == 0 && !waitPreferred {
+		cands = upSlots(c.slots)
+	}
+	if len(cands) > 1 && avoid != nil {
+		for i, s := range cands {
+			if s == avoid {
+				cands = append(cands[:i:i], cands[i+1:]...)
+				break
+			}
+		}
+	}
+	return cands
+}
+
+// noConnLocked is what a call does when candidatesLocked has none: wait
+// for the returned channel (the next slot state change) while a dial is in
+// progress, else fail with ErrUnavailable and the last connection error.
+func (c *Client) noConnLocked() (<-chan struct{}, error) {
+	if anyDialing(c.slots) {
+		return c.changed, nil
+	}
+	var lastErr error
+	for _, s := range c.slots {
+		if s.lastErr != nil {
+			lastErr = s.lastErr
+		}
+	}
+	if lastErr == nil {
+		return nil, fmt.Errorf("%w: no connection", ErrUnavailable)
+	}
+	return nil, fmt.Errorf("%w: no connection: %w", ErrUnavailable, lastErr)
 }
 
 // room reports whether cc has a stream for a call: any free stream for a
@@ -840,6 +890,9 @@ const maxRedirects = 10
 // connection, failing after as many attempts as there are connections; a
 // reset of its stream alone is repeated (streamRetry); 307s are followed. It returns the first answer that is not a redirect.
 func (c *Client) call(ctx context.Context, method, pathQuery string, hdr http.Header) (*response, error) {
+	if c.native {
+		return nil, httpOnly(method + " " + pathQuery)
+	}
 	attempts, redirects, resets := 0, 0, 0
 	max := c.numConns()
 	var avoid *slot
@@ -910,7 +963,10 @@ func seconds(d time.Duration) string {
 // Status returns the state of the lock key: its holder (nil when free) and
 // the number of waiters. It blocks for one round trip (moving on to the
 // next connection if one fails). Errors: *StatusError (ErrInvalidArgument
-// for a bad key), ErrUnavailable, ErrClosed, ctx's error.
+// for a bad key), ErrUnavailable, ErrClosed, ctx's error; over the native
+// protocol (baton:// addresses), which has no read op, always an error
+// that Is errors.ErrUnsupported (use a Client with the node's http://
+// address).
 func (c *Client) Status(ctx context.Context, key string) (*LockStatus, error) {
 	var st LockStatus
 	if err := c.getJSON(ctx, lockPath(key, nil), &st); err != nil {

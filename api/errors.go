@@ -73,7 +73,8 @@ var codeErrors = map[string]error{
 // known code (a proxy's 502 page, say) Is ErrUnavailable when its status is
 // 502, 503 or 504.
 type StatusError struct {
-	// StatusCode is the HTTP status, e.g. 409.
+	// StatusCode is the HTTP status, e.g. 409; 0 for an E answer of the
+	// native protocol, which has none (Code says what it is).
 	StatusCode int
 	// Code is the server's error code (Error.Code), "" when the body had
 	// none.
@@ -93,6 +94,12 @@ func (e *StatusError) Error() string {
 	code := e.Code
 	if code == "" {
 		code = "http"
+	}
+	if e.StatusCode == 0 {
+		if e.Field != "" {
+			return fmt.Sprintf("baton: %s (%s): %s", code, e.Field, msg)
+		}
+		return fmt.Sprintf("baton: %s: %s", code, msg)
 	}
 	if e.Field != "" {
 		return fmt.Sprintf("baton: %d %s (%s): %s", e.StatusCode, code, e.Field, msg)

@@ -14,6 +14,7 @@ import (
 	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/handlers"
+	"github.com/baton-io/baton/native"
 )
 
 // exampleNode starts a real single baton node on a free port, as `baton
@@ -151,4 +152,57 @@ func ExampleLock_KeepAlive() {
 	// Output:
 	// job done
 	// release: <nil>
+}
+
+// exampleNativeNode starts a node that serves only the native protocol
+// (as `baton serve --native-listen`), and returns its address.
+func exampleNativeNode() (addr string, stop func()) {
+	dir, err := os.MkdirTemp("", "baton-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	eng, err := engine.New(engine.Config{DataDir: dir})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := native.New(eng, native.Config{})
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	return "baton://" + ln.Addr().String(), func() {
+		srv.Close()
+		<-done
+		eng.Close()
+		os.RemoveAll(dir)
+	}
+}
+
+// A baton:// address selects the native protocol: the same API, with the
+// requests pipelined on the client's connections. It has no read calls.
+func ExampleNewClient_native() {
+	addr, stop := exampleNativeNode() // "baton://127.0.0.1:port"
+	defer stop()
+	c, err := api.NewClient(api.Config{Addresses: []string{addr}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "orders/42", api.WithLease(30*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("holding", l.Key, "token > 0:", l.Token > 0)
+	if err := l.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	_, err = c.Status(ctx, "orders/42")
+	fmt.Println("status over native unsupported:", errors.Is(err, errors.ErrUnsupported))
+	// Output:
+	// holding orders/42 token > 0: true
+	// status over native unsupported: true
 }

@@ -149,6 +149,13 @@ func newKey() string { return rand.Text() }
 // Client asks the node again under the same Idempotency-Key and releases
 // what it says was granted. This settling runs in the background, bounded
 // by twice ReleaseTimeout; Close waits for it.
+//
+// Over the native protocol (baton:// addresses) the same holds, with an
+// M answer in place of a 307, and one difference: the protocol has no
+// cancel op, so when ctx ends Acquire returns at once but its request
+// stays queued on the node (a waiter that went away would have to close
+// the whole connection, and with it every other waiter on it); when its
+// grant comes, it is released at once. WithWait bounds how long it stays.
 func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption) (*Lock, error) {
 	var o acquireOpts
 	for _, f := range opts {
@@ -176,6 +183,9 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	}
 	if o.limit != 0 {
 		q.Set("limit", strconv.Itoa(o.limit))
+	}
+	if c.native {
+		return c.nAcquire(ctx, key, o, owner)
 	}
 	pathQuery := lockPath(key, q)
 	hdr := http.Header{HeaderIdempotencyKey: {newKey()}}
@@ -455,6 +465,9 @@ const releaseAttempt = time.Second
 // is returned; ErrInvalidArgument for a bad key or token; else the last
 // failure (wrapping ErrUnavailable) or ctx's error.
 func (c *Client) Release(ctx context.Context, key string, token uint64) error {
+	if c.native {
+		return c.nRelease(ctx, key, token)
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReleaseTimeout)
 	defer cancel()
 	pathQuery := lockPath(key, url.Values{"token": {strconv.FormatUint(token, 10)}})
@@ -526,6 +539,9 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 // retried after an answer: a repeat could release the holders that the
 // queue moved on to.
 func (c *Client) ForceRelease(ctx context.Context, key string) error {
+	if c.native {
+		return c.nForceRelease(ctx, key)
+	}
 	r, err := c.call(ctx, http.MethodDelete, lockPath(key, url.Values{"force": {"true"}}), nil)
 	if err != nil {
 		return err
@@ -542,6 +558,9 @@ func (c *Client) ForceRelease(ctx context.Context, key string) error {
 // (the lock is not ours any more), ErrInvalidArgument, ErrUnavailable,
 // ErrClosed, ctx's error.
 func (c *Client) Renew(ctx context.Context, key string, token uint64, lease time.Duration) (*Grant, error) {
+	if c.native {
+		return c.nRenew(ctx, key, token, lease)
+	}
 	q := url.Values{"token": {strconv.FormatUint(token, 10)}}
 	if lease > 0 {
 		q.Set("lease", seconds(lease))

@@ -15,6 +15,7 @@ import (
 	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/handlers"
+	"github.com/baton-io/baton/native"
 )
 
 func TestMain(m *testing.M) {
@@ -39,6 +40,38 @@ type testServer struct {
 	// streams, if set, replaces the server's HTTP/2 stream limit per
 	// connection (MaxConcurrentStreams).
 	streams int
+
+	// With ncfg set (startBoth), the node serves the native protocol too,
+	// over the same engine, at Native (127.0.0.1:port).
+	Native string
+	ncfg   *native.Config
+	nsrv   *native.Server
+	ndone  chan struct{}
+}
+
+// startBoth starts a node that serves HTTP and the native protocol over
+// one engine, as `baton serve` with native_listen does. The native
+// server's AuthTokens and AdminTokens are hcfg's.
+func startBoth(t testing.TB, ecfg engine.Config, hcfg handlers.Config, ncfg native.Config) *testServer {
+	t.Helper()
+	if ecfg.DataDir == "" {
+		ecfg.DataDir = t.TempDir()
+	}
+	ncfg.AuthTokens, ncfg.AdminTokens = hcfg.AuthTokens, hcfg.AdminTokens
+	s := &testServer{ecfg: ecfg, hcfg: hcfg, ncfg: &ncfg, Native: "127.0.0.1:0"}
+	s.start(t, "127.0.0.1:0")
+	s.Addr = s.ln.Addr().String()
+	s.URL = "http://" + s.Addr
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Base returns the address a client of proto ("http" or "native") uses.
+func (s *testServer) Base(proto string) string {
+	if proto == "native" {
+		return "baton://" + s.Native
+	}
+	return s.URL
 }
 
 // startServer starts a node on a free port; ecfg's zero fields are the
@@ -92,8 +125,27 @@ func (s *testServer) start(t testing.TB, addr string) {
 		defer close(done)
 		_ = srv.Serve(cl)
 	}()
+	var nsrv *native.Server
+	var ndone chan struct{}
+	if s.ncfg != nil {
+		nln, err := net.Listen("tcp", s.Native)
+		if err != nil {
+			srv.Close()
+			eng.Close()
+			t.Fatal(err)
+		}
+		ncfg := *s.ncfg
+		ncfg.Logger = log
+		nsrv, ndone = native.New(eng, ncfg), make(chan struct{})
+		s.Native = nln.Addr().String()
+		go func() {
+			defer close(ndone)
+			_ = nsrv.Serve(nln)
+		}()
+	}
 	s.mu.Lock()
 	s.eng, s.srv, s.ln, s.done = eng, srv, cl, done
+	s.nsrv, s.ndone = nsrv, ndone
 	s.mu.Unlock()
 }
 
@@ -101,11 +153,15 @@ func (s *testServer) start(t testing.TB, addr string) {
 // idempotent.
 func (s *testServer) Stop() {
 	s.mu.Lock()
-	eng, srv, done := s.eng, s.srv, s.done
-	s.eng, s.srv = nil, nil
+	eng, srv, done, nsrv, ndone := s.eng, s.srv, s.done, s.nsrv, s.ndone
+	s.eng, s.srv, s.nsrv = nil, nil, nil
 	s.mu.Unlock()
 	if srv == nil {
 		return
+	}
+	if nsrv != nil {
+		nsrv.Close()
+		<-ndone
 	}
 	eng.Close()
 	srv.Close()

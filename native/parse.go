@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/internal/nline"
 )
 
 // MaxLine is the longest request line the server reads, in bytes, without
@@ -359,30 +360,9 @@ func unhex(c byte) int {
 
 // Escape percent-encodes a key or an option value for a request line:
 // "%", space and control characters become %XX; everything else is taken
-// literally (SPEC section 2b).
-func Escape(s string) string {
-	need := false
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '%' || c <= ' ' || c == 0x7f {
-			need = true
-			break
-		}
-	}
-	if !need {
-		return s
-	}
-	const hex = "0123456789ABCDEF"
-	b := make([]byte, 0, len(s)+8)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '%' || c <= ' ' || c == 0x7f {
-			b = append(b, '%', hex[c>>4], hex[c&15])
-		} else {
-			b = append(b, c)
-		}
-	}
-	return string(b)
-}
+// literally (SPEC section 2b). It is the clients' encoder (internal/nline),
+// named here beside the decoder it must match.
+func Escape(s string) string { return nline.Escape(s) }
 
 // printable reports whether s is valid UTF-8 without control characters.
 func printable(s string) bool {

@@ -156,6 +156,27 @@ func TestNative(t *testing.T) {
 	}
 }
 
+// TestNativeOfficial drives the native floor with the official client
+// (package api over a baton:// address).
+func TestNativeOfficial(t *testing.T) {
+	rs := resultLines(t, refArgs("--workload", "uncontended,contended", "--proto", "native", "--client", "official", "--c", "4")...)
+	if len(rs) != 2 {
+		t.Fatalf("%d RESULT lines, want 2 (nfloor: uncontended, contended)", len(rs))
+	}
+	for i, w := range []string{"uncontended", "contended"} {
+		m := rs[i]
+		if m["workload"] != w || m["proto"] != "native" || m["client"] != "official" || m["target"] != "nfloor" || m["errors"] != "0" {
+			t.Errorf("%s: %v", w, m)
+		}
+		if num(t, m, "ops_s") <= 0 {
+			t.Errorf("%s: ops_s %v", w, m["ops_s"])
+		}
+	}
+	if min := num(t, rs[1], "min_grants"); min < 1 {
+		t.Errorf("contended: a client was never granted: %v", rs[1])
+	}
+}
+
 func TestKeys(t *testing.T) {
 	rs := resultLines(t, refArgs("--workload", "keys", "--keys", "500", "--c", "4")...)
 	for i, target := range []string{"null", "floor"} {

@@ -128,7 +128,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&workloads, "workload", "uncontended", "workloads, comma-separated: uncontended,contended,waiters,keys,failover,restart,semaphore,rwmix,parked (--waiters acquires parked over --conns connections, 16 by default: RSS per parked acquire) or all (= uncontended,contended,waiters,keys)")
 	fs.StringVar(&protos, "proto", "h1", "protocols, comma-separated: h1 (HTTP/1.1 keep-alive), h2c (HTTP/2 cleartext, prior knowledge), native (SPEC 2b, pipelined; reference: the native floor)")
 	fs.StringVar(&cfg.naddr, "native-addr", "", "with --addr and --proto native: the node's native_listen address")
-	fs.StringVar(&clients, "client", "plain", "clients, comma-separated: plain (net/http), official (the api package)")
+	fs.StringVar(&clients, "client", "plain", "clients, comma-separated: plain (net/http; with --proto native, this binary's raw pipelined client), official (the api package: h2c, or baton:// with --proto native)")
 	fs.StringVar(&cfg.addr, "addr", "", "target a running baton node at host:port (127.0.0.0/8) instead of spawning one")
 	fs.IntVar(&cfg.pid, "pid", 0, "with --addr: the node's process id, to read its VmRSS")
 	fs.StringVar(&cfg.batonBin, "baton", "", "baton binary to spawn (default: go build ./cmd/baton into a temp dir)")
@@ -330,12 +330,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 				if ctx.Err() != nil {
 					return 1
 				}
-				if p == "native" && (cl == "official" || w == "failover" || w == "keys" || cfg.standbys > 0) {
-					fmt.Fprintf(stderr, "baton-bench: %s proto=native client=%s: skipped, native runs uncontended, contended and waiters with the plain client on a single node\n", w, cl)
+				if p == "native" && (w == "failover" || w == "keys" || cfg.standbys > 0) {
+					fmt.Fprintf(stderr, "baton-bench: %s proto=native client=%s: skipped, native runs on a single node, without the failover and keys workloads\n", w, cl)
 					continue
 				}
-				if cl == "official" && p != "h2c" {
-					fmt.Fprintf(stderr, "baton-bench: %s proto=%s client=official: skipped, the official client speaks HTTP/2 only (use --proto h2c)\n", w, p)
+				if cl == "official" && p == "h1" {
+					fmt.Fprintf(stderr, "baton-bench: %s proto=h1 client=official: skipped, the official client speaks HTTP/2 or the native protocol only (use --proto h2c or native)\n", w)
 					continue
 				}
 				cfg.workload, cfg.proto, cfg.client = w, p, cl
@@ -505,10 +505,17 @@ func (b *bench) newSet(tgt *target, clients int) (lockerSet, error) {
 				conns = clients
 			}
 		}
+		if cfg.client == "official" {
+			return newOfficialSet("baton://"+tgt.naddr, conns, cfg)
+		}
 		return newNativeSet(tgt.naddr, conns, make(chan struct{}, cfg.dialParallel))
 	}
 	if cfg.client == "official" {
-		return newOfficialSet(addr, cfg, clients)
+		conns := cfg.conns
+		if conns == 0 {
+			conns = max(2, (clients+cfg.streamsPerConn-1)/cfg.streamsPerConn)
+		}
+		return newOfficialSet("http://"+addr, conns, cfg)
 	}
 	conns := cfg.conns
 	if conns == 0 {

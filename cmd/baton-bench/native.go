@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/baton-io/baton/internal/nline"
 )
 
 // The native protocol (SPEC section 2b, --proto native): a pipelined
@@ -72,16 +74,17 @@ type nativeConn struct {
 
 var errNativeClosed = errors.New("native connection closed")
 
-// call sends line (without "\n") and waits for the answer to (op, key).
-func (c *nativeConn) call(ctx context.Context, op, key, line string) (string, error) {
+// call sends the request line (internal/nline) and waits for the
+// answer to (op, rawKey).
+func (c *nativeConn) call(ctx context.Context, op, rawKey string, line []byte) (string, error) {
 	ch := make(chan string, 1)
-	id := op + " " + key
+	id := nline.ID(op, rawKey)
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
 		return "", c.err
 	}
-	c.out = append(append(c.out, line...), '\n')
+	c.out = append(c.out, line...)
 	c.waiting[id] = append(c.waiting[id], ch)
 	c.mu.Unlock()
 	select {
@@ -145,7 +148,7 @@ func (c *nativeConn) readLoop() {
 		line = line[:len(line)-1]
 		op, rest, _ := strings.Cut(line, " ")
 		key, _, _ := strings.Cut(rest, " ")
-		id := op + " " + key
+		id := nline.ID(op, key)
 		c.mu.Lock()
 		chs := c.waiting[id]
 		if len(chs) == 0 {
@@ -165,19 +168,18 @@ func (c *nativeConn) readLoop() {
 
 // Acquire sends "A <key> <lease> <wait>" (wait 0: "-").
 func (c *nativeConn) Acquire(ctx context.Context, key string, lease, wait float64) (uint64, error) {
-	w := "-"
-	if wait > 0 {
-		w = strconv.FormatFloat(wait, 'f', -1, 64)
-	}
-	a, err := c.call(ctx, "A", key, "A "+key+" "+strconv.FormatFloat(lease, 'f', -1, 64)+" "+w)
+	raw := nline.Escape(key)
+	a, err := c.call(ctx, nline.OpAcquire, raw, nline.AppendAcquire(nil, raw, secs(lease), secs(wait), nline.AcquireOptions{}))
 	if err != nil {
 		return 0, err
 	}
-	f := strings.Fields(a)
+	ans, err := nline.ParseAnswer(a)
 	switch {
-	case len(f) >= 4 && f[2] == "OK":
-		return strconv.ParseUint(f[3], 10, 64)
-	case len(f) == 3 && f[2] == "T":
+	case err != nil:
+		return 0, fmt.Errorf("acquire: %w", err)
+	case ans.Outcome == nline.OK:
+		return ans.Token, nil
+	case ans.Outcome == nline.Timeout:
 		return 0, errTimeout
 	}
 	return 0, fmt.Errorf("acquire: %s", a)
@@ -185,11 +187,12 @@ func (c *nativeConn) Acquire(ctx context.Context, key string, lease, wait float6
 
 // Release sends "R <key> <token>".
 func (c *nativeConn) Release(ctx context.Context, key string, token uint64) error {
-	a, err := c.call(ctx, "R", key, "R "+key+" "+strconv.FormatUint(token, 10))
+	raw := nline.Escape(key)
+	a, err := c.call(ctx, nline.OpRelease, raw, nline.AppendRelease(nil, raw, token))
 	if err != nil {
 		return err
 	}
-	if !strings.HasSuffix(a, " OK") {
+	if ans, err := nline.ParseAnswer(a); err != nil || ans.Outcome != nline.OK {
 		return fmt.Errorf("release: %s", a)
 	}
 	return nil

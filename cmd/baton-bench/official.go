@@ -10,20 +10,18 @@ import (
 
 // officialSet drives the official Go client (package api): one api.Client
 // for all workload clients, as an application would share it, with as many
-// h2c connections as the run needs (the client's default is two; thousands
-// of parked waiters need more, see --streams-per-conn).
+// connections as the run needs: over h2c, the client's default is two, and
+// thousands of parked waiters need more (see --streams-per-conn); over the
+// native protocol (a baton:// address), as many as the raw client uses.
 type officialSet struct {
 	c *api.Client
 }
 
-// newOfficialSet builds the official clients of one run.
-func newOfficialSet(addr string, cfg *config, clients int) (lockerSet, error) {
-	conns := cfg.conns
-	if conns == 0 {
-		conns = max(2, (clients+cfg.streamsPerConn-1)/cfg.streamsPerConn)
-	}
+// newOfficialSet builds the official client of one run for base
+// ("http://host:port" or "baton://host:port") with conns connections.
+func newOfficialSet(base string, conns int, cfg *config) (lockerSet, error) {
 	c, err := api.NewClient(api.Config{
-		Addresses:       []string{"http://" + addr},
+		Addresses:       []string{base},
 		ConnsPerAddress: conns,
 		DialContext:     loopbackDialer(make(chan struct{}, cfg.dialParallel)),
 		UserAgent:       "baton-bench",

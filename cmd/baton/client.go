@@ -83,7 +83,7 @@ func newClientFlags(cmd string, cio cliIO) *clientFlags {
 	f := &clientFlags{fs: pflag.NewFlagSet("baton "+cmd, pflag.ContinueOnError)}
 	f.fs.SortFlags = false
 	f.fs.SetOutput(cio.stderr)
-	f.fs.StringSliceVar(&f.addr, "addr", nil, "node base URLs, comma-separated (env BATON_ADDR; default "+api.DefaultAddr+")")
+	f.fs.StringSliceVar(&f.addr, "addr", nil, "node addresses, comma-separated: http(s)://host:port, or baton(s)://host:port for the native protocol (native_listen; acquire, release, renew and run only) (env BATON_ADDR; default "+api.DefaultAddr+")")
 	f.fs.StringVar(&f.authToken, "auth-token", "", "bearer token (env BATON_AUTH_TOKEN)")
 	f.fs.Usage = func() { printHelp(cio.stdout, cmd, f.fs) }
 	return f

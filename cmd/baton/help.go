@@ -28,7 +28,7 @@ refused. Lists are comma-separated. Exits 2 on an invalid setting.`,
 		synopsis: "baton acquire KEY [--lease D] [--wait D] [--limit N] [--shared] [--owner O] [flags]",
 		about: `Take the lock KEY, waiting in its queue, and print its fencing token.
 Exits 3 when --wait ran out before the grant.`,
-		example: "TOKEN=$(baton acquire deploy --lease 60s --wait 5m)",
+		example: "TOKEN=$(baton acquire deploy --lease 60s --wait 5m)   # or --addr baton://10.0.0.1:7071",
 	},
 	"release": {
 		synopsis: "baton release KEY TOKEN [flags] | baton release --force KEY",
@@ -42,7 +42,7 @@ Exits 3 when --wait ran out before the grant.`,
 	},
 	"status": {
 		synopsis: "baton status [KEY] [--prefix P] [--after KEY] [--limit N] [--json] [flags]",
-		about:    "Show one lock (its holder and waiters), or without KEY list the locks in key order.",
+		about:    "Show one lock (its holder and waiters), or without KEY list the locks in key order. Needs an http(s):// address (the native protocol has no read calls).",
 		example:  "baton status --prefix orders/",
 	},
 	"run": {
@@ -60,12 +60,12 @@ group is killed (Linux). Exits 3 when --wait ran out.`,
 	},
 	"cluster": {
 		synopsis: "baton cluster [--json] [flags]",
-		about:    "Show the cluster as the node at --addr sees it: each node's role, liveness and last contact, and this build's version.",
+		about:    "Show the cluster as the node at --addr sees it: each node's role, liveness and last contact, and this build's version. Needs an http(s):// address.",
 		example:  "baton cluster --addr http://10.0.0.2:7070",
 	},
 	"events": {
 		synopsis: "baton events [--key KEY] [--follow] [--json] [flags]",
-		about:    "Print the node's recent lock and cluster events, oldest first; with --follow, keep printing new ones until interrupted.",
+		about:    "Print the node's recent lock and cluster events, oldest first; with --follow, keep printing new ones until interrupted. Needs an http(s):// address.",
 		example:  "baton events --key deploy --follow",
 	},
 	"version": {

@@ -1,0 +1,814 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"runtime"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/baton-io/baton/internal/nline"
+)
+
+// The native protocol (SPEC section 2b) behind the same API: a Client
+// whose addresses are baton://host:port (batons:// with TLS) keeps
+// ConnsPerAddress TCP connections per address (two for a single address)
+// in the slots of client.go, each kept by nkeep: dial (TLS, then AUTH with
+// Config.Token when set), serve until the connection breaks, redial every
+// ReconnectInterval. On a connection, requests are pipelined: callers
+// append their lines to the connection's buffer and wait; one writer
+// goroutine takes the buffer after one runtime.Gosched (so that the lines
+// of callers running at the same moment leave in one write) and writes
+// it; one reader goroutine matches each answer to the oldest request with
+// its (op, key) (SPEC section 2b: answers to the same (op, key) come in
+// order). No request waits for another's answer, so a renewal or a
+// release is never held up by parked acquires on the same connection.
+//
+// The native protocol has no cancel op: an acquire whose ctx ends leaves
+// its request on the node, and a grant that answers it later is released
+// at once (see Acquire); its wait (WithWait) bounds how long it stays.
+
+// checkNativeKey refuses, before anything is sent, a key that a node
+// would refuse by closing the connection (an empty key, invalid UTF-8, a
+// control character: the line cannot be read), and one that is too long.
+func checkNativeKey(key string) error {
+	bad := func(msg string) error {
+		return &StatusError{Code: CodeInvalidArgument, Field: "key", Message: "key: " + msg}
+	}
+	switch {
+	case key == "":
+		return bad("must not be empty")
+	case len(key) > MaxKeyBytes:
+		return bad(fmt.Sprintf("must be at most %d bytes", MaxKeyBytes))
+	case !utf8.ValidString(key):
+		return bad("must be valid UTF-8")
+	}
+	for _, r := range key {
+		if r < 0x20 || (r >= 0x7f && r < 0xa0) {
+			return bad(fmt.Sprintf("contains the control character %U", r))
+		}
+	}
+	return nil
+}
+
+// nativeScheme reports whether an address scheme selects the native
+// protocol.
+func nativeScheme(scheme string) bool { return scheme == "baton" || scheme == "batons" }
+
+// httpOnly is the error of a call that the native protocol does not have.
+func httpOnly(what string) error {
+	return fmt.Errorf("baton: %s: the native protocol (baton://, batons:// addresses) has no read calls (status, list, cluster, events); use the node's http:// or https:// address: %w", what, errors.ErrUnsupported)
+}
+
+// nwire is one native connection, from its dial to its end.
+type nwire struct {
+	nc    net.Conn
+	node  string        // the address's base URL, "baton://host:port"
+	wake  chan struct{} // one slot: lines are waiting for the writer
+	dead  chan struct{} // closed by fail
+	rdone chan struct{} // closed when readLoop has returned
+	wdone chan struct{} // closed when writeLoop has returned
+
+	mu      sync.Mutex
+	out     []byte              // lines not yet written
+	waiting map[string][]*ncall // (op, key) -> requests in the order sent
+	err     error               // why the connection ended; set: no new requests
+
+	spare []byte // the writer's other buffer (writeLoop only)
+}
+
+// ncall is one request waiting for its answer.
+type ncall struct {
+	ch chan nreply // one slot: the answer, or the connection's end
+	// late, set under nwire.mu when the caller gave up (its ctx ended),
+	// takes the answer (or the connection's end, a == nil) instead of ch.
+	// It runs on the reader's (or the failing) goroutine and must not
+	// block.
+	late func(a *nline.Answer, err error)
+}
+
+// ncalls recycles the ncalls of answered requests (two allocations a
+// request otherwise). One given up by its caller (late set) is not
+// recycled.
+var ncalls = sync.Pool{New: func() any { return &ncall{ch: make(chan nreply, 1)} }}
+
+type nreply struct {
+	a   nline.Answer
+	err error
+}
+
+// ndial opens a native connection to base: TCP, TLS for batons://, and
+// AUTH with the client's token when it has one (its answer awaited, so
+// that a refused token fails the dial with a *StatusError that Is
+// ErrUnauthorized). ctx bounds all of it.
+func (c *Client) ndial(ctx context.Context, base *url.URL) (*nwire, error) {
+	nc, err := c.dial(ctx, "tcp", base.Host)
+	if err != nil {
+		return nil, err
+	}
+	if base.Scheme == "batons" {
+		cfg := &tls.Config{}
+		if c.cfg.TLSConfig != nil {
+			cfg = c.cfg.TLSConfig.Clone()
+		}
+		if cfg.ServerName == "" {
+			cfg.ServerName = base.Hostname()
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("TLS handshake: %w", err)
+		}
+		nc = tc
+	}
+	br := bufio.NewReaderSize(nc, 16<<10)
+	if c.cfg.Token != "" {
+		if dl, ok := ctx.Deadline(); ok {
+			_ = nc.SetDeadline(dl)
+		}
+		stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+		err := func() error {
+			if _, err := nc.Write(nline.AppendAuth(nil, c.cfg.Token)); err != nil {
+				return err
+			}
+			line, err := br.ReadSlice('\n')
+			if err != nil {
+				return fmt.Errorf("AUTH: no answer: %w", err)
+			}
+			a, err := nline.ParseAnswer(string(line[:len(line)-1]))
+			switch {
+			case err != nil:
+				return fmt.Errorf("AUTH: %w", err)
+			case a.Op == nline.OpAuth && a.Outcome == nline.OK:
+				return nil
+			case a.Outcome == nline.Error:
+				return answerError(&a)
+			}
+			return fmt.Errorf("AUTH: unexpected answer %q", line)
+		}()
+		stop()
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		_ = nc.SetDeadline(time.Time{})
+	}
+	w := &nwire{
+		nc:      nc,
+		node:    base.String(),
+		wake:    make(chan struct{}, 1),
+		dead:    make(chan struct{}),
+		rdone:   make(chan struct{}),
+		wdone:   make(chan struct{}),
+		waiting: map[string][]*ncall{},
+	}
+	go w.readLoop(br)
+	go w.writeLoop()
+	return w, nil
+}
+
+// fail ends the connection with err (the first error wins): no request is
+// taken any more, every waiting one gets the error (as *errConn), and the
+// socket is closed, which ends the reader and the writer.
+func (w *nwire) fail(err error) {
+	var lates []func(*nline.Answer, error)
+	w.mu.Lock()
+	if w.err != nil {
+		w.mu.Unlock()
+		return
+	}
+	w.err = err
+	close(w.dead)
+	ce := &errConn{err: err}
+	for _, q := range w.waiting {
+		for _, call := range q {
+			if call.late != nil {
+				lates = append(lates, call.late)
+			} else {
+				call.ch <- nreply{err: ce}
+			}
+		}
+	}
+	w.waiting = nil
+	w.mu.Unlock()
+	w.nc.Close()
+	for _, late := range lates {
+		late(nil, ce)
+	}
+}
+
+// close ends the connection with err and waits for its goroutines.
+func (w *nwire) close(err error) {
+	w.fail(err)
+	<-w.rdone
+	<-w.wdone
+}
+
+// pending reports whether a request with this (op, key) waits for its
+// answer.
+func (w *nwire) pending(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.waiting[id]) > 0
+}
+
+// do sends line (a request whose answer is matched by id) and waits for
+// its answer. A connection that ended (before or after sending) is an
+// *errConn. When ctx ends first, do returns ctx's error at once and the
+// answer, when it comes (or the connection's end), goes to late (nil:
+// dropped).
+func (w *nwire) do(ctx context.Context, id string, line []byte, late func(*nline.Answer, error)) (nline.Answer, error) {
+	if err := ctx.Err(); err != nil {
+		return nline.Answer{}, err // nothing sent
+	}
+	call := ncalls.Get().(*ncall)
+	w.mu.Lock()
+	if w.err != nil {
+		err := w.err
+		w.mu.Unlock()
+		return nline.Answer{}, &errConn{err: err}
+	}
+	w.out = append(w.out, line...)
+	w.waiting[id] = append(w.waiting[id], call)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case r := <-call.ch:
+		// Answered: nobody refers to call any more (the reader or fail
+		// took it off waiting before sending).
+		ncalls.Put(call)
+		return r.a, r.err
+	case <-ctx.Done():
+	}
+	if late == nil {
+		late = func(*nline.Answer, error) {}
+	}
+	w.mu.Lock()
+	select {
+	case r := <-call.ch:
+		// Answered as ctx ended: the caller has gone all the same.
+		w.mu.Unlock()
+		if r.err != nil {
+			late(nil, r.err)
+		} else {
+			late(&r.a, nil)
+		}
+	default:
+		call.late = late
+		w.mu.Unlock()
+	}
+	return nline.Answer{}, ctx.Err()
+}
+
+// writeLoop writes the queued lines until the connection ends.
+func (w *nwire) writeLoop() {
+	defer close(w.wdone)
+	for {
+		select {
+		case <-w.wake:
+		case <-w.dead:
+			return
+		}
+		// Let the callers running now queue their lines too: one write
+		// carries them all (issue 17 measured the gain).
+		runtime.Gosched()
+		w.mu.Lock()
+		buf := w.out
+		w.out = w.spare[:0]
+		w.mu.Unlock()
+		if len(buf) > 0 {
+			if _, err := w.nc.Write(buf); err != nil {
+				w.fail(fmt.Errorf("write: %w", err))
+				return
+			}
+		}
+		w.spare = buf[:0]
+	}
+}
+
+// readLoop matches answers to requests until the connection ends. An
+// error line that answers nothing asked (the node refused the connection:
+// AUTH missing or refused, a line it could not read) is kept as the
+// reason of the end that follows.
+func (w *nwire) readLoop(br *bufio.Reader) {
+	defer close(w.rdone)
+	var refused error
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			switch {
+			case refused != nil:
+				err = refused
+			case errors.Is(err, io.EOF):
+				err = errors.New("the node closed the connection")
+			}
+			w.fail(err)
+			return
+		}
+		a, err := nline.ParseAnswer(string(line[:len(line)-1]))
+		if err != nil {
+			w.fail(err)
+			return
+		}
+		id := a.ID()
+		w.mu.Lock()
+		q := w.waiting[id]
+		if len(q) == 0 {
+			w.mu.Unlock()
+			if a.Outcome == nline.Error {
+				refused = answerError(&a)
+				continue
+			}
+			w.fail(fmt.Errorf("an answer to no request: %q", line))
+			return
+		}
+		call := q[0]
+		if len(q) == 1 {
+			delete(w.waiting, id)
+		} else {
+			q[0] = nil
+			w.waiting[id] = q[1:]
+		}
+		late := call.late
+		if late == nil {
+			call.ch <- nreply{a: a}
+		}
+		w.mu.Unlock()
+		if late != nil {
+			late(&a, nil)
+		}
+	}
+}
+
+// answerError is the *StatusError of an E line (StatusCode 0: no HTTP
+// status on the native protocol).
+func answerError(a *nline.Answer) *StatusError {
+	return &StatusError{Code: a.Code, Message: a.Message, Field: a.Field()}
+}
+
+// nkeep owns one native slot's connection: dial, wait for the break,
+// pause, redial, until Close.
+func (c *Client) nkeep(s *slot) {
+	defer c.wg.Done()
+	pause := time.NewTimer(0)
+	defer pause.Stop()
+	for {
+		dctx, cancel := context.WithTimeout(c.ctx, c.cfg.DialTimeout)
+		w, err := c.ndial(dctx, s.addr.base)
+		cancel()
+		if c.ctx.Err() != nil {
+			if w != nil {
+				w.close(ErrClosed)
+			}
+			return
+		}
+		if err == nil {
+			c.mu.Lock()
+			s.state, s.nw, s.lastErr = slotUp, w, nil
+			c.notifyLocked()
+			c.mu.Unlock()
+			select {
+			case <-w.dead:
+			case <-c.ctx.Done():
+			}
+			w.close(ErrClosed) // no-op if it broke first
+			c.mu.Lock()
+			s.state, s.nw = slotDown, nil
+			w.mu.Lock()
+			s.lastErr = w.err
+			w.mu.Unlock()
+			c.notifyLocked()
+			c.mu.Unlock()
+			if c.ctx.Err() != nil {
+				return
+			}
+		} else {
+			c.mu.Lock()
+			s.state, s.lastErr = slotDown, err
+			c.notifyLocked()
+			c.mu.Unlock()
+		}
+		pause.Reset(c.cfg.ReconnectInterval)
+		select {
+		case <-pause.C:
+		case <-s.redial:
+		case <-c.ctx.Done():
+			return
+		}
+		c.mu.Lock()
+		s.state = slotDialing
+		c.notifyLocked()
+		c.mu.Unlock()
+	}
+}
+
+// npick returns a live native connection, round-robin, as pick does for
+// HTTP (the preferred address first; avoid only when there is another;
+// waiting for a dial in progress; ErrUnavailable with none). For an
+// acquire (acquireID, its (op, key)) it prefers a connection with no
+// acquire of the same key waiting: a node serves a connection's acquires
+// of one key one after the other.
+func (c *Client) npick(ctx context.Context, avoid *slot, acquireID string) (*slot, *nwire, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, nil, ErrClosed
+		}
+		if best := c.npickLocked(avoid, acquireID); best != nil {
+			w := best.nw
+			c.mu.Unlock()
+			return best, w, nil
+		}
+		ch, err := c.noConnLocked()
+		c.mu.Unlock()
+		if err != nil {
+			return nil, nil, err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+}
+
+// npickLocked is candidatesLocked and the round robin of npick without a
+// slice per call (a pick is on the path of every request): nil when no
+// connection is up.
+func (c *Client) npickLocked(avoid *slot, acquireID string) *slot {
+	list := c.slots
+	if p := c.preferred; p != nil {
+		switch {
+		case upCount(p.slots) > 0:
+			list = p.slots
+		case anyDialing(p.slots):
+			return nil // wait for the active's first dial
+		}
+	}
+	up := upCount(list)
+	if up == 0 {
+		return nil
+	}
+	n := uint64(len(list))
+	start := c.rr
+	c.rr++
+	var first *slot
+	for i := range n {
+		s := list[(start+i)%n]
+		if s.state != slotUp || (s == avoid && up > 1) {
+			continue
+		}
+		if acquireID == "" || !s.nw.pending(acquireID) {
+			return s
+		}
+		if first == nil {
+			first = s
+		}
+	}
+	return first
+}
+
+func upCount(ss []*slot) int {
+	n := 0
+	for _, s := range ss {
+		if s.state == slotUp {
+			n++
+		}
+	}
+	return n
+}
+
+// nmove follows an M answer from s's node: the active is at addr (a
+// host:port of the same scheme), which becomes the preferred address.
+func (c *Client) nmove(s *slot, addr string) error {
+	return c.prefer(&url.URL{Scheme: s.addr.base.Scheme, Host: addr})
+}
+
+// nacq is one native acquire: its line is the same on every attempt (the
+// same id), but for the wait of a settling repeat.
+type nacq struct {
+	key, raw string
+	lease    time.Duration
+	wait     time.Duration
+	opts     nline.AcquireOptions
+}
+
+func (q *nacq) line(wait time.Duration) []byte {
+	return nline.AppendAcquire(nil, q.raw, q.lease, wait, q.opts)
+}
+
+// nAcquire is Acquire over the native protocol.
+func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner string) (*Lock, error) {
+	if err := checkNativeKey(key); err != nil {
+		return nil, err
+	}
+	q := &nacq{key: key, raw: nline.Escape(key), lease: o.lease, wait: o.wait,
+		opts: nline.AcquireOptions{ID: newKey(), Owner: owner, Mode: o.mode, Limit: o.limit}}
+	id := nline.ID(nline.OpAcquire, q.raw)
+	line := q.line(q.wait)
+	late := func(a *nline.Answer, err error) { c.nsettle(q, a) }
+	attempts, redirects := 0, 0
+	max := c.numConns()
+	var avoid *slot
+	for {
+		s, w, err := c.npick(ctx, avoid, id)
+		if err != nil {
+			if attempts > 0 && ctx.Err() != nil {
+				// An attempt went out on a connection that broke: the
+				// node may have delivered a grant to it.
+				c.nsettle(q, nil)
+			}
+			return nil, err
+		}
+		sent := time.Now()
+		a, err := w.do(ctx, id, line, late)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if c.ctx.Err() != nil {
+				return nil, ErrClosed
+			}
+			attempts++
+			if attempts >= max {
+				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
+			}
+			avoid = s
+			continue
+		}
+		switch a.Outcome {
+		case nline.OK:
+			return &Lock{
+				Key: key, Token: a.Token, Lease: a.Lease, ExpiresAt: a.Expires, Node: w.node,
+				c: c, lease: a.Lease, expiry: a.Expires, deadline: sent.Add(a.Lease), lost: make(chan struct{}),
+			}, nil
+		case nline.Timeout:
+			return nil, &StatusError{Code: CodeTimeout, Message: "the wait ran out before the lock was granted; nothing is held"}
+		case nline.Moved:
+			if redirects++; redirects > maxRedirects {
+				return nil, fmt.Errorf("baton: acquire %q: more than %d redirects", key, maxRedirects)
+			}
+			if err := c.nmove(s, a.Addr); err != nil {
+				return nil, err
+			}
+			avoid = nil
+			continue
+		}
+		se := answerError(&a)
+		if a.Code != CodeUnavailable {
+			return nil, se
+		}
+		// No active node known (a failover), the node shutting down, or
+		// one that has just resumed from a pause (which keeps a grant for
+		// the repeat under the same id): another attempt, after a second.
+		attempts++
+		if attempts >= max {
+			return nil, se
+		}
+		if err := sleep(ctx, time.Second); err != nil {
+			c.nsettle(q, nil)
+			return nil, err
+		}
+		avoid = s
+	}
+}
+
+// nsettle ends, in the background, what an acquire given up by its caller
+// may leave on the node, given its late answer a (nil: none came, the
+// connection ended). A grant is released at once. Without an answer, or
+// with E unavailable (a node resuming from a pause keeps the grant for a
+// repeat), the outcome is unknown: the acquire is repeated under its id
+// with a wait of 1 ms, and a grant that repeat gets is released. Any
+// other answer leaves nothing. Bounded as settleAcquire; Close waits for
+// it.
+func (c *Client) nsettle(q *nacq, a *nline.Answer) {
+	if a != nil && a.Outcome != nline.OK && !(a.Outcome == nline.Error && a.Code == CodeUnavailable) {
+		return
+	}
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.settling.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.settling.Done()
+		var token uint64
+		if a != nil && a.Outcome == nline.OK {
+			token = a.Token
+		} else {
+			token = c.naskAgain(q)
+		}
+		if token == 0 {
+			return
+		}
+		rctx, cancel := context.WithTimeout(c.ctx, c.cfg.ReleaseTimeout)
+		defer cancel()
+		_ = c.nRelease(rctx, q.key, token)
+	}()
+}
+
+// naskAgain repeats the acquire q under its id with a wait of 1 ms until a
+// node gives a definite answer, for at most ReleaseTimeout, and returns
+// the token of a grant, or 0 when nothing is held under q (or no answer
+// came in time).
+func (c *Client) naskAgain(q *nacq) uint64 {
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.ReleaseTimeout)
+	defer cancel()
+	id := nline.ID(nline.OpAcquire, q.raw)
+	line := q.line(time.Millisecond)
+	late := func(a *nline.Answer, err error) {
+		if a != nil && a.Outcome == nline.OK {
+			c.nsettle(q, a)
+		}
+	}
+	var avoid *slot
+	for redirects := 0; redirects <= maxRedirects; {
+		s, w, err := c.npick(ctx, avoid, "")
+		if err == nil {
+			actx, acancel := context.WithTimeout(ctx, releaseAttempt)
+			a, err := w.do(actx, id, line, late)
+			acancel()
+			switch {
+			case err != nil:
+				avoid = s
+			case a.Outcome == nline.OK:
+				return a.Token
+			case a.Outcome == nline.Moved:
+				redirects++
+				if c.nmove(s, a.Addr) == nil {
+					continue
+				}
+			case a.Outcome == nline.Error && (a.Code == CodeUnavailable || a.Code == CodeInternal):
+			default:
+				return 0 // T, grant_ended, superseded, ...: nothing held
+			}
+		}
+		if sleep(ctx, c.cfg.ReleaseRetry) != nil {
+			return 0
+		}
+	}
+	return 0
+}
+
+// nRelease is Release over the native protocol. Each attempt gets one
+// context, bounded by releaseAttempt and by the ReleaseTimeout window
+// (a release is on the hot path of every cycle: one timer, not two).
+func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
+	if err := checkNativeKey(key); err != nil {
+		return err
+	}
+	end := time.Now().Add(c.cfg.ReleaseTimeout)
+	raw := nline.Escape(key)
+	id := nline.ID(nline.OpRelease, raw)
+	line := nline.AppendRelease(nil, raw, token)
+	ambiguous := false // an attempt may have reached the node
+	var last error
+	redirects := 0
+	var avoid *slot
+	for {
+		actx, acancel := context.WithDeadline(ctx, minTime(end, time.Now().Add(releaseAttempt)))
+		s, w, err := c.npick(actx, avoid, "")
+		if err == nil {
+			var a nline.Answer
+			a, err = w.do(actx, id, line, nil)
+			if err != nil && actx.Err() != nil && ctx.Err() == nil && time.Now().Before(end) {
+				err = &errConn{err: fmt.Errorf("no answer within %v", releaseAttempt)}
+			}
+			var ce *errConn
+			switch {
+			case errors.As(err, &ce):
+				ambiguous = true
+				avoid = s
+			case err != nil:
+			case a.Outcome == nline.OK:
+				acancel()
+				return nil
+			case a.Outcome == nline.Moved:
+				acancel()
+				if redirects++; redirects > maxRedirects {
+					return fmt.Errorf("baton: release %q: more than %d redirects", key, maxRedirects)
+				}
+				if err := c.nmove(s, a.Addr); err != nil {
+					return err
+				}
+				continue
+			case a.Code == CodeNotHeld || a.Code == CodeNotHolder:
+				acancel()
+				if ambiguous {
+					return nil
+				}
+				return answerError(&a)
+			case a.Code == CodeUnavailable || a.Code == CodeInternal || a.Code == CodeTooManyKeys || a.Code == CodeTooManyWaiters:
+				err = answerError(&a)
+			default:
+				acancel()
+				return answerError(&a)
+			}
+		}
+		acancel()
+		if errors.Is(err, ErrClosed) {
+			return err
+		}
+		if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+			last = err
+		}
+		if ctx.Err() != nil || !time.Now().Before(end) || sleep(ctx, min(c.cfg.ReleaseRetry, time.Until(end))) != nil || !time.Now().Before(end) {
+			if last == nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return fmt.Errorf("baton: release %q not confirmed within %v: %w", key, c.cfg.ReleaseTimeout, context.DeadlineExceeded)
+			}
+			return fmt.Errorf("baton: release %q not confirmed: %w", key, last)
+		}
+	}
+}
+
+// ncall makes a request that is safe to repeat (renew, forced release):
+// on a connection failure it moves on to the next connection, failing
+// after as many attempts as there are connections; M answers are
+// followed. It returns the first answer that is not an M.
+func (c *Client) ncall(ctx context.Context, what, id string, line []byte) (nline.Answer, string, error) {
+	attempts, redirects := 0, 0
+	max := c.numConns()
+	var avoid *slot
+	for {
+		s, w, err := c.npick(ctx, avoid, "")
+		if err != nil {
+			return nline.Answer{}, "", err
+		}
+		a, err := w.do(ctx, id, line, nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nline.Answer{}, "", ctx.Err()
+			}
+			if c.ctx.Err() != nil {
+				return nline.Answer{}, "", ErrClosed
+			}
+			if attempts++; attempts >= max {
+				return nline.Answer{}, "", fmt.Errorf("%w: %s: %d attempts failed, last: %w", ErrUnavailable, what, attempts, err)
+			}
+			avoid = s
+			continue
+		}
+		if a.Outcome == nline.Moved {
+			if redirects++; redirects > maxRedirects {
+				return nline.Answer{}, "", fmt.Errorf("baton: %s: more than %d redirects", what, maxRedirects)
+			}
+			if err := c.nmove(s, a.Addr); err != nil {
+				return nline.Answer{}, "", err
+			}
+			avoid = nil
+			continue
+		}
+		return a, w.node, nil
+	}
+}
+
+// nRenew is Renew over the native protocol.
+func (c *Client) nRenew(ctx context.Context, key string, token uint64, lease time.Duration) (*Grant, error) {
+	if err := checkNativeKey(key); err != nil {
+		return nil, err
+	}
+	raw := nline.Escape(key)
+	a, node, err := c.ncall(ctx, "renew "+fmt.Sprintf("%q", key), nline.ID(nline.OpRenew, raw), nline.AppendRenew(nil, raw, token, lease))
+	if err != nil {
+		return nil, err
+	}
+	if a.Outcome != nline.OK {
+		return nil, answerError(&a)
+	}
+	return &Grant{Key: key, Token: a.Token, Lease: a.Lease.Seconds(), ExpiresAt: a.Expires, Node: node}, nil
+}
+
+// nForceRelease is ForceRelease over the native protocol.
+func (c *Client) nForceRelease(ctx context.Context, key string) error {
+	if err := checkNativeKey(key); err != nil {
+		return err
+	}
+	raw := nline.Escape(key)
+	a, _, err := c.ncall(ctx, "force release "+fmt.Sprintf("%q", key), nline.ID(nline.OpRelease, raw), nline.AppendForceRelease(nil, raw))
+	if err != nil {
+		return err
+	}
+	if a.Outcome != nline.OK {
+		return answerError(&a)
+	}
+	return nil
+}

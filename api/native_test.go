@@ -1,0 +1,516 @@
+package api_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/handlers"
+	"github.com/baton-io/baton/native"
+)
+
+// fakeNode is a native-protocol peer driven line by line by the test.
+type fakeNode struct {
+	ln *net.TCPListener
+}
+
+func newFakeNode(t *testing.T) *fakeNode {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return &fakeNode{ln: ln.(*net.TCPListener)}
+}
+
+func (f *fakeNode) Base() string { return "baton://" + f.ln.Addr().String() }
+
+// accept takes the next connection of the client.
+func (f *fakeNode) accept(t *testing.T) *fakeConn {
+	t.Helper()
+	_ = f.ln.SetDeadline(time.Now().Add(bound))
+	nc, err := f.ln.Accept()
+	if err != nil {
+		t.Fatalf("accept: %v", err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return &fakeConn{nc: nc, br: bufio.NewReader(nc)}
+}
+
+type fakeConn struct {
+	nc net.Conn
+	br *bufio.Reader
+}
+
+// read returns the next request line, without its "\n".
+func (c *fakeConn) read(t *testing.T) string {
+	t.Helper()
+	_ = c.nc.SetReadDeadline(time.Now().Add(bound))
+	line, err := c.br.ReadString('\n')
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	return strings.TrimSuffix(line, "\n")
+}
+
+// send writes answer lines, in one write.
+func (c *fakeConn) send(t *testing.T, lines ...string) {
+	t.Helper()
+	if _, err := c.nc.Write([]byte(strings.Join(lines, "\n") + "\n")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+}
+
+func grantLine(key string, token uint64) string {
+	return fmt.Sprintf("A %s OK %d 30 %d", key, token, time.Now().Add(30*time.Second).UnixMilli())
+}
+
+// Requests are pipelined on one connection: every line goes out before
+// any answer comes; answers in any order reach their callers, matched by
+// (op, key), and in order for the same (op, key).
+func TestNativePipelinedOutOfOrder(t *testing.T) {
+	f := newFakeNode(t)
+	c := newClient(t, func(c *api.Config) { c.ConnsPerAddress = 1 }, f.Base())
+	ctx := ctxBound(t)
+	fc := f.accept(t)
+	a1 := acquireAsync(ctx, c, "a")
+	if l := fc.read(t); !strings.HasPrefix(l, "A a - - id=") {
+		t.Fatalf("first line %q", l)
+	}
+	b := acquireAsync(ctx, c, "b", api.WithWait(time.Second))
+	if l := fc.read(t); !strings.HasPrefix(l, "A b - 1 id=") {
+		t.Fatalf("second line %q", l)
+	}
+	a2 := acquireAsync(ctx, c, "a")
+	if l := fc.read(t); !strings.HasPrefix(l, "A a - - id=") {
+		t.Fatalf("third line %q", l)
+	}
+	rel := make(chan error, 1)
+	go func() { rel <- c.Release(ctx, "c d", 9) }()
+	if l := fc.read(t); l != "R c%20d 9" {
+		t.Fatalf("fourth line %q", l)
+	}
+	fc.send(t, "R c%20d OK", "A b T", grantLine("a", 7), grantLine("a", 8))
+	if err := <-rel; err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if r := <-b; !errors.Is(r.err, api.ErrTimeout) {
+		t.Fatalf("acquire b: %v, want ErrTimeout", r.err)
+	}
+	if l := get(t, a1); l.Token != 7 || l.Key != "a" {
+		t.Fatalf("first acquire of a: %+v", l)
+	}
+	if l := get(t, a2); l.Token != 8 {
+		t.Fatalf("second acquire of a: %+v", l)
+	}
+}
+
+// A release is repeated every ReleaseRetry until a node confirms it; a
+// not_held (or not_holder) ends it without a repeat.
+func TestNativeReleaseRetried(t *testing.T) {
+	f := newFakeNode(t)
+	c := newClient(t, func(c *api.Config) { c.ConnsPerAddress = 1 }, f.Base())
+	ctx := ctxBound(t)
+	fc := f.accept(t)
+	rel := make(chan error, 1)
+	go func() { rel <- c.Release(ctx, "k", 5) }()
+	for range 2 {
+		if l := fc.read(t); l != "R k 5" {
+			t.Fatalf("release line %q", l)
+		}
+		fc.send(t, "R k E unavailable the node cannot write its log; retry")
+	}
+	if l := fc.read(t); l != "R k 5" {
+		t.Fatalf("release line %q", l)
+	}
+	fc.send(t, "R k OK")
+	if err := <-rel; err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	go func() { rel <- c.Release(ctx, "j", 5) }()
+	if l := fc.read(t); l != "R j 5" {
+		t.Fatalf("release line %q", l)
+	}
+	fc.send(t, "R j E not_held nobody holds the lock")
+	if err := <-rel; !errors.Is(err, api.ErrNotHeld) {
+		t.Fatalf("release of a lock nobody holds: %v", err)
+	}
+	go func() { rel <- c.Release(ctx, "z", 6) }()
+	if l := fc.read(t); l != "R z 6" {
+		t.Fatalf("a not_held release was repeated: next line %q", l)
+	}
+	fc.send(t, "R z OK")
+	if err := <-rel; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recordingDialer keeps every connection the client dials and what the
+// client wrote on it.
+type recordingDialer struct {
+	mu    sync.Mutex
+	conns []*recConn
+}
+
+type recConn struct {
+	net.Conn
+	mu  sync.Mutex
+	out bytes.Buffer
+}
+
+func (c *recConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	c.out.Write(b)
+	c.mu.Unlock()
+	return c.Conn.Write(b)
+}
+
+func (c *recConn) written() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.out.String()
+}
+
+func (d *recordingDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	rc := &recConn{Conn: nc}
+	d.mu.Lock()
+	d.conns = append(d.conns, rc)
+	d.mu.Unlock()
+	return rc, nil
+}
+
+// carrying returns the connections whose client wrote s.
+func (d *recordingDialer) carrying(s string) []*recConn {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []*recConn
+	for _, c := range d.conns {
+		if strings.Contains(c.written(), s) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+var idRE = regexp.MustCompile(`A k - - id=(\S+)`)
+
+// When the connection of a waiting acquire breaks, the acquire moves to
+// the next connection with the same id, and is granted there.
+func TestNativeAcquireMovesOnWithSameID(t *testing.T) {
+	srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
+	hc := newClient(t, nil, srv.URL)
+	ctx := ctxBound(t)
+	holder, err := hc.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d recordingDialer
+	c := newClient(t, func(c *api.Config) { c.DialContext = d.dial }, srv.Base("native"))
+	res := acquireAsync(ctx, c, "k")
+	waitWaiters(t, hc, "k", 1)
+	first := d.carrying("A k ")
+	if len(first) != 1 {
+		t.Fatalf("%d connections carried the acquire, want 1", len(first))
+	}
+	first[0].Conn.Close() // the connection breaks under the waiting acquire
+	eventually(t, "the acquire repeated on the other connection", func() bool { return len(d.carrying("A k ")) == 2 })
+	waitWaiters(t, hc, "k", 1)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := get(t, res)
+	heldOnce(t, hc, "k", l.Token)
+	var ids []string
+	for _, rc := range d.carrying("A k ") {
+		m := idRE.FindStringSubmatch(rc.written())
+		if m == nil {
+			t.Fatalf("no id in %q", rc.written())
+		}
+		ids = append(ids, m[1])
+	}
+	if len(ids) != 2 || ids[0] != ids[1] {
+		t.Fatalf("ids %v: want the same id on both connections", ids)
+	}
+}
+
+// A standby's M answer is followed: the client then talks to the active
+// directly, even once the standby is gone.
+func TestNativeMovedFollowed(t *testing.T) {
+	active := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
+	hc := newClient(t, nil, active.URL)
+	seng, err := engine.New(engine.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seng.Close()
+	standby := native.New(seng, native.Config{Gate: standbyGate(active.Native)})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = standby.Serve(ln)
+	}()
+	stopStandby := sync.OnceFunc(func() { standby.Close(); <-done })
+	defer stopStandby()
+
+	c := newClient(t, nil, "baton://"+ln.Addr().String())
+	ctx := ctxBound(t)
+	l, err := c.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Node != active.Base("native") {
+		t.Fatalf("granted by %q, want the active %q", l.Node, active.Base("native"))
+	}
+	heldOnce(t, hc, "k", l.Token)
+	if li, _ := seng.Status("k"); li.Holder != nil {
+		t.Fatal("the standby granted")
+	}
+	stopStandby()
+	if err := l.Renew(ctx, 0); err != nil {
+		t.Fatalf("renew after the standby went: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("release after the standby went: %v", err)
+	}
+	l, err = c.Acquire(ctx, "k2")
+	if err != nil {
+		t.Fatalf("acquire after the standby went: %v", err)
+	}
+	heldOnce(t, hc, "k2", l.Token)
+}
+
+type standbyGate string
+
+func (g standbyGate) Serving() bool        { return false }
+func (g standbyGate) Resuming() bool       { return false }
+func (g standbyGate) ActiveNative() string { return string(g) }
+
+// Renewals and releases on a connection are answered while acquires wait
+// on it: nothing waits behind a parked request.
+func TestNativeRenewNotStarved(t *testing.T) {
+	srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
+	hc := newClient(t, nil, srv.URL)
+	c := newClient(t, func(c *api.Config) { c.ConnsPerAddress = 1 }, srv.Base("native"))
+	ctx := ctxBound(t)
+	l, err := c.Acquire(ctx, "mine", api.WithLease(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	var held []*api.Lock
+	var parked []<-chan result
+	for i := range n {
+		key := fmt.Sprintf("p%d", i)
+		h, err := hc.Acquire(ctx, key, api.WithLease(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, h)
+		parked = append(parked, acquireAsync(ctx, c, key))
+	}
+	for i := range n {
+		waitWaiters(t, hc, fmt.Sprintf("p%d", i), 1)
+	}
+	for range 10 {
+		if err := l.Renew(ctx, 0); err != nil {
+			t.Fatalf("renew while %d acquires wait: %v", n, err)
+		}
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("release while %d acquires wait: %v", n, err)
+	}
+	for i := range n {
+		if st := status(t, hc, fmt.Sprintf("p%d", i)); st.Waiters != 1 {
+			t.Fatalf("p%d: %d waiters, want its acquire still waiting", i, st.Waiters)
+		}
+	}
+	for i, h := range held {
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := get(t, parked[i]).Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The native protocol has no read calls: they fail with an error that Is
+// errors.ErrUnsupported. Addresses: a port is needed, protocols do not mix.
+func TestNativeUnsupportedAndAddresses(t *testing.T) {
+	srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
+	c := newClient(t, nil, srv.Base("native"))
+	ctx := ctxBound(t)
+	if _, err := c.Status(ctx, "k"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Status: %v", err)
+	}
+	if _, err := c.List(ctx, "", 0); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("List: %v", err)
+	}
+	if _, err := c.Cluster(ctx); !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "baton://") {
+		t.Fatalf("Cluster: %v", err)
+	}
+	for _, addrs := range [][]string{
+		{"baton://127.0.0.1"},
+		{"baton://127.0.0.1:1/path"},
+		{"baton://127.0.0.1:1", "http://127.0.0.1:2"},
+		{"http://127.0.0.1:2", "batons://127.0.0.1:1"},
+	} {
+		if _, err := api.NewClient(api.Config{Addresses: addrs}); err == nil {
+			t.Errorf("NewClient(%q) accepted", addrs)
+		}
+	}
+	cl, err := api.NewClient(api.Config{Addresses: []string{"baton://127.0.0.1:1", "batons://127.0.0.1:2"}})
+	if err != nil {
+		t.Fatalf("two native addresses: %v", err)
+	}
+	cl.Close()
+}
+
+// A node restarted on the same port is redialled (every 3 s) and serves
+// the client again.
+func TestNativeReconnect(t *testing.T) {
+	srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
+	c := newClient(t, nil, srv.Base("native"))
+	ctx := ctxBound(t)
+	l, err := c.Acquire(ctx, "k", api.WithLease(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart(t)
+	var l2 *api.Lock
+	eventually(t, "served again after the restart", func() bool {
+		l2, err = c.Acquire(ctx, "other")
+		return err == nil
+	})
+	if l2.Token <= l.Token {
+		t.Fatalf("token %d after the restart, not above %d", l2.Token, l.Token)
+	}
+}
+
+// batons:// addresses: TLS with the Config's TLSConfig.
+func TestNativeTLS(t *testing.T) {
+	ts := httptest.NewTLSServer(http.NotFoundHandler())
+	defer ts.Close()
+	eng, err := engine.New(engine.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	srv := native.New(eng, native.Config{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(tls.NewListener(ln, &tls.Config{Certificates: ts.TLS.Certificates}))
+	}()
+	defer func() { srv.Close(); <-done }()
+	tlsCfg := ts.Client().Transport.(*http.Transport).TLSClientConfig
+	c := newClient(t, func(c *api.Config) { c.TLSConfig = tlsCfg }, "batons://"+ln.Addr().String())
+	ctx := ctxBound(t)
+	l, err := c.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Without the test CA the handshake fails: no connection.
+	bad := newClient(t, func(c *api.Config) { c.ReconnectInterval = time.Hour }, "batons://"+ln.Addr().String())
+	if _, err := bad.Acquire(ctx, "k"); !errors.Is(err, api.ErrUnavailable) {
+		t.Fatalf("acquire without the CA: %v", err)
+	}
+}
+
+// A cancelled acquire leaves its request on the node; when its
+// connection then breaks before an answer, the client asks again under
+// the same id (with a 1 ms wait) on another connection (and would release
+// what that repeat is granted): nothing stays held or queued by nobody.
+func TestNativeCancelledThenBroken(t *testing.T) {
+	srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
+	hc := newClient(t, nil, srv.URL)
+	ctx := ctxBound(t)
+	holder, err := hc.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d recordingDialer
+	c := newClient(t, func(c *api.Config) { c.DialContext = d.dial }, srv.Base("native"))
+	actx, cancel := context.WithCancel(ctx)
+	res := acquireAsync(actx, c, "k")
+	waitWaiters(t, hc, "k", 1)
+	cancel()
+	if r := <-res; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("cancelled acquire: %v", r.err)
+	}
+	waitWaiters(t, hc, "k", 1) // still queued: the protocol has no cancel
+	first := d.carrying("A k ")
+	if len(first) != 1 {
+		t.Fatalf("%d connections carried the acquire, want 1", len(first))
+	}
+	m := idRE.FindStringSubmatch(first[0].written())
+	if m == nil {
+		t.Fatalf("no id in %q", first[0].written())
+	}
+	first[0].Conn.Close()
+	eventually(t, "asked again under the same id", func() bool {
+		return len(d.carrying("A k - 0.001 id="+m[1])) == 1
+	})
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "free", func() bool {
+		st := status(t, hc, "k")
+		return st.Holder == nil && st.Waiters == 0
+	})
+}
+
+// BenchmarkNativeCycle is one acquire+release of a free key per
+// iteration through the client, against an in-process node (client and
+// node share the CPU: use it for profiles, not for figures).
+func BenchmarkNativeCycle(b *testing.B) {
+	srv := startBoth(b, engine.Config{}, handlers.Config{}, native.Config{})
+	c := newClient(b, nil, srv.Base("native"))
+	ctx := context.Background()
+	var n atomic.Int64
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		key := fmt.Sprintf("bench/%d", n.Add(1))
+		for pb.Next() {
+			l, err := c.Acquire(ctx, key, api.WithLease(time.Minute))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if err := c.Release(ctx, key, l.Token); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
