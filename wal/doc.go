@@ -112,10 +112,9 @@
 // at work the writer of the whole buffer: one write(2) (and one fsync in
 // always mode) for every record appended so far; the others wait for it
 // and are woken when their index is covered. Under load a batch grows to
-// whatever arrived during the previous write and fsync. When its own
-// record is the only one pending and nobody else waits, the writer first
-// lets the goroutines about to wait run once (runtime.Gosched), so that
-// they share its write(2); a batch of several records is written at once. In always mode it
+// whatever arrived during the previous write and fsync. Before it takes
+// the buffer the writer lets the goroutines about to wait run once
+// (runtime.Gosched), so that they share its write(2). In always mode it
 // also gathers: when fewer goroutines are in Wait than were when the last
 // fsync ended (the clients it answered come back with their next change),
 // it waits for them, at most twice the last fsync's duration and 1 ms,

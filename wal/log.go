@@ -550,15 +550,10 @@ func (l *Log) lead() {
 	l.leading = true
 	if l.cfg.Sync == SyncAlways {
 		l.gather()
-	} else if l.next-l.bufFirst <= 1 && l.waiters <= 1 {
-		// A lone record and no other waiter: let the goroutines about to
-		// append and wait (other requests answered by the same cores) run
-		// once, so that their records share this write(2). A batch that
-		// has formed already (records appended during the last write, or
-		// one engine step's records: a release and the grants of the
-		// waiters it lets in) is written at once: the yield would put the
-		// writer behind every runnable goroutine and delay each answer in
-		// the batch (a run of shared waiters' handoffs).
+	} else {
+		// Let the goroutines about to append and wait (other requests
+		// answered by the same cores) run once: their records then share
+		// this write(2).
 		l.mu.Unlock()
 		runtime.Gosched()
 		l.mu.Lock()
