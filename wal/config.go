@@ -63,6 +63,14 @@ type Config struct {
 	// SegmentSize is the size in bytes at which a segment is closed and
 	// the next one begun (a segment may exceed it by one write).
 	SegmentSize int64
+	// Preallocate is how many bytes of zeros the writer keeps written
+	// ahead of the records in the segment it appends to, up to
+	// SegmentSize (0: none), so that
+	// most fsyncs flush data only, not a file size grown by the write
+	// (etcd preallocates its segments for the same reason). The zeros are
+	// the end of the log when it is read (doc.go); a segment is cut back
+	// to its records when the next one begins and when the log is closed.
+	Preallocate int64
 	// Repair makes Open keep the records that precede damage in a segment
 	// and drop the damaged record and everything after it (with a warning
 	// naming what was dropped), instead of returning a *CorruptError.
@@ -89,13 +97,15 @@ type Config struct {
 }
 
 // DefaultConfig returns the defaults of SPEC section 5 for dir:
-// fsync interval every 100ms, 64 MiB segments.
+// fsync interval every 100ms, 64 MiB segments, 1 MiB of zeros written
+// ahead of the records.
 func DefaultConfig(dir string) Config {
 	return Config{
 		Dir:           dir,
 		Sync:          SyncInterval,
 		SyncInterval:  100 * time.Millisecond,
 		SegmentSize:   64 << 20,
+		Preallocate:   1 << 20,
 		RepairHint:    "set Config.Repair",
 		FailTimeout:   time.Second,
 		RetryInterval: 500 * time.Millisecond,
@@ -113,6 +123,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("fsync_interval: must be > 0, got %v", c.SyncInterval)
 	case c.SegmentSize < 4096:
 		return fmt.Errorf("segment size: must be at least 4096 bytes, got %d", c.SegmentSize)
+	case c.Preallocate < 0:
+		return fmt.Errorf("preallocate: must be >= 0 bytes, got %d", c.Preallocate)
 	case c.FailTimeout <= 0:
 		return fmt.Errorf("fail timeout: must be > 0, got %v", c.FailTimeout)
 	case c.RetryInterval <= 0:

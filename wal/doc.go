@@ -36,6 +36,16 @@
 // A segment is created under a temporary name with its header, fsynced,
 // then renamed: a segment file always has a whole header.
 //
+// The writer keeps zeros written ahead of the records in the last
+// segment (Config.Preallocate, 1 MiB): when a write would pass them it
+// first writes that many more (up to the segment size), so that most fsyncs flush data only and
+// not a file size changed by the write (an fdatasync that grows the file
+// commits its size to the file system's journal too; etcd preallocates
+// its segments for the same reason). Zeros after the last record are the
+// end of the log. Before the next segment is begun, and when the log is
+// closed, the segment is cut back to its records (and fsynced): only the
+// last segment may end in zeros.
+//
 // # Frame (one record; 8 bytes + payload, frames follow the header back to back)
 //
 //	0   3  n, the length of the payload, 1..MaxRecordSize (2^24-1)
@@ -54,17 +64,32 @@
 //
 // # Torn tail or damage
 //
+// A frame header of zeros (length 0, checksum 0) followed by nothing but
+// zeros is the end of the log: the zeros written ahead, or those a file
+// system leaves when it extended a file before the data reached the disk.
+// Open keeps them, without a warning.
+//
 // At Open the last segment may end in a torn frame: the file ends inside
-// it, or its checksum fails and only zero bytes follow it (or it is all
-// zeros: a file system that extended the file before the data reached the
-// disk). That is what a crash in the middle of a write leaves; it is cut
-// off with a warning naming the file and offset, and every record before
-// it is kept. Anything else — a checksum mismatch followed by more data,
-// a length of 0 or failing its check byte, a bad header, a gap between
-// segments, a torn frame in a segment that is not the last — cannot come
-// from an interrupted append: Open returns a *CorruptError and starts
-// nothing, unless Config.Repair, which keeps the records before the damage
-// and drops the rest, with a warning that names what it dropped.
+// it; or it does not verify and either only zero bytes follow it, or one
+// of the 512-byte sectors it lies in holds only zeros from the frame's
+// start (or the sector's) to the sector's end. The sectors of a write not
+// yet fsynced may reach the disk in any order before a power loss, and
+// with zeros ahead the file's size does not hide a missing one, so a
+// blank sector may be followed by sectors of the same write that landed
+// (as in etcd, such a frame is taken for the torn end; a frame's header
+// is never all zeros). The price: damage that zeroes a whole sector of
+// the last segment after it was fsynced is read the same way, and the
+// records from there on are dropped with that warning instead of
+// stopping the start. That is what a crash in the middle of a write
+// leaves; it is cut off with a warning naming the file and offset, and
+// every record before it is kept. Anything else — a checksum mismatch
+// followed by more data and with no blank sector, a length of 0 with data
+// after it in its sector, a length failing its check byte, a bad header,
+// a gap between segments, a torn frame in a segment that is not the
+// last — cannot come from an interrupted append: Open returns a
+// *CorruptError and starts nothing, unless Config.Repair, which keeps the
+// records before the damage and drops the rest, with a warning that names
+// what it dropped.
 //
 // # Snapshot file
 //

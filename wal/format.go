@@ -161,21 +161,26 @@ func (fr *frameReader) next() (index uint64, rec []byte, err error) {
 	length := uint32(h[0]) | uint32(h[1])<<8 | uint32(h[2])<<16
 	sum := binary.LittleEndian.Uint32(h[4:])
 	if crc8(h[:3]) != h[3] {
-		if zeros, err := fr.onlyZerosFollow(); err != nil {
+		if torn, err := fr.unfinished(h, nil); err != nil {
 			return 0, nil, err
-		} else if zeros {
-			return 0, nil, &errTorn{fr.off, "damaged length in the last frame"}
+		} else if torn != "" {
+			return 0, nil, &errTorn{fr.off, "damaged length in the last frame (" + torn + ")"}
 		}
 		return 0, nil, &errDamage{fr.off, "frame length fails its check byte"}
 	}
 	if length == 0 {
-		// Append refuses empty records, so a zero length is either the
-		// zeros a file system leaves after a crash, or damage.
+		// Append refuses empty records, so a zero length is the zeros
+		// written ahead of the records (Config.Preallocate) or left by a
+		// file system after a crash, or damage.
 		if sum == 0 {
+			blank := fr.blankSector(h, nil)
 			if zeros, err := fr.onlyZerosFollow(); err != nil {
 				return 0, nil, err
 			} else if zeros {
-				return 0, nil, &errTorn{fr.off, "zeros to the end of the file"}
+				return 0, nil, io.EOF // the end of the log
+			}
+			if blank {
+				return 0, nil, &errTorn{fr.off, "a sector of the last write is blank"}
 			}
 		}
 		return 0, nil, &errDamage{fr.off, "frame of length 0"}
@@ -190,10 +195,10 @@ func (fr *frameReader) next() (index uint64, rec []byte, err error) {
 		return 0, nil, err
 	}
 	if frameCRC(h[:4], fr.index, rec, fr.idx[:]) != sum {
-		if zeros, err := fr.onlyZerosFollow(); err != nil {
+		if torn, err := fr.unfinished(h, rec); err != nil {
 			return 0, nil, err
-		} else if zeros {
-			return 0, nil, &errTorn{fr.off, fmt.Sprintf("checksum mismatch in the last frame (record %d)", fr.index)}
+		} else if torn != "" {
+			return 0, nil, &errTorn{fr.off, fmt.Sprintf("checksum mismatch in the last frame (record %d; %s)", fr.index, torn)}
 		}
 		return 0, nil, &errDamage{fr.off, fmt.Sprintf("checksum mismatch (record %d)", fr.index)}
 	}
@@ -201,6 +206,66 @@ func (fr *frameReader) next() (index uint64, rec []byte, err error) {
 	fr.index++
 	fr.off += frameHeader + int64(length)
 	return index, rec, nil
+}
+
+// sectorSize is the unit a disk writes whole or not at all.
+const sectorSize = 512
+
+// unfinished judges a frame that does not verify, whose header and
+// payload (nil if its length is not to be trusted) were just read: it
+// says why the frame is the end of a write cut by a crash ("" if it is
+// not: damage). That is so when only zeros follow it, or when one of the
+// sectors it lies in is blank (see blankSector). It consumes the reader.
+func (fr *frameReader) unfinished(h, payload []byte) (string, error) {
+	blank := fr.blankSector(h, payload)
+	zeros, err := fr.onlyZerosFollow()
+	switch {
+	case err != nil:
+		return "", err
+	case zeros:
+		return "only zeros follow", nil
+	case blank:
+		return "a sector of it is blank", nil
+	}
+	return "", nil
+}
+
+// blankSector reports whether a sector that the frame at fr.off lies in
+// (its header, and its payload if given) holds only zeros from the
+// frame's start, or the sector's start, to the sector's end: a sector of
+// its write that never reached the disk. After a power loss the sectors
+// of a write that was not yet fsynced may be on the disk in any order,
+// and with zeros written ahead (Config.Preallocate) the file's size does
+// not hide the missing ones. As in etcd's log, such a frame is taken for
+// the torn end of the log; a valid header is never all zeros, nor is
+// the start of any frame. It reads ahead without consuming.
+func (fr *frameReader) blankSector(h, payload []byte) bool {
+	start := fr.off
+	n := int64(len(h) + len(payload))
+	// Read on to the end of the frame's last sector (or of the file).
+	ahead, _ := fr.r.Peek(int((sectorSize - (start+n)%sectorSize) % sectorSize))
+	at := func(i int64) byte { // byte i of the frame and what follows it
+		switch {
+		case i < int64(len(h)):
+			return h[i]
+		case i < n:
+			return payload[i-int64(len(h))]
+		}
+		return ahead[i-n]
+	}
+	avail := n + int64(len(ahead))
+	for lo := int64(0); lo < n; {
+		hi := min((start+lo)/sectorSize*sectorSize+sectorSize-start, avail)
+		blank := true
+		for i := lo; i < hi && blank; i++ {
+			blank = at(i) == 0
+		}
+		if blank && hi > lo {
+			return true
+		}
+		lo = hi
+	}
+	return false
 }
 
 // onlyZerosFollow consumes the rest of the reader and reports whether it

@@ -64,6 +64,7 @@ type Log struct {
 	synced       uint64 // last index fsynced
 	active       File   // the last segment, open for writing
 	writeOff     int64  // end of the written bytes in active
+	allocEnd     int64  // active's size: zeros from writeOff to it (Config.Preallocate)
 	syncOff      int64  // end of the fsynced bytes in active
 	retained     []byte // SyncInterval: the bytes [syncOff, writeOff), kept until fsynced
 	stats        Stats
@@ -286,13 +287,18 @@ func (l *Log) load() error {
 			return err
 		}
 		segs, l.active, end = []segment{{path, next}}, f, headerSize
+		l.allocEnd = headerSize
 	} else {
 		path := segs[len(segs)-1].path
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		var st os.FileInfo
 		if err == nil {
 			// What a crashed process wrote may still be only in the page
 			// cache: make it durable before anything is built on it.
-			if err = (osFile{f}).Sync(); err != nil {
+			if err = (osFile{f}).Sync(); err == nil {
+				st, err = f.Stat()
+			}
+			if err != nil {
 				f.Close()
 			}
 		}
@@ -300,6 +306,7 @@ func (l *Log) load() error {
 			return fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, l.cfg.Dir, err)
 		}
 		l.active = l.wrap(path, f)
+		l.allocEnd = max(st.Size(), end) // zeros after end: written ahead before a crash
 	}
 	l.segs = segs
 	l.next, l.bufFirst = next, next
@@ -553,12 +560,19 @@ func (l *Log) lead() {
 	}
 	batch, first, last := l.buf, l.bufFirst, l.next-1
 	l.buf, l.spare, l.bufFirst = l.spare[:0], nil, l.next
-	f, off := l.active, l.writeOff
+	f, off, alloc := l.active, l.writeOff, l.allocEnd
 	l.mu.Unlock()
 	var err error
 	var took time.Duration
 	op := "write"
 	if len(batch) > 0 {
+		if end := off + int64(len(batch)); l.cfg.Preallocate > 0 && end > alloc {
+			// Zeros ahead first (up to the segment's size, where it is
+			// cut), so that the fsyncs of the next batches do not change
+			// the file's size. A failure here is only a missed
+			// optimisation: the batch's own write reports it.
+			alloc = max(alloc, fillZeros(f, end, min(end+l.cfg.Preallocate, l.cfg.SegmentSize)))
+		}
 		_, err = f.WriteAt(batch, off)
 		if err == nil && l.cfg.Sync == SyncAlways {
 			op = "fsync"
@@ -568,6 +582,7 @@ func (l *Log) lead() {
 		}
 	}
 	l.mu.Lock()
+	l.allocEnd = alloc
 	cut := false
 	if err != nil {
 		l.spare = l.buf[:0]
@@ -576,6 +591,7 @@ func (l *Log) lead() {
 	} else if len(batch) > 0 {
 		n := last - first + 1
 		l.writeOff += int64(len(batch))
+		l.allocEnd = max(l.allocEnd, l.writeOff)
 		l.written = last
 		l.stats.Writes++
 		l.stats.RecordsWritten += n
@@ -640,6 +656,22 @@ func (l *Log) gather() {
 	}
 }
 
+// zeros is the source of fillZeros.
+var zeros = make([]byte, 64<<10)
+
+// fillZeros writes zero bytes to f from off to end and returns the offset
+// where they stop: end, or where a write failed.
+func fillZeros(f File, off, end int64) int64 {
+	for off < end {
+		n, err := f.WriteAt(zeros[:min(int64(len(zeros)), end-off)], off)
+		off += int64(n)
+		if err != nil {
+			break
+		}
+	}
+	return off
+}
+
 // wake tells every waiter that a writer finished. l.mu held.
 func (l *Log) wake() {
 	close(l.notify)
@@ -675,7 +707,23 @@ func (l *Log) cut() {
 	}
 	l.mu.Lock()
 	first := l.written + 1
+	f, off, alloc := l.active, l.writeOff, l.allocEnd
 	l.mu.Unlock()
+	if alloc > off {
+		// Only the last segment may end in zeros: cut them off, durably,
+		// before a segment follows this one.
+		err := f.Truncate(off)
+		if err == nil {
+			err = f.Sync()
+		}
+		if err != nil {
+			l.log.Warn("wal: cannot cut a full segment back to its records; writing on in it", "dir", l.cfg.Dir, "err", err)
+			return
+		}
+		l.mu.Lock()
+		l.allocEnd = off
+		l.mu.Unlock()
+	}
 	f, path, err := l.createSegment(first)
 	if err != nil {
 		l.log.Warn("wal: cannot begin a new segment; writing on in the current one", "dir", l.cfg.Dir, "err", err)
@@ -684,6 +732,7 @@ func (l *Log) cut() {
 	l.mu.Lock()
 	old := l.active
 	l.active, l.writeOff, l.syncOff, l.retained = f, headerSize, headerSize, l.retained[:0]
+	l.allocEnd = headerSize
 	l.mu.Unlock()
 	l.segMu.Lock()
 	l.segs = append(l.segs, segment{path, first})
@@ -802,6 +851,7 @@ func (l *Log) recover() bool {
 		return false
 	}
 	l.writeOff = base + int64(len(data))
+	l.allocEnd = l.writeOff // the truncation took the zeros ahead
 	l.written = last
 	l.stats.Writes++
 	l.stats.RecordsWritten += last - first + 1
@@ -1001,8 +1051,18 @@ func (l *Log) close() error {
 		err = fmt.Errorf("wal: close %s: records %d to %d not on disk: %w", l.cfg.Dir, l.synced+1, l.next-1, err)
 	}
 	l.wake()
-	f := l.active
+	f, off, alloc := l.active, l.writeOff, l.allocEnd
 	l.mu.Unlock()
+	if err == nil && alloc > off {
+		// A log closed cleanly holds its records and no zeros ahead.
+		err = f.Truncate(off)
+		if err == nil {
+			err = f.Sync()
+		}
+		if err != nil {
+			err = fmt.Errorf("wal: close %s: cut the segment back to its records: %w", l.cfg.Dir, err)
+		}
+	}
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = cerr
 	}

@@ -193,6 +193,7 @@ func runContended(ctx context.Context, e *runEnv) (*Result, error) {
 	end := start + int64(e.cfg.duration)
 	perClientMax := e.cfg.maxOps/int64(c) + 1
 	cpu := e.cpuWindow(ctx, start, end)
+	srvHandoff := serverHandoffWindow(ctx, e.tgt, start, end)
 	recs := make([][]grantRec, c)
 	var wg sync.WaitGroup
 	for i := 0; i < c; i++ {
@@ -246,6 +247,7 @@ func runContended(ctx context.Context, e *runEnv) (*Result, error) {
 	hp50, hp99, _ := percentiles(a.handoffs)
 	r.set("handoff_p50_us", hp50)
 	r.set("handoff_p99_us", hp99)
+	srvHandoff(r)
 	r.set("overtakes", float64(a.overtakes))
 	r.set("overtakes_5ms", float64(a.overtakes5ms))
 	r.set("max_overtake_us", float64(a.maxOvertake)/1e3)
@@ -581,6 +583,7 @@ func runModes(ctx context.Context, e *runEnv, mode func(i int, n int64) acqMode)
 	end := start + int64(e.cfg.duration)
 	perClientMax := e.cfg.maxOps/int64(c) + 1
 	cpu := e.cpuWindow(ctx, start, end)
+	srvHandoff := serverHandoffWindow(ctx, e.tgt, start, end)
 	recs := make([][]grantRec, c)
 	var shared atomic.Int64
 	var wg sync.WaitGroup
@@ -642,8 +645,10 @@ func runModes(ctx context.Context, e *runEnv, mode func(i int, n int64) acqMode)
 		r.set("shared_pct", 100*float64(shared.Load())/float64(grants))
 	}
 	hp50, hp99, _ := percentiles(handoffs)
+	r.set("handoffs", float64(len(handoffs)))
 	r.set("handoff_p50_us", hp50)
 	r.set("handoff_p99_us", hp99)
+	srvHandoff(r)
 	e.setCPU(r, cpu, grants)
 	r.Errors = e.errs.Load()
 	return r, nil

@@ -542,6 +542,13 @@ func (c *serveConfig) walConfig() (wal.Config, error) {
 	}
 	wc.Sync, wc.SyncInterval = mode, c.FsyncInterval
 	wc.SegmentSize = segmentSize
+	if mode != wal.SyncAlways {
+		// Zeros written ahead make an fsync that does not grow the file:
+		// worth it where fsyncs are on the answer's path. Elsewhere they
+		// would only let the log write on into them on a full disk while
+		// the token high-water mark beside it cannot be written.
+		wc.Preallocate = 0
+	}
 	wc.Repair, wc.RepairHint = c.RepairLog, repairHint
 	return wc, wc.Validate()
 }
