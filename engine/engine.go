@@ -1463,8 +1463,8 @@ func (w *waiter) deliver(o AcquireResult) bool {
 
 // logGrant decides the grant r (a RecGrant without its token): it issues
 // the token into r.Token and writes r to the log. It returns the record's
-// index (0 without a log), or ErrTokenSpace, the error of writing the
-// token's high-water mark, or an error wrapping ErrUnavailable; nothing
+// index (0 without a log), or ErrTokenSpace, or an error wrapping
+// ErrUnavailable (the log or the token high-water mark); nothing
 // has changed then but a token skipped. s.mu is held.
 func (s *shard) logGrant(r *Record, now stamp) (uint64, error) {
 	tok, err := s.e.tokens.next(now.wall)
@@ -1515,8 +1515,8 @@ func (s *shard) grantNext(lk *lock, now stamp) {
 			return
 		}
 		if err != nil {
-			// Only a failing disk or 2^53 tokens end here: the waiter is
-			// told, the lock stays free.
+			// Only 2^53 tokens end here: the waiter is told, the lock
+			// stays free.
 			s.dequeue(w)
 			s.retire(w.t, tForget, now)
 			w.deliver(AcquireResult{err: err})

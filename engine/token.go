@@ -83,7 +83,9 @@ func (t *tokens) next(now int64) (uint64, error) {
 		c := t.ceiling.Load()
 		if n > c {
 			if err := t.persist(n + t.margin); err != nil {
-				return 0, err
+				// A disk that cannot take the mark is the log's failure
+				// too: nothing changed, retry later (503, not 500).
+				return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 			}
 			continue
 		}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -257,5 +258,52 @@ func TestTokensRiseUnderConcurrency(t *testing.T) {
 				t.Fatalf("token %d above LastToken %d", tok, e.LastToken())
 			}
 		}
+	}
+}
+
+// TestTokenMarkUnwritableIsUnavailable: when the high-water mark cannot be
+// written (a full or failing disk), a grant that needs a higher mark is
+// refused as ErrUnavailable (HTTP 503, retry), a queued waiter keeps its
+// place, and grants resume by themselves once the mark can be written.
+func TestTokenMarkUnwritableIsUnavailable(t *testing.T) {
+	dir := t.TempDir()
+	e := newEngine(t, Config{DataDir: dir, TokenMargin: 50 * time.Microsecond})
+	defer e.Close()
+	g := mustAcquire(t, e, AcquireRequest{Key: "held"})
+	// The mark is written to a temporary file first: a directory in its
+	// place makes every write fail, even for root.
+	block := filepath.Join(dir, tokenFile+".tmp")
+	if err := os.Mkdir(block, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Millisecond) // past the ceiling: the next grant needs a new mark
+	_, err := e.Acquire(context.Background(), AcquireRequest{Key: "free"})
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("acquire with the mark unwritable: %v, want ErrUnavailable", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := e.Acquire(context.Background(), AcquireRequest{Key: "held", ID: "w1", Wait: time.Minute})
+		got <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, w := e.Counts(); w == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the acquire never queued")
+		}
+	}
+	if err := e.Release("held", g.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(block); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the queued waiter, once the mark can be written: %v", err)
+	}
+	if _, err := e.Acquire(context.Background(), AcquireRequest{Key: "free"}); err != nil {
+		t.Fatalf("acquire once the mark can be written: %v", err)
 	}
 }
