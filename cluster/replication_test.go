@@ -90,3 +90,48 @@ func TestMemStandbyReportsReplicatedGrants(t *testing.T) {
 		}
 	}
 }
+
+// With sync_standbys 1, a grant is answered only once a standby has it in
+// its log: the standby holds it the moment the grant returns. A standby
+// cut off makes the active go on without it after sync_timeout
+// (degraded, in GET /cluster and the stats); once it is back and has
+// acknowledged the active's last index, the active has recovered.
+func TestMemSyncStandbysDegradeAndRecover(t *testing.T) {
+	c := newMemCluster(t, 2, func(cfg *Config) { cfg.SyncStandbys, cfg.SyncTimeout = 1, 300*time.Millisecond })
+	c.start(0, 1)
+	c.waitActive(0)
+	for _, k := range []string{"a", "b", "c"} {
+		g := c.grant(0, k)
+		if got := c.holds(1, k); got != g.Token {
+			t.Fatalf("%s answered (token %d) before the standby had it (it holds %d)", k, g.Token, got)
+		}
+	}
+	if a, s := c.nodes[0].wal.LastIndex(), c.nodes[1].wal.LastIndex(); s < a-2 {
+		t.Fatalf("the standby's log ends at %d, the active's at %d", s, a)
+	}
+	if st := c.nodes[0].node.ReplicationStats(); st.Degraded || st.Degradations != 0 {
+		t.Fatalf("degraded with its standby there: %+v", st)
+	}
+
+	// Node 1 cut off: node 0 answers after sync_timeout, degraded, then
+	// at once. (Node 1 promotes itself meanwhile: two actives, whose
+	// newer state wins once healed, as SPEC section 3 says.)
+	c.isolate(1, true)
+	g := c.grant(0, "while-cut")
+	c.grant(0, "while-cut-2")
+	if v := c.nodes[0].node.View(); !v.SyncDegraded || v.SyncStandbys != 1 {
+		t.Fatalf("GET /cluster while the standby is cut: sync_degraded %v sync_standbys %d", v.SyncDegraded, v.SyncStandbys)
+	}
+	c.isolate(1, false)
+	c.waitActive(0)
+	c.waitFor("the standby back and the active recovered", func() bool {
+		st := c.nodes[0].node.ReplicationStats()
+		return !st.Degraded && st.Recoveries == 1
+	})
+	if got := c.holds(1, "while-cut"); got != g.Token {
+		t.Errorf("the standby after the cut: while-cut held by %d, want %d", got, g.Token)
+	}
+	if st := c.nodes[0].node.ReplicationStats(); st.Degradations != 1 || len(st.Standbys) != 1 {
+		t.Errorf("after the recovery: %+v, want one degradation and one standby", st)
+	}
+}

@@ -272,6 +272,7 @@ func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64) {
 	n.applyMu.Lock()
 	defer n.applyMu.Unlock()
 	n.epoch = epoch
+	n.degraded.Store(false)
 	if err := n.eng.StartEpoch(epoch, n.cfg.Self); err != nil {
 		n.log.Error("the epoch's record could not be logged; standbys will resync by snapshot", "epoch", epoch, "err", err)
 	}
