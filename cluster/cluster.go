@@ -25,7 +25,11 @@
 //   - standby with no live active: follow the best live active if there is
 //     one; otherwise, once the node has listened for FailoverTimeout, the
 //     highest-priority live node that holds state (or any, when none does)
-//     promotes itself.
+//     promotes itself, after fetching the log records the most advanced
+//     live node holds beyond its own (promotion never with less); on a
+//     cold start (no node followed or was an active since this one
+//     started) the node with the most advanced log is elected instead,
+//     ties by priority.
 //   - a node that did not run for longer than FailoverTimeout decides
 //     nothing until it has polled every peer again; nothing is decided
 //     while a handoff is under way.
@@ -252,6 +256,8 @@ type Node struct {
 	appliedCh  chan struct{}      // closed and replaced whenever applied rises
 	activeLast uint64             // the active's last index, from its last heartbeat
 	asked      time.Time          // last handoff request to the active
+	everSynced bool               // followed an active (synced) or was one since Start
+	fetching   bool               // fetching the log's tail before a promotion (actFetch)
 	moving     bool               // a handoff or step-down is under way
 	changed    chan struct{}      // closed and replaced when active changes
 	closing    bool

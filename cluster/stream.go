@@ -415,7 +415,7 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 // markSyncedLocked records that this standby's log agrees with the
 // active's through index last. n.mu is held.
 func (n *Node) markSyncedLocked(active, how string, last uint64) {
-	n.synced, n.hasState = true, true
+	n.synced, n.hasState, n.everSynced = true, true, true
 	n.applied = last
 	close(n.appliedCh)
 	n.appliedCh = make(chan struct{})
