@@ -244,6 +244,9 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 				cursor = i + 1
 				return nil
 			})
+			f.mu.Lock()
+			f.sent = cursor - 1
+			f.mu.Unlock()
 			if err != nil || sw.flush() != nil {
 				n.log.Warn("standby's stream: cannot read the log from its index; it will get a snapshot", "standby", from, "index", cursor, "err", err)
 				return
@@ -258,12 +261,14 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 		}
 		if len(recs) > 0 {
 			clear(recs)
-			if sw.flush() != nil {
-				return
-			}
+			// Before the flush: the standby's acknowledgement can come back
+			// as soon as it is sent, and counts only up to f.sent.
 			f.mu.Lock()
 			f.sent = cursor - 1
 			f.mu.Unlock()
+			if sw.flush() != nil {
+				return
+			}
 			continue
 		}
 		select {
