@@ -421,6 +421,7 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 // active's through index last. n.mu is held.
 func (n *Node) markSyncedLocked(active, how string, last uint64) {
 	n.synced, n.hasState, n.everSynced = true, true, true
+	n.unfetchable = nil
 	n.applied = last
 	close(n.appliedCh)
 	n.appliedCh = make(chan struct{})
