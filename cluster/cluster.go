@@ -1,13 +1,15 @@
 // Package cluster runs baton's active/standby cluster (SPEC section 3):
-// failure detection by heartbeats, real-time replication of the engine's
-// changes from the active to every standby, promotion of the best live
-// standby, graceful handoff, and step-down when two nodes are active.
+// failure detection by heartbeats, replication of the active's log to
+// every standby (optionally synchronous: sync_standbys), promotion of the
+// best live standby, graceful handoff, and step-down when two nodes are
+// active.
 //
 // The peers list orders the nodes: the first has the highest priority. Each
 // node polls every other node's status every Heartbeat; a node not heard
-// from for FailoverTimeout is dead. A standby follows the active through one
-// long-lived HTTP stream: a snapshot of the engine, then every change, with
-// heartbeat frames while idle.
+// from for FailoverTimeout is dead. Every node keeps its own log; a standby
+// follows the active through one long-lived HTTP stream of the active's
+// log records (stream.go, frames.go), which it writes to its own log at the
+// same indexes and acknowledges (sync.go), with heartbeat frames while idle.
 //
 // Roles change in one goroutine (Node.loop). At every heartbeat, and for
 // every request another goroutine posts to it (the old active's call to
@@ -25,7 +27,11 @@
 //   - standby with no live active: follow the best live active if there is
 //     one; otherwise, once the node has listened for FailoverTimeout, the
 //     highest-priority live node that holds state (or any, when none does)
-//     promotes itself.
+//     promotes itself, after fetching the log records the most advanced
+//     live node holds beyond its own (promotion never with less); on a
+//     cold start (no node followed or was an active since this one
+//     started) the node with the most advanced log is elected instead,
+//     ties by priority.
 //   - a node that did not run for longer than FailoverTimeout decides
 //     nothing until it has polled every peer again; nothing is decided
 //     while a handoff is under way.
@@ -58,6 +64,7 @@ import (
 
 	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/wal"
 )
 
 // PathPrefix is where the peer endpoints are mounted.
@@ -95,6 +102,26 @@ type Config struct {
 	// reach it, "" when it serves none. It travels in the status peers poll,
 	// so that a standby can answer M with the active's (see ActiveNative).
 	Native string
+	// Log is this node's log, which its engine writes (engine.Config.Log)
+	// and which replays into the engine before New: a standby writes the
+	// active's records into it at the active's indexes, the active streams
+	// its records from it. Required.
+	Log *wal.Log
+	// Sync, if set, is the SyncLog the engine writes (engine.Config.Log),
+	// wrapping Log: it makes changes wait for SyncStandbys.
+	Sync *SyncLog
+	// SyncStandbys is how many standbys must have written a change to
+	// their logs before it is answered (sync_standbys; 0 = none, the
+	// replication is asynchronous). It needs Sync.
+	SyncStandbys int
+	// SyncTimeout is how long a change waits for those acknowledgements
+	// before the active goes on without them (sync_timeout); 0 means
+	// DefaultSyncTimeout.
+	SyncTimeout time.Duration
+	// TailBytes bounds the recent records kept in memory for the
+	// standbys' streams (older ones are read from the log's segments);
+	// 0 means DefaultTailBytes.
+	TailBytes int
 }
 
 // Defaults: a crashed active is replaced within about FailoverTimeout +
@@ -130,6 +157,18 @@ func (c *Config) Validate() error {
 	if c.Heartbeat < MinHeartbeat {
 		return fmt.Errorf("heartbeat: must be at least %v (each heartbeat polls every peer), got %v", MinHeartbeat, c.Heartbeat)
 	}
+	if c.SyncStandbys < 0 || c.SyncStandbys > len(c.Peers)-1 {
+		return fmt.Errorf("sync_standbys: must be between 0 and the number of other peers (%d), got %d", len(c.Peers)-1, c.SyncStandbys)
+	}
+	if c.SyncTimeout < 0 || c.SyncTimeout > time.Minute {
+		return fmt.Errorf("sync_timeout: must be between 1ms and 1m (0: the default, %v), got %v", DefaultSyncTimeout, c.SyncTimeout)
+	}
+	if c.SyncTimeout > 0 && c.SyncTimeout < time.Millisecond {
+		return fmt.Errorf("sync_timeout: must be between 1ms and 1m (0: the default, %v), got %v", DefaultSyncTimeout, c.SyncTimeout)
+	}
+	if c.TailBytes < 0 {
+		return fmt.Errorf("tail_bytes: must not be negative, got %d", c.TailBytes)
+	}
 	if c.FailoverTimeout < 2*c.Heartbeat {
 		return fmt.Errorf("failover_timeout: must be at least two heartbeats (%v), got %v", 2*c.Heartbeat, c.FailoverTimeout)
 	}
@@ -157,6 +196,11 @@ type Status struct {
 	// Native is the node's native protocol address; absent when it serves
 	// none.
 	Native string `json:"native,omitempty"`
+	// LastIndex is the index of the last record in the node's log, and
+	// LogEpoch the epoch in force there (of the last RecEpoch record):
+	// the node's log position.
+	LastIndex uint64 `json:"last_index"`
+	LogEpoch  uint64 `json:"log_epoch"`
 }
 
 // peer is another node as this one sees it.
@@ -180,24 +224,48 @@ type Node struct {
 	stream *http.Client // the replication stream (no overall timeout)
 	self   int          // priority of this node
 	hub    *hub
+	wal    *wal.Log
+	tail   *tail
+	// installs and resumes count this node's syncs with an active: by a
+	// snapshot installed in its log, or resumed from its log's position.
+	installs, resumes atomic.Uint64
+	// sync_standbys: degraded while the active goes on without them;
+	// degradations and recoveries count the changes of state. ackCh is
+	// closed and replaced (under ackMu) on every acknowledgement.
+	degraded                 atomic.Bool
+	degradations, recoveries atomic.Uint64
+	ackMu                    sync.Mutex
+	ackCh                    chan struct{}
+	quit                     chan struct{} // closed by Close: changes stop waiting for acknowledgements
+	quitOnce                 sync.Once
+	// applyMu is held while a stream frame is applied to the log and the
+	// engine: a promotion takes it after stopping the stream reader, so
+	// that nothing is applied to a promoted engine.
+	applyMu sync.Mutex
 
-	mu        sync.Mutex
-	role      string // api.RoleActive, api.RoleStandby
-	active    string // URL of the active as this node sees it; "" unknown
-	epoch     uint64
-	hasState  bool // synced from an active, or was active
-	peers     []*peer
-	started   time.Time
-	following string             // URL whose stream this node reads
-	stopSync  context.CancelFunc // ends the stream reader
-	synced    bool               // the stream's snapshot is applied
-	replicaAt time.Time          // last stream frame since synced; zero = no replica to read (see ReplicaLag)
-	applied   uint64             // last stream frame applied
-	appliedCh chan struct{}      // closed and replaced on every applied frame
-	asked     time.Time          // last handoff request to the active
-	moving    bool               // a handoff or step-down is under way
-	changed   chan struct{}      // closed and replaced when active changes
-	closing   bool
+	mu         sync.Mutex
+	role       string // api.RoleActive, api.RoleStandby
+	active     string // URL of the active as this node sees it; "" unknown
+	epoch      uint64
+	hasState   bool // synced from an active, or was active
+	peers      []*peer
+	started    time.Time
+	following  string             // URL whose stream this node reads
+	stopSync   context.CancelFunc // ends the stream reader
+	synced     bool               // the stream's snapshot is applied
+	replicaAt  time.Time          // last stream frame since synced; zero = no replica to read (see ReplicaLag)
+	applied    uint64             // the last index of this node's log applied from the stream
+	appliedCh  chan struct{}      // closed and replaced whenever applied rises
+	activeLast uint64             // the active's last index, from its last heartbeat
+	asked      time.Time          // last handoff request to the active
+	everSynced bool               // followed an active (synced) or was one since Start
+	fetching   bool               // fetching the log's tail before a promotion (actFetch)
+	// unfetchable: peers whose records endpoint refused this node's log
+	// position (diverged); cleared once synced or promoted.
+	unfetchable map[string]bool
+	moving      bool          // a handoff or step-down is under way
+	changed     chan struct{} // closed and replaced when active changes
+	closing     bool
 
 	requests chan request     // role changes asked of the loop
 	handed   chan handoffDone // handoffs' answers, back to the loop
@@ -229,8 +297,17 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 	if cfg.FailoverTimeout == 0 {
 		cfg.FailoverTimeout = DefaultFailoverTimeout
 	}
+	if cfg.SyncTimeout == 0 {
+		cfg.SyncTimeout = DefaultSyncTimeout
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Log == nil {
+		return nil, errors.New("cluster: Config.Log is required (each node keeps its own log)")
+	}
+	if cfg.SyncStandbys > 0 && (cfg.Sync == nil || cfg.Sync.Log != cfg.Log) {
+		return nil, errors.New("cluster: sync_standbys needs Config.Sync, the SyncLog over Config.Log that the engine writes")
 	}
 	n := &Node{
 		cfg:       cfg,
@@ -264,11 +341,28 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 		n.peers = append(n.peers, &peer{url: p, priority: i})
 	}
 	n.hub = newHub()
+	n.wal = cfg.Log
+	max := cfg.TailBytes
+	if max == 0 {
+		max = DefaultTailBytes
+	}
+	n.tail = newTail(max)
+	em := eng.Epoch()
+	n.tail.reset(n.wal.LastIndex(), mark{epoch: em.Epoch, by: em.By})
+	n.wal.SetTap(n.tail.add)
+	n.ackCh = make(chan struct{})
+	n.quit = make(chan struct{})
+	if cfg.Sync != nil {
+		cfg.Sync.node.Store(n)
+	}
+	n.hasState = n.wal.LastIndex() > 0
+	n.epoch = em.Epoch
 	return n, nil
 }
 
-// OnEvent forwards an engine change to the standbys and keeps the state
-// token. Wire it into engine.Config.OnEvent; it never blocks.
+// OnEvent keeps the state token from the engine's grants (made here or
+// replicated). Wire it into engine.Config.OnEvent; it never blocks. (The
+// standbys replicate the log, not the events.)
 //
 // A grant made while the node is Resuming (its own lease timers, the
 // moment it ran again after a pause) does not count toward the state
@@ -279,7 +373,6 @@ func (n *Node) OnEvent(ev engine.Event) {
 	if ev.Kind == engine.EventGrant && !n.Resuming() {
 		raise(&n.stateToken, ev.Token)
 	}
-	n.hub.publish(ev)
 }
 
 // Start begins polling peers and taking roles. The node starts as a
@@ -321,6 +414,7 @@ func (n *Node) Close(ctx context.Context) error {
 			n.log.Warn("no handoff: leaving without a successor", "err", err)
 		}
 	}
+	n.quitOnce.Do(func() { close(n.quit) })
 	if n.stop != nil {
 		n.stop()
 	}
@@ -331,6 +425,7 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	n.mu.Unlock()
 	n.wg.Wait()
+	n.wal.SetTap(nil)
 	return err
 }
 
@@ -402,15 +497,22 @@ func (n *Node) View() api.ClusterView {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	now := time.Now()
-	v := api.ClusterView{Self: n.cfg.Self, Role: n.role, Active: n.active, LastToken: n.eng.LastToken(), Epoch: n.epoch}
-	self := api.PeerView{URL: n.cfg.Self, Priority: n.self, Role: n.role, Live: true, LastContact: &now}
+	last, _ := n.tail.position()
+	v := api.ClusterView{Self: n.cfg.Self, Role: n.role, Active: n.active, LastToken: n.eng.LastToken(), Epoch: n.epoch,
+		LastIndex: last, SyncStandbys: n.cfg.SyncStandbys, SyncDegraded: n.role == api.RoleActive && n.degraded.Load()}
+	self := api.PeerView{URL: n.cfg.Self, Priority: n.self, Role: n.role, Live: true, LastContact: &now, LastIndex: last}
 	v.Peers = append(v.Peers, self)
+	acked := n.hub.acked()
 	for _, p := range n.peers {
 		pv := api.PeerView{URL: p.url, Priority: p.priority, Live: n.live(p, now)}
 		if p.heard {
 			pv.Role = p.status.Role
 			c := p.contact
 			pv.LastContact = &c
+			pv.LastIndex = p.status.LastIndex
+		}
+		if a, ok := acked[p.url]; ok {
+			pv.AckedIndex = &a
 		}
 		v.Peers = append(v.Peers, pv)
 	}
@@ -434,8 +536,10 @@ func (n *Node) statusLocked() Status {
 		// successor, which would step down if its priority were lower.
 		role = api.RoleStandby
 	}
+	last, m := n.tail.position()
 	return Status{URL: n.cfg.Self, Role: role, Active: n.active, Priority: n.self, Epoch: n.epoch,
-		HasState: n.hasState, LastToken: n.eng.LastToken(), StateToken: n.stateToken.Load(), Native: n.cfg.Native}
+		HasState: n.hasState, LastToken: n.eng.LastToken(), StateToken: n.stateToken.Load(), Native: n.cfg.Native,
+		LastIndex: last, LogEpoch: m.epoch}
 }
 
 // live reports whether p was heard from within the failover timeout. n.mu

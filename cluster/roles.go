@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -198,6 +199,7 @@ func (n *Node) gather(now time.Time, r *request) view {
 		self: n.statusLocked(), role: n.role, following: n.following, synced: n.synced,
 		uptime: now.Sub(n.started), sinceAsked: now.Sub(n.asked), failoverTimeout: n.cfg.FailoverTimeout,
 		moving: n.moving, closing: n.closing, followers: n.hub.synced(), req: r,
+		wasSynced: n.everSynced, fetching: n.fetching, unfetchable: maps.Clone(n.unfetchable),
 	}
 	if res := n.resumed.Load(); res != 0 {
 		resumedAt := n.base.Add(time.Duration(res))
@@ -250,6 +252,28 @@ func (n *Node) apply(now time.Time, v view, a action) {
 			}
 		}
 		n.promoteLocked(a.why, how, a.epoch)
+	case actFetch:
+		n.fetching = true
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			got, err := n.fetchTail(n.ctx, a.to)
+			n.mu.Lock()
+			n.fetching = false
+			var se *statusError
+			if errors.As(err, &se) && se.code == http.StatusConflict {
+				if n.unfetchable == nil {
+					n.unfetchable = map[string]bool{}
+				}
+				n.unfetchable[a.to] = true
+			}
+			if err != nil {
+				n.log.Warn("fetching the log's tail before promoting failed", "from", a.to, "records", got, "err", err)
+			} else {
+				n.log.Info("fetched the log's tail before promoting", "from", a.to, "records", got)
+			}
+			n.mu.Unlock()
+		}()
 	case actHandOff:
 		if n.startHandoff(now, a.to, v.req) {
 			return // answered by finishHandoff
@@ -267,7 +291,16 @@ func (n *Node) apply(now time.Time, v view, a action) {
 // is held.
 func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64) {
 	n.stopFollowingLocked()
+	// The stream reader applies nothing more (applyFrame checks its
+	// context under applyMu): the engine is promoted with exactly its log.
+	n.applyMu.Lock()
+	defer n.applyMu.Unlock()
 	n.epoch = epoch
+	n.everSynced, n.unfetchable = true, nil
+	n.degraded.Store(false)
+	if err := n.eng.StartEpoch(epoch, n.cfg.Self); err != nil {
+		n.log.Error("the epoch's record could not be logged; standbys will resync by snapshot", "epoch", epoch, "err", err)
+	}
 	first := n.eng.Promote(how)
 	n.hasState = true
 	n.setRole(api.RoleActive)
@@ -371,7 +404,7 @@ func (n *Node) startHandoff(now time.Time, to string, r *request) bool {
 	}
 	n.moving = true
 	n.eng.Demote()
-	through := f.lastSeq()
+	through := n.wal.LastIndex() // every record of the demoted engine
 	q := url.Values{"from": {n.cfg.Self}, "through": {strconv.FormatUint(through, 10)}}
 	n.wg.Add(1)
 	go func() {

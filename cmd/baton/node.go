@@ -34,11 +34,12 @@ type Node struct {
 	cfg     serveConfig
 	log     *slog.Logger
 	wal     *wal.Log
+	sync    *cluster.SyncLog // a cluster node's engine log: wal, then the sync_standbys' acknowledgements
 	eng     *engine.Engine
 	metrics *handlers.Metrics
 	events  *handlers.EventLog
 	peer    atomic.Pointer[cluster.Node] // nil: a single node, or not built yet
-	snaps   *snapshotter                 // a single node's background snapshots; nil in a cluster
+	snaps   *snapshotter                 // background snapshots of the log
 	// replaying is set while the engine replays the log: the events of
 	// replayed changes were reported when they happened.
 	replaying atomic.Bool
@@ -83,10 +84,12 @@ func exitCode(err error) int {
 // it opens the log in cfg.DataDir (refusing with exit code 2 a data_dir
 // that another process holds, that cannot be written, or whose log or
 // snapshot is damaged before its tail; a torn last record is cut off with
-// a warning), then the metrics, the event log and the engine; a single
-// node's engine writes every change to the log, replays the newest
-// snapshot and the log before anything is served, and gets background
-// snapshots. Then the cluster node (with peers) and the HTTP server on
+// a warning), then the metrics, the event log and the engine, which writes
+// every change to the log, replays the newest snapshot and the log before
+// anything is served, and gets background snapshots; a single node is then
+// promoted, a cluster node starts as a standby with its replayed state
+// (the cluster promotes it or has it follow the active, from its log's
+// position). Then the cluster node (with peers) and the HTTP server on
 // cfg.Listen, which serves once OpenNode returns. log receives every
 // component's lines. Errors are *startError values naming what failed.
 func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
@@ -113,27 +116,29 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 	ec := cfg.engineConfig()
 	ec.OnEvent = n.onEvent
 	single := len(cfg.Peers) == 0
-	if single {
-		// A cluster node gets its state from its peers (replication); it
-		// writes no log of its own yet: its data_dir holds the lock file
-		// and the token high-water mark.
-		ec.Log = n.wal
+	// Every node writes its own log: a single node's changes, a cluster
+	// node's as the active or as the active's records it replicates.
+	ec.Log = n.wal
+	if !single {
+		// Changes wait for sync_standbys too (cluster.SyncLog).
+		n.sync = cluster.NewSyncLog(n.wal)
+		ec.Log = n.sync
 	}
-	ec.Standby = true // a single node replays its log as a standby, then is promoted
+	ec.Standby = true // a node replays its log as a standby, then is promoted (a cluster node: by the cluster)
 	if n.eng, err = engine.New(ec); err != nil {
 		return nil, &startError{exitError, fmt.Errorf("cannot start the engine: %w", err)}
 	}
+	snap, err := n.replay()
+	if err != nil {
+		return nil, err
+	}
 	if single {
-		snap, err := n.replay()
-		if err != nil {
-			return nil, err
-		}
 		// Leases that ran out while the node was down end now; waiters
 		// without an ID of their own, whose requests died with the old
 		// process, are dropped.
 		n.eng.Promote(engine.Failover)
-		n.snaps = startSnapshotter(n.wal, n.dumpState, log, snapshotMinBytes, snapshotCheck, snap)
 	}
+	n.snaps = startSnapshotter(n.wal, n.dumpState, log, snapshotMinBytes, snapshotCheck, snap)
 
 	if n.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, &startError{exitError, fmt.Errorf("cannot listen on %s: %w", cfg.Listen, err)}
@@ -163,6 +168,7 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 			cc.Native = cfg.nativeAdvertise(n.nln.Addr().String())
 		}
 		cc.Logger = log
+		cc.Log, cc.Sync = n.wal, n.sync
 		cc.OnRole = n.metrics.SetRole
 		cc.OnChange = func(kind, node, msg string) {
 			n.metrics.OnClusterChange(kind)
@@ -172,6 +178,7 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 			return nil, &startError{exitUsage, fmt.Errorf("cannot start the cluster node: %w", err)}
 		}
 		n.peer.Store(peer)
+		n.metrics.Registry().MustRegister(replCollector{peer})
 		n.metrics.SetRole(api.RoleStandby)
 		hc.Gate, hc.Cluster = peer, peer.View
 	}
@@ -231,7 +238,7 @@ func (n *Node) replay() (snapshotStart, error) {
 	defer n.replaying.Store(false)
 	dir := filepath.Clean(n.cfg.DataDir)
 	var at snapshotStart
-	var dumps map[int]uint64
+	var dumps engine.Dumps
 	index, r, err := n.wal.LoadSnapshot()
 	var ce *wal.CorruptError
 	switch {
@@ -245,14 +252,14 @@ func (n *Node) replay() (snapshotStart, error) {
 		return at, walStartError(dir, err)
 	default:
 		var cr countWriter
-		dumps, err = n.loadState(io.TeeReader(r, &cr))
+		dumps, err = n.eng.LoadDump(io.TeeReader(r, &cr))
 		r.Close()
 		if err != nil {
 			return at, &startError{exitUsage, fmt.Errorf("data_dir %s: the snapshot at log index %d cannot be replayed: %w", dir, index, err)}
 		}
 		at.index, at.size = index, uint64(cr)
 	}
-	var maxDump uint64
+	maxDump := uint64(0)
 	for _, d := range dumps {
 		maxDump = max(maxDump, d)
 	}
@@ -263,7 +270,7 @@ func (n *Node) replay() (snapshotStart, error) {
 			if err != nil {
 				return fmt.Errorf("record %d: %w", i, err)
 			}
-			if d, ok := dumps[n.eng.ShardOf(r.Key)]; ok && r.Kind != engine.RecReserve && i <= d {
+			if n.eng.Covers(dumps, i, &r) {
 				skipped++ // its change is in the snapshot already
 				return nil
 			}
@@ -457,5 +464,64 @@ func (c walCollector) Collect(ch chan<- prometheus.Metric) {
 		{walRecordsSyncedDesc, s.RecordsSynced}, {walFailuresDesc, s.Failures},
 	} {
 		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
+	}
+}
+
+// replCollector exports a cluster node's replication figures
+// (cluster.Node.ReplicationStats) to Prometheus.
+type replCollector struct{ p *cluster.Node }
+
+var (
+	replLastIndexDesc = prometheus.NewDesc("baton_replication_last_index",
+		"Index of the last record in this node's log of changes (a standby's holds the active's records at the active's indexes).", nil, nil)
+	replAckedDesc = prometheus.NewDesc("baton_replication_acked_index",
+		"On the active: the last log index each standby acknowledged having written to its own log.", []string{"standby"}, nil)
+	replLagRecordsDesc = prometheus.NewDesc("baton_replication_lag_records",
+		"On the active: records of its log each standby has not acknowledged yet.", []string{"standby"}, nil)
+	replLagSecondsDesc = prometheus.NewDesc("baton_replication_lag_seconds",
+		"On the active: age of the oldest record each standby has not acknowledged yet; 0 while it has everything.", []string{"standby"}, nil)
+	syncStandbysDesc = prometheus.NewDesc("baton_sync_standbys",
+		"The sync_standbys setting: standbys that must have written a change before it is answered.", nil, nil)
+	syncDegradedDesc = prometheus.NewDesc("baton_sync_degraded",
+		"1 while the active answers without its sync_standbys (fewer acknowledged within sync_timeout), 0 otherwise.", nil, nil)
+	syncDegradationsDesc = prometheus.NewDesc("baton_sync_degradations_total",
+		"Times the active went on without its sync_standbys.", nil, nil)
+	syncRecoveriesDesc = prometheus.NewDesc("baton_sync_recoveries_total",
+		"Times enough standbys acknowledged the active's last index again after a degradation.", nil, nil)
+	replInstallsDesc = prometheus.NewDesc("baton_replication_snapshots_installed_total",
+		"Times this node, as a standby, replaced its log by the active's snapshot (a new or divergent log, or one too far behind).", nil, nil)
+	replResumesDesc = prometheus.NewDesc("baton_replication_resumes_total",
+		"Times this node, as a standby, resumed the active's stream from its own log's position, without a snapshot.", nil, nil)
+)
+
+func (c replCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{replLastIndexDesc, replAckedDesc, replLagRecordsDesc, replLagSecondsDesc, syncStandbysDesc,
+		syncDegradedDesc, syncDegradationsDesc, syncRecoveriesDesc, replInstallsDesc, replResumesDesc} {
+		ch <- d
+	}
+}
+
+func (c replCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.p.ReplicationStats()
+	degraded := 0.0
+	if s.Degraded {
+		degraded = 1
+	}
+	ch <- prometheus.MustNewConstMetric(replLastIndexDesc, prometheus.GaugeValue, float64(s.LastIndex))
+	ch <- prometheus.MustNewConstMetric(syncStandbysDesc, prometheus.GaugeValue, float64(s.SyncStandbys))
+	ch <- prometheus.MustNewConstMetric(syncDegradedDesc, prometheus.GaugeValue, degraded)
+	ch <- prometheus.MustNewConstMetric(syncDegradationsDesc, prometheus.CounterValue, float64(s.Degradations))
+	ch <- prometheus.MustNewConstMetric(syncRecoveriesDesc, prometheus.CounterValue, float64(s.Recoveries))
+	ch <- prometheus.MustNewConstMetric(replInstallsDesc, prometheus.CounterValue, float64(s.Installs))
+	ch <- prometheus.MustNewConstMetric(replResumesDesc, prometheus.CounterValue, float64(s.Resumes))
+	seen := map[string]bool{}
+	for _, sb := range s.Standbys {
+		if seen[sb.URL] { // a standby's older stream, not yet closed
+			continue
+		}
+		seen[sb.URL] = true
+		ch <- prometheus.MustNewConstMetric(replAckedDesc, prometheus.GaugeValue, float64(sb.Acked), sb.URL)
+		ch <- prometheus.MustNewConstMetric(replLagRecordsDesc, prometheus.GaugeValue, float64(sb.LagRecords), sb.URL)
+		ch <- prometheus.MustNewConstMetric(replLagSecondsDesc, prometheus.GaugeValue, sb.LagSeconds, sb.URL)
 	}
 }
