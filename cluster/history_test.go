@@ -123,8 +123,8 @@ func checkPerKeyOrder(t *testing.T, grants []history.Grant, ws []history.Window)
 // mutex keys while a nemesis kills, pauses and cuts nodes, then checks the
 // recorded history.
 func TestHistoryUnderNemesis(t *testing.T) {
-	runHistory(t, history.PlainKeys("a", "b", "c"), 8, 3*time.Millisecond,
-		[]string{"kill", "pause", "cut", "kill", "pause", "cut"}, 42)
+	runHistory(t, nemesis{keys: history.PlainKeys("a", "b", "c"), clients: 8, hold: 3 * time.Millisecond,
+		faults: []string{"kill", "pause", "cut", "kill", "pause", "cut"}, seed: 42})
 }
 
 // TestModesHistoryUnderNemesis is the history run on a counting semaphore
@@ -135,7 +135,7 @@ func TestHistoryUnderNemesis(t *testing.T) {
 // together on each key, or it proved nothing about them.
 func TestModesHistoryUnderNemesis(t *testing.T) {
 	keys := []history.KeySpec{{Name: "sem", Limit: 3, Shared: 0.2}, {Name: "rw", Shared: 0.7}}
-	figs := runHistory(t, keys, 10, 15*time.Millisecond, []string{"kill", "pause", "cut"}, 14)
+	figs := runHistory(t, nemesis{keys: keys, clients: 10, hold: 15 * time.Millisecond, faults: []string{"kill", "pause", "cut"}, seed: 14})
 	for _, k := range keys {
 		f := figs[k.Name]
 		if f.Most < 2 || f.Shared == 0 || f.Shared == f.Grants {
@@ -144,14 +144,32 @@ func TestModesHistoryUnderNemesis(t *testing.T) {
 	}
 }
 
-// runHistory starts a cluster of three, runs n clients on keys (holding
-// each grant for hold) while the nemesis applies faults to the active one
-// after another (seed draws the gaps), and checks the history: the
-// admission rule and token order outside the fault windows
-// (checkPerKeyOrder) and no unreceived grant past its claim deadline
-// (checkGhostGrants). It returns the per-key figures.
-func runHistory(t *testing.T, keys []history.KeySpec, n int, hold time.Duration, faults []string, seed uint64) map[string]history.KeyFigures {
-	c := newCluster(t, 3, true)
+// nemesis is one history run: the clients, what they do, and the faults
+// applied to the active one after another.
+type nemesis struct {
+	keys    []history.KeySpec
+	clients int
+	// hold is how long a client holds a grant; longShare of the holds
+	// last longHold instead (a hold that spans a fault shows a lost grant
+	// as two holders).
+	hold, longHold time.Duration
+	longShare      float64
+	faults         []string // kill, pause, cut
+	seed           uint64   // draws the gaps between faults and the clients' choices
+	extra          []string // more flags for every node
+	// strict names the faults that get no window: the contract promises
+	// everything through them (kill with sync_standbys >= 1).
+	strict map[string]bool
+}
+
+// runHistory starts a cluster of three, runs nm's clients while the
+// nemesis applies its faults to the active one after another, and checks
+// the history: the admission rule, token order and holds outside the
+// fault windows (checkPerKeyOrder; nm.strict faults have none) and no
+// unreceived grant past its claim deadline (checkGhostGrants). It returns
+// the per-key figures.
+func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
+	c := newCluster(t, 3, true, nm.extra...)
 	c.startAll()
 	c.waitActive(0, 1, 2)
 
@@ -159,7 +177,8 @@ func runHistory(t *testing.T, keys []history.KeySpec, n int, hold time.Duration,
 	stop := make(chan struct{})
 	// Leases well above the claim deadline, so that a grant no client
 	// received and that held a key for its lease shows (checkGhostGrants).
-	wg := runClients(t, c, n, keys, 2*claimWindow, hold, stop, h)
+	wg := runLoop(t, c, nm.clients, history.Loop{Keys: nm.keys, Lease: 2 * claimWindow, Wait: 15 * time.Second,
+		Hold: nm.hold, LongHold: nm.longHold, LongShare: nm.longShare, Seed: 7}, stop, h)
 	samples := sampleHolders(c, stop)
 
 	// Mutual exclusion is not promised from a fault until the cluster has
@@ -167,8 +186,9 @@ func runHistory(t *testing.T, keys []history.KeySpec, n int, hold time.Duration,
 	// that long after the fault is repaired.
 	settle := 4*failoverTimeout + 10*heartbeat
 	var ws []history.Window
-	rng := rand.New(rand.NewPCG(seed, seed))
-	for _, f := range faults {
+	var names []string
+	rng := rand.New(rand.NewPCG(nm.seed, nm.seed))
+	for _, f := range nm.faults {
 		time.Sleep(time.Duration(800+rng.IntN(400)) * time.Millisecond)
 		active := c.waitActive(-1)
 		w := history.Window{Name: fmt.Sprintf("%s node %d", f, active), Start: time.Now()}
@@ -187,7 +207,12 @@ func runHistory(t *testing.T, keys []history.KeySpec, n int, hold time.Duration,
 			c.nodes[active].proxy.setCut(false)
 		}
 		w.End = time.Now().Add(settle)
-		ws = append(ws, w)
+		if nm.strict[f] {
+			w.Name += " (no window)"
+		} else {
+			ws = append(ws, w)
+		}
+		names = append(names, w.Name)
 		c.waitActive(-1)
 	}
 	time.Sleep(settle)
@@ -199,13 +224,9 @@ func runHistory(t *testing.T, keys []history.KeySpec, n int, hold time.Duration,
 	grants, errs := h.Grants(), h.Errs()
 	fenced, figs := checkPerKeyOrder(t, grants, ws)
 	ghosts := len(checkGhostGrants(t, grants, samples.wait()))
-	var names []string
-	for _, w := range ws {
-		names = append(names, w.Name)
-	}
 	t.Logf("history: grants=%d faults=%d (%s) client_errors=%d violations_inside_fault_windows=%d unreceived_grants_seen=%d violations_outside=%s",
-		len(grants), len(ws), strings.Join(names, ", "), len(errs), fenced, ghosts, strconv.FormatBool(t.Failed()))
-	for _, k := range keys {
+		len(grants), len(names), strings.Join(names, ", "), len(errs), fenced, ghosts, strconv.FormatBool(t.Failed()))
+	for _, k := range nm.keys {
 		f := figs[k.Name]
 		t.Logf("key %s (limit %d): grants=%d shared=%d most_holders_together=%d", k.Name, max(1, k.Limit), f.Grants, f.Shared, f.Most)
 	}
