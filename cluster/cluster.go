@@ -58,6 +58,7 @@ import (
 
 	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/wal"
 )
 
 // PathPrefix is where the peer endpoints are mounted.
@@ -95,6 +96,15 @@ type Config struct {
 	// reach it, "" when it serves none. It travels in the status peers poll,
 	// so that a standby can answer M with the active's (see ActiveNative).
 	Native string
+	// Log is this node's log, which its engine writes (engine.Config.Log)
+	// and which replays into the engine before New: a standby writes the
+	// active's records into it at the active's indexes, the active streams
+	// its records from it. Required.
+	Log *wal.Log
+	// TailBytes bounds the recent records kept in memory for the
+	// standbys' streams (older ones are read from the log's segments);
+	// 0 means DefaultTailBytes.
+	TailBytes int
 }
 
 // Defaults: a crashed active is replaced within about FailoverTimeout +
@@ -130,6 +140,9 @@ func (c *Config) Validate() error {
 	if c.Heartbeat < MinHeartbeat {
 		return fmt.Errorf("heartbeat: must be at least %v (each heartbeat polls every peer), got %v", MinHeartbeat, c.Heartbeat)
 	}
+	if c.TailBytes < 0 {
+		return fmt.Errorf("tail_bytes: must not be negative, got %d", c.TailBytes)
+	}
 	if c.FailoverTimeout < 2*c.Heartbeat {
 		return fmt.Errorf("failover_timeout: must be at least two heartbeats (%v), got %v", 2*c.Heartbeat, c.FailoverTimeout)
 	}
@@ -157,6 +170,11 @@ type Status struct {
 	// Native is the node's native protocol address; absent when it serves
 	// none.
 	Native string `json:"native,omitempty"`
+	// LastIndex is the index of the last record in the node's log, and
+	// LogEpoch the epoch in force there (of the last RecEpoch record):
+	// the node's log position.
+	LastIndex uint64 `json:"last_index"`
+	LogEpoch  uint64 `json:"log_epoch"`
 }
 
 // peer is another node as this one sees it.
@@ -180,24 +198,34 @@ type Node struct {
 	stream *http.Client // the replication stream (no overall timeout)
 	self   int          // priority of this node
 	hub    *hub
+	wal    *wal.Log
+	tail   *tail
+	// installs and resumes count this node's syncs with an active: by a
+	// snapshot installed in its log, or resumed from its log's position.
+	installs, resumes atomic.Uint64
+	// applyMu is held while a stream frame is applied to the log and the
+	// engine: a promotion takes it after stopping the stream reader, so
+	// that nothing is applied to a promoted engine.
+	applyMu sync.Mutex
 
-	mu        sync.Mutex
-	role      string // api.RoleActive, api.RoleStandby
-	active    string // URL of the active as this node sees it; "" unknown
-	epoch     uint64
-	hasState  bool // synced from an active, or was active
-	peers     []*peer
-	started   time.Time
-	following string             // URL whose stream this node reads
-	stopSync  context.CancelFunc // ends the stream reader
-	synced    bool               // the stream's snapshot is applied
-	replicaAt time.Time          // last stream frame since synced; zero = no replica to read (see ReplicaLag)
-	applied   uint64             // last stream frame applied
-	appliedCh chan struct{}      // closed and replaced on every applied frame
-	asked     time.Time          // last handoff request to the active
-	moving    bool               // a handoff or step-down is under way
-	changed   chan struct{}      // closed and replaced when active changes
-	closing   bool
+	mu         sync.Mutex
+	role       string // api.RoleActive, api.RoleStandby
+	active     string // URL of the active as this node sees it; "" unknown
+	epoch      uint64
+	hasState   bool // synced from an active, or was active
+	peers      []*peer
+	started    time.Time
+	following  string             // URL whose stream this node reads
+	stopSync   context.CancelFunc // ends the stream reader
+	synced     bool               // the stream's snapshot is applied
+	replicaAt  time.Time          // last stream frame since synced; zero = no replica to read (see ReplicaLag)
+	applied    uint64             // the last index of this node's log applied from the stream
+	appliedCh  chan struct{}      // closed and replaced whenever applied rises
+	activeLast uint64             // the active's last index, from its last heartbeat
+	asked      time.Time          // last handoff request to the active
+	moving     bool               // a handoff or step-down is under way
+	changed    chan struct{}      // closed and replaced when active changes
+	closing    bool
 
 	requests chan request     // role changes asked of the loop
 	handed   chan handoffDone // handoffs' answers, back to the loop
@@ -232,6 +260,9 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Log == nil {
+		return nil, errors.New("cluster: Config.Log is required (each node keeps its own log)")
+	}
 	n := &Node{
 		cfg:       cfg,
 		eng:       eng,
@@ -264,11 +295,23 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 		n.peers = append(n.peers, &peer{url: p, priority: i})
 	}
 	n.hub = newHub()
+	n.wal = cfg.Log
+	max := cfg.TailBytes
+	if max == 0 {
+		max = DefaultTailBytes
+	}
+	n.tail = newTail(max)
+	em := eng.Epoch()
+	n.tail.reset(n.wal.LastIndex(), mark{epoch: em.Epoch, by: em.By})
+	n.wal.SetTap(n.tail.add)
+	n.hasState = n.wal.LastIndex() > 0
+	n.epoch = em.Epoch
 	return n, nil
 }
 
-// OnEvent forwards an engine change to the standbys and keeps the state
-// token. Wire it into engine.Config.OnEvent; it never blocks.
+// OnEvent keeps the state token from the engine's grants (made here or
+// replicated). Wire it into engine.Config.OnEvent; it never blocks. (The
+// standbys replicate the log, not the events.)
 //
 // A grant made while the node is Resuming (its own lease timers, the
 // moment it ran again after a pause) does not count toward the state
@@ -279,7 +322,6 @@ func (n *Node) OnEvent(ev engine.Event) {
 	if ev.Kind == engine.EventGrant && !n.Resuming() {
 		raise(&n.stateToken, ev.Token)
 	}
-	n.hub.publish(ev)
 }
 
 // Start begins polling peers and taking roles. The node starts as a
@@ -331,6 +373,7 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	n.mu.Unlock()
 	n.wg.Wait()
+	n.wal.SetTap(nil)
 	return err
 }
 
@@ -434,8 +477,10 @@ func (n *Node) statusLocked() Status {
 		// successor, which would step down if its priority were lower.
 		role = api.RoleStandby
 	}
+	last, m := n.tail.position()
 	return Status{URL: n.cfg.Self, Role: role, Active: n.active, Priority: n.self, Epoch: n.epoch,
-		HasState: n.hasState, LastToken: n.eng.LastToken(), StateToken: n.stateToken.Load(), Native: n.cfg.Native}
+		HasState: n.hasState, LastToken: n.eng.LastToken(), StateToken: n.stateToken.Load(), Native: n.cfg.Native,
+		LastIndex: last, LogEpoch: m.epoch}
 }
 
 // live reports whether p was heard from within the failover timeout. n.mu

@@ -16,8 +16,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +27,7 @@ import (
 
 	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/wal"
 )
 
 // Fast timings for the in-process tier.
@@ -116,6 +119,8 @@ func (c *trackedConn) Close() error {
 type memNode struct {
 	i       int
 	url     string
+	dir     string // the node's data_dir: its log and token file
+	wal     *wal.Log
 	eng     *engine.Engine
 	node    *Node
 	srv     *httptest.Server
@@ -143,6 +148,10 @@ type memCluster struct {
 	t     *testing.T
 	links *links
 	nodes []*memNode
+	urls  []string
+	log   *slog.Logger
+	// onEvent, if set before open, sees every node's engine events.
+	onEvent func(node int, ev engine.Event)
 }
 
 // newMemCluster sets up n nodes, priority in index order, started by
@@ -153,56 +162,121 @@ func newMemCluster(t *testing.T, n int) *memCluster {
 	leaks := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, leaks) })
 	c := &memCluster{t: t, links: &links{addrs: map[string]int{}, cut: map[[2]int]bool{}, conns: map[[2]int]map[net.Conn]struct{}{}}}
-	var urls []string
 	for i := range n {
 		mn := &memNode{i: i}
 		mn.srv = httptest.NewUnstartedServer(nil)
 		addr := mn.srv.Listener.Addr().String()
 		c.links.addrs[addr] = i
 		mn.url = "http://" + addr
-		urls = append(urls, mn.url)
 		c.nodes = append(c.nodes, mn)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		c.log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	for i, mn := range c.nodes {
-		i, mn := i, mn
-		mn.tr = &http.Transport{
-			DialContext:         func(ctx context.Context, _, addr string) (net.Conn, error) { return c.links.dial(ctx, i, addr) },
-			MaxIdleConnsPerHost: 8,
-		}
-		ec := engine.DefaultConfig()
-		ec.DataDir, ec.Standby, ec.Shards = t.TempDir(), true, 16
-		ec.OnEvent = func(ev engine.Event) {
-			if nd := mn.node; nd != nil {
-				nd.OnEvent(ev)
-			}
-		}
-		eng, err := engine.New(ec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mn.eng = eng
-		nd, err := New(Config{
-			Self: mn.url, Peers: urls, Heartbeat: memHeartbeat, FailoverTimeout: memFailover,
-			Secret: "mem-secret", Transport: mn.tr, Logger: log.With("node", i),
-			OnChange: func(kind, _, _ string) {
-				mn.mu.Lock()
-				mn.changes = append(mn.changes, kind)
-				mn.mu.Unlock()
-			},
-		}, eng)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mn.node = nd
-		mn.srv.Config.Handler = nd.Handler()
-		mn.srv.Start()
+	for _, mn := range c.nodes {
+		mn.dir = t.TempDir()
+		c.urls = append(c.urls, mn.url)
+	}
+	for i := range c.nodes {
+		c.open(i)
 	}
 	t.Cleanup(c.closeAll)
 	return c
+}
+
+// open builds node i (again, after closeNode: a restart): its log in its
+// directory, replayed into a standby engine (snapshot, then the records
+// the snapshot does not cover), and its cluster node, served on its
+// address.
+func (c *memCluster) open(i int) {
+	t, mn := c.t, c.nodes[i]
+	mn.closed, mn.started = false, false
+	mn.tr = &http.Transport{
+		DialContext:         func(ctx context.Context, _, addr string) (net.Conn, error) { return c.links.dial(ctx, i, addr) },
+		MaxIdleConnsPerHost: 8,
+	}
+	wc := wal.DefaultConfig(filepath.Join(mn.dir, "log"))
+	wc.Logger = c.log.With("node", i)
+	l, err := wal.Open(wc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mn.wal = l
+	ec := engine.DefaultConfig()
+	ec.DataDir, ec.Standby, ec.Shards, ec.Log = mn.dir, true, 16, l
+	var nd atomic.Pointer[Node]
+	ec.OnEvent = func(ev engine.Event) {
+		if p := nd.Load(); p != nil {
+			p.OnEvent(ev)
+		}
+		if f := c.onEvent; f != nil {
+			f(i, ev)
+		}
+	}
+	eng, err := engine.New(ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mn.eng = eng
+	replayLog(t, eng, l)
+	mn.node, err = New(Config{
+		Self: mn.url, Peers: c.urls, Heartbeat: memHeartbeat, FailoverTimeout: memFailover,
+		Secret: "mem-secret", Transport: mn.tr, Logger: c.log.With("node", i), Log: l,
+		OnChange: func(kind, _, _ string) {
+			mn.mu.Lock()
+			mn.changes = append(mn.changes, kind)
+			mn.mu.Unlock()
+		},
+	}, eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd.Store(mn.node)
+	if mn.srv.URL != "" {
+		// A restart: the same address again.
+		ln, err := net.Listen("tcp", strings.TrimPrefix(mn.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mn.srv = &httptest.Server{Listener: ln, Config: &http.Server{}}
+	}
+	mn.srv.Config.Handler = mn.node.Handler()
+	mn.srv.Start()
+}
+
+// replayLog replays l into the standby engine eng as a node's start does
+// (cmd/baton): the newest snapshot, then each record after it that the
+// snapshot's dump does not cover.
+func replayLog(t *testing.T, eng *engine.Engine, l *wal.Log) {
+	t.Helper()
+	index, r, err := l.LoadSnapshot()
+	var dumps engine.Dumps
+	switch {
+	case errors.Is(err, wal.ErrNoSnapshot):
+		index = 0
+	case err != nil:
+		t.Fatal(err)
+	default:
+		dumps, err = eng.LoadDump(r)
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = l.Replay(index+1, func(i uint64, rec []byte) error {
+		rr, err := engine.DecodeRecord(rec)
+		if err != nil {
+			return err
+		}
+		if eng.Covers(dumps, i, &rr) {
+			return nil
+		}
+		return eng.Replay(rec)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 type testWriter struct{ t *testing.T }
@@ -236,6 +310,9 @@ func (c *memCluster) closeNode(i int) {
 	mn.tr.CloseIdleConnections()
 	if err := mn.eng.Close(); err != nil {
 		c.t.Errorf("node %d: engine close: %v", i, err)
+	}
+	if err := mn.wal.Close(); err != nil {
+		c.t.Errorf("node %d: log close: %v", i, err)
 	}
 }
 
@@ -443,6 +520,12 @@ func TestMemHealedCutLeavesTheNewerState(t *testing.T) {
 			}
 			if got := c.nodes[tc.newer].changed("step_down"); got != 0 {
 				t.Errorf("the newer side stepped down %d times", got)
+			}
+			if tc.olderGrants && c.nodes[tc.older].node.installs.Load() == 0 {
+				// Its log diverged from the newer one's (each wrote its own
+				// records after the cut): never resumed over, resynced by a
+				// snapshot.
+				t.Errorf("the older side's divergent log was resumed, not replaced by a snapshot")
 			}
 		})
 	}

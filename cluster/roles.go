@@ -267,7 +267,14 @@ func (n *Node) apply(now time.Time, v view, a action) {
 // is held.
 func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64) {
 	n.stopFollowingLocked()
+	// The stream reader applies nothing more (applyFrame checks its
+	// context under applyMu): the engine is promoted with exactly its log.
+	n.applyMu.Lock()
+	defer n.applyMu.Unlock()
 	n.epoch = epoch
+	if err := n.eng.StartEpoch(epoch, n.cfg.Self); err != nil {
+		n.log.Error("the epoch's record could not be logged; standbys will resync by snapshot", "epoch", epoch, "err", err)
+	}
 	first := n.eng.Promote(how)
 	n.hasState = true
 	n.setRole(api.RoleActive)
@@ -371,7 +378,7 @@ func (n *Node) startHandoff(now time.Time, to string, r *request) bool {
 	}
 	n.moving = true
 	n.eng.Demote()
-	through := f.lastSeq()
+	through := n.wal.LastIndex() // every record of the demoted engine
 	q := url.Values{"from": {n.cfg.Self}, "through": {strconv.FormatUint(through, 10)}}
 	n.wg.Add(1)
 	go func() {

@@ -2,61 +2,36 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
 	"context"
-	"encoding/gob"
-	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/baton-io/baton/engine"
 )
 
-// The replication stream is a gob stream (encoding/gob: self-describing,
-// Go to Go) of frames, shown here as JSON:
-//
-//	{"seq":1,"t":"b","epoch":3,"last_token":N,"state_token":S}   snapshot begins: reset
-//	{"seq":2,"t":"e","ev":{...}}                  one engine.Event
-//	{"seq":K,"t":"s"}                             snapshot ends: synced
-//	{"t":"h","epoch":3,"last_token":N}            heartbeat while idle
-//
-// It was newline-delimited JSON; decoding it was most of a standby's CPU
-// under load (gob sends a type once and leaves zero fields out).
-//
-// seq numbers the frames of one stream; a handoff waits until the
-// successor has applied the last one.
-type wireFrame struct {
-	Seq       uint64        `json:"seq,omitempty"`
-	T         string        `json:"t"`
-	Ev        *engine.Event `json:"ev,omitempty"`
-	Epoch     uint64        `json:"epoch,omitempty"`
-	LastToken uint64        `json:"last_token,omitempty"`
-	// StateToken is the active's Status.StateToken ("b" frames): the
-	// standby's state is the active's, so is its state token.
-	StateToken uint64 `json:"state_token,omitempty"`
-}
+// Replication is the log: the active streams its log's records, by index,
+// to each standby (frames.go), which writes each to its own log at the
+// same index (wal.Log.AppendAt) and applies it through the engine's one
+// apply path (engine.Engine.ReplayAt). A standby asks with its log's
+// position (last index, and the epoch mark in force there); the active
+// resumes from there when its log agrees and still holds what follows (in
+// the tail, or in its log's segments), and otherwise sends a snapshot
+// (a state dump) first, which the standby installs as its own log's
+// snapshot (wal.Log.Install).
 
-// streamType is the stream's Content-Type.
-const streamType = "application/x-gob"
+// streamBatch is about how many bytes of records the active reads from
+// the tail for one write.
+const streamBatch = 256 << 10
 
-type frame struct {
-	seq uint64
-	t   byte
-	ev  engine.Event
-}
-
-// maxBacklog bounds a standby's unsent frames; a standby that falls this
-// far behind is cut off and resyncs from a fresh snapshot.
-const maxBacklog = 4 << 20
-
-// hub fans the engine's changes out to the standbys' streams.
+// hub is the set of standbys' streams this node serves as the active.
 type hub struct {
-	n  atomic.Int32 // followers, so that publish costs nothing without any
-	mu sync.RWMutex
+	mu sync.Mutex
 	fs map[*follower]struct{}
 }
 
@@ -65,44 +40,27 @@ func newHub() *hub { return &hub{fs: map[*follower]struct{}{}} }
 // follower is one standby's stream as the active sees it.
 type follower struct {
 	url  string
-	wake chan struct{} // one slot: frames are waiting
 	done chan struct{} // closed: end the stream
 
 	mu     sync.Mutex
-	sub    [1024]uint64 // bitset of subscribed shards
-	buf    []frame
-	seq    uint64
-	synced bool
-	dead   bool
+	synced bool   // its log agrees with this one (resumed, or the snapshot sent)
+	sent   uint64 // the last index written to the stream
 	closed bool
 }
 
-func (h *hub) publish(ev engine.Event) {
-	if h.n.Load() == 0 {
-		return
-	}
-	h.mu.RLock()
-	for f := range h.fs {
-		f.mu.Lock()
-		if f.sub[ev.Shard/64]&(1<<(ev.Shard%64)) != 0 {
-			f.pushLocked('e', ev)
-		}
-		f.mu.Unlock()
-	}
-	h.mu.RUnlock()
+func newFollower(u string) *follower {
+	return &follower{url: u, done: make(chan struct{})}
 }
 
 func (h *hub) add(f *follower) {
 	h.mu.Lock()
 	h.fs[f] = struct{}{}
-	h.n.Store(int32(len(h.fs)))
 	h.mu.Unlock()
 }
 
 func (h *hub) remove(f *follower) {
 	h.mu.Lock()
 	delete(h.fs, f)
-	h.n.Store(int32(len(h.fs)))
 	h.mu.Unlock()
 	f.close()
 }
@@ -112,7 +70,6 @@ func (h *hub) closeAll() {
 	h.mu.Lock()
 	fs := h.fs
 	h.fs = map[*follower]struct{}{}
-	h.n.Store(0)
 	h.mu.Unlock()
 	for f := range fs {
 		f.close()
@@ -122,13 +79,13 @@ func (h *hub) closeAll() {
 // successor picks the follower to hand off to: the one at url to if given,
 // else the synced one with the highest priority in peers.
 func (h *hub) successor(to string, peers []string) *follower {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	var best *follower
 	bestPrio := len(peers)
 	for f := range h.fs {
 		f.mu.Lock()
-		ok := f.synced && !f.dead
+		ok := f.synced
 		f.mu.Unlock()
 		if !ok {
 			continue
@@ -148,78 +105,20 @@ func (h *hub) successor(to string, peers []string) *follower {
 	return best
 }
 
-// synced returns the URLs of the followers that applied their snapshot and
-// are not cut off.
+// synced returns the URLs of the followers whose logs agree with this
+// one's.
 func (h *hub) synced() []string {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	var us []string
 	for f := range h.fs {
 		f.mu.Lock()
-		if f.synced && !f.dead {
+		if f.synced {
 			us = append(us, f.url)
 		}
 		f.mu.Unlock()
 	}
 	return us
-}
-
-func newFollower(u string) *follower {
-	return &follower{url: u, wake: make(chan struct{}, 1), done: make(chan struct{})}
-}
-
-// pushLocked queues one frame. f.mu is held.
-func (f *follower) pushLocked(t byte, ev engine.Event) {
-	if f.dead {
-		return
-	}
-	if len(f.buf) >= maxBacklog {
-		f.dead = true
-		f.buf = nil
-		f.signal()
-		return
-	}
-	f.seq++
-	f.buf = append(f.buf, frame{seq: f.seq, t: t, ev: ev})
-	f.signal()
-}
-
-func (f *follower) push(t byte, ev engine.Event) {
-	f.mu.Lock()
-	f.pushLocked(t, ev)
-	f.mu.Unlock()
-}
-
-func (f *follower) signal() {
-	select {
-	case f.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (f *follower) subscribe(shard int) {
-	f.mu.Lock()
-	f.sub[shard/64] |= 1 << (shard % 64)
-	f.mu.Unlock()
-}
-
-func (f *follower) lastSeq() uint64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.seq
-}
-
-// take returns the queued frames, or dead.
-func (f *follower) take(into []frame) ([]frame, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	into = append(into[:0], f.buf...)
-	clear(f.buf)
-	f.buf = f.buf[:0]
-	if cap(f.buf) > 1<<16 {
-		f.buf = nil
-	}
-	return into, f.dead
 }
 
 func (f *follower) close() {
@@ -233,11 +132,34 @@ func (f *follower) close() {
 
 // streamLinger is how long the replication stream waits after a change
 // before it writes, to send the changes that follow in the same write. It
-// bounds what it adds to a standby's lag; a grant never waits for it.
+// bounds what it adds to a standby's lag; a grant never waits for it
+// unless sync_standbys asks it to wait for standbys.
 const streamLinger = time.Millisecond
 
-// serveStream is GET /_cluster/stream on the active: a snapshot, then every
-// change, until the standby goes away or this node stops being active.
+// streamWriter writes frames to a standby's stream.
+type streamWriter struct {
+	bw  *bufio.Writer
+	rc  *http.ResponseController
+	buf []byte
+}
+
+func (s *streamWriter) frame(f *frame) error {
+	s.buf = appendFrame(s.buf[:0], f)
+	_, err := s.bw.Write(s.buf)
+	return err
+}
+
+func (s *streamWriter) flush() error {
+	if err := s.bw.Flush(); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// serveStream is GET /_cluster/stream on the active: the records of its
+// log after the standby's position (resumed), or a snapshot and the
+// records after it, then every record as it is appended, with heartbeats
+// while idle, until the standby goes away or this node stops being active.
 func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 	if !n.eng.Active() {
 		writeJSON(w, http.StatusConflict, n.status())
@@ -252,65 +174,100 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 	if lt, err := strconv.ParseUint(q.Get("last_token"), 10, 64); err == nil {
 		n.eng.ObserveToken(lt)
 	}
-	n.mu.Lock()
-	epoch := n.epoch
-	n.mu.Unlock()
+	index, ierr := strconv.ParseUint(q.Get("index"), 10, 64)
+	epoch, eerr := strconv.ParseUint(q.Get("epoch"), 10, 64)
+	resume := ierr == nil && eerr == nil && n.tail.agrees(index, mark{epoch: epoch, by: q.Get("by")})
 
 	f := newFollower(from)
 	n.hub.add(f)
 	defer n.hub.remove(f)
-	f.push('b', engine.Event{})
-	n.eng.Snapshot(func(ev engine.Event) { f.push('e', ev) }, f.subscribe)
-	f.mu.Lock()
-	f.pushLocked('s', engine.Event{})
-	f.synced = true
-	f.mu.Unlock()
-	n.log.Info("standby subscribed", "standby", from)
 
 	w.Header().Set("Content-Type", streamType)
 	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	bw := bufio.NewWriterSize(w, 64<<10)
-	enc := gob.NewEncoder(bw)
+	sw := &streamWriter{bw: bufio.NewWriterSize(w, 64<<10), rc: http.NewResponseController(w)}
+	if _, err := sw.bw.WriteString(streamMagic); err != nil {
+		return
+	}
+	n.mu.Lock()
+	cur := n.epoch
+	n.mu.Unlock()
+	begin := frame{kind: frameBegin, epoch: cur, lastToken: n.eng.LastToken(), stateToken: n.stateToken.Load()}
+	var cursor uint64
+	if resume {
+		cursor = index + 1
+		begin.resumeFrom = cursor
+		if sw.frame(&begin) != nil {
+			return
+		}
+		n.log.Info("standby resumes from its log", "standby", from, "from_index", cursor)
+	} else {
+		var dump bytes.Buffer
+		base, err := n.eng.WriteDump(&dump, n.wal.LastIndex)
+		if err != nil {
+			n.log.Error("snapshot for a standby failed", "standby", from, "err", err)
+			return
+		}
+		if sw.frame(&begin) != nil || sw.frame(&frame{kind: frameSnapshot, index: base, data: dump.Bytes()}) != nil {
+			return
+		}
+		cursor = base + 1
+		n.log.Info("standby gets a snapshot", "standby", from, "index", base, "bytes", dump.Len(),
+			"its_index", q.Get("index"), "its_epoch", q.Get("epoch"))
+	}
+	f.mu.Lock()
+	f.synced, f.sent = true, cursor-1
+	f.mu.Unlock()
+	if sw.flush() != nil {
+		return
+	}
+
 	hb := time.NewTicker(n.cfg.Heartbeat)
 	defer hb.Stop()
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	defer linger.Stop()
-	var frames []frame
+	var recs []tailRec
 	for {
-		var dead bool
-		frames, dead = f.take(frames)
-		if dead {
-			n.log.Warn("standby fell too far behind: cut off, it will resync", "standby", from)
-			return
-		}
-		for i := range frames {
-			fr := &frames[i]
-			wf := wireFrame{Seq: fr.seq, T: string(fr.t)}
-			switch fr.t {
-			case 'b':
-				wf.Epoch, wf.LastToken, wf.StateToken = epoch, n.eng.LastToken(), n.stateToken.Load()
-			case 'e':
-				wf.Ev = &fr.ev
-			}
-			if err := enc.Encode(&wf); err != nil {
-				return
-			}
-		}
-		if len(frames) > 0 {
-			if bw.Flush() != nil || rc.Flush() != nil {
+		var more <-chan struct{}
+		var ok bool
+		recs, more, ok = n.tail.read(cursor, streamBatch, recs)
+		if !ok {
+			// Older than the tail holds: from the log's segments.
+			err := n.wal.Replay(cursor, func(i uint64, rec []byte) error {
+				if err := sw.frame(&frame{kind: frameRecord, index: i, data: rec}); err != nil {
+					return err
+				}
+				cursor = i + 1
+				return nil
+			})
+			if err != nil || sw.flush() != nil {
+				n.log.Warn("standby's stream: cannot read the log from its index; it will get a snapshot", "standby", from, "index", cursor, "err", err)
 				return
 			}
 			continue
 		}
+		for _, tr := range recs {
+			if sw.frame(&frame{kind: frameRecord, index: tr.index, data: tr.rec}) != nil {
+				return
+			}
+			cursor = tr.index + 1
+		}
+		if len(recs) > 0 {
+			clear(recs)
+			if sw.flush() != nil {
+				return
+			}
+			f.mu.Lock()
+			f.sent = cursor - 1
+			f.mu.Unlock()
+			continue
+		}
 		select {
-		case <-f.wake:
+		case <-more:
 			// Changes that follow within streamLinger go out with this
 			// one, in one write and one read on the standby, instead of
-			// one each: under load that was most of replication's cost.
-			// An end of the stream cuts the wait short; what is queued is
-			// still written first (a handoff waits for it).
+			// one each. An end of the stream cuts the wait short; what is
+			// appended is still written first (a handoff waits for it).
 			linger.Reset(streamLinger)
 			select {
 			case <-linger.C:
@@ -321,9 +278,9 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 			}
 		case <-hb.C:
 			n.mu.Lock()
-			epoch = n.epoch
+			cur = n.epoch
 			n.mu.Unlock()
-			if enc.Encode(&wireFrame{T: "h", Epoch: epoch, LastToken: n.eng.LastToken()}) != nil || bw.Flush() != nil || rc.Flush() != nil {
+			if sw.frame(&frame{kind: frameHeartbeat, epoch: cur, lastToken: n.eng.LastToken(), index: n.wal.LastIndex()}) != nil || sw.flush() != nil {
 				return
 			}
 		case <-f.done:
@@ -334,9 +291,12 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// follow reads the active's stream into the engine until it ends.
+// follow reads the active's stream into this node's log and engine until
+// it ends.
 func (n *Node) follow(ctx context.Context, active string, lastToken uint64) error {
-	q := url.Values{"from": {n.cfg.Self}, "last_token": {strconv.FormatUint(lastToken, 10)}}
+	last, m := n.tail.position()
+	q := url.Values{"from": {n.cfg.Self}, "last_token": {strconv.FormatUint(lastToken, 10)},
+		"index": {strconv.FormatUint(last, 10)}, "epoch": {strconv.FormatUint(m.epoch, 10)}, "by": {m.by}}
 	req, err := n.newRequest(ctx, http.MethodGet, active, "/stream", q)
 	if err != nil {
 		return err
@@ -352,29 +312,30 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 	if ct := resp.Header.Get("Content-Type"); ct != streamType {
 		return fmt.Errorf("stream: the active sends %q, this node reads %q: run the same baton version on every node", ct, streamType)
 	}
-	dec := gob.NewDecoder(bufio.NewReaderSize(resp.Body, 64<<10))
-	var p *peer
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	magic := make([]byte, len(streamMagic))
+	if _, err := io.ReadFull(br, magic); err != nil {
+		return err
+	}
+	if string(magic) != streamMagic {
+		return fmt.Errorf("stream: begins with %q, want %q: run the same baton version on every node", magic, streamMagic)
+	}
 	n.mu.Lock()
-	p = n.peerByURL(active)
+	p := n.peerByURL(active)
 	n.mu.Unlock()
+	var f frame
+	var dumps engine.Dumps // of the snapshot installed, until its records are past
+	var dumpMax uint64
+	begun := false
 	for {
-		var wf wireFrame
-		if err := dec.Decode(&wf); err != nil {
+		if err := readFrame(br, &f); err != nil {
 			return err
 		}
-		switch wf.T {
-		case "b":
-			n.eng.Reset()
-		case "e":
-			if wf.Ev == nil {
-				return errors.New("stream: event frame without an event")
-			}
-			if err := n.eng.Apply(*wf.Ev); err != nil {
-				return err
-			}
+		if err := n.applyFrame(ctx, &f, &begun, &dumps, &dumpMax, &last); err != nil {
+			return err
 		}
-		if wf.LastToken > 0 {
-			n.eng.ObserveToken(wf.LastToken)
+		if f.lastToken > 0 {
+			n.eng.ObserveToken(f.lastToken)
 		}
 		now := time.Now()
 		n.mu.Lock()
@@ -384,31 +345,106 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 		}
 		if p != nil {
 			p.contact, p.heard = now, true
-			if wf.Epoch > 0 {
-				p.status.Epoch = wf.Epoch
+			if f.epoch > 0 {
+				p.status.Epoch = f.epoch
 			}
 		}
-		if wf.Epoch > n.epoch {
-			n.epoch = wf.Epoch
+		if f.epoch > n.epoch {
+			n.epoch = f.epoch
 		}
-		switch {
-		case wf.T == "b":
-			n.stateToken.Store(wf.StateToken)
-		case wf.T == "e" && wf.Ev.Kind == engine.EventGrant:
-			raise(&n.stateToken, wf.Ev.Token)
-		}
-		if wf.T == "s" {
-			n.synced, n.hasState = true, true
-			n.log.Info("synced with the active", "active", active)
+		switch f.kind {
+		case frameBegin:
+			n.stateToken.Store(f.stateToken)
+			if f.resumeFrom > 0 {
+				n.resumes.Add(1)
+				n.markSyncedLocked(active, "resumed from its log", last)
+			}
+		case frameSnapshot:
+			n.installs.Add(1)
+			n.markSyncedLocked(active, "installed the active's snapshot", last)
+		case frameRecord:
+			n.applied = last
+			close(n.appliedCh)
+			n.appliedCh = make(chan struct{})
+		case frameHeartbeat:
+			n.activeLast = f.index
 		}
 		if n.synced {
 			n.replicaAt = now
 		}
-		if wf.Seq > 0 {
-			n.applied = wf.Seq
-			close(n.appliedCh)
-			n.appliedCh = make(chan struct{})
-		}
 		n.mu.Unlock()
 	}
+}
+
+// markSyncedLocked records that this standby's log agrees with the
+// active's through index last. n.mu is held.
+func (n *Node) markSyncedLocked(active, how string, last uint64) {
+	n.synced, n.hasState = true, true
+	n.applied = last
+	close(n.appliedCh)
+	n.appliedCh = make(chan struct{})
+	n.log.Info("synced with the active: "+how, "active", active, "index", last)
+}
+
+// applyFrame applies one frame of the stream to this node's log and
+// engine, under n.applyMu (a promotion waits for it: nothing is applied
+// once the engine is promoted). last is this node's log's last index.
+func (n *Node) applyFrame(ctx context.Context, f *frame, begun *bool, dumps *engine.Dumps, dumpMax, last *uint64) error {
+	n.applyMu.Lock()
+	defer n.applyMu.Unlock()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	switch f.kind {
+	case frameBegin:
+		if *begun {
+			return fmt.Errorf("%w: a second begin frame", errFrame)
+		}
+		*begun = true
+		if f.resumeFrom > 0 && f.resumeFrom != *last+1 {
+			return fmt.Errorf("%w: resume from %d offered, this log ends at %d", errFrame, f.resumeFrom, *last)
+		}
+	case frameSnapshot:
+		if !*begun {
+			return fmt.Errorf("%w: snapshot before begin", errFrame)
+		}
+		n.eng.Reset()
+		d, err := n.eng.LoadDump(bytes.NewReader(f.data))
+		if err != nil {
+			n.eng.Reset()
+			return fmt.Errorf("stream: the active's snapshot: %w", err)
+		}
+		var write func(io.Writer) error
+		if f.index > 0 {
+			data := f.data
+			write = func(w io.Writer) error { _, err := w.Write(data); return err }
+		}
+		if err := n.wal.Install(f.index, write); err != nil {
+			n.eng.Reset()
+			return fmt.Errorf("stream: installing the active's snapshot in this node's log: %w", err)
+		}
+		em := n.eng.Epoch()
+		n.tail.reset(f.index, mark{epoch: em.Epoch, by: em.By})
+		*dumps, *dumpMax, *last = d, 0, f.index
+		for _, i := range d {
+			*dumpMax = max(*dumpMax, i)
+		}
+	case frameRecord:
+		if !*begun {
+			return fmt.Errorf("%w: record before begin", errFrame)
+		}
+		i := f.index
+		if i != *last+1 {
+			return fmt.Errorf("%w: record %d after %d", errFrame, i, *last)
+		}
+		if *dumps != nil && i > *dumpMax {
+			*dumps = nil // past every shard's dump: nothing more to skip
+		}
+		data := f.data
+		if err := n.eng.ReplayAt(i, data, *dumps, func() error { return n.wal.AppendAt(i, data) }); err != nil {
+			return fmt.Errorf("stream: record %d: %w", i, err)
+		}
+		*last = i
+	}
+	return nil
 }

@@ -129,6 +129,8 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 				s.emit(Event{Kind: EventClaim, Key: lk.key, Token: r.Token, WaiterID: r.WaiterID, At: at.wall, Waiters: lk.n})
 			}
 		}
+	case RecEpoch:
+		s.e.epoch.Store(&EpochMark{Epoch: r.Epoch, By: r.Owner})
 	case RecOutcome:
 		t := s.ticket(r.Key, r.WaiterID)
 		if t.w != nil || t.state == tGranted {

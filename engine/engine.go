@@ -243,7 +243,8 @@ type Engine struct {
 	waiters atomic.Int64
 	held    atomic.Int64
 	closed  atomic.Bool
-	active  atomic.Bool // serves calls; lease and wait deadlines armed
+	active  atomic.Bool               // serves calls; lease and wait deadlines armed
+	epoch   atomic.Pointer[EpochMark] // of the last RecEpoch applied (see Epoch)
 
 	stop     chan struct{}
 	bg       sync.WaitGroup

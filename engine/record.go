@@ -67,6 +67,11 @@ const (
 	// RecForce: an operator released every holder of Key at At (a forced
 	// release); their waiter IDs are remembered as ended.
 	RecForce RecordKind = 12
+	// RecEpoch: a node became the active at this record, with Epoch
+	// (cluster promotions count epochs). A log position is the epoch of
+	// the last RecEpoch and the last index; two logs that agree on it
+	// hold the same records (see package cluster). No key.
+	RecEpoch RecordKind = 13
 )
 
 var recordKindNames = [...]string{
@@ -82,6 +87,7 @@ var recordKindNames = [...]string{
 	RecOutcome: "outcome",
 	RecReserve: "reserve",
 	RecForce:   "force",
+	RecEpoch:   "epoch",
 }
 
 func (k RecordKind) String() string {
@@ -126,6 +132,8 @@ type Record struct {
 	// Limit is the key's holder limit (RecGrant, RecEnqueue); 0 and 1
 	// both mean one holder, as records written before limits existed say.
 	Limit int
+	// Epoch is the epoch a RecEpoch begins.
+	Epoch uint64
 }
 
 // Mode is how a holder holds its key. The numbers are part of the format.
@@ -162,6 +170,7 @@ const (
 	tagOwner     = 10 // bytes
 	tagMode      = 11 // uvarint (Mode)
 	tagLimit     = 12 // uvarint
+	tagEpoch     = 13 // uvarint
 	maxTag       = 63 // tags above are refused when encoding (none exist)
 )
 
@@ -196,6 +205,7 @@ func AppendRecord(b []byte, r *Record) []byte {
 	b = appendBytesField(b, tagOwner, r.Owner)
 	b = appendUvarintField(b, tagMode, uint64(r.Mode))
 	b = appendUvarintField(b, tagLimit, uint64(r.Limit))
+	b = appendUvarintField(b, tagEpoch, r.Epoch)
 	return b
 }
 
@@ -318,12 +328,14 @@ func DecodeRecord(b []byte) (Record, error) {
 				return r, fmt.Errorf("%w: limit %d above %d at offset %d", ErrRecordCorrupt, v, MaxLimit, at)
 			}
 			r.Limit = int(v)
+		case tagEpoch:
+			r.Epoch = v
 		}
 	}
 	return r, nil
 }
 
-func knownTag(tag uint64) bool { return tag >= tagKey && tag <= tagLimit }
+func knownTag(tag uint64) bool { return tag >= tagKey && tag <= tagEpoch }
 
 func tagWire(tag uint64) uint64 {
 	if tag == tagKey || tag == tagWaiterID || tag == tagOwner {

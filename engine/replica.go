@@ -117,9 +117,10 @@ func (e *Engine) Snapshot(emit func(Event), subscribed func(shard int)) {
 	}
 }
 
-// Reset drops all state (a standby about to take a fresh snapshot). It keeps
-// the fencing-token high-water mark.
+// Reset drops all state (a standby about to take a fresh snapshot), the
+// epoch mark included. It keeps the fencing-token high-water mark.
 func (e *Engine) Reset() {
+	e.epoch.Store(nil)
 	for i := range e.shards {
 		s := &e.shards[i]
 		s.mu.Lock()
@@ -309,7 +310,18 @@ const (
 // 1). It returns the first token the node may issue.
 func (e *Engine) Promote(how Promotion) uint64 {
 	now := e.now()
-	e.tokens.observe(uint64(addSat(now.wall, int64(e.cfg.TokenMargin)) / 1e3))
+	reserve := uint64(addSat(now.wall, int64(e.cfg.TokenMargin)) / 1e3)
+	e.tokens.observe(reserve)
+	if e.log != nil {
+		// Logged, so that a standby that replicates this log, or this node
+		// replaying it, continues above the reservation too. A log that
+		// cannot take it: the tokens still rise here, and the token
+		// high-water mark in data_dir keeps them rising after a restart.
+		s := e.shard("")
+		s.mu.Lock()
+		_, _ = s.record(&Record{Kind: RecReserve, Token: max(reserve, e.tokens.last.Load())})
+		s.mu.Unlock()
+	}
 	e.active.Store(true)
 	grace := after(now.mono, e.cfg.PollGrace)
 	for i := range e.shards {
@@ -329,7 +341,11 @@ func (e *Engine) Promote(how Promotion) uint64 {
 			}
 			lk.each(func(h *hold) {
 				if t := h.holder; how == Failover && t != nil && t.claimBy != 0 && IsTicket(t.id) {
-					s.endGrant(lk, h, now, EventRelease, false)
+					// Logged like every other change, through the one apply
+					// path: a release whose answer nobody can get.
+					r := Record{Kind: RecRelease, Key: lk.key, Token: h.token, WaiterID: t.id, At: now.wall}
+					_, _ = s.record(&r)
+					s.apply(lk, &r, now)
 					return
 				}
 				s.armLease(h)
@@ -342,6 +358,42 @@ func (e *Engine) Promote(how Promotion) uint64 {
 		s.mu.Unlock()
 	}
 	return e.tokens.last.Load() + 1
+}
+
+// EpochMark is what a RecEpoch record says: By (a node's URL) became the
+// active with Epoch.
+type EpochMark struct {
+	Epoch uint64
+	By    string
+}
+
+// StartEpoch writes a RecEpoch record for epoch, begun by the node by, to
+// the log and applies it (Epoch returns it from then on): a cluster node
+// calls it when it becomes the active, before Promote, so that its log
+// says where each epoch began. Errors: one wrapping ErrUnavailable (the
+// log refused it; nothing changed), ErrClosed.
+func (e *Engine) StartEpoch(epoch uint64, by string) error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	r := Record{Kind: RecEpoch, Epoch: epoch, Owner: by, At: e.now().wall}
+	s := e.shard("")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.record(&r); err != nil {
+		return err
+	}
+	s.apply(nil, &r, e.now())
+	return nil
+}
+
+// Epoch is the last RecEpoch the engine applied or wrote (the zero value:
+// none): the epoch of the active whose log this engine's state follows.
+func (e *Engine) Epoch() EpochMark {
+	if m := e.epoch.Load(); m != nil {
+		return *m
+	}
+	return EpochMark{}
 }
 
 // Demote makes an active engine a standby: calls are refused with

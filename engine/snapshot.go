@@ -3,7 +3,9 @@ package engine
 // SnapshotRecords passes the full state to emit as records in the log's
 // format, shard by shard: for each key its holder (a RecGrant, with the
 // claim deadline of a grant to a detached waiter) and its waiters in queue
-// order (RecEnqueue), then every remembered waiter ID outcome (RecOutcome).
+// order (RecEnqueue), then every remembered waiter ID outcome (RecOutcome);
+// the shard of the key "" begins with the token reservation (RecReserve)
+// and the epoch (RecEpoch, if any).
 // Right after a shard is dumped, with it still locked, done(shard) is
 // called: the log's last index read there is the shard's dump index, since
 // every record of the shard's keys is appended under the same lock. A
@@ -18,10 +20,20 @@ func (e *Engine) SnapshotRecords(emit func(shard int, rec []byte), done func(sha
 		buf = AppendRecord(buf[:0], r)
 		emit(i, buf)
 	}
+	meta := e.ShardOf("")
 	for i := range e.shards {
 		s := &e.shards[i]
 		s.mu.Lock()
 		now := e.now()
+		if i == meta {
+			// What has no key: the tokens reserved (no token above
+			// Token was issued) and the epoch, appended under this
+			// shard's lock like their records.
+			put(i, &Record{Kind: RecReserve, Token: e.tokens.last.Load()})
+			if ep := e.epoch.Load(); ep != nil {
+				put(i, &Record{Kind: RecEpoch, Epoch: ep.Epoch, Owner: ep.By})
+			}
+		}
 		for _, lk := range s.locks {
 			limit, mode := recLimit(lk.limit()), lk.mode()
 			lk.each(func(h *hold) {

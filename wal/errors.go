@@ -26,6 +26,8 @@ var (
 	ErrCompacted = errors.New("wal: records removed after a snapshot")
 	// ErrEmptyRecord is returned by Append for a record of zero bytes.
 	ErrEmptyRecord = errors.New("wal: empty record")
+	// ErrIndexGap: AppendAt was given an index other than the next one.
+	ErrIndexGap = errors.New("wal: record index is not the next one")
 	// ErrRecordTooLarge is returned by Append for a record above MaxRecordSize.
 	ErrRecordTooLarge = fmt.Errorf("wal: record above %d bytes", MaxRecordSize)
 )

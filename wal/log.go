@@ -69,6 +69,8 @@ type Log struct {
 	stats        Stats
 	// waiters counts the goroutines in Wait.
 	waiters int
+	// tap sees every appended record (SetTap); nil: none.
+	tap func(index uint64, rec []byte)
 	// SyncAlways group commit (see gather): the Waits expected at the
 	// next fsync (those in Wait when the last one ended: the clients it
 	// answered, who come back, and those that came during it) and how
@@ -426,25 +428,79 @@ func (l *Log) createSegment(first uint64) (File, string, error) {
 // while the log is failed (refuse the change), ErrClosed, ErrEmptyRecord,
 // ErrRecordTooLarge.
 func (l *Log) Append(rec []byte) (uint64, error) {
-	if len(rec) == 0 {
-		return 0, ErrEmptyRecord
-	}
-	if len(rec) > MaxRecordSize {
-		return 0, ErrRecordTooLarge
+	if err := checkRecord(rec); err != nil {
+		return 0, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
-		return 0, ErrClosed
-	}
-	if l.failed != nil {
-		return 0, fmt.Errorf("%w: %w", ErrUnavailable, l.failed)
+	if err := l.appendable(); err != nil {
+		return 0, err
 	}
 	index := l.next
+	l.appendLocked(index, rec)
+	return index, nil
+}
+
+// AppendAt adds a record at index, which must be the next one
+// (LastIndex()+1): a standby writes the active's records at the active's
+// indexes. Errors: ErrIndexGap (wrapped, with both indexes) for any other
+// index, and Append's.
+func (l *Log) AppendAt(index uint64, rec []byte) error {
+	if err := checkRecord(rec); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.appendable(); err != nil {
+		return err
+	}
+	if index != l.next {
+		return fmt.Errorf("%w: record %d offered, the next is %d", ErrIndexGap, index, l.next)
+	}
+	l.appendLocked(index, rec)
+	return nil
+}
+
+// SetTap makes tap see every record appended from now on (Append,
+// AppendAt), with its index, in index order: it is called under the
+// log's append mutex, so it must be quick (a copy) and must not call the
+// Log. rec is valid during the call only. nil removes it.
+func (l *Log) SetTap(tap func(index uint64, rec []byte)) {
+	l.mu.Lock()
+	l.tap = tap
+	l.mu.Unlock()
+}
+
+func checkRecord(rec []byte) error {
+	if len(rec) == 0 {
+		return ErrEmptyRecord
+	}
+	if len(rec) > MaxRecordSize {
+		return ErrRecordTooLarge
+	}
+	return nil
+}
+
+// appendable reports why a record cannot be appended now. l.mu held.
+func (l *Log) appendable() error {
+	if l.closed {
+		return ErrClosed
+	}
+	if l.failed != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, l.failed)
+	}
+	return nil
+}
+
+// appendLocked adds rec at index (== l.next). l.mu held.
+func (l *Log) appendLocked(index uint64, rec []byte) {
 	l.next++
 	before := len(l.buf)
 	l.buf = appendFrame(l.buf, index, rec)
 	l.stats.Records++
+	if l.tap != nil {
+		l.tap(index, rec)
+	}
 	if l.gatherCh != nil && int(l.next-l.bufFirst) >= l.gatherWant {
 		close(l.gatherCh)
 		l.gatherCh = nil
@@ -457,7 +513,6 @@ func (l *Log) Append(rec []byte) (uint64, error) {
 		default:
 		}
 	}
-	return index, nil
 }
 
 // Wait blocks until the record at index is written (SyncInterval,

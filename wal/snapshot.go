@@ -33,6 +33,11 @@ func (l *Log) SaveSnapshot(index uint64, write func(io.Writer) error) error {
 	if last := l.LastIndex(); index == 0 || index > last {
 		return fmt.Errorf("wal: snapshot index %d: must be between 1 and the last appended record, %d", index, last)
 	}
+	if first := l.FirstIndex(); first > index+1 {
+		// An Install replaced the log since index was read: the state the
+		// snapshot would hold is not the one after record index.
+		return fmt.Errorf("wal: snapshot index %d: the log begins at %d (replaced by an install)", index, first)
+	}
 	if err := l.Sync(); err != nil {
 		return err
 	}

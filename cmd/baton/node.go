@@ -38,7 +38,7 @@ type Node struct {
 	metrics *handlers.Metrics
 	events  *handlers.EventLog
 	peer    atomic.Pointer[cluster.Node] // nil: a single node, or not built yet
-	snaps   *snapshotter                 // a single node's background snapshots; nil in a cluster
+	snaps   *snapshotter                 // background snapshots of the log
 	// replaying is set while the engine replays the log: the events of
 	// replayed changes were reported when they happened.
 	replaying atomic.Bool
@@ -83,10 +83,12 @@ func exitCode(err error) int {
 // it opens the log in cfg.DataDir (refusing with exit code 2 a data_dir
 // that another process holds, that cannot be written, or whose log or
 // snapshot is damaged before its tail; a torn last record is cut off with
-// a warning), then the metrics, the event log and the engine; a single
-// node's engine writes every change to the log, replays the newest
-// snapshot and the log before anything is served, and gets background
-// snapshots. Then the cluster node (with peers) and the HTTP server on
+// a warning), then the metrics, the event log and the engine, which writes
+// every change to the log, replays the newest snapshot and the log before
+// anything is served, and gets background snapshots; a single node is then
+// promoted, a cluster node starts as a standby with its replayed state
+// (the cluster promotes it or has it follow the active, from its log's
+// position). Then the cluster node (with peers) and the HTTP server on
 // cfg.Listen, which serves once OpenNode returns. log receives every
 // component's lines. Errors are *startError values naming what failed.
 func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
@@ -113,27 +115,24 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 	ec := cfg.engineConfig()
 	ec.OnEvent = n.onEvent
 	single := len(cfg.Peers) == 0
-	if single {
-		// A cluster node gets its state from its peers (replication); it
-		// writes no log of its own yet: its data_dir holds the lock file
-		// and the token high-water mark.
-		ec.Log = n.wal
-	}
-	ec.Standby = true // a single node replays its log as a standby, then is promoted
+	// Every node writes its own log: a single node's changes, a cluster
+	// node's as the active or as the active's records it replicates.
+	ec.Log = n.wal
+	ec.Standby = true // a node replays its log as a standby, then is promoted (a cluster node: by the cluster)
 	if n.eng, err = engine.New(ec); err != nil {
 		return nil, &startError{exitError, fmt.Errorf("cannot start the engine: %w", err)}
 	}
+	snap, err := n.replay()
+	if err != nil {
+		return nil, err
+	}
 	if single {
-		snap, err := n.replay()
-		if err != nil {
-			return nil, err
-		}
 		// Leases that ran out while the node was down end now; waiters
 		// without an ID of their own, whose requests died with the old
 		// process, are dropped.
 		n.eng.Promote(engine.Failover)
-		n.snaps = startSnapshotter(n.wal, n.dumpState, log, snapshotMinBytes, snapshotCheck, snap)
 	}
+	n.snaps = startSnapshotter(n.wal, n.dumpState, log, snapshotMinBytes, snapshotCheck, snap)
 
 	if n.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, &startError{exitError, fmt.Errorf("cannot listen on %s: %w", cfg.Listen, err)}
@@ -163,6 +162,7 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 			cc.Native = cfg.nativeAdvertise(n.nln.Addr().String())
 		}
 		cc.Logger = log
+		cc.Log = n.wal
 		cc.OnRole = n.metrics.SetRole
 		cc.OnChange = func(kind, node, msg string) {
 			n.metrics.OnClusterChange(kind)
@@ -231,7 +231,7 @@ func (n *Node) replay() (snapshotStart, error) {
 	defer n.replaying.Store(false)
 	dir := filepath.Clean(n.cfg.DataDir)
 	var at snapshotStart
-	var dumps map[int]uint64
+	var dumps engine.Dumps
 	index, r, err := n.wal.LoadSnapshot()
 	var ce *wal.CorruptError
 	switch {
@@ -245,14 +245,14 @@ func (n *Node) replay() (snapshotStart, error) {
 		return at, walStartError(dir, err)
 	default:
 		var cr countWriter
-		dumps, err = n.loadState(io.TeeReader(r, &cr))
+		dumps, err = n.eng.LoadDump(io.TeeReader(r, &cr))
 		r.Close()
 		if err != nil {
 			return at, &startError{exitUsage, fmt.Errorf("data_dir %s: the snapshot at log index %d cannot be replayed: %w", dir, index, err)}
 		}
 		at.index, at.size = index, uint64(cr)
 	}
-	var maxDump uint64
+	maxDump := uint64(0)
 	for _, d := range dumps {
 		maxDump = max(maxDump, d)
 	}
@@ -263,7 +263,7 @@ func (n *Node) replay() (snapshotStart, error) {
 			if err != nil {
 				return fmt.Errorf("record %d: %w", i, err)
 			}
-			if d, ok := dumps[n.eng.ShardOf(r.Key)]; ok && r.Kind != engine.RecReserve && i <= d {
+			if n.eng.Covers(dumps, i, &r) {
 				skipped++ // its change is in the snapshot already
 				return nil
 			}

@@ -1,16 +1,11 @@
 package main
 
 import (
-	"bufio"
-	"encoding/binary"
-	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
-	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/wal"
 )
 
@@ -131,132 +126,10 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// snapshotMagic begins the payload of a node's snapshot. The payload (the
-// wal package frames it and checks it with a CRC) is, after the magic,
-// for each shard of the engine in turn:
-//
-//	uvarint  shard+1
-//	records  each: uvarint n (> 0), then n bytes: one record of the
-//	         engine's format (engine/record.go), as SnapshotRecords gave it
-//	uvarint  0
-//	uvarint  the shard's dump index: the log's last index when the shard
-//	         was dumped; log records of its keys up to it are in the dump
-//
-// then uvarint 0. At start the records are replayed, then each log record
-// after the snapshot's index whose index is above its key's shard's dump
-// index.
-const snapshotMagic = "BATONST1"
-
-// dumpState writes the engine's state as a snapshot payload to w: each
-// shard is dumped under its lock, with the log's last index read there.
+// dumpState writes the engine's state as a snapshot payload to w (the
+// format is engine.DumpMagic's): each shard is dumped under its lock, with
+// the log's last index read there.
 func (n *Node) dumpState(w io.Writer) error {
-	bw := bufio.NewWriterSize(w, 256<<10)
-	var err error
-	var scratch [binary.MaxVarintLen64]byte
-	put := func(b []byte) {
-		if err == nil {
-			_, err = bw.Write(b)
-		}
-	}
-	uv := func(v uint64) { put(binary.AppendUvarint(scratch[:0], v)) }
-	put([]byte(snapshotMagic))
-	cur := -1
-	begin := func(shard int) {
-		if shard != cur {
-			uv(uint64(shard) + 1)
-			cur = shard
-		}
-	}
-	n.eng.SnapshotRecords(func(shard int, rec []byte) {
-		begin(shard)
-		uv(uint64(len(rec)))
-		put(rec)
-	}, func(shard int) {
-		begin(shard)
-		uv(0)
-		uv(n.wal.LastIndex())
-	})
-	uv(0)
-	if err == nil {
-		err = bw.Flush()
-	}
+	_, err := n.eng.WriteDump(w, n.wal.LastIndex)
 	return err
-}
-
-// loadState replays a snapshot payload from r into the engine (a standby)
-// and returns the dump index of each shard. Errors name what is wrong and
-// where (the byte offset in the payload).
-func (n *Node) loadState(r io.Reader) (dumps map[int]uint64, err error) {
-	br := &countingReader{r: bufio.NewReaderSize(r, 256<<10)}
-	fail := func(format string, args ...any) error {
-		return fmt.Errorf("snapshot payload at byte %d: %s", br.n, fmt.Sprintf(format, args...))
-	}
-	magic := make([]byte, len(snapshotMagic))
-	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != snapshotMagic {
-		return nil, fail("not a baton state snapshot (magic %q)", magic)
-	}
-	dumps = map[int]uint64{}
-	var rec []byte
-	for {
-		v, err := binary.ReadUvarint(br)
-		if err != nil {
-			return nil, fail("reading a shard number: %v", err)
-		}
-		if v == 0 {
-			return dumps, nil
-		}
-		shard := int(v - 1)
-		if _, dup := dumps[shard]; dup {
-			return nil, fail("shard %d twice", shard)
-		}
-		for {
-			size, err := binary.ReadUvarint(br)
-			if err != nil {
-				return nil, fail("reading a record length: %v", err)
-			}
-			if size == 0 {
-				break
-			}
-			if size > wal.MaxRecordSize {
-				return nil, fail("record of %d bytes", size)
-			}
-			rec = slices.Grow(rec[:0], int(size))[:size]
-			if _, err := io.ReadFull(br, rec); err != nil {
-				return nil, fail("reading a record: %v", err)
-			}
-			r, err := engine.DecodeRecord(rec)
-			if err != nil {
-				return nil, fail("%v", err)
-			}
-			if got := n.eng.ShardOf(r.Key); got != shard {
-				return nil, fail("key %q is in shard %d's dump, but in shard %d now (the engine's shards changed)", r.Key, shard, got)
-			}
-			if err := n.eng.Replay(rec); err != nil {
-				return nil, fail("%v", err)
-			}
-		}
-		if dumps[shard], err = binary.ReadUvarint(br); err != nil {
-			return nil, fail("reading shard %d's dump index: %v", shard, err)
-		}
-	}
-}
-
-// countingReader counts the bytes read through it, for error offsets.
-type countingReader struct {
-	r *bufio.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	k, err := c.r.Read(p)
-	c.n += int64(k)
-	return k, err
-}
-
-func (c *countingReader) ReadByte() (byte, error) {
-	b, err := c.r.ReadByte()
-	if err == nil {
-		c.n++
-	}
-	return b, err
 }

@@ -1,0 +1,101 @@
+package cluster
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"io"
+	"testing"
+)
+
+// TestFramesGolden pins the replication stream's bytes (frames.go): a
+// change here is a protocol change and needs a new streamMagic version.
+func TestFramesGolden(t *testing.T) {
+	frames := []frame{
+		{kind: frameBegin, epoch: 3, lastToken: 300, stateToken: 299, resumeFrom: 42},
+		{kind: frameSnapshot, index: 41, data: []byte("dump")},
+		{kind: frameRecord, index: 42, data: []byte{1, 1}},
+		{kind: frameHeartbeat, epoch: 3, lastToken: 300, index: 42},
+	}
+	var b []byte
+	for i := range frames {
+		b = appendFrame(b, &frames[i])
+	}
+	const golden = "42" + "03" + "ac02" + "ab02" + "2a" + // B 3 300 299 42
+		"53" + "29" + "04" + "64756d70" + // S 41 4 "dump"
+		"52" + "2a" + "02" + "0101" + // R 42 2 01 01
+		"48" + "03" + "ac02" + "2a" // H 3 300 42
+	if got := hex.EncodeToString(b); got != golden {
+		t.Fatalf("frames encode to\n%s\nwant\n%s", got, golden)
+	}
+	r := bufio.NewReader(bytes.NewReader(b))
+	for i, want := range frames {
+		var f frame
+		if err := readFrame(r, &f); err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if f.kind != want.kind || f.epoch != want.epoch || f.lastToken != want.lastToken || f.stateToken != want.stateToken ||
+			f.resumeFrom != want.resumeFrom || f.index != want.index || !bytes.Equal(f.data, want.data) {
+			t.Fatalf("frame %d decodes to %+v, want %+v", i, f, want)
+		}
+	}
+	var f frame
+	if err := readFrame(r, &f); err != io.EOF {
+		t.Fatalf("after the last frame: %v, want EOF", err)
+	}
+	for _, bad := range []string{"5a", "522a05", "4203"} {
+		raw, _ := hex.DecodeString(bad)
+		err := readFrame(bufio.NewReader(bytes.NewReader(raw)), &f)
+		if err == nil || (!errors.Is(err, errFrame) && !errors.Is(err, io.ErrUnexpectedEOF)) {
+			t.Errorf("readFrame(%s) = %v, want a frame error", bad, err)
+		}
+	}
+}
+
+// The tail: records by cursor, eviction by bytes, and the epoch marks
+// that tell whether another log agrees with this one.
+func TestTail(t *testing.T) {
+	tl := newTail(10)
+	tl.reset(4, mark{epoch: 1, by: "a"})
+	if tl.agrees(3, mark{epoch: 1, by: "a"}) {
+		t.Fatal("agrees below the tail's first record")
+	}
+	if !tl.agrees(4, mark{epoch: 1, by: "a"}) || tl.agrees(4, mark{epoch: 1, by: "b"}) {
+		t.Fatal("agrees at the reset index: wrong")
+	}
+	tl.add(5, []byte{1, 2, 3, 4})
+	tl.add(6, []byte{1, 13, 0x68, 2}) // a RecEpoch: epoch 2 (tag 13 uvarint: 0x68)
+	tl.add(7, []byte{1, 2, 3, 4})
+	last, m := tl.position()
+	if last != 7 || m.epoch != 2 || m.index != 6 {
+		t.Fatalf("position %d %+v, want 7 at epoch 2 (mark at 6)", last, m)
+	}
+	if !tl.agrees(5, mark{epoch: 1, by: "a"}) || tl.agrees(6, mark{epoch: 1, by: "a"}) || tl.agrees(8, mark{epoch: 2}) {
+		t.Fatal("agrees across the epoch mark: wrong")
+	}
+	recs, _, ok := tl.read(6, 1, nil)
+	if !ok || len(recs) != 1 || recs[0].index != 6 {
+		t.Fatalf("read(6) = %v %v", recs, ok)
+	}
+	tl.add(8, []byte{1, 2, 3, 4, 5, 6}) // 18 bytes held: 5 and 6 go
+	if _, _, ok := tl.read(6, 100, nil); ok {
+		t.Fatal("read(6) after eviction: ok")
+	}
+	if recs, _, ok := tl.read(7, 100, nil); !ok || len(recs) != 2 {
+		t.Fatalf("read(7) = %v %v", recs, ok)
+	}
+	if !tl.agrees(7, mark{epoch: 2}) || tl.agrees(7, mark{epoch: 1, by: "a"}) {
+		t.Fatal("the evicted mark is not the one in force before the tail")
+	}
+	recs, more, ok := tl.read(9, 100, nil)
+	if !ok || len(recs) != 0 {
+		t.Fatalf("read(9) = %v %v", recs, ok)
+	}
+	tl.add(9, []byte{1, 2})
+	select {
+	case <-more:
+	default:
+		t.Fatal("a reader waiting at the end was not woken")
+	}
+}

@@ -1,0 +1,165 @@
+package cluster
+
+import (
+	"sync"
+
+	"github.com/baton-io/baton/engine"
+)
+
+// DefaultTailBytes bounds the records a node keeps in memory for its
+// standbys' streams (Config.TailBytes).
+const DefaultTailBytes = 16 << 20
+
+// mark is where an epoch began in a log: the RecEpoch record at index,
+// written by the node by (its URL) when it became the active with epoch.
+// Two logs in force under the same mark (epoch and node) at the same index
+// hold the same records up to it: a node writes a mark before any record
+// of its own term and never writes two marks with the same epoch, and a
+// standby's log is the active's records at the active's indexes.
+type mark struct {
+	index uint64
+	epoch uint64
+	by    string
+}
+
+// tailRec is one record of the tail.
+type tailRec struct {
+	index uint64
+	rec   []byte // a copy, never changed: shared by every reader
+}
+
+// tail is the shared in-memory end of this node's log: the records
+// appended most recently, in index order, bounded by bytes, which every
+// standby's stream reads by its own cursor (no copy per standby). It is
+// fed by the log's tap (wal.Log.SetTap) under the log's append mutex, so
+// add must stay cheap: one copy, and a channel closed only when a reader
+// waits. It also knows the epoch marks of the records it holds and the
+// one in force before them, to tell where two logs part (agrees).
+type tail struct {
+	mu      sync.Mutex
+	recs    []tailRec // recs[start:] are held; recs[:start] evicted
+	start   int
+	first   uint64 // index of recs[start] (last+1 when empty)
+	last    uint64 // index of the last record appended (or reset to)
+	bytes   int
+	max     int
+	before  mark   // the epoch mark in force at first-1
+	marks   []mark // marks of the held records, in index order
+	waiting bool
+	ch      chan struct{} // closed on add while waiting
+}
+
+func newTail(max int) *tail {
+	return &tail{max: max, first: 1, ch: make(chan struct{})}
+}
+
+// reset empties the tail: the log's last index is last, under mark m.
+func (t *tail) reset(last uint64, m mark) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	clear(t.recs)
+	t.recs, t.start, t.bytes, t.marks = t.recs[:0], 0, 0, nil
+	t.first, t.last, t.before = last+1, last, m
+	t.wakeLocked()
+}
+
+// add appends the record at index (the log's tap).
+func (t *tail) add(index uint64, rec []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if index != t.last+1 {
+		// The log was replaced (Install) without a reset: start over here.
+		clear(t.recs)
+		t.recs, t.start, t.bytes, t.marks = t.recs[:0], 0, 0, nil
+		t.first, t.before = index, mark{}
+	}
+	t.recs = append(t.recs, tailRec{index, append([]byte(nil), rec...)})
+	t.last = index
+	t.bytes += len(rec)
+	if len(rec) > 1 && engine.RecordKind(rec[1]) == engine.RecEpoch {
+		if r, err := engine.DecodeRecord(rec); err == nil {
+			t.marks = append(t.marks, mark{index, r.Epoch, r.Owner})
+		}
+	}
+	for t.bytes > t.max && len(t.recs)-t.start > 1 {
+		old := t.recs[t.start]
+		t.recs[t.start] = tailRec{}
+		t.start++
+		t.first = old.index + 1
+		t.bytes -= len(old.rec)
+		if len(t.marks) > 0 && t.marks[0].index == old.index {
+			t.before = t.marks[0]
+			t.marks = t.marks[1:]
+		}
+	}
+	if t.start > 1024 && t.start > len(t.recs)/2 {
+		n := copy(t.recs, t.recs[t.start:])
+		clear(t.recs[n:])
+		t.recs, t.start = t.recs[:n], 0
+	}
+	t.wakeLocked()
+}
+
+func (t *tail) wakeLocked() {
+	if t.waiting {
+		close(t.ch)
+		t.ch = make(chan struct{})
+		t.waiting = false
+	}
+}
+
+// position is the log's position: its last index and the mark in force
+// there.
+func (t *tail) position() (uint64, mark) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.last, t.markAtLocked(t.last)
+}
+
+func (t *tail) markAtLocked(i uint64) mark {
+	m := t.before
+	for _, k := range t.marks {
+		if k.index > i {
+			break
+		}
+		m = k
+	}
+	return m
+}
+
+// agrees reports whether a log whose last index is index, under mark m,
+// is a prefix of this one that the tail can continue: index is within
+// [first-1, last] and the mark in force there is m.
+func (t *tail) agrees(index uint64, m mark) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if index+1 < t.first || index > t.last {
+		return false
+	}
+	return t.markAtLocked(index).same(m)
+}
+
+// same reports whether a and b mark the same epoch of the same node (the
+// index of a mark loaded from a dump is not known).
+func (a mark) same(b mark) bool { return a.epoch == b.epoch && a.by == b.by }
+
+// read returns the held records from index from on, up to about max
+// bytes (at least one), and a channel closed when more arrive. ok is
+// false when from was evicted (read it from the log's segments).
+func (t *tail) read(from uint64, max int, into []tailRec) (recs []tailRec, more <-chan struct{}, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if from < t.first {
+		return into[:0], nil, false
+	}
+	into = into[:0]
+	size := 0
+	for i := t.start + int(from-t.first); i < len(t.recs) && (size < max || len(into) == 0); i++ {
+		into = append(into, t.recs[i])
+		size += len(t.recs[i].rec)
+	}
+	if len(into) == 0 {
+		t.waiting = true
+	}
+	return into, t.ch, true
+}
