@@ -35,6 +35,17 @@ type ClusterView struct {
 	Epoch uint64 `json:"epoch"`
 	// Build names the baton build this node runs.
 	Build Build `json:"build"`
+	// LastIndex is the index of the last record in this node's log of
+	// changes (a standby's holds the active's records at the active's
+	// indexes); 0 on a single node's view is its log's too.
+	LastIndex uint64 `json:"last_index"`
+	// SyncStandbys is the sync_standbys setting: how many standbys must
+	// have written a change to their logs before it is answered.
+	SyncStandbys int `json:"sync_standbys"`
+	// SyncDegraded is true on an active that goes on without its
+	// sync_standbys (fewer acknowledged within sync_timeout), until enough
+	// of them acknowledge its last index again.
+	SyncDegraded bool `json:"sync_degraded"`
 }
 
 // Build names one build of baton (GET /cluster, `baton version`).
@@ -63,4 +74,12 @@ type PeerView struct {
 	Live bool `json:"live"`
 	// LastContact is when the node was last heard from; nil if never.
 	LastContact *time.Time `json:"last_contact"`
+	// LastIndex is the last index of the node's log, as its last status
+	// said (this node's own for itself).
+	LastIndex uint64 `json:"last_index"`
+	// AckedIndex, in the active's view of a standby that streams from it,
+	// is the last index the standby acknowledged having in its log; its
+	// replication lag in records is the active's LastIndex minus it.
+	// Absent otherwise.
+	AckedIndex *uint64 `json:"acked_index,omitempty"`
 }

@@ -25,7 +25,11 @@
 //   - standby with no live active: follow the best live active if there is
 //     one; otherwise, once the node has listened for FailoverTimeout, the
 //     highest-priority live node that holds state (or any, when none does)
-//     promotes itself.
+//     promotes itself, after fetching the log records the most advanced
+//     live node holds beyond its own (promotion never with less); on a
+//     cold start (no node followed or was an active since this one
+//     started) the node with the most advanced log is elected instead,
+//     ties by priority.
 //   - a node that did not run for longer than FailoverTimeout decides
 //     nothing until it has polled every peer again; nothing is decided
 //     while a handoff is under way.
@@ -101,6 +105,17 @@ type Config struct {
 	// active's records into it at the active's indexes, the active streams
 	// its records from it. Required.
 	Log *wal.Log
+	// Sync, if set, is the SyncLog the engine writes (engine.Config.Log),
+	// wrapping Log: it makes changes wait for SyncStandbys.
+	Sync *SyncLog
+	// SyncStandbys is how many standbys must have written a change to
+	// their logs before it is answered (sync_standbys; 0 = none, the
+	// replication is asynchronous). It needs Sync.
+	SyncStandbys int
+	// SyncTimeout is how long a change waits for those acknowledgements
+	// before the active goes on without them (sync_timeout); 0 means
+	// DefaultSyncTimeout.
+	SyncTimeout time.Duration
 	// TailBytes bounds the recent records kept in memory for the
 	// standbys' streams (older ones are read from the log's segments);
 	// 0 means DefaultTailBytes.
@@ -139,6 +154,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Heartbeat < MinHeartbeat {
 		return fmt.Errorf("heartbeat: must be at least %v (each heartbeat polls every peer), got %v", MinHeartbeat, c.Heartbeat)
+	}
+	if c.SyncStandbys < 0 || c.SyncStandbys > len(c.Peers)-1 {
+		return fmt.Errorf("sync_standbys: must be between 0 and the number of other peers (%d), got %d", len(c.Peers)-1, c.SyncStandbys)
+	}
+	if c.SyncTimeout < 0 || c.SyncTimeout > time.Minute {
+		return fmt.Errorf("sync_timeout: must be between 1ms and 1m (0: the default, %v), got %v", DefaultSyncTimeout, c.SyncTimeout)
+	}
+	if c.SyncTimeout > 0 && c.SyncTimeout < time.Millisecond {
+		return fmt.Errorf("sync_timeout: must be between 1ms and 1m (0: the default, %v), got %v", DefaultSyncTimeout, c.SyncTimeout)
 	}
 	if c.TailBytes < 0 {
 		return fmt.Errorf("tail_bytes: must not be negative, got %d", c.TailBytes)
@@ -203,6 +227,15 @@ type Node struct {
 	// installs and resumes count this node's syncs with an active: by a
 	// snapshot installed in its log, or resumed from its log's position.
 	installs, resumes atomic.Uint64
+	// sync_standbys: degraded while the active goes on without them;
+	// degradations and recoveries count the changes of state. ackCh is
+	// closed and replaced (under ackMu) on every acknowledgement.
+	degraded                 atomic.Bool
+	degradations, recoveries atomic.Uint64
+	ackMu                    sync.Mutex
+	ackCh                    chan struct{}
+	quit                     chan struct{} // closed by Close: changes stop waiting for acknowledgements
+	quitOnce                 sync.Once
 	// applyMu is held while a stream frame is applied to the log and the
 	// engine: a promotion takes it after stopping the stream reader, so
 	// that nothing is applied to a promoted engine.
@@ -223,6 +256,8 @@ type Node struct {
 	appliedCh  chan struct{}      // closed and replaced whenever applied rises
 	activeLast uint64             // the active's last index, from its last heartbeat
 	asked      time.Time          // last handoff request to the active
+	everSynced bool               // followed an active (synced) or was one since Start
+	fetching   bool               // fetching the log's tail before a promotion (actFetch)
 	moving     bool               // a handoff or step-down is under way
 	changed    chan struct{}      // closed and replaced when active changes
 	closing    bool
@@ -257,11 +292,17 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 	if cfg.FailoverTimeout == 0 {
 		cfg.FailoverTimeout = DefaultFailoverTimeout
 	}
+	if cfg.SyncTimeout == 0 {
+		cfg.SyncTimeout = DefaultSyncTimeout
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Log == nil {
 		return nil, errors.New("cluster: Config.Log is required (each node keeps its own log)")
+	}
+	if cfg.SyncStandbys > 0 && (cfg.Sync == nil || cfg.Sync.Log != cfg.Log) {
+		return nil, errors.New("cluster: sync_standbys needs Config.Sync, the SyncLog over Config.Log that the engine writes")
 	}
 	n := &Node{
 		cfg:       cfg,
@@ -304,6 +345,11 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 	em := eng.Epoch()
 	n.tail.reset(n.wal.LastIndex(), mark{epoch: em.Epoch, by: em.By})
 	n.wal.SetTap(n.tail.add)
+	n.ackCh = make(chan struct{})
+	n.quit = make(chan struct{})
+	if cfg.Sync != nil {
+		cfg.Sync.node.Store(n)
+	}
 	n.hasState = n.wal.LastIndex() > 0
 	n.epoch = em.Epoch
 	return n, nil
@@ -363,6 +409,7 @@ func (n *Node) Close(ctx context.Context) error {
 			n.log.Warn("no handoff: leaving without a successor", "err", err)
 		}
 	}
+	n.quitOnce.Do(func() { close(n.quit) })
 	if n.stop != nil {
 		n.stop()
 	}
@@ -445,15 +492,22 @@ func (n *Node) View() api.ClusterView {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	now := time.Now()
-	v := api.ClusterView{Self: n.cfg.Self, Role: n.role, Active: n.active, LastToken: n.eng.LastToken(), Epoch: n.epoch}
-	self := api.PeerView{URL: n.cfg.Self, Priority: n.self, Role: n.role, Live: true, LastContact: &now}
+	last, _ := n.tail.position()
+	v := api.ClusterView{Self: n.cfg.Self, Role: n.role, Active: n.active, LastToken: n.eng.LastToken(), Epoch: n.epoch,
+		LastIndex: last, SyncStandbys: n.cfg.SyncStandbys, SyncDegraded: n.role == api.RoleActive && n.degraded.Load()}
+	self := api.PeerView{URL: n.cfg.Self, Priority: n.self, Role: n.role, Live: true, LastContact: &now, LastIndex: last}
 	v.Peers = append(v.Peers, self)
+	acked := n.hub.acked()
 	for _, p := range n.peers {
 		pv := api.PeerView{URL: p.url, Priority: p.priority, Live: n.live(p, now)}
 		if p.heard {
 			pv.Role = p.status.Role
 			c := p.contact
 			pv.LastContact = &c
+			pv.LastIndex = p.status.LastIndex
+		}
+		if a, ok := acked[p.url]; ok {
+			pv.AckedIndex = &a
 		}
 		v.Peers = append(v.Peers, pv)
 	}

@@ -16,6 +16,8 @@ import (
 //	GET  /_cluster/stream?from=&last_token=   the replication stream (active only)
 //	POST /_cluster/handoff?to=          ask the active to hand off to a peer
 //	POST /_cluster/promote?from=&through=     the old active asks its successor to take over
+//	POST /_cluster/ack?from=&index=     a standby has its log up to index (204)
+//	GET  /_cluster/records?from=&index=&epoch=&by=   this log's records after the asker's position
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+PathPrefix+"/status", func(w http.ResponseWriter, r *http.Request) {
@@ -24,6 +26,8 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET "+PathPrefix+"/stream", n.serveStream)
 	mux.HandleFunc("POST "+PathPrefix+"/handoff", n.serveHandoff)
 	mux.HandleFunc("POST "+PathPrefix+"/promote", n.servePromote)
+	mux.HandleFunc("POST "+PathPrefix+"/ack", n.serveAck)
+	mux.HandleFunc("GET "+PathPrefix+"/records", n.serveRecords)
 	return requireSecret(n.cfg.Secret, n.log)(mux)
 }
 

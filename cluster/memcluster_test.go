@@ -150,6 +150,8 @@ type memCluster struct {
 	nodes []*memNode
 	urls  []string
 	log   *slog.Logger
+	// opts change every node's Config.
+	opts []func(*Config)
 	// onEvent, if set before open, sees every node's engine events.
 	onEvent func(node int, ev engine.Event)
 }
@@ -157,11 +159,11 @@ type memCluster struct {
 // newMemCluster sets up n nodes, priority in index order, started by
 // start. Every goroutine they run must be gone when the test ends
 // (goleak).
-func newMemCluster(t *testing.T, n int) *memCluster {
+func newMemCluster(t *testing.T, n int, opts ...func(*Config)) *memCluster {
 	t.Helper()
 	leaks := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, leaks) })
-	c := &memCluster{t: t, links: &links{addrs: map[string]int{}, cut: map[[2]int]bool{}, conns: map[[2]int]map[net.Conn]struct{}{}}}
+	c := &memCluster{t: t, opts: opts, links: &links{addrs: map[string]int{}, cut: map[[2]int]bool{}, conns: map[[2]int]map[net.Conn]struct{}{}}}
 	for i := range n {
 		mn := &memNode{i: i}
 		mn.srv = httptest.NewUnstartedServer(nil)
@@ -203,8 +205,9 @@ func (c *memCluster) open(i int) {
 		t.Fatal(err)
 	}
 	mn.wal = l
+	sl := NewSyncLog(l)
 	ec := engine.DefaultConfig()
-	ec.DataDir, ec.Standby, ec.Shards, ec.Log = mn.dir, true, 16, l
+	ec.DataDir, ec.Standby, ec.Shards, ec.Log = mn.dir, true, 16, sl
 	var nd atomic.Pointer[Node]
 	ec.OnEvent = func(ev engine.Event) {
 		if p := nd.Load(); p != nil {
@@ -220,15 +223,19 @@ func (c *memCluster) open(i int) {
 	}
 	mn.eng = eng
 	replayLog(t, eng, l)
-	mn.node, err = New(Config{
+	cfg := Config{
 		Self: mn.url, Peers: c.urls, Heartbeat: memHeartbeat, FailoverTimeout: memFailover,
-		Secret: "mem-secret", Transport: mn.tr, Logger: c.log.With("node", i), Log: l,
+		Secret: "mem-secret", Transport: mn.tr, Logger: c.log.With("node", i), Log: l, Sync: sl,
 		OnChange: func(kind, _, _ string) {
 			mn.mu.Lock()
 			mn.changes = append(mn.changes, kind)
 			mn.mu.Unlock()
 		},
-	}, eng)
+	}
+	for _, o := range c.opts {
+		o(&cfg)
+	}
+	mn.node, err = New(cfg, eng)
 	if err != nil {
 		t.Fatal(err)
 	}

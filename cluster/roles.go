@@ -198,6 +198,7 @@ func (n *Node) gather(now time.Time, r *request) view {
 		self: n.statusLocked(), role: n.role, following: n.following, synced: n.synced,
 		uptime: now.Sub(n.started), sinceAsked: now.Sub(n.asked), failoverTimeout: n.cfg.FailoverTimeout,
 		moving: n.moving, closing: n.closing, followers: n.hub.synced(), req: r,
+		wasSynced: n.everSynced, fetching: n.fetching,
 	}
 	if res := n.resumed.Load(); res != 0 {
 		resumedAt := n.base.Add(time.Duration(res))
@@ -250,6 +251,21 @@ func (n *Node) apply(now time.Time, v view, a action) {
 			}
 		}
 		n.promoteLocked(a.why, how, a.epoch)
+	case actFetch:
+		n.fetching = true
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			got, err := n.fetchTail(n.ctx, a.to)
+			n.mu.Lock()
+			n.fetching = false
+			if err != nil {
+				n.log.Warn("fetching the log's tail before promoting failed", "from", a.to, "records", got, "err", err)
+			} else {
+				n.log.Info("fetched the log's tail before promoting", "from", a.to, "records", got)
+			}
+			n.mu.Unlock()
+		}()
 	case actHandOff:
 		if n.startHandoff(now, a.to, v.req) {
 			return // answered by finishHandoff
@@ -272,6 +288,8 @@ func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64) {
 	n.applyMu.Lock()
 	defer n.applyMu.Unlock()
 	n.epoch = epoch
+	n.everSynced = true
+	n.degraded.Store(false)
 	if err := n.eng.StartEpoch(epoch, n.cfg.Self); err != nil {
 		n.log.Error("the epoch's record could not be logged; standbys will resync by snapshot", "epoch", epoch, "err", err)
 	}

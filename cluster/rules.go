@@ -38,6 +38,12 @@ type view struct {
 	followers []string
 	// req is the request the loop is answering, nil on a heartbeat.
 	req *request
+	// wasSynced: this node has followed an active (synced) or been one
+	// since it started; false on a cold start (see decide).
+	wasSynced bool
+	// fetching: this node is fetching the log records it lacks from a
+	// more advanced peer (actFetch), to promote itself afterwards.
+	fetching bool
 }
 
 // peerView is one other node as this one sees it.
@@ -61,9 +67,10 @@ const (
 	actAskHandoff                   // (synced standby) ask the active to for a handoff
 	actHandOff                      // (active) hand the active role to the synced standby to
 	actRefuse                       // refuse the request (why says why)
+	actFetch                        // (standby) fetch the log records it lacks from to, before promoting
 )
 
-var actionNames = [...]string{"stay", "follow", "promote", "step down", "ask for a handoff", "hand off", "refuse"}
+var actionNames = [...]string{"stay", "follow", "promote", "step down", "ask for a handoff", "hand off", "refuse", "fetch the log's tail"}
 
 func (k actionKind) String() string { return actionNames[k] }
 
@@ -100,7 +107,11 @@ type action struct {
 //     for a failover timeout (three without state), no active was heard
 //     within the failover timeout, it does not lack state another live
 //     node holds, and no live node of higher priority may promote
-//     (ruleFailover).
+//     (ruleFailover); it first fetches the records the most advanced live
+//     node holds beyond its log (actFetch: promotion never with less).
+//     On a cold start (this node has neither followed nor been an active
+//     since it started) the node with the most advanced log is elected
+//     instead, ties by priority (ruleColdStart).
 func decide(v view) action {
 	if v.req != nil {
 		return decideRequest(v)
@@ -150,7 +161,13 @@ func decide(v view) action {
 	// three times as long, since a slow peer that holds the state must not
 	// be taken for a dead one.
 	listen := v.failoverTimeout
-	if !v.self.HasState {
+	allHeard := true
+	for _, p := range v.peers {
+		allHeard = allHeard && p.live
+	}
+	if !v.self.HasState && !allHeard {
+		// Every peer answered: their log positions are known, nothing
+		// more to wait for.
 		listen *= 3
 	}
 	if v.uptime < listen {
@@ -166,6 +183,25 @@ func decide(v view) action {
 			return action{kind: actStay, why: "the active was heard within the failover timeout"}
 		}
 	}
+	if v.fetching {
+		return action{kind: actStay, why: "fetching the log's tail from a more advanced node"}
+	}
+	if !v.wasSynced {
+		// A cold start (the cluster started from nothing, or after every
+		// node was down): the node with the most advanced log is elected,
+		// ties by priority; the others follow it, and a node of higher
+		// priority takes the role through a handoff once synced.
+		for _, p := range v.peers {
+			if p.live && (logAhead(p.Status, v.self) || (!logAhead(v.self, p.Status) && p.Priority < v.self.Priority)) {
+				return action{kind: actStay, why: "a live node with a more advanced log (or as advanced, of higher priority) is elected"}
+			}
+		}
+		why := "election"
+		if v.self.LastIndex > 0 {
+			why = "election: the most advanced log"
+		}
+		return action{kind: actPromote, epoch: v.maxEpoch() + 1, why: why}
+	}
 	someoneHasState := v.self.HasState
 	for _, p := range v.peers {
 		if p.live && p.HasState {
@@ -179,6 +215,17 @@ func decide(v view) action {
 		if p.Priority < v.self.Priority && p.live && (p.HasState || !someoneHasState) {
 			return action{kind: actStay, why: "a live node of higher priority promotes itself"}
 		}
+	}
+	// Promotion never with less: first the records the most advanced live
+	// node holds beyond this node's log.
+	var most *peerView
+	for i, p := range v.peers {
+		if p.live && logAhead(p.Status, v.self) && (most == nil || logAhead(p.Status, most.Status)) {
+			most = &v.peers[i]
+		}
+	}
+	if most != nil {
+		return action{kind: actFetch, to: most.URL, why: "a live node's log is more advanced: fetch its tail before promoting"}
 	}
 	why := "failover"
 	if v.maxEpoch() == 0 {
@@ -291,6 +338,16 @@ func keepsState(a, b Status) bool {
 		return a.Epoch > b.Epoch
 	}
 	return a.Priority < b.Priority
+}
+
+// logAhead reports whether the log position of a is ahead of b's: a later
+// epoch in force at its end, or the same epoch and a higher last index
+// (Raft's "more up-to-date").
+func logAhead(a, b Status) bool {
+	if a.LogEpoch != b.LogEpoch {
+		return a.LogEpoch > b.LogEpoch
+	}
+	return a.LastIndex > b.LastIndex
 }
 
 // raise lifts v to at least x (it never lowers it).

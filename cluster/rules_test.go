@@ -88,12 +88,14 @@ func TestKeepsStateNeverStepsDownBoth(t *testing.T) {
 
 const ft = time.Second
 
-// standbyView is a standby of priority 1 with state, a second after start,
-// that follows nothing.
+// standbyView is a standby of priority 1 with state, ten seconds after
+// start, that follows nothing (any more: it followed an active since it
+// started, so a promotion is a failover, not a cold start).
 func standbyView(peers ...peerView) view {
 	return view{
 		self: Status{URL: "s", Role: api.RoleStandby, Priority: 1, HasState: true},
 		role: api.RoleStandby, uptime: 10 * ft, sinceAsked: 10 * ft, failoverTimeout: ft, peers: peers,
+		wasSynced: true,
 	}
 }
 
@@ -300,4 +302,57 @@ func TestRuleHandoffOnCloseGoesToTheBestSyncedStandby(t *testing.T) {
 	wantAction(t, v, actRefuse, "")
 	v.followers = []string{"d", "c"}
 	wantAction(t, v, actHandOff, "c")
+}
+
+// Promotion never with less: a standby that would promote first fetches
+// the records the most advanced live node holds beyond its log (a later
+// epoch beats a higher index), and promotes once it has them.
+func TestRuleFetchTheTailBeforePromoting(t *testing.T) {
+	c := livePeer("c", 2, api.RoleStandby, 10)
+	c.LastIndex, c.LogEpoch = 20, 1
+	v := standbyView(deadPeer("a", 0), c)
+	v.self.LastIndex, v.self.LogEpoch = 10, 1
+	wantAction(t, v, actFetch, "c")
+	v.fetching = true
+	wantAction(t, v, actStay, "")
+	v.fetching, v.self.LastIndex = false, 20
+	wantAction(t, v, actPromote, "")
+	v.peers[1].LastIndex, v.peers[1].LogEpoch = 5, 2 // a later epoch, fewer records
+	wantAction(t, v, actFetch, "c")
+	v.peers[1].live = false // dead nodes' logs do not count
+	wantAction(t, v, actPromote, "")
+}
+
+// A cold start (nobody followed or was active since this node started)
+// elects the most advanced log, ties by priority, not the priority alone.
+func TestRuleColdStartElectsTheMostAdvancedLog(t *testing.T) {
+	a, c := livePeer("a", 0, api.RoleStandby, 0), livePeer("c", 2, api.RoleStandby, 0)
+	a.LastIndex, a.LogEpoch, c.LastIndex, c.LogEpoch = 5, 3, 5, 3
+	v := standbyView(a, c)
+	v.wasSynced = false
+	v.self.LastIndex, v.self.LogEpoch = 9, 3
+	p := wantAction(t, v, actPromote, "")
+	if p.epoch != 1 { // the peers' Epoch fields are 0 here
+		t.Fatalf("epoch %d", p.epoch)
+	}
+	v.peers[0].LastIndex = 9 // as advanced, of higher priority
+	wantAction(t, v, actStay, "")
+	v.peers[0].LastIndex, v.peers[1].LastIndex = 5, 12 // c is ahead
+	wantAction(t, v, actStay, "")
+	v.peers[1].live = false // c is not heard: it does not count
+	wantAction(t, v, actPromote, "")
+}
+
+// A node without state listens three failover timeouts, since a slow peer
+// holding the state must not be taken for dead; once every peer has
+// answered, their logs are known and one failover timeout is enough.
+func TestRuleColdStartWithEveryPeerHeardListensOneTimeout(t *testing.T) {
+	a := livePeer("a", 1, api.RoleStandby, 0)
+	a.HasState = false
+	v := standbyView(a)
+	v.wasSynced, v.self.Priority, v.self.HasState = false, 0, false
+	v.uptime = ft
+	wantAction(t, v, actPromote, "")
+	v.peers[0].live = false
+	wantAction(t, v, actStay, "")
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/baton-io/baton/engine"
@@ -41,6 +42,9 @@ func newHub() *hub { return &hub{fs: map[*follower]struct{}{}} }
 type follower struct {
 	url  string
 	done chan struct{} // closed: end the stream
+
+	// acked is the last index the standby acknowledged (POST /ack).
+	acked atomic.Uint64
 
 	mu     sync.Mutex
 	synced bool   // its log agrees with this one (resumed, or the snapshot sent)
@@ -268,6 +272,11 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 			// one, in one write and one read on the standby, instead of
 			// one each. An end of the stream cuts the wait short; what is
 			// appended is still written first (a handoff waits for it).
+			// With sync_standbys the changes wait for the standbys: no
+			// linger, the acknowledgements batch them instead.
+			if n.cfg.SyncStandbys > 0 {
+				continue
+			}
 			linger.Reset(streamLinger)
 			select {
 			case <-linger.C:
@@ -323,6 +332,16 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 	n.mu.Lock()
 	p := n.peerByURL(active)
 	n.mu.Unlock()
+	// The acknowledgements go back one at a time from their own
+	// goroutine, ended with the stream.
+	var appended atomic.Uint64
+	kick := make(chan struct{}, 1)
+	actx, stopAcks := context.WithCancel(ctx)
+	var acks sync.WaitGroup
+	defer func() {
+		stopAcks()
+		acks.Wait()
+	}()
 	var f frame
 	var dumps engine.Dumps // of the snapshot installed, until its records are past
 	var dumpMax uint64
@@ -333,6 +352,23 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 		}
 		if err := n.applyFrame(ctx, &f, &begun, &dumps, &dumpMax, &last); err != nil {
 			return err
+		}
+		switch f.kind {
+		case frameBegin:
+			acks.Add(1)
+			go func() {
+				defer acks.Done()
+				n.acker(actx, active, &appended, kick)
+			}()
+			if f.resumeFrom > 0 { // else the log is replaced: nothing to acknowledge yet
+				appended.Store(last)
+			}
+		case frameSnapshot, frameRecord:
+			appended.Store(last)
+			select {
+			case kick <- struct{}{}:
+			default:
+			}
 		}
 		if f.lastToken > 0 {
 			n.eng.ObserveToken(f.lastToken)
@@ -379,7 +415,7 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 // markSyncedLocked records that this standby's log agrees with the
 // active's through index last. n.mu is held.
 func (n *Node) markSyncedLocked(active, how string, last uint64) {
-	n.synced, n.hasState = true, true
+	n.synced, n.hasState, n.everSynced = true, true, true
 	n.applied = last
 	close(n.appliedCh)
 	n.appliedCh = make(chan struct{})

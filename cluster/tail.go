@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"sync"
+	"time"
 
 	"github.com/baton-io/baton/engine"
 )
@@ -26,6 +27,7 @@ type mark struct {
 type tailRec struct {
 	index uint64
 	rec   []byte // a copy, never changed: shared by every reader
+	at    int64  // when it was appended, Unix ns (replication lag)
 }
 
 // tail is the shared in-memory end of this node's log: the records
@@ -73,7 +75,7 @@ func (t *tail) add(index uint64, rec []byte) {
 		t.recs, t.start, t.bytes, t.marks = t.recs[:0], 0, 0, nil
 		t.first, t.before = index, mark{}
 	}
-	t.recs = append(t.recs, tailRec{index, append([]byte(nil), rec...)})
+	t.recs = append(t.recs, tailRec{index, append([]byte(nil), rec...), time.Now().UnixNano()})
 	t.last = index
 	t.bytes += len(rec)
 	if len(rec) > 1 && engine.RecordKind(rec[1]) == engine.RecEpoch {
@@ -162,4 +164,19 @@ func (t *tail) read(from uint64, max int, into []tailRec) (recs []tailRec, more 
 		t.waiting = true
 	}
 	return into, t.ch, true
+}
+
+// appendedAt returns when the record at index was appended (Unix ns); for
+// a record no longer held, when the oldest held one was; ok is false when
+// index is beyond the log.
+func (t *tail) appendedAt(index uint64) (at int64, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if index > t.last || t.start >= len(t.recs) {
+		return 0, false
+	}
+	if index < t.first {
+		index = t.first
+	}
+	return t.recs[t.start+int(index-t.first)].at, true
 }

@@ -53,6 +53,8 @@ type serveConfig struct {
 	Peers            []string      `koanf:"peers"`
 	Heartbeat        time.Duration `koanf:"heartbeat"`
 	FailoverTimeout  time.Duration `koanf:"failover_timeout"`
+	SyncStandbys     int           `koanf:"sync_standbys"`
+	SyncTimeout      time.Duration `koanf:"sync_timeout"`
 	Pprof            bool          `koanf:"pprof"`
 	NativeListen     string        `koanf:"native_listen"`
 }
@@ -90,6 +92,8 @@ var settings = []struct {
 	{"peers", "ordered node base URLs, this node among them (first = highest priority), comma-separated; empty = single node", []string{}},
 	{"heartbeat", "interval of peer status polls and replication heartbeats", cluster.DefaultHeartbeat},
 	{"failover_timeout", "silence after which a peer counts as dead and a standby takes over", cluster.DefaultFailoverTimeout},
+	{"sync_standbys", "standbys that must have written a grant, renew or release to their logs before it is answered; 0 = asynchronous replication", 0},
+	{"sync_timeout", "how long a change waits for sync_standbys before the active goes on without them (degraded, until they are back)", cluster.DefaultSyncTimeout},
 }
 
 // setting returns the description of key, and whether it is one.
@@ -471,6 +475,12 @@ func (c *serveConfig) validate() error {
 			return fmt.Errorf("native_listen: %q is the address of listen too; the native protocol needs a port of its own", c.NativeListen)
 		}
 	}
+	if c.SyncTimeout <= 0 {
+		return fmt.Errorf("sync_timeout: must be positive (1ms to 1m), got %v", c.SyncTimeout)
+	}
+	if len(c.Peers) == 0 && c.SyncStandbys != 0 {
+		return fmt.Errorf("sync_standbys: must be 0 on a single node (no peers), got %d", c.SyncStandbys)
+	}
 	if len(c.Peers) > 0 {
 		for i, p := range c.Peers {
 			c.Peers[i] = strings.TrimRight(strings.TrimSpace(p), "/")
@@ -565,6 +575,8 @@ func (c *serveConfig) clusterConfig() cluster.Config {
 		Peers:           c.Peers,
 		Heartbeat:       c.Heartbeat,
 		FailoverTimeout: c.FailoverTimeout,
+		SyncStandbys:    c.SyncStandbys,
+		SyncTimeout:     c.SyncTimeout,
 		Secret:          c.ClusterSecret,
 		Native:          c.nativeAdvertise(""),
 	}

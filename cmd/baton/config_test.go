@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -48,5 +49,36 @@ log_format: json
 	c, err = loadConfig([]string{"--config", file, "--pprof=false", "--lease-default", "1m30s"}, nil)
 	if err != nil || c.Pprof || c.LeaseDefault != 90*time.Second {
 		t.Fatalf("flags over the file: %v %v %v", err, c.Pprof, c.LeaseDefault)
+	}
+}
+
+// sync_standbys and sync_timeout: read from flags, defaults 0 and 1s, and
+// refused by name when out of range (no state is touched: loadConfig only
+// reads).
+func TestConfigSyncStandbys(t *testing.T) {
+	dir := t.TempDir()
+	peers := "http://127.0.0.1:7070,http://127.0.0.1:7071,http://127.0.0.1:7072"
+	base := []string{"--data-dir", dir, "--listen", "127.0.0.1:7070", "--advertise", "http://127.0.0.1:7070", "--peers", peers}
+	c, err := loadConfig(base, nil)
+	if err != nil || c.SyncStandbys != 0 || c.SyncTimeout != time.Second {
+		t.Fatalf("defaults: %v, sync_standbys %d sync_timeout %v", err, c.SyncStandbys, c.SyncTimeout)
+	}
+	c, err = loadConfig(append(base, "--sync-standbys", "2", "--sync-timeout", "250ms"), nil)
+	if err != nil || c.SyncStandbys != 2 || c.SyncTimeout != 250*time.Millisecond || c.clusterConfig().SyncStandbys != 2 {
+		t.Fatalf("flags: %v, sync_standbys %d sync_timeout %v", err, c.SyncStandbys, c.SyncTimeout)
+	}
+	for _, tc := range []struct {
+		args []string
+		key  string
+	}{
+		{append(slices.Clone(base), "--sync-standbys", "3"), "sync_standbys"},
+		{append(slices.Clone(base), "--sync-standbys", "-1"), "sync_standbys"},
+		{append(slices.Clone(base), "--sync-timeout", "0s"), "sync_timeout"},
+		{append(slices.Clone(base), "--sync-timeout", "2m"), "sync_timeout"},
+		{[]string{"--data-dir", dir, "--sync-standbys", "1"}, "sync_standbys"},
+	} {
+		if _, err := loadConfig(tc.args, nil); err == nil || !strings.HasPrefix(err.Error(), tc.key+":") {
+			t.Errorf("%v: %v, want an error naming %s", tc.args, err, tc.key)
+		}
 	}
 }

@@ -34,6 +34,7 @@ type Node struct {
 	cfg     serveConfig
 	log     *slog.Logger
 	wal     *wal.Log
+	sync    *cluster.SyncLog // a cluster node's engine log: wal, then the sync_standbys' acknowledgements
 	eng     *engine.Engine
 	metrics *handlers.Metrics
 	events  *handlers.EventLog
@@ -118,6 +119,11 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 	// Every node writes its own log: a single node's changes, a cluster
 	// node's as the active or as the active's records it replicates.
 	ec.Log = n.wal
+	if !single {
+		// Changes wait for sync_standbys too (cluster.SyncLog).
+		n.sync = cluster.NewSyncLog(n.wal)
+		ec.Log = n.sync
+	}
 	ec.Standby = true // a node replays its log as a standby, then is promoted (a cluster node: by the cluster)
 	if n.eng, err = engine.New(ec); err != nil {
 		return nil, &startError{exitError, fmt.Errorf("cannot start the engine: %w", err)}
@@ -162,7 +168,7 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 			cc.Native = cfg.nativeAdvertise(n.nln.Addr().String())
 		}
 		cc.Logger = log
-		cc.Log = n.wal
+		cc.Log, cc.Sync = n.wal, n.sync
 		cc.OnRole = n.metrics.SetRole
 		cc.OnChange = func(kind, node, msg string) {
 			n.metrics.OnClusterChange(kind)
@@ -172,6 +178,7 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 			return nil, &startError{exitUsage, fmt.Errorf("cannot start the cluster node: %w", err)}
 		}
 		n.peer.Store(peer)
+		n.metrics.Registry().MustRegister(replCollector{peer})
 		n.metrics.SetRole(api.RoleStandby)
 		hc.Gate, hc.Cluster = peer, peer.View
 	}
@@ -457,5 +464,64 @@ func (c walCollector) Collect(ch chan<- prometheus.Metric) {
 		{walRecordsSyncedDesc, s.RecordsSynced}, {walFailuresDesc, s.Failures},
 	} {
 		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
+	}
+}
+
+// replCollector exports a cluster node's replication figures
+// (cluster.Node.ReplicationStats) to Prometheus.
+type replCollector struct{ p *cluster.Node }
+
+var (
+	replLastIndexDesc = prometheus.NewDesc("baton_replication_last_index",
+		"Index of the last record in this node's log of changes (a standby's holds the active's records at the active's indexes).", nil, nil)
+	replAckedDesc = prometheus.NewDesc("baton_replication_acked_index",
+		"On the active: the last log index each standby acknowledged having written to its own log.", []string{"standby"}, nil)
+	replLagRecordsDesc = prometheus.NewDesc("baton_replication_lag_records",
+		"On the active: records of its log each standby has not acknowledged yet.", []string{"standby"}, nil)
+	replLagSecondsDesc = prometheus.NewDesc("baton_replication_lag_seconds",
+		"On the active: age of the oldest record each standby has not acknowledged yet; 0 while it has everything.", []string{"standby"}, nil)
+	syncStandbysDesc = prometheus.NewDesc("baton_sync_standbys",
+		"The sync_standbys setting: standbys that must have written a change before it is answered.", nil, nil)
+	syncDegradedDesc = prometheus.NewDesc("baton_sync_degraded",
+		"1 while the active answers without its sync_standbys (fewer acknowledged within sync_timeout), 0 otherwise.", nil, nil)
+	syncDegradationsDesc = prometheus.NewDesc("baton_sync_degradations_total",
+		"Times the active went on without its sync_standbys.", nil, nil)
+	syncRecoveriesDesc = prometheus.NewDesc("baton_sync_recoveries_total",
+		"Times enough standbys acknowledged the active's last index again after a degradation.", nil, nil)
+	replInstallsDesc = prometheus.NewDesc("baton_replication_snapshots_installed_total",
+		"Times this node, as a standby, replaced its log by the active's snapshot (a new or divergent log, or one too far behind).", nil, nil)
+	replResumesDesc = prometheus.NewDesc("baton_replication_resumes_total",
+		"Times this node, as a standby, resumed the active's stream from its own log's position, without a snapshot.", nil, nil)
+)
+
+func (c replCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{replLastIndexDesc, replAckedDesc, replLagRecordsDesc, replLagSecondsDesc, syncStandbysDesc,
+		syncDegradedDesc, syncDegradationsDesc, syncRecoveriesDesc, replInstallsDesc, replResumesDesc} {
+		ch <- d
+	}
+}
+
+func (c replCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.p.ReplicationStats()
+	degraded := 0.0
+	if s.Degraded {
+		degraded = 1
+	}
+	ch <- prometheus.MustNewConstMetric(replLastIndexDesc, prometheus.GaugeValue, float64(s.LastIndex))
+	ch <- prometheus.MustNewConstMetric(syncStandbysDesc, prometheus.GaugeValue, float64(s.SyncStandbys))
+	ch <- prometheus.MustNewConstMetric(syncDegradedDesc, prometheus.GaugeValue, degraded)
+	ch <- prometheus.MustNewConstMetric(syncDegradationsDesc, prometheus.CounterValue, float64(s.Degradations))
+	ch <- prometheus.MustNewConstMetric(syncRecoveriesDesc, prometheus.CounterValue, float64(s.Recoveries))
+	ch <- prometheus.MustNewConstMetric(replInstallsDesc, prometheus.CounterValue, float64(s.Installs))
+	ch <- prometheus.MustNewConstMetric(replResumesDesc, prometheus.CounterValue, float64(s.Resumes))
+	seen := map[string]bool{}
+	for _, sb := range s.Standbys {
+		if seen[sb.URL] { // a standby's older stream, not yet closed
+			continue
+		}
+		seen[sb.URL] = true
+		ch <- prometheus.MustNewConstMetric(replAckedDesc, prometheus.GaugeValue, float64(sb.Acked), sb.URL)
+		ch <- prometheus.MustNewConstMetric(replLagRecordsDesc, prometheus.GaugeValue, float64(sb.LagRecords), sb.URL)
+		ch <- prometheus.MustNewConstMetric(replLagSecondsDesc, prometheus.GaugeValue, sb.LagSeconds, sb.URL)
 	}
 }
