@@ -483,6 +483,18 @@ func (p *proxy) release() {
 	p.changedLocked()
 }
 
+// reset closes every connection through the proxy, dropping the bytes a
+// hold kept back (as a link that stalled until its node died would), and
+// ends the hold; new connections are forwarded again.
+func (p *proxy) reset() {
+	p.setCut(true)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holding = nil
+	p.cut = false
+	p.changedLocked()
+}
+
 // streamOf matches the request line of the replication stream that the
 // node advertised as standby asks its active for (GET
 // /_cluster/stream?from=<standby>).
