@@ -1,13 +1,15 @@
 // Package cluster runs baton's active/standby cluster (SPEC section 3):
-// failure detection by heartbeats, real-time replication of the engine's
-// changes from the active to every standby, promotion of the best live
-// standby, graceful handoff, and step-down when two nodes are active.
+// failure detection by heartbeats, replication of the active's log to
+// every standby (optionally synchronous: sync_standbys), promotion of the
+// best live standby, graceful handoff, and step-down when two nodes are
+// active.
 //
 // The peers list orders the nodes: the first has the highest priority. Each
 // node polls every other node's status every Heartbeat; a node not heard
-// from for FailoverTimeout is dead. A standby follows the active through one
-// long-lived HTTP stream: a snapshot of the engine, then every change, with
-// heartbeat frames while idle.
+// from for FailoverTimeout is dead. Every node keeps its own log; a standby
+// follows the active through one long-lived HTTP stream of the active's
+// log records (stream.go, frames.go), which it writes to its own log at the
+// same indexes and acknowledges (sync.go), with heartbeat frames while idle.
 //
 // Roles change in one goroutine (Node.loop). At every heartbeat, and for
 // every request another goroutine posts to it (the old active's call to
