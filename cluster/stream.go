@@ -258,12 +258,15 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 		}
 		if len(recs) > 0 {
 			clear(recs)
-			if sw.flush() != nil {
-				return
-			}
+			// Noted before the flush: the standby may acknowledge these
+			// records before flush returns, and an ack above sent is
+			// taken for sent (follower.ack).
 			f.mu.Lock()
 			f.sent = cursor - 1
 			f.mu.Unlock()
+			if sw.flush() != nil {
+				return
+			}
 			continue
 		}
 		select {

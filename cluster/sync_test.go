@@ -164,3 +164,26 @@ func TestSyncStandbyDownDegradesThenRecovers(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncSequentialChangesNeverDegrade: one client's acquires and
+// releases one after the other, with a healthy standby, are each answered
+// once it acknowledged them, never by going on without it. (Each ack came
+// back before the active noted what its stream had sent, was taken for
+// less, and the change waited for sync_timeout: one change in five
+// degraded.)
+func TestSyncSequentialChangesNeverDegrade(t *testing.T) {
+	c := newCluster(t, 2, false, "--sync-standbys", "1", "--sync-timeout", "5s")
+	c.startAll()
+	c.waitActive(0, 1)
+	c.waitDegraded(0, false)
+	for i := range 30 {
+		g := c.acquire(0, "k", "lease=60")
+		c.release(0, "k", g.Token)
+		if i == 29 {
+			c.waitHolder(1, "k", 0)
+		}
+	}
+	if v, err := c.metric(0, "baton_sync_degradations_total"); err != nil || v != 0 {
+		t.Errorf("baton_sync_degradations_total %v (%v) after 60 changes with a healthy standby, want 0:\n%s", v, err, c.nodes[0].log)
+	}
+}
