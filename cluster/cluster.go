@@ -260,9 +260,12 @@ type Node struct {
 	asked      time.Time          // last handoff request to the active
 	everSynced bool               // followed an active (synced) or was one since Start
 	fetching   bool               // fetching the log's tail before a promotion (actFetch)
-	moving     bool               // a handoff or step-down is under way
-	changed    chan struct{}      // closed and replaced when active changes
-	closing    bool
+	// unfetchable: peers whose records endpoint refused this node's log
+	// position (diverged); cleared once synced or promoted.
+	unfetchable map[string]bool
+	moving      bool          // a handoff or step-down is under way
+	changed     chan struct{} // closed and replaced when active changes
+	closing     bool
 
 	requests chan request     // role changes asked of the loop
 	handed   chan handoffDone // handoffs' answers, back to the loop

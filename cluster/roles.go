@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -198,7 +199,7 @@ func (n *Node) gather(now time.Time, r *request) view {
 		self: n.statusLocked(), role: n.role, following: n.following, synced: n.synced,
 		uptime: now.Sub(n.started), sinceAsked: now.Sub(n.asked), failoverTimeout: n.cfg.FailoverTimeout,
 		moving: n.moving, closing: n.closing, followers: n.hub.synced(), req: r,
-		wasSynced: n.everSynced, fetching: n.fetching,
+		wasSynced: n.everSynced, fetching: n.fetching, unfetchable: maps.Clone(n.unfetchable),
 	}
 	if res := n.resumed.Load(); res != 0 {
 		resumedAt := n.base.Add(time.Duration(res))
@@ -259,6 +260,13 @@ func (n *Node) apply(now time.Time, v view, a action) {
 			got, err := n.fetchTail(n.ctx, a.to)
 			n.mu.Lock()
 			n.fetching = false
+			var se *statusError
+			if errors.As(err, &se) && se.code == http.StatusConflict {
+				if n.unfetchable == nil {
+					n.unfetchable = map[string]bool{}
+				}
+				n.unfetchable[a.to] = true
+			}
 			if err != nil {
 				n.log.Warn("fetching the log's tail before promoting failed", "from", a.to, "records", got, "err", err)
 			} else {
@@ -288,7 +296,7 @@ func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64) {
 	n.applyMu.Lock()
 	defer n.applyMu.Unlock()
 	n.epoch = epoch
-	n.everSynced = true
+	n.everSynced, n.unfetchable = true, nil
 	n.degraded.Store(false)
 	if err := n.eng.StartEpoch(epoch, n.cfg.Self); err != nil {
 		n.log.Error("the epoch's record could not be logged; standbys will resync by snapshot", "epoch", epoch, "err", err)

@@ -44,6 +44,9 @@ type view struct {
 	// fetching: this node is fetching the log records it lacks from a
 	// more advanced peer (actFetch), to promote itself afterwards.
 	fetching bool
+	// unfetchable are the peers that refused to serve this node's tail
+	// (their logs diverged from this one): not waited for.
+	unfetchable map[string]bool
 }
 
 // peerView is one other node as this one sees it.
@@ -217,10 +220,12 @@ func decide(v view) action {
 		}
 	}
 	// Promotion never with less: first the records the most advanced live
-	// node holds beyond this node's log.
+	// node holds beyond this node's log. A node whose log diverged from
+	// this one (a split brain with sync_standbys 0) cannot serve them and
+	// is not waited for: the split-brain rule settles the two states.
 	var most *peerView
 	for i, p := range v.peers {
-		if p.live && logAhead(p.Status, v.self) && (most == nil || logAhead(p.Status, most.Status)) {
+		if p.live && !v.unfetchable[p.URL] && logAhead(p.Status, v.self) && (most == nil || logAhead(p.Status, most.Status)) {
 			most = &v.peers[i]
 		}
 	}

@@ -319,6 +319,9 @@ func TestRuleFetchTheTailBeforePromoting(t *testing.T) {
 	wantAction(t, v, actPromote, "")
 	v.peers[1].LastIndex, v.peers[1].LogEpoch = 5, 2 // a later epoch, fewer records
 	wantAction(t, v, actFetch, "c")
+	v.unfetchable = map[string]bool{"c": true} // its log diverged from this one
+	wantAction(t, v, actPromote, "")
+	v.unfetchable = nil
 	v.peers[1].live = false // dead nodes' logs do not count
 	wantAction(t, v, actPromote, "")
 }

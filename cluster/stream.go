@@ -244,6 +244,9 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 				cursor = i + 1
 				return nil
 			})
+			f.mu.Lock()
+			f.sent = cursor - 1
+			f.mu.Unlock()
 			if err != nil || sw.flush() != nil {
 				n.log.Warn("standby's stream: cannot read the log from its index; it will get a snapshot", "standby", from, "index", cursor, "err", err)
 				return
@@ -258,9 +261,8 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 		}
 		if len(recs) > 0 {
 			clear(recs)
-			// Noted before the flush: the standby may acknowledge these
-			// records before flush returns, and an ack above sent is
-			// taken for sent (follower.ack).
+			// Before the flush: the standby's acknowledgement can come back
+			// as soon as it is sent, and counts only up to f.sent.
 			f.mu.Lock()
 			f.sent = cursor - 1
 			f.mu.Unlock()
@@ -419,6 +421,7 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 // active's through index last. n.mu is held.
 func (n *Node) markSyncedLocked(active, how string, last uint64) {
 	n.synced, n.hasState, n.everSynced = true, true, true
+	n.unfetchable = nil
 	n.applied = last
 	close(n.appliedCh)
 	n.appliedCh = make(chan struct{})

@@ -16,7 +16,7 @@ import (
 func TestPromoteLogsAndDumpReplaysAt(t *testing.T) {
 	log := &memLog{}
 	cfg := DefaultConfig()
-	cfg.Standby, cfg.Log, cfg.Shards = true, log, 4
+	cfg.Standby, cfg.Log, cfg.Shards, cfg.DataDir = true, log, 4, t.TempDir()
 	e, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func TestPromoteLogsAndDumpReplaysAt(t *testing.T) {
 	}
 
 	cfg2 := DefaultConfig()
-	cfg2.Standby, cfg2.Shards = true, 4
+	cfg2.Standby, cfg2.Shards, cfg2.DataDir = true, 4, t.TempDir()
 	r, err := New(cfg2)
 	if err != nil {
 		t.Fatal(err)

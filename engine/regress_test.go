@@ -84,8 +84,8 @@ func TestHeldCount(t *testing.T) {
 
 		standby := newEngine(t, Config{Standby: true})
 		defer standby.Close()
-		e.Snapshot(func(ev Event) {
-			if err := standby.Apply(ev); err != nil {
+		e.SnapshotRecords(func(_ int, rec []byte) {
+			if err := standby.Replay(rec); err != nil {
 				t.Fatal(err)
 			}
 		}, func(int) {})

@@ -8,12 +8,14 @@ import (
 )
 
 // This file holds what a cluster needs from the engine: the roles (active,
-// standby), a snapshot of the whole state, and Apply, which replays another
-// node's changes in order through the one apply path (apply.go). Apply
-// takes every time from the event, never from the clock, so that a standby
-// holds exactly the active's holders, leases and queues. Times cross between nodes on the wall clock (Unix ns): a
-// snapshot converts each monotonic deadline against one reading of the
-// clock, and Apply converts back against its own (see Clock).
+// standby) and the epochs. A standby replays the active's log records
+// (Replay, ReplayAt) through the one apply path (apply.go), after a dump
+// (dump.go, snapshot.go) when it starts from a snapshot; every time comes
+// from the record, never from the clock, so that a standby holds exactly
+// the active's holders, leases and queues. Times cross between nodes on the
+// wall clock (Unix ns): a dump converts each monotonic deadline against
+// one reading of the clock, and Replay converts back against its own (see
+// Clock).
 
 // ErrNotActive: the engine is a standby and serves no calls.
 var ErrNotActive = errors.New("engine: not the active node")
@@ -71,52 +73,6 @@ func (e *Engine) serving() error {
 // Active reports whether the engine serves calls.
 func (e *Engine) Active() bool { return e.active.Load() }
 
-// Snapshot passes the full state to emit, key by key, shard by shard: one
-// EventState per key and one EventTicket per remembered outcome. Right
-// after a shard is dumped, and with it still locked, subscribed(i) is called:
-// a change stream that starts forwarding shard i's events there continues
-// exactly where the snapshot of shard i ends. emit and subscribed run with a
-// shard locked: they must not block or call into the Engine.
-func (e *Engine) Snapshot(emit func(Event), subscribed func(shard int)) {
-	for i := range e.shards {
-		s := &e.shards[i]
-		s.mu.Lock()
-		now := e.now()
-		for _, lk := range s.locks {
-			ks := &KeyState{Key: lk.key, Limit: recLimit(lk.limit()), Mode: lk.mode()}
-			lk.each(func(h *hold) {
-				hs := HolderState{Token: h.token, Lease: h.lease, Granted: now.wallAt(h.granted), Expires: now.wallAt(h.expires), Owner: lk.owner(h)}
-				if h.holder != nil {
-					hs.ID, hs.ClaimBy = h.holder.id, now.wallAt(h.holder.claimBy)
-				}
-				if ks.Holder == nil {
-					ks.Holder = &hs
-				} else {
-					ks.More = append(ks.More, hs)
-				}
-			})
-			for w := lk.head; w != nil; w = w.next {
-				ks.Waiters = append(ks.Waiters, WaiterState{ID: w.t.id, Lease: w.lease, Arrived: now.wallAt(w.arrived), WaitUntil: now.wallAt(w.waitUntil), Owner: w.owner, Mode: w.mode})
-			}
-			emit(Event{Kind: EventState, Key: lk.key, State: ks, Shard: i})
-		}
-		for _, t := range s.tickets {
-			var outcome string
-			switch t.state {
-			case tTimedOut:
-				outcome = "timeout"
-			case tEnded:
-				outcome = "ended"
-			default:
-				continue
-			}
-			emit(Event{Kind: EventTicket, Key: t.key, WaiterID: t.id, Outcome: outcome, At: now.wallAt(t.dl.when), Shard: i})
-		}
-		subscribed(i)
-		s.mu.Unlock()
-	}
-}
-
 // Reset drops all state (a standby about to take a fresh snapshot), the
 // epoch mark included. It keeps the fencing-token high-water mark.
 func (e *Engine) Reset() {
@@ -146,66 +102,6 @@ func (e *Engine) Reset() {
 	}
 }
 
-// Apply replays one change made by the active node, with the times the
-// event carries. It is for standbys only: on an active engine it returns an
-// error, since two writers would diverge.
-func (e *Engine) Apply(ev Event) error {
-	if e.active.Load() {
-		return errors.New("engine: Apply on an active engine")
-	}
-	if ev.Token != 0 {
-		e.tokens.observe(ev.Token)
-	}
-	s := e.shard(ev.Key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := e.now()
-	if ev.Kind == EventState {
-		s.applyState(ev.State, now)
-		return nil
-	}
-	if r, ok := e.recordOf(ev); ok {
-		s.apply(nil, &r, now)
-		s.idle(r.Key)
-	}
-	return nil
-}
-
-// recordOf turns a replicated event into the record of its change, for
-// the one apply path. Event kinds that change nothing have none.
-func (e *Engine) recordOf(ev Event) (Record, bool) {
-	r := Record{Key: ev.Key, Token: ev.Token, Lease: ev.Lease, At: ev.At, WaiterID: ev.WaiterID, Owner: ev.Owner, Mode: ev.Mode, Limit: recLimit(ev.Limit)}
-	switch ev.Kind {
-	case EventGrant:
-		r.Kind, r.Expires, r.Until = RecGrant, ev.ExpiresAt, ev.ClaimBy
-	case EventClaim:
-		r.Kind = RecClaim
-	case EventRelease:
-		// A forced release comes as one event per holder: each is that
-		// holder's release.
-		r.Kind, r.WaiterID, r.Owner, r.Mode, r.Limit = RecRelease, "", "", 0, 0
-	case EventExpire:
-		r.Kind, r.WaiterID, r.Owner, r.Mode, r.Limit = RecExpire, "", "", 0, 0
-	case EventRenew:
-		r.Kind, r.Expires = RecRenew, ev.ExpiresAt
-	case EventEnqueue:
-		r.Kind, r.WaitUntil = RecEnqueue, ev.WaitUntil
-	case EventLeave:
-		r.Kind = RecLeave
-	case EventTimeout:
-		r.Kind, r.Until = RecTimeout, addSat(ev.At, int64(e.cfg.Retention))
-	case EventTicket:
-		// At is when the outcome is forgotten.
-		r.Kind, r.At, r.Until, r.Outcome = RecOutcome, 0, ev.At, OutcomeTimeout
-		if ev.Outcome == "ended" {
-			r.Outcome = OutcomeEnded
-		}
-	default:
-		return Record{}, false
-	}
-	return r, true
-}
-
 func (s *shard) lockFor(key string) *lock {
 	lk := s.locks[key]
 	if lk == nil {
@@ -229,57 +125,6 @@ func (s *shard) ticket(key, id string) *ticket {
 		s.tickets[tid] = t
 	}
 	return t
-}
-
-func (s *shard) applyState(ks *KeyState, now stamp) {
-	if ks == nil {
-		return
-	}
-	lk := s.lockFor(ks.Key)
-	s.setLimit(lk, ks.Limit)
-	if ks.Mode != Exclusive {
-		lk.ext().mode = ks.Mode
-	}
-	put := func(hs *HolderState) {
-		if lk.find(hs.Token) != nil {
-			return // a duplicate in the stream
-		}
-		s.e.tokens.observe(hs.Token)
-		h := lk.freeSlot()
-		s.setToken(lk, h, hs.Token)
-		lk.setOwner(h, hs.Owner)
-		h.lease, h.granted, h.expires = hs.Lease, now.monoAt(hs.Granted), now.monoAt(hs.Expires)
-		if hs.ID != "" {
-			t := s.ticket(ks.Key, hs.ID)
-			t.state, t.token, t.claimBy = tGranted, hs.Token, now.monoAt(hs.ClaimBy)
-			h.holder = t
-		}
-	}
-	if ks.Holder != nil {
-		put(ks.Holder)
-	}
-	for i := range ks.More {
-		put(&ks.More[i])
-	}
-	for _, ws := range ks.Waiters {
-		s.applyWaiter(lk, ws, now)
-	}
-	s.dropIfIdle(lk)
-}
-
-// applyWaiter queues the replicated waiter ws (times on the wall clock)
-// at the tail of lk; now converts them.
-func (s *shard) applyWaiter(lk *lock, ws WaiterState, now stamp) {
-	t := s.ticket(lk.key, ws.ID)
-	if t.w != nil {
-		return // already queued: a duplicate in the stream
-	}
-	w := &waiter{lk: lk, t: t, ch: make(chan outcome, 1), state: detached, mode: ws.Mode, owner: ws.Owner, lease: ws.Lease, arrived: now.monoAt(ws.Arrived), waitUntil: now.monoAt(ws.WaitUntil), dl: deadline{idx: -1}}
-	w.dl.owner = w
-	t.state, t.w = tWaiting, w
-	s.heap.remove(&t.dl)
-	lk.enqueue(w)
-	s.e.waiters.Add(1)
 }
 
 // Promotion says how a standby becomes the active. It decides the fate of

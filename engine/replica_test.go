@@ -1,35 +1,57 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 )
 
+// fwdLog is a Log that replays each record into a standby engine as it is
+// appended, in order, as a standby writes and applies the active's log.
+type fwdLog struct {
+	t   testing.TB
+	mu  sync.Mutex
+	n   uint64
+	dst *Engine
+}
+
+func (l *fwdLog) Append(rec []byte) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.dst.Replay(rec); err != nil {
+		l.t.Errorf("Replay(%v): %v", RecordKind(rec[1]), err)
+	}
+	l.n++
+	return l.n, nil
+}
+
+func (l *fwdLog) Wait(uint64) error { return nil }
+
 // replicaPair returns an active engine whose every change is applied, in
-// order, to a standby engine, as the cluster's replication stream does.
+// order, to a standby engine, as the cluster's replication of the log
+// does.
 func replicaPair(t *testing.T) (active, standby *Engine) {
 	t.Helper()
 	standby = newEngine(t, Config{Standby: true})
-	active = newEngine(t, Config{OnEvent: func(ev Event) {
-		if err := standby.Apply(ev); err != nil {
-			t.Errorf("Apply(%v): %v", ev.Kind, err)
-		}
-	}})
+	active = newEngine(t, Config{Log: &fwdLog{t: t, dst: standby}})
 	return active, standby
 }
 
-// copyBySnapshot returns a new standby that holds src's state, taken by
-// Snapshot as a standby that subscribes late takes it.
+// copyBySnapshot returns a new standby that holds src's state, taken by a
+// dump as a standby that subscribes late takes it.
 func copyBySnapshot(t *testing.T, src *Engine) *Engine {
 	t.Helper()
 	dst := newEngine(t, Config{Standby: true})
-	src.Snapshot(func(ev Event) {
-		if err := dst.Apply(ev); err != nil {
-			t.Errorf("Apply(%v): %v", ev.Kind, err)
-		}
-	}, func(int) {})
+	var buf bytes.Buffer
+	if _, err := src.WriteDump(&buf, func() uint64 { return 0 }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dst.LoadDump(&buf); err != nil {
+		t.Fatal(err)
+	}
 	return dst
 }
 
@@ -160,21 +182,26 @@ func TestClaimDeadlineCrossesTheChangeStream(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := newEngine(t, Config{Standby: true})
 				defer c.Close()
-				b := newEngine(t, Config{Standby: true, OnEvent: func(ev Event) {
-					if err := c.Apply(ev); err != nil {
-						t.Errorf("Apply(%v): %v", ev.Kind, err)
-					}
-				}})
+				b := newEngine(t, Config{Standby: true, Log: &fwdLog{t: t, dst: c}})
 				const key, held = "k", 7
-				if err := b.Apply(Event{Kind: EventGrant, Key: key, Token: held, Lease: time.Minute, At: time.Now().UnixNano(), ExpiresAt: time.Now().Add(time.Minute).UnixNano()}); err != nil {
+				now := time.Now().UnixNano()
+				for _, r := range []Record{
+					{Kind: RecGrant, Key: key, Token: held, Lease: time.Minute, At: now, Expires: now + int64(time.Minute)},
+					{Kind: RecEnqueue, Key: key, WaiterID: "w", Lease: time.Minute, At: now},
+				} {
+					if err := b.Replay(AppendRecord(nil, &r)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// c saw none of that (Replay logs nothing): it takes the
+				// same state by a dump, then follows b's log.
+				var buf bytes.Buffer
+				if _, err := b.WriteDump(&buf, func() uint64 { return 0 }); err != nil {
 					t.Fatal(err)
 				}
-				if err := b.Apply(Event{Kind: EventEnqueue, Key: key, WaiterID: "w", Lease: time.Minute, At: time.Now().UnixNano()}); err != nil {
+				if _, err := c.LoadDump(&buf); err != nil {
 					t.Fatal(err)
 				}
-				// c saw none of that (Apply reports nothing): it takes the
-				// same state by a snapshot, then follows b's changes.
-				b.Snapshot(func(ev Event) { _ = c.Apply(ev) }, func(int) {})
 				b.Promote(Failover) // t = 0: w keeps its place until t = 5s
 				time.Sleep(time.Second)
 				if err := b.Release(key, held); err != nil {

@@ -302,16 +302,16 @@ func TestOpenAPIServed(t *testing.T) {
 func TestMetricsOnStandby(t *testing.T) {
 	o := newOpsServer(t, engine.Config{Standby: true}, handlers.Config{})
 	now := time.Now()
-	grant := engine.Event{Kind: engine.EventGrant, Key: "r", Token: 42, Lease: time.Minute, At: now.UnixNano(), ExpiresAt: now.Add(time.Minute).UnixNano()}
-	if err := o.eng.Apply(grant); err != nil {
+	grant := engine.Record{Kind: engine.RecGrant, Key: "r", Token: 42, Lease: time.Minute, At: now.UnixNano(), Expires: now.Add(time.Minute).UnixNano()}
+	if err := o.eng.Replay(engine.AppendRecord(nil, &grant)); err != nil {
 		t.Fatal(err)
 	}
 	fams := o.scrape(t)
 	if got := metric(t, fams, "baton_locks_held"); got != 1 {
 		t.Errorf("baton_locks_held %v after a replicated grant, want 1", got)
 	}
-	release := engine.Event{Kind: engine.EventRelease, Key: "r", Token: 42, At: now.UnixNano()}
-	if err := o.eng.Apply(release); err != nil {
+	release := engine.Record{Kind: engine.RecRelease, Key: "r", Token: 42, At: now.UnixNano()}
+	if err := o.eng.Replay(engine.AppendRecord(nil, &release)); err != nil {
 		t.Fatal(err)
 	}
 	fams = o.scrape(t)
