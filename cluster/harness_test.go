@@ -103,8 +103,27 @@ func newCluster(t *testing.T, n int, proxies bool, extra ...string) *testCluster
 	return c
 }
 
-// start launches node i (again).
+// start launches node i (again) and waits until it answers HTTP.
 func (c *testCluster) start(i int) {
+	c.t.Helper()
+	c.launch(i)
+	c.waitHTTP(i)
+}
+
+// startTogether launches nodes is at once, then waits until each answers
+// HTTP: a restart of several nodes at the same moment.
+func (c *testCluster) startTogether(is ...int) {
+	c.t.Helper()
+	for _, i := range is {
+		c.launch(i)
+	}
+	for _, i := range is {
+		c.waitHTTP(i)
+	}
+}
+
+// launch starts node i's process.
+func (c *testCluster) launch(i int) {
 	c.t.Helper()
 	nd := c.nodes[i]
 	args := append([]string{"serve", "--listen", nd.listen, "--advertise", nd.url, "--peers", c.peers,
@@ -119,7 +138,6 @@ func (c *testCluster) start(i int) {
 	}
 	nd.cmd, nd.exited = cmd, make(chan struct{})
 	go func(ch chan struct{}) { _ = cmd.Wait(); close(ch) }(nd.exited)
-	c.waitHTTP(i)
 }
 
 func (c *testCluster) startAll() {
