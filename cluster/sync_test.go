@@ -40,7 +40,7 @@ func TestSyncHistoryUnderKills(t *testing.T) {
 // their windows alone.
 func TestSyncHistoryUnderPauseAndCut(t *testing.T) {
 	runHistory(t, nemesis{keys: history.PlainKeys("a", "b", "c"), clients: 8, hold: 3 * time.Millisecond,
-		longHold: time.Second, longShare: 0.05, faults: []string{"pause", "cut"}, seed: 31, extra: syncFlags})
+		faults: []string{"pause", "cut"}, seed: 31, extra: syncFlags})
 }
 
 // syncDegraded reports whether node i's GET /cluster says it answers
