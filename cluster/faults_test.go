@@ -25,6 +25,22 @@ func (c *testCluster) waitReplicated(i int, token uint64) {
 	c.t.Fatalf("node %d never saw token %d", i, token)
 }
 
+// waitHolder waits until node i (a standby: its replica) shows key held
+// under token; a bounded wait (10 s). Unlike waitReplicated it reads the
+// replica itself: a standby's last_token also rises with the active's
+// polled status.
+func (c *testCluster) waitHolder(i int, key string, token uint64) {
+	c.t.Helper()
+	var got uint64
+	for range 500 {
+		if got = c.holderOf(i, key); got == token {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Fatalf("node %d never showed %s held by %d (it shows %d)", i, key, token, got)
+}
+
 func TestKillActiveFailsOverWithHoldersAndTokens(t *testing.T) {
 	c := newCluster(t, 3, false)
 	c.startAll()
@@ -346,5 +362,46 @@ func TestWrongClusterSecretIsRefusedAndLogged(t *testing.T) {
 	time.Sleep(3 * failoverTimeout)
 	if r := c.roles(); r[0] != api.RoleActive || r[1] != api.RoleStandby {
 		t.Errorf("roles %v with a wrong secret on node 1; want node 0 active and node 1 a standby", r)
+	}
+}
+
+// TestRestartedStandbyResumesFromItsIndex: a standby killed with kill -9
+// while the active goes on granting comes back from its own log and
+// resumes the stream from its log's index: no snapshot, on either side's
+// word (the active logs that the standby resumes, the standby that it
+// resumed), and it then holds what was granted before, while it was down,
+// and after.
+func TestRestartedStandbyResumesFromItsIndex(t *testing.T) {
+	c := newCluster(t, 2, false)
+	c.startAll()
+	c.waitActive(0, 1)
+	want := map[string]uint64{}
+	for i := range 5 {
+		key := fmt.Sprintf("before/%d", i)
+		want[key] = c.acquire(0, key, "lease=60").Token
+	}
+	c.waitHolder(1, "before/4", want["before/4"])
+	c.kill9(1)
+	for i := range 5 {
+		key := fmt.Sprintf("down/%d", i)
+		want[key] = c.acquire(0, key, "lease=60").Token
+	}
+	marks := []int{len(c.nodes[0].log.String()), len(c.nodes[1].log.String())}
+	c.start(1)
+	c.waitActive(0, 1)
+	last := c.acquire(0, "after", "lease=60")
+	want["after"] = last.Token
+	c.waitHolder(1, "after", last.Token)
+	for key, tok := range want {
+		if got := c.holderOf(1, key); got != tok {
+			t.Errorf("%s: held by %d on the restarted standby, want %d", key, got, tok)
+		}
+	}
+	active, standby := c.nodes[0].log.String()[marks[0]:], c.nodes[1].log.String()[marks[1]:]
+	if !strings.Contains(active, "standby resumes from its log") || strings.Contains(active, "standby gets a snapshot") {
+		t.Errorf("the active did not resume the restarted standby's stream from its index:\n%s", active)
+	}
+	if !strings.Contains(standby, "synced with the active: resumed from its log") || strings.Contains(standby, "installed the active's snapshot") {
+		t.Errorf("the restarted standby did not resume from its log:\n%s", standby)
 	}
 }

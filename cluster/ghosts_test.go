@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/internal/history"
 )
 
 // Waiters and grants that no client can come back for (issue 11, defects 1
@@ -197,9 +198,9 @@ func TestClaimDeadlineSurvivesHandoff(t *testing.T) {
 			c.waitActive(0, 1, 2)
 			stop := make(chan struct{})
 			samples := sampleHolders(c, stop)
-			var received []grant
+			var received []history.Grant
 			a := c.grantOn(0, "k", "lease=30")
-			received = append(received, grant{key: "k", token: a.Token})
+			received = append(received, history.Grant{Key: "k", Token: a.Token})
 			waiter := c.parkOn(0, "k", "lease=30&wait=0", "never-comes-back", false, 1, 2)
 
 			c.kill9(0)
@@ -237,7 +238,7 @@ func TestClaimDeadlineSurvivesHandoff(t *testing.T) {
 				t.Errorf("granted %d at %v; want a token above %d before the unclaimed grant's lease ended (%v)",
 					b.grant.Token, granted.Format("15:04:05.000"), ghost.Token, ghost.ExpiresAt.Format("15:04:05.000"))
 			default:
-				received = append(received, grant{key: "k", token: b.grant.Token})
+				received = append(received, history.Grant{Key: "k", Token: b.grant.Token})
 			}
 			close(stop)
 			if !checkGhostGrants(t, received, samples.wait())[ghost.Token] {

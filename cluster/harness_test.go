@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,8 +103,27 @@ func newCluster(t *testing.T, n int, proxies bool, extra ...string) *testCluster
 	return c
 }
 
-// start launches node i (again).
+// start launches node i (again) and waits until it answers HTTP.
 func (c *testCluster) start(i int) {
+	c.t.Helper()
+	c.launch(i)
+	c.waitHTTP(i)
+}
+
+// startTogether launches nodes is at once, then waits until each answers
+// HTTP: a restart of several nodes at the same moment.
+func (c *testCluster) startTogether(is ...int) {
+	c.t.Helper()
+	for _, i := range is {
+		c.launch(i)
+	}
+	for _, i := range is {
+		c.waitHTTP(i)
+	}
+}
+
+// launch starts node i's process.
+func (c *testCluster) launch(i int) {
 	c.t.Helper()
 	nd := c.nodes[i]
 	args := append([]string{"serve", "--listen", nd.listen, "--advertise", nd.url, "--peers", c.peers,
@@ -118,7 +138,6 @@ func (c *testCluster) start(i int) {
 	}
 	nd.cmd, nd.exited = cmd, make(chan struct{})
 	go func(ch chan struct{}) { _ = cmd.Wait(); close(ch) }(nd.exited)
-	c.waitHTTP(i)
 }
 
 func (c *testCluster) startAll() {
@@ -304,17 +323,29 @@ func (c *testCluster) holder(i int, key string) uint64 {
 	return st.Holder.Token
 }
 
-// proxy forwards TCP connections to a node until it is cut: then it drops
-// every open connection and refuses new ones, until healed.
+// proxy forwards TCP connections to a node. It can cut every link (drop
+// every open connection and refuse new ones, until healed) or hold some
+// back (keep their sockets open but stop forwarding their bytes, in one
+// direction or both, until released), such as one standby's replication
+// stream while its polls go on.
 type proxy struct {
 	addr   string
 	target string
 	ln     net.Listener
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu      sync.Mutex
+	cut     bool
+	conns   map[net.Conn]struct{}
+	holding *holdRule     // nil: forward every byte
+	changed chan struct{} // closed and replaced when cut or holding changes
+	wg      sync.WaitGroup
+}
+
+// holdRule says which connections a proxy holds back, and in which
+// directions: up is client to node, down node to client.
+type holdRule struct {
+	match    func(requestLine string) bool // nil: every connection
+	up, down bool
 }
 
 func newProxy(t *testing.T, addr, target string) *proxy {
@@ -322,7 +353,7 @@ func newProxy(t *testing.T, addr, target string) *proxy {
 	if err != nil {
 		t.Fatalf("proxy listen: %v", err)
 	}
-	p := &proxy{addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p := &proxy{addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}, changed: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	return p
@@ -351,6 +382,14 @@ func (p *proxy) accept() {
 	}
 }
 
+// link is one proxied connection: the first line its client sent (an HTTP
+// request line), which decides whether a hold applies to it.
+type link struct {
+	mu    sync.Mutex
+	first string
+	read  bool // first is known
+}
+
 func (p *proxy) pipe(c net.Conn) {
 	defer func() {
 		p.mu.Lock()
@@ -376,13 +415,116 @@ func (p *proxy) pipe(c net.Conn) {
 		p.mu.Unlock()
 		d.Close()
 	}()
+	l := &link{}
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(d, c); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(c, d); done <- struct{}{} }()
+	go func() { p.copy(d, c, l, true); done <- struct{}{} }()
+	go func() { p.copy(c, d, l, false); done <- struct{}{} }()
 	<-done
 	c.Close()
 	d.Close()
 	<-done
+}
+
+// copy forwards src to dst until either fails, waiting before each write
+// while a hold applies to l in this direction (up: client to node).
+func (p *proxy) copy(dst, src net.Conn, l *link, up bool) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if up {
+				l.mu.Lock()
+				if !l.read {
+					l.first, _, _ = strings.Cut(string(buf[:n]), "\r\n")
+					l.read = true
+				}
+				l.mu.Unlock()
+			}
+			if !p.waitHeld(l, up) {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// waitHeld blocks while a hold applies to l in the direction up; it
+// returns false if the proxy was cut meanwhile.
+func (p *proxy) waitHeld(l *link, up bool) bool {
+	for {
+		p.mu.Lock()
+		cut, r, ch := p.cut, p.holding, p.changed
+		p.mu.Unlock()
+		if cut {
+			return false
+		}
+		if r == nil || (up && !r.up) || (!up && !r.down) {
+			return true
+		}
+		l.mu.Lock()
+		first, read := l.first, l.read
+		l.mu.Unlock()
+		if r.match != nil && (!read || !r.match(first)) {
+			return true
+		}
+		<-ch
+	}
+}
+
+// changedLocked wakes every copier waiting on a hold. p.mu is held.
+func (p *proxy) changedLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// hold stops forwarding bytes, client to node (up) and/or node to client
+// (down), on every connection, open or new, whose first request line
+// match accepts (nil: every connection); the sockets stay open and the
+// bytes wait in the proxy and the kernel's buffers until release.
+func (p *proxy) hold(match func(requestLine string) bool, up, down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holding = &holdRule{match: match, up: up, down: down}
+	p.changedLocked()
+}
+
+// release ends a hold: every byte held back is forwarded.
+func (p *proxy) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holding = nil
+	p.changedLocked()
+}
+
+// reset closes every connection through the proxy, dropping the bytes a
+// hold kept back (as a link that stalled until its node died would), and
+// ends the hold; new connections are forwarded again.
+func (p *proxy) reset() {
+	p.setCut(true)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holding = nil
+	p.cut = false
+	p.changedLocked()
+}
+
+// streamOf matches the request line of the replication stream that the
+// node advertised as standby asks its active for (GET
+// /_cluster/stream?from=<standby>).
+func streamOf(standby string) func(string) bool {
+	return func(line string) bool {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			return false
+		}
+		u, err := url.ParseRequestURI(f[1])
+		return err == nil && u.Path == "/_cluster/stream" && u.Query().Get("from") == standby
+	}
 }
 
 // setCut cuts (true) or heals (false) every link through the proxy.
@@ -395,6 +537,7 @@ func (p *proxy) setCut(cut bool) {
 			c.Close()
 		}
 	}
+	p.changedLocked()
 }
 
 func (p *proxy) close() {

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -333,6 +335,18 @@ func TestStandbysFlag(t *testing.T) {
 	if _, err := parseFlags([]string{"--standbys", "1", "--addr", "127.0.0.1:7070"}, &errb); err == nil {
 		t.Error("--standbys with --addr accepted")
 	}
+	if cfg, err = parseFlags([]string{"--standbys", "2", "--sync-standbys", "2"}, &errb); err != nil || cfg.syncStandbys != 2 {
+		t.Fatalf("--standbys 2 --sync-standbys 2: %+v %v", cfg, err)
+	}
+	if cfg, err = parseFlags([]string{"--workload", "failover", "--nodes", "3", "--sync-standbys", "1"}, &errb); err != nil || cfg.syncStandbys != 1 {
+		t.Fatalf("failover --nodes 3 --sync-standbys 1: %+v %v", cfg, err)
+	}
+	for _, bad := range [][]string{{"--sync-standbys", "-1"}, {"--sync-standbys", "1"}, {"--standbys", "1", "--sync-standbys", "2"},
+		{"--workload", "failover", "--nodes", "2", "--sync-standbys", "2"}} {
+		if _, err := parseFlags(bad, &errb); err == nil || !strings.Contains(err.Error(), "--sync-standbys") {
+			t.Errorf("%v: %v; want an error naming --sync-standbys", bad, err)
+		}
+	}
 	if got := clusterSecret([]string{"--log-level", "warn", "--cluster-secret", "s1"}); got != "s1" {
 		t.Errorf("clusterSecret: %q", got)
 	}
@@ -385,6 +399,10 @@ func TestStandbys(t *testing.T) {
 	}
 	num(t, m, "server_cpu_us_per_op")
 	num(t, m, "standby_cpu_us_per_op")
+	// The lag sampler ran through the measured window.
+	if p50, p99 := num(t, m, "standby_lag_p50_ms"), num(t, m, "standby_lag_p99_ms"); p50 < 0 || p99 < p50 || p99 > lagBound.Seconds()*1e3 || num(t, m, "standby_lag_samples") < 1 {
+		t.Errorf("standby lag p50=%v p99=%v samples=%v", m["standby_lag_p50_ms"], m["standby_lag_p99_ms"], m["standby_lag_samples"])
+	}
 	if !strings.Contains(out.String(), "baton with 1 standby replicating") {
 		t.Errorf("the summary does not name the standby:\n%s", out.String())
 	}
@@ -405,6 +423,21 @@ func TestStandbys(t *testing.T) {
 	probeWait = 300 * time.Millisecond
 	if _, err := replicationLag(t.Context(), act, "probe"); err == nil || !strings.Contains(err.Error(), "did not show the probe lock") {
 		t.Errorf("replicationLag against a node that does not replicate: %v", err)
+	}
+	// A lag sample behind a node that never catches up (a stand-in whose
+	// last_token stays 0) is the bound; one behind itself is not.
+	defer func(b time.Duration) { lagBound = b }(lagBound)
+	lagBound = 300 * time.Millisecond
+	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"last_token":0}`))
+	}))
+	defer stuck.Close()
+	hc := &http.Client{Timeout: time.Second}
+	if lag, ok := lagOnce(t.Context(), hc, act.addr, strings.TrimPrefix(stuck.URL, "http://")); !ok || lag != lagBound {
+		t.Errorf("lag behind a node that does not replicate: %v %v; want the bound %v", lag, ok, lagBound)
+	}
+	if lag, ok := lagOnce(t.Context(), hc, act.addr, act.addr); !ok || lag >= lagBound {
+		t.Errorf("lag of a node behind itself: %v %v; want less than the bound", lag, ok)
 	}
 }
 

@@ -58,8 +58,8 @@ func (cl *cluster) start(n *clusterNode) error {
 
 // newCluster lays out a cluster of n nodes: a free port on 127.0.0.1 and a
 // data directory under the bench's temporary directory each, --peers
-// listing them in this order (the first has the highest priority), then
-// --baton-args. It starts nothing.
+// listing them in this order (the first has the highest priority),
+// --sync-standbys when given, then --baton-args. It starts nothing.
 func (b *bench) newCluster(n int) (*cluster, error) {
 	cl := &cluster{b: b}
 	var peers []string
@@ -76,8 +76,12 @@ func (b *bench) newCluster(n int) (*cluster, error) {
 		peers = append(peers, "http://"+addr)
 	}
 	for _, n := range cl.nodes {
-		n.args = append([]string{"serve", "--listen", n.addr, "--advertise", "http://" + n.addr,
-			"--peers", strings.Join(peers, ","), "--data-dir", n.dir}, b.cfg.batonArgs...)
+		n.args = []string{"serve", "--listen", n.addr, "--advertise", "http://" + n.addr,
+			"--peers", strings.Join(peers, ","), "--data-dir", n.dir}
+		if b.cfg.syncStandbys > 0 {
+			n.args = append(n.args, "--sync-standbys", strconv.Itoa(b.cfg.syncStandbys))
+		}
+		n.args = append(n.args, b.cfg.batonArgs...)
 	}
 	return cl, nil
 }

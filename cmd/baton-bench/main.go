@@ -17,7 +17,8 @@
 // With --standbys N, each baton run of the first four starts a cluster of
 // 1+N baton processes instead of one node, waits until the first is the
 // active and the others replicate it, and drives the active: the cost of
-// replication.
+// replication; --sync-standbys N makes N of them synchronous. Such runs
+// report the standbys' lag (p50, p99) sampled through the measured window.
 //
 // In the same invocation it runs the same pattern against reference servers
 // built into this binary: "null" (answers at once: the HTTP ceiling) and
@@ -90,6 +91,9 @@ type config struct {
 
 	// standbys replicating the spawned baton (0: a single node).
 	standbys int
+	// syncStandbys is the sync_standbys the nodes of a --standbys cluster
+	// are given (0: not given, baton's default).
+	syncStandbys int
 }
 
 var allWorkloads = []string{"uncontended", "contended", "waiters", "keys", "failover", "restart", "semaphore", "rwmix", "parked"}
@@ -161,6 +165,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write this process's CPU profile here (with --ref-mode inproc it covers the reference servers too)")
 	fs.IntVar(&cfg.nodes, "nodes", 2, "failover: cluster nodes to start")
 	fs.IntVar(&cfg.failovers, "failovers", 5, "failover: kill -9 and graceful handoffs to measure, each")
+	fs.IntVar(&cfg.syncStandbys, "sync-standbys", 0, "with --standbys: give every node --sync-standbys N (a change is answered once N standbys have it; 0: asynchronous replication, baton's default)")
 	fs.IntVar(&cfg.standbys, "standbys", 0, "run each spawned baton as the active of a cluster with this many standbys replicating it (uncontended, contended, waiters, keys; not with --addr)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: baton-bench [flags]\n\nLoad generator for baton (issue 7). Examples:\n"+
@@ -234,6 +239,13 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if cfg.standbys > 0 && cfg.addr != "" {
 		return nil, errStandbysAddr
+	}
+	if cfg.syncStandbys < 0 {
+		return nil, errors.New("--sync-standbys must not be negative")
+	}
+	if cfg.syncStandbys > cfg.standbys && (!slices.Contains(cfg.workloads, "failover") || cfg.syncStandbys > cfg.nodes-1) {
+		return nil, fmt.Errorf("--sync-standbys %d needs as many standbys: --standbys %d or more (or, for the failover workload, --nodes %d or more)",
+			cfg.syncStandbys, cfg.syncStandbys, cfg.syncStandbys+1)
 	}
 	for name, v := range map[string]int{"c": cfg.c, "waiters": cfg.waiters, "keys": cfg.keys, "runs": cfg.runs,
 		"streams-per-conn": cfg.streamsPerConn, "dial-parallel": cfg.dialParallel, "max-errors": cfg.maxErrors, "nodes": cfg.nodes, "failovers": cfg.failovers} {
@@ -457,6 +469,17 @@ func (b *bench) runOnce(ctx context.Context, t, runLabel string) (*Result, error
 			return nil, err
 		}
 		r.set("standby_lag_ms", float64(lag.Microseconds())/1e3)
+		if cfg.syncStandbys > 0 {
+			r.set("sync_standbys", float64(cfg.syncStandbys))
+		}
+		if e.lagSamples != nil {
+			if s := e.lagSamples(); len(s) > 0 {
+				p50, p99, _ := percentiles(s)
+				r.set("standby_lag_p50_ms", p50/1e3)
+				r.set("standby_lag_p99_ms", p99/1e3)
+				r.set("standby_lag_samples", float64(len(s)))
+			}
+		}
 	}
 	r.set("load1", loadAvg1())
 	r.Run = runLabel
@@ -625,6 +648,13 @@ func summaryLine(r *Result) string {
 		}
 		if v, ok := r.get("standby_cpu_us_per_op"); ok {
 			s += fmt.Sprintf(", standby CPU %.1fµs/op", v)
+		}
+		if v, ok := r.get("sync_standbys"); ok {
+			s += fmt.Sprintf(", sync_standbys %.0f", v)
+		}
+		if v, ok := r.get("standby_lag_p99_ms"); ok {
+			p50, _ := r.get("standby_lag_p50_ms")
+			s += fmt.Sprintf(", standby lag p50 %.2fms p99 %.2fms", p50, v)
 		}
 		if v, ok := r.get("standby_lag_ms"); ok {
 			s += fmt.Sprintf(", probe seen on standby after %.1fms", v)

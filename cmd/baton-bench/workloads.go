@@ -23,6 +23,10 @@ type runEnv struct {
 	prog   *progress
 	prefix string
 
+	// lagSamples, set once the measured window is known (cpuWindow) in a
+	// run with standbys, returns the standby lag samples (sampleLag).
+	lagSamples func() []int64
+
 	errs     atomic.Int64
 	firstErr atomic.Pointer[error]
 	abort    context.CancelFunc
@@ -74,10 +78,16 @@ type cpuWindows struct {
 	standbys []func() time.Duration
 }
 
+// cpuWindow starts measuring the measured window [start, end]: the CPU
+// times, and with --standbys the standbys' lag (sampleLag, read back by
+// lagSamples).
 func (e *runEnv) cpuWindow(ctx context.Context, start, end int64) *cpuWindows {
 	w := &cpuWindows{server: cpuWindow(ctx, e.tgt.pid, start, end)}
 	for _, s := range e.tgt.standbys {
 		w.standbys = append(w.standbys, cpuWindow(ctx, s.pid, start, end))
+	}
+	if len(e.tgt.standbys) > 0 && e.lagSamples == nil {
+		e.lagSamples = sampleLag(ctx, e.tgt, start, end)
 	}
 	return w
 }

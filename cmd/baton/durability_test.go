@@ -5,7 +5,6 @@ package main
 // and a full disk.
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +19,7 @@ import (
 	"time"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/internal/history"
 )
 
 // lockCall is one HTTP call to a node for the durability tests: method and
@@ -384,31 +383,21 @@ func TestFullDiskRefusesChanges(t *testing.T) {
 	}
 }
 
-// span is one grant as its client saw it: from the acquire's answer to the
-// release call.
-type span struct {
-	key             string
-	token           uint64
-	granted, ending time.Time
-}
-
 // TestHistoryUnderKill9: clients loop acquire, hold, release (the Go
-// client) on a few keys of one node that is killed (kill -9) and restarted
-// on its data_dir every 1 to 3 s. The history (the same check as the
-// cluster's, cluster/history_test.go, without fault windows: a single node
-// with its log has none) shows no two holders of a key at once, tokens
-// rising per key, and no holder told its lock was gone before its lease
-// could have run out.
+// client, history.Loop) on a few keys of one node that is killed (kill -9)
+// and restarted on its data_dir every 1 to 3 s. The history checker (the
+// cluster tests' own, internal/history), without fault windows because a
+// single node with its log has none, finds no two holders of a key at
+// once, tokens rising per key, and no holder told its lock was gone before
+// its lease could have run out.
 func TestHistoryUnderKill9(t *testing.T) {
 	needBinary(t)
 	dir, addr := t.TempDir(), freeAddr(t)
-	keys := []string{"h0", "h1", "h2"}
-	const lease, hold = 3 * time.Second, 20 * time.Millisecond
+	loop := history.Loop{Keys: history.PlainKeys("h0", "h1", "h2"), Lease: 3 * time.Second, Wait: 10 * time.Second,
+		Hold: 20 * time.Millisecond, Seed: 99}
 	n := startServeAt(t, addr, dir, nil)
 
-	var mu sync.Mutex
-	var spans []span
-	var lost, errs []string
+	h := &history.Recorder{}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range 6 {
@@ -420,39 +409,7 @@ func TestHistoryUnderKill9(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(i), 99))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				key := keys[rng.IntN(len(keys))]
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				sent := time.Now()
-				l, err := cl.Acquire(ctx, key, api.WithLease(lease), api.WithWait(10*time.Second))
-				if err != nil {
-					cancel()
-					mu.Lock()
-					errs = append(errs, err.Error())
-					mu.Unlock()
-					time.Sleep(50 * time.Millisecond)
-					continue
-				}
-				sp := span{key: key, token: l.Token, granted: time.Now()}
-				time.Sleep(hold)
-				sp.ending = time.Now()
-				err = l.Release(ctx)
-				answered := time.Now()
-				cancel()
-				mu.Lock()
-				spans = append(spans, sp)
-				if (errors.Is(err, api.ErrNotHeld) || errors.Is(err, api.ErrNotHolder)) && answered.Before(sent.Add(lease)) {
-					lost = append(lost, fmt.Sprintf("%s token %d (asked %v): told %v at %v, within its lease", key, l.Token,
-						sent.Format("15:04:05.000"), err, answered.Format("15:04:05.000")))
-				}
-				mu.Unlock()
-			}
+			loop.Run(cl, i, stop, h)
 		}()
 	}
 	rng := rand.New(rand.NewPCG(rand.Uint64(), 3))
@@ -469,35 +426,15 @@ func TestHistoryUnderKill9(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	mu.Lock()
-	defer mu.Unlock()
-	if len(spans) < 50 {
-		t.Fatalf("only %d grants in %d kills (errors: %v)", len(spans), kills, errs)
+	grants, errs := h.Grants(), h.Errs()
+	if len(grants) < 50 {
+		t.Fatalf("only %d grants in %d kills (errors: %v)", len(grants), kills, errs)
 	}
-	for _, l := range lost {
-		t.Errorf("lost hold: %s", l)
+	bad, _, _ := history.Check(grants, nil)
+	for _, v := range bad {
+		t.Error(v)
 	}
-	seen := map[uint64]span{}
-	byKey := map[string][]span{}
-	for _, g := range spans {
-		if o, dup := seen[g.token]; dup {
-			t.Errorf("token %d granted twice: %+v and %+v", g.token, o, g)
-		}
-		seen[g.token] = g
-		byKey[g.key] = append(byKey[g.key], g)
-	}
-	for key, gs := range byKey {
-		slices.SortFunc(gs, func(a, b span) int { return a.granted.Compare(b.granted) })
-		for i := 1; i < len(gs); i++ {
-			a, b := gs[i-1], gs[i]
-			if b.granted.Before(a.ending) || b.token <= a.token {
-				t.Errorf("%s: grant %d (%v..%v) then %d (%v..%v): two holders or tokens out of order",
-					key, a.token, a.granted.Format("15:04:05.000"), a.ending.Format("15:04:05.000"),
-					b.token, b.granted.Format("15:04:05.000"), b.ending.Format("15:04:05.000"))
-			}
-		}
-	}
-	t.Logf("%d grants, %d kills, %d acquire errors", len(spans), kills, len(errs))
+	t.Logf("%d grants, %d kills, %d client errors", len(grants), kills, len(errs))
 }
 
 // TestWaiterWithIdempotencyKeySurvivesKill9: a waiter queued with an

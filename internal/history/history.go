@@ -1,0 +1,330 @@
+// Package history is the one history checker of baton's process tests
+// (cluster and cmd/baton): lock clients record every grant as they saw it
+// (when they asked, when the grant came back, when they released it, and
+// whether the release was told the lock was no longer theirs), and Check
+// holds the recorded history to SPEC section 1: the admission rule of each
+// key's limit and mode, tokens that rise, and no answered hold dropped by
+// the server, outside the fault windows in which SPEC section 3 does not
+// promise them.
+//
+// It is test-only: nothing outside _test.go files imports it.
+package history
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/baton-io/baton/api"
+)
+
+// Grant is one lock a client held, as it saw it.
+type Grant struct {
+	Client int
+	Key    string
+	Limit  int    // the key's limit (0 reads as 1)
+	Mode   string // api.ModeShared, or exclusive ("" reads as exclusive)
+	Token  uint64
+	// Asked: Acquire called; Granted: Acquire returned; Ending: Release
+	// called. The server's hold spans [Granted, Ending] at least, its
+	// grant lies in [Asked, Granted].
+	Asked, Granted, Ending time.Time
+	// Lost is set when the release was answered, at LostAt and before the
+	// lease could have run out (Asked + lease), that the lock was not the
+	// client's any more (api.ErrNotHeld or api.ErrNotHolder, which the
+	// client returns only when no earlier attempt of the release may have
+	// reached a server): the server dropped a hold it had answered. It
+	// holds the error's text.
+	Lost   string
+	LostAt time.Time
+}
+
+func (g Grant) shared() bool { return g.Mode == api.ModeShared }
+
+// together reports whether SPEC section 1's admission rule (engine's
+// canGrant) lets grants a and b of one key hold at once, as a pair:
+// shared and exclusive holders never hold together, and under the limit 1
+// an exclusive holder holds alone.
+func together(a, b Grant, limit int) bool {
+	if a.shared() != b.shared() {
+		return false
+	}
+	return limit > 1 || a.shared()
+}
+
+// Window is a time span around a fault in which mutual exclusion, token
+// order and holds are not guaranteed (SPEC section 3).
+type Window struct {
+	Name       string
+	Start, End time.Time
+}
+
+// InWindows reports whether [from, to] meets one of ws.
+func InWindows(ws []Window, from, to time.Time) bool {
+	for _, w := range ws {
+		if !to.Before(w.Start) && !from.After(w.End) {
+			return true
+		}
+	}
+	return false
+}
+
+// KeyFigures is what Check saw of one key.
+type KeyFigures struct {
+	Grants, Shared int
+	Most           int // most holders seen holding at once
+}
+
+// Check holds grants to SPEC section 1, outside the windows ws: the
+// admission rule for every grant against the grants that held its key when
+// it was received (never more than the key's limit holders above limit 1;
+// under limit 1 an exclusive holder alone or shared holders only; never a
+// shared beside an exclusive holder); tokens that rise (a grant's token is
+// above the token of every grant received before it was asked for, and of
+// every earlier grant it could not hold beside); no token granted twice;
+// and no lost hold (Grant.Lost). Client-side spans lie inside the
+// server's holds, so every overlap reported is a real one.
+//
+// It returns the violations outside the windows, one line each; the count
+// of violations inside them (expected, and harmless for a resource that
+// fences on tokens); and per key the grants checked and the most holders
+// seen together. With ws empty every violation is reported.
+func Check(grants []Grant, ws []Window) (bad []string, fenced int, figs map[string]KeyFigures) {
+	at := func(tm time.Time) string { return tm.Format("15:04:05.000") }
+	seen := map[uint64]Grant{}
+	for _, g := range grants {
+		if o, dup := seen[g.Token]; dup {
+			bad = append(bad, fmt.Sprintf("token %d granted twice: %+v and %+v", g.Token, o, g))
+		}
+		seen[g.Token] = g
+		if g.Lost == "" {
+			continue
+		}
+		if InWindows(ws, g.Granted, g.LostAt) {
+			fenced++
+			continue
+		}
+		bad = append(bad, fmt.Sprintf("%s: outside any fault window, lost hold: %s grant %d (asked %s, received %s) was told %q at %s, before its lease could end",
+			g.Key, g.Mode, g.Token, at(g.Asked), at(g.Granted), g.Lost, at(g.LostAt)))
+	}
+	byKey := map[string][]Grant{}
+	for _, g := range grants {
+		byKey[g.Key] = append(byKey[g.Key], g)
+	}
+	figs = map[string]KeyFigures{}
+	for key, gs := range byKey {
+		slices.SortFunc(gs, func(a, b Grant) int { return a.Granted.Compare(b.Granted) })
+		// top[i] is the grant with the highest token among gs[:i+1].
+		top := make([]Grant, len(gs))
+		for i, g := range gs {
+			top[i] = g
+			if i > 0 && top[i-1].Token > g.Token {
+				top[i] = top[i-1]
+			}
+		}
+		var f KeyFigures
+		var holding []Grant
+		var lastShared, lastExcl *Grant // highest-token earlier grant of each mode
+		for i, b := range gs {
+			limit := max(1, b.Limit)
+			f.Grants++
+			if b.shared() {
+				f.Shared++
+			}
+			holding = slices.DeleteFunc(holding, func(a Grant) bool { return !b.Granted.Before(a.Ending) })
+			from, over := b.Granted, len(holding)+1 > limit && (limit > 1 || !b.shared())
+			for _, a := range holding {
+				if !together(a, b, limit) {
+					over = true
+				}
+				if a.Granted.Before(from) {
+					from = a.Granted
+				}
+			}
+			f.Most = max(f.Most, len(holding)+1)
+			if over {
+				if InWindows(ws, from, b.Ending) {
+					fenced++
+				} else {
+					var with []string
+					for _, a := range holding {
+						with = append(with, fmt.Sprintf("%s %d (%s..%s)", a.Mode, a.Token, at(a.Granted), at(a.Ending)))
+					}
+					bad = append(bad, fmt.Sprintf("%s (limit %d): outside any fault window, %s grant %d (%s..%s) held beside %s",
+						key, limit, b.Mode, b.Token, at(b.Granted), at(b.Ending), strings.Join(with, ", ")))
+				}
+			}
+			// Tokens rise: every grant received before b was asked for
+			// was granted before b; so was every earlier grant b could
+			// not hold beside, or b held when it was granted.
+			var before []Grant
+			if j, _ := slices.BinarySearchFunc(gs[:i], b.Asked, func(g Grant, tm time.Time) int { return g.Granted.Compare(tm) }); j > 0 {
+				before = append(before, top[j-1])
+			}
+			for _, a := range []*Grant{lastShared, lastExcl} {
+				if a != nil && !together(*a, b, limit) {
+					before = append(before, *a)
+				}
+			}
+			for _, a := range before {
+				if a.Token < b.Token {
+					continue
+				}
+				if InWindows(ws, a.Granted, b.Ending) {
+					fenced++
+					continue
+				}
+				bad = append(bad, fmt.Sprintf("%s (limit %d): outside any fault window, %s grant %d (received %s) then %s grant %d (asked %s, received %s): token order broken",
+					key, limit, a.Mode, a.Token, at(a.Granted), b.Mode, b.Token, at(b.Asked), at(b.Granted)))
+			}
+			last := &lastExcl
+			if b.shared() {
+				last = &lastShared
+			}
+			if *last == nil || (*last).Token < b.Token {
+				*last = &gs[i]
+			}
+			holding = append(holding, b)
+		}
+		figs[key] = f
+	}
+	return bad, fenced, figs
+}
+
+// Recorder collects the grants and the errors of concurrent clients.
+type Recorder struct {
+	mu     sync.Mutex
+	grants []Grant
+	errs   []string
+}
+
+// Add records one grant.
+func (r *Recorder) Add(g Grant) {
+	r.mu.Lock()
+	r.grants = append(r.grants, g)
+	r.mu.Unlock()
+}
+
+// Fail records a client error (an acquire or release that failed).
+func (r *Recorder) Fail(format string, args ...any) {
+	r.mu.Lock()
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+	r.mu.Unlock()
+}
+
+// Count returns how many grants were recorded so far.
+func (r *Recorder) Count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.grants)
+}
+
+// Grants returns a copy of the grants recorded so far.
+func (r *Recorder) Grants() []Grant {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.grants)
+}
+
+// Errs returns a copy of the errors recorded so far.
+func (r *Recorder) Errs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.errs)
+}
+
+// KeySpec is one key the clients use: its limit (0 or 1: the default) and
+// the share of acquires made in shared mode (0: all exclusive, a mutex or
+// counting semaphore; between 0 and 1: a read/write lock's mix of readers
+// and writers).
+type KeySpec struct {
+	Name   string
+	Limit  int
+	Shared float64
+}
+
+// PlainKeys are mutex keys: limit 1, exclusive holders only.
+func PlainKeys(names ...string) []KeySpec {
+	var ks []KeySpec
+	for _, n := range names {
+		ks = append(ks, KeySpec{Name: n})
+	}
+	return ks
+}
+
+// Loop is what one client does: acquire a key drawn from Keys (with its
+// limit and a mode drawn by its shared share) with Lease, waiting up to
+// Wait, hold it for Hold (or, in a LongShare of the holds, for LongHold),
+// release it, and again.
+type Loop struct {
+	Keys       []KeySpec
+	Lease      time.Duration
+	Wait       time.Duration
+	Hold       time.Duration
+	LongHold   time.Duration
+	LongShare  float64 // 0..1
+	Seed       uint64  // with the client's number, seeds its draws
+	ErrorPause time.Duration
+}
+
+// Run loops on cl as client number id until stop closes, recording every
+// grant and error in r. It returns once stop is closed and its current
+// cycle has ended (an acquire waits at most Wait, a release the client's
+// ReleaseTimeout).
+func (l Loop) Run(cl *api.Client, id int, stop <-chan struct{}, r *Recorder) {
+	rng := rand.New(rand.NewPCG(uint64(id), l.Seed))
+	pause := l.ErrorPause
+	if pause <= 0 {
+		pause = 50 * time.Millisecond
+	}
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		k := l.Keys[rng.IntN(len(l.Keys))]
+		opts := []api.AcquireOption{api.WithLease(l.Lease), api.WithWait(l.Wait)}
+		g := Grant{Client: id, Key: k.Name, Limit: max(1, k.Limit), Mode: api.ModeExclusive}
+		if k.Limit > 1 {
+			opts = append(opts, api.WithLimit(k.Limit))
+		}
+		if rng.Float64() < k.Shared {
+			g.Mode = api.ModeShared
+			opts = append(opts, api.WithShared())
+		}
+		hold := l.Hold
+		if rng.Float64() < l.LongShare {
+			hold = l.LongHold
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), l.Wait+5*time.Second)
+		g.Asked = time.Now()
+		lk, err := cl.Acquire(ctx, k.Name, opts...)
+		if err != nil {
+			cancel()
+			r.Fail("client %d acquire %s (%s): %v", id, k.Name, g.Mode, err)
+			time.Sleep(pause)
+			continue
+		}
+		g.Token, g.Granted = lk.Token, time.Now()
+		time.Sleep(hold)
+		g.Ending = time.Now()
+		err = lk.Release(ctx)
+		answered := time.Now()
+		cancel()
+		switch {
+		case errors.Is(err, api.ErrNotHeld) || errors.Is(err, api.ErrNotHolder):
+			if answered.Before(g.Asked.Add(l.Lease)) {
+				g.Lost, g.LostAt = err.Error(), answered
+			}
+		case err != nil:
+			r.Fail("client %d release %s/%d: %v", id, k.Name, lk.Token, err)
+		}
+		r.Add(g)
+	}
+}

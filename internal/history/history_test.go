@@ -1,0 +1,72 @@
+package history
+
+import (
+	"testing"
+	"time"
+
+	"github.com/baton-io/baton/api"
+)
+
+// TestCheckerCatchesViolations feeds the checker made-up histories, one per
+// rule of SPEC section 1's admission rule, token order and holds, and
+// checks it reports each broken one outside a fault window, counts it
+// inside one, and passes the histories the rules allow.
+func TestCheckerCatchesViolations(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	// g is a grant asked for at from-5 ms, received at from, released at to.
+	g := func(key string, limit int, mode string, token uint64, from, to int) Grant {
+		return Grant{Key: key, Limit: limit, Mode: mode, Token: token, Asked: ms(from - 5), Granted: ms(from), Ending: ms(to)}
+	}
+	// early is gr asked for at the given ms instead.
+	early := func(gr Grant, asked int) Grant { gr.Asked = ms(asked); return gr }
+	// lost is gr whose release was told at the given ms that it was not held.
+	lost := func(gr Grant, at int) Grant { gr.Lost, gr.LostAt = api.ErrNotHeld.Error(), ms(at); return gr }
+	const sh, ex = api.ModeShared, api.ModeExclusive
+	for _, tc := range []struct {
+		name   string
+		grants []Grant
+		bad    bool
+		most   int
+	}{
+		{"three holders of a semaphore of 3", []Grant{g("s", 3, ex, 1, 10, 50), g("s", 3, ex, 2, 11, 50), g("s", 3, ex, 3, 12, 50)}, false, 3},
+		{"four holders of a semaphore of 3", []Grant{g("s", 3, ex, 1, 10, 50), g("s", 3, ex, 2, 11, 50), g("s", 3, ex, 3, 12, 50), g("s", 3, ex, 4, 13, 50)}, true, 4},
+		{"four readers of a semaphore of 3", []Grant{g("s", 3, sh, 1, 10, 50), g("s", 3, sh, 2, 11, 50), g("s", 3, sh, 3, 12, 50), g("s", 3, sh, 4, 13, 50)}, true, 4},
+		{"a reader beside a writer on a semaphore", []Grant{g("s", 3, ex, 1, 10, 50), g("s", 3, sh, 2, 20, 60)}, true, 2},
+		{"many readers of a read/write lock", []Grant{g("r", 1, sh, 1, 10, 50), g("r", 1, sh, 2, 11, 50), g("r", 1, sh, 3, 12, 50), g("r", 1, sh, 4, 13, 50), g("r", 1, sh, 5, 14, 50)}, false, 5},
+		{"a writer after the readers", []Grant{g("r", 1, sh, 1, 10, 50), g("r", 1, sh, 2, 11, 49), g("r", 1, ex, 3, 51, 60)}, false, 2},
+		{"a writer beside a reader", []Grant{g("r", 1, sh, 1, 10, 50), g("r", 1, ex, 2, 40, 60)}, true, 2},
+		{"a reader beside a writer", []Grant{g("r", 1, ex, 1, 10, 50), g("r", 1, sh, 2, 40, 60)}, true, 2},
+		{"two writers", []Grant{g("m", 1, ex, 1, 10, 50), g("m", 1, ex, 2, 40, 60)}, true, 2},
+		{"token falls after a release", []Grant{g("m", 1, ex, 5, 10, 20), g("m", 1, ex, 4, 30, 40)}, true, 1},
+		{"token falls for a grant asked after another was received", []Grant{g("s", 3, ex, 5, 10, 50), g("s", 3, ex, 4, 30, 40)}, true, 2},
+		{"readers received out of token order, asked together", []Grant{g("r", 1, sh, 2, 10, 50), g("r", 1, sh, 1, 12, 50)}, false, 2},
+		{"a writer's token below an earlier reader's", []Grant{g("r", 1, sh, 7, 10, 20), g("r", 1, sh, 3, 12, 20), g("r", 1, ex, 6, 24, 40)}, true, 2},
+		{"a writer's token below an earlier writer's, asked before it", []Grant{g("m", 1, ex, 5, 10, 20), early(g("m", 1, ex, 4, 30, 40), 0)}, true, 1},
+		{"a hold the server lost", []Grant{lost(g("m", 1, ex, 1, 10, 20), 25), g("m", 1, ex, 2, 30, 40)}, true, 1},
+		{"a token granted twice", []Grant{g("a", 1, ex, 1, 10, 20), g("b", 1, ex, 1, 30, 40)}, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad, fenced, figs := Check(tc.grants, nil)
+			if (len(bad) > 0) != tc.bad || fenced != 0 {
+				t.Errorf("outside any window: violations %q, fenced %d; want a violation: %v", bad, fenced, tc.bad)
+			}
+			if f := figs[tc.grants[0].Key]; f.Most != tc.most || f.Grants == 0 {
+				t.Errorf("figures %+v; want most %d", f, tc.most)
+			}
+			if tc.name == "a token granted twice" {
+				return // not a matter of windows
+			}
+			ws := []Window{{Name: "fault", Start: ms(0), End: ms(100)}}
+			bad, fenced, _ = Check(tc.grants, ws)
+			if len(bad) > 0 || (fenced > 0) != tc.bad {
+				t.Errorf("inside a window: violations %q, fenced %d; want every violation counted, none reported", bad, fenced)
+			}
+			// A window that ends before the first grant covers nothing.
+			ws = []Window{{Name: "earlier", Start: ms(-50), End: ms(-20)}}
+			if bad, _, _ = Check(tc.grants, ws); (len(bad) > 0) != tc.bad {
+				t.Errorf("beside an earlier window: violations %q; want a violation: %v", bad, tc.bad)
+			}
+		})
+	}
+}
