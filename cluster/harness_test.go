@@ -110,18 +110,6 @@ func (c *testCluster) start(i int) {
 	c.waitHTTP(i)
 }
 
-// startTogether launches nodes is at once, then waits until each answers
-// HTTP: a restart of several nodes at the same moment.
-func (c *testCluster) startTogether(is ...int) {
-	c.t.Helper()
-	for _, i := range is {
-		c.launch(i)
-	}
-	for _, i := range is {
-		c.waitHTTP(i)
-	}
-}
-
 // launch starts node i's process.
 func (c *testCluster) launch(i int) {
 	c.t.Helper()

@@ -192,7 +192,8 @@ func TestSyncKillActiveUnderLoadLosesNoAnsweredGrant(t *testing.T) {
 
 // TestColdStartElectsTheMostAdvancedLog: every node is killed at once
 // while node 1's replication stream is held back (node 2 acknowledged the
-// last grants, node 1 did not). Nodes 1 and 2 come back first, together:
+// last grants, node 1 did not). Nodes 1 and 2 come back first, node 2 a
+// failover timeout after node 1:
 // node 2, with the most advanced log, is elected although node 1 has the
 // higher priority (or node 1 serves only once it has node 2's tail), and
 // every grant answered before the kill is there; then node 0 comes back
@@ -224,7 +225,12 @@ func TestColdStartElectsTheMostAdvancedLog(t *testing.T) {
 	c.nodes[0].proxy.reset()
 
 	marks := []int{len(c.nodes[1].log.String()), len(c.nodes[2].log.String())}
-	c.startTogether(1, 2)
+	// Node 1 comes back first and node 2 a failover timeout later: node 1,
+	// on a cold start with not every peer heard, listens three failover
+	// timeouts before it elects itself, so node 2 is there in time.
+	c.start(1)
+	time.Sleep(failoverTimeout + failoverTimeout/5)
+	c.start(2)
 	act := c.waitActive(-1, 1, 2)
 	log1 := c.nodes[1].log.String()[marks[0]:]
 	log2 := c.nodes[2].log.String()[marks[1]:]

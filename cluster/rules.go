@@ -160,17 +160,17 @@ func decide(v view) action {
 		return action{kind: actStay, why: "following the active"}
 	}
 	// No live active. Listen for a whole failover timeout after start before
-	// deciding, so as to know who is alive; a node without state listens
-	// three times as long, since a slow peer that holds the state must not
-	// be taken for a dead one.
+	// deciding, so as to know who is alive. A node without state, and any
+	// node on a cold start (its own log may be behind another's: the
+	// cluster was stopped and nodes come back one by one), listens three
+	// times as long unless every peer has answered, since a slow peer that
+	// holds more must not be taken for a dead one.
 	listen := v.failoverTimeout
 	allHeard := true
 	for _, p := range v.peers {
 		allHeard = allHeard && p.live
 	}
-	if !v.self.HasState && !allHeard {
-		// Every peer answered: their log positions are known, nothing
-		// more to wait for.
+	if (!v.self.HasState || !v.wasSynced) && !allHeard {
 		listen *= 3
 	}
 	if v.uptime < listen {

@@ -358,4 +358,13 @@ func TestRuleColdStartWithEveryPeerHeardListensOneTimeout(t *testing.T) {
 	wantAction(t, v, actPromote, "")
 	v.peers[0].live = false
 	wantAction(t, v, actStay, "")
+	// The same with a log of its own: on a cold start another node's log
+	// may be ahead of it, so it listens three timeouts too.
+	v.self.HasState, v.self.LastIndex = true, 40
+	wantAction(t, v, actStay, "")
+	v.uptime = 3 * ft
+	wantAction(t, v, actPromote, "")
+	// After a failover (it followed an active since its start), one.
+	v.uptime, v.wasSynced = ft, true
+	wantAction(t, v, actPromote, "")
 }
