@@ -339,21 +339,37 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 	return v
 }
 
-// waitFor polls cond every 50 ms until it holds or within runs out.
+// waitFor polls cond every 50 ms until it holds and returns how long that
+// took. within is what a user should see on an idle machine; the test only
+// fails once cond has not held for waitSlack times as long (at least
+// waitFloor), since a page's timing on a loaded 2-core CI machine is not
+// what these tests assert (timing claims live in benchmarks). A wait past
+// within is logged.
 func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool, string)) time.Duration {
 	t.Helper()
+	limit := max(waitSlack*within, waitFloor)
 	start := time.Now()
 	for {
 		ok, state := cond()
 		if ok {
-			return time.Since(start)
+			took := time.Since(start)
+			if took > within {
+				t.Logf("%s: took %v, more than the %v expected (a loaded machine?)", what, took.Round(time.Millisecond), within)
+			}
+			return took
 		}
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v; last seen: %s", what, within, state)
+		if time.Since(start) > limit {
+			t.Fatalf("%s: not within %v; last seen: %s", what, limit, state)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// The slack waitFor allows beyond what a user should see.
+const (
+	waitSlack = 4
+	waitFloor = 15 * time.Second
+)
 
 // pageRow is one row of the page's locks table.
 type pageRow struct {
