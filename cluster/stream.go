@@ -43,7 +43,7 @@ type follower struct {
 	url  string
 	done chan struct{} // closed: end the stream
 
-	// acked is the last index the standby acknowledged (POST /ack).
+	// acked is the last index the standby acknowledged (POST /ack, serveAck).
 	acked atomic.Uint64
 
 	mu     sync.Mutex

@@ -1,10 +1,13 @@
 package cluster
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -115,20 +118,65 @@ func (f *follower) ack(index uint64) {
 	}
 }
 
-// serveAck is POST /_cluster/ack?from=&index= on the active: the standby
-// from has written every record up to index to its log. At most one is in
-// flight per standby, each covering everything up to its index, so a
-// standby under load acknowledges a batch per round trip.
+// ackType is the Content-Type of an acknowledgement stream's body.
+const ackType = "application/x-baton-acks"
+
+// serveAck is POST /_cluster/ack?from= on the active: the body is the
+// standby from's acknowledgements, one after the other for as long as its
+// stream lasts, each an index (8 bytes, big-endian) meaning that it has
+// written every record up to there to its log. The standby sends the next
+// only once the transport took the last, each covering everything up to
+// its index, so a standby under load acknowledges a batch per write, and
+// no acknowledgement costs a request of its own. The answer (204) comes
+// when the body ends; the read ends too when the request's context does
+// or this node closes.
 func (n *Node) serveAck(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	from := q.Get("from")
-	index, err := strconv.ParseUint(q.Get("index"), 10, 64)
-	if err != nil || !n.isPeer(from) {
-		http.Error(w, "from, index: required (a peer's URL, a log index)", http.StatusBadRequest)
+	from := r.URL.Query().Get("from")
+	if !n.isPeer(from) {
+		http.Error(w, "from: required, a peer's URL", http.StatusBadRequest)
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); ct != ackType {
+		http.Error(w, fmt.Sprintf("Content-Type: %q, want %q: run the same baton version on every node", ct, ackType), http.StatusUnsupportedMediaType)
 		return
 	}
 	if !n.eng.Active() {
 		w.WriteHeader(http.StatusConflict)
+		return
+	}
+	rc := http.NewResponseController(w)
+	stop := make(chan struct{})
+	ended := make(chan struct{})
+	defer func() {
+		close(stop)
+		<-ended
+	}()
+	go func() {
+		defer close(ended)
+		select {
+		case <-stop:
+			return
+		case <-n.quit:
+		case <-r.Context().Done():
+		}
+		_ = rc.SetReadDeadline(time.Unix(1, 0)) // ends the blocked read
+	}()
+	br := bufio.NewReaderSize(r.Body, 512)
+	var b [8]byte
+	for {
+		if _, err := io.ReadFull(br, b[:]); err != nil {
+			break
+		}
+		n.ack(from, binary.BigEndian.Uint64(b[:]))
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// ack records that the standby at from has its log up to index, wakes the
+// changes waiting for acknowledgements, and ends a degraded state once
+// enough standbys have the log's last index.
+func (n *Node) ack(from string, index uint64) {
+	if !n.eng.Active() {
 		return
 	}
 	last := n.wal.LastIndex()
@@ -149,31 +197,17 @@ func (n *Node) serveAck(w http.ResponseWriter, r *http.Request) {
 			n.log.Info("sync_standbys: recovered, enough standbys acknowledged the current index", "sync_standbys", n.cfg.SyncStandbys, "index", last)
 		}
 	}
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // acker sends this standby's acknowledgements to the active until ctx
-// ends: each time the stream appended records, the highest index once it
-// is written (wal.Log.Wait), one request at a time. appended holds the
-// last index appended; kick has a value when it rose.
+// ends, on one POST /_cluster/ack at a time (ackStream): each time the
+// stream appended records, the highest index once it is written
+// (wal.Log.Wait). When that request ends (a cut, the active went away),
+// it opens another a heartbeat later. appended holds the last index
+// appended; kick has a value when it rose.
 func (n *Node) acker(ctx context.Context, active string, appended *atomic.Uint64, kick <-chan struct{}) {
-	var sent uint64
-	cl := &http.Client{Transport: n.client.Transport, Timeout: n.cfg.FailoverTimeout}
 	for {
-		i := appended.Load()
-		if i <= sent {
-			select {
-			case <-ctx.Done():
-				return
-			case <-kick:
-			}
-			continue
-		}
-		if n.wal.Wait(i) == nil && n.sendAck(ctx, cl, active, i) {
-			sent = i
-			continue
-		}
-		// Not written, or not delivered: try again a heartbeat later.
+		n.ackStream(ctx, active, appended, kick)
 		select {
 		case <-ctx.Done():
 			return
@@ -182,19 +216,73 @@ func (n *Node) acker(ctx context.Context, active string, appended *atomic.Uint64
 	}
 }
 
-// sendAck posts one acknowledgement; it reports whether the active took it.
-func (n *Node) sendAck(ctx context.Context, cl *http.Client, active string, index uint64) bool {
-	q := url.Values{"from": {n.cfg.Self}, "index": {strconv.FormatUint(index, 10)}}
-	req, err := n.newRequest(ctx, http.MethodPost, active, "/ack", q)
+// ackStream is one acknowledgement stream (serveAck): it writes the
+// indexes to the request's body until ctx ends or the request does. The
+// first is the last index appended, sent again on every new stream (the
+// last write of the one before may not have arrived). A write returns
+// once the transport took the index, so one is in flight at a time and
+// the next covers every record appended meanwhile. Its request's
+// goroutine has ended when it returns.
+func (n *Node) ackStream(ctx context.Context, active string, appended *atomic.Uint64, kick <-chan struct{}) {
+	req, err := n.newRequest(ctx, http.MethodPost, active, "/ack", url.Values{"from": {n.cfg.Self}})
 	if err != nil {
-		return false
+		return
 	}
-	resp, err := cl.Do(req)
-	if err != nil {
-		return false
+	pr, pw := io.Pipe()
+	req.Body, req.ContentLength = pr, -1
+	req.Header.Set("Content-Type", ackType)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := n.stream.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNoContent {
+				err = fmt.Errorf("ack: %w", &statusError{resp.StatusCode})
+			}
+		}
+		if err == nil {
+			err = io.EOF
+		}
+		pr.CloseWithError(err) // the writer's next write fails
+	}()
+	defer func() {
+		// Ends the body: the active answers, or the request fails (ctx).
+		pw.Close()
+		<-done
+	}()
+	var sent uint64
+	var b [8]byte
+	for {
+		i := appended.Load()
+		if i <= sent {
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				return
+			case <-kick:
+			}
+			continue
+		}
+		if err := n.wal.Wait(i); err != nil {
+			// Not written (the log failed): wait for it, or for the end.
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				return
+			case <-time.After(n.cfg.Heartbeat):
+			}
+			continue
+		}
+		binary.BigEndian.PutUint64(b[:], i)
+		if _, err := pw.Write(b[:]); err != nil {
+			return
+		}
+		sent = i
 	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusNoContent
 }
 
 // acked returns the acknowledged index of each standby streaming from this
