@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -200,14 +201,26 @@ func (n *Node) ack(from string, index uint64) {
 }
 
 // acker sends this standby's acknowledgements to the active until ctx
-// ends, on one POST /_cluster/ack at a time (ackStream): each time the
-// stream appended records, the highest index once it is written
-// (wal.Log.Wait). When that request ends (a cut, the active went away),
-// it opens another a heartbeat later. appended holds the last index
-// appended; kick has a value when it rose.
+// ends, on one POST /_cluster/ack at a time whose body is an ackBody: the
+// request's own writer (the transport's) reads each index as it comes, so
+// an acknowledgement costs one goroutine wake and one write, and no
+// request of its own. When that request ends (a cut, the active went
+// away), it opens another a heartbeat later. appended holds the last
+// index appended; kick has a value when it rose.
 func (n *Node) acker(ctx context.Context, active string, appended *atomic.Uint64, kick <-chan struct{}) {
 	for {
-		n.ackStream(ctx, active, appended, kick)
+		req, err := n.newRequest(ctx, http.MethodPost, active, "/ack", url.Values{"from": {n.cfg.Self}})
+		if err == nil {
+			body := &ackBody{ctx: ctx, wal: n.wal, retry: n.cfg.Heartbeat, appended: appended, kick: kick, closed: make(chan struct{})}
+			req.Body, req.ContentLength = body, -1
+			req.Header.Set("Content-Type", ackType)
+			var resp *http.Response
+			if resp, err = n.stream.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+				resp.Body.Close()
+			}
+			body.Close() // an answer before the body's end (409): its writer stops too
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -216,73 +229,67 @@ func (n *Node) acker(ctx context.Context, active string, appended *atomic.Uint64
 	}
 }
 
-// ackStream is one acknowledgement stream (serveAck): it writes the
-// indexes to the request's body until ctx ends or the request does. The
-// first is the last index appended, sent again on every new stream (the
-// last write of the one before may not have arrived). A write returns
-// once the transport took the index, so one is in flight at a time and
-// the next covers every record appended meanwhile. Its request's
-// goroutine has ended when it returns.
-func (n *Node) ackStream(ctx context.Context, active string, appended *atomic.Uint64, kick <-chan struct{}) {
-	req, err := n.newRequest(ctx, http.MethodPost, active, "/ack", url.Values{"from": {n.cfg.Self}})
-	if err != nil {
-		return
+// ackBody is the body of a standby's acknowledgement stream (serveAck):
+// each Read returns the last index appended (8 bytes, big-endian) once it
+// is higher than the one returned before and written to this node's log
+// (wal.Log.Wait), and blocks until then; it ends (io.EOF) with ctx or
+// Close. The first Read returns the last index appended, as every new
+// stream does (the last of the one before may not have arrived). The
+// transport sends what one Read returns before it reads again, so one
+// acknowledgement is in flight at a time and the next covers every record
+// appended meanwhile.
+type ackBody struct {
+	ctx      context.Context
+	wal      interface{ Wait(uint64) error }
+	retry    time.Duration // after a failed wal.Wait
+	appended *atomic.Uint64
+	kick     <-chan struct{}
+	sent     uint64
+
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (b *ackBody) Read(p []byte) (int, error) {
+	if len(p) < 8 {
+		return 0, io.ErrShortBuffer
 	}
-	pr, pw := io.Pipe()
-	req.Body, req.ContentLength = pr, -1
-	req.Header.Set("Content-Type", ackType)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		resp, err := n.stream.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusNoContent {
-				err = fmt.Errorf("ack: %w", &statusError{resp.StatusCode})
-			}
-		}
-		if err == nil {
-			err = io.EOF
-		}
-		pr.CloseWithError(err) // the writer's next write fails
-	}()
-	defer func() {
-		// Ends the body: the active answers, or the request fails (ctx).
-		pw.Close()
-		<-done
-	}()
-	var sent uint64
-	var b [8]byte
 	for {
-		i := appended.Load()
-		if i <= sent {
+		select {
+		case <-b.ctx.Done():
+			return 0, io.EOF
+		case <-b.closed:
+			return 0, io.EOF
+		default:
+		}
+		i := b.appended.Load()
+		if i <= b.sent {
 			select {
-			case <-ctx.Done():
-				return
-			case <-done:
-				return
-			case <-kick:
+			case <-b.ctx.Done():
+			case <-b.closed:
+			case <-b.kick:
 			}
 			continue
 		}
-		if err := n.wal.Wait(i); err != nil {
-			// Not written (the log failed): wait for it, or for the end.
+		if err := b.wal.Wait(i); err != nil {
+			// Not written (the log failed): try again later.
 			select {
-			case <-ctx.Done():
-				return
-			case <-done:
-				return
-			case <-time.After(n.cfg.Heartbeat):
+			case <-b.ctx.Done():
+			case <-b.closed:
+			case <-time.After(b.retry):
 			}
 			continue
 		}
-		binary.BigEndian.PutUint64(b[:], i)
-		if _, err := pw.Write(b[:]); err != nil {
-			return
-		}
-		sent = i
+		b.sent = i
+		binary.BigEndian.PutUint64(p, i)
+		return 8, nil
 	}
+}
+
+// Close ends the body: a Read blocked in it returns io.EOF.
+func (b *ackBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
 }
 
 // acked returns the acknowledged index of each standby streaming from this
