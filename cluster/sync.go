@@ -180,7 +180,6 @@ func (n *Node) ack(from string, index uint64) {
 	if !n.eng.Active() {
 		return
 	}
-	last := n.wal.LastIndex()
 	n.hub.mu.Lock()
 	for f := range n.hub.fs {
 		if f.url == from {
@@ -192,7 +191,11 @@ func (n *Node) ack(from string, index uint64) {
 	close(n.ackCh)
 	n.ackCh = make(chan struct{})
 	n.ackMu.Unlock()
-	if n.degraded.Load() && n.hub.ackedBy(last) >= n.cfg.SyncStandbys {
+	if !n.degraded.Load() {
+		return
+	}
+	// The log's last index (its append mutex) only while degraded.
+	if last := n.wal.LastIndex(); n.hub.ackedBy(last) >= n.cfg.SyncStandbys {
 		if n.degraded.CompareAndSwap(true, false) {
 			n.recoveries.Add(1)
 			n.log.Info("sync_standbys: recovered, enough standbys acknowledged the current index", "sync_standbys", n.cfg.SyncStandbys, "index", last)
