@@ -99,3 +99,43 @@ func TestTail(t *testing.T) {
 		t.Fatal("a reader waiting at the end was not woken")
 	}
 }
+
+// The tail keeps its own copy of each record (the log's buffer is reused
+// after the tap returns), across arenas, and a record read stays as it
+// was while more are added.
+func TestTailKeepsCopies(t *testing.T) {
+	tl := newTail(1 << 30)
+	tl.reset(0, mark{})
+	buf := make([]byte, 300)
+	want := func(i int) []byte {
+		b := make([]byte, 1+i%300)
+		for k := range b {
+			b[k] = byte(i + k)
+		}
+		return b
+	}
+	n := 3 * tailArena / 150 // about three arenas' worth
+	var first []tailRec
+	for i := 1; i <= n; i++ {
+		rec := buf[:copy(buf, want(i))]
+		tl.add(uint64(i), rec)
+		for k := range buf {
+			buf[k] = 0xff // the log reuses its buffer
+		}
+		if i == 1 {
+			first, _, _ = tl.read(1, 1, nil)
+		}
+	}
+	recs, _, ok := tl.read(1, 1<<30, nil)
+	if !ok || len(recs) != n {
+		t.Fatalf("read(1): %d records, ok %v; want %d", len(recs), ok, n)
+	}
+	for i, r := range recs {
+		if r.index != uint64(i+1) || !bytes.Equal(r.rec, want(i+1)) {
+			t.Fatalf("record %d: index %d, %d bytes %x...; want %x...", i+1, r.index, len(r.rec), r.rec[:min(4, len(r.rec))], want(i + 1)[:min(4, len(r.rec))])
+		}
+	}
+	if len(first) != 1 || !bytes.Equal(first[0].rec, want(1)) {
+		t.Fatalf("the first record read before the others were added changed: %x", first[0].rec)
+	}
+}

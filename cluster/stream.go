@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -43,7 +44,7 @@ type follower struct {
 	url  string
 	done chan struct{} // closed: end the stream
 
-	// acked is the last index the standby acknowledged (POST /ack).
+	// acked is the last index the standby acknowledged (POST /ack, serveAck).
 	acked atomic.Uint64
 
 	mu     sync.Mutex
@@ -278,8 +279,12 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 			// one each. An end of the stream cuts the wait short; what is
 			// appended is still written first (a handoff waits for it).
 			// With sync_standbys the changes wait for the standbys: no
-			// linger, the acknowledgements batch them instead.
+			// linger, the acknowledgements batch them instead; the
+			// goroutines about to append (requests answered by the same
+			// cores) run once first, so that their records share this
+			// write, as the log's own writer does (wal.Log.Wait).
 			if n.cfg.SyncStandbys > 0 {
+				runtime.Gosched()
 				continue
 			}
 			linger.Reset(streamLinger)

@@ -1,10 +1,14 @@
 package cluster
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
-	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -115,23 +119,67 @@ func (f *follower) ack(index uint64) {
 	}
 }
 
-// serveAck is POST /_cluster/ack?from=&index= on the active: the standby
-// from has written every record up to index to its log. At most one is in
-// flight per standby, each covering everything up to its index, so a
-// standby under load acknowledges a batch per round trip.
+// ackType is the Content-Type of an acknowledgement stream's body.
+const ackType = "application/x-baton-acks"
+
+// serveAck is POST /_cluster/ack?from= on the active: the body is the
+// standby from's acknowledgements, one after the other for as long as its
+// stream lasts, each an index (8 bytes, big-endian) meaning that it has
+// written every record up to there to its log. The standby sends the next
+// only once the transport took the last, each covering everything up to
+// its index, so a standby under load acknowledges a batch per write, and
+// no acknowledgement costs a request of its own. The answer (204) comes
+// when the body ends; the read ends too when the request's context does
+// or this node closes.
 func (n *Node) serveAck(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	from := q.Get("from")
-	index, err := strconv.ParseUint(q.Get("index"), 10, 64)
-	if err != nil || !n.isPeer(from) {
-		http.Error(w, "from, index: required (a peer's URL, a log index)", http.StatusBadRequest)
+	from := r.URL.Query().Get("from")
+	if !n.isPeer(from) {
+		http.Error(w, "from: required, a peer's URL", http.StatusBadRequest)
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); ct != ackType {
+		http.Error(w, fmt.Sprintf("Content-Type: %q, want %q: run the same baton version on every node", ct, ackType), http.StatusUnsupportedMediaType)
 		return
 	}
 	if !n.eng.Active() {
 		w.WriteHeader(http.StatusConflict)
 		return
 	}
-	last := n.wal.LastIndex()
+	rc := http.NewResponseController(w)
+	stop := make(chan struct{})
+	ended := make(chan struct{})
+	defer func() {
+		close(stop)
+		<-ended
+	}()
+	go func() {
+		defer close(ended)
+		select {
+		case <-stop:
+			return
+		case <-n.quit:
+		case <-r.Context().Done():
+		}
+		_ = rc.SetReadDeadline(time.Unix(1, 0)) // ends the blocked read
+	}()
+	br := bufio.NewReaderSize(r.Body, 512)
+	var b [8]byte
+	for {
+		if _, err := io.ReadFull(br, b[:]); err != nil {
+			break
+		}
+		n.ack(from, binary.BigEndian.Uint64(b[:]))
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// ack records that the standby at from has its log up to index, wakes the
+// changes waiting for acknowledgements, and ends a degraded state once
+// enough standbys have the log's last index.
+func (n *Node) ack(from string, index uint64) {
+	if !n.eng.Active() {
+		return
+	}
 	n.hub.mu.Lock()
 	for f := range n.hub.fs {
 		if f.url == from {
@@ -143,37 +191,39 @@ func (n *Node) serveAck(w http.ResponseWriter, r *http.Request) {
 	close(n.ackCh)
 	n.ackCh = make(chan struct{})
 	n.ackMu.Unlock()
-	if n.degraded.Load() && n.hub.ackedBy(last) >= n.cfg.SyncStandbys {
+	if !n.degraded.Load() {
+		return
+	}
+	// The log's last index (its append mutex) only while degraded.
+	if last := n.wal.LastIndex(); n.hub.ackedBy(last) >= n.cfg.SyncStandbys {
 		if n.degraded.CompareAndSwap(true, false) {
 			n.recoveries.Add(1)
 			n.log.Info("sync_standbys: recovered, enough standbys acknowledged the current index", "sync_standbys", n.cfg.SyncStandbys, "index", last)
 		}
 	}
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // acker sends this standby's acknowledgements to the active until ctx
-// ends: each time the stream appended records, the highest index once it
-// is written (wal.Log.Wait), one request at a time. appended holds the
-// last index appended; kick has a value when it rose.
+// ends, on one POST /_cluster/ack at a time whose body is an ackBody: the
+// request's own writer (the transport's) reads each index as it comes, so
+// an acknowledgement costs one goroutine wake and one write, and no
+// request of its own. When that request ends (a cut, the active went
+// away), it opens another a heartbeat later. appended holds the last
+// index appended; kick has a value when it rose.
 func (n *Node) acker(ctx context.Context, active string, appended *atomic.Uint64, kick <-chan struct{}) {
-	var sent uint64
-	cl := &http.Client{Transport: n.client.Transport, Timeout: n.cfg.FailoverTimeout}
 	for {
-		i := appended.Load()
-		if i <= sent {
-			select {
-			case <-ctx.Done():
-				return
-			case <-kick:
+		req, err := n.newRequest(ctx, http.MethodPost, active, "/ack", url.Values{"from": {n.cfg.Self}})
+		if err == nil {
+			body := &ackBody{ctx: ctx, wal: n.wal, retry: n.cfg.Heartbeat, appended: appended, kick: kick, closed: make(chan struct{})}
+			req.Body, req.ContentLength = body, -1
+			req.Header.Set("Content-Type", ackType)
+			var resp *http.Response
+			if resp, err = n.stream.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+				resp.Body.Close()
 			}
-			continue
+			body.Close() // an answer before the body's end (409): its writer stops too
 		}
-		if n.wal.Wait(i) == nil && n.sendAck(ctx, cl, active, i) {
-			sent = i
-			continue
-		}
-		// Not written, or not delivered: try again a heartbeat later.
 		select {
 		case <-ctx.Done():
 			return
@@ -182,19 +232,67 @@ func (n *Node) acker(ctx context.Context, active string, appended *atomic.Uint64
 	}
 }
 
-// sendAck posts one acknowledgement; it reports whether the active took it.
-func (n *Node) sendAck(ctx context.Context, cl *http.Client, active string, index uint64) bool {
-	q := url.Values{"from": {n.cfg.Self}, "index": {strconv.FormatUint(index, 10)}}
-	req, err := n.newRequest(ctx, http.MethodPost, active, "/ack", q)
-	if err != nil {
-		return false
+// ackBody is the body of a standby's acknowledgement stream (serveAck):
+// each Read returns the last index appended (8 bytes, big-endian) once it
+// is higher than the one returned before and written to this node's log
+// (wal.Log.Wait), and blocks until then; it ends (io.EOF) with ctx or
+// Close. The first Read returns the last index appended, as every new
+// stream does (the last of the one before may not have arrived). The
+// transport sends what one Read returns before it reads again, so one
+// acknowledgement is in flight at a time and the next covers every record
+// appended meanwhile.
+type ackBody struct {
+	ctx      context.Context
+	wal      interface{ Wait(uint64) error }
+	retry    time.Duration // after a failed wal.Wait
+	appended *atomic.Uint64
+	kick     <-chan struct{}
+	sent     uint64
+
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (b *ackBody) Read(p []byte) (int, error) {
+	if len(p) < 8 {
+		return 0, io.ErrShortBuffer
 	}
-	resp, err := cl.Do(req)
-	if err != nil {
-		return false
+	for {
+		select {
+		case <-b.ctx.Done():
+			return 0, io.EOF
+		case <-b.closed:
+			return 0, io.EOF
+		default:
+		}
+		i := b.appended.Load()
+		if i <= b.sent {
+			select {
+			case <-b.ctx.Done():
+			case <-b.closed:
+			case <-b.kick:
+			}
+			continue
+		}
+		if err := b.wal.Wait(i); err != nil {
+			// Not written (the log failed): try again later.
+			select {
+			case <-b.ctx.Done():
+			case <-b.closed:
+			case <-time.After(b.retry):
+			}
+			continue
+		}
+		b.sent = i
+		binary.BigEndian.PutUint64(p, i)
+		return 8, nil
 	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusNoContent
+}
+
+// Close ends the body: a Read blocked in it returns io.EOF.
+func (b *ackBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
 }
 
 // acked returns the acknowledged index of each standby streaming from this

@@ -26,7 +26,7 @@ type mark struct {
 // tailRec is one record of the tail.
 type tailRec struct {
 	index uint64
-	rec   []byte // a copy, never changed: shared by every reader
+	rec   []byte // a copy in an arena, never changed: shared by every reader
 	at    int64  // when it was appended, Unix ns (replication lag)
 }
 
@@ -34,8 +34,8 @@ type tailRec struct {
 // appended most recently, in index order, bounded by bytes, which every
 // standby's stream reads by its own cursor (no copy per standby). It is
 // fed by the log's tap (wal.Log.SetTap) under the log's append mutex, so
-// add must stay cheap: one copy, and a channel closed only when a reader
-// waits. It also knows the epoch marks of the records it holds and the
+// add must stay cheap: one copy into an arena, and a channel closed only
+// when a reader waits. It also knows the epoch marks of the records it holds and the
 // one in force before them, to tell where two logs part (agrees).
 type tail struct {
 	mu      sync.Mutex
@@ -49,7 +49,15 @@ type tail struct {
 	marks   []mark // marks of the held records, in index order
 	waiting bool
 	ch      chan struct{} // closed on add while waiting
+	// arena holds the copies of the records added last, one after the
+	// other: one allocation per tailArena bytes instead of one per
+	// record. Bytes once written are never changed; an arena is freed
+	// when none of its records is held or read any more.
+	arena []byte
 }
+
+// tailArena is the size of the tail's arenas, in bytes.
+const tailArena = 64 << 10
 
 func newTail(max int) *tail {
 	return &tail{max: max, first: 1, ch: make(chan struct{})}
@@ -75,7 +83,12 @@ func (t *tail) add(index uint64, rec []byte) {
 		t.recs, t.start, t.bytes, t.marks = t.recs[:0], 0, 0, nil
 		t.first, t.before = index, mark{}
 	}
-	t.recs = append(t.recs, tailRec{index, append([]byte(nil), rec...), time.Now().UnixNano()})
+	if cap(t.arena)-len(t.arena) < len(rec) {
+		t.arena = make([]byte, 0, max(tailArena, len(rec)))
+	}
+	k := len(t.arena)
+	t.arena = append(t.arena, rec...)
+	t.recs = append(t.recs, tailRec{index, t.arena[k:len(t.arena):len(t.arena)], time.Now().UnixNano()})
 	t.last = index
 	t.bytes += len(rec)
 	if len(rec) > 1 && engine.RecordKind(rec[1]) == engine.RecEpoch {

@@ -1,0 +1,74 @@
+package cluster
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// The acknowledgement stream (POST /_cluster/ack): with sync_standbys 1 a
+// grant is answered once the standby's stream acknowledged it; a request
+// without a peer in from, or with another body type, is refused with the
+// field named; what a peer sends is never counted past what the active
+// sent it.
+func TestMemAckStream(t *testing.T) {
+	c := newMemCluster(t, 2, func(cfg *Config) { cfg.SyncStandbys = 1 })
+	c.start(0, 1)
+	c.waitActive(0)
+	act := c.nodes[0].node
+	before := act.wal.LastIndex() // the grant's record comes after
+	g := c.grant(0, "k")          // answered: acknowledged by node 1
+	if got := act.hub.acked()[c.nodes[1].url]; got <= before {
+		t.Fatalf("grant answered with node 1's acknowledged index %d, not past %d (the log before it)", got, before)
+	}
+	if c.holds(1, "k") != g.Token {
+		t.Fatal("node 1 acknowledged the grant but does not hold it")
+	}
+	if act.degraded.Load() {
+		t.Fatal("the active degraded")
+	}
+
+	post := func(q, ctype string, body []byte) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, c.nodes[0].url+PathPrefix+"/ack"+q, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(HeaderSecret, "mem-secret")
+		req.Header.Set("Content-Type", ctype)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	far := make([]byte, 8)
+	binary.BigEndian.PutUint64(far, 1<<40)
+	for _, tc := range []struct {
+		q, ctype string
+		status   int
+		names    string
+	}{
+		{"", ackType, http.StatusBadRequest, "from"},
+		{"?from=http://127.0.0.1:1", ackType, http.StatusBadRequest, "from"},
+		{"?from=" + c.nodes[0].url, ackType, http.StatusBadRequest, "from"},
+		{"?from=" + c.nodes[1].url, "application/json", http.StatusUnsupportedMediaType, "Content-Type"},
+	} {
+		status, msg := post(tc.q, tc.ctype, far)
+		if status != tc.status || !strings.Contains(msg, tc.names) {
+			t.Errorf("ack%s (%s): %d %q; want %d naming %s", tc.q, tc.ctype, status, msg, tc.status, tc.names)
+		}
+	}
+	// A peer's ack beyond what its stream was sent counts only up to that.
+	if status, msg := post("?from="+c.nodes[1].url, ackType, far); status != http.StatusNoContent {
+		t.Fatalf("a peer's ack: %d %q", status, msg)
+	}
+	if got, last := act.hub.acked()[c.nodes[1].url], act.wal.LastIndex(); got > last {
+		t.Errorf("acknowledged index %d beyond the log's last %d", got, last)
+	}
+}
