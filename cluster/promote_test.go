@@ -225,11 +225,16 @@ func TestColdStartElectsTheMostAdvancedLog(t *testing.T) {
 	c.nodes[0].proxy.reset()
 
 	marks := []int{len(c.nodes[1].log.String()), len(c.nodes[2].log.String())}
-	// Node 1 comes back first and node 2 a failover timeout later: node 1,
-	// on a cold start with not every peer heard, listens three failover
-	// timeouts before it elects itself, so node 2 is there in time.
+	// Node 1 comes back first and node 2 more than a failover timeout
+	// later: node 1, on a cold start with not every peer heard, listens
+	// three failover timeouts before it elects itself, so node 2 is there
+	// in time (with one, node 1 would elect itself with its older log). A
+	// failover timeout of 3 s for the restart leaves a race-built node 2
+	// on a loaded machine 5 s to start.
+	const coldTimeout = 3 * time.Second
+	c.extra = append(c.extra, "--failover-timeout", coldTimeout.String())
 	c.start(1)
-	time.Sleep(failoverTimeout + failoverTimeout/5)
+	time.Sleep(coldTimeout + time.Second)
 	c.start(2)
 	act := c.waitActive(-1, 1, 2)
 	log1 := c.nodes[1].log.String()[marks[0]:]
