@@ -57,6 +57,9 @@ type peerView struct {
 	// live: heard from within the failover timeout, and no call to it
 	// failed since. recent: heard from within the failover timeout.
 	live, recent bool
+	// refused: its last poll was refused (401: its cluster_secret
+	// differs); its Status is then unknown but for URL and Priority.
+	refused bool
 }
 
 // actionKind is what the role loop does after a decision.
@@ -175,6 +178,11 @@ func decide(v view) action {
 	}
 	if v.uptime < listen {
 		return action{kind: actStay, why: "listening after start"}
+	}
+	if everyPeerRefuses(v.peers) {
+		// This node is the one whose cluster_secret differs: the others
+		// may be serving, and it cannot know their state.
+		return action{kind: actStay, why: "every peer refuses this node (cluster_secret differs)"}
 	}
 	if f != nil && f.live {
 		return action{kind: actStay, why: "the followed node is alive"}
@@ -363,4 +371,15 @@ func raise(v *atomic.Uint64, x uint64) {
 			return
 		}
 	}
+}
+
+// everyPeerRefuses reports whether there are peers and every one refused
+// this node's last poll while alive.
+func everyPeerRefuses(peers []peerView) bool {
+	for _, p := range peers {
+		if !p.live || !p.refused {
+			return false
+		}
+	}
+	return len(peers) > 0
 }

@@ -368,3 +368,23 @@ func TestRuleColdStartWithEveryPeerHeardListensOneTimeout(t *testing.T) {
 	v.uptime, v.wasSynced = ft, true
 	wantAction(t, v, actPromote, "")
 }
+
+// A node that every peer refuses (its cluster_secret differs from theirs)
+// promotes itself neither on a cold start nor in a failover: its peers
+// are alive, with a state it cannot know, and may serve without it. The
+// node of the highest priority, restarted with a wrong secret and the most
+// advanced log, was elected beside the serving active (two actives).
+func TestRuleEveryPeerRefusesThisNode(t *testing.T) {
+	refused := func(u string, prio int) peerView {
+		return peerView{Status: Status{URL: u}, live: true, recent: true, refused: true}
+	}
+	for _, synced := range []bool{false, true} {
+		v := standbyView(refused("a", 1), refused("b", 2))
+		v.self.Priority, v.self.LastIndex, v.wasSynced = 0, 40, synced
+		wantAction(t, v, actStay, "")
+	}
+	// One peer that talks to it: the rules as before (here, an election).
+	v := standbyView(refused("a", 1), livePeer("b", 2, api.RoleStandby, 0))
+	v.self.Priority, v.self.LastIndex, v.wasSynced = 0, 40, false
+	wantAction(t, v, actPromote, "")
+}
