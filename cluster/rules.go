@@ -203,7 +203,10 @@ func decide(v view) action {
 		// ties by priority; the others follow it, and a node of higher
 		// priority takes the role through a handoff once synced.
 		for _, p := range v.peers {
-			if p.live && (logAhead(p.Status, v.self) || (!logAhead(v.self, p.Status) && p.Priority < v.self.Priority)) {
+			// A peer that refuses this node (another cluster_secret) is
+			// not waited for: it cannot be followed, and it promotes
+			// itself only if every other node refuses it too.
+			if p.live && !p.refused && (logAhead(p.Status, v.self) || (!logAhead(v.self, p.Status) && p.Priority < v.self.Priority)) {
 				return action{kind: actStay, why: "a live node with a more advanced log (or as advanced, of higher priority) is elected"}
 			}
 		}
@@ -223,7 +226,7 @@ func decide(v view) action {
 		return action{kind: actStay, why: "never promote with empty state while another node holds state"}
 	}
 	for _, p := range v.peers {
-		if p.Priority < v.self.Priority && p.live && (p.HasState || !someoneHasState) {
+		if p.Priority < v.self.Priority && p.live && !p.refused && (p.HasState || !someoneHasState) {
 			return action{kind: actStay, why: "a live node of higher priority promotes itself"}
 		}
 	}

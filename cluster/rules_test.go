@@ -388,3 +388,17 @@ func TestRuleEveryPeerRefusesThisNode(t *testing.T) {
 	v.self.Priority, v.self.LastIndex, v.wasSynced = 0, 40, false
 	wantAction(t, v, actPromote, "")
 }
+
+// The other side of it: nodes that agree on the secret do not wait for a
+// node of higher priority that refuses them. A fresh cluster whose first
+// node had another secret elected nobody (its two standbys waited for it,
+// and it waited for them).
+func TestRuleARefusingPeerIsNotWaitedFor(t *testing.T) {
+	refused := peerView{Status: Status{URL: "a"}, live: true, recent: true, refused: true}
+	for _, synced := range []bool{false, true} {
+		v := standbyView(refused, livePeer("b", 2, api.RoleStandby, 0))
+		v.self.HasState, v.self.LastIndex, v.wasSynced = false, 0, synced
+		v.peers[1].HasState = false
+		wantAction(t, v, actPromote, "")
+	}
+}
