@@ -179,10 +179,19 @@ func decide(v view) action {
 	if v.uptime < listen {
 		return action{kind: actStay, why: "listening after start"}
 	}
-	if everyPeerRefuses(v.peers) {
+	if len(v.peers) >= 2 && everyPeerRefuses(v.peers) {
 		// This node is the one whose cluster_secret differs: the others
-		// may be serving, and it cannot know their state.
+		// may be serving, and it cannot know their state. (Between two
+		// nodes nobody can tell which secret is wrong: the priorities
+		// decide, as below.)
 		return action{kind: actStay, why: "every peer refuses this node (cluster_secret differs)"}
+	}
+	// A peer that refuses this node (another cluster_secret) is not waited
+	// for while another live peer agrees with this node: that one is the
+	// odd one out, and does not promote itself (above).
+	agreeing := false
+	for _, p := range v.peers {
+		agreeing = agreeing || (p.live && !p.refused)
 	}
 	if f != nil && f.live {
 		return action{kind: actStay, why: "the followed node is alive"}
@@ -203,10 +212,7 @@ func decide(v view) action {
 		// ties by priority; the others follow it, and a node of higher
 		// priority takes the role through a handoff once synced.
 		for _, p := range v.peers {
-			// A peer that refuses this node (another cluster_secret) is
-			// not waited for: it cannot be followed, and it promotes
-			// itself only if every other node refuses it too.
-			if p.live && !p.refused && (logAhead(p.Status, v.self) || (!logAhead(v.self, p.Status) && p.Priority < v.self.Priority)) {
+			if p.live && !(p.refused && agreeing) && (logAhead(p.Status, v.self) || (!logAhead(v.self, p.Status) && p.Priority < v.self.Priority)) {
 				return action{kind: actStay, why: "a live node with a more advanced log (or as advanced, of higher priority) is elected"}
 			}
 		}
@@ -226,7 +232,7 @@ func decide(v view) action {
 		return action{kind: actStay, why: "never promote with empty state while another node holds state"}
 	}
 	for _, p := range v.peers {
-		if p.Priority < v.self.Priority && p.live && !p.refused && (p.HasState || !someoneHasState) {
+		if p.Priority < v.self.Priority && p.live && !(p.refused && agreeing) && (p.HasState || !someoneHasState) {
 			return action{kind: actStay, why: "a live node of higher priority promotes itself"}
 		}
 	}

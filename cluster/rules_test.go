@@ -402,3 +402,20 @@ func TestRuleARefusingPeerIsNotWaitedFor(t *testing.T) {
 		wantAction(t, v, actPromote, "")
 	}
 }
+
+// Between two nodes with different secrets nobody can tell which is wrong:
+// the priorities decide, as without the refusal (the node of higher
+// priority is elected, the other waits for it).
+func TestRuleTwoNodesThatRefuseEachOther(t *testing.T) {
+	refused := func(prio int) peerView {
+		return peerView{Status: Status{URL: "a", Priority: prio}, live: true, recent: true, refused: true}
+	}
+	for _, synced := range []bool{false, true} {
+		v := standbyView(refused(1))
+		v.self.Priority, v.self.HasState, v.wasSynced = 0, false, synced
+		wantAction(t, v, actPromote, "")
+		v = standbyView(refused(0))
+		v.self.HasState, v.wasSynced = false, synced
+		wantAction(t, v, actStay, "")
+	}
+}
