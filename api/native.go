@@ -386,7 +386,9 @@ func (c *Client) nkeep(s *slot) {
 			}
 			w.close(ErrClosed) // no-op if it broke first
 			c.mu.Lock()
-			s.state, s.nw = slotDown, nil
+			if s.nw == w { // else nbroken took it out already
+				s.state, s.nw = slotDown, nil
+			}
 			w.mu.Lock()
 			s.lastErr = w.err
 			w.mu.Unlock()
@@ -413,6 +415,29 @@ func (c *Client) nkeep(s *slot) {
 		c.notifyLocked()
 		c.mu.Unlock()
 	}
+}
+
+// nbroken takes w, which failed under a call, out of service at once if it
+// is still s's connection: the call's next pick must not choose it again
+// before nkeep has seen it end (the HTTP side's markBroken). With the
+// active named by an M gone, that second pick was the same dead
+// connection, and the acquire failed within a millisecond of a failover.
+func (c *Client) nbroken(s *slot, w *nwire) {
+	select {
+	case <-w.dead:
+	default:
+		return // the connection is still up: only the call failed
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.nw != w || s.state != slotUp {
+		return
+	}
+	s.state, s.nw = slotDown, nil
+	w.mu.Lock()
+	s.lastErr = w.err
+	w.mu.Unlock()
+	c.notifyLocked()
 }
 
 // npick returns a live native connection, round-robin, as pick does for
@@ -543,6 +568,7 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			if c.ctx.Err() != nil {
 				return nil, ErrClosed
 			}
+			c.nbroken(s, w)
 			attempts++
 			if attempts >= max {
 				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
@@ -761,6 +787,7 @@ func (c *Client) ncall(ctx context.Context, what, id string, line []byte) (nline
 			if c.ctx.Err() != nil {
 				return nline.Answer{}, "", ErrClosed
 			}
+			c.nbroken(s, w)
 			if attempts++; attempts >= max {
 				return nline.Answer{}, "", fmt.Errorf("%w: %s: %d attempts failed, last: %w", ErrUnavailable, what, attempts, err)
 			}

@@ -514,3 +514,71 @@ func BenchmarkNativeCycle(b *testing.B) {
 		}
 	})
 }
+
+// An acquire that followed an M to the active, whose connection to it then
+// breaks (the active was killed: a failover), is repeated on the other
+// connection with the same id at once, not a second time on the broken
+// one before the client has noticed it broke (which failed the acquire
+// with "2 attempts failed" within a millisecond of the kill).
+func TestNativeAcquireAfterMovedActiveDies(t *testing.T) {
+	f1, f2 := newFakeNode(t), newFakeNode(t)
+	c := newClient(t, nil, f1.Base(), f2.Base())
+	ctx := ctxBound(t)
+	type got struct {
+		node int
+		line string
+	}
+	lines := make(chan got, 8)
+	conns := []*fakeConn{f1.accept(t), f2.accept(t)}
+	for i, fc := range conns {
+		go func() {
+			for {
+				l, err := fc.br.ReadString('\n')
+				if err != nil {
+					return
+				}
+				lines <- got{i, strings.TrimSuffix(l, "\n")}
+			}
+		}()
+	}
+	next := func() got {
+		t.Helper()
+		select {
+		case g := <-lines:
+			return g
+		case <-time.After(bound):
+			t.Fatal("no request line")
+		}
+		return got{}
+	}
+	res := acquireAsync(ctx, c, "k")
+	first := next()
+	m := idRE.FindStringSubmatch(first.line)
+	if !strings.HasPrefix(first.line, "A k ") || m == nil {
+		t.Fatalf("first line %q", first.line)
+	}
+	x, y := first.node, 1-first.node
+	fakes := []*fakeNode{f1, f2}
+	conns[x].send(t, "A k M "+fakes[y].ln.Addr().String())
+	moved := next()
+	if moved.node != y || moved.line != first.line {
+		t.Fatalf("after M: node %d got %q, want node %d to get %q", moved.node, moved.line, y, first.line)
+	}
+	fakes[y].ln.Close() // the active dies under the acquire
+	conns[y].nc.Close()
+	var again got
+	select {
+	case again = <-lines:
+	case r := <-res:
+		t.Fatalf("the acquire ended (%v, %v) instead of moving on to node %d", r.l, r.err, x)
+	case <-time.After(bound):
+		t.Fatal("the acquire was not repeated")
+	}
+	if again.node != x || again.line != first.line {
+		t.Fatalf("after the active died: node %d got %q, want node %d to get %q", again.node, again.line, x, first.line)
+	}
+	conns[x].send(t, grantLine("k", 7))
+	if l := get(t, res); l.Token != 7 {
+		t.Fatalf("token %d, want 7", l.Token)
+	}
+}

@@ -212,6 +212,7 @@ type peer struct {
 	heard    bool
 	down     bool      // its stream or a call just failed; cleared by the next good poll
 	polled   time.Time // end of the last poll, answered or not
+	refused  bool      // the last answered poll was refused (cluster_secret differs)
 }
 
 // Node is one member of the cluster. Its exported methods are safe for

@@ -33,7 +33,7 @@ func (n *Node) poll(p *peer) {
 		}
 		if err == nil {
 			st.Priority = p.priority
-			p.status, p.contact, p.heard, p.down = st, now, true, false
+			p.status, p.contact, p.heard, p.down, p.refused = st, now, true, false, false
 			if st.LastToken > 0 {
 				n.eng.ObserveToken(st.LastToken)
 			}
@@ -45,7 +45,7 @@ func (n *Node) poll(p *peer) {
 			// with an unknown state, so this node neither takes it for
 			// dead (and promotes itself beside it) nor follows it.
 			n.mu.Lock()
-			p.status, p.contact, p.heard, p.down = Status{URL: p.url}, now, true, false
+			p.status, p.contact, p.heard, p.down, p.refused = Status{URL: p.url}, now, true, false, true
 			n.mu.Unlock()
 			if !refused {
 				n.log.Error("peer refused this node: cluster_secret differs", "peer", p.url)
@@ -212,7 +212,7 @@ func (n *Node) gather(now time.Time, r *request) view {
 	for _, p := range n.peers {
 		st := p.status
 		st.URL, st.Priority = p.url, p.priority
-		v.peers = append(v.peers, peerView{Status: st, live: n.live(p, now), recent: n.recent(p, now)})
+		v.peers = append(v.peers, peerView{Status: st, live: n.live(p, now), recent: n.recent(p, now), refused: p.refused})
 	}
 	return v
 }

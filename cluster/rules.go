@@ -57,6 +57,9 @@ type peerView struct {
 	// live: heard from within the failover timeout, and no call to it
 	// failed since. recent: heard from within the failover timeout.
 	live, recent bool
+	// refused: its last poll was refused (401: its cluster_secret
+	// differs); its Status is then unknown but for URL and Priority.
+	refused bool
 }
 
 // actionKind is what the role loop does after a decision.
@@ -176,6 +179,20 @@ func decide(v view) action {
 	if v.uptime < listen {
 		return action{kind: actStay, why: "listening after start"}
 	}
+	if len(v.peers) >= 2 && everyPeerRefuses(v.peers) {
+		// This node is the one whose cluster_secret differs: the others
+		// may be serving, and it cannot know their state. (Between two
+		// nodes nobody can tell which secret is wrong: the priorities
+		// decide, as below.)
+		return action{kind: actStay, why: "every peer refuses this node (cluster_secret differs)"}
+	}
+	// A peer that refuses this node (another cluster_secret) is not waited
+	// for while another live peer agrees with this node: that one is the
+	// odd one out, and does not promote itself (above).
+	agreeing := false
+	for _, p := range v.peers {
+		agreeing = agreeing || (p.live && !p.refused)
+	}
 	if f != nil && f.live {
 		return action{kind: actStay, why: "the followed node is alive"}
 	}
@@ -195,7 +212,7 @@ func decide(v view) action {
 		// ties by priority; the others follow it, and a node of higher
 		// priority takes the role through a handoff once synced.
 		for _, p := range v.peers {
-			if p.live && (logAhead(p.Status, v.self) || (!logAhead(v.self, p.Status) && p.Priority < v.self.Priority)) {
+			if p.live && !(p.refused && agreeing) && (logAhead(p.Status, v.self) || (!logAhead(v.self, p.Status) && p.Priority < v.self.Priority)) {
 				return action{kind: actStay, why: "a live node with a more advanced log (or as advanced, of higher priority) is elected"}
 			}
 		}
@@ -215,7 +232,7 @@ func decide(v view) action {
 		return action{kind: actStay, why: "never promote with empty state while another node holds state"}
 	}
 	for _, p := range v.peers {
-		if p.Priority < v.self.Priority && p.live && (p.HasState || !someoneHasState) {
+		if p.Priority < v.self.Priority && p.live && !(p.refused && agreeing) && (p.HasState || !someoneHasState) {
 			return action{kind: actStay, why: "a live node of higher priority promotes itself"}
 		}
 	}
@@ -363,4 +380,15 @@ func raise(v *atomic.Uint64, x uint64) {
 			return
 		}
 	}
+}
+
+// everyPeerRefuses reports whether there are peers and every one refused
+// this node's last poll while alive.
+func everyPeerRefuses(peers []peerView) bool {
+	for _, p := range peers {
+		if !p.live || !p.refused {
+			return false
+		}
+	}
+	return len(peers) > 0
 }

@@ -368,3 +368,54 @@ func TestRuleColdStartWithEveryPeerHeardListensOneTimeout(t *testing.T) {
 	v.uptime, v.wasSynced = ft, true
 	wantAction(t, v, actPromote, "")
 }
+
+// A node that every peer refuses (its cluster_secret differs from theirs)
+// promotes itself neither on a cold start nor in a failover: its peers
+// are alive, with a state it cannot know, and may serve without it. The
+// node of the highest priority, restarted with a wrong secret and the most
+// advanced log, was elected beside the serving active (two actives).
+func TestRuleEveryPeerRefusesThisNode(t *testing.T) {
+	refused := func(u string, prio int) peerView {
+		return peerView{Status: Status{URL: u}, live: true, recent: true, refused: true}
+	}
+	for _, synced := range []bool{false, true} {
+		v := standbyView(refused("a", 1), refused("b", 2))
+		v.self.Priority, v.self.LastIndex, v.wasSynced = 0, 40, synced
+		wantAction(t, v, actStay, "")
+	}
+	// One peer that talks to it: the rules as before (here, an election).
+	v := standbyView(refused("a", 1), livePeer("b", 2, api.RoleStandby, 0))
+	v.self.Priority, v.self.LastIndex, v.wasSynced = 0, 40, false
+	wantAction(t, v, actPromote, "")
+}
+
+// The other side of it: nodes that agree on the secret do not wait for a
+// node of higher priority that refuses them. A fresh cluster whose first
+// node had another secret elected nobody (its two standbys waited for it,
+// and it waited for them).
+func TestRuleARefusingPeerIsNotWaitedFor(t *testing.T) {
+	refused := peerView{Status: Status{URL: "a"}, live: true, recent: true, refused: true}
+	for _, synced := range []bool{false, true} {
+		v := standbyView(refused, livePeer("b", 2, api.RoleStandby, 0))
+		v.self.HasState, v.self.LastIndex, v.wasSynced = false, 0, synced
+		v.peers[1].HasState = false
+		wantAction(t, v, actPromote, "")
+	}
+}
+
+// Between two nodes with different secrets nobody can tell which is wrong:
+// the priorities decide, as without the refusal (the node of higher
+// priority is elected, the other waits for it).
+func TestRuleTwoNodesThatRefuseEachOther(t *testing.T) {
+	refused := func(prio int) peerView {
+		return peerView{Status: Status{URL: "a", Priority: prio}, live: true, recent: true, refused: true}
+	}
+	for _, synced := range []bool{false, true} {
+		v := standbyView(refused(1))
+		v.self.Priority, v.self.HasState, v.wasSynced = 0, false, synced
+		wantAction(t, v, actPromote, "")
+		v = standbyView(refused(0))
+		v.self.HasState, v.wasSynced = false, synced
+		wantAction(t, v, actStay, "")
+	}
+}

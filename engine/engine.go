@@ -614,6 +614,12 @@ func (e *Engine) Close() error {
 // LastToken returns the highest fencing token issued or observed.
 func (e *Engine) LastToken() uint64 { return e.tokens.last.Load() }
 
+// TokenMarkWritable reports whether the last write of the token
+// high-water mark (a file in Config.DataDir) succeeded. While it fails
+// (disk full, a write error), a grant that needs the mark raised is
+// refused with ErrUnavailable, though the log itself may still write.
+func (e *Engine) TokenMarkWritable() bool { return !e.tokens.failing.Load() }
+
 // Counts returns the keys that exist (held or with waiters) and the waiters
 // queued over all keys.
 func (e *Engine) Counts() (keys, waiters int) {

@@ -36,6 +36,8 @@ type tokens struct {
 
 	mu   sync.Mutex    // serializes writes of the file
 	kick chan struct{} // asks the background writer to extend the ceiling
+
+	failing atomic.Bool // the last write of the file failed
 }
 
 func openTokens(dataDir string, margin time.Duration) (*tokens, error) {
@@ -124,8 +126,10 @@ func (t *tokens) persist(c uint64) error {
 		c = MaxToken - 1
 	}
 	if err := t.write(c); err != nil {
+		t.failing.Store(true)
 		return err
 	}
+	t.failing.Store(false)
 	t.ceiling.Store(c)
 	return nil
 }

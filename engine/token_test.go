@@ -281,6 +281,9 @@ func TestTokenMarkUnwritableIsUnavailable(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("acquire with the mark unwritable: %v, want ErrUnavailable", err)
 	}
+	if e.TokenMarkWritable() {
+		t.Fatal("TokenMarkWritable while every change is refused: baton_log_healthy would stay 1")
+	}
 	got := make(chan error, 1)
 	go func() {
 		_, err := e.Acquire(context.Background(), AcquireRequest{Key: "held", ID: "w1", Wait: time.Minute})
@@ -305,5 +308,8 @@ func TestTokenMarkUnwritableIsUnavailable(t *testing.T) {
 	}
 	if _, err := e.Acquire(context.Background(), AcquireRequest{Key: "free"}); err != nil {
 		t.Fatalf("acquire once the mark can be written: %v", err)
+	}
+	if !e.TokenMarkWritable() {
+		t.Fatal("TokenMarkWritable false once the mark was written again")
 	}
 }

@@ -111,7 +111,7 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 	}
 
 	n.metrics = handlers.NewMetrics()
-	n.metrics.Registry().MustRegister(walCollector{n.wal})
+	n.metrics.Registry().MustRegister(walCollector{l: n.wal, markOK: func() bool { return n.eng == nil || n.eng.TokenMarkWritable() }})
 	n.events = handlers.NewEventLog(handlers.DefaultEventLogSize)
 	ec := cfg.engineConfig()
 	ec.OnEvent = n.onEvent
@@ -420,7 +420,13 @@ func (n *Node) abort() {
 }
 
 // walCollector exports the log's counters (wal.Stats) to Prometheus.
-type walCollector struct{ l *wal.Log }
+// markOK reports whether the engine could write its token high-water mark
+// (beside the log in data_dir): baton_log_healthy is 0 when either fails,
+// since changes are refused with 503 then.
+type walCollector struct {
+	l      *wal.Log
+	markOK func() bool
+}
 
 var (
 	walHealthyDesc = prometheus.NewDesc("baton_log_healthy",
@@ -451,7 +457,7 @@ func (c walCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c walCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.l.Stats()
 	healthy := 0.0
-	if s.Healthy {
+	if s.Healthy && c.markOK() {
 		healthy = 1
 	}
 	ch <- prometheus.MustNewConstMetric(walHealthyDesc, prometheus.GaugeValue, healthy)
