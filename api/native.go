@@ -774,6 +774,13 @@ func (c *Client) naskAgain(q *nacq) uint64 {
 	return 0
 }
 
+// isConnErr reports whether err is (or wraps) an *errConn; a function so
+// that the target of errors.As is allocated only when there is an error.
+func isConnErr(err error) bool {
+	var ce *errConn
+	return errors.As(err, &ce)
+}
+
 // naskLate is the nlate of naskAgain's repeats: a grant that answers one
 // given up is settled; nothing else needs anything.
 type naskLate struct{ q *nacq }
@@ -819,9 +826,8 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 					err = context.DeadlineExceeded // the window's end
 				}
 			}
-			var ce *errConn
 			switch {
-			case errors.As(err, &ce):
+			case err != nil && isConnErr(err):
 				ambiguous = true
 				avoid = s
 			case err != nil:
