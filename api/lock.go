@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -121,8 +122,20 @@ type Lock struct {
 	kaDone   chan struct{}      // closed when the keep-alive ended
 }
 
-// newKey returns a fresh Idempotency-Key.
-func newKey() string { return rand.Text() }
+// newKey returns a fresh Idempotency-Key: this process's random prefix
+// (128 bits from crypto/rand, drawn once) and a sequence number, as
+// unique as a random key each and cheaper (no random read per acquire);
+// 28 to 39 printable ASCII characters.
+func newKey() string {
+	var b [48]byte
+	k := append(append(b[:0], keyPrefix()...), '-')
+	return string(strconv.AppendUint(k, keySeq.Add(1), 36))
+}
+
+var (
+	keyPrefix = sync.OnceValue(rand.Text)
+	keySeq    atomic.Uint64
+)
 
 // Acquire takes the lock key, blocking in the key's FIFO queue until it is
 // granted, the wait (WithWait) runs out, or ctx ends. The lease (WithLease)
@@ -164,16 +177,20 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	if o.lease < 0 || o.wait < 0 {
 		return nil, fmt.Errorf("%w: lease and wait must not be negative", ErrInvalidArgument)
 	}
+	owner := DefaultOwner()
+	if o.owner != nil {
+		owner = *o.owner
+	}
+	if c.native {
+		// Before the query string, which the native protocol does not use.
+		return c.nAcquire(ctx, key, o, owner)
+	}
 	q := url.Values{}
 	if o.lease > 0 {
 		q.Set("lease", seconds(o.lease))
 	}
 	if o.wait > 0 {
 		q.Set("wait", seconds(o.wait))
-	}
-	owner := DefaultOwner()
-	if o.owner != nil {
-		owner = *o.owner
 	}
 	if owner != "" {
 		q.Set("owner", owner)
@@ -183,9 +200,6 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	}
 	if o.limit != 0 {
 		q.Set("limit", strconv.Itoa(o.limit))
-	}
-	if c.native {
-		return c.nAcquire(ctx, key, o, owner)
 	}
 	pathQuery := lockPath(key, q)
 	hdr := http.Header{HeaderIdempotencyKey: {newKey()}}

@@ -77,27 +77,88 @@ type nwire struct {
 	wdone chan struct{} // closed when writeLoop has returned
 
 	mu      sync.Mutex
-	out     []byte              // lines not yet written
-	waiting map[string][]*ncall // (op, key) -> requests in the order sent
-	err     error               // why the connection ended; set: no new requests
+	out     []byte         // lines not yet written
+	waiting map[nid]nqueue // (op, key) -> requests in the order sent
+	err     error          // why the connection ended; set: no new requests
 
 	spare []byte // the writer's other buffer (writeLoop only)
 }
 
+// nid is what answers are matched by: a request's op and its key as the
+// line carried it (escaped). A struct, not "op key": no string is built
+// per request or per answer to match them.
+type nid struct{ op, key string }
+
+// nqueue is the FIFO of the requests with one nid, linked through
+// ncall.next (no slice per key to grow and drop).
+type nqueue struct{ head, tail *ncall }
+
 // ncall is one request waiting for its answer.
 type ncall struct {
-	ch chan nreply // one slot: the answer, or the connection's end
-	// late, set under nwire.mu when the caller gave up (its ctx ended),
-	// takes the answer (or the connection's end, a == nil) instead of ch.
-	// It runs on the reader's (or the failing) goroutine and must not
-	// block.
-	late func(a *nline.Answer, err error)
+	ch   chan nreply // one slot: the answer, or the connection's end
+	next *ncall      // the next request with the same nid (nwire.mu)
+	// late, set under nwire.mu when the caller gave up (its ctx ended,
+	// or its attempt's time ran out), takes the answer (or the
+	// connection's end, a == nil) instead of ch. It runs on the reader's
+	// (or the failing) goroutine and must not block.
+	late nlate
+	// timer bounds an attempt (do's limit); made on the first bounded
+	// attempt of this ncall and kept with it in ncalls, so a release
+	// costs no timer allocation.
+	timer *time.Timer
 }
 
+// nlate takes the answer of a request whose caller gave up (see
+// ncall.late): a == nil when the connection ended first (err says why).
+type nlate interface {
+	late(a *nline.Answer, err error)
+}
+
+// dropLate is the nlate of a request whose late answer needs nothing.
+type dropLate struct{}
+
+func (dropLate) late(*nline.Answer, error) {}
+
 // ncalls recycles the ncalls of answered requests (two allocations a
-// request otherwise). One given up by its caller (late set) is not
-// recycled.
+// request otherwise, and a timer per bounded attempt). One given up by
+// its caller (late set) is not recycled.
 var ncalls = sync.Pool{New: func() any { return &ncall{ch: make(chan nreply, 1)} }}
+
+// errNoAnswer is do's error when an attempt's limit passed without an
+// answer (the request stays on the wire; a late answer is dropped or
+// goes to late).
+var errNoAnswer = errors.New("no answer within the attempt's limit")
+
+// push appends call to the FIFO of id (w.mu held).
+func (w *nwire) push(id nid, call *ncall) {
+	call.next = nil
+	q := w.waiting[id]
+	if q.head == nil {
+		q.head = call
+	} else {
+		q.tail.next = call
+	}
+	q.tail = call
+	w.waiting[id] = q
+}
+
+// pop takes the oldest request of id off its FIFO (w.mu held); nil when
+// none waits.
+func (w *nwire) pop(id nid) *ncall {
+	q, ok := w.waiting[id]
+	if !ok {
+		return nil
+	}
+	call := q.head
+	if call.next == nil {
+		delete(w.waiting, id)
+	} else {
+		q.head = call.next
+		w.waiting[id] = q
+	}
+	call.next = nil
+	return call
+}
 
 type nreply struct {
 	a   nline.Answer
@@ -170,7 +231,7 @@ func (c *Client) ndial(ctx context.Context, base *url.URL) (*nwire, error) {
 		dead:    make(chan struct{}),
 		rdone:   make(chan struct{}),
 		wdone:   make(chan struct{}),
-		waiting: map[string][]*ncall{},
+		waiting: map[nid]nqueue{},
 	}
 	go w.readLoop(br)
 	go w.writeLoop()
@@ -181,7 +242,7 @@ func (c *Client) ndial(ctx context.Context, base *url.URL) (*nwire, error) {
 // taken any more, every waiting one gets the error (as *errConn), and the
 // socket is closed, which ends the reader and the writer.
 func (w *nwire) fail(err error) {
-	var lates []func(*nline.Answer, error)
+	var lates []nlate
 	w.mu.Lock()
 	if w.err != nil {
 		w.mu.Unlock()
@@ -191,19 +252,22 @@ func (w *nwire) fail(err error) {
 	close(w.dead)
 	ce := &errConn{err: err}
 	for _, q := range w.waiting {
-		for _, call := range q {
+		for call := q.head; call != nil; {
+			next := call.next
+			call.next = nil
 			if call.late != nil {
 				lates = append(lates, call.late)
 			} else {
 				call.ch <- nreply{err: ce}
 			}
+			call = next
 		}
 	}
 	w.waiting = nil
 	w.mu.Unlock()
 	w.nc.Close()
-	for _, late := range lates {
-		late(nil, ce)
+	for _, l := range lates {
+		l.late(nil, ce)
 	}
 }
 
@@ -216,18 +280,20 @@ func (w *nwire) close(err error) {
 
 // pending reports whether a request with this (op, key) waits for its
 // answer.
-func (w *nwire) pending(id string) bool {
+func (w *nwire) pending(id nid) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.waiting[id]) > 0
+	_, ok := w.waiting[id]
+	return ok
 }
 
-// do sends line (a request whose answer is matched by id) and waits for
-// its answer. A connection that ended (before or after sending) is an
-// *errConn. When ctx ends first, do returns ctx's error at once and the
-// answer, when it comes (or the connection's end), goes to late (nil:
-// dropped).
-func (w *nwire) do(ctx context.Context, id string, line []byte, late func(*nline.Answer, error)) (nline.Answer, error) {
+// do sends line (a request whose answer is matched by id; do keeps no
+// reference to line) and waits for its answer. A connection that ended
+// (before or after sending) is an *errConn. When ctx ends first, do
+// returns ctx's error at once; when limit > 0 and passes first, do
+// returns errNoAnswer. Either way the answer, when it comes (or the
+// connection's end), goes to late (nil: dropped).
+func (w *nwire) do(ctx context.Context, id nid, line []byte, late nlate, limit time.Duration) (nline.Answer, error) {
 	if err := ctx.Err(); err != nil {
 		return nline.Answer{}, err // nothing sent
 	}
@@ -236,41 +302,61 @@ func (w *nwire) do(ctx context.Context, id string, line []byte, late func(*nline
 	if w.err != nil {
 		err := w.err
 		w.mu.Unlock()
+		ncalls.Put(call)
 		return nline.Answer{}, &errConn{err: err}
 	}
 	w.out = append(w.out, line...)
-	w.waiting[id] = append(w.waiting[id], call)
+	w.push(id, call)
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
 	default:
 	}
+	var expired <-chan time.Time // nil: no limit
+	if limit > 0 {
+		if call.timer == nil {
+			call.timer = time.NewTimer(limit)
+		} else {
+			call.timer.Reset(limit)
+		}
+		expired = call.timer.C
+	}
+	var gaveUp error
 	select {
 	case r := <-call.ch:
 		// Answered: nobody refers to call any more (the reader or fail
 		// took it off waiting before sending).
+		if call.timer != nil {
+			call.timer.Stop()
+		}
 		ncalls.Put(call)
 		return r.a, r.err
 	case <-ctx.Done():
+		gaveUp = ctx.Err()
+		if call.timer != nil {
+			call.timer.Stop()
+		}
+	case <-expired:
+		gaveUp = errNoAnswer
 	}
 	if late == nil {
-		late = func(*nline.Answer, error) {}
+		late = dropLate{}
 	}
 	w.mu.Lock()
 	select {
 	case r := <-call.ch:
-		// Answered as ctx ended: the caller has gone all the same.
+		// Answered as the caller gave up: it has gone all the same.
 		w.mu.Unlock()
 		if r.err != nil {
-			late(nil, r.err)
+			late.late(nil, r.err)
 		} else {
-			late(&r.a, nil)
+			late.late(&r.a, nil)
 		}
 	default:
 		call.late = late
 		w.mu.Unlock()
 	}
-	return nline.Answer{}, ctx.Err()
+	return nline.Answer{}, gaveUp
 }
 
 // writeLoop writes the queued lines until the connection ends.
@@ -323,10 +409,9 @@ func (w *nwire) readLoop(br *bufio.Reader) {
 			w.fail(err)
 			return
 		}
-		id := a.ID()
 		w.mu.Lock()
-		q := w.waiting[id]
-		if len(q) == 0 {
+		call := w.pop(nid{a.Op, a.Key})
+		if call == nil {
 			w.mu.Unlock()
 			if a.Outcome == nline.Error {
 				refused = answerError(&a)
@@ -335,20 +420,13 @@ func (w *nwire) readLoop(br *bufio.Reader) {
 			w.fail(fmt.Errorf("an answer to no request: %q", line))
 			return
 		}
-		call := q[0]
-		if len(q) == 1 {
-			delete(w.waiting, id)
-		} else {
-			q[0] = nil
-			w.waiting[id] = q[1:]
-		}
 		late := call.late
 		if late == nil {
 			call.ch <- nreply{a: a}
 		}
 		w.mu.Unlock()
 		if late != nil {
-			late(&a, nil)
+			late.late(&a, nil)
 		}
 	}
 }
@@ -443,68 +521,93 @@ func (c *Client) nbroken(s *slot, w *nwire) {
 // npick returns a live native connection, round-robin, as pick does for
 // HTTP (the preferred address first; avoid only when there is another;
 // waiting for a dial in progress; ErrUnavailable with none). For an
-// acquire (acquireID, its (op, key)) it prefers a connection with no
-// acquire of the same key waiting: a node serves a connection's acquires
-// of one key one after the other.
-func (c *Client) npick(ctx context.Context, avoid *slot, acquireID string) (*slot, *nwire, error) {
+// acquire (acquire set, its (op, key) in id) it prefers a connection with
+// no acquire of the same key waiting: a node serves a connection's
+// acquires of one key one after the other. A wait for a connection ends
+// with ctx, and with context.DeadlineExceeded at until when it is not
+// zero (a bound without a context and its timer per call: the wait is
+// the rare case).
+func (c *Client) npick(ctx context.Context, avoid *slot, acquire bool, id nid, until time.Time) (*slot, *nwire, error) {
+	var timeout <-chan time.Time
 	for {
+		var buf [8]npicked
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
 			return nil, nil, ErrClosed
 		}
-		if best := c.npickLocked(avoid, acquireID); best != nil {
-			w := best.nw
+		cands := c.npickLocked(buf[:0], avoid, acquire)
+		if len(cands) > 0 {
 			c.mu.Unlock()
-			return best, w, nil
+			// pending takes the connection's own mutex: after c.mu, not
+			// under it, so that picks and answers do not queue on each
+			// other.
+			for _, p := range cands {
+				if !p.w.pending(id) {
+					return p.s, p.w, nil
+				}
+			}
+			return cands[0].s, cands[0].w, nil
 		}
 		ch, err := c.noConnLocked()
 		c.mu.Unlock()
 		if err != nil {
 			return nil, nil, err
 		}
+		if timeout == nil && !until.IsZero() {
+			t := time.NewTimer(time.Until(until))
+			defer t.Stop()
+			timeout = t.C
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
+		case <-timeout:
+			return nil, nil, context.DeadlineExceeded
 		}
 	}
 }
 
+// npicked is a candidate of npick: a slot and its connection as they were
+// under c.mu.
+type npicked struct {
+	s *slot
+	w *nwire
+}
+
 // npickLocked is candidatesLocked and the round robin of npick without a
-// slice per call (a pick is on the path of every request): nil when no
-// connection is up.
-func (c *Client) npickLocked(avoid *slot, acquireID string) *slot {
+// slice per call (a pick is on the path of every request): it appends to
+// cands the live connections to try, in round-robin order (only the first
+// one unless acquire), none when no connection is up.
+func (c *Client) npickLocked(cands []npicked, avoid *slot, acquire bool) []npicked {
 	list := c.slots
 	if p := c.preferred; p != nil {
 		switch {
 		case upCount(p.slots) > 0:
 			list = p.slots
 		case anyDialing(p.slots):
-			return nil // wait for the active's first dial
+			return cands // wait for the active's first dial
 		}
 	}
 	up := upCount(list)
 	if up == 0 {
-		return nil
+		return cands
 	}
 	n := uint64(len(list))
 	start := c.rr
 	c.rr++
-	var first *slot
 	for i := range n {
 		s := list[(start+i)%n]
 		if s.state != slotUp || (s == avoid && up > 1) {
 			continue
 		}
-		if acquireID == "" || !s.nw.pending(acquireID) {
-			return s
-		}
-		if first == nil {
-			first = s
+		cands = append(cands, npicked{s, s.nw})
+		if !acquire {
+			break
 		}
 	}
-	return first
+	return cands
 }
 
 func upCount(ss []*slot) int {
@@ -526,31 +629,37 @@ func (c *Client) nmove(s *slot, addr string) error {
 // nacq is one native acquire: its line is the same on every attempt (the
 // same id), but for the wait of a settling repeat.
 type nacq struct {
+	c        *Client
 	key, raw string
 	lease    time.Duration
 	wait     time.Duration
 	opts     nline.AcquireOptions
 }
 
-func (q *nacq) line(wait time.Duration) []byte {
-	return nline.AppendAcquire(nil, q.raw, q.lease, wait, q.opts)
+// line appends the acquire's line with wait to b.
+func (q *nacq) line(b []byte, wait time.Duration) []byte {
+	return nline.AppendAcquire(b, q.raw, q.lease, wait, q.opts)
 }
+
+// late implements nlate for an acquire given up by its caller: what its
+// answer leaves on the node is settled (nsettle).
+func (q *nacq) late(a *nline.Answer, _ error) { q.c.nsettle(q, a) }
 
 // nAcquire is Acquire over the native protocol.
 func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner string) (*Lock, error) {
 	if err := checkNativeKey(key); err != nil {
 		return nil, err
 	}
-	q := &nacq{key: key, raw: nline.Escape(key), lease: o.lease, wait: o.wait,
+	q := &nacq{c: c, key: key, raw: nline.Escape(key), lease: o.lease, wait: o.wait,
 		opts: nline.AcquireOptions{ID: newKey(), Owner: owner, Mode: o.mode, Limit: o.limit}}
-	id := nline.ID(nline.OpAcquire, q.raw)
-	line := q.line(q.wait)
-	late := func(a *nline.Answer, err error) { c.nsettle(q, a) }
+	id := nid{nline.OpAcquire, q.raw}
+	var buf [256]byte // do copies the line: no allocation for it
+	line := q.line(buf[:0], q.wait)
 	attempts, redirects := 0, 0
-	max := c.numConns()
+	max := 0 // c.numConns() when an attempt has failed: the bound on attempts
 	var avoid *slot
 	for {
-		s, w, err := c.npick(ctx, avoid, id)
+		s, w, err := c.npick(ctx, avoid, true, id, time.Time{})
 		if err != nil {
 			if attempts > 0 && ctx.Err() != nil {
 				// An attempt went out on a connection that broke: the
@@ -560,7 +669,7 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			return nil, err
 		}
 		sent := time.Now()
-		a, err := w.do(ctx, id, line, late)
+		a, err := w.do(ctx, id, line, q, 0)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -569,6 +678,9 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 				return nil, ErrClosed
 			}
 			c.nbroken(s, w)
+			if max == 0 {
+				max = c.numConns()
+			}
 			attempts++
 			if attempts >= max {
 				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
@@ -601,6 +713,9 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 		// No active node known (a failover), the node shutting down, or
 		// one that has just resumed from a pause (which keeps a grant for
 		// the repeat under the same id): another attempt, after a second.
+		if max == 0 {
+			max = c.numConns()
+		}
 		attempts++
 		if attempts >= max {
 			return nil, se
@@ -656,20 +771,13 @@ func (c *Client) nsettle(q *nacq, a *nline.Answer) {
 func (c *Client) naskAgain(q *nacq) uint64 {
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.ReleaseTimeout)
 	defer cancel()
-	id := nline.ID(nline.OpAcquire, q.raw)
-	line := q.line(time.Millisecond)
-	late := func(a *nline.Answer, err error) {
-		if a != nil && a.Outcome == nline.OK {
-			c.nsettle(q, a)
-		}
-	}
+	id := nid{nline.OpAcquire, q.raw}
+	line := q.line(nil, time.Millisecond)
 	var avoid *slot
 	for redirects := 0; redirects <= maxRedirects; {
-		s, w, err := c.npick(ctx, avoid, "")
+		s, w, err := c.npick(ctx, avoid, false, id, time.Time{})
 		if err == nil {
-			actx, acancel := context.WithTimeout(ctx, releaseAttempt)
-			a, err := w.do(actx, id, line, late)
-			acancel()
+			a, err := w.do(ctx, id, line, naskLate{q}, releaseAttempt)
 			switch {
 			case err != nil:
 				avoid = s
@@ -692,41 +800,66 @@ func (c *Client) naskAgain(q *nacq) uint64 {
 	return 0
 }
 
-// nRelease is Release over the native protocol. Each attempt gets one
-// context, bounded by releaseAttempt and by the ReleaseTimeout window
-// (a release is on the hot path of every cycle: one timer, not two).
+// isConnErr reports whether err is (or wraps) an *errConn; a function so
+// that the target of errors.As is allocated only when there is an error.
+func isConnErr(err error) bool {
+	var ce *errConn
+	return errors.As(err, &ce)
+}
+
+// naskLate is the nlate of naskAgain's repeats: a grant that answers one
+// given up is settled; nothing else needs anything.
+type naskLate struct{ q *nacq }
+
+func (l naskLate) late(a *nline.Answer, _ error) {
+	if a != nil && a.Outcome == nline.OK {
+		l.q.c.nsettle(l.q, a)
+	}
+}
+
+// nRelease is Release over the native protocol. Each attempt is bounded
+// by releaseAttempt and by the ReleaseTimeout window, with no context of
+// its own: a release is on the hot path of every cycle, and the attempt's
+// bound is the pooled timer of its call (see do), not a context, a timer
+// and a cancel registration with ctx per attempt.
 func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 	if err := checkNativeKey(key); err != nil {
 		return err
 	}
 	end := time.Now().Add(c.cfg.ReleaseTimeout)
 	raw := nline.Escape(key)
-	id := nline.ID(nline.OpRelease, raw)
-	line := nline.AppendRelease(nil, raw, token)
+	id := nid{nline.OpRelease, raw}
+	var buf [128]byte // do copies the line: no allocation for it
+	line := nline.AppendRelease(buf[:0], raw, token)
 	ambiguous := false // an attempt may have reached the node
 	var last error
 	redirects := 0
 	var avoid *slot
 	for {
-		actx, acancel := context.WithDeadline(ctx, minTime(end, time.Now().Add(releaseAttempt)))
-		s, w, err := c.npick(actx, avoid, "")
+		until := minTime(end, time.Now().Add(releaseAttempt))
+		s, w, err := c.npick(ctx, avoid, false, id, until)
 		if err == nil {
 			var a nline.Answer
-			a, err = w.do(actx, id, line, nil)
-			if err != nil && actx.Err() != nil && ctx.Err() == nil && time.Now().Before(end) {
-				err = &errConn{err: fmt.Errorf("no answer within %v", releaseAttempt)}
+			if lim := time.Until(until); lim > 0 {
+				a, err = w.do(ctx, id, line, nil, lim)
+			} else {
+				err = context.DeadlineExceeded // the window's end: nothing sent
 			}
-			var ce *errConn
+			if errors.Is(err, errNoAnswer) {
+				if time.Now().Before(end) {
+					err = &errConn{err: fmt.Errorf("no answer within %v", releaseAttempt)}
+				} else {
+					err = context.DeadlineExceeded // the window's end
+				}
+			}
 			switch {
-			case errors.As(err, &ce):
+			case err != nil && isConnErr(err):
 				ambiguous = true
 				avoid = s
 			case err != nil:
 			case a.Outcome == nline.OK:
-				acancel()
 				return nil
 			case a.Outcome == nline.Moved:
-				acancel()
 				if redirects++; redirects > maxRedirects {
 					return fmt.Errorf("baton: release %q: more than %d redirects", key, maxRedirects)
 				}
@@ -735,7 +868,6 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 				}
 				continue
 			case a.Code == CodeNotHeld || a.Code == CodeNotHolder:
-				acancel()
 				if ambiguous {
 					return nil
 				}
@@ -743,11 +875,9 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 			case a.Code == CodeUnavailable || a.Code == CodeInternal || a.Code == CodeTooManyKeys || a.Code == CodeTooManyWaiters:
 				err = answerError(&a)
 			default:
-				acancel()
 				return answerError(&a)
 			}
 		}
-		acancel()
 		if errors.Is(err, ErrClosed) {
 			return err
 		}
@@ -770,16 +900,16 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 // on a connection failure it moves on to the next connection, failing
 // after as many attempts as there are connections; M answers are
 // followed. It returns the first answer that is not an M.
-func (c *Client) ncall(ctx context.Context, what, id string, line []byte) (nline.Answer, string, error) {
+func (c *Client) ncall(ctx context.Context, what string, id nid, line []byte) (nline.Answer, string, error) {
 	attempts, redirects := 0, 0
 	max := c.numConns()
 	var avoid *slot
 	for {
-		s, w, err := c.npick(ctx, avoid, "")
+		s, w, err := c.npick(ctx, avoid, false, id, time.Time{})
 		if err != nil {
 			return nline.Answer{}, "", err
 		}
-		a, err := w.do(ctx, id, line, nil)
+		a, err := w.do(ctx, id, line, nil, 0)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nline.Answer{}, "", ctx.Err()
@@ -814,7 +944,7 @@ func (c *Client) nRenew(ctx context.Context, key string, token uint64, lease tim
 		return nil, err
 	}
 	raw := nline.Escape(key)
-	a, node, err := c.ncall(ctx, "renew "+fmt.Sprintf("%q", key), nline.ID(nline.OpRenew, raw), nline.AppendRenew(nil, raw, token, lease))
+	a, node, err := c.ncall(ctx, "renew "+fmt.Sprintf("%q", key), nid{nline.OpRenew, raw}, nline.AppendRenew(nil, raw, token, lease))
 	if err != nil {
 		return nil, err
 	}
@@ -830,7 +960,7 @@ func (c *Client) nForceRelease(ctx context.Context, key string) error {
 		return err
 	}
 	raw := nline.Escape(key)
-	a, _, err := c.ncall(ctx, "force release "+fmt.Sprintf("%q", key), nline.ID(nline.OpRelease, raw), nline.AppendForceRelease(nil, raw))
+	a, _, err := c.ncall(ctx, "force release "+fmt.Sprintf("%q", key), nid{nline.OpRelease, raw}, nline.AppendForceRelease(nil, raw))
 	if err != nil {
 		return err
 	}

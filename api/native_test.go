@@ -160,6 +160,38 @@ func TestNativeReleaseRetried(t *testing.T) {
 	}
 }
 
+// A release attempt that gets no answer within its bound (a second) is
+// given up and repeated; the late answer to the attempt given up is
+// matched to it, in order, and dropped (not to the repeat, and without
+// ending the connection), and the repeat's own answer decides.
+func TestNativeReleaseAttemptBound(t *testing.T) {
+	f := newFakeNode(t)
+	c := newClient(t, func(c *api.Config) { c.ConnsPerAddress = 1; c.ReleaseRetry = 10 * time.Millisecond }, f.Base())
+	ctx := ctxBound(t)
+	fc := f.accept(t)
+	rel := make(chan error, 1)
+	go func() { rel <- c.Release(ctx, "k", 5) }()
+	for range 2 {
+		if l := fc.read(t); l != "R k 5" {
+			t.Fatalf("release line %q", l)
+		}
+	}
+	// The first answer is the silent attempt's: were it taken as the
+	// repeat's, not_holder after an unanswered attempt would be success.
+	fc.send(t, "R k E not_holder held under another token", "R k E invalid_argument token: refused here")
+	if err := <-rel; !errors.Is(err, api.ErrInvalidArgument) {
+		t.Fatalf("release: %v, want the repeat's own answer (invalid_argument)", err)
+	}
+	go func() { rel <- c.Release(ctx, "k", 6) }()
+	if l := fc.read(t); l != "R k 6" {
+		t.Fatalf("release line %q", l)
+	}
+	fc.send(t, "R k OK")
+	if err := <-rel; err != nil {
+		t.Fatalf("release on the same connection: %v", err)
+	}
+}
+
 // recordingDialer keeps every connection the client dials and what the
 // client wrote on it.
 type recordingDialer struct {

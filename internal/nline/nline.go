@@ -198,20 +198,23 @@ func ParseAnswer(line string) (Answer, error) {
 			}
 			return a, nil
 		}
-		f := strings.Split(rest, " ")
-		if len(f) != 3 {
+		// Three fields, cut in place (an answer line is on the path of
+		// every request: no slice for them).
+		tok, rest, ok1 := strings.Cut(rest, " ")
+		lease, exp, ok2 := strings.Cut(rest, " ")
+		if !ok1 || !ok2 || strings.Contains(exp, " ") {
 			return Answer{}, bad(line, "a grant has 3 fields: token, lease, expiry")
 		}
 		var err error
-		if a.Token, err = strconv.ParseUint(f[0], 10, 64); err != nil || a.Token == 0 {
+		if a.Token, err = strconv.ParseUint(tok, 10, 64); err != nil || a.Token == 0 {
 			return Answer{}, bad(line, "bad token")
 		}
-		secs, err := strconv.ParseFloat(f[1], 64)
+		secs, err := strconv.ParseFloat(lease, 64)
 		if err != nil || secs < 0 {
 			return Answer{}, bad(line, "bad lease")
 		}
 		a.Lease = time.Duration(secs * float64(time.Second))
-		ms, err := strconv.ParseInt(f[2], 10, 64)
+		ms, err := strconv.ParseInt(exp, 10, 64)
 		if err != nil {
 			return Answer{}, bad(line, "bad expiry")
 		}
