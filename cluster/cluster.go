@@ -399,8 +399,11 @@ func (n *Node) Start() {
 
 // Close leaves the cluster. An active node first hands off to the best
 // live synced standby (SPEC section 3, graceful handoff), so that its
-// in-flight calls can be redirected there; ctx bounds the handoff. Then
-// every goroutine of the node ends.
+// in-flight calls can be redirected there; ctx bounds the handoff. If the
+// handoff fails, the node still leaves demoted (it grants nothing more)
+// and its standbys fail over; if the successor's answer was lost, the
+// node presumes it the active (finishHandoff). Then every goroutine of
+// the node ends.
 func (n *Node) Close(ctx context.Context) error {
 	n.mu.Lock()
 	n.closing = true
@@ -411,7 +414,7 @@ func (n *Node) Close(ctx context.Context) error {
 		// handoff logs "handoff done" with no_active_ms, the one name of the
 		// handoff's gap.
 		if _, err = n.handoff(ctx, ""); err != nil {
-			n.log.Warn("no handoff: leaving without a successor", "err", err)
+			n.log.Warn("no confirmed handoff: leaving demoted", "err", err)
 		}
 	}
 	n.quitOnce.Do(func() { close(n.quit) })
