@@ -269,6 +269,7 @@ type Node struct {
 
 	requests chan request     // role changes asked of the loop
 	handed   chan handoffDone // handoffs' answers, back to the loop
+	kick     chan struct{}    // a decision wanted before the next heartbeat (cap 1)
 
 	// stateToken is Status.StateToken: raised by OnEvent (grants made
 	// here) and by the replication stream (grants applied here).
@@ -318,6 +319,7 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 		changed:   make(chan struct{}),
 		requests:  make(chan request),
 		handed:    make(chan handoffDone),
+		kick:      make(chan struct{}, 1),
 		base:      time.Now(),
 	}
 	if n.log == nil {

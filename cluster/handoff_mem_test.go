@@ -126,3 +126,51 @@ func TestMemClosingActiveNeverTakesTheRoleBack(t *testing.T) {
 		t.Errorf("the new active holds k with %d, want %d", got, g.Token)
 	}
 }
+
+// pollBlock is a peer transport that fails the status polls the node at
+// from sends to the node at to, once set: that node can learn of to only
+// through a replication stream.
+type pollBlock struct {
+	link atomic.Pointer[[2]string]
+}
+
+func (p *pollBlock) wrap(cfg *Config) {
+	self, next := cfg.Self, cfg.Transport
+	cfg.Transport = roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if l := p.link.Load(); l != nil && l[0] == self && "http://"+req.URL.Host == l[1] && strings.HasSuffix(req.URL.Path, PathPrefix+"/status") {
+			return nil, errors.New("poll blocked by the test")
+		}
+		return next.RoundTrip(req)
+	})
+}
+
+// A handoff ends the old active's streams with the successor's URL, so
+// every standby follows the new active at once; it does not wait for a
+// poll to find it. Here node 2 cannot poll node 1 at all: without the
+// moved frame it would take node 1 for dead and promote itself beside it.
+func TestMemHandoffMovesEveryStandbyToTheSuccessor(t *testing.T) {
+	block := &pollBlock{}
+	c := newMemCluster(t, 3, block.wrap)
+	c.start(0, 1, 2)
+	c.waitActive(0)
+	g := c.grant(0, "k")
+	c.waitFor("the grant replicated", func() bool { return c.holds(1, "k") == g.Token && c.holds(2, "k") == g.Token })
+
+	block.link.Store(&[2]string{c.urls[2], c.urls[1]})
+	c.closeNode(0)
+	c.waitActive(1, 1, 2)
+	g2 := c.grant(1, "k2")
+	c.waitFor("a grant of the new active replicated", func() bool { return c.holds(2, "k2") == g2.Token })
+	// Longer than a failover timeout, with node 1 never polled: node 2
+	// keeps following it on its stream alone.
+	time.Sleep(2 * memFailover)
+	if as := c.actives(); len(as) != 1 || as[0] != 1 {
+		t.Errorf("actives %v, want [1]\n%s", as, c.views())
+	}
+	if got := c.nodes[2].changed("promote"); got != 0 {
+		t.Errorf("node 2 promoted itself %d times, want 0", got)
+	}
+	if got := c.holds(2, "k"); got != g.Token {
+		t.Errorf("node 2 holds k with %d, want %d", got, g.Token)
+	}
+}

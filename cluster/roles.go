@@ -163,6 +163,8 @@ func (n *Node) loop() {
 			n.step(time.Now(), &r)
 		case d := <-n.handed:
 			n.finishHandoff(d)
+		case <-n.kick:
+			n.step(time.Now(), nil)
 		case <-t.C:
 			tick := n.since()
 			if gap := time.Duration(tick - n.ticked.Load()); gap > n.cfg.FailoverTimeout {
@@ -342,13 +344,30 @@ func (n *Node) followLocked(other string) {
 		defer n.wg.Done()
 		err := n.follow(ctx, other, lastToken)
 		n.mu.Lock()
+		kick := false
 		if n.following == other && n.stopSync != nil && ctx.Err() == nil {
 			// The stream broke: the next step decides anew.
-			n.log.Warn("replication stream ended", "active", other, "err", err)
+			var mv *movedError
+			if errors.As(err, &mv) {
+				n.log.Info("the active handed its role on", "active", other, "to", mv.to, "epoch", mv.epoch)
+			} else {
+				n.log.Warn("replication stream ended", "active", other, "err", err)
+			}
 			if p := n.peerByURL(other); p != nil {
 				// Not to be followed or redirected to until it answers a
 				// poll again.
 				p.down = true
+			}
+			if mv != nil {
+				// The successor is the active from the old one's word, until
+				// a poll of it says otherwise (a poll sent before now is
+				// dropped as stale); the loop decides at once rather than at
+				// its next heartbeat.
+				if p := n.peerByURL(mv.to); p != nil {
+					p.status.Role, p.status.Active, p.status.Epoch = api.RoleActive, mv.to, max(p.status.Epoch, mv.epoch)
+					p.contact, p.heard, p.down = time.Now(), true, false
+					kick = true
+				}
 			}
 			n.stopSync()
 			n.stopSync = nil
@@ -357,6 +376,12 @@ func (n *Node) followLocked(other string) {
 			n.setActive("")
 		}
 		n.mu.Unlock()
+		if kick {
+			select {
+			case n.kick <- struct{}{}:
+			default:
+			}
+		}
 	}()
 	n.log.Info("following the active", "active", other)
 }
@@ -446,7 +471,11 @@ func (n *Node) finishHandoff(d handoffDone) {
 		d.reply <- reply{st: n.statusLocked(), err: fmt.Errorf("handoff to %s: %w", d.to, d.err)}
 		return
 	}
-	n.hub.closeAll()
+	if d.err == nil {
+		n.hub.moveAll(d.to, d.st.Epoch)
+	} else {
+		n.hub.closeAll()
+	}
 	n.setRole(api.RoleStandby)
 	if refused {
 		// Closing: leave demoted, with no active known.
