@@ -270,6 +270,7 @@ type Node struct {
 
 	requests chan request     // role changes asked of the loop
 	handed   chan handoffDone // handoffs' answers, back to the loop
+	kick     chan struct{}    // a decision wanted before the next heartbeat (cap 1)
 
 	// stateToken is Status.StateToken: raised by OnEvent (grants made
 	// here) and by the replication stream (grants applied here).
@@ -319,6 +320,7 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 		changed:   make(chan struct{}),
 		requests:  make(chan request),
 		handed:    make(chan handoffDone),
+		kick:      make(chan struct{}, 1),
 		base:      time.Now(),
 	}
 	if n.log == nil {
@@ -400,8 +402,11 @@ func (n *Node) Start() {
 
 // Close leaves the cluster. An active node first hands off to the best
 // live synced standby (SPEC section 3, graceful handoff), so that its
-// in-flight calls can be redirected there; ctx bounds the handoff. Then
-// every goroutine of the node ends.
+// in-flight calls can be redirected there; ctx bounds the handoff. If the
+// handoff fails, the node still leaves demoted (it grants nothing more)
+// and its standbys fail over; if the successor's answer was lost, the
+// node presumes it the active (finishHandoff). Then every goroutine of
+// the node ends.
 func (n *Node) Close(ctx context.Context) error {
 	n.mu.Lock()
 	n.closing = true
@@ -412,7 +417,7 @@ func (n *Node) Close(ctx context.Context) error {
 		// handoff logs "handoff done" with no_active_ms, the one name of the
 		// handoff's gap.
 		if _, err = n.handoff(ctx, ""); err != nil {
-			n.log.Warn("no handoff: leaving without a successor", "err", err)
+			n.log.Warn("no confirmed handoff: leaving demoted", "err", err)
 		}
 	}
 	n.quitOnce.Do(func() { close(n.quit) })

@@ -11,7 +11,7 @@ import (
 // The replication stream (GET /_cluster/stream) is binary, written down
 // here once and guarded by a golden test (TestFramesGolden). The response
 // body begins with the 8 bytes streamMagic ("BTNREPL" and the version
-// byte 1), then frames, each a kind byte followed by uvarint fields:
+// byte 2), then frames, each a kind byte followed by uvarint fields:
 //
 //	'B' begin      epoch, last_token, state_token, resume_from
 //	               resume_from > 0: records from that index follow, the
@@ -23,11 +23,14 @@ import (
 //	'R' record     index, n, then n bytes: the record at index of the
 //	               active's log, in the engine's record format unchanged
 //	'H' heartbeat  epoch, last_token, last_index (the active's log)
+//	'M' moved      epoch, n, then n bytes: the URL of the node this one
+//	               handed the active role to, which is the active with
+//	               epoch now; the last frame of the stream (version 2)
 //
 // Records come in index order without gaps. A field added later goes at
 // the end of a frame only with a new version byte.
 const (
-	streamMagic = "BTNREPL\x01"
+	streamMagic = "BTNREPL\x02"
 	// streamType is the stream's Content-Type.
 	streamType = "application/x-baton-replication"
 	// maxFrameBytes bounds the byte field of a frame a standby accepts (a
@@ -41,6 +44,7 @@ const (
 	frameSnapshot  = 'S'
 	frameRecord    = 'R'
 	frameHeartbeat = 'H'
+	frameMoved     = 'M'
 )
 
 // frame is one decoded frame; which fields are set depends on kind.
@@ -49,7 +53,7 @@ type frame struct {
 	epoch, lastToken, stateToken uint64
 	resumeFrom                   uint64
 	index                        uint64 // 'S': base; 'R': the record's; 'H': the active's last
-	data                         []byte // 'S': the dump; 'R': the record
+	data                         []byte // 'S': the dump; 'R': the record; 'M': the successor's URL
 }
 
 // appendFrame appends f's encoding to b.
@@ -64,6 +68,10 @@ func appendFrame(b []byte, f *frame) []byte {
 		uv(f.resumeFrom)
 	case frameSnapshot, frameRecord:
 		uv(f.index)
+		uv(uint64(len(f.data)))
+		b = append(b, f.data...)
+	case frameMoved:
+		uv(f.epoch)
 		uv(uint64(len(f.data)))
 		b = append(b, f.data...)
 	case frameHeartbeat:
@@ -97,9 +105,13 @@ func readFrame(r *bufio.Reader, f *frame) error {
 		uv(&f.lastToken)
 		uv(&f.stateToken)
 		uv(&f.resumeFrom)
-	case frameSnapshot, frameRecord:
+	case frameSnapshot, frameRecord, frameMoved:
 		var n uint64
-		uv(&f.index)
+		if kind == frameMoved {
+			uv(&f.epoch)
+		} else {
+			uv(&f.index)
+		}
 		uv(&n)
 		if err == nil && n > maxFrameBytes {
 			return fmt.Errorf("%w: %c frame of %d bytes", errFrame, kind, n)

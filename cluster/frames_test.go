@@ -17,6 +17,7 @@ func TestFramesGolden(t *testing.T) {
 		{kind: frameSnapshot, index: 41, data: []byte("dump")},
 		{kind: frameRecord, index: 42, data: []byte{1, 1}},
 		{kind: frameHeartbeat, epoch: 3, lastToken: 300, index: 42},
+		{kind: frameMoved, epoch: 4, data: []byte("http://b")},
 	}
 	var b []byte
 	for i := range frames {
@@ -25,7 +26,8 @@ func TestFramesGolden(t *testing.T) {
 	const golden = "42" + "03" + "ac02" + "ab02" + "2a" + // B 3 300 299 42
 		"53" + "29" + "04" + "64756d70" + // S 41 4 "dump"
 		"52" + "2a" + "02" + "0101" + // R 42 2 01 01
-		"48" + "03" + "ac02" + "2a" // H 3 300 42
+		"48" + "03" + "ac02" + "2a" + // H 3 300 42
+		"4d" + "04" + "08" + "687474703a2f2f62" // M 4 8 "http://b"
 	if got := hex.EncodeToString(b); got != golden {
 		t.Fatalf("frames encode to\n%s\nwant\n%s", got, golden)
 	}

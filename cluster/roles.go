@@ -163,6 +163,8 @@ func (n *Node) loop() {
 			n.step(time.Now(), &r)
 		case d := <-n.handed:
 			n.finishHandoff(d)
+		case <-n.kick:
+			n.step(time.Now(), nil)
 		case <-t.C:
 			tick := n.since()
 			if gap := time.Duration(tick - n.ticked.Load()); gap > n.cfg.FailoverTimeout {
@@ -342,13 +344,30 @@ func (n *Node) followLocked(other string) {
 		defer n.wg.Done()
 		err := n.follow(ctx, other, lastToken)
 		n.mu.Lock()
+		kick := false
 		if n.following == other && n.stopSync != nil && ctx.Err() == nil {
 			// The stream broke: the next step decides anew.
-			n.log.Warn("replication stream ended", "active", other, "err", err)
+			var mv *movedError
+			if errors.As(err, &mv) {
+				n.log.Info("the active handed its role on", "active", other, "to", mv.to, "epoch", mv.epoch)
+			} else {
+				n.log.Warn("replication stream ended", "active", other, "err", err)
+			}
 			if p := n.peerByURL(other); p != nil {
 				// Not to be followed or redirected to until it answers a
 				// poll again.
 				p.down = true
+			}
+			if mv != nil {
+				// The successor is the active from the old one's word, until
+				// a poll of it says otherwise (a poll sent before now is
+				// dropped as stale); the loop decides at once rather than at
+				// its next heartbeat.
+				if p := n.peerByURL(mv.to); p != nil {
+					p.status.Role, p.status.Active, p.status.Epoch = api.RoleActive, mv.to, max(p.status.Epoch, mv.epoch)
+					p.contact, p.heard, p.down = time.Now(), true, false
+					kick = true
+				}
 			}
 			n.stopSync()
 			n.stopSync = nil
@@ -357,6 +376,12 @@ func (n *Node) followLocked(other string) {
 			n.setActive("")
 		}
 		n.mu.Unlock()
+		if kick {
+			select {
+			case n.kick <- struct{}{}:
+			default:
+			}
+		}
 	}()
 	n.log.Info("following the active", "active", other)
 }
@@ -387,8 +412,9 @@ func (n *Node) askHandoff(active string) {
 // and parked acquires are refused, to be redirected), let the successor
 // apply the stream through its last frame, and have it promote itself;
 // only then is the successor announced as the active, so the redirects
-// land on a node that serves. If the successor fails, this node takes the
-// role back.
+// land on a node that serves. If the successor refuses, this node takes
+// the role back (unless it closes); if its answer is lost, this node
+// stays a standby (finishHandoff).
 func (n *Node) handoff(ctx context.Context, to string) (string, error) {
 	rep := n.ask(ctx, reqHandoff, to)
 	return rep.to, rep.err
@@ -419,11 +445,24 @@ func (n *Node) startHandoff(now time.Time, to string, r *request) bool {
 }
 
 // finishHandoff applies the successor's answer to a handoff, on the loop.
+//
+// Only a refusal the successor answered (a status other than 200: it did
+// not catch up in time, or its loop refused) proves that it did not
+// promote itself. Any other failure (the call timed out, the connection
+// broke, the answer was unreadable) leaves the outcome unknown: the
+// successor may be the active already, so this node does not take the
+// role back beside it (two actives, two holders of one lock); it presumes
+// the handoff done and follows the successor, and the role rules promote
+// a node by failover if the successor turns out not to be the active. A
+// node that closes never takes the role back either: it leaves demoted,
+// and its standbys, whose streams carry everything it granted, fail over.
 func (n *Node) finishHandoff(d handoffDone) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.moving = false
-	if d.err != nil {
+	var se *statusError
+	refused := d.err != nil && errors.As(d.err, &se)
+	if refused && !n.closing {
 		// Take the role back: nothing was lost, waiters resume here (the
 		// calls parked in ActiveURL are woken to be sent back to this node).
 		n.eng.Promote(engine.Handoff)
@@ -432,22 +471,49 @@ func (n *Node) finishHandoff(d handoffDone) {
 		d.reply <- reply{st: n.statusLocked(), err: fmt.Errorf("handoff to %s: %w", d.to, d.err)}
 		return
 	}
-	n.hub.closeAll()
+	if d.err == nil {
+		n.hub.moveAll(d.to, d.st.Epoch)
+	} else {
+		n.hub.closeAll()
+	}
 	n.setRole(api.RoleStandby)
+	if refused {
+		// Closing: leave demoted, with no active known.
+		n.setActive("")
+		n.log.Warn("handoff refused; leaving demoted, the standbys fail over", "to", d.to, "err", d.err)
+		d.reply <- reply{st: n.statusLocked(), err: fmt.Errorf("handoff to %s: %w", d.to, d.err)}
+		return
+	}
 	if p := n.peerByURL(d.to); p != nil {
+		if d.err != nil {
+			// Presumed the active until a poll says otherwise; the failover
+			// rule waits a failover timeout after it was last "heard".
+			d.st = p.status
+			d.st.Role, d.st.Active = api.RoleActive, d.to
+		}
 		d.st.Priority = p.priority
-		p.status, p.contact, p.heard = d.st, time.Now(), true
+		p.status, p.contact, p.heard, p.down = d.st, time.Now(), true, false
 	}
 	if n.closing {
 		n.setActive(d.to)
 	} else {
 		n.followLocked(d.to)
 	}
+	if d.err != nil {
+		n.log.Warn("handoff outcome unknown: the successor may have promoted itself, so this node stays a standby and presumes it the active", "to", d.to, "err", d.err)
+		d.reply <- reply{to: d.to, st: n.statusLocked(), err: fmt.Errorf("handoff to %s: %w: %w", d.to, errHandoffUnknown, d.err)}
+		return
+	}
 	gap := time.Since(d.start)
 	n.log.Info("handoff done", "to", d.to, "no_active_ms", float64(gap.Microseconds())/1000)
 	n.notify("handoff", d.to, fmt.Sprintf("%s handed the active role to %s (%.1f ms without an active)", n.cfg.Self, d.to, float64(gap.Microseconds())/1000))
 	d.reply <- reply{to: d.to, st: n.statusLocked()}
 }
+
+// errHandoffUnknown: the successor's answer to a handoff was lost (a
+// timeout, a broken connection), so whether it promoted itself is not
+// known; the old active stays a standby (see finishHandoff).
+var errHandoffUnknown = errors.New("the successor's answer was lost; it may be the active")
 
 // callPromote asks the successor to take over; it answers with its new
 // Status once it is the active.

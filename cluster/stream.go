@@ -51,6 +51,9 @@ type follower struct {
 	synced bool   // its log agrees with this one (resumed, or the snapshot sent)
 	sent   uint64 // the last index written to the stream
 	closed bool
+	// moved is the frame that ends the stream when this node handed the
+	// active role on (hub.moveAll); zero: none.
+	moved frame
 }
 
 func newFollower(u string) *follower {
@@ -78,6 +81,34 @@ func (h *hub) closeAll() {
 	h.mu.Unlock()
 	for f := range fs {
 		f.close()
+	}
+}
+
+// moveAll ends every stream with a moved frame naming to, which a
+// handoff has just made the active with epoch: each standby follows it at
+// once instead of learning of it from its next poll (its calls wait for
+// an active meanwhile, and with sync_standbys the new active's changes
+// wait for a standby).
+func (h *hub) moveAll(to string, epoch uint64) {
+	h.mu.Lock()
+	fs := h.fs
+	h.fs = map[*follower]struct{}{}
+	h.mu.Unlock()
+	for f := range fs {
+		f.mu.Lock()
+		f.moved = frame{kind: frameMoved, epoch: epoch, data: []byte(to)}
+		f.mu.Unlock()
+		f.close()
+	}
+}
+
+// end writes the frame that ends f's stream, if any (moveAll).
+func (f *follower) end(sw *streamWriter) {
+	f.mu.Lock()
+	m := f.moved
+	f.mu.Unlock()
+	if m.kind != 0 && sw.frame(&m) == nil {
+		_ = sw.flush()
 	}
 }
 
@@ -303,6 +334,7 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-f.done:
+			f.end(sw)
 			return
 		case <-r.Context().Done():
 			return
@@ -359,6 +391,9 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 	for {
 		if err := readFrame(br, &f); err != nil {
 			return err
+		}
+		if f.kind == frameMoved {
+			return &movedError{to: string(f.data), epoch: f.epoch}
 		}
 		if err := n.applyFrame(ctx, &f, &begun, &dumps, &dumpMax, &last); err != nil {
 			return err
@@ -420,6 +455,17 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 		}
 		n.mu.Unlock()
 	}
+}
+
+// movedError ends a standby's stream when its active handed the role to
+// the node at to, now the active with epoch (a moved frame).
+type movedError struct {
+	to    string
+	epoch uint64
+}
+
+func (e *movedError) Error() string {
+	return fmt.Sprintf("the active handed its role to %s (epoch %d)", e.to, e.epoch)
 }
 
 // markSyncedLocked records that this standby's log agrees with the
