@@ -89,13 +89,16 @@ func TestGracefulHandoffUnderLoadLosesNothing(t *testing.T) {
 	}
 	checkPerKeyOrder(t, grants, ws)
 	m := handoffGap.FindStringSubmatch(c.nodes[0].log.String())
-	if m == nil && len(ws) > 0 && !t.Failed() {
-		t.Skipf("a node was starved past failover_timeout (%s): a failover, not the handoff, was tested", ws[0].Name)
-	}
-	if m == nil {
+	switch {
+	case m == nil && len(ws) == 0:
 		t.Fatalf("the old active logged no handoff:\n%s", c.nodes[0].log)
+	case m == nil:
+		// Not skipped: what the run can show (no overlap outside the
+		// windows, no client error, nothing left held) is checked still.
+		t.Logf("a node was starved past failover_timeout (%s): the run checked a failover rather than the handoff", ws[0].Name)
+	default:
+		t.Logf("graceful handoff under load: %d grants, no active for %s ms", len(grants), m[1])
 	}
-	t.Logf("graceful handoff under load: %d grants, no active for %s ms", len(grants), m[1])
 	for _, k := range keys {
 		if tok := c.holder(1, k); tok != 0 {
 			t.Errorf("%s is still held (token %d) after every client released", k, tok)
