@@ -884,6 +884,26 @@ func (c *Client) redirect(s *slot, pathQuery string, r *response) (string, error
 // maxRedirects bounds the 307s one call follows.
 const maxRedirects = 10
 
+// failoverPatience is how long an acquire goes on asking while the nodes
+// answer that no active node is known (503 unavailable over HTTP, E
+// unavailable over the native protocol): a failover takes
+// failover_timeout (1 s by default) and a promotion, and a node shutting
+// down or resuming from a pause says the same for a moment. Those answers
+// do not use up the attempts a broken connection counts (SPEC section 4:
+// as many as there are connections); this bound, or ctx, ends them.
+const failoverPatience = 10 * time.Second
+
+// unavailableFor tracks an acquire's run of unavailable answers: the time
+// of the first (zero before one) and whether the run is still within
+// failoverPatience.
+func unavailableFor(first *time.Time) bool {
+	if first.IsZero() {
+		*first = time.Now()
+		return true
+	}
+	return time.Since(*first) < failoverPatience
+}
+
 // call makes a request that is safe to repeat (everything but an acquire,
 // which has its own loop, and the repeat of an acquire under its
 // Idempotency-Key in hdr): on a connection failure it moves on to the next

@@ -207,6 +207,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	attempts, redirects, resets := 0, 0, 0
 	max := c.numConns()
 	var avoid *slot
+	var unavailableSince time.Time
 	asked := false // a request went out: the node may hold a place or a grant
 	for {
 		s, cc, err := c.pick(ctx, avoid, true)
@@ -259,9 +260,8 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 		case http.StatusServiceUnavailable:
 			// No active node known (a failover in progress), or the
 			// node is shutting down: another attempt, after
-			// Retry-After (at most a second).
-			attempts++
-			if attempts >= max {
+			// Retry-After (at most a second), for failoverPatience.
+			if !unavailableFor(&unavailableSince) {
 				return nil, statusError(r)
 			}
 			if err := sleep(ctx, retryAfter(r.header, time.Second)); err != nil {

@@ -658,6 +658,7 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 	attempts, redirects := 0, 0
 	max := 0 // c.numConns() when an attempt has failed: the bound on attempts
 	var avoid *slot
+	var unavailableSince time.Time
 	for {
 		s, w, err := c.npick(ctx, avoid, true, id, time.Time{})
 		if err != nil {
@@ -712,12 +713,9 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 		}
 		// No active node known (a failover), the node shutting down, or
 		// one that has just resumed from a pause (which keeps a grant for
-		// the repeat under the same id): another attempt, after a second.
-		if max == 0 {
-			max = c.numConns()
-		}
-		attempts++
-		if attempts >= max {
+		// the repeat under the same id): another attempt, after a second,
+		// for failoverPatience.
+		if !unavailableFor(&unavailableSince) {
 			return nil, se
 		}
 		if err := sleep(ctx, time.Second); err != nil {

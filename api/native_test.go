@@ -614,3 +614,34 @@ func TestNativeAcquireAfterMovedActiveDies(t *testing.T) {
 		t.Fatalf("token %d, want 7", l.Token)
 	}
 }
+
+// Over the native protocol too, an acquire goes on while the node answers
+// E unavailable (a failover), beyond the attempts a broken connection
+// counts (one connection here), until it is granted.
+func TestNativeAcquireWaitsOutAFailover(t *testing.T) {
+	f := newFakeNode(t)
+	c := newClient(t, func(c *api.Config) { c.ConnsPerAddress = 1 }, f.Base())
+	ctx := ctxBound(t)
+	fc := f.accept(t)
+	got := make(chan error, 1)
+	go func() {
+		l, err := c.Acquire(ctx, "k")
+		if err == nil && l.Token != 7 {
+			err = fmt.Errorf("token %d, want 7", l.Token)
+		}
+		got <- err
+	}()
+	for range 3 {
+		if l := fc.read(t); !strings.HasPrefix(l, "A k - - id=") {
+			t.Fatalf("acquire line %q", l)
+		}
+		fc.send(t, "A k E unavailable no active node is known at the moment; retry")
+	}
+	if l := fc.read(t); !strings.HasPrefix(l, "A k - - id=") {
+		t.Fatalf("acquire line %q", l)
+	}
+	fc.send(t, grantLine("k", 7))
+	if err := <-got; err != nil {
+		t.Fatalf("acquire after 3 answers of E unavailable: %v", err)
+	}
+}

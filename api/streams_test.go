@@ -169,3 +169,34 @@ func TestStreamResetRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An acquire goes on through a failover: while the nodes answer 503
+// unavailable (no active node known), it asks again after Retry-After,
+// beyond the attempts a broken connection counts (two here: one address,
+// two connections), until an active grants it.
+func TestAcquireWaitsOutAFailover(t *testing.T) {
+	var unavailable atomic.Int32
+	unavailable.Store(4)
+	srv := startServer(t, engine.Config{}, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && unavailable.Add(-1) >= 0 {
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Retry-After", "0")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = w.Write([]byte(`{"error":"unavailable","message":"no active node is known at the moment; retry"}`))
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	c := newClient(t, nil, srv.URL)
+	ctx := ctxBound(t)
+	l, err := c.Acquire(ctx, "k", api.WithLease(time.Minute))
+	if err != nil {
+		t.Fatalf("acquire after 4 answers of 503 unavailable: %v", err)
+	}
+	heldOnce(t, c, "k", l.Token)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
