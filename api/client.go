@@ -581,14 +581,29 @@ func (c *Client) pick(ctx context.Context, avoid *slot, long bool) (*slot, *http
 			n := uint64(len(cands))
 			start := c.rr
 			c.rr++
+			var buf [8]picked
+			order := buf[:0]
 			for i := range n {
 				s := cands[(start+i)%n]
-				if cc := s.cc; room(cc, long) && cc.Reserve() == nil {
-					c.mu.Unlock() // s.cc may change from here on (markBroken)
-					return s, cc, nil
+				order = append(order, picked{s, s.cc})
+			}
+			c.mu.Unlock()
+			// Reserve runs cc's state hook, which may take c.mu
+			// (markBroken): never under c.mu.
+			for _, p := range order {
+				if p.cc != nil && room(p.cc, long) && p.cc.Reserve() == nil {
+					if c.stillUp(p) {
+						return p.s, p.cc, nil
+					}
+					p.cc.Release() // retired meanwhile (retireIfIdle)
 				}
 			}
-			chosen := cands[start%n]
+			c.mu.Lock()
+			chosen := order[0].s
+			if c.closed || chosen.state != slotUp || chosen.cc == nil {
+				c.mu.Unlock()
+				continue
+			}
 			if !c.growLocked(chosen.addr) {
 				// No more connections: queue for a stream of this one.
 				cc := chosen.cc
@@ -607,6 +622,22 @@ func (c *Client) pick(ctx context.Context, avoid *slot, long bool) (*slot, *http
 			return nil, nil, ctx.Err()
 		}
 	}
+}
+
+// picked is a connection pick tries, with the slot it was s's connection
+// of when it was read under c.mu.
+type picked struct {
+	s  *slot
+	cc *http.ClientConn
+}
+
+// stillUp reports whether p.cc is still p.s's connection in service: a
+// stream reserved on it outside c.mu counts in its InFlight from then on,
+// so retireIfIdle, which checks that under c.mu, leaves it alone.
+func (c *Client) stillUp(p picked) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return p.s.cc == p.cc && p.s.state == slotUp
 }
 
 // candidatesLocked returns the live connections a call may use: the
