@@ -464,22 +464,11 @@ func (c *Client) keep(s *slot) {
 				return
 			}
 		} else {
-			c.mu.Lock()
-			s.state, s.lastErr = slotDown, err
-			c.notifyLocked()
-			c.mu.Unlock()
+			c.markDown(s, err)
 		}
-		pause.Reset(c.cfg.ReconnectInterval)
-		select {
-		case <-pause.C:
-		case <-s.redial:
-		case <-c.ctx.Done():
+		if !c.awaitRedial(s, pause) {
 			return
 		}
-		c.mu.Lock()
-		s.state = slotDialing
-		c.notifyLocked()
-		c.mu.Unlock()
 	}
 }
 
@@ -502,6 +491,33 @@ func (c *Client) handshake(ctx context.Context, cc *http.ClientConn, base *url.U
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
 	resp.Body.Close()
 	return nil
+}
+
+// markDown records that s's dial failed with err.
+func (c *Client) markDown(s *slot, err error) {
+	c.mu.Lock()
+	s.state, s.lastErr = slotDown, err
+	c.notifyLocked()
+	c.mu.Unlock()
+}
+
+// awaitRedial waits ReconnectInterval (SPEC section 4: a connection that
+// is down is dialled again every 3 s by default), or less when a redial is
+// asked for, then marks s dialling. It reports false when the Client
+// closes meanwhile. pause is the caller's timer, reused.
+func (c *Client) awaitRedial(s *slot, pause *time.Timer) bool {
+	pause.Reset(c.cfg.ReconnectInterval)
+	select {
+	case <-pause.C:
+	case <-s.redial:
+	case <-c.ctx.Done():
+		return false
+	}
+	c.mu.Lock()
+	s.state = slotDialing
+	c.notifyLocked()
+	c.mu.Unlock()
+	return true
 }
 
 // retireIfIdle takes the extra connection cc of s out of service when no

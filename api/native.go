@@ -476,22 +476,11 @@ func (c *Client) nkeep(s *slot) {
 				return
 			}
 		} else {
-			c.mu.Lock()
-			s.state, s.lastErr = slotDown, err
-			c.notifyLocked()
-			c.mu.Unlock()
+			c.markDown(s, err)
 		}
-		pause.Reset(c.cfg.ReconnectInterval)
-		select {
-		case <-pause.C:
-		case <-s.redial:
-		case <-c.ctx.Done():
+		if !c.awaitRedial(s, pause) {
 			return
 		}
-		c.mu.Lock()
-		s.state = slotDialing
-		c.notifyLocked()
-		c.mu.Unlock()
 	}
 }
 
