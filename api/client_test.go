@@ -273,6 +273,39 @@ func TestReleaseRetriedUntilConfirmed(t *testing.T) {
 	}
 }
 
+// A release answered 503 may have been made (a node whose log took it
+// but could not write it, engine.ErrNotWritten): when the repeat finds the
+// lock not held, the release is done (nil), not ErrNotHeld.
+func TestReleaseAnsweredUnavailableThenNotHeldIsDone(t *testing.T) {
+	var answered503 atomic.Bool
+	srv := startServer(t, engine.Config{}, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodDelete && !answered503.Swap(true) {
+				h.ServeHTTP(httptest.NewRecorder(), r) // made...
+				w.Header().Set("Retry-After", "1")     // ...but answered as not written
+				http.Error(w, `{"error":"unavailable","message":"the node made the change but cannot write it to its log"}`, http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	c := newClient(t, func(c *api.Config) { c.ReleaseRetry = 10 * time.Millisecond }, srv.URL)
+	ctx := ctxBound(t)
+	l, err := c.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Release(ctx, "k", l.Token); err != nil {
+		t.Fatalf("release answered 503, then not_held: %v; want nil", err)
+	}
+	if !answered503.Load() {
+		t.Fatal("the release was not answered 503")
+	}
+	if err := c.Release(ctx, "k", l.Token); !errors.Is(err, api.ErrNotHeld) {
+		t.Fatalf("release of a lock nobody holds: %v; want ErrNotHeld", err)
+	}
+}
+
 // A release that cannot reach any node gives up after ReleaseTimeout.
 func TestReleaseGivesUp(t *testing.T) {
 	srv := startServer(t, engine.Config{}, nil)

@@ -1094,8 +1094,9 @@ func (e *Engine) Abandon(g Grant, id string) {
 // waiter with a new token, in the same step. It returns ErrNotHeld when
 // nobody holds key, ErrNotHolder when another token does, ErrClosed,
 // ErrUnavailable when the log cannot take the change (then nothing
-// changed) or did not write it, or an *ArgError for a bad key. With a Log
-// it returns once the release is written.
+// changed), ErrNotWritten when it took it but could not write it (then
+// the outcome is unknown), or an *ArgError for a bad key. With a Log it
+// returns once the release is written.
 func (e *Engine) Release(key string, token uint64) error {
 	idx, err := e.ReleaseNoWait(key, token)
 	if err != nil {
@@ -1107,7 +1108,7 @@ func (e *Engine) Release(key string, token uint64) error {
 // ReleaseNoWait is Release without the wait for the log: the release is
 // made (the lock handed on) and appended to the log, and it may be
 // answered once WaitLogged(idx) returns nil. Its errors are Release's
-// but the log's wait.
+// but ErrNotWritten, which WaitLogged returns.
 func (e *Engine) ReleaseNoWait(key string, token uint64) (LogIndex, error) {
 	if err := CheckKey(key); err != nil {
 		return 0, err
