@@ -261,7 +261,6 @@ type shard struct {
 	timer   *time.Timer
 	armed   int64 // when the timer fires (monotonic ns, Clock); 0 = not armed
 	e       *Engine
-	idx     int
 	buf     []byte // the record being appended to the log
 }
 
@@ -567,7 +566,6 @@ func New(cfg Config) (*Engine, error) {
 	for i := range e.shards {
 		s := &e.shards[i]
 		s.e = e
-		s.idx = i
 		s.locks = make(map[string]*lock)
 		s.tickets = make(map[string]*ticket)
 		s.timer = time.AfterFunc(time.Hour, s.fire)
@@ -1783,7 +1781,6 @@ func (s *shard) waiterDeadline(w *waiter, now stamp) {
 
 func (s *shard) emit(ev Event) {
 	if f := s.e.cfg.OnEvent; f != nil {
-		ev.Shard = s.idx
 		f(ev)
 	}
 }
