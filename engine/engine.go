@@ -1124,13 +1124,21 @@ func (e *Engine) ReleaseNoWait(key string, token uint64) (LogIndex, error) {
 		s.mu.Unlock()
 		return 0, err
 	}
-	r := Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}
-	n, err := s.record(&r)
+	return s.release(lk, &Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}, now)
+}
+
+// release makes r, a release of lk (RecRelease, RecForce), in the same
+// step as the hand-on of the freed slots: it appends r to the log, applies
+// it, grants the next waiters and drops the key if idle. s.mu is held and
+// is released here. It returns r's log index, or the log's refusal (then
+// nothing changed).
+func (s *shard) release(lk *lock, r *Record, now stamp) (LogIndex, error) {
+	n, err := s.record(r)
 	if err != nil {
 		s.mu.Unlock()
 		return 0, err
 	}
-	s.apply(lk, &r, now)
+	s.apply(lk, r, now)
 	s.grantNext(lk, now)
 	s.dropIfIdle(lk)
 	s.mu.Unlock()
@@ -1168,17 +1176,7 @@ func (e *Engine) ForceReleaseNoWait(key string) (LogIndex, error) {
 		return 0, ErrNotHeld
 	}
 	now := e.now()
-	r := Record{Kind: RecForce, Key: lk.key, At: now.wall}
-	n, err := s.record(&r)
-	if err != nil {
-		s.mu.Unlock()
-		return 0, err
-	}
-	s.apply(lk, &r, now)
-	s.grantNext(lk, now)
-	s.dropIfIdle(lk)
-	s.mu.Unlock()
-	return LogIndex(n), nil
+	return s.release(lk, &Record{Kind: RecForce, Key: lk.key, At: now.wall}, now)
 }
 
 // CheckOwner reports whether owner is a valid owner label: "" (none), or
