@@ -475,8 +475,10 @@ const releaseAttempt = time.Second
 // ReleaseTimeout (5 s), or until ctx ends, until a node confirms it. It
 // returns nil once released; ErrNotHeld or ErrNotHolder (as *StatusError)
 // when the lock was not ours (any more) — unless an earlier attempt may
-// have reached the server, in which case that attempt released it and nil
-// is returned; ErrInvalidArgument for a bad key or token; else the last
+// have released it (its connection was lost, or it was answered
+// unavailable or internal: a node may make a release that its log then
+// fails to write), in which case that attempt released it and nil is
+// returned; ErrInvalidArgument for a bad key or token; else the last
 // failure (wrapping ErrUnavailable) or ctx's error.
 func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 	if c.native {
@@ -525,6 +527,7 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 				return statusError(r)
 			case r.status >= 500 || r.status == http.StatusTooManyRequests:
 				err = statusError(r)
+				ambiguous = ambiguous || r.status >= 500
 			default:
 				return statusError(r)
 			}

@@ -861,6 +861,7 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 				return answerError(&a)
 			case a.Code == CodeUnavailable || a.Code == CodeInternal || a.Code == CodeTooManyKeys || a.Code == CodeTooManyWaiters:
 				err = answerError(&a)
+				ambiguous = ambiguous || a.Code == CodeUnavailable || a.Code == CodeInternal
 			default:
 				return answerError(&a)
 			}

@@ -158,6 +158,19 @@ func TestNativeReleaseRetried(t *testing.T) {
 	if err := <-rel; err != nil {
 		t.Fatal(err)
 	}
+	// An attempt answered unavailable may have been made (a node whose
+	// log took the release but could not write it): a not_held after it
+	// means the release is done.
+	go func() { rel <- c.Release(ctx, "u", 7) }()
+	for _, answer := range []string{"R u E unavailable the node made the change but cannot write it to its log", "R u E not_held nobody holds the lock"} {
+		if l := fc.read(t); l != "R u 7" {
+			t.Fatalf("release line %q", l)
+		}
+		fc.send(t, answer)
+	}
+	if err := <-rel; err != nil {
+		t.Fatalf("release answered unavailable, then not_held: %v; want nil", err)
+	}
 }
 
 // A release attempt that gets no answer within its bound (a second) is

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 
@@ -40,7 +41,7 @@ func TestProtoErrors(t *testing.T) {
 		}
 		_, err = c.Acquire(ctx, "k", api.WithWait(50*time.Millisecond))
 		var se *api.StatusError
-		if !errors.Is(err, api.ErrTimeout) || !errors.As(err, &se) || se.Code != api.CodeTimeout {
+		if !errors.Is(err, api.ErrTimeout) || !errors.As(err, &se) || se.Code != api.CodeTimeout || proto == "http" && se.StatusCode != http.StatusRequestTimeout {
 			t.Fatalf("timed out acquire: %v", err)
 		}
 		if err := c.Release(ctx, "k", l.Token+1); !errors.Is(err, api.ErrNotHolder) {
@@ -146,6 +147,8 @@ func TestProtoKeepAliveAndLost(t *testing.T) {
 			}
 			return l.Expiry().After(first)
 		})
+		// Renewed past the first lease: still ours.
+		eventually(t, "past the first lease", func() bool { return time.Now().After(first) })
 		heldOnce(t, hc, "k", l.Token)
 		if err := hc.Release(ctx, "k", l.Token); err != nil {
 			t.Fatal(err)
@@ -157,6 +160,9 @@ func TestProtoKeepAliveAndLost(t *testing.T) {
 		}
 		if err := l.Err(); !errors.Is(err, api.ErrLost) || !errors.Is(err, api.ErrNotHeld) {
 			t.Fatalf("Err() = %v", err)
+		}
+		if err := l.Release(ctx); !errors.Is(err, api.ErrNotHeld) {
+			t.Fatalf("release of a lost lock: %v", err)
 		}
 	})
 }
@@ -195,7 +201,8 @@ func TestProtoRenew(t *testing.T) {
 	})
 }
 
-// WithLock runs fn under the lock and releases it after.
+// WithLock runs fn under the lock and releases it after; a lock lost
+// while fn runs cancels fn's context and is reported.
 func TestProtoWithLock(t *testing.T) {
 	eachProto(t, func(t *testing.T, proto string) {
 		srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
@@ -213,6 +220,21 @@ func TestProtoWithLock(t *testing.T) {
 		}
 		if st := status(t, hc, "k"); st.Holder != nil {
 			t.Fatalf("still held after WithLock: %+v", st.Holder)
+		}
+
+		boom := errors.New("boom")
+		err = c.WithLock(ctx, "k", func(ctx context.Context, token uint64) error {
+			if err := c.Release(ctx, "k", token); err != nil { // from under it
+				return err
+			}
+			<-ctx.Done()
+			if !errors.Is(context.Cause(ctx), api.ErrLost) {
+				t.Errorf("cause %v", context.Cause(ctx))
+			}
+			return boom
+		}, api.WithLease(200*time.Millisecond))
+		if !errors.Is(err, boom) || !errors.Is(err, api.ErrLost) {
+			t.Fatalf("WithLock with the lock lost: %v", err)
 		}
 	})
 }
@@ -278,6 +300,13 @@ func TestProtoAuth(t *testing.T) {
 		if err := ops.ForceRelease(ctx, "k"); err != nil {
 			t.Fatalf("force with an admin token: %v", err)
 		}
+		l, err := user.Acquire(ctx, "j")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil { // the token goes with every call
+			t.Fatalf("release with a user token: %v", err)
+		}
 		if _, err := bad.Acquire(ctx, "k"); !errors.Is(err, api.ErrUnauthorized) {
 			t.Fatalf("acquire with a wrong token: %v", err)
 		}
@@ -306,6 +335,9 @@ func TestProtoAcquireCancelled(t *testing.T) {
 		cancel()
 		if r := <-res; !errors.Is(r.err, context.Canceled) {
 			t.Fatalf("cancelled acquire: %v", r.err)
+		}
+		if proto == "http" {
+			waitWaiters(t, hc, "k", 0) // left the queue at once
 		}
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -347,6 +379,9 @@ func TestProtoClose(t *testing.T) {
 		}
 		if _, err := c.Acquire(ctx, "k"); !errors.Is(err, api.ErrClosed) {
 			t.Fatalf("acquire after Close: %v", err)
+		}
+		if _, err := c.Status(ctx, "k"); proto == "http" && !errors.Is(err, api.ErrClosed) { // native: no read calls
+			t.Fatalf("status after Close: %v", err)
 		}
 		waitWaiters(t, hc, "k", 0)
 		c.Close()

@@ -261,7 +261,6 @@ type shard struct {
 	timer   *time.Timer
 	armed   int64 // when the timer fires (monotonic ns, Clock); 0 = not armed
 	e       *Engine
-	idx     int
 	buf     []byte // the record being appended to the log
 }
 
@@ -567,7 +566,6 @@ func New(cfg Config) (*Engine, error) {
 	for i := range e.shards {
 		s := &e.shards[i]
 		s.e = e
-		s.idx = i
 		s.locks = make(map[string]*lock)
 		s.tickets = make(map[string]*ticket)
 		s.timer = time.AfterFunc(time.Hour, s.fire)
@@ -1094,8 +1092,9 @@ func (e *Engine) Abandon(g Grant, id string) {
 // waiter with a new token, in the same step. It returns ErrNotHeld when
 // nobody holds key, ErrNotHolder when another token does, ErrClosed,
 // ErrUnavailable when the log cannot take the change (then nothing
-// changed) or did not write it, or an *ArgError for a bad key. With a Log
-// it returns once the release is written.
+// changed), ErrNotWritten when it took it but could not write it (then
+// the outcome is unknown), or an *ArgError for a bad key. With a Log it
+// returns once the release is written.
 func (e *Engine) Release(key string, token uint64) error {
 	idx, err := e.ReleaseNoWait(key, token)
 	if err != nil {
@@ -1107,7 +1106,7 @@ func (e *Engine) Release(key string, token uint64) error {
 // ReleaseNoWait is Release without the wait for the log: the release is
 // made (the lock handed on) and appended to the log, and it may be
 // answered once WaitLogged(idx) returns nil. Its errors are Release's
-// but the log's wait.
+// but ErrNotWritten, which WaitLogged returns.
 func (e *Engine) ReleaseNoWait(key string, token uint64) (LogIndex, error) {
 	if err := CheckKey(key); err != nil {
 		return 0, err
@@ -1125,13 +1124,21 @@ func (e *Engine) ReleaseNoWait(key string, token uint64) (LogIndex, error) {
 		s.mu.Unlock()
 		return 0, err
 	}
-	r := Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}
-	n, err := s.record(&r)
+	return s.release(lk, &Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}, now)
+}
+
+// release makes r, a release of lk (RecRelease, RecForce), in the same
+// step as the hand-on of the freed slots: it appends r to the log, applies
+// it, grants the next waiters and drops the key if idle. s.mu is held and
+// is released here. It returns r's log index, or the log's refusal (then
+// nothing changed).
+func (s *shard) release(lk *lock, r *Record, now stamp) (LogIndex, error) {
+	n, err := s.record(r)
 	if err != nil {
 		s.mu.Unlock()
 		return 0, err
 	}
-	s.apply(lk, &r, now)
+	s.apply(lk, r, now)
 	s.grantNext(lk, now)
 	s.dropIfIdle(lk)
 	s.mu.Unlock()
@@ -1169,17 +1176,7 @@ func (e *Engine) ForceReleaseNoWait(key string) (LogIndex, error) {
 		return 0, ErrNotHeld
 	}
 	now := e.now()
-	r := Record{Kind: RecForce, Key: lk.key, At: now.wall}
-	n, err := s.record(&r)
-	if err != nil {
-		s.mu.Unlock()
-		return 0, err
-	}
-	s.apply(lk, &r, now)
-	s.grantNext(lk, now)
-	s.dropIfIdle(lk)
-	s.mu.Unlock()
-	return LogIndex(n), nil
+	return s.release(lk, &Record{Kind: RecForce, Key: lk.key, At: now.wall}, now)
 }
 
 // CheckOwner reports whether owner is a valid owner label: "" (none), or
@@ -1782,7 +1779,6 @@ func (s *shard) waiterDeadline(w *waiter, now stamp) {
 
 func (s *shard) emit(ev Event) {
 	if f := s.e.cfg.OnEvent; f != nil {
-		ev.Shard = s.idx
 		f(ev)
 	}
 }

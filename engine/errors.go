@@ -36,10 +36,25 @@ var (
 	ErrTokenSpace = errors.New("engine: fencing tokens exhausted (2^53)")
 	// ErrUnavailable: the log (Config.Log) could not take or write the
 	// change (disk full, a write error). A change the log refused was not
-	// made; one it took but could not write is not answered (a grant is
-	// released again). Retry later.
+	// made; a grant it took but could not write is not answered (and is
+	// released again if the log takes the release). Retry later. A
+	// release or renewal the log took but could not write is
+	// ErrNotWritten, which wraps this one.
 	ErrUnavailable = errors.New("engine: the log cannot write changes")
 )
+
+// ErrNotWritten: a release or renewal was made (a release handed the
+// lock on) and its record handed to the log, but the log could not write
+// it (Log.Wait failed). The record stays pending, as the Log keeps it: it
+// is written if the log recovers and lost if the node stops first, so
+// the caller cannot know the outcome. Records are appended before their
+// change is made, under the key's lock, in the order the changes are
+// made, and a later change of the key may already build on this one: the
+// change cannot be held back until it is written, nor taken back. A
+// repeated release answers ErrNotHeld or ErrNotHolder once the first
+// stands in memory; until a renewal is answered, the lease as it was
+// before is the one to count on. errors.Is(err, ErrUnavailable) holds.
+var ErrNotWritten = fmt.Errorf("%w: the change was made but its record is not written", ErrUnavailable)
 
 // ErrLimitMismatch: the acquire named a limit other than the key's
 // (a *LimitMismatchError says which).

@@ -14,8 +14,6 @@ const (
 	EventEnqueue                      // a waiter joined the queue
 	EventLeave                        // a waiter went away before a grant
 	EventTimeout                      // a waiter's wait ran out
-	EventState                        // snapshot: one key's full state (State)
-	EventTicket                       // snapshot: a waiter ID's remembered outcome
 	EventClaim                        // a grant awaiting its claim was claimed by its waiter's repeat
 )
 
@@ -27,8 +25,6 @@ var eventNames = [...]string{
 	EventEnqueue: "enqueue",
 	EventLeave:   "leave",
 	EventTimeout: "timeout",
-	EventState:   "state",
-	EventTicket:  "ticket",
 	EventClaim:   "claim",
 }
 
@@ -66,14 +62,6 @@ type Event struct {
 	// WaitUntil is an enqueued waiter's wait deadline, Unix nanoseconds;
 	// 0 = no limit.
 	WaitUntil int64
-	// Shard is the index of the key's shard (replication subscribes to
-	// the change stream shard by shard; see Engine.Snapshot).
-	Shard int
-	// State is a key's full state (EventState).
-	State *KeyState `json:",omitempty"`
-	// Outcome is a remembered waiter ID's outcome (EventTicket): "timeout"
-	// or "ended"; At is when it is forgotten.
-	Outcome string `json:",omitempty"`
 	// Owner is the holder's or waiter's label (grant, release, expire,
 	// enqueue); "" = none.
 	Owner string `json:",omitempty"`
@@ -83,39 +71,4 @@ type Event struct {
 	Limit int `json:",omitempty"`
 	// Forced marks a release an operator forced (release).
 	Forced bool `json:",omitempty"`
-}
-
-// KeyState is the full state of one key, as a snapshot carries it.
-type KeyState struct {
-	Key    string
-	Holder *HolderState `json:",omitempty"`
-	// More are the holders beyond Holder (a semaphore's, shared ones).
-	More    []HolderState `json:",omitempty"`
-	Waiters []WaiterState `json:",omitempty"`
-	// Limit is the key's holder limit; 0 = 1.
-	Limit int `json:",omitempty"`
-	// Mode is the holders' mode.
-	Mode Mode `json:",omitempty"`
-}
-
-// HolderState is a holder in a snapshot. Times are Unix nanoseconds.
-type HolderState struct {
-	Token   uint64
-	Lease   time.Duration
-	Granted int64
-	Expires int64
-	ID      string `json:",omitempty"` // the waiter ID it was granted to
-	// ClaimBy is the pending claim deadline (see Event.ClaimBy); 0 = none.
-	ClaimBy int64  `json:",omitempty"`
-	Owner   string `json:",omitempty"`
-}
-
-// WaiterState is a queued waiter in a snapshot. Times are Unix nanoseconds.
-type WaiterState struct {
-	ID        string
-	Lease     time.Duration
-	Arrived   int64
-	WaitUntil int64  `json:",omitempty"`
-	Owner     string `json:",omitempty"`
-	Mode      Mode   `json:",omitempty"`
 }

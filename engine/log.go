@@ -76,9 +76,9 @@ type LogIndex uint64
 
 // WaitLogged waits until the change at idx is written (and synced, as
 // the log's fsync mode says); 0 returns at once. It returns an error
-// wrapping ErrUnavailable when the log cannot write it: the change must
-// then not be answered as made. Call it without holding anything an
-// AcquireFunc callback takes.
+// wrapping ErrNotWritten (and so ErrUnavailable) when the log cannot
+// write it: the change must then be answered as neither made nor not
+// made. Call it without holding anything an AcquireFunc callback takes.
 func (e *Engine) WaitLogged(idx LogIndex) error {
 	return e.waitLogged(uint64(idx))
 }
@@ -90,7 +90,7 @@ func (e *Engine) waitLogged(idx uint64) error {
 		return nil
 	}
 	if err := e.log.Wait(idx); err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", ErrNotWritten, err)
 	}
 	return nil
 }

@@ -315,14 +315,24 @@ func TestAnswerWaitsForTheLog(t *testing.T) {
 
 		// The log took the grant but cannot write it: not answered, and
 		// the grant is released again.
+		h := mustAcquire(t, e, AcquireRequest{Key: "h", Lease: time.Minute})
 		log.mu.Lock()
 		log.waitErr = errDiskFull
 		log.mu.Unlock()
 		_, err := e.Acquire(context.Background(), AcquireRequest{Key: "k2"})
 		wantErr(t, "acquire whose grant could not be written", err, ErrUnavailable)
+		if errors.Is(err, ErrNotWritten) {
+			t.Fatalf("acquire whose grant could not be written: %v; want ErrUnavailable, not ErrNotWritten (nothing was granted)", err)
+		}
+		// A renewal or release it took but cannot write stands in
+		// memory: ErrNotWritten, the outcome unknown to the caller.
+		_, err = e.Renew("h", h.Token, 2*time.Minute)
+		wantErr(t, "renew whose record could not be written", err, ErrNotWritten)
+		wantErr(t, "release whose record could not be written", e.Release("h", h.Token), ErrNotWritten)
 		log.mu.Lock()
 		log.waitErr = nil
 		log.mu.Unlock()
 		wantHolder(t, e, "k2", 0, 0)
+		wantHolder(t, e, "h", 0, 0)
 	})
 }

@@ -61,8 +61,8 @@ func TestShardOfAKeyIsFixed(t *testing.T) {
 	e := newEngine(t, Config{Shards: 256})
 	defer e.Close()
 	for key, want := range map[string]int{"orders/42": 239, "k": 101, "a/very/long/key/with/some/depth": 79} {
-		if got := e.shard(key).idx; got != want {
-			t.Errorf("shard(%q) = %d, want %d", key, got, want)
+		if got := e.ShardOf(key); got != want || e.shard(key) != &e.shards[want] {
+			t.Errorf("ShardOf(%q) = %d, want %d (and shard() its shard)", key, got, want)
 		}
 	}
 }

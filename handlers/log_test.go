@@ -2,14 +2,21 @@ package handlers_test
 
 import (
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/handlers"
+	"github.com/baton-io/baton/internal/errcode"
+	"github.com/baton-io/baton/wal"
 )
 
 // fullLog is an engine.Log that refuses every record while full is set,
@@ -61,4 +68,170 @@ func TestLogRefusalIs503(t *testing.T) {
 	log.full.Store(false)
 	e.release("k", a.Token)
 	e.release("k", e.acquire("/locks/k").Token)
+}
+
+// failingFiles wraps the files of a wal.Log (wal.Config.WrapFile) so that
+// their writes fail, writing nothing, while fail is set: a disk that
+// errors.
+type failingFiles struct{ fail atomic.Bool }
+
+func (fs *failingFiles) wrap(_ string, f wal.File) wal.File { return &failingFile{f, fs} }
+
+type failingFile struct {
+	wal.File
+	fs *failingFiles
+}
+
+func (f *failingFile) WriteAt(p []byte, off int64) (int, error) {
+	if f.fs.fail.Load() {
+		return 0, &os.PathError{Op: "write", Path: "injected", Err: syscall.EIO}
+	}
+	return f.File.WriteAt(p, off)
+}
+
+func (f *failingFile) Write(p []byte) (int, error) {
+	if f.fs.fail.Load() {
+		return 0, &os.PathError{Op: "write", Path: "injected", Err: syscall.EIO}
+	}
+	return f.File.Write(p)
+}
+
+// A release or renewal that the log takes but cannot write is made in
+// memory (the release hands the lock on) and stays pending in the log:
+// written if the log recovers, lost if the node stops first. Its answer
+// is a 503 that says so, not the "nothing was changed" of a change the
+// log refused (the next one, once the log is failed); a repeated release
+// answers not_held; and a restart on the log finds one of the two
+// outcomes the answer allowed: the change, once the log recovered, and
+// the state before it, when the node stopped first.
+func TestUnwrittenChangeIs503WithOutcomeUnknown(t *testing.T) {
+	_, _, notWritten, _ := errcode.Of(engine.ErrNotWritten)
+	_, _, refused, _ := errcode.Of(engine.ErrUnavailable)
+	if notWritten == refused {
+		t.Fatalf("ErrNotWritten and ErrUnavailable have the same message %q", refused)
+	}
+	for _, op := range []string{"release", "renew"} {
+		for _, recovers := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/recovers=%v", op, recovers), func(t *testing.T) {
+				files := &failingFiles{}
+				health := make(chan error, 16)
+				wc := wal.DefaultConfig(t.TempDir())
+				wc.Preallocate = 0
+				// How long a Wait waits for a failed log, and how often it
+				// is retried: short, so that the test does not wait long.
+				wc.FailTimeout, wc.RetryInterval = 10*time.Millisecond, 10*time.Millisecond
+				wc.Logger = slog.New(slog.DiscardHandler)
+				wc.WrapFile = files.wrap
+				wc.OnHealth = func(err error) { health <- err }
+				l, err := wal.Open(wc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = l.Close() })
+				e := newEnv(t, engine.Config{Log: l}, handlers.Config{})
+				g := e.acquire("/locks/k?lease=60")
+				before, _ := e.eng.Status("k")
+
+				files.fail.Store(true)
+				path := "/locks/k?token=" + tok(g.Token)
+				method := http.MethodDelete
+				if op == "renew" {
+					method, path = http.MethodPatch, path+"&lease=120"
+				}
+				r := e.do(method, path, "")
+				if r.code != http.StatusServiceUnavailable || r.hdr.Get("Retry-After") == "" {
+					t.Fatalf("%s with the log failing: %d %s; want 503 with Retry-After", op, r.code, r.body)
+				}
+				if b := r.errBody(t); b.Code != api.CodeUnavailable || b.Message != notWritten {
+					t.Fatalf("%s with the log failing: %+v; want code %q, message %q", op, b, api.CodeUnavailable, notWritten)
+				}
+				made, _ := e.eng.Status("k")
+				switch {
+				case op == "release" && made.Holder != nil:
+					t.Fatalf("k after the unwritten release: held by %+v; want free (released in memory)", made.Holder)
+				case op == "release":
+					if r := e.do(method, path, ""); r.code != http.StatusNotFound || r.errBody(t).Code != api.CodeNotHeld {
+						t.Fatalf("the release repeated: %d %s; want 404 not_held", r.code, r.body)
+					}
+				case made.Holder == nil || made.Holder.Token != g.Token || !made.Holder.ExpiresAt.After(before.Holder.ExpiresAt.Add(time.Minute/2)):
+					t.Fatalf("k after the unwritten renewal: %+v; want held by %d past %v (renewed in memory)", made.Holder, g.Token, before.Holder.ExpiresAt)
+				}
+				// The log is failed now: the next change is refused, and
+				// that answer may say that nothing changed.
+				if r := e.do(http.MethodPost, "/locks/other", ""); r.code != http.StatusServiceUnavailable || r.errBody(t).Message != refused {
+					t.Fatalf("acquire on a failed log: %d %s; want 503 %q", r.code, r.body, refused)
+				}
+
+				if recovers {
+					files.fail.Store(false)
+					waitHealthy(t, health)
+				}
+				e.srv.Close()
+				if err := e.eng.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if err := l.Close(); (err == nil) != recovers {
+					t.Fatalf("closing the log: %v (recovered: %v)", err, recovers)
+				}
+
+				after := restart(t, wc.Dir, e.dir)
+				want := before // the node stopped before the log could write the change
+				if recovers {
+					want = made
+				}
+				if st, _ := after.Status("other"); st.Holder != nil {
+					t.Fatalf("other after the restart: held by %+v; want free (its acquire was refused)", st.Holder)
+				}
+				got, _ := after.Status("k")
+				switch {
+				case want.Holder == nil && got.Holder != nil:
+					t.Fatalf("k after the restart: held by %+v; want free", got.Holder)
+				case want.Holder == nil:
+				case got.Holder == nil || got.Holder.Token != want.Holder.Token || got.Holder.ExpiresAt.Sub(want.Holder.ExpiresAt).Abs() > time.Millisecond:
+					t.Fatalf("k after the restart: %+v; want held by %d until %v", got.Holder, want.Holder.Token, want.Holder.ExpiresAt)
+				}
+			})
+		}
+	}
+}
+
+// waitHealthy waits until the log reports (wal.Config.OnHealth) that it
+// writes again; the bound only turns a hang into a failure.
+func waitHealthy(t *testing.T, health <-chan error) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case err := <-health:
+			if err == nil {
+				return
+			}
+		case <-timeout:
+			t.Fatal("the log did not recover within 10 s of its disk writing again")
+		}
+	}
+}
+
+// restart opens the log in dir again and replays it into a new engine
+// (tokens in dataDir), as a node does when it starts, and returns the
+// engine, promoted.
+func restart(t *testing.T, dir, dataDir string) *engine.Engine {
+	t.Helper()
+	wc := wal.DefaultConfig(dir)
+	wc.Logger = slog.New(slog.DiscardHandler)
+	l, err := wal.Open(wc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	eng, err := engine.New(engine.Config{DataDir: dataDir, Standby: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close() })
+	if err := l.Replay(1, func(_ uint64, rec []byte) error { return eng.Replay(rec) }); err != nil {
+		t.Fatal(err)
+	}
+	eng.Promote(engine.Failover)
+	return eng
 }

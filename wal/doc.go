@@ -135,10 +135,13 @@
 //
 // When a write or fsync fails (disk full, EIO) the log keeps every record
 // it was given, refuses new ones (Append returns ErrUnavailable), and
-// retries in the background every Config.RetryInterval: it cuts the
-// segment back to its last fsynced offset and writes again everything
-// after it (in interval mode it keeps the written but not yet fsynced
-// bytes for that, since a failed fsync may have dropped them from the page
-// cache). When a retry succeeds the log is healthy again. Healthy, Stats
+// retries in the background every Config.RetryInterval: it writes again
+// everything after the segment's last fsynced offset, over what is there,
+// and cuts the segment at its end (in interval mode it keeps the written
+// but not yet fsynced bytes for that, since a failed fsync may have
+// dropped them from the page cache). A retry that fails leaves the file as
+// it was, so a process that stops while the log is failed keeps what was
+// written before the failure. When a retry succeeds the log is healthy
+// again. Healthy, Stats
 // and Config.OnHealth report it; errors and recoveries are logged.
 package wal

@@ -132,6 +132,40 @@ func TestWriteFailureKeepsEveryRecordAndRecovers(t *testing.T) {
 	}
 }
 
+// Records written but not yet fsynced (interval and never modes) stay
+// in the file while the log is failed: a process that stops then (Close
+// here; kill -9 alike, the retries being the same) has them on restart.
+// (The retries used to cut the file back to the last fsync before their
+// write, which failed again: the written records were gone.)
+func TestFailedLogKeepsWhatItWrote(t *testing.T) {
+	for _, mode := range []SyncMode{SyncInterval, SyncNever} {
+		t.Run(mode.String(), func(t *testing.T) {
+			fs := &faults{}
+			cfg := testConfig(t, t.TempDir())
+			cfg.Sync, cfg.WrapFile = mode, fs.wrap
+			cfg.SyncInterval = time.Hour // no fsync after the records below
+			l := mustOpen(t, cfg)
+			defer l.Close()
+			for i := 1; i <= 5; i++ {
+				appendWait(t, l, rec(i))
+			}
+			fs.set(syscall.EIO, nil)
+			i6, err := l.Append(rec(6))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Wait(i6); !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("Wait with writes failing = %v, want ErrUnavailable", err)
+			}
+			if err := l.Close(); !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("Close with a record not written = %v, want ErrUnavailable", err)
+			}
+			cfg.WrapFile = nil
+			reopenHas(t, cfg, 5)
+		})
+	}
+}
+
 // A failed fsync may have dropped written pages: the records written
 // since the last good fsync are written again before the log is healthy.
 func TestFsyncFailureRewritesWhatWasNotSynced(t *testing.T) {

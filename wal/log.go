@@ -850,10 +850,10 @@ func (l *Log) flush() {
 	l.mu.Unlock()
 }
 
-// recover tries once to make a failed log healthy: as the writer, it cuts
-// the active segment back to its last good offset and writes again every
-// byte not known to be on the disk, then fsyncs. Reports whether the log
-// is healthy.
+// recover tries once to make a failed log healthy: as the writer, it
+// writes again every byte not known to be on the disk, from the active
+// segment's last good offset, cuts the segment at their end, then fsyncs.
+// Reports whether the log is healthy.
 func (l *Log) recover() bool {
 	l.mu.Lock()
 	for l.leading {
@@ -882,10 +882,19 @@ func (l *Log) recover() bool {
 	f := l.active
 	l.mu.Unlock()
 
+	// Written over first, then cut at the end of what was written: a
+	// write that fails again leaves the file as it was, with the records
+	// written before the failure (answered, in interval and never modes),
+	// where cutting back to base first would drop them until a retry
+	// succeeds, and for good if the process stops meanwhile. The bytes
+	// written over are the same records at the same offsets.
 	l.syncMu.Lock()
-	err := f.Truncate(base)
-	if err == nil && len(data) > 0 {
+	var err error
+	if len(data) > 0 {
 		_, err = f.WriteAt(data, base)
+	}
+	if err == nil {
+		err = f.Truncate(base + int64(len(data)))
 	}
 	if err == nil && l.cfg.Sync != SyncNever {
 		err = f.Sync()

@@ -118,25 +118,121 @@ func (e *runEnv) setCPU(r *Result, w *cpuWindows, ops int) {
 // grantRec is one grant as its client saw it, on the shared clock.
 type grantRec struct {
 	client    int32
+	shared    bool // acquired in shared mode (runModes)
 	token     uint64
 	waitStart int64 // acquire request about to be sent
 	granted   int64 // grant received
 	released  int64 // release answered
 }
 
+// window is a timed workload's measured window on the shared clock,
+// after --warmup and --duration long, with its CPU measurement (cpuWindow)
+// and each client's cap on cycles (--max-ops spread over c clients).
+type window struct {
+	start, end   int64
+	perClientMax int64
+	cpu          *cpuWindows
+}
+
+// timed opens the c clients of a timed run, which the caller closes, and
+// then starts its measured window.
+func (e *runEnv) timed(ctx context.Context, c int) (lockerSet, window, error) {
+	set, err := e.newSet(c)
+	if err != nil {
+		return nil, window{}, err
+	}
+	start := now() + int64(e.cfg.warmup)
+	end := start + int64(e.cfg.duration)
+	return set, window{start: start, end: end, perClientMax: e.cfg.maxOps/int64(c) + 1, cpu: e.cpuWindow(ctx, start, end)}, nil
+}
+
+// cycles runs c clients that loop acquire, hold (--hold), release on key
+// until the window ends, and returns the cycles whose release was
+// answered, all clients together. Past the end a client finishes its
+// cycle and stops; the clients still queued are granted in turn, so the
+// key drains without cancelling anything. mode, if set, gives client i's
+// n-th acquire its mode (AcquireMode: the set's lockers must be
+// modeLockers, or each client fails once and stops); nil: a plain
+// Acquire.
+func (e *runEnv) cycles(ctx context.Context, set lockerSet, c int, key string, w window, mode func(i int, n int64) acqMode) []grantRec {
+	recs := make([][]grantRec, c)
+	var wg sync.WaitGroup
+	for i := 0; i < c; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			l := set.For(i)
+			ml, ok := l.(modeLocker)
+			if mode != nil && !ok {
+				e.fail(ctx, fmt.Errorf("client %s cannot acquire in a mode", e.cfg.client))
+				return
+			}
+			for n := int64(0); n < w.perClientMax; n++ {
+				ws := now()
+				if ws >= w.end || ctx.Err() != nil {
+					return
+				}
+				var m acqMode
+				tok, g, err := e.cycle(ctx, l, key, e.cfg.hold, func() (uint64, error) {
+					if mode == nil {
+						return l.Acquire(ctx, key, e.cfg.lease, e.cfg.wait)
+					}
+					m = mode(i, n)
+					return ml.AcquireMode(ctx, key, e.cfg.lease, e.cfg.wait, m)
+				})
+				if err != nil {
+					if e.fail(ctx, err) {
+						return
+					}
+					continue
+				}
+				e.prog.ops.Add(1)
+				recs[i] = append(recs[i], grantRec{client: int32(i), shared: m.shared, token: tok, waitStart: ws, granted: g, released: now()})
+			}
+		}(i)
+	}
+	wg.Wait()
+	var all []grantRec
+	for _, rs := range recs {
+		all = append(all, rs...)
+	}
+	return all
+}
+
+// cycle is one cycle of a client: acquire (through acq) key, hold it for
+// hold, release it with l. It returns the token, when the grant was
+// received (the shared clock), and the error of the acquire or the
+// release.
+func (e *runEnv) cycle(ctx context.Context, l locker, key string, hold time.Duration, acq func() (uint64, error)) (tok uint64, granted int64, err error) {
+	tok, err = acq()
+	granted = now()
+	if err != nil {
+		return 0, granted, err
+	}
+	if hold > 0 {
+		time.Sleep(hold)
+	}
+	return tok, granted, l.Release(ctx, key, tok)
+}
+
+// serverRSS is the target's settled RSS (settledRSS), 0 when it is not a
+// local process.
+func (e *runEnv) serverRSS() (int64, error) {
+	if e.tgt.pid <= 0 {
+		return 0, nil
+	}
+	return settledRSS(e.tgt.pid)
+}
+
 // runUncontended: each of C clients loops acquire+release on its own key.
 // ops_s is cycles/s; latencies are the acquire's.
 func runUncontended(ctx context.Context, e *runEnv) (*Result, error) {
 	c := e.cfg.c
-	set, err := e.newSet(c)
+	set, w, err := e.timed(ctx, c)
 	if err != nil {
 		return nil, err
 	}
 	defer set.Close()
-	start := now() + int64(e.cfg.warmup)
-	end := start + int64(e.cfg.duration)
-	perClientMax := e.cfg.maxOps/int64(c) + 1
-	cpu := e.cpuWindow(ctx, start, end)
 	lats := make([][]int64, c)
 	var wg sync.WaitGroup
 	for i := 0; i < c; i++ {
@@ -144,20 +240,13 @@ func runUncontended(ctx context.Context, e *runEnv) (*Result, error) {
 		go func(i int) {
 			defer wg.Done()
 			l, key := set.For(i), e.key("u", i)
-			for n := int64(0); n < perClientMax; n++ {
+			for n := int64(0); n < w.perClientMax; n++ {
 				t0 := now()
-				if t0 >= end || ctx.Err() != nil {
+				if t0 >= w.end || ctx.Err() != nil {
 					return
 				}
-				tok, err := l.Acquire(ctx, key, e.cfg.lease, e.cfg.wait)
-				t1 := now()
+				_, t1, err := e.cycle(ctx, l, key, 0, func() (uint64, error) { return l.Acquire(ctx, key, e.cfg.lease, e.cfg.wait) })
 				if err != nil {
-					if e.fail(ctx, err) {
-						return
-					}
-					continue
-				}
-				if err := l.Release(ctx, key, tok); err != nil {
 					if e.fail(ctx, err) {
 						return
 					}
@@ -165,7 +254,7 @@ func runUncontended(ctx context.Context, e *runEnv) (*Result, error) {
 				}
 				t2 := now()
 				e.prog.ops.Add(1)
-				if t0 >= start && t2 <= end {
+				if t0 >= w.start && t2 <= w.end {
 					lats[i] = append(lats[i], t1-t0)
 				}
 			}
@@ -183,7 +272,7 @@ func runUncontended(ctx context.Context, e *runEnv) (*Result, error) {
 	r.OpsS = float64(len(all)) / e.cfg.duration.Seconds()
 	r.P50, r.P99, r.P999 = percentiles(all)
 	r.set("cycles", float64(len(all)))
-	e.setCPU(r, cpu, len(all))
+	e.setCPU(r, w.cpu, len(all))
 	r.Errors = e.errs.Load()
 	return r, nil
 }
@@ -193,63 +282,17 @@ func runUncontended(ctx context.Context, e *runEnv) (*Result, error) {
 // handoff latency, FIFO overtakes and the spread of grants per client.
 func runContended(ctx context.Context, e *runEnv) (*Result, error) {
 	c := e.cfg.c
-	set, err := e.newSet(c)
+	set, w, err := e.timed(ctx, c)
 	if err != nil {
 		return nil, err
 	}
 	defer set.Close()
-	key := e.key("c", 0)
-	start := now() + int64(e.cfg.warmup)
-	end := start + int64(e.cfg.duration)
-	perClientMax := e.cfg.maxOps/int64(c) + 1
-	cpu := e.cpuWindow(ctx, start, end)
-	srvHandoff := serverHandoffWindow(ctx, e.tgt, start, end)
-	recs := make([][]grantRec, c)
-	var wg sync.WaitGroup
-	for i := 0; i < c; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			l := set.For(i)
-			// Past end, a client finishes its cycle and stops; the
-			// clients still queued are granted in turn, so the key
-			// drains without cancelling anything.
-			for n := int64(0); n < perClientMax; n++ {
-				ws := now()
-				if ws >= end || ctx.Err() != nil {
-					return
-				}
-				tok, err := l.Acquire(ctx, key, e.cfg.lease, e.cfg.wait)
-				g := now()
-				if err != nil {
-					if e.fail(ctx, err) {
-						return
-					}
-					continue
-				}
-				if e.cfg.hold > 0 {
-					time.Sleep(e.cfg.hold)
-				}
-				if err := l.Release(ctx, key, tok); err != nil {
-					if e.fail(ctx, err) {
-						return
-					}
-					continue
-				}
-				e.prog.ops.Add(1)
-				recs[i] = append(recs[i], grantRec{int32(i), tok, ws, g, now()})
-			}
-		}(i)
-	}
-	wg.Wait()
+	srvHandoff := serverHandoffWindow(ctx, e.tgt, w.start, w.end)
+	all := e.cycles(ctx, set, c, e.key("c", 0), w, nil)
 	if err := e.err(); err != nil {
 		return nil, err
 	}
-	var all []grantRec
-	for _, rs := range recs {
-		all = append(all, rs...)
-	}
-	a := analyzeGrants(all, start, end, c)
+	a := analyzeGrants(all, w.start, w.end, c)
 	r := e.result(c)
 	r.OpsS = float64(a.grants) / e.cfg.duration.Seconds()
 	r.P50, r.P99, r.P999 = percentiles(a.waits)
@@ -263,7 +306,7 @@ func runContended(ctx context.Context, e *runEnv) (*Result, error) {
 	r.set("max_overtake_us", float64(a.maxOvertake)/1e3)
 	r.set("min_grants", float64(a.minGrants))
 	r.set("max_grants", float64(a.maxGrants))
-	e.setCPU(r, cpu, a.grants)
+	e.setCPU(r, w.cpu, a.grants)
 	r.Errors = e.errs.Load()
 	return r, nil
 }
@@ -328,6 +371,35 @@ func analyzeGrants(all []grantRec, start, end int64, c int) grantAnalysis {
 	return a
 }
 
+// awaitQueued waits, bounded by 30 s plus 1 ms a waiter, until the w
+// acquires are sent (sent counts them) and, where the target tells
+// (baton, floor: waiting returns the count and true), queued at the
+// server, which it reads every poll and shows as the phase "<label> n/w".
+// It stops early when an error was counted or ctx ends. It returns the
+// bound and the count last read (-1: the target does not tell).
+func (e *runEnv) awaitQueued(ctx context.Context, w int, sent *atomic.Int64, label string, poll time.Duration, waiting func(hc *http.Client) (int, bool)) (parkBy time.Time, queued int) {
+	parkBy = time.Now().Add(30*time.Second + time.Duration(w)*time.Millisecond)
+	for sent.Load() < int64(w) && time.Now().Before(parkBy) && ctx.Err() == nil && e.errs.Load() == 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	hc := &http.Client{Transport: newTransport(transportOptions{proto: "h1"}, 1)}
+	defer hc.CloseIdleConnections()
+	queued = -1
+	for time.Now().Before(parkBy) && ctx.Err() == nil && e.errs.Load() == 0 {
+		n, ok := waiting(hc)
+		if !ok {
+			break
+		}
+		queued = n
+		e.prog.setPhase(fmt.Sprintf("%s %d/%d", label, n, w))
+		if n >= w {
+			break
+		}
+		time.Sleep(poll)
+	}
+	return parkBy, queued
+}
+
 // runWaiters: W clients block on one held key; the server's RSS is read
 // before and once all are queued; then the holder releases and each
 // waiter, once granted, releases at once, until all are served.
@@ -345,11 +417,9 @@ func runWaiters(ctx context.Context, e *runEnv) (*Result, error) {
 		return nil, fmt.Errorf("holder: %w", err)
 	}
 	holderGranted := now()
-	var rss0 int64
-	if e.tgt.pid > 0 {
-		if rss0, err = settledRSS(e.tgt.pid); err != nil {
-			return nil, err
-		}
+	rss0, err := e.serverRSS()
+	if err != nil {
+		return nil, err
 	}
 
 	var sent atomic.Int64
@@ -379,32 +449,14 @@ func runWaiters(ctx context.Context, e *runEnv) (*Result, error) {
 				return
 			}
 			e.prog.ops.Add(1)
-			recs[i] = grantRec{int32(i), tok, ws, g, now()}
+			recs[i] = grantRec{client: int32(i), token: tok, waitStart: ws, granted: g, released: now()}
 			got[i] = true
 		}(i)
 	}
 
-	// Wait (bounded) until every waiter's request is out and, where the
-	// target tells (baton, floor), queued at the server.
-	parkBy := time.Now().Add(30*time.Second + time.Duration(w)*time.Millisecond)
-	for sent.Load() < int64(w) && time.Now().Before(parkBy) && ctx.Err() == nil && e.errs.Load() == 0 {
-		time.Sleep(20 * time.Millisecond)
-	}
-	hc := &http.Client{Transport: newTransport(transportOptions{proto: "h1"}, 1)}
-	defer hc.CloseIdleConnections()
-	queued := -1
-	for time.Now().Before(parkBy) && ctx.Err() == nil && e.errs.Load() == 0 {
-		n, ok := queueLen(ctx, hc, e.tgt.addr, key)
-		if !ok {
-			break
-		}
-		queued = n
-		e.prog.setPhase(fmt.Sprintf("queued %d/%d", n, w))
-		if n >= w {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	parkBy, queued := e.awaitQueued(ctx, w, &sent, "queued", 100*time.Millisecond, func(hc *http.Client) (int, bool) {
+		return queueLen(ctx, hc, e.tgt.addr, key)
+	})
 	if e.errs.Load() > 0 {
 		e.abort()
 		wg.Wait()
@@ -415,11 +467,9 @@ func runWaiters(ctx context.Context, e *runEnv) (*Result, error) {
 		wg.Wait()
 		return nil, fmt.Errorf("only %d of %d waiters sent, %d queued at the server, after %v", sent.Load(), w, queued, time.Until(parkBy))
 	}
-	var rss1 int64
-	if e.tgt.pid > 0 {
-		if rss1, err = settledRSS(e.tgt.pid); err != nil {
-			return nil, err
-		}
+	rss1, err := e.serverRSS()
+	if err != nil {
+		return nil, err
 	}
 
 	e.prog.setPhase("draining")
@@ -473,11 +523,9 @@ func runKeys(ctx context.Context, e *runEnv) (*Result, error) {
 		return nil, err
 	}
 	defer set.Close()
-	var rss0 int64
-	if e.tgt.pid > 0 {
-		if rss0, err = settledRSS(e.tgt.pid); err != nil {
-			return nil, err
-		}
+	rss0, err := e.serverRSS()
+	if err != nil {
+		return nil, err
 	}
 	toks := make([]uint64, k)
 	lats := make([][]int64, c)
@@ -519,11 +567,9 @@ func runKeys(ctx context.Context, e *runEnv) (*Result, error) {
 	if err := e.err(); err != nil {
 		return nil, err
 	}
-	var rss1 int64
-	if e.tgt.pid > 0 {
-		if rss1, err = settledRSS(e.tgt.pid); err != nil {
-			return nil, err
-		}
+	rss1, err := e.serverRSS()
+	if err != nil {
+		return nil, err
 	}
 	held := 0
 	for _, t := range toks {
@@ -583,83 +629,36 @@ var errNeedsCluster = errors.New("needs a cluster")
 // answered before it to the grant being received (analyzeSlots).
 func runModes(ctx context.Context, e *runEnv, mode func(i int, n int64) acqMode) (*Result, error) {
 	c := e.cfg.c
-	set, err := e.newSet(c)
+	set, w, err := e.timed(ctx, c)
 	if err != nil {
 		return nil, err
 	}
 	defer set.Close()
-	key := e.key("m", 0)
-	start := now() + int64(e.cfg.warmup)
-	end := start + int64(e.cfg.duration)
-	perClientMax := e.cfg.maxOps/int64(c) + 1
-	cpu := e.cpuWindow(ctx, start, end)
-	srvHandoff := serverHandoffWindow(ctx, e.tgt, start, end)
-	recs := make([][]grantRec, c)
-	var shared atomic.Int64
-	var wg sync.WaitGroup
-	for i := 0; i < c; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			lk := set.For(i)
-			l, ok := lk.(modeLocker)
-			if !ok {
-				e.fail(ctx, fmt.Errorf("client %s cannot acquire in a mode", e.cfg.client))
-				return
-			}
-			for n := int64(0); n < perClientMax; n++ {
-				ws := now()
-				if ws >= end || ctx.Err() != nil {
-					return
-				}
-				m := mode(i, n)
-				tok, err := l.AcquireMode(ctx, key, e.cfg.lease, e.cfg.wait, m)
-				g := now()
-				if err != nil {
-					if e.fail(ctx, err) {
-						return
-					}
-					continue
-				}
-				if e.cfg.hold > 0 {
-					time.Sleep(e.cfg.hold)
-				}
-				if err := lk.Release(ctx, key, tok); err != nil {
-					if e.fail(ctx, err) {
-						return
-					}
-					continue
-				}
-				if m.shared && g >= start && g < end {
-					shared.Add(1)
-				}
-				e.prog.ops.Add(1)
-				recs[i] = append(recs[i], grantRec{int32(i), tok, ws, g, now()})
-			}
-		}(i)
-	}
-	wg.Wait()
+	srvHandoff := serverHandoffWindow(ctx, e.tgt, w.start, w.end)
+	all := e.cycles(ctx, set, c, e.key("m", 0), w, mode)
 	if err := e.err(); err != nil {
 		return nil, err
 	}
-	var all []grantRec
-	for _, rs := range recs {
-		all = append(all, rs...)
+	shared := 0
+	for _, g := range all {
+		if g.shared && g.granted >= w.start && g.granted < w.end {
+			shared++
+		}
 	}
-	grants, waits, handoffs := analyzeSlots(all, start, end)
+	grants, waits, handoffs := analyzeSlots(all, w.start, w.end)
 	r := e.result(c)
 	r.OpsS = float64(grants) / e.cfg.duration.Seconds()
 	r.P50, r.P99, r.P999 = percentiles(waits)
 	r.set("grants", float64(grants))
 	if grants > 0 {
-		r.set("shared_pct", 100*float64(shared.Load())/float64(grants))
+		r.set("shared_pct", 100*float64(shared)/float64(grants))
 	}
 	hp50, hp99, _ := percentiles(handoffs)
 	r.set("handoffs", float64(len(handoffs)))
 	r.set("handoff_p50_us", hp50)
 	r.set("handoff_p99_us", hp99)
 	srvHandoff(r)
-	e.setCPU(r, cpu, grants)
+	e.setCPU(r, w.cpu, grants)
 	r.Errors = e.errs.Load()
 	return r, nil
 }
@@ -720,11 +719,9 @@ func runParked(ctx context.Context, e *runEnv) (*Result, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("holder: %w", err)
 	}
-	var rss0 int64
-	if e.tgt.pid > 0 {
-		if rss0, err = settledRSS(e.tgt.pid); err != nil {
-			return nil, err
-		}
+	rss0, err := e.serverRSS()
+	if err != nil {
+		return nil, err
 	}
 	var sent atomic.Int64
 	wctx := withSentCounter(ctx, &sent)
@@ -751,25 +748,9 @@ func runParked(ctx context.Context, e *runEnv) (*Result, error) {
 			e.prog.ops.Add(1)
 		}(i)
 	}
-	parkBy := time.Now().Add(30*time.Second + time.Duration(w)*time.Millisecond)
-	for sent.Load() < int64(w) && time.Now().Before(parkBy) && ctx.Err() == nil && e.errs.Load() == 0 {
-		time.Sleep(20 * time.Millisecond)
-	}
-	hc := &http.Client{Transport: newTransport(transportOptions{proto: "h1"}, 1)}
-	defer hc.CloseIdleConnections()
-	queued := -1
-	for time.Now().Before(parkBy) && ctx.Err() == nil && e.errs.Load() == 0 {
-		n, ok := totalWaiters(ctx, hc, e.tgt.addr, func(k int) string { return e.key("p", k) }, nkeys)
-		if !ok {
-			break
-		}
-		queued = n
-		e.prog.setPhase(fmt.Sprintf("parked %d/%d", n, w))
-		if n >= w {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	_, queued := e.awaitQueued(ctx, w, &sent, "parked", 200*time.Millisecond, func(hc *http.Client) (int, bool) {
+		return totalWaiters(ctx, hc, e.tgt.addr, func(k int) string { return e.key("p", k) }, nkeys)
+	})
 	if e.errs.Load() > 0 || sent.Load() < int64(w) || (queued >= 0 && queued < w) {
 		e.abort()
 		wg.Wait()
@@ -778,11 +759,9 @@ func runParked(ctx context.Context, e *runEnv) (*Result, error) {
 		}
 		return nil, fmt.Errorf("only %d of %d acquires sent, %d parked at the server", sent.Load(), w, queued)
 	}
-	var rss1 int64
-	if e.tgt.pid > 0 {
-		if rss1, err = settledRSS(e.tgt.pid); err != nil {
-			return nil, err
-		}
+	rss1, err := e.serverRSS()
+	if err != nil {
+		return nil, err
 	}
 	e.prog.setPhase("draining")
 	t0 := now()

@@ -2,18 +2,10 @@ package main
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
+	"github.com/baton-io/baton/internal/testproc"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -239,7 +231,7 @@ func TestNativeFailover(t *testing.T) {
 func TestNativeTLS(t *testing.T) {
 	needBinary(t)
 	dir := t.TempDir()
-	certFile, keyFile, pool := selfSignedPEM(t, dir)
+	certFile, keyFile, pool := testproc.SelfSigned(t, dir)
 	addr, naddr := freeAddr(t), freeAddr(t)
 	cmd := exec.Command(batonBin, "serve", "--listen", addr, "--data-dir", t.TempDir(),
 		"--tls-cert", certFile, "--tls-key", keyFile, "--native-listen", naddr)
@@ -276,46 +268,4 @@ func TestNativeTLS(t *testing.T) {
 	if line, err := plain.br.ReadString('\n'); err == nil {
 		t.Fatalf("a cleartext request was answered %q", line)
 	}
-}
-
-// selfSignedPEM writes a self-signed certificate for 127.0.0.1 and its key
-// into dir and returns their paths and a pool that trusts it.
-func selfSignedPEM(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "baton native test"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA:         true, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return certFile, keyFile, pool
 }

@@ -1,6 +1,7 @@
 // Package testproc holds what the tests that run real baton processes
 // share: a buffer that collects a process's output while the test reads it,
-// and a free loopback port.
+// a free loopback port, and a self-signed certificate for TLS (tls.go),
+// which the handlers tests use too.
 package testproc
 
 import (

@@ -8,18 +8,11 @@ package hostile
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"flag"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -573,7 +566,7 @@ func TestAuthAndTLSFromConfig(t *testing.T) {
 		t.Skip("skipped with -short")
 	}
 	dir := t.TempDir()
-	cert, key, pool := selfSigned(t, dir)
+	cert, key, pool := testproc.SelfSigned(t, dir)
 
 	bad := exec.Command(binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", dir, "--tls-cert", cert, "--tls-key", filepath.Join(dir, "missing.pem"))
 	out, err := bad.CombinedOutput()
@@ -606,32 +599,6 @@ func TestAuthAndTLSFromConfig(t *testing.T) {
 	if a := do(c, http.MethodGet, n.url+"/metrics", "Authorization", "Bearer one"); a.code != 200 || !strings.Contains(a.body, "baton_grants_total 1") {
 		t.Errorf("/metrics with token one: %d", a.code)
 	}
-}
-
-func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "baton hostile test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalECPrivateKey(key)
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	_ = os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	_ = os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
-	parsed, _ := x509.ParseCertificate(der)
-	pool = x509.NewCertPool()
-	pool.AddCert(parsed)
-	return certFile, keyFile, pool
 }
 
 type syncBuffer = testproc.Buffer

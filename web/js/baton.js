@@ -307,7 +307,9 @@ export class Client {
    * next waiter. Retried every 200 ms for 5 s until a node confirms it;
    * "not_held" (404) and "not_holder" (409) end it: the lock is no longer
    * ours (they are not errors when an earlier attempt may have released
-   * it). Errors: those two, "invalid_argument", "unavailable".
+   * it: its connection failed, or it was answered 5xx, as a node that made
+   * the release but could not write it to its log answers). Errors: those
+   * two, "invalid_argument", "unavailable".
    * @param {string} key
    * @param {number} token
    * @returns {Promise<void>}
@@ -330,6 +332,7 @@ export class Client {
           throw err;
         }
         if (res.status < 500) throw err;
+        maybeSent = true; // a node may have made it and failed to log it
         this._down(addr);
       } catch (e) {
         if (e instanceof BatonError) {

@@ -1,5 +1,6 @@
 // The Idempotency-Key across re-sends (a 408 re-sent by the HTTP stack,
-// poll_timeout resumption) and cancellation by signal, against a real node.
+// poll_timeout resumption), cancellation by signal, and a release repeated
+// after a 503 that the node had made, against a real node.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -134,4 +135,35 @@ test('without crypto.randomUUID (a browser page over plain http) the key comes f
   assert.equal(keys.length, 2);
   for (const k of keys) assert.match(k, /^[0-9a-f]{32}$/);
   assert.notEqual(keys[0], keys[1]);
+});
+
+test('a release answered 503 that the node made (its log could not write it) is done when the repeat finds it not held', async (t) => {
+  const n = await startNode(t);
+  let answered503 = 0;
+  const { url } = await listenProxy(t, async (req, res) => {
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    const r = await new Promise((resolve, reject) => {
+      const up = http.request(n.url + req.url, { method: req.method, headers: endToEnd(req.headers) }, (ur) => {
+        const body = [];
+        ur.on('data', (c) => body.push(c));
+        ur.on('end', () => resolve({ status: ur.statusCode, headers: ur.headers, body: Buffer.concat(body) }));
+      });
+      up.on('error', reject);
+      up.end(Buffer.concat(chunks));
+    });
+    if (req.method === 'DELETE' && answered503++ === 0) {
+      // Made by the node, answered as a node whose log failed answers it.
+      res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
+      res.end(JSON.stringify({ error: 'unavailable', message: 'the node made the change but cannot write it to its log' }));
+      return;
+    }
+    res.writeHead(r.status, endToEnd(r.headers));
+    res.end(r.body);
+  });
+  const c = new Client({ addresses: [url] });
+  const l = await c.acquire('rs/503', { lease: 30 });
+  await c.release('rs/503', l.token);
+  assert.equal(answered503, 2, 'the release was not repeated after its 503');
+  await assert.rejects(c.release('rs/503', l.token), (e) => e instanceof BatonError && e.status === 404 && e.code === 'not_held');
 });
