@@ -100,7 +100,7 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, ticket string,
 	if active == "" {
 		w.Header().Set("Retry-After", "1")
 		s.countError(api.CodeUnavailable)
-		writeJSON(w, http.StatusServiceUnavailable, api.Error{Code: api.CodeUnavailable, Message: "no active node is known at the moment; retry"})
+		writeErrorBody(w, r, http.StatusServiceUnavailable, api.Error{Code: api.CodeUnavailable, Message: "no active node is known at the moment; retry"})
 		return true
 	}
 	// The query goes on as the client wrote it (SPEC section 3: "the same
@@ -119,7 +119,7 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, ticket string,
 		loc += "?" + query
 	}
 	w.Header().Set("Location", loc)
-	writeJSON(w, http.StatusTemporaryRedirect, api.Error{Code: api.CodeNotActive, Message: "this node is a standby; the active is " + active})
+	writeErrorBody(w, r, http.StatusTemporaryRedirect, api.Error{Code: api.CodeNotActive, Message: "this node is a standby; the active is " + active})
 	return true
 }
 

@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,6 +53,32 @@ func TestStandbyRedirectKeepsTheQuery(t *testing.T) {
 			if r.code != http.StatusTemporaryRedirect || r.hdr.Get("Location") != active+pq {
 				t.Errorf("%s %s on a standby: %d, Location %q; want 307 to %q", method, pq, r.code, r.hdr.Get("Location"), active+pq)
 			}
+		}
+	}
+}
+
+// SPEC section 2: "Answers honour Accept: text/plain on every /locks call
+// (… an error's is `<code>: <message>`)": the standby's 307 and its 503
+// while no active is known too.
+func TestStandbyAnswersInText(t *testing.T) {
+	for _, c := range []struct {
+		active string
+		status int
+		code   string
+	}{
+		{"http://active.test:7070", http.StatusTemporaryRedirect, "not_active: "},
+		{"", http.StatusServiceUnavailable, "unavailable: "},
+	} {
+		e := newEnv(t, engine.Config{}, handlers.Config{Gate: standbyGate{active: c.active}})
+		r := noFollow(t, "POST", e.srv.URL+"/locks/k?lease=5", "Accept", "text/plain")
+		body := string(r.body)
+		if r.code != c.status || !strings.HasPrefix(r.hdr.Get("Content-Type"), "text/plain") ||
+			!strings.HasPrefix(body, c.code) || !strings.HasSuffix(body, "\n") || strings.Count(body, "\n") != 1 {
+			t.Errorf("POST on a standby (active %q) with Accept: text/plain: %d %q %q", c.active, r.code, r.hdr.Get("Content-Type"), body)
+		}
+		r = noFollow(t, "POST", e.srv.URL+"/locks/k?lease=5")
+		if r.code != c.status || !strings.HasPrefix(r.hdr.Get("Content-Type"), "application/json") {
+			t.Errorf("POST on a standby (active %q) in JSON: %d %q %q", c.active, r.code, r.hdr.Get("Content-Type"), r.body)
 		}
 	}
 }
