@@ -99,6 +99,13 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if s.onError != nil {
 		s.onError(body.Code)
 	}
+	writeErrorBody(w, r, status, body)
+}
+
+// writeErrorBody writes an error answer's body: JSON, or "<code>:
+// <message>" and a newline when the client asked for text/plain (SPEC
+// section 2).
+func writeErrorBody(w http.ResponseWriter, r *http.Request, status int, body api.Error) {
 	if wantsText(r) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(status)

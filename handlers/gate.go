@@ -100,19 +100,26 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, ticket string,
 	if active == "" {
 		w.Header().Set("Retry-After", "1")
 		s.countError(api.CodeUnavailable)
-		writeJSON(w, http.StatusServiceUnavailable, api.Error{Code: api.CodeUnavailable, Message: "no active node is known at the moment; retry"})
+		writeErrorBody(w, r, http.StatusServiceUnavailable, api.Error{Code: api.CodeUnavailable, Message: "no active node is known at the moment; retry"})
 		return true
 	}
-	q := r.URL.Query()
+	// The query goes on as the client wrote it (SPEC section 3: "the same
+	// path and query"): rebuilt from its parsed form, a part that does not
+	// parse would vanish, and the active would serve another call than the
+	// one it answers 400. A ticket is added only to a parked acquire, whose
+	// query parsed.
+	query := r.URL.RawQuery
 	if ticket != "" {
+		q := r.URL.Query()
 		q.Set("ticket", ticket)
+		query = q.Encode()
 	}
 	loc := active + r.URL.EscapedPath()
-	if len(q) > 0 {
-		loc += "?" + q.Encode()
+	if query != "" {
+		loc += "?" + query
 	}
 	w.Header().Set("Location", loc)
-	writeJSON(w, http.StatusTemporaryRedirect, api.Error{Code: api.CodeNotActive, Message: "this node is a standby; the active is " + active})
+	writeErrorBody(w, r, http.StatusTemporaryRedirect, api.Error{Code: api.CodeNotActive, Message: "this node is a standby; the active is " + active})
 	return true
 }
 

@@ -262,3 +262,30 @@ func TestHTTPLimitAloneIsASemaphoreAndSharedAloneIsAReadWriteLock(t *testing.T) 
 	}
 	e.release("doc", w.Token)
 }
+
+// SPEC section 2: "Every error body is {"error": "<code>", "message":
+// "<human sentence>"}; a 400 names the offending field." The sentence
+// names the type the member takes: `{"force":"true"}` was told "force:
+// must be a JSON number", a type force never takes.
+func TestBodyMemberOfTheWrongType(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	e.acquire("/locks/k")
+	for _, c := range []struct{ method, body, field, want string }{
+		{"DELETE", `{"force":"true"}`, "force", "force: must be the JSON value true"},
+		{"DELETE", `{"force":null}`, "force", "force: must be the JSON value true"},
+		{"DELETE", `{"force":1}`, "force", "force: must be the JSON value true"},
+		{"DELETE", `{"token":true}`, "token", "token: must be a JSON number"},
+		{"POST", `{"owner":true}`, "owner", "owner: must be a JSON string"},
+		{"POST", `{"mode":1}`, "mode", "mode: must be a JSON string"},
+		{"POST", `{"lease":"30"}`, "lease", "lease: must be a JSON number"},
+		{"PATCH", `{"lease":null}`, "lease", "lease: must be a JSON number"},
+	} {
+		r := e.do(c.method, "/locks/k", c.body)
+		if eb := r.errBody(t); r.code != http.StatusBadRequest || eb.Field != c.field || eb.Message != c.want {
+			t.Errorf("%s %s: %d %s; want 400 naming %s: %q", c.method, c.body, r.code, r.body, c.field, c.want)
+		}
+	}
+	if st := e.status("k"); st.Holder == nil || st.Waiters != 0 {
+		t.Fatalf("after bad bodies: %+v; want nothing changed", st)
+	}
+}

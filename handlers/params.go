@@ -535,24 +535,21 @@ func (p *lockParams) setJSON(body []byte, names []string, from *sources) error {
 		switch x := tok.(type) {
 		case string:
 			if name != "owner" && name != "mode" {
-				return badRequest(name, "must be a JSON number")
+				return jsonTypeError(name)
 			}
 			v = x
 		case bool:
 			if name != "force" {
-				return badRequest(name, "must be a JSON number")
+				return jsonTypeError(name)
 			}
 			v = strconv.FormatBool(x)
 		case json.Number:
-			if name == "owner" || name == "mode" {
-				return badRequest(name, "must be a JSON string")
+			if name == "owner" || name == "mode" || name == "force" {
+				return jsonTypeError(name)
 			}
 			v = x.String()
 		default:
-			if name == "owner" || name == "mode" {
-				return badRequest(name, "must be a JSON string")
-			}
-			return badRequest(name, "must be a JSON number")
+			return jsonTypeError(name)
 		}
 		if err := p.set(name, v); err != nil {
 			return err
@@ -566,6 +563,18 @@ func (p *lockParams) setJSON(body []byte, names []string, from *sources) error {
 		return badRequest("body", "has data after the JSON object")
 	}
 	return nil
+}
+
+// jsonTypeError is the 400 for a body member of the wrong JSON type: it
+// names the type the member takes.
+func jsonTypeError(name string) error {
+	switch name {
+	case "owner", "mode":
+		return badRequest(name, "must be a JSON string")
+	case "force":
+		return badRequest(name, "must be the JSON value true")
+	}
+	return badRequest(name, "must be a JSON number")
 }
 
 // readBody reads at most max bytes of r's body.

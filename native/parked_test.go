@@ -126,6 +126,27 @@ func TestPollTimeoutResumesWithID(t *testing.T) {
 	}
 }
 
+// SPEC section 2b: "same semantics, same errors as §1–2". A parked
+// acquire without an id that poll_timeout ends has lost its place (nothing
+// could resume it): its E poll_timeout says so, as HTTP's 408 does for a
+// request without an Idempotency-Key, instead of "the place in the queue
+// is kept".
+func TestPollTimeoutWithoutIDSaysThePlaceIsGone(t *testing.T) {
+	e := newEnv(t, engine.Config{PollTimeout: 20 * time.Millisecond}, native.Config{})
+	h := e.dial()
+	h.send("A q 60 -")
+	grant(t, h.read(), "q")
+	a := e.dial()
+	a.send("A q 60 -")
+	line := a.read()
+	if !strings.HasPrefix(line, "A q E poll_timeout ") || strings.Contains(line, "is kept") || !strings.Contains(line, "not kept") {
+		t.Fatalf("got %q, want E poll_timeout saying the place was not kept", line)
+	}
+	if li, _ := e.eng.Status("q"); li.Waiters != 0 {
+		t.Fatalf("%d waiters on q after the poll_timeout of an acquire without an id; want 0", li.Waiters)
+	}
+}
+
 // switchGate serves until demoted, then names the new active.
 type switchGate struct {
 	mu      sync.Mutex

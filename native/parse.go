@@ -252,9 +252,10 @@ func fieldName(op string, i int) string {
 	return "fields"
 }
 
-// durationField reads seconds: "-" (not given, 0), or a plain decimal
-// ("30", "0.5", ".5"; no sign, exponent, hex, Inf or NaN). A lease must be
-// greater than 0; a wait may be 0 (no limit).
+// durationField reads seconds: "-" (not given, 0), or a decimal with an
+// optional exponent, as HTTP takes them (SPEC section 2b: the same
+// semantics; "30", "0.5", ".5", "1e3"; no sign, hex, Inf or NaN). A lease
+// must be greater than 0; a wait may be 0 (no limit).
 func durationField(name, v string, zeroOK bool) (time.Duration, error) {
 	if v == "-" {
 		return 0, nil
@@ -266,7 +267,7 @@ func durationField(name, v string, zeroOK bool) (time.Duration, error) {
 	if err != nil && !errors.Is(err, strconv.ErrRange) {
 		return 0, errors.New("must be a number of seconds or -, got " + quoteShort(v))
 	}
-	if f == 0 && strings.ContainsAny(v, "123456789") {
+	if mantissa, _, _ := strings.Cut(strings.ToLower(v), "e"); f == 0 && strings.ContainsAny(mantissa, "123456789") {
 		// Too small for a float64, yet not 0: the shortest duration
 		// (below), never 0, which is a wait without limit.
 		f = math.SmallestNonzeroFloat64
@@ -283,18 +284,30 @@ func durationField(name, v string, zeroOK bool) (time.Duration, error) {
 	return time.Duration(f * 1e9), nil
 }
 
-// decimalSyntax reports whether v is [0-9]+(\.[0-9]*)? or \.[0-9]+.
+// decimalSyntax reports whether v is ([0-9]+(\.[0-9]*)?|\.[0-9]+) with an
+// optional exponent ([eE][-+]?[0-9]+).
 func decimalSyntax(v string) bool {
 	n := digits(v)
 	rest := v[n:]
-	if rest == "" {
-		return n > 0
+	if rest != "" && rest[0] == '.' {
+		m := digits(rest[1:])
+		n += m
+		rest = rest[1+m:]
 	}
-	if rest[0] != '.' {
+	if n == 0 {
 		return false
 	}
-	m := digits(rest[1:])
-	return n+m > 0 && m == len(rest)-1
+	if rest == "" {
+		return true
+	}
+	if rest[0] != 'e' && rest[0] != 'E' {
+		return false
+	}
+	rest = rest[1:]
+	if rest != "" && (rest[0] == '+' || rest[0] == '-') {
+		rest = rest[1:]
+	}
+	return rest != "" && digits(rest) == len(rest)
 }
 
 // tokenField reads a canonical fencing token: digits, no leading zero,

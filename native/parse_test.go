@@ -3,6 +3,7 @@ package native
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // A wait or lease written with so many zeros after the point that it
@@ -26,5 +27,46 @@ func TestDurationThatUnderflowsIsNotZero(t *testing.T) {
 	}
 	if _, err = parse([]byte("A k " + zero + " -")); err == nil {
 		t.Fatalf("A k 0.000…0 -: a lease of 0 accepted")
+	}
+}
+
+// SPEC section 2b: "Same engine, same semantics, same errors as §1–2; only
+// the framing differs", and "<wait> and <lease> in seconds, decimals
+// allowed" as in section 2. HTTP takes a number of seconds with an
+// exponent ("1e3", in the query as in a JSON body); the line protocol
+// refused it with invalid_argument, so the same acquire was granted over
+// one protocol and refused over the other.
+func TestSecondsAsOverHTTP(t *testing.T) {
+	for _, c := range []struct {
+		field string
+		want  time.Duration
+	}{
+		{"1e3", 1000 * time.Second},
+		{"1E1", 10 * time.Second},
+		{"5e-1", 500 * time.Millisecond},
+		{"2.5e+2", 250 * time.Second},
+		{".5e1", 5 * time.Second},
+		{"1e-400", 1}, // not 0: the shortest duration
+	} {
+		r, err := parse([]byte("A k " + c.field + " " + c.field))
+		if err != nil || r.lease != c.want || r.wait != c.want {
+			t.Errorf("A k %s %s: lease %v, wait %v, %v; want %v", c.field, c.field, r.lease, r.wait, err, c.want)
+		}
+		r, err = parse([]byte("N k 5 " + c.field))
+		if err != nil || r.lease != c.want {
+			t.Errorf("N k 5 %s: lease %v, %v; want %v", c.field, r.lease, err, c.want)
+		}
+	}
+	// 0 with an exponent is 0: a wait without limit, a lease refused.
+	if r, err := parse([]byte("A k 30 0e5")); err != nil || r.wait != 0 {
+		t.Errorf("A k 30 0e5: wait %v, %v; want 0 (no limit)", r.wait, err)
+	}
+	for _, line := range []string{
+		"A k 0e5 -", "A k 1e -", "A k e3 -", "A k 1e+ -", "A k +1 -", "A k -1 -", "A k 1e3e3 -",
+		"A k 0x10 -", "A k Inf -", "A k NaN -", "A k 1_0 -", "A k 1.e -", "A k . -", "A k 30 -1e3",
+	} {
+		if r, err := parse([]byte(line)); err == nil {
+			t.Errorf("%s: accepted: %+v", line, r)
+		}
 	}
 }

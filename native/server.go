@@ -763,6 +763,12 @@ func (c *conn) settle(a *answer) (restart bool) {
 	switch {
 	case errors.Is(err, engine.ErrPollTimeout) && r.id != "":
 		return true
+	case errors.Is(err, engine.ErrPollTimeout):
+		// Without an id the engine dropped the waiter: the place is gone,
+		// not kept as the code's usual message says (handlers.writeError
+		// says the same over HTTP).
+		*a = errorLine(r.op, r.rawKey, api.CodePollTimeout, "the poll ended early; this request had no id, so its place in the queue was not kept: repeat it (with id=, a repeat resumes the place)")
+		c.observe(r.op, api.CodePollTimeout, r.start)
 	case errors.Is(err, engine.ErrTimeout):
 		a.line = append(append(append(c.scratch[:0], "A "...), r.rawKey...), " T\n"...)
 		c.scratch = a.line[:0]

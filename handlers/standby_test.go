@@ -1,0 +1,84 @@
+package handlers_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/handlers"
+)
+
+// standbyGate is a node that is not the active and holds no replica; the
+// active is at active ("" = none known).
+type standbyGate struct{ active string }
+
+func (g standbyGate) Serving() bool                            { return false }
+func (g standbyGate) Resuming() bool                           { return false }
+func (g standbyGate) ActiveURL(context.Context) string         { return g.active }
+func (g standbyGate) ReplicaLag() (lag time.Duration, ok bool) { return 0, false }
+
+// noFollow sends one request and returns its answer without following a
+// redirect.
+func noFollow(t *testing.T, method, url string, hdr ...string) resp {
+	t.Helper()
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	t.Cleanup(c.CloseIdleConnections)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return send(ctx, c, method, url, "", hdr...)
+}
+
+// SPEC section 3: "a standby answers every /locks call with 307 and
+// Location: the same path and query on the active". The query goes on as
+// the client wrote it: rebuilt from its parsed form, a part that does not
+// parse ("wait=%zz", "lease=5;wait=1") vanished, and the active, which
+// answers such a query 400, granted a different call instead (SPEC section
+// 2: "Bad input never changes state").
+func TestStandbyRedirectKeepsTheQuery(t *testing.T) {
+	const active = "http://active.test:7070"
+	e := newEnv(t, engine.Config{}, handlers.Config{Gate: standbyGate{active: active}})
+	for _, pq := range []string{
+		"/locks/k?lease=5&wait=%zz",
+		"/locks/k?lease=5;wait=1",
+		"/locks/k?wait=1&lease=5&owner=x%20y",
+		"/locks/a%2Fb/c?lease=5&lease=5",
+		"/locks/k",
+		"/locks/k?token=1796152491888949",
+	} {
+		for _, method := range []string{"POST", "DELETE", "PATCH"} {
+			r := noFollow(t, method, e.srv.URL+pq)
+			if r.code != http.StatusTemporaryRedirect || r.hdr.Get("Location") != active+pq {
+				t.Errorf("%s %s on a standby: %d, Location %q; want 307 to %q", method, pq, r.code, r.hdr.Get("Location"), active+pq)
+			}
+		}
+	}
+}
+
+// SPEC section 2: "Answers honour Accept: text/plain on every /locks call
+// (… an error's is `<code>: <message>`)": the standby's 307 and its 503
+// while no active is known too.
+func TestStandbyAnswersInText(t *testing.T) {
+	for _, c := range []struct {
+		active string
+		status int
+		code   string
+	}{
+		{"http://active.test:7070", http.StatusTemporaryRedirect, "not_active: "},
+		{"", http.StatusServiceUnavailable, "unavailable: "},
+	} {
+		e := newEnv(t, engine.Config{}, handlers.Config{Gate: standbyGate{active: c.active}})
+		r := noFollow(t, "POST", e.srv.URL+"/locks/k?lease=5", "Accept", "text/plain")
+		body := string(r.body)
+		if r.code != c.status || !strings.HasPrefix(r.hdr.Get("Content-Type"), "text/plain") ||
+			!strings.HasPrefix(body, c.code) || !strings.HasSuffix(body, "\n") || strings.Count(body, "\n") != 1 {
+			t.Errorf("POST on a standby (active %q) with Accept: text/plain: %d %q %q", c.active, r.code, r.hdr.Get("Content-Type"), body)
+		}
+		r = noFollow(t, "POST", e.srv.URL+"/locks/k?lease=5")
+		if r.code != c.status || !strings.HasPrefix(r.hdr.Get("Content-Type"), "application/json") {
+			t.Errorf("POST on a standby (active %q) in JSON: %d %q %q", c.active, r.code, r.hdr.Get("Content-Type"), r.body)
+		}
+	}
+}
