@@ -374,6 +374,9 @@ func TestGroupCommitGathersTheNextBatch(t *testing.T) {
 	if st := l.Stats(); st.Fsyncs != 2 || st.RecordsSynced != 16 || st.RecordsPerFsync() != 8 {
 		t.Fatalf("stats %+v: want the second 8 records in 1 fsync", st)
 	}
+	if st := l.Stats(); st.GatherTime <= 0 || st.FsyncTime <= 0 {
+		t.Fatalf("stats %+v: want the gathering's and the fsyncs' time counted", st)
+	}
 }
 
 // Under free-running concurrency (no gate) fsyncs are still shared.

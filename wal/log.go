@@ -109,9 +109,14 @@ type Stats struct {
 	Bytes          uint64 // bytes of frames written
 	RecordsWritten uint64 // records carried by those writes
 	RecordsSynced  uint64 // records made durable by those fsyncs
-	Failures       uint64 // times the log went from healthy to failed
-	Recoveries     uint64 // times it became healthy again
-	Healthy        bool   // writes succeed now
+	// FsyncTime is the wall time spent in those fsyncs.
+	FsyncTime time.Duration
+	// GatherTime is the wall time SyncAlways writers waited for the
+	// records of a batch before its write and fsync (see gather).
+	GatherTime time.Duration
+	Failures   uint64 // times the log went from healthy to failed
+	Recoveries uint64 // times it became healthy again
+	Healthy    bool   // writes succeed now
 }
 
 // RecordsPerWrite is the mean batch of a write(2).
@@ -655,6 +660,7 @@ func (l *Log) lead() {
 		case SyncAlways:
 			l.syncOff, l.synced = l.writeOff, last
 			l.stats.Fsyncs++
+			l.stats.FsyncTime += took
 			l.stats.RecordsSynced += n
 			l.expect, l.lastFsync = l.waiters, took
 		case SyncInterval:
@@ -697,6 +703,7 @@ func (l *Log) gather() {
 	}
 	ch := make(chan struct{})
 	l.gatherWant, l.gatherCh = l.expect, ch
+	start := time.Now()
 	t := time.NewTimer(gatherFor(l.lastFsync))
 	l.mu.Unlock()
 	select {
@@ -706,6 +713,7 @@ func (l *Log) gather() {
 	}
 	t.Stop()
 	l.mu.Lock()
+	l.stats.GatherTime += time.Since(start)
 	if l.gatherCh == ch {
 		l.gatherCh = nil
 	}
@@ -812,7 +820,9 @@ func (l *Log) syncLocked() error {
 		return nil
 	}
 	l.mu.Unlock()
+	start := time.Now()
 	err := f.Sync()
+	took := time.Since(start)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {
@@ -820,6 +830,7 @@ func (l *Log) syncLocked() error {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	l.stats.Fsyncs++
+	l.stats.FsyncTime += took
 	l.stats.RecordsSynced += last - l.synced
 	l.syncOff, l.synced = off, last
 	l.retained = l.retained[:copy(l.retained, l.retained[kept:])]
@@ -896,8 +907,11 @@ func (l *Log) recover() bool {
 	if err == nil {
 		err = f.Truncate(base + int64(len(data)))
 	}
+	var took time.Duration
 	if err == nil && l.cfg.Sync != SyncNever {
+		start := time.Now()
 		err = f.Sync()
+		took = time.Since(start)
 	}
 	l.syncMu.Unlock()
 
@@ -922,6 +936,7 @@ func (l *Log) recover() bool {
 	l.stats.Bytes += uint64(len(data) - kept)
 	if l.cfg.Sync != SyncNever {
 		l.stats.Fsyncs++
+		l.stats.FsyncTime += took
 		l.stats.RecordsSynced += last - l.synced
 		l.syncOff, l.synced, l.retained = l.writeOff, last, l.retained[:0]
 	}

@@ -72,17 +72,19 @@ func (e *runEnv) result(c int) *Result {
 }
 
 // cpuWindows measures, between the shared-clock instants start and end,
-// the CPU time of the server and, with --standbys, of its standbys.
+// the CPU time of the server and, with --standbys, of its standbys, and
+// the mean batches of baton's log (logBatchWindow).
 type cpuWindows struct {
 	server   func() time.Duration
 	standbys []func() time.Duration
+	logBatch func(r *Result)
 }
 
 // cpuWindow starts measuring the measured window [start, end]: the CPU
 // times, and with --standbys the standbys' lag (sampleLag, read back by
 // lagSamples).
 func (e *runEnv) cpuWindow(ctx context.Context, start, end int64) *cpuWindows {
-	w := &cpuWindows{server: cpuWindow(ctx, e.tgt.pid, start, end)}
+	w := &cpuWindows{server: cpuWindow(ctx, e.tgt.pid, start, end), logBatch: logBatchWindow(ctx, e.tgt, start, end)}
 	for _, s := range e.tgt.standbys {
 		w.standbys = append(w.standbys, cpuWindow(ctx, s.pid, start, end))
 	}
@@ -92,13 +94,15 @@ func (e *runEnv) cpuWindow(ctx context.Context, start, end int64) *cpuWindows {
 	return w
 }
 
-// setCPU adds server_cpu_us_per_op: the server's CPU time (user +
+// setCPU adds log_records_per_write and log_records_per_fsync (baton's
+// mean batches over the window) and server_cpu_us_per_op: the server's CPU time (user +
 // system, from /proc) over the measured window, per cycle or grant. On a
 // machine the load generator shares, it is the figure that a change to the
 // server's code moves most directly. With standbys it adds
 // standby_cpu_us_per_op, the CPU time of all standbys together per cycle
 // or grant (what replicating the workload costs them).
 func (e *runEnv) setCPU(r *Result, w *cpuWindows, ops int) {
+	w.logBatch(r)
 	if cpu := w.server(); cpu >= 0 && ops > 0 {
 		r.set("server_cpu_us_per_op", float64(cpu.Microseconds())/float64(ops))
 	}

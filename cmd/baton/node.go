@@ -443,13 +443,17 @@ var (
 		"Records carried by the log's writes; divided by baton_log_writes_total, the mean batch of a write.", nil, nil)
 	walRecordsSyncedDesc = prometheus.NewDesc("baton_log_records_synced_total",
 		"Records made durable by the log's fsyncs; divided by baton_log_fsyncs_total, the mean batch of an fsync.", nil, nil)
+	walFsyncSecondsDesc = prometheus.NewDesc("baton_log_fsync_seconds_total",
+		"Wall time spent in the log's fsyncs; divided by baton_log_fsyncs_total, the mean fsync (the disk's, under fsync always the bound of a change's answer).", nil, nil)
+	walGatherSecondsDesc = prometheus.NewDesc("baton_log_gather_seconds_total",
+		"Under fsync always: wall time the log's writers waited for the records of a batch before its write and fsync (group commit).", nil, nil)
 	walFailuresDesc = prometheus.NewDesc("baton_log_failures_total",
 		"Times the log went from writing to failing (disk full, I/O error).", nil, nil)
 )
 
 func (c walCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{walHealthyDesc, walRecordsDesc, walWritesDesc, walFsyncsDesc,
-		walBytesDesc, walRecordsWrittenDesc, walRecordsSyncedDesc, walFailuresDesc} {
+		walBytesDesc, walRecordsWrittenDesc, walRecordsSyncedDesc, walFsyncSecondsDesc, walGatherSecondsDesc, walFailuresDesc} {
 		ch <- d
 	}
 }
@@ -471,6 +475,8 @@ func (c walCollector) Collect(ch chan<- prometheus.Metric) {
 	} {
 		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
 	}
+	ch <- prometheus.MustNewConstMetric(walFsyncSecondsDesc, prometheus.CounterValue, s.FsyncTime.Seconds())
+	ch <- prometheus.MustNewConstMetric(walGatherSecondsDesc, prometheus.CounterValue, s.GatherTime.Seconds())
 }
 
 // replCollector exports a cluster node's replication figures

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"time"
+)
+
+// logCounters are the node's log counters (GET /metrics) whose ratios are
+// the mean batch of a write(2) and of an fsync (issue 12: group commit),
+// the mean fsync and the mean gathering before one.
+var logCounters = []string{
+	"baton_log_writes_total", "baton_log_records_written_total",
+	"baton_log_fsyncs_total", "baton_log_records_synced_total",
+	"baton_log_fsync_seconds_total", "baton_log_gather_seconds_total",
+}
+
+// logBatchWindow reads the node's log counters at start and at end
+// (monotonic ns, as now()) and returns a function that waits for the
+// second reading and adds to r, over the window: log_records_per_write
+// and, when the node fsynced, log_records_per_fsync, log_fsync_us (the
+// mean fsync) and log_gather_us (the mean time its writer waited for the
+// records of a batch before an fsync, fsync: always). Nothing is added
+// when a reading fails or the target is not baton.
+func logBatchWindow(ctx context.Context, tgt *target, start, end int64) func(r *Result) {
+	if tgt.name != "baton" {
+		return func(*Result) {}
+	}
+	res := make(chan [2][]float64, 1)
+	go func() {
+		hc := &http.Client{Timeout: 5 * time.Second}
+		defer hc.CloseIdleConnections()
+		var vs [2][]float64
+		for i, t := range []int64{start, end} {
+			select {
+			case <-time.After(time.Duration(t - now())):
+			case <-ctx.Done():
+				res <- [2][]float64{}
+				return
+			}
+			for j, name := range logCounters {
+				v, err := metricValue(ctx, hc, tgt.addr, name)
+				if err != nil && j >= 4 {
+					v = math.NaN() // a build before the time counters
+				} else if err != nil {
+					res <- [2][]float64{}
+					return
+				}
+				vs[i] = append(vs[i], v)
+			}
+		}
+		res <- vs
+	}()
+	return func(r *Result) {
+		vs := <-res
+		if vs[0] == nil || vs[1] == nil {
+			return
+		}
+		d := make([]float64, len(logCounters))
+		for i := range d {
+			d[i] = vs[1][i] - vs[0][i]
+		}
+		if d[0] > 0 {
+			r.set("log_records_per_write", d[1]/d[0])
+		}
+		if d[2] > 0 {
+			r.set("log_records_per_fsync", d[3]/d[2])
+			if !math.IsNaN(d[4]) {
+				r.set("log_fsync_us", 1e6*d[4]/d[2])
+				r.set("log_gather_us", 1e6*d[5]/d[2])
+			}
+		}
+	}
+}
