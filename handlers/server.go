@@ -19,7 +19,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
-	"github.com/go-playground/validator/v10"
 
 	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
@@ -69,7 +68,6 @@ const DefaultMaxBody = 64 << 10
 type Server struct {
 	eng    *engine.Engine
 	cfg    Config
-	v      *validator.Validate
 	log    *slog.Logger
 	router chi.Router
 	// locks are the handlers of the /locks/{key} routes behind the
@@ -87,7 +85,7 @@ func New(eng *engine.Engine, cfg Config) *Server {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
 	}
-	s := &Server{eng: eng, cfg: cfg, v: newValidator(), log: cfg.Logger}
+	s := &Server{eng: eng, cfg: cfg, log: cfg.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -286,11 +284,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 
 // acquireRequest parses an acquire into the engine's request.
 func (s *Server) acquireRequest(w http.ResponseWriter, r *http.Request) (engine.AcquireRequest, error) {
-	// parseLockParams in two calls: the validator runs one frame higher.
-	p, err := s.readLockParams(w, r)
-	if err == nil {
-		err = s.checkLockParams(&p, r.Method)
-	}
+	p, err := s.parseLockParams(w, r)
 	if err != nil {
 		return engine.AcquireRequest{}, err
 	}
