@@ -5,9 +5,7 @@
 package handlers
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
@@ -317,18 +315,15 @@ func (s *Server) answerAcquire(w http.ResponseWriter, r *http.Request, id string
 		}
 		return
 	}
-	w.Header().Set(api.HeaderLockToken, strconv.FormatUint(g.Token, 10))
+	setLockToken(w, g.Token)
 	var werr error
 	if wantsText(r) {
-		// Content-Length lets the flush below send the whole answer in one
-		// write, instead of a chunked body and its terminator.
-		body := strconv.AppendUint(make([]byte, 0, 24), g.Token, 10)
-		body = append(body, '\n')
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		_, werr = w.Write(body)
+		// With the Content-Length the answer sets, the flush below sends it
+		// in one write, instead of a chunked body and its terminator.
+		werr = writeText(w, http.StatusOK, strconv.AppendUint(make([]byte, 0, 24), g.Token, 10), '\n')
 	} else {
-		werr = writeJSON(w, http.StatusOK, s.wireGrant(g))
+		wg := s.wireGrant(g)
+		werr = writeGrant(w, &wg)
 	}
 	if werr == nil {
 		werr = http.NewResponseController(w).Flush()
@@ -383,7 +378,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusOK, nil)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.Released{Key: p.Key, Released: true})
+	_ = writeReleased(w, &api.Released{Key: p.Key, Released: true})
 }
 
 // renew is PATCH /locks/{key}.
@@ -420,12 +415,13 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	w.Header().Set(api.HeaderLockToken, strconv.FormatUint(g.Token, 10))
+	setLockToken(w, g.Token)
 	if wantsText(r) {
-		writeText(w, http.StatusOK, strconv.AppendUint(nil, g.Token, 10), '\n')
+		_ = writeText(w, http.StatusOK, strconv.AppendUint(nil, g.Token, 10), '\n')
 		return
 	}
-	writeJSON(w, http.StatusOK, s.wireGrant(g))
+	wg := s.wireGrant(g)
+	_ = writeGrant(w, &wg)
 }
 
 // status is GET /locks/{key}.
@@ -571,6 +567,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "active"})
 }
 
+// setLockToken sets the Lock-Token header of a grant's answer.
+func setLockToken(w http.ResponseWriter, token uint64) {
+	w.Header()[api.HeaderLockToken] = []string{strconv.FormatUint(token, 10)}
+}
+
 func (s *Server) wireGrant(g engine.Grant) api.Grant {
 	return api.Grant{Key: g.Key, Token: g.Token, Lease: g.Lease.Seconds(), ExpiresAt: g.ExpiresAt.UTC(), Node: s.cfg.Node}
 }
@@ -599,39 +600,6 @@ func firstParam(r *http.Request) string {
 		return name
 	}
 	return "query"
-}
-
-// jsonBuffers recycles the buffers answers are encoded in.
-var jsonBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// writeJSON writes v as the JSON body with status. The body goes out with a
-// Content-Length, in one write.
-func writeJSON(w http.ResponseWriter, status int, v any) error {
-	buf := jsonBuffers.Get().(*bytes.Buffer)
-	defer func() {
-		if buf.Cap() <= 64<<10 {
-			buf.Reset()
-			jsonBuffers.Put(buf)
-		}
-	}()
-	if err := json.NewEncoder(buf).Encode(v); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
-	w.WriteHeader(status)
-	_, err := w.Write(buf.Bytes())
-	return err
-}
-
-// writeText writes the parts as a text/plain body with status, in one
-// write with a Content-Length (an empty body for none).
-func writeText(w http.ResponseWriter, status int, body []byte, more ...byte) {
-	body = append(body, more...)
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
 }
 
 // NewHTTPServer returns an http.Server for h that speaks HTTP/1.1 and
