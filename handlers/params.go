@@ -22,9 +22,9 @@ import (
 // the units of the API (seconds), checked by validate.
 type lockParams struct {
 	Key   string
-	Lease *float64
-	Wait  *float64
-	Token *uint64
+	Lease given[float64]
+	Wait  given[float64]
+	Token given[uint64]
 	// ID is the Idempotency-Key header.
 	ID string
 	// Ticket is a server ticket carried by a redirect (query only).
@@ -35,6 +35,13 @@ type lockParams struct {
 	Limit int
 	// Force is an operator's release (DELETE ?force=true).
 	Force bool
+}
+
+// given is a parameter a call may leave out: V is its value when Set. (A
+// value, not a pointer: a pointer to a parsed value put it on the heap.)
+type given[T any] struct {
+	V   T
+	Set bool
 }
 
 // validate checks the key and the parameters a call gave (in this order:
@@ -49,11 +56,11 @@ func (p *lockParams) validate() error {
 		return err
 	}
 	switch {
-	case p.Lease != nil && seconds(p.Lease) <= 0:
+	case p.Lease.Set && seconds(p.Lease.V) <= 0:
 		return badRequest("lease", "must be greater than 0 seconds")
-	case p.Wait != nil && seconds(p.Wait) < 0:
+	case p.Wait.Set && seconds(p.Wait.V) < 0:
 		return badRequest("wait", "must be 0 (no limit) or more seconds")
-	case p.Token != nil && (*p.Token == 0 || *p.Token >= api.MaxToken):
+	case p.Token.Set && (p.Token.V == 0 || p.Token.V >= api.MaxToken):
 		return badRequest("token", "must be a fencing token: an integer from 1 to 2^53-1")
 	case p.ID != "" && (len(p.ID) > 256 || !printableASCII(p.ID)):
 		return badRequest(api.HeaderIdempotencyKey, "must be at most 256 printable ASCII characters")
@@ -155,10 +162,10 @@ func (s *Server) checkLockParams(p *lockParams, method string) error {
 		p.ID = engine.TicketID(p.Ticket)
 	}
 	switch {
-	case p.Force && p.Token != nil:
+	case p.Force && p.Token.Set:
 		return badRequest("force", "cannot be given with token: a forced release ends every holder of the key")
 	case p.Force:
-	case index(allowed[method], "token") >= 0 && p.Token == nil:
+	case index(allowed[method], "token") >= 0 && !p.Token.Set:
 		return badRequest("token", "is required (query, JSON body or Lock-Token header)")
 	}
 	return nil
@@ -248,9 +255,9 @@ func (p *lockParams) set(name, v string) error {
 			f = math.Copysign(math.SmallestNonzeroFloat64, f)
 		}
 		if name == "lease" {
-			p.Lease = &f
+			p.Lease = given[float64]{f, true}
 		} else {
-			p.Wait = &f
+			p.Wait = given[float64]{f, true}
 		}
 	case "ticket":
 		// A server ticket from a redirect (SPEC section 3): it names the
@@ -289,7 +296,7 @@ func (p *lockParams) set(name, v string) error {
 		if err != nil || !tokenSyntax(v) {
 			return badRequest("token", "must be a fencing token: an integer from 1 to 2^53-1, got "+quoteShort(v))
 		}
-		p.Token = &t
+		p.Token = given[uint64]{t, true}
 	}
 	return nil
 }
@@ -529,20 +536,17 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 // overflowing (the engine then refuses it as over the maximum). A value
 // too small for a nanosecond keeps its sign: 1e-300 is 1 ns, -1e-300 is
 // -1 ns.
-func seconds(f *float64) time.Duration {
-	if f == nil {
-		return 0
-	}
+func seconds(f float64) time.Duration {
 	switch {
-	case *f*1e9 >= math.MaxInt64:
+	case f*1e9 >= math.MaxInt64:
 		return math.MaxInt64
-	case *f*1e9 <= math.MinInt64:
+	case f*1e9 <= math.MinInt64:
 		return math.MinInt64
 	}
-	d := time.Duration(*f * 1e9)
-	if d == 0 && *f > 0 {
+	d := time.Duration(f * 1e9)
+	if d == 0 && f > 0 {
 		d = 1
-	} else if d == 0 && *f < 0 {
+	} else if d == 0 && f < 0 {
 		d = -1
 	}
 	return d

@@ -286,7 +286,7 @@ func (s *Server) acquireRequest(w http.ResponseWriter, r *http.Request) (engine.
 	if err != nil {
 		return engine.AcquireRequest{}, err
 	}
-	return engine.AcquireRequest{Key: p.Key, Lease: seconds(p.Lease), Wait: seconds(p.Wait), ID: p.ID, Owner: p.Owner, Mode: p.Mode, Limit: p.Limit}, nil
+	return engine.AcquireRequest{Key: p.Key, Lease: seconds(p.Lease.V), Wait: seconds(p.Wait.V), ID: p.ID, Owner: p.Owner, Mode: p.Mode, Limit: p.Limit}, nil
 }
 
 // answerAcquire writes the outcome of an acquire. A grant that cannot be
@@ -368,7 +368,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 			err = s.eng.ForceRelease(p.Key)
 		}
 	default:
-		err = s.eng.Release(p.Key, *p.Token)
+		err = s.eng.Release(p.Key, p.Token.V)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -409,7 +409,7 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 	p, err := s.parseLockParams(w, r)
 	var g engine.Grant
 	if err == nil {
-		g, err = s.eng.Renew(p.Key, *p.Token, seconds(p.Lease))
+		g, err = s.eng.Renew(p.Key, p.Token.V, seconds(p.Lease.V))
 	}
 	if err != nil {
 		s.writeError(w, r, err)
