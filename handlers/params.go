@@ -235,7 +235,7 @@ func strictQuery(r *http.Request, route string, names ...string) (url.Values, er
 // unescapeQuery decodes one name or value of a query string; most have
 // nothing to decode and are returned as they are, without a copy.
 func unescapeQuery(v string) (string, error) {
-	if !strings.ContainsAny(v, "%+") {
+	if strings.IndexByte(v, '%') < 0 && strings.IndexByte(v, '+') < 0 {
 		return v, nil
 	}
 	return url.QueryUnescape(v)

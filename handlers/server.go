@@ -185,12 +185,12 @@ func (s *Server) Router() chi.Router { return s.router }
 // instead of its own) so that the matched pattern can be read once the
 // call is answered.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
+	start := sinceEpoch()
 	sw := statusWriters.Get().(*statusWriter)
 	sw.ResponseWriter, sw.status = w, 0
 	if h := s.lockHandler(r); h != nil {
 		h.ServeHTTP(sw, r)
-		s.metrics.observeRequest(r.Method, lockPattern, sw.status, time.Since(start))
+		s.metrics.observeRequest(r.Method, lockPattern, sw.status, sinceEpoch()-start)
 	} else {
 		s.route(sw, r, start)
 	}
@@ -198,15 +198,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	statusWriters.Put(sw)
 }
 
-// route serves r through chi and observes it.
-func (s *Server) route(w *statusWriter, r *http.Request, start time.Time) {
+// route serves r through chi and observes it; start is its sinceEpoch.
+func (s *Server) route(w *statusWriter, r *http.Request, start time.Duration) {
 	rctx := routeContexts.Get().(*chi.Context)
 	rctx.Reset()
 	rctx.Routes = s.router
 	s.router.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx)))
-	s.metrics.observeRequest(r.Method, rctx.RoutePattern(), w.status, time.Since(start))
+	s.metrics.observeRequest(r.Method, rctx.RoutePattern(), w.status, sinceEpoch()-start)
 	routeContexts.Put(rctx)
 }
+
+// epoch is when the package was loaded.
+var epoch = time.Now()
+
+// sinceEpoch returns the time since epoch on the monotonic clock: a
+// request's duration is the difference of two, one clock read each
+// (time.Now reads the wall clock too).
+func sinceEpoch() time.Duration { return time.Since(epoch) }
 
 var (
 	routeContexts = sync.Pool{New: func() any { return chi.NewRouteContext() }}
