@@ -9,136 +9,74 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/go-playground/validator/v10"
 
 	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
 )
 
 // lockParams are the parameters of a /locks/{key} call after parsing, in
-// the units of the API (seconds), checked by the validator.
+// the units of the API (seconds), checked by validate.
 type lockParams struct {
-	Key   string   `json:"key" validate:"lockkey"`
-	Lease *float64 `json:"lease" validate:"omitnil,gt=0"`
-	Wait  *float64 `json:"wait" validate:"omitnil,gte=0"`
-	Token *uint64  `json:"token" validate:"omitnil,gt=0,lt=9007199254740992"`
-	ID    string   `json:"Idempotency-Key" validate:"max=256,printascii"`
+	Key   string
+	Lease given[float64]
+	Wait  given[float64]
+	Token given[uint64]
+	// ID is the Idempotency-Key header.
+	ID string
 	// Ticket is a server ticket carried by a redirect (query only).
-	Ticket string `json:"ticket"`
+	Ticket string
 	// Owner, Mode and Limit of an acquire (checked as they are set).
-	Owner string      `json:"owner"`
-	Mode  engine.Mode `json:"mode"`
-	Limit int         `json:"limit"`
+	Owner string
+	Mode  engine.Mode
+	Limit int
 	// Force is an operator's release (DELETE ?force=true).
-	Force bool `json:"force"`
+	Force bool
 }
 
-func newValidator() *validator.Validate {
-	v := validator.New(validator.WithRequiredStructEnabled())
-	_ = v.RegisterValidation("lockkey", func(fl validator.FieldLevel) bool {
-		return engine.CheckKey(fl.Field().String()) == nil
-	})
-	return v
+// given is a parameter a call may leave out: V is its value when Set. (A
+// value, not a pointer: a pointer to a parsed value put it on the heap.)
+type given[T any] struct {
+	V   T
+	Set bool
 }
 
-// paramRule is one validated field of lockParams: its name in the API, its
-// validate tag, and how to read it.
-type paramRule struct {
-	field string
-	tag   string
-	value func(*lockParams) any
-}
-
-// paramRules are lockParams' validate tags, read from the struct once.
-// Each field is checked with Validate.Var: Validate.Struct walks the
-// struct by reflection on every call, which cost a request about a
-// microsecond here, more than the rest of its parsing.
-var paramRules = func() []paramRule {
-	// Each returns nil for a parameter the call did not give: it is not
-	// checked (the key always is).
-	values := map[string]func(*lockParams) any{
-		"Key": func(p *lockParams) any { return p.Key },
-		// Seconds are checked as the time.Duration the engine gets: the
-		// validator's gt on a float64 runs strconv.ParseFloat on its
-		// parameter, whose 900-byte frame grew the stack of every parked
-		// HTTP/2 request (see exactDecimal).
-		"Lease": func(p *lockParams) any { return ifSet(duration(p.Lease)) },
-		"Wait":  func(p *lockParams) any { return ifSet(duration(p.Wait)) },
-		"Token": func(p *lockParams) any { return ifSet(p.Token) },
-		"ID": func(p *lockParams) any {
-			if p.ID == "" {
-				return nil
-			}
-			return p.ID
-		},
+// validate checks the key and the parameters a call gave (in this order:
+// key, lease, wait, token, Idempotency-Key) and returns the first
+// complaint as a 400 that names the field (the key: the engine's error).
+// Seconds are checked as the time.Duration the engine gets. Plain
+// comparisons, not a validator's tags: Validate.Var took a tenth of the
+// handler stack's time per acquire+release (reflection and an allocation
+// per field).
+func (p *lockParams) validate() error {
+	if err := engine.CheckKey(p.Key); err != nil {
+		return err
 	}
-	var rules []paramRule
-	t := reflect.TypeFor[lockParams]()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := f.Tag.Get("validate")
-		if tag == "" {
-			continue
-		}
-		value := values[f.Name]
-		if value == nil {
-			panic("handlers: lockParams." + f.Name + " has a validate tag but no entry in paramRules")
-		}
-		rules = append(rules, paramRule{field: strings.Split(f.Tag.Get("json"), ",")[0], tag: tag, value: value})
-	}
-	return rules
-}()
-
-// ifSet returns p, or an untyped nil for a nil p.
-func ifSet[T any](p *T) any {
-	if p == nil {
-		return nil
-	}
-	return p
-}
-
-// validate runs the validator and turns its first complaint into a 400
-// naming the field.
-func (s *Server) validate(p *lockParams) error {
-	for i := range paramRules {
-		r := &paramRules[i]
-		if v := r.value(p); v != nil {
-			if err := s.v.Var(v, r.tag); err != nil {
-				return fieldError(r.field, p, err)
-			}
-		}
+	switch {
+	case p.Lease.Set && seconds(p.Lease.V) <= 0:
+		return badRequest("lease", "must be greater than 0 seconds")
+	case p.Wait.Set && seconds(p.Wait.V) < 0:
+		return badRequest("wait", "must be 0 (no limit) or more seconds")
+	case p.Token.Set && (p.Token.V == 0 || p.Token.V >= api.MaxToken):
+		return badRequest("token", "must be a fencing token: an integer from 1 to 2^53-1")
+	case p.ID != "" && (len(p.ID) > 256 || !printableASCII(p.ID)):
+		return badRequest(api.HeaderIdempotencyKey, "must be at most 256 printable ASCII characters")
 	}
 	return nil
 }
 
-// fieldError turns the validator's complaint about field into a 400 that
-// names it. (It is a function of its own to keep validate's stack frame
-// small: see exactDecimal.)
-func fieldError(field string, p *lockParams, err error) error {
-	var ves validator.ValidationErrors
-	if !errors.As(err, &ves) || len(ves) == 0 {
-		return err
+// printableASCII reports whether every byte of v is a printable ASCII
+// character (0x20-0x7e).
+func printableASCII(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return false
+		}
 	}
-	tag := ves[0].Tag()
-	switch {
-	case tag == "lockkey":
-		return engine.CheckKey(p.Key)
-	case field == "lease" && tag == "gt":
-		return badRequest(field, "must be greater than 0 seconds")
-	case field == "wait":
-		return badRequest(field, "must be 0 (no limit) or more seconds")
-	case field == "token":
-		return badRequest(field, "must be a fencing token: an integer from 1 to 2^53-1")
-	case field == api.HeaderIdempotencyKey:
-		return badRequest(field, "must be at most 256 printable ASCII characters")
-	}
-	return badRequest(field, fmt.Sprintf("failed the %q check", tag))
+	return true
 }
 
 // allowed lists the parameters each method takes.
@@ -217,17 +155,17 @@ func (s *Server) readLockParams(w http.ResponseWriter, r *http.Request) (lockPar
 
 // checkLockParams validates what readLockParams read for method.
 func (s *Server) checkLockParams(p *lockParams, method string) error {
-	if err := s.validate(p); err != nil {
+	if err := p.validate(); err != nil {
 		return err
 	}
 	if p.ID == "" && p.Ticket != "" {
 		p.ID = engine.TicketID(p.Ticket)
 	}
 	switch {
-	case p.Force && p.Token != nil:
+	case p.Force && p.Token.Set:
 		return badRequest("force", "cannot be given with token: a forced release ends every holder of the key")
 	case p.Force:
-	case index(allowed[method], "token") >= 0 && p.Token == nil:
+	case index(allowed[method], "token") >= 0 && !p.Token.Set:
 		return badRequest("token", "is required (query, JSON body or Lock-Token header)")
 	}
 	return nil
@@ -297,7 +235,7 @@ func strictQuery(r *http.Request, route string, names ...string) (url.Values, er
 // unescapeQuery decodes one name or value of a query string; most have
 // nothing to decode and are returned as they are, without a copy.
 func unescapeQuery(v string) (string, error) {
-	if !strings.ContainsAny(v, "%+") {
+	if strings.IndexByte(v, '%') < 0 && strings.IndexByte(v, '+') < 0 {
 		return v, nil
 	}
 	return url.QueryUnescape(v)
@@ -317,9 +255,9 @@ func (p *lockParams) set(name, v string) error {
 			f = math.Copysign(math.SmallestNonzeroFloat64, f)
 		}
 		if name == "lease" {
-			p.Lease = &f
+			p.Lease = given[float64]{f, true}
 		} else {
-			p.Wait = &f
+			p.Wait = given[float64]{f, true}
 		}
 	case "ticket":
 		// A server ticket from a redirect (SPEC section 3): it names the
@@ -358,7 +296,7 @@ func (p *lockParams) set(name, v string) error {
 		if err != nil || !tokenSyntax(v) {
 			return badRequest("token", "must be a fencing token: an integer from 1 to 2^53-1, got "+quoteShort(v))
 		}
-		p.Token = &t
+		p.Token = given[uint64]{t, true}
 	}
 	return nil
 }
@@ -607,30 +545,18 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 // overflowing (the engine then refuses it as over the maximum). A value
 // too small for a nanosecond keeps its sign: 1e-300 is 1 ns, -1e-300 is
 // -1 ns.
-func seconds(f *float64) time.Duration {
-	if f == nil {
-		return 0
-	}
+func seconds(f float64) time.Duration {
 	switch {
-	case *f*1e9 >= math.MaxInt64:
+	case f*1e9 >= math.MaxInt64:
 		return math.MaxInt64
-	case *f*1e9 <= math.MinInt64:
+	case f*1e9 <= math.MinInt64:
 		return math.MinInt64
 	}
-	d := time.Duration(*f * 1e9)
-	if d == 0 && *f > 0 {
+	d := time.Duration(f * 1e9)
+	if d == 0 && f > 0 {
 		d = 1
-	} else if d == 0 && *f < 0 {
+	} else if d == 0 && f < 0 {
 		d = -1
 	}
 	return d
-}
-
-// duration is seconds for an optional parameter: nil stays nil.
-func duration(f *float64) *time.Duration {
-	if f == nil {
-		return nil
-	}
-	d := seconds(f)
-	return &d
 }

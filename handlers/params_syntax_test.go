@@ -97,14 +97,10 @@ func FuzzQueryString(f *testing.F) {
 				t.Fatalf("setQuery(%q) marked %s as %q; url.ParseQuery reads %v", q, name, from[i], vals)
 			}
 		}
-		if !eqFloat(p.Lease, want.Lease) || !eqFloat(p.Wait, want.Wait) || p.Ticket != want.Ticket {
+		if p.Lease != want.Lease || p.Wait != want.Wait || p.Ticket != want.Ticket {
 			t.Fatalf("setQuery(%q) = %+v, want %+v", q, p, want)
 		}
 	})
-}
-
-func eqFloat(a, b *float64) bool {
-	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 // FuzzSecondsValue holds parseSeconds to strconv.ParseFloat, bit for bit:
