@@ -95,7 +95,7 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 		}
 		return w
 	case RecLeave, RecTimeout:
-		t := s.tickets[r.Key+"\x00"+r.WaiterID]
+		t := s.tickets[ticketKey{r.Key, r.WaiterID}]
 		if t == nil || t.w == nil || t.w.lk == nil {
 			return nil
 		}
@@ -120,7 +120,7 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 		s.dropIfIdle(lk)
 		return w
 	case RecDetach:
-		t := s.tickets[r.Key+"\x00"+r.WaiterID]
+		t := s.tickets[ticketKey{r.Key, r.WaiterID}]
 		if t == nil || t.w == nil || t.w.lk == nil {
 			return nil
 		}

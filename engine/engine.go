@@ -256,7 +256,7 @@ type Engine struct {
 type shard struct {
 	mu      sync.Mutex
 	locks   map[string]*lock
-	tickets map[string]*ticket // by key + "\x00" + waiter ID
+	tickets map[ticketKey]*ticket
 	heap    deadlines
 	timer   *time.Timer
 	armed   int64 // when the timer fires (monotonic ns, Clock); 0 = not armed
@@ -490,6 +490,10 @@ const (
 	tForget ticketState = 255 // retire: forget the ticket at once
 )
 
+// ticketKey is what a shard finds a ticket by: its key and its waiter ID
+// (a struct, so that no string is built to look one up).
+type ticketKey struct{ key, id string }
+
 // ticket is what a waiter ID is remembered by.
 type ticket struct {
 	id    string // client's waiter ID, or AnonPrefix + a server ticket
@@ -569,7 +573,7 @@ func New(cfg Config) (*Engine, error) {
 		s.e = e
 		s.idx = i
 		s.locks = make(map[string]*lock)
-		s.tickets = make(map[string]*ticket)
+		s.tickets = make(map[ticketKey]*ticket)
 		s.timer = time.AfterFunc(time.Hour, s.fire)
 		s.timer.Stop()
 	}
@@ -871,10 +875,8 @@ func (e *Engine) acquire(req *AcquireRequest, done func(AcquireResult) bool, o *
 	}
 	now := e.now()
 	s.overdue(now) // a lease that ran out is over, before its timer fires too
-	var tid string
 	if req.ID != "" {
-		tid = req.Key + "\x00" + req.ID
-		if t := s.tickets[tid]; t != nil {
+		if t := s.tickets[ticketKey{req.Key, req.ID}]; t != nil {
 			return s.repeat(t, now, done, o)
 		}
 	}
@@ -897,7 +899,7 @@ func (e *Engine) acquire(req *AcquireRequest, done func(AcquireResult) bool, o *
 		limit = lk.limit()
 	}
 	if lk.head == nil && lk.canGrant(req.Mode) {
-		s.grantNow(lk, req, lease, limit, tid, now, o)
+		s.grantNow(lk, req, lease, limit, now, o)
 		return nil
 	}
 	if lk.n >= e.cfg.MaxWaitersPerKey || e.waiters.Load() >= int64(e.cfg.MaxWaiters) {
@@ -913,7 +915,7 @@ func (e *Engine) acquire(req *AcquireRequest, done func(AcquireResult) bool, o *
 // keeps the stack its deepest call grew.)
 //
 //go:noinline
-func (s *shard) grantNow(lk *lock, req *AcquireRequest, lease time.Duration, limit int, tid string, now stamp, o *AcquireResult) {
+func (s *shard) grantNow(lk *lock, req *AcquireRequest, lease time.Duration, limit int, now stamp, o *AcquireResult) {
 	r := Record{Kind: RecGrant, Key: lk.key, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease)), WaiterID: req.ID, Owner: req.Owner, Mode: req.Mode, Limit: recLimit(limit)}
 	idx, err := s.logGrant(&r, now)
 	if err != nil {
@@ -925,7 +927,7 @@ func (s *shard) grantNow(lk *lock, req *AcquireRequest, lease time.Duration, lim
 	s.apply(lk, &r, now)
 	var t *ticket
 	if req.ID != "" {
-		t = s.tickets[tid]
+		t = s.tickets[ticketKey{lk.key, req.ID}]
 		t.answers, t.idx = 1, idx
 	}
 	g := lk.grantInfo(lk.find(r.Token), now)
@@ -1082,7 +1084,7 @@ func (e *Engine) Abandon(g Grant, id string) {
 	}
 	var t *ticket
 	if id != "" {
-		t = s.tickets[g.Key+"\x00"+id]
+		t = s.tickets[ticketKey{g.Key, id}]
 		if t != nil && t.token != g.Token {
 			t = nil
 		}
@@ -1583,7 +1585,7 @@ func (s *shard) leaveAndHandOn(w *waiter, now stamp) {
 func (s *shard) retire(t *ticket, state ticketState, now stamp) {
 	t.w = nil
 	if state == tForget {
-		delete(s.tickets, t.key+"\x00"+t.id)
+		delete(s.tickets, ticketKey{t.key, t.id})
 		s.heap.remove(&t.dl)
 		return
 	}
@@ -1718,7 +1720,7 @@ func (s *shard) due(now stamp) {
 		case *waiter:
 			s.waiterDeadline(o, now)
 		case *ticket:
-			delete(s.tickets, o.key+"\x00"+o.id)
+			delete(s.tickets, ticketKey{o.key, o.id})
 		}
 	}
 }
