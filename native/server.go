@@ -260,8 +260,9 @@ type conn struct {
 
 	// scratch is the writer's buffer for the lines it makes (acquires'
 	// answers), written out before the next is made. Only the writer
-	// touches it.
+	// touches it, and peer.
 	scratch []byte
+	peer    *peeker
 }
 
 // answer is one line to write. A grant carries its Grant and id, so that
@@ -290,7 +291,7 @@ type answer struct {
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, chains: map[string]*request{}, wake: make(chan struct{}, 1)}
+	c := &conn{s: s, nc: nc, chains: map[string]*request{}, wake: make(chan struct{}, 1), peer: newPeeker(nc)}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	return c
 }
@@ -521,7 +522,7 @@ func (c *conn) writeLoop() {
 			c.spare = batch
 		}
 		if bw != nil {
-			if err == nil && len(pending) > 0 && peerGone(c.nc) {
+			if err == nil && len(pending) > 0 && c.peer.peerGone() {
 				// The client went away as these grants were made: the
 				// reader has not seen it yet, a write would still succeed.
 				err = errPeerGone
