@@ -46,7 +46,7 @@ type request struct {
 	// pre, for an acquire, is its answer made already (a bad line waiting
 	// for its turn); start is when the line arrived.
 	pre   *answer
-	start time.Time
+	start instant
 
 	// For an acquire: its connection, its parked engine request (to
 	// withdraw when the connection ends), and the connection's acquires
