@@ -270,14 +270,16 @@ type conn struct {
 	wake       chan struct{}
 
 	// scratch is the writer's buffer for the lines it makes (acquires'
-	// answers), written out before the next is made. Only the writer
-	// touches it, and peer.
+	// answers, and okLine's), written out before the next is made. Only
+	// the writer touches it, and peer.
 	scratch []byte
 	peer    *peeker
 }
 
 // answer is one line to write. A grant carries its Grant and id, so that
-// it is abandoned (passed to the next waiter) if it cannot be written.
+// it is abandoned (passed to the next waiter) if it cannot be written. A
+// release or renewal that succeeded has no line: the writer makes it
+// (okLine) from op, rawKey and, for a renewal, g.
 //
 // An acquire's result (r set) is queued unsettled: the writer waits for
 // the log (AcquireResult.Settle), makes its line, and, when parked, starts
@@ -294,8 +296,8 @@ type answer struct {
 
 	// logged is the log index of a release's or renewal's change, which
 	// the writer waits for before it writes the answer (one wait for a
-	// batch: the reader never waits for the log); op and rawKey make the
-	// E line when the log cannot write it.
+	// batch: the reader never waits for the log); op and rawKey make its
+	// line, or the E line when the log cannot write it.
 	logged     engine.LogIndex
 	op, rawKey string
 	start      instant // when its line arrived (metrics)
@@ -520,6 +522,9 @@ func (c *conn) writeLoop() {
 					}
 				}
 				if err == nil {
+					if a.line == nil {
+						a.line = c.okLine(a)
+					}
 					_, err = bw.Write(a.line)
 				}
 				if a.granted {
@@ -799,6 +804,20 @@ func (c *conn) settle(a *answer) (restart bool) {
 	return false
 }
 
+// okLine makes, in the writer's scratch buffer, the line of a release or
+// a renewal that succeeded: "R <key> OK" or "N <key> OK <grant>". They
+// are made here, not by the reader, so that no line is allocated for them.
+func (c *conn) okLine(a *answer) []byte {
+	line := append(append(append(append(c.scratch[:0], a.op...), ' '), a.rawKey...), " OK"...)
+	if a.op == OpRenew {
+		line = appendGrant(append(line, ' '), a.g)
+	} else {
+		line = append(line, '\n')
+	}
+	c.scratch = line[:0]
+	return line
+}
+
 // observe records an answer in the metrics.
 func (c *conn) observe(op, outcome string, start instant) {
 	if m := c.s.cfg.Metrics; m != nil {
@@ -861,9 +880,7 @@ func (c *conn) release(r *request, start instant) {
 		c.sendError(r, err)
 		return
 	}
-	line := make([]byte, 0, 8+len(r.rawKey))
-	line = append(append(append(line, "R "...), r.rawKey...), " OK\n"...)
-	c.send(answer{line: line, logged: idx, op: r.op, rawKey: r.rawKey, start: start}, r.op, "OK", start)
+	c.send(answer{logged: idx, op: r.op, rawKey: r.rawKey, start: start}, r.op, "OK", start)
 }
 
 func (c *conn) renew(r *request, start instant) {
@@ -876,9 +893,7 @@ func (c *conn) renew(r *request, start instant) {
 		c.sendError(r, err)
 		return
 	}
-	line := make([]byte, 0, 48+len(r.rawKey))
-	line = append(append(append(line, "N "...), r.rawKey...), " OK "...)
-	c.send(answer{line: appendGrant(line, g), logged: idx, op: r.op, rawKey: r.rawKey, start: start}, r.op, "OK", start)
+	c.send(answer{logged: idx, op: r.op, rawKey: r.rawKey, start: start, g: g}, r.op, "OK", start)
 }
 
 // notServing answers r with M (or E unavailable) when this node is not
