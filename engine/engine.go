@@ -879,6 +879,9 @@ func (e *Engine) acquire(req *AcquireRequest, done func(AcquireResult) bool, o *
 		if t := s.tickets[ticketKey{req.Key, req.ID}]; t != nil {
 			return s.repeat(t, now, done, o)
 		}
+		// Kept with its ticket, for the retention period past the grant:
+		// not a slice of the request (a native request line, say).
+		req.ID = strings.Clone(req.ID)
 	}
 	lk := s.locks[req.Key]
 	limit := req.Limit
