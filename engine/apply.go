@@ -106,8 +106,7 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 		if r.Kind == RecTimeout {
 			t.w = nil
 			t.state = tTimedOut
-			s.heap.set(&t.dl, now.monoAt(r.Until))
-			s.arm()
+			s.retain(t, now.monoAt(r.Until))
 			if s.e.cfg.OnEvent != nil {
 				s.emit(Event{Kind: EventTimeout, Key: lk.key, WaiterID: t.id, At: r.At, Waiters: lk.n, Waited: time.Duration(at.mono - w.arrived)})
 			}

@@ -258,11 +258,14 @@ type shard struct {
 	locks   map[string]*lock
 	tickets map[ticketKey]*ticket
 	heap    deadlines
-	timer   *time.Timer
-	armed   int64 // when the timer fires (monotonic ns, Clock); 0 = not armed
-	e       *Engine
-	idx     int
-	buf     []byte // the record being appended to the log
+	// retained holds the tickets kept for the retention period, in the
+	// order of their ends (retained.go); heap the other deadlines.
+	retained retainedQueue
+	timer    *time.Timer
+	armed    int64 // when the timer fires (monotonic ns, Clock); 0 = not armed
+	e        *Engine
+	idx      int
+	buf      []byte // the record being appended to the log
 }
 
 // lock is one key with holders, waiters, or both. Its first holder slot
@@ -1593,8 +1596,7 @@ func (s *shard) retire(t *ticket, state ticketState, now stamp) {
 		return
 	}
 	t.state = state
-	s.heap.set(&t.dl, after(now.mono, s.e.cfg.Retention))
-	s.arm()
+	s.retain(t, after(now.mono, s.e.cfg.Retention))
 }
 
 // setToken sets the token of lk's slot h (0 = free), keeping the count
@@ -1671,14 +1673,14 @@ func after(now int64, d time.Duration) int64 {
 	return now + int64(d)
 }
 
-// arm sets the shard's timer for the heap's earliest deadline.
+// arm sets the shard's timer for its earliest deadline (see earliest).
 func (s *shard) arm() {
-	d := s.heap.min()
-	if d == nil || (s.armed != 0 && s.armed <= d.when) || s.e.closed.Load() {
+	when, ok := s.earliest()
+	if !ok || (s.armed != 0 && s.armed <= when) || s.e.closed.Load() {
 		return
 	}
-	s.armed = d.when
-	s.timer.Reset(time.Duration(max(0, d.when-s.e.monoNow())))
+	s.armed = when
+	s.timer.Reset(time.Duration(max(0, when-s.e.monoNow())))
 }
 
 // fire handles every deadline that has passed, then re-arms.
@@ -1699,7 +1701,7 @@ func (s *shard) fire() {
 // extend it, a release must not answer for it, an acquire must not hand
 // it out again nor queue behind it. s.mu is held.
 func (s *shard) overdue(now stamp) {
-	if d := s.heap.min(); d != nil && d.when <= now.mono {
+	if when, ok := s.earliest(); ok && when <= now.mono {
 		s.due(now)
 		s.arm()
 	}
@@ -1726,6 +1728,7 @@ func (s *shard) due(now stamp) {
 			delete(s.tickets, ticketKey{o.key, o.id})
 		}
 	}
+	s.forgetRetained(now.mono)
 }
 
 // expire takes back lk's slot h whose lease ran out (or whose grant to a

@@ -98,6 +98,7 @@ func (e *Engine) Reset() {
 		s.tickets = make(map[ticketKey]*ticket)
 		clear(s.heap)
 		s.heap = s.heap[:0]
+		s.retained = retainedQueue{}
 		s.mu.Unlock()
 	}
 }
