@@ -426,7 +426,10 @@ func (w *nwire) readLoop(br *bufio.Reader) {
 		}
 		w.mu.Unlock()
 		if late != nil {
-			late.late(&a, nil)
+			// A copy of its own: a pointer to a would put every answer
+			// on the heap, not only the late ones.
+			la := a
+			late.late(&la, nil)
 		}
 	}
 }

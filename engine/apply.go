@@ -95,7 +95,7 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 		}
 		return w
 	case RecLeave, RecTimeout:
-		t := s.tickets[r.Key+"\x00"+r.WaiterID]
+		t := s.tickets[ticketKey{r.Key, r.WaiterID}]
 		if t == nil || t.w == nil || t.w.lk == nil {
 			return nil
 		}
@@ -106,8 +106,7 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 		if r.Kind == RecTimeout {
 			t.w = nil
 			t.state = tTimedOut
-			s.heap.set(&t.dl, now.monoAt(r.Until))
-			s.arm()
+			s.retain(t, now.monoAt(r.Until))
 			if s.e.cfg.OnEvent != nil {
 				s.emit(Event{Kind: EventTimeout, Key: lk.key, WaiterID: t.id, At: r.At, Waiters: lk.n, Waited: time.Duration(at.mono - w.arrived)})
 			}
@@ -120,7 +119,7 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 		s.dropIfIdle(lk)
 		return w
 	case RecDetach:
-		t := s.tickets[r.Key+"\x00"+r.WaiterID]
+		t := s.tickets[ticketKey{r.Key, r.WaiterID}]
 		if t == nil || t.w == nil || t.w.lk == nil {
 			return nil
 		}

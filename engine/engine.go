@@ -256,12 +256,15 @@ type Engine struct {
 type shard struct {
 	mu      sync.Mutex
 	locks   map[string]*lock
-	tickets map[string]*ticket // by key + "\x00" + waiter ID
+	tickets map[ticketKey]*ticket
 	heap    deadlines
-	timer   *time.Timer
-	armed   int64 // when the timer fires (monotonic ns, Clock); 0 = not armed
-	e       *Engine
-	buf     []byte // the record being appended to the log
+	// retained holds the tickets kept for the retention period, in the
+	// order of their ends (retained.go); heap the other deadlines.
+	retained retainedQueue
+	timer    *time.Timer
+	armed    int64 // when the timer fires (monotonic ns, Clock); 0 = not armed
+	e        *Engine
+	buf      []byte // the record being appended to the log
 }
 
 // lock is one key with holders, waiters, or both. Its first holder slot
@@ -489,6 +492,10 @@ const (
 	tForget ticketState = 255 // retire: forget the ticket at once
 )
 
+// ticketKey is what a shard finds a ticket by: its key and its waiter ID
+// (a struct, so that no string is built to look one up).
+type ticketKey struct{ key, id string }
+
 // ticket is what a waiter ID is remembered by.
 type ticket struct {
 	id    string // client's waiter ID, or AnonPrefix + a server ticket
@@ -567,7 +574,7 @@ func New(cfg Config) (*Engine, error) {
 		s := &e.shards[i]
 		s.e = e
 		s.locks = make(map[string]*lock)
-		s.tickets = make(map[string]*ticket)
+		s.tickets = make(map[ticketKey]*ticket)
 		s.timer = time.AfterFunc(time.Hour, s.fire)
 		s.timer.Stop()
 	}
@@ -869,12 +876,13 @@ func (e *Engine) acquire(req *AcquireRequest, done func(AcquireResult) bool, o *
 	}
 	now := e.now()
 	s.overdue(now) // a lease that ran out is over, before its timer fires too
-	var tid string
 	if req.ID != "" {
-		tid = req.Key + "\x00" + req.ID
-		if t := s.tickets[tid]; t != nil {
+		if t := s.tickets[ticketKey{req.Key, req.ID}]; t != nil {
 			return s.repeat(t, now, done, o)
 		}
+		// Kept with its ticket, for the retention period past the grant:
+		// not a slice of the request (a native request line, say).
+		req.ID = strings.Clone(req.ID)
 	}
 	lk := s.locks[req.Key]
 	limit := req.Limit
@@ -895,7 +903,7 @@ func (e *Engine) acquire(req *AcquireRequest, done func(AcquireResult) bool, o *
 		limit = lk.limit()
 	}
 	if lk.head == nil && lk.canGrant(req.Mode) {
-		s.grantNow(lk, req, lease, limit, tid, now, o)
+		s.grantNow(lk, req, lease, limit, now, o)
 		return nil
 	}
 	if lk.n >= e.cfg.MaxWaitersPerKey || e.waiters.Load() >= int64(e.cfg.MaxWaiters) {
@@ -911,7 +919,7 @@ func (e *Engine) acquire(req *AcquireRequest, done func(AcquireResult) bool, o *
 // keeps the stack its deepest call grew.)
 //
 //go:noinline
-func (s *shard) grantNow(lk *lock, req *AcquireRequest, lease time.Duration, limit int, tid string, now stamp, o *AcquireResult) {
+func (s *shard) grantNow(lk *lock, req *AcquireRequest, lease time.Duration, limit int, now stamp, o *AcquireResult) {
 	r := Record{Kind: RecGrant, Key: lk.key, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease)), WaiterID: req.ID, Owner: req.Owner, Mode: req.Mode, Limit: recLimit(limit)}
 	idx, err := s.logGrant(&r, now)
 	if err != nil {
@@ -923,7 +931,7 @@ func (s *shard) grantNow(lk *lock, req *AcquireRequest, lease time.Duration, lim
 	s.apply(lk, &r, now)
 	var t *ticket
 	if req.ID != "" {
-		t = s.tickets[tid]
+		t = s.tickets[ticketKey{lk.key, req.ID}]
 		t.answers, t.idx = 1, idx
 	}
 	g := lk.grantInfo(lk.find(r.Token), now)
@@ -1080,7 +1088,7 @@ func (e *Engine) Abandon(g Grant, id string) {
 	}
 	var t *ticket
 	if id != "" {
-		t = s.tickets[g.Key+"\x00"+id]
+		t = s.tickets[ticketKey{g.Key, id}]
 		if t != nil && t.token != g.Token {
 			t = nil
 		}
@@ -1580,13 +1588,12 @@ func (s *shard) leaveAndHandOn(w *waiter, now stamp) {
 func (s *shard) retire(t *ticket, state ticketState, now stamp) {
 	t.w = nil
 	if state == tForget {
-		delete(s.tickets, t.key+"\x00"+t.id)
+		delete(s.tickets, ticketKey{t.key, t.id})
 		s.heap.remove(&t.dl)
 		return
 	}
 	t.state = state
-	s.heap.set(&t.dl, after(now.mono, s.e.cfg.Retention))
-	s.arm()
+	s.retain(t, after(now.mono, s.e.cfg.Retention))
 }
 
 // setToken sets the token of lk's slot h (0 = free), keeping the count
@@ -1663,14 +1670,14 @@ func after(now int64, d time.Duration) int64 {
 	return now + int64(d)
 }
 
-// arm sets the shard's timer for the heap's earliest deadline.
+// arm sets the shard's timer for its earliest deadline (see earliest).
 func (s *shard) arm() {
-	d := s.heap.min()
-	if d == nil || (s.armed != 0 && s.armed <= d.when) || s.e.closed.Load() {
+	when, ok := s.earliest()
+	if !ok || (s.armed != 0 && s.armed <= when) || s.e.closed.Load() {
 		return
 	}
-	s.armed = d.when
-	s.timer.Reset(time.Duration(max(0, d.when-s.e.monoNow())))
+	s.armed = when
+	s.timer.Reset(time.Duration(max(0, when-s.e.monoNow())))
 }
 
 // fire handles every deadline that has passed, then re-arms.
@@ -1691,7 +1698,7 @@ func (s *shard) fire() {
 // extend it, a release must not answer for it, an acquire must not hand
 // it out again nor queue behind it. s.mu is held.
 func (s *shard) overdue(now stamp) {
-	if d := s.heap.min(); d != nil && d.when <= now.mono {
+	if when, ok := s.earliest(); ok && when <= now.mono {
 		s.due(now)
 		s.arm()
 	}
@@ -1715,9 +1722,10 @@ func (s *shard) due(now stamp) {
 		case *waiter:
 			s.waiterDeadline(o, now)
 		case *ticket:
-			delete(s.tickets, o.key+"\x00"+o.id)
+			delete(s.tickets, ticketKey{o.key, o.id})
 		}
 	}
+	s.forgetRetained(now.mono)
 }
 
 // expire takes back lk's slot h whose lease ran out (or whose grant to a

@@ -26,6 +26,7 @@ func (h *deadlines) push(d *deadline) {
 func (h *deadlines) remove(d *deadline) {
 	i := int(d.idx)
 	if i < 0 {
+		d.idx = -1 // out of a shard's retained queue too (see retain)
 		return
 	}
 	last := len(*h) - 1

@@ -318,10 +318,10 @@ func TestIdleKeysFreed(t *testing.T) {
 		for i := range e.shards {
 			s := &e.shards[i]
 			s.mu.Lock()
-			nl, nt, nh := len(s.locks), len(s.tickets), len(s.heap)
+			nl, nt, nh, nr := len(s.locks), len(s.tickets), len(s.heap), len(s.retained.q)-s.retained.head
 			s.mu.Unlock()
-			if nl != 0 || nt != 0 || nh != 0 {
-				t.Fatalf("shard %d keeps %d locks, %d tickets, %d heap entries; want none", i, nl, nt, nh)
+			if nl != 0 || nt != 0 || nh != 0 || nr != 0 {
+				t.Fatalf("shard %d keeps %d locks, %d tickets, %d heap entries, %d retained; want none", i, nl, nt, nh, nr)
 			}
 		}
 	})

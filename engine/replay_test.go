@@ -61,7 +61,7 @@ func dump(e *Engine) []string {
 		}
 		for _, t := range s.tickets {
 			line := fmt.Sprintf("ticket %q %q state %d token %d", t.key, t.id, t.state, t.token)
-			if t.dl.idx >= 0 {
+			if t.dl.idx >= 0 || t.dl.idx == inRetained {
 				line += fmt.Sprintf(" forgotten at %d", now.wallAt(t.dl.when))
 			}
 			out = append(out, line)

@@ -95,9 +95,10 @@ func (e *Engine) Reset() {
 			}
 		}
 		s.locks = make(map[string]*lock)
-		s.tickets = make(map[string]*ticket)
+		s.tickets = make(map[ticketKey]*ticket)
 		clear(s.heap)
 		s.heap = s.heap[:0]
+		s.retained = retainedQueue{}
 		s.mu.Unlock()
 	}
 }
@@ -117,12 +118,11 @@ func (s *shard) lockFor(key string) *lock {
 }
 
 func (s *shard) ticket(key, id string) *ticket {
-	tid := key + "\x00" + id
-	t := s.tickets[tid]
+	t := s.tickets[ticketKey{key, id}]
 	if t == nil {
 		t = &ticket{id: id, key: key, dl: deadline{idx: -1}}
 		t.dl.owner = t
-		s.tickets[tid] = t
+		s.tickets[ticketKey{key, id}] = t
 	}
 	return t
 }

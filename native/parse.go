@@ -46,7 +46,7 @@ type request struct {
 	// pre, for an acquire, is its answer made already (a bad line waiting
 	// for its turn); start is when the line arrived.
 	pre   *answer
-	start time.Time
+	start instant
 
 	// For an acquire: its connection, its parked engine request (to
 	// withdraw when the connection ends), and the connection's acquires
@@ -136,16 +136,19 @@ func parse(line []byte) (request, error) {
 		if r.wait, err = durationField("wait", fields[3], true); err != nil {
 			return bad("wait", err.Error())
 		}
-		seen := map[string]bool{}
+		var seen uint8 // the options read, by their bit in optionBits
 		for _, opt := range fields[4:] {
 			name, value, hasEq := strings.Cut(opt, "=")
 			if !hasEq {
 				return bad("option", strconv.Quote(opt)+" is not name=value")
 			}
-			if seen[name] {
+			// (An unknown name is refused below the first time: only the
+			// known ones can come twice.)
+			bit := optionBit(name)
+			if seen&bit != 0 {
 				return bad(name, "is given more than once")
 			}
-			seen[name] = true
+			seen |= bit
 			switch name {
 			case "id":
 				id, ok := unescape(value)
@@ -210,6 +213,22 @@ func parse(line []byte) (request, error) {
 		}
 	}
 	return r, nil
+}
+
+// optionBit is the bit of an acquire's option in a set of them; 0 for
+// a name that is not an option.
+func optionBit(name string) uint8 {
+	switch name {
+	case "id":
+		return 1
+	case "owner":
+		return 2
+	case "mode":
+		return 4
+	case "limit":
+		return 8
+	}
+	return 0
 }
 
 // argReason is the reason of an *engine.ArgError (its field is the one

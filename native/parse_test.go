@@ -70,3 +70,23 @@ func TestSecondsAsOverHTTP(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkParse reads the lines of a cycle: the Go client's acquire (an
+// id= and an owner=), a plain acquire and a release.
+func BenchmarkParse(b *testing.B) {
+	for _, bc := range []struct{ name, line string }{
+		{"acquire-id-owner", "A jobs/nightly 30 - id=QWERTYUIOPASDFGHJKLZXCVBNM-1k2 owner=build-host-7%3A4242"},
+		{"acquire", "A jobs/nightly 30 -"},
+		{"release", "R jobs/nightly 123456"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			line := []byte(bc.line)
+			b.ReportAllocs()
+			for range b.N {
+				if _, err := parse(line); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

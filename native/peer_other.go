@@ -4,6 +4,10 @@ package native
 
 import "net"
 
-// peerGone cannot peek at a socket here: a grant racing the client's close
+// peeker cannot peek at a socket here: a grant racing the client's close
 // is released only if the write fails.
-func peerGone(net.Conn) bool { return false }
+type peeker struct{}
+
+func newPeeker(net.Conn) *peeker { return &peeker{} }
+
+func (*peeker) peerGone() bool { return false }

@@ -103,6 +103,7 @@ type Server struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
+	epoch  time.Time // the origin of now (with Go's monotonic reading)
 
 	mu     sync.Mutex
 	lns    map[net.Listener]struct{}
@@ -123,8 +124,18 @@ func New(eng *engine.Engine, cfg Config) *Server {
 	s.auth = digests(cfg.AuthTokens)
 	s.admin = digests(cfg.AdminTokens)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.epoch = time.Now()
 	return s
 }
+
+// instant is a reading of the monotonic clock: the time since the
+// server's epoch. It times answers for the metrics.
+type instant time.Duration
+
+// now reads the monotonic clock alone. (time.Now reads the wall clock
+// too, which costs about 0.4 µs on the project's VM, against 0.06 µs for
+// time.Since: the reader took one for every line.)
+func (s *Server) now() instant { return instant(time.Since(s.epoch)) }
 
 // ErrServerClosed is returned by Serve after Close.
 var ErrServerClosed = errors.New("native: server closed")
@@ -259,13 +270,16 @@ type conn struct {
 	wake       chan struct{}
 
 	// scratch is the writer's buffer for the lines it makes (acquires'
-	// answers), written out before the next is made. Only the writer
-	// touches it.
+	// answers, and okLine's), written out before the next is made. Only
+	// the writer touches it, and peer.
 	scratch []byte
+	peer    *peeker
 }
 
 // answer is one line to write. A grant carries its Grant and id, so that
-// it is abandoned (passed to the next waiter) if it cannot be written.
+// it is abandoned (passed to the next waiter) if it cannot be written. A
+// release or renewal that succeeded has no line: the writer makes it
+// (okLine) from op, rawKey and, for a renewal, g.
 //
 // An acquire's result (r set) is queued unsettled: the writer waits for
 // the log (AcquireResult.Settle), makes its line, and, when parked, starts
@@ -282,15 +296,15 @@ type answer struct {
 
 	// logged is the log index of a release's or renewal's change, which
 	// the writer waits for before it writes the answer (one wait for a
-	// batch: the reader never waits for the log); op and rawKey make the
-	// E line when the log cannot write it.
+	// batch: the reader never waits for the log); op and rawKey make its
+	// line, or the E line when the log cannot write it.
 	logged     engine.LogIndex
 	op, rawKey string
-	start      time.Time // when its line arrived (metrics)
+	start      instant // when its line arrived (metrics)
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, chains: map[string]*request{}, wake: make(chan struct{}, 1)}
+	c := &conn{s: s, nc: nc, chains: map[string]*request{}, wake: make(chan struct{}, 1), peer: newPeeker(nc)}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	return c
 }
@@ -305,11 +319,11 @@ func (c *conn) readLoop() {
 		line, err := br.ReadSlice('\n')
 		if err != nil {
 			if errors.Is(err, bufio.ErrBufferFull) {
-				c.fatal("-", "-", api.CodeInvalidArgument, "line: longer than "+strconv.Itoa(MaxLine)+" bytes", time.Now())
+				c.fatal("-", "-", api.CodeInvalidArgument, "line: longer than "+strconv.Itoa(MaxLine)+" bytes", c.s.now())
 			}
 			return
 		}
-		start := time.Now()
+		start := c.s.now()
 		line = line[:len(line)-1]
 		if len(line) > MaxLine {
 			c.fatal("-", "-", api.CodeInvalidArgument, "line: longer than "+strconv.Itoa(MaxLine)+" bytes", start)
@@ -366,7 +380,7 @@ func (c *conn) readLoop() {
 
 // fatal queues an error line and ends the connection after it: nothing
 // more is read.
-func (c *conn) fatal(op, rawKey, code, msg string, start time.Time) {
+func (c *conn) fatal(op, rawKey, code, msg string, start instant) {
 	var a answer
 	if rawKey == "" {
 		a.line = []byte(op + " E " + code + " " + msg + "\n")
@@ -383,7 +397,7 @@ func (c *conn) fatal(op, rawKey, code, msg string, start time.Time) {
 // send queues a for the writer and reports whether it was taken. A full
 // queue closes the connection (its waiters leave); an answer not taken
 // that carries a grant is abandoned.
-func (c *conn) send(a answer, op, outcome string, start time.Time) bool {
+func (c *conn) send(a answer, op, outcome string, start instant) bool {
 	if a.logged == 0 {
 		// (An answer that waits for the log is observed by the writer,
 		// with its outcome once the log has written it, or not.)
@@ -508,6 +522,9 @@ func (c *conn) writeLoop() {
 					}
 				}
 				if err == nil {
+					if a.line == nil {
+						a.line = c.okLine(a)
+					}
 					_, err = bw.Write(a.line)
 				}
 				if a.granted {
@@ -521,7 +538,7 @@ func (c *conn) writeLoop() {
 			c.spare = batch
 		}
 		if bw != nil {
-			if err == nil && len(pending) > 0 && peerGone(c.nc) {
+			if err == nil && len(pending) > 0 && c.peer.peerGone() {
 				// The client went away as these grants were made: the
 				// reader has not seen it yet, a write would still succeed.
 				err = errPeerGone
@@ -619,7 +636,7 @@ var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 16<<10
 // acquireInTurn starts r (or, with pre, answers it with pre) once the
 // connection's earlier acquires of the same key are answered: until then
 // it waits on the connection, behind them (no goroutine of its own).
-func (c *conn) acquireInTurn(r *request, pre *answer, start time.Time) {
+func (c *conn) acquireInTurn(r *request, pre *answer, start instant) {
 	r.pre, r.start, r.c = pre, start, c
 	c.mu.Lock()
 	if c.closed {
@@ -793,10 +810,24 @@ func (c *conn) settle(a *answer) (restart bool) {
 	return false
 }
 
+// okLine makes, in the writer's scratch buffer, the line of a release or
+// a renewal that succeeded: "R <key> OK" or "N <key> OK <grant>". They
+// are made here, not by the reader, so that no line is allocated for them.
+func (c *conn) okLine(a *answer) []byte {
+	line := append(append(append(append(c.scratch[:0], a.op...), ' '), a.rawKey...), " OK"...)
+	if a.op == OpRenew {
+		line = appendGrant(append(line, ' '), a.g)
+	} else {
+		line = append(line, '\n')
+	}
+	c.scratch = line[:0]
+	return line
+}
+
 // observe records an answer in the metrics.
-func (c *conn) observe(op, outcome string, start time.Time) {
+func (c *conn) observe(op, outcome string, start instant) {
 	if m := c.s.cfg.Metrics; m != nil {
-		m.ObserveNative(op, outcome, time.Since(start))
+		m.ObserveNative(op, outcome, time.Duration(c.s.now()-start))
 	}
 }
 
@@ -814,7 +845,7 @@ func appendGrant(b []byte, g engine.Grant) []byte {
 // auth_tokens): a valid token sets the connection's rights anew (admin or
 // not); an unknown one is E unauthorized and changes nothing. A node
 // without any token accepts every AUTH, as it always did.
-func (c *conn) reauth(r *request, start time.Time) {
+func (c *conn) reauth(r *request, start instant) {
 	if len(c.s.auth) == 0 && len(c.s.admin) == 0 {
 		c.send(answer{line: []byte("AUTH OK\n")}, OpAuth, "OK", start)
 		return
@@ -835,7 +866,7 @@ func (c *conn) mayForce() bool {
 	return (len(c.s.auth) == 0 && len(c.s.admin) == 0) || c.admin
 }
 
-func (c *conn) release(r *request, start time.Time) {
+func (c *conn) release(r *request, start instant) {
 	r.start = start
 	if c.notServing(r) {
 		return
@@ -855,12 +886,10 @@ func (c *conn) release(r *request, start time.Time) {
 		c.sendError(r, err)
 		return
 	}
-	line := make([]byte, 0, 8+len(r.rawKey))
-	line = append(append(append(line, "R "...), r.rawKey...), " OK\n"...)
-	c.send(answer{line: line, logged: idx, op: r.op, rawKey: r.rawKey, start: start}, r.op, "OK", start)
+	c.send(answer{logged: idx, op: r.op, rawKey: r.rawKey, start: start}, r.op, "OK", start)
 }
 
-func (c *conn) renew(r *request, start time.Time) {
+func (c *conn) renew(r *request, start instant) {
 	r.start = start
 	if c.notServing(r) {
 		return
@@ -870,9 +899,7 @@ func (c *conn) renew(r *request, start time.Time) {
 		c.sendError(r, err)
 		return
 	}
-	line := make([]byte, 0, 48+len(r.rawKey))
-	line = append(append(append(line, "N "...), r.rawKey...), " OK "...)
-	c.send(answer{line: appendGrant(line, g), logged: idx, op: r.op, rawKey: r.rawKey, start: start}, r.op, "OK", start)
+	c.send(answer{logged: idx, op: r.op, rawKey: r.rawKey, start: start, g: g}, r.op, "OK", start)
 }
 
 // notServing answers r with M (or E unavailable) when this node is not
