@@ -122,12 +122,20 @@ func TestSigstopActiveThenResumeStepsDownWithoutLoss(t *testing.T) {
 
 // postNoFollow sends a POST in the background and delivers its answer
 // (status 0 if it failed) without following a redirect.
-func postNoFollow(u string) <-chan answer {
+func postNoFollow(u string, hdr ...string) <-chan answer {
 	ch := make(chan answer, 1)
 	go func() {
 		noFollow := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		a := answer{}
-		resp, err := noFollow.Post(u, "", nil)
+		req, err := http.NewRequest(http.MethodPost, u, nil)
+		if err != nil {
+			ch <- a
+			return
+		}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := noFollow.Do(req)
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -138,16 +146,14 @@ func postNoFollow(u string) <-chan answer {
 	return ch
 }
 
-// A lease that runs out while the active is paused is taken back by the
-// paused node's own timer the moment it resumes, and the lock passes to
-// its first waiter; but a standby has been promoted meanwhile, so the
-// waiter must be told to retry, not that it holds the lock.
-func TestPausedActiveDeliversNoGrantOnResume(t *testing.T) {
+// pauseWithWaiter starts two nodes, takes k on node 0 with a 1 s lease and
+// queues a waiter for it there (with the headers hdr: name, value, ...).
+func pauseWithWaiter(t *testing.T, hdr ...string) (*testCluster, api.Grant, <-chan answer) {
 	c := newCluster(t, 2, false)
 	c.startAll()
 	c.waitActive(0, 1)
 	held := c.acquire(0, "k", "lease=1")
-	waiter := postNoFollow("http://" + c.nodes[0].listen + "/locks/k?lease=60&wait=30")
+	waiter := postNoFollow("http://"+c.nodes[0].listen+"/locks/k?lease=60&wait=30", hdr...)
 	deadline := time.Now().Add(5 * time.Second)
 	for c.waitersOn(0, "k") != 1 {
 		if time.Now().After(deadline) {
@@ -155,7 +161,14 @@ func TestPausedActiveDeliversNoGrantOnResume(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return c, held, waiter
+}
 
+// resumeAndCheckWaiter pauses node 0 until node 1 is promoted and the
+// lease of held has run out, resumes it, and checks that the waiter was
+// not told it holds k.
+func resumeAndCheckWaiter(t *testing.T, c *testCluster, held api.Grant, waiter <-chan answer) {
+	t.Helper()
 	c.signal(0, syscall.SIGSTOP)
 	c.waitActive(1) // promoted after the failover timeout
 	// The 1 s lease runs out while node 0 is paused: its timer hands k to
@@ -173,6 +186,23 @@ func TestPausedActiveDeliversNoGrantOnResume(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the waiter got no answer")
 	}
+}
+
+// The same with a waiter that came with an Idempotency-Key (as every
+// official client's does): its grant stays for a repeat, but the resumed
+// node must not answer it 200 either.
+func TestPausedActiveDeliversNoGrantOnResumeToAKeyedWaiter(t *testing.T) {
+	c, held, waiter := pauseWithWaiter(t, api.HeaderIdempotencyKey, "paused-waiter-1")
+	resumeAndCheckWaiter(t, c, held, waiter)
+}
+
+// A lease that runs out while the active is paused is taken back by the
+// paused node's own timer the moment it resumes, and the lock passes to
+// its first waiter; but a standby has been promoted meanwhile, so the
+// waiter must be told to retry, not that it holds the lock.
+func TestPausedActiveDeliversNoGrantOnResume(t *testing.T) {
+	c, held, waiter := pauseWithWaiter(t)
+	resumeAndCheckWaiter(t, c, held, waiter)
 	// Node 1 granted nothing: both states end with the same grant, and node
 	// 0 keeps the role by priority (or steps down and takes it back).
 	c.waitActive(0, 1)
