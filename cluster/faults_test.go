@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -433,5 +434,39 @@ func TestRestartedStandbyResumesFromItsIndex(t *testing.T) {
 	}
 	if !strings.Contains(standby, "synced with the active: resumed from its log") || strings.Contains(standby, "installed the active's snapshot") {
 		t.Errorf("the restarted standby did not resume from its log:\n%s", standby)
+	}
+}
+
+// A Go client that a standby's 307 sent to the active keeps calling the
+// active; when the active is paused (its connections stay open and go
+// silent), a release attempt is cut off after a second, and the next one
+// must leave that node, not wait on it again until the release gives up
+// (SPEC section 4: releases retried for 5 s, the client fails over).
+func TestReleaseLeavesAPausedActive(t *testing.T) {
+	c := newCluster(t, 2, false)
+	c.startAll()
+	c.waitActive(0, 1)
+	// The client knows only the standby: the acquire's 307 makes node 0,
+	// the active, its preferred node.
+	cl, err := api.NewClient(api.Config{Addresses: []string{"http://" + c.nodes[1].listen}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := cl.Acquire(ctx, "k", api.WithLease(60*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitReplicated(1, l.Token)
+	c.signal(0, syscall.SIGSTOP)
+	defer c.signal(0, syscall.SIGCONT)
+	c.waitActive(1) // promoted after the failover timeout
+	if err := cl.Release(ctx, "k", l.Token); err != nil {
+		t.Fatalf("release with the active paused and node 1 promoted: %v", err)
+	}
+	if got := c.holderOf(1, "k"); got != 0 {
+		t.Errorf("k is still held by %d on the new active", got)
 	}
 }
