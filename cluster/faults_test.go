@@ -448,7 +448,24 @@ func TestReleaseLeavesAPausedActive(t *testing.T) {
 	c.waitActive(0, 1)
 	// The client knows only the standby: the acquire's 307 makes node 0,
 	// the active, its preferred node.
-	cl, err := api.NewClient(api.Config{Addresses: []string{"http://" + c.nodes[1].listen}})
+	releaseLeavesAPausedActive(t, c, "http://"+c.nodes[1].listen)
+}
+
+// The same over the native protocol: an M answer makes the active
+// preferred.
+func TestNativeReleaseLeavesAPausedActive(t *testing.T) {
+	c := newCluster(t, 2, false)
+	native := []string{freeAddr(t, "127.0.0.1"), freeAddr(t, "127.0.0.2")}
+	c.args = map[int][]string{0: {"--native-listen", native[0]}, 1: {"--native-listen", native[1]}}
+	c.startAll()
+	c.waitActive(0, 1)
+	releaseLeavesAPausedActive(t, c, "baton://"+native[1])
+}
+
+// releaseLeavesAPausedActive takes k through addr (node 1's, a standby),
+// stops node 0 (the active) until node 1 is promoted, and releases k.
+func releaseLeavesAPausedActive(t *testing.T, c *testCluster, addr string) {
+	cl, err := api.NewClient(api.Config{Addresses: []string{addr}})
 	if err != nil {
 		t.Fatal(err)
 	}
