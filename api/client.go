@@ -661,16 +661,23 @@ func (c *Client) stillUp(p picked) bool {
 // preferred address has none up but one dialling (just learned from a 307
 // or an M: wait for its first dial rather than ask the redirecting node
 // again); avoid (the connection that just failed) only when there is no
-// other.
+// other. When avoid is the preferred address's, that node is what failed
+// (a silent active leaves every connection to it open): the call goes to
+// the other addresses, whose 307 names the active again, or the new one.
 func (c *Client) candidatesLocked(avoid *slot) []*slot {
 	var cands []*slot
 	waitPreferred := false
-	if p := c.preferred; p != nil {
+	if p := c.preferred; p != nil && (avoid == nil || avoid.addr != p) {
 		cands = upSlots(p.slots)
 		waitPreferred = len(cands) == 0 && anyDialing(p.slots)
 	}
 	if len(cands) == 0 && !waitPreferred {
 		cands = upSlots(c.slots)
+		if avoid != nil && avoid.addr == c.preferred {
+			if others := slices.DeleteFunc(slices.Clone(cands), func(s *slot) bool { return s.addr == avoid.addr }); len(others) > 0 {
+				cands = others
+			}
+		}
 	}
 	if len(cands) > 1 && avoid != nil {
 		for i, s := range cands {

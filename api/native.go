@@ -571,10 +571,13 @@ type npicked struct {
 // npickLocked is candidatesLocked and the round robin of npick without a
 // slice per call (a pick is on the path of every request): it appends to
 // cands the live connections to try, in round-robin order (only the first
-// one unless acquire), none when no connection is up.
+// one unless acquire), none when no connection is up. When avoid is the
+// preferred address's, that node is what failed, and its connections are
+// tried only when no other is up (as in candidatesLocked).
 func (c *Client) npickLocked(cands []npicked, avoid *slot, acquire bool) []npicked {
 	list := c.slots
-	if p := c.preferred; p != nil {
+	failed := avoid != nil && avoid.addr == c.preferred
+	if p := c.preferred; p != nil && !failed {
 		switch {
 		case upCount(p.slots) > 0:
 			list = p.slots
@@ -586,12 +589,15 @@ func (c *Client) npickLocked(cands []npicked, avoid *slot, acquire bool) []npick
 	if up == 0 {
 		return cands
 	}
+	if failed && up == upCount(avoid.addr.slots) {
+		failed = false // no other node is up
+	}
 	n := uint64(len(list))
 	start := c.rr
 	c.rr++
 	for i := range n {
 		s := list[(start+i)%n]
-		if s.state != slotUp || (s == avoid && up > 1) {
+		if s.state != slotUp || (s == avoid && up > 1) || (failed && s.addr == avoid.addr) {
 			continue
 		}
 		cands = append(cands, npicked{s, s.nw})

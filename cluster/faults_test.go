@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -122,12 +123,20 @@ func TestSigstopActiveThenResumeStepsDownWithoutLoss(t *testing.T) {
 
 // postNoFollow sends a POST in the background and delivers its answer
 // (status 0 if it failed) without following a redirect.
-func postNoFollow(u string) <-chan answer {
+func postNoFollow(u string, hdr ...string) <-chan answer {
 	ch := make(chan answer, 1)
 	go func() {
 		noFollow := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		a := answer{}
-		resp, err := noFollow.Post(u, "", nil)
+		req, err := http.NewRequest(http.MethodPost, u, nil)
+		if err != nil {
+			ch <- a
+			return
+		}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := noFollow.Do(req)
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -138,16 +147,14 @@ func postNoFollow(u string) <-chan answer {
 	return ch
 }
 
-// A lease that runs out while the active is paused is taken back by the
-// paused node's own timer the moment it resumes, and the lock passes to
-// its first waiter; but a standby has been promoted meanwhile, so the
-// waiter must be told to retry, not that it holds the lock.
-func TestPausedActiveDeliversNoGrantOnResume(t *testing.T) {
+// pauseWithWaiter starts two nodes, takes k on node 0 with a 1 s lease and
+// queues a waiter for it there (with the headers hdr: name, value, ...).
+func pauseWithWaiter(t *testing.T, hdr ...string) (*testCluster, api.Grant, <-chan answer) {
 	c := newCluster(t, 2, false)
 	c.startAll()
 	c.waitActive(0, 1)
 	held := c.acquire(0, "k", "lease=1")
-	waiter := postNoFollow("http://" + c.nodes[0].listen + "/locks/k?lease=60&wait=30")
+	waiter := postNoFollow("http://"+c.nodes[0].listen+"/locks/k?lease=60&wait=30", hdr...)
 	deadline := time.Now().Add(5 * time.Second)
 	for c.waitersOn(0, "k") != 1 {
 		if time.Now().After(deadline) {
@@ -155,7 +162,14 @@ func TestPausedActiveDeliversNoGrantOnResume(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return c, held, waiter
+}
 
+// resumeAndCheckWaiter pauses node 0 until node 1 is promoted and the
+// lease of held has run out, resumes it, and checks that the waiter was
+// not told it holds k.
+func resumeAndCheckWaiter(t *testing.T, c *testCluster, held api.Grant, waiter <-chan answer) {
+	t.Helper()
 	c.signal(0, syscall.SIGSTOP)
 	c.waitActive(1) // promoted after the failover timeout
 	// The 1 s lease runs out while node 0 is paused: its timer hands k to
@@ -173,6 +187,23 @@ func TestPausedActiveDeliversNoGrantOnResume(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the waiter got no answer")
 	}
+}
+
+// The same with a waiter that came with an Idempotency-Key (as every
+// official client's does): its grant stays for a repeat, but the resumed
+// node must not answer it 200 either.
+func TestPausedActiveDeliversNoGrantOnResumeToAKeyedWaiter(t *testing.T) {
+	c, held, waiter := pauseWithWaiter(t, api.HeaderIdempotencyKey, "paused-waiter-1")
+	resumeAndCheckWaiter(t, c, held, waiter)
+}
+
+// A lease that runs out while the active is paused is taken back by the
+// paused node's own timer the moment it resumes, and the lock passes to
+// its first waiter; but a standby has been promoted meanwhile, so the
+// waiter must be told to retry, not that it holds the lock.
+func TestPausedActiveDeliversNoGrantOnResume(t *testing.T) {
+	c, held, waiter := pauseWithWaiter(t)
+	resumeAndCheckWaiter(t, c, held, waiter)
 	// Node 1 granted nothing: both states end with the same grant, and node
 	// 0 keeps the role by priority (or steps down and takes it back).
 	c.waitActive(0, 1)
@@ -403,5 +434,56 @@ func TestRestartedStandbyResumesFromItsIndex(t *testing.T) {
 	}
 	if !strings.Contains(standby, "synced with the active: resumed from its log") || strings.Contains(standby, "installed the active's snapshot") {
 		t.Errorf("the restarted standby did not resume from its log:\n%s", standby)
+	}
+}
+
+// A Go client that a standby's 307 sent to the active keeps calling the
+// active; when the active is paused (its connections stay open and go
+// silent), a release attempt is cut off after a second, and the next one
+// must leave that node, not wait on it again until the release gives up
+// (SPEC section 4: releases retried for 5 s, the client fails over).
+func TestReleaseLeavesAPausedActive(t *testing.T) {
+	c := newCluster(t, 2, false)
+	c.startAll()
+	c.waitActive(0, 1)
+	// The client knows only the standby: the acquire's 307 makes node 0,
+	// the active, its preferred node.
+	releaseLeavesAPausedActive(t, c, "http://"+c.nodes[1].listen)
+}
+
+// The same over the native protocol: an M answer makes the active
+// preferred.
+func TestNativeReleaseLeavesAPausedActive(t *testing.T) {
+	c := newCluster(t, 2, false)
+	native := []string{freeAddr(t, "127.0.0.1"), freeAddr(t, "127.0.0.2")}
+	c.args = map[int][]string{0: {"--native-listen", native[0]}, 1: {"--native-listen", native[1]}}
+	c.startAll()
+	c.waitActive(0, 1)
+	releaseLeavesAPausedActive(t, c, "baton://"+native[1])
+}
+
+// releaseLeavesAPausedActive takes k through addr (node 1's, a standby),
+// stops node 0 (the active) until node 1 is promoted, and releases k.
+func releaseLeavesAPausedActive(t *testing.T, c *testCluster, addr string) {
+	cl, err := api.NewClient(api.Config{Addresses: []string{addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := cl.Acquire(ctx, "k", api.WithLease(60*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitReplicated(1, l.Token)
+	c.signal(0, syscall.SIGSTOP)
+	defer c.signal(0, syscall.SIGCONT)
+	c.waitActive(1) // promoted after the failover timeout
+	if err := cl.Release(ctx, "k", l.Token); err != nil {
+		t.Fatalf("release with the active paused and node 1 promoted: %v", err)
+	}
+	if got := c.holderOf(1, "k"); got != 0 {
+		t.Errorf("k is still held by %d on the new active", got)
 	}
 }

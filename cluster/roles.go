@@ -232,7 +232,8 @@ func (n *Node) apply(now time.Time, v view, a action) {
 	case actStepDown:
 		other := v.peer(a.to)
 		n.log.Warn("stepping down: "+a.why, "other", a.to,
-			"other_state_token", other.StateToken, "state_token", v.self.StateToken, "other_priority", other.Priority, "priority", n.self)
+			"other_state_token", other.StateToken, "state_token", v.self.StateToken, "other_epoch", other.Epoch, "epoch", v.self.Epoch,
+			"other_priority", other.Priority, "priority", n.self)
 		n.stepDownLocked(a.to)
 	case actAskHandoff:
 		n.asked = now

@@ -137,7 +137,7 @@ func decide(v view) action {
 	}
 	if v.role == api.RoleActive {
 		if best >= 0 && !keepsState(v.self, v.peers[best].Status) {
-			return action{kind: actStepDown, to: v.peers[best].URL, why: "two actives: the other's state is newer (or as new, and its priority higher)"}
+			return action{kind: actStepDown, to: v.peers[best].URL, why: "two actives: " + keptBecause(v.peers[best].Status, v.self)}
 		}
 		return action{kind: actStay, why: "active"}
 	}
@@ -360,6 +360,19 @@ func keepsState(a, b Status) bool {
 		return a.Epoch > b.Epoch
 	}
 	return a.Priority < b.Priority
+}
+
+// keptBecause names the rule of keepsState by which a keeps its state
+// against b, for the log line of b's step-down.
+func keptBecause(a, b Status) string {
+	switch {
+	case a.StateToken != b.StateToken:
+		return "the other's state token is higher (its state is newer)"
+	case a.Epoch != b.Epoch:
+		return "equal state tokens, and the other's epoch is higher (it was promoted later)"
+	default:
+		return "equal state tokens and epochs, and the other's priority is higher"
+	}
 }
 
 // logAhead reports whether the log position of a is ahead of b's: a later

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,6 +137,25 @@ func TestRuleTwoActivesEqualStateTheLowerPriorityStepsDown(t *testing.T) {
 	wantAction(t, v, actStepDown, "a")
 	v.peers[0].Priority = 2
 	wantAction(t, v, actStay, "")
+}
+
+// The step-down's log line says which rule decided: in a trial, two
+// actives with equal state tokens were resolved by the epoch, and the line
+// said the other's priority was higher when it was lower.
+func TestRuleTwoActivesStepDownSaysWhichRuleDecided(t *testing.T) {
+	v := standbyView(livePeer("a", 2, api.RoleActive, 200))
+	v.role, v.self.Role, v.self.StateToken, v.self.Epoch = api.RoleActive, api.RoleActive, 100, 5
+	if a := wantAction(t, v, actStepDown, "a"); !strings.Contains(a.why, "state token is higher") {
+		t.Errorf("newer state: why = %q", a.why)
+	}
+	v.self.StateToken, v.peers[0].Epoch = 200, 6 // equal states, a later promotion, a lower priority
+	if a := wantAction(t, v, actStepDown, "a"); !strings.Contains(a.why, "epoch is higher") || strings.Contains(a.why, "priority") {
+		t.Errorf("equal states, later epoch: why = %q", a.why)
+	}
+	v.peers[0].Epoch, v.peers[0].Priority = 5, 0 // equal epochs too, a higher priority
+	if a := wantAction(t, v, actStepDown, "a"); !strings.Contains(a.why, "priority is higher") {
+		t.Errorf("equal states and epochs, higher priority: why = %q", a.why)
+	}
 }
 
 func TestRuleTwoActivesADeadActiveIsIgnored(t *testing.T) {

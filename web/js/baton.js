@@ -3,9 +3,10 @@
 // Types: /baton.d.ts.
 
 // Times in ms: an address that failed is skipped SKIP_MS; a release is
-// retried every RELEASE_RETRY_MS for RELEASE_FOR_MS; a call pauses
+// retried every RELEASE_RETRY_MS for RELEASE_FOR_MS, each attempt cut off
+// after ATTEMPT_MS (a node that went silent); a call pauses
 // ROUND_MS between two rounds of addresses that all failed.
-const SKIP_MS = 3000, RELEASE_RETRY_MS = 200, RELEASE_FOR_MS = 5000, ROUND_MS = 200;
+const SKIP_MS = 3000, RELEASE_RETRY_MS = 200, RELEASE_FOR_MS = 5000, ATTEMPT_MS = 1000, ROUND_MS = 200;
 /** The most redirected 401s a call repeats to the active itself. */
 const MAX_REDIRECTS = 10;
 
@@ -323,7 +324,7 @@ export class Client {
       let err;
       const addr = this._pick();
       try {
-        const res = await this._fetchOne(addr, 'DELETE', path, { 'Lock-Token': String(token) });
+        const res = await this._fetchOne(addr, 'DELETE', path, { 'Lock-Token': String(token) }, AbortSignal.timeout(ATTEMPT_MS));
         this._follow(res);
         if (res.ok) { await res.text(); return; }
         err = await statusError(res);

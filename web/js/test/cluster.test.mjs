@@ -3,6 +3,7 @@
 // node's restart.
 import { test } from 'node:test';
 import http from 'node:http';
+import net from 'node:net';
 import assert from 'node:assert/strict';
 import { Client } from './client.mjs';
 import { startNode, startPair, sleep, waitFor, listenProxy, endToEnd } from './harness.mjs';
@@ -53,6 +54,28 @@ test('a release is retried across a restart of the node', async (t) => {
   const s = await c.status('r/1');
   assert.equal(s.holder, null);
   assert.equal(l.lost.aborted, false);
+});
+
+// A node that accepts the connection and never answers (SIGSTOP, a
+// frozen VM, a link cut without a reset) must not hold a release: each
+// attempt is bounded, and the next goes to the next address (SPEC section
+// 4: retried every 200 ms for 5 s).
+test('a release attempt that gets no answer moves on to the next address', async (t) => {
+  const n = await startNode(t);
+  const held = [];
+  const silent = net.createServer((s) => held.push(s));
+  await new Promise((r) => silent.listen(0, '127.0.0.1', r));
+  t.after(() => { for (const s of held) s.destroy(); silent.close(); });
+  const holder = new Client({ addresses: [n.url] });
+  const l = await holder.acquire('silent/1', { lease: 60 });
+  const c = new Client({ addresses: [`http://127.0.0.1:${silent.address().port}`, n.url] });
+  t.after(() => { holder.close?.(); c.close?.(); });
+  const outcome = await Promise.race([
+    c.release('silent/1', l.token).then(() => 'released', (e) => 'rejected: ' + e.message),
+    sleep(7000).then(() => 'still waiting for the silent node after 7 s'),
+  ]);
+  assert.equal(outcome, 'released');
+  assert.equal((await holder.status('silent/1')).holder, null);
 });
 
 test('after a 307 the client talks to the active directly, with its token', async (t) => {
