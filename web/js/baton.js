@@ -4,8 +4,8 @@
 
 // Times in ms: an address that failed is skipped SKIP_MS; a release is
 // retried every RELEASE_RETRY_MS for RELEASE_FOR_MS, each attempt cut off
-// after ATTEMPT_MS (a node that went silent); a call pauses
-// ROUND_MS between two rounds of addresses that all failed.
+// after ATTEMPT_MS; a call pauses ROUND_MS between two rounds of addresses
+// that all failed.
 const SKIP_MS = 3000, RELEASE_RETRY_MS = 200, RELEASE_FOR_MS = 5000, ATTEMPT_MS = 1000, ROUND_MS = 200;
 /** The most redirected 401s a call repeats to the active itself. */
 const MAX_REDIRECTS = 10;
@@ -307,10 +307,9 @@ export class Client {
    * Releases the lock `key` held under `token`, so that it passes to the
    * next waiter. Retried every 200 ms for 5 s until a node confirms it;
    * "not_held" (404) and "not_holder" (409) end it: the lock is no longer
-   * ours (they are not errors when an earlier attempt may have released
-   * it: its connection failed, or it was answered 5xx, as a node that made
-   * the release but could not write it to its log answers). Errors: those
-   * two, "invalid_argument", "unavailable".
+   * ours (not errors when an earlier attempt may have released it: its
+   * connection failed, or it was answered 5xx). Errors: those two,
+   * "invalid_argument", "unavailable".
    * @param {string} key
    * @param {number} token
    * @returns {Promise<void>}
@@ -333,7 +332,7 @@ export class Client {
           throw err;
         }
         if (res.status < 500) throw err;
-        maybeSent = true; // a node may have made it and failed to log it
+        maybeSent = true; // made, maybe not logged
         this._down(addr);
       } catch (e) {
         if (e instanceof BatonError) {
