@@ -30,6 +30,15 @@ func TestMemAckStream(t *testing.T) {
 	if act.degraded.Load() {
 		t.Fatal("the active degraded")
 	}
+	// The batches are counted on both sides: the grant's record was sent,
+	// applied and acknowledged.
+	as, ss := act.ReplicationStats(), c.nodes[1].node.ReplicationStats()
+	if as.SentRecords == 0 || as.SentWrites == 0 || as.SentWrites > as.SentRecords || as.AcksRead == 0 {
+		t.Errorf("the active's counts: %d records sent in %d writes, %d acknowledgements read", as.SentRecords, as.SentWrites, as.AcksRead)
+	}
+	if ss.AppliedRecords == 0 || ss.AcksSent == 0 {
+		t.Errorf("the standby's counts: %d records applied, %d acknowledgements sent", ss.AppliedRecords, ss.AcksSent)
+	}
 
 	post := func(q, ctype string, body []byte) (int, string) {
 		t.Helper()

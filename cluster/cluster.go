@@ -230,6 +230,12 @@ type Node struct {
 	// installs and resumes count this node's syncs with an active: by a
 	// snapshot installed in its log, or resumed from its log's position.
 	installs, resumes atomic.Uint64
+	// Replication's batches (ReplicationStats): as the active, the records
+	// written to standbys' streams, the writes that carried them and the
+	// acknowledgements read; as a standby, the records applied from the
+	// stream and the acknowledgements sent.
+	sentRecords, sentWrites, acksRead atomic.Uint64
+	appliedRecords, acksSent          atomic.Uint64
 	// sync_standbys: degraded while the active goes on without them;
 	// degradations and recoveries count the changes of state. ackCh is
 	// closed and replaced (under ackMu) on every acknowledgement.

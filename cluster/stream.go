@@ -277,8 +277,11 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 				return nil
 			})
 			f.mu.Lock()
+			k := cursor - 1 - f.sent
 			f.sent = cursor - 1
 			f.mu.Unlock()
+			n.sentRecords.Add(k)
+			n.sentWrites.Add(1)
 			if err != nil || sw.flush() != nil {
 				n.log.Warn("standby's stream: cannot read the log from its index; it will get a snapshot", "standby", from, "index", cursor, "err", err)
 				return
@@ -298,6 +301,8 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 			f.mu.Lock()
 			f.sent = cursor - 1
 			f.mu.Unlock()
+			n.sentRecords.Add(uint64(len(recs)))
+			n.sentWrites.Add(1)
 			if sw.flush() != nil {
 				return
 			}
@@ -444,6 +449,7 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 			n.installs.Add(1)
 			n.markSyncedLocked(active, "installed the active's snapshot", last)
 		case frameRecord:
+			n.appliedRecords.Add(1)
 			n.applied = last
 			close(n.appliedCh)
 			n.appliedCh = make(chan struct{})

@@ -168,6 +168,7 @@ func (n *Node) serveAck(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.ReadFull(br, b[:]); err != nil {
 			break
 		}
+		n.acksRead.Add(1)
 		n.ack(from, binary.BigEndian.Uint64(b[:]))
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -214,7 +215,8 @@ func (n *Node) acker(ctx context.Context, active string, appended *atomic.Uint64
 	for {
 		req, err := n.newRequest(ctx, http.MethodPost, active, "/ack", url.Values{"from": {n.cfg.Self}})
 		if err == nil {
-			body := &ackBody{ctx: ctx, wal: n.wal, retry: n.cfg.Heartbeat, appended: appended, kick: kick, closed: make(chan struct{})}
+			body := &ackBody{ctx: ctx, wal: n.wal, retry: n.cfg.Heartbeat, appended: appended, kick: kick,
+				count: &n.acksSent, closed: make(chan struct{})}
 			req.Body, req.ContentLength = body, -1
 			req.Header.Set("Content-Type", ackType)
 			var resp *http.Response
@@ -248,6 +250,7 @@ type ackBody struct {
 	appended *atomic.Uint64
 	kick     <-chan struct{}
 	sent     uint64
+	count    *atomic.Uint64 // acknowledgements returned; nil: not counted
 
 	once   sync.Once
 	closed chan struct{}
@@ -284,6 +287,9 @@ func (b *ackBody) Read(p []byte) (int, error) {
 			continue
 		}
 		b.sent = i
+		if b.count != nil {
+			b.count.Add(1)
+		}
 		binary.BigEndian.PutUint64(p, i)
 		return 8, nil
 	}
@@ -323,6 +329,14 @@ type ReplicationStats struct {
 	// Installs and Resumes count this node's syncs with an active as a
 	// standby: a snapshot installed, or resumed from its log's position.
 	Installs, Resumes uint64
+	// The batches of replication since the node started. As the active:
+	// SentRecords, the records written to its standbys' streams;
+	// SentWrites, the writes (flushes) that carried them; AcksRead, the
+	// acknowledgements read. As a standby: AppliedRecords, the records
+	// applied from the stream; AcksSent, the acknowledgements sent.
+	// Records per write or per acknowledgement is the mean batch.
+	SentRecords, SentWrites, AcksRead uint64
+	AppliedRecords, AcksSent          uint64
 	// Standbys are the standbys streaming from this active.
 	Standbys []StandbyStats
 }
@@ -343,7 +357,9 @@ func (n *Node) ReplicationStats() ReplicationStats {
 	last, _ := n.tail.position()
 	st := ReplicationStats{LastIndex: last, Active: n.eng.Active(), SyncStandbys: n.cfg.SyncStandbys,
 		Degraded: n.degraded.Load(), Degradations: n.degradations.Load(), Recoveries: n.recoveries.Load(),
-		Installs: n.installs.Load(), Resumes: n.resumes.Load()}
+		Installs: n.installs.Load(), Resumes: n.resumes.Load(),
+		SentRecords: n.sentRecords.Load(), SentWrites: n.sentWrites.Load(), AcksRead: n.acksRead.Load(),
+		AppliedRecords: n.appliedRecords.Load(), AcksSent: n.acksSent.Load()}
 	if !st.Active {
 		st.Degraded = false
 		return st
