@@ -393,9 +393,60 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 	var dumps engine.Dumps // of the snapshot installed, until its records are past
 	var dumpMax uint64
 	begun := false
+	// The records are published once per batch (what one read of the
+	// stream brought, about one write of the active's): one
+	// acknowledgement, one wake of the changes waiting for this node to
+	// apply them, for all of them.
+	var batch uint64 // records applied since the last publish
+	publish := func() error {
+		appended.Store(last)
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+		n.appliedRecords.Add(batch)
+		batch = 0
+		now := time.Now()
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if p != nil {
+			p.contact, p.heard = now, true
+		}
+		n.applied = last
+		close(n.appliedCh)
+		n.appliedCh = make(chan struct{})
+		if n.synced {
+			n.replicaAt = now
+		}
+		return nil
+	}
 	for {
+		if batch > 0 && br.Buffered() == 0 {
+			// The batch is read: publish it before waiting for the next.
+			if err := publish(); err != nil {
+				return err
+			}
+		}
 		if err := readFrame(br, &f); err != nil {
+			if batch > 0 {
+				_ = publish() // what was applied counts (a handoff waits for it)
+			}
 			return err
+		}
+		if f.kind == frameRecord {
+			if err := n.applyFrame(ctx, &f, &begun, &dumps, &dumpMax, &last); err != nil {
+				return err
+			}
+			batch++
+			continue
+		}
+		if batch > 0 {
+			if err := publish(); err != nil {
+				return err
+			}
 		}
 		if f.kind == frameMoved {
 			return &movedError{to: string(f.data), epoch: f.epoch}
@@ -413,7 +464,7 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 			if f.resumeFrom > 0 { // else the log is replaced: nothing to acknowledge yet
 				appended.Store(last)
 			}
-		case frameSnapshot, frameRecord:
+		case frameSnapshot:
 			appended.Store(last)
 			select {
 			case kick <- struct{}{}:
@@ -448,11 +499,6 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 		case frameSnapshot:
 			n.installs.Add(1)
 			n.markSyncedLocked(active, "installed the active's snapshot", last)
-		case frameRecord:
-			n.appliedRecords.Add(1)
-			n.applied = last
-			close(n.appliedCh)
-			n.appliedCh = make(chan struct{})
 		case frameHeartbeat:
 			n.activeLast = f.index
 		}
