@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -33,11 +34,45 @@ const streamBatch = 256 << 10
 
 // hub is the set of standbys' streams this node serves as the active.
 type hub struct {
+	need int // sync_standbys: the acknowledgements ackedTo counts
+
 	mu sync.Mutex
 	fs map[*follower]struct{}
+	// ackedTo is the highest index that need standbys (by URL: a standby
+	// may have two streams for a moment) acknowledged over the streams
+	// open now; 0 with need 0. Written under mu, whenever the streams or
+	// their acknowledgements change; read without it.
+	ackedTo atomic.Uint64
+	scratch []uint64
 }
 
-func newHub() *hub { return &hub{fs: map[*follower]struct{}{}} }
+func newHub(need int) *hub { return &hub{need: need, fs: map[*follower]struct{}{}} }
+
+// resyncLocked recomputes h.ackedTo. h.mu is held.
+func (h *hub) resyncLocked() {
+	if h.need == 0 {
+		return
+	}
+	// The highest acknowledgement of each standby, by URL.
+	best := h.scratch[:0]
+	urls := make([]string, 0, 8)
+	for f := range h.fs {
+		a := f.acked.Load()
+		if i := slices.Index(urls, f.url); i >= 0 {
+			best[i] = max(best[i], a)
+			continue
+		}
+		urls = append(urls, f.url)
+		best = append(best, a)
+	}
+	h.scratch = best
+	if len(best) < h.need {
+		h.ackedTo.Store(0)
+		return
+	}
+	slices.Sort(best)
+	h.ackedTo.Store(best[len(best)-h.need])
+}
 
 // follower is one standby's stream as the active sees it.
 type follower struct {
@@ -63,12 +98,14 @@ func newFollower(u string) *follower {
 func (h *hub) add(f *follower) {
 	h.mu.Lock()
 	h.fs[f] = struct{}{}
+	h.resyncLocked()
 	h.mu.Unlock()
 }
 
 func (h *hub) remove(f *follower) {
 	h.mu.Lock()
 	delete(h.fs, f)
+	h.resyncLocked()
 	h.mu.Unlock()
 	f.close()
 }
@@ -78,6 +115,7 @@ func (h *hub) closeAll() {
 	h.mu.Lock()
 	fs := h.fs
 	h.fs = map[*follower]struct{}{}
+	h.resyncLocked()
 	h.mu.Unlock()
 	for f := range fs {
 		f.close()
@@ -93,6 +131,7 @@ func (h *hub) moveAll(to string, epoch uint64) {
 	h.mu.Lock()
 	fs := h.fs
 	h.fs = map[*follower]struct{}{}
+	h.resyncLocked()
 	h.mu.Unlock()
 	for f := range fs {
 		f.mu.Lock()
