@@ -250,7 +250,15 @@ func (n *Node) serveAck(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		n.acksRead.Add(1)
-		n.ack(from, binary.BigEndian.Uint64(b[:]))
+		index := binary.BigEndian.Uint64(b[:])
+		// Each covers the ones before it: of those already read, the
+		// last is recorded alone.
+		for br.Buffered() >= len(b) {
+			_, _ = io.ReadFull(br, b[:])
+			n.acksRead.Add(1)
+			index = max(index, binary.BigEndian.Uint64(b[:]))
+		}
+		n.ack(from, index)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
