@@ -30,6 +30,15 @@ func TestMemAckStream(t *testing.T) {
 	if act.degraded.Load() {
 		t.Fatal("the active degraded")
 	}
+	// The batches are counted on both sides: the grant's record was sent,
+	// applied and acknowledged.
+	as, ss := act.ReplicationStats(), c.nodes[1].node.ReplicationStats()
+	if as.SentRecords == 0 || as.SentWrites == 0 || as.SentWrites > as.SentRecords || as.AcksRead == 0 {
+		t.Errorf("the active's counts: %d records sent in %d writes, %d acknowledgements read", as.SentRecords, as.SentWrites, as.AcksRead)
+	}
+	if ss.AppliedRecords == 0 || ss.AcksSent == 0 {
+		t.Errorf("the standby's counts: %d records applied, %d acknowledgements sent", ss.AppliedRecords, ss.AcksSent)
+	}
 
 	post := func(q, ctype string, body []byte) (int, string) {
 		t.Helper()
@@ -64,9 +73,15 @@ func TestMemAckStream(t *testing.T) {
 			t.Errorf("ack%s (%s): %d %q; want %d naming %s", tc.q, tc.ctype, status, msg, tc.status, tc.names)
 		}
 	}
-	// A peer's ack beyond what its stream was sent counts only up to that.
-	if status, msg := post("?from="+c.nodes[1].url, ackType, far); status != http.StatusNoContent {
+	// A peer's ack beyond what its stream was sent counts only up to that;
+	// acks read together are recorded as their highest, each counted.
+	read := act.acksRead.Load()
+	near := binary.BigEndian.AppendUint64(nil, 1)
+	if status, msg := post("?from="+c.nodes[1].url, ackType, append(append(near, far...), near...)); status != http.StatusNoContent {
 		t.Fatalf("a peer's ack: %d %q", status, msg)
+	}
+	if got := act.acksRead.Load() - read; got < 3 {
+		t.Errorf("3 acknowledgements posted, %d counted", got)
 	}
 	if got, last := act.hub.acked()[c.nodes[1].url], act.wal.LastIndex(); got > last {
 		t.Errorf("acknowledged index %d beyond the log's last %d", got, last)

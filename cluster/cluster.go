@@ -230,13 +230,25 @@ type Node struct {
 	// installs and resumes count this node's syncs with an active: by a
 	// snapshot installed in its log, or resumed from its log's position.
 	installs, resumes atomic.Uint64
+	// Replication's batches (ReplicationStats): as the active, the records
+	// written to standbys' streams, the writes that carried them and the
+	// acknowledgements read; as a standby, the records applied from the
+	// stream and the acknowledgements sent.
+	sentRecords, sentWrites, acksRead atomic.Uint64
+	appliedRecords, acksSent          atomic.Uint64
 	// sync_standbys: degraded while the active goes on without them;
-	// degradations and recoveries count the changes of state. ackCh is
-	// closed and replaced (under ackMu) on every acknowledgement.
+	// degradations and recoveries count the changes of state. Under
+	// ackMu: the changes waiting for acknowledgements (waitAcked), in
+	// index order; watch, their timer (watchAcks), set while watching;
+	// ackQuit once the node closes. ackPool keeps the *ackWait of waits
+	// that ended, for the next.
 	degraded                 atomic.Bool
 	degradations, recoveries atomic.Uint64
 	ackMu                    sync.Mutex
-	ackCh                    chan struct{}
+	ackWaits                 []*ackWait
+	watch                    *time.Timer
+	watching, ackQuit        bool
+	ackPool                  sync.Pool
 	quit                     chan struct{} // closed by Close: changes stop waiting for acknowledgements
 	quitOnce                 sync.Once
 	// applyMu is held while a stream frame is applied to the log and the
@@ -343,7 +355,7 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 		}
 		n.peers = append(n.peers, &peer{url: p, priority: i})
 	}
-	n.hub = newHub()
+	n.hub = newHub(cfg.SyncStandbys)
 	n.wal = cfg.Log
 	max := cfg.TailBytes
 	if max == 0 {
@@ -353,7 +365,8 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 	em := eng.Epoch()
 	n.tail.reset(n.wal.LastIndex(), mark{epoch: em.Epoch, by: em.By})
 	n.wal.SetTap(n.tail.add)
-	n.ackCh = make(chan struct{})
+	n.watch = time.AfterFunc(time.Hour, n.watchAcks)
+	n.watch.Stop()
 	n.quit = make(chan struct{})
 	if cfg.Sync != nil {
 		cfg.Sync.node.Store(n)
@@ -421,6 +434,7 @@ func (n *Node) Close(ctx context.Context) error {
 		}
 	}
 	n.quitOnce.Do(func() { close(n.quit) })
+	n.stopAcks()
 	if n.stop != nil {
 		n.stop()
 	}

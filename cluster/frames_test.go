@@ -3,6 +3,7 @@ package cluster
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -139,5 +140,38 @@ func TestTailKeepsCopies(t *testing.T) {
 	}
 	if len(first) != 1 || !bytes.Equal(first[0].rec, want(1)) {
 		t.Fatalf("the first record read before the others were added changed: %x", first[0].rec)
+	}
+}
+
+// The tail's records live in blocks of tailBlock: evictions and additions
+// across many blocks keep every held record in order, at its index, and
+// drop the blocks that nothing holds any more.
+func TestTailAcrossBlocks(t *testing.T) {
+	const size, held = 8, 2*tailBlock + 100 // records of 8 bytes, about 2.1 blocks held
+	tl := newTail(held * size)
+	tl.reset(0, mark{})
+	rec := func(i int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(i)) }
+	n := 5*tailBlock + 17
+	for i := 1; i <= n; i++ {
+		tl.add(uint64(i), rec(i))
+	}
+	first := uint64(n - held + 1)
+	if _, _, ok := tl.read(first-1, 1<<30, nil); ok {
+		t.Fatalf("read(%d), evicted: ok", first-1)
+	}
+	recs, _, ok := tl.read(first, 1<<30, nil)
+	if !ok || len(recs) != held {
+		t.Fatalf("read(%d): %d records, ok %v; want %d", first, len(recs), ok, held)
+	}
+	for k, r := range recs {
+		if want := first + uint64(k); r.index != want || !bytes.Equal(r.rec, rec(int(want))) {
+			t.Fatalf("held record %d: index %d %x, want %d %x", k, r.index, r.rec, want, rec(int(want)))
+		}
+	}
+	if at, ok := tl.appendedAt(uint64(n)); !ok || at != recs[held-1].at {
+		t.Fatalf("appendedAt(%d) = %d %v, want %d", n, at, ok, recs[held-1].at)
+	}
+	if len(tl.blocks) > held/tailBlock+2 {
+		t.Fatalf("%d blocks for %d records held", len(tl.blocks), held)
 	}
 }

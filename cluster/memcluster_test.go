@@ -145,7 +145,7 @@ func (m *memNode) changed(kind string) int {
 }
 
 type memCluster struct {
-	t     *testing.T
+	t     testing.TB
 	links *links
 	nodes []*memNode
 	urls  []string
@@ -159,7 +159,7 @@ type memCluster struct {
 // newMemCluster sets up n nodes, priority in index order, started by
 // start. Every goroutine they run must be gone when the test ends
 // (goleak).
-func newMemCluster(t *testing.T, n int, opts ...func(*Config)) *memCluster {
+func newMemCluster(t testing.TB, n int, opts ...func(*Config)) *memCluster {
 	t.Helper()
 	leaks := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, leaks) })
@@ -255,7 +255,7 @@ func (c *memCluster) open(i int) {
 // replayLog replays l into the standby engine eng as a node's start does
 // (cmd/baton): the newest snapshot, then each record after it that the
 // snapshot's dump does not cover.
-func replayLog(t *testing.T, eng *engine.Engine, l *wal.Log) {
+func replayLog(t testing.TB, eng *engine.Engine, l *wal.Log) {
 	t.Helper()
 	index, r, err := l.LoadSnapshot()
 	var dumps engine.Dumps
@@ -286,7 +286,7 @@ func replayLog(t *testing.T, eng *engine.Engine, l *wal.Log) {
 	}
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -33,11 +34,45 @@ const streamBatch = 256 << 10
 
 // hub is the set of standbys' streams this node serves as the active.
 type hub struct {
+	need int // sync_standbys: the acknowledgements ackedTo counts
+
 	mu sync.Mutex
 	fs map[*follower]struct{}
+	// ackedTo is the highest index that need standbys (by URL: a standby
+	// may have two streams for a moment) acknowledged over the streams
+	// open now; 0 with need 0. Written under mu, whenever the streams or
+	// their acknowledgements change; read without it.
+	ackedTo atomic.Uint64
+	scratch []uint64
 }
 
-func newHub() *hub { return &hub{fs: map[*follower]struct{}{}} }
+func newHub(need int) *hub { return &hub{need: need, fs: map[*follower]struct{}{}} }
+
+// resyncLocked recomputes h.ackedTo. h.mu is held.
+func (h *hub) resyncLocked() {
+	if h.need == 0 {
+		return
+	}
+	// The highest acknowledgement of each standby, by URL.
+	best := h.scratch[:0]
+	urls := make([]string, 0, 8)
+	for f := range h.fs {
+		a := f.acked.Load()
+		if i := slices.Index(urls, f.url); i >= 0 {
+			best[i] = max(best[i], a)
+			continue
+		}
+		urls = append(urls, f.url)
+		best = append(best, a)
+	}
+	h.scratch = best
+	if len(best) < h.need {
+		h.ackedTo.Store(0)
+		return
+	}
+	slices.Sort(best)
+	h.ackedTo.Store(best[len(best)-h.need])
+}
 
 // follower is one standby's stream as the active sees it.
 type follower struct {
@@ -63,12 +98,14 @@ func newFollower(u string) *follower {
 func (h *hub) add(f *follower) {
 	h.mu.Lock()
 	h.fs[f] = struct{}{}
+	h.resyncLocked()
 	h.mu.Unlock()
 }
 
 func (h *hub) remove(f *follower) {
 	h.mu.Lock()
 	delete(h.fs, f)
+	h.resyncLocked()
 	h.mu.Unlock()
 	f.close()
 }
@@ -78,6 +115,7 @@ func (h *hub) closeAll() {
 	h.mu.Lock()
 	fs := h.fs
 	h.fs = map[*follower]struct{}{}
+	h.resyncLocked()
 	h.mu.Unlock()
 	for f := range fs {
 		f.close()
@@ -93,6 +131,7 @@ func (h *hub) moveAll(to string, epoch uint64) {
 	h.mu.Lock()
 	fs := h.fs
 	h.fs = map[*follower]struct{}{}
+	h.resyncLocked()
 	h.mu.Unlock()
 	for f := range fs {
 		f.mu.Lock()
@@ -277,8 +316,11 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 				return nil
 			})
 			f.mu.Lock()
+			k := cursor - 1 - f.sent
 			f.sent = cursor - 1
 			f.mu.Unlock()
+			n.sentRecords.Add(k)
+			n.sentWrites.Add(1)
 			if err != nil || sw.flush() != nil {
 				n.log.Warn("standby's stream: cannot read the log from its index; it will get a snapshot", "standby", from, "index", cursor, "err", err)
 				return
@@ -298,6 +340,8 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 			f.mu.Lock()
 			f.sent = cursor - 1
 			f.mu.Unlock()
+			n.sentRecords.Add(uint64(len(recs)))
+			n.sentWrites.Add(1)
 			if sw.flush() != nil {
 				return
 			}
@@ -388,9 +432,60 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 	var dumps engine.Dumps // of the snapshot installed, until its records are past
 	var dumpMax uint64
 	begun := false
+	// The records are published once per batch (what one read of the
+	// stream brought, about one write of the active's): one
+	// acknowledgement, one wake of the changes waiting for this node to
+	// apply them, for all of them.
+	var batch uint64 // records applied since the last publish
+	publish := func() error {
+		appended.Store(last)
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+		n.appliedRecords.Add(batch)
+		batch = 0
+		now := time.Now()
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if p != nil {
+			p.contact, p.heard = now, true
+		}
+		n.applied = last
+		close(n.appliedCh)
+		n.appliedCh = make(chan struct{})
+		if n.synced {
+			n.replicaAt = now
+		}
+		return nil
+	}
 	for {
+		if batch > 0 && br.Buffered() == 0 {
+			// The batch is read: publish it before waiting for the next.
+			if err := publish(); err != nil {
+				return err
+			}
+		}
 		if err := readFrame(br, &f); err != nil {
+			if batch > 0 {
+				_ = publish() // what was applied counts (a handoff waits for it)
+			}
 			return err
+		}
+		if f.kind == frameRecord {
+			if err := n.applyFrame(ctx, &f, &begun, &dumps, &dumpMax, &last); err != nil {
+				return err
+			}
+			batch++
+			continue
+		}
+		if batch > 0 {
+			if err := publish(); err != nil {
+				return err
+			}
 		}
 		if f.kind == frameMoved {
 			return &movedError{to: string(f.data), epoch: f.epoch}
@@ -408,7 +503,7 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 			if f.resumeFrom > 0 { // else the log is replaced: nothing to acknowledge yet
 				appended.Store(last)
 			}
-		case frameSnapshot, frameRecord:
+		case frameSnapshot:
 			appended.Store(last)
 			select {
 			case kick <- struct{}{}:
@@ -443,10 +538,6 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 		case frameSnapshot:
 			n.installs.Add(1)
 			n.markSyncedLocked(active, "installed the active's snapshot", last)
-		case frameRecord:
-			n.applied = last
-			close(n.appliedCh)
-			n.appliedCh = make(chan struct{})
 		case frameHeartbeat:
 			n.activeLast = f.index
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,51 +48,118 @@ func (l *SyncLog) Wait(index uint64) error {
 	return nil
 }
 
-// ackedBy counts the synced standbys that acknowledged index.
+// ackedBy counts the standbys (by URL) that acknowledged index.
 func (h *hub) ackedBy(index uint64) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	k := 0
-	for f := range h.fs {
-		if f.acked.Load() >= index {
+	for _, a := range h.acked() {
+		if a >= index {
 			k++
 		}
 	}
 	return k
 }
 
+// ackWait is a change waiting in waitAcked for the acknowledgements of
+// its index.
+type ackWait struct {
+	index uint64
+	since time.Time
+	ch    chan struct{} // cap 1; a value: acknowledged, or the node degraded
+}
+
 // waitAcked waits until Config.SyncStandbys standbys acknowledged index,
 // at most SyncTimeout; if they do not, the node degrades (see degrade).
-// While degraded it does not wait.
+// While degraded it does not wait. An acknowledgement wakes only the
+// changes it covers (wakeAcked), and one timer watches them all
+// (watchAcks).
 func (n *Node) waitAcked(index uint64) {
-	if n.degraded.Load() {
+	if n.degraded.Load() || n.hub.ackedTo.Load() >= index {
 		return
 	}
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for {
-		n.ackMu.Lock()
-		ch := n.ackCh
+	w, _ := n.ackPool.Get().(*ackWait)
+	if w == nil {
+		w = &ackWait{ch: make(chan struct{}, 1)}
+	}
+	w.index = index
+	n.ackMu.Lock()
+	if n.degraded.Load() || n.hub.ackedTo.Load() >= index || n.ackQuit {
 		n.ackMu.Unlock()
-		if n.hub.ackedBy(index) >= n.cfg.SyncStandbys || n.degraded.Load() {
-			return
-		}
-		if timer == nil {
-			timer = time.NewTimer(n.cfg.SyncTimeout)
-		}
-		select {
-		case <-ch:
-		case <-timer.C:
-			n.degrade(index)
-			return
-		case <-n.quit:
-			return
+		n.ackPool.Put(w)
+		return
+	}
+	w.since = time.Now()
+	// In index order; changes come mostly in order, so from the end.
+	i := len(n.ackWaits)
+	for i > 0 && n.ackWaits[i-1].index > index {
+		i--
+	}
+	n.ackWaits = slices.Insert(n.ackWaits, i, w)
+	if !n.watching {
+		n.watching = true
+		n.watch.Reset(n.cfg.SyncTimeout)
+	}
+	n.ackMu.Unlock()
+	select {
+	case <-w.ch:
+		n.ackPool.Put(w)
+	case <-n.quit:
+		// Left in ackWaits (the node closes): not reused.
+	}
+}
+
+// wakeAcked wakes the changes whose index is acknowledged by
+// Config.SyncStandbys standbys (hub.ackedTo).
+func (n *Node) wakeAcked() {
+	n.ackMu.Lock()
+	defer n.ackMu.Unlock()
+	synced := n.hub.ackedTo.Load()
+	k := 0
+	for k < len(n.ackWaits) && n.ackWaits[k].index <= synced {
+		n.ackWaits[k].ch <- struct{}{}
+		k++
+	}
+	if k > 0 {
+		n.ackWaits = slices.Delete(n.ackWaits, 0, k)
+	}
+}
+
+// watchAcks is the timer of the changes waiting for acknowledgements: it
+// fires when the one waiting longest may have waited SyncTimeout; if it
+// has, the node degrades and every change waiting goes on; if not, the
+// timer is set for when it will have.
+func (n *Node) watchAcks() {
+	n.ackMu.Lock()
+	defer n.ackMu.Unlock()
+	n.watching = false
+	if len(n.ackWaits) == 0 || n.ackQuit {
+		return
+	}
+	oldest := n.ackWaits[0]
+	for _, w := range n.ackWaits[1:] {
+		if w.since.Before(oldest.since) {
+			oldest = w
 		}
 	}
+	if d := n.cfg.SyncTimeout - time.Since(oldest.since); d > 0 {
+		n.watching = true
+		n.watch.Reset(d)
+		return
+	}
+	n.degrade(oldest.index)
+	for _, w := range n.ackWaits {
+		w.ch <- struct{}{}
+	}
+	n.ackWaits = slices.Delete(n.ackWaits, 0, len(n.ackWaits))
+}
+
+// stopAcks ends the waits for acknowledgements (Close): the changes
+// waiting go on (n.quit), none waits any more, the timer stops.
+func (n *Node) stopAcks() {
+	n.ackMu.Lock()
+	defer n.ackMu.Unlock()
+	n.ackQuit = true
+	n.watch.Stop()
+	n.watching = false
 }
 
 // degrade marks the active as going on without its sync_standbys: one log
@@ -106,7 +174,7 @@ func (n *Node) degrade(index uint64) {
 }
 
 // ack records that the standby at from has index in its log (POST
-// /_cluster/ack), and wakes the changes waiting for it.
+// /_cluster/ack).
 func (f *follower) ack(index uint64) {
 	f.mu.Lock()
 	index = min(index, f.sent) // never more than this stream sent it
@@ -117,6 +185,19 @@ func (f *follower) ack(index uint64) {
 			return
 		}
 	}
+}
+
+// ack records that the standby at from has its log up to index, on each
+// of its streams, and recomputes ackedTo.
+func (h *hub) ack(from string, index uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for f := range h.fs {
+		if f.url == from {
+			f.ack(index)
+		}
+	}
+	h.resyncLocked()
 }
 
 // ackType is the Content-Type of an acknowledgement stream's body.
@@ -168,7 +249,16 @@ func (n *Node) serveAck(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.ReadFull(br, b[:]); err != nil {
 			break
 		}
-		n.ack(from, binary.BigEndian.Uint64(b[:]))
+		n.acksRead.Add(1)
+		index := binary.BigEndian.Uint64(b[:])
+		// Each covers the ones before it: of those already read, the
+		// last is recorded alone.
+		for br.Buffered() >= len(b) {
+			_, _ = io.ReadFull(br, b[:])
+			n.acksRead.Add(1)
+			index = max(index, binary.BigEndian.Uint64(b[:]))
+		}
+		n.ack(from, index)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -180,22 +270,16 @@ func (n *Node) ack(from string, index uint64) {
 	if !n.eng.Active() {
 		return
 	}
-	n.hub.mu.Lock()
-	for f := range n.hub.fs {
-		if f.url == from {
-			f.ack(index)
-		}
+	n.hub.ack(from, index)
+	if n.cfg.SyncStandbys == 0 {
+		return
 	}
-	n.hub.mu.Unlock()
-	n.ackMu.Lock()
-	close(n.ackCh)
-	n.ackCh = make(chan struct{})
-	n.ackMu.Unlock()
+	n.wakeAcked()
 	if !n.degraded.Load() {
 		return
 	}
 	// The log's last index (its append mutex) only while degraded.
-	if last := n.wal.LastIndex(); n.hub.ackedBy(last) >= n.cfg.SyncStandbys {
+	if last := n.wal.LastIndex(); n.hub.ackedTo.Load() >= last {
 		if n.degraded.CompareAndSwap(true, false) {
 			n.recoveries.Add(1)
 			n.log.Info("sync_standbys: recovered, enough standbys acknowledged the current index", "sync_standbys", n.cfg.SyncStandbys, "index", last)
@@ -214,7 +298,8 @@ func (n *Node) acker(ctx context.Context, active string, appended *atomic.Uint64
 	for {
 		req, err := n.newRequest(ctx, http.MethodPost, active, "/ack", url.Values{"from": {n.cfg.Self}})
 		if err == nil {
-			body := &ackBody{ctx: ctx, wal: n.wal, retry: n.cfg.Heartbeat, appended: appended, kick: kick, closed: make(chan struct{})}
+			body := &ackBody{ctx: ctx, wal: n.wal, retry: n.cfg.Heartbeat, appended: appended, kick: kick,
+				count: &n.acksSent, closed: make(chan struct{})}
 			req.Body, req.ContentLength = body, -1
 			req.Header.Set("Content-Type", ackType)
 			var resp *http.Response
@@ -248,6 +333,7 @@ type ackBody struct {
 	appended *atomic.Uint64
 	kick     <-chan struct{}
 	sent     uint64
+	count    *atomic.Uint64 // acknowledgements returned; nil: not counted
 
 	once   sync.Once
 	closed chan struct{}
@@ -284,6 +370,9 @@ func (b *ackBody) Read(p []byte) (int, error) {
 			continue
 		}
 		b.sent = i
+		if b.count != nil {
+			b.count.Add(1)
+		}
 		binary.BigEndian.PutUint64(p, i)
 		return 8, nil
 	}
@@ -323,6 +412,14 @@ type ReplicationStats struct {
 	// Installs and Resumes count this node's syncs with an active as a
 	// standby: a snapshot installed, or resumed from its log's position.
 	Installs, Resumes uint64
+	// The batches of replication since the node started. As the active:
+	// SentRecords, the records written to its standbys' streams;
+	// SentWrites, the writes (flushes) that carried them; AcksRead, the
+	// acknowledgements read. As a standby: AppliedRecords, the records
+	// applied from the stream; AcksSent, the acknowledgements sent.
+	// Records per write or per acknowledgement is the mean batch.
+	SentRecords, SentWrites, AcksRead uint64
+	AppliedRecords, AcksSent          uint64
 	// Standbys are the standbys streaming from this active.
 	Standbys []StandbyStats
 }
@@ -343,7 +440,9 @@ func (n *Node) ReplicationStats() ReplicationStats {
 	last, _ := n.tail.position()
 	st := ReplicationStats{LastIndex: last, Active: n.eng.Active(), SyncStandbys: n.cfg.SyncStandbys,
 		Degraded: n.degraded.Load(), Degradations: n.degradations.Load(), Recoveries: n.recoveries.Load(),
-		Installs: n.installs.Load(), Resumes: n.resumes.Load()}
+		Installs: n.installs.Load(), Resumes: n.resumes.Load(),
+		SentRecords: n.sentRecords.Load(), SentWrites: n.sentWrites.Load(), AcksRead: n.acksRead.Load(),
+		AppliedRecords: n.appliedRecords.Load(), AcksSent: n.acksSent.Load()}
 	if !st.Active {
 		st.Degraded = false
 		return st

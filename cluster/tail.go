@@ -38,10 +38,15 @@ type tailRec struct {
 // when a reader waits. It also knows the epoch marks of the records it holds and the
 // one in force before them, to tell where two logs part (agrees).
 type tail struct {
-	mu      sync.Mutex
-	recs    []tailRec // recs[start:] are held; recs[:start] evicted
+	mu sync.Mutex
+	// blocks hold the records, tailBlock each, in index order: the held
+	// ones are the n from blocks[0][start] on. A record is never moved: a
+	// block is added when the last is full and dropped when all of its
+	// records are evicted.
+	blocks  [][]tailRec
 	start   int
-	first   uint64 // index of recs[start] (last+1 when empty)
+	n       int
+	first   uint64 // index of the oldest held record (last+1 when empty)
 	last    uint64 // index of the last record appended (or reset to)
 	bytes   int
 	max     int
@@ -59,6 +64,46 @@ type tail struct {
 // tailArena is the size of the tail's arenas, in bytes.
 const tailArena = 64 << 10
 
+// tailBlock is the number of records of a block of the tail.
+const tailBlock = 1024
+
+// at returns the k-th held record (0: the oldest). t.mu is held.
+func (t *tail) at(k int) *tailRec {
+	p := t.start + k
+	return &t.blocks[p/tailBlock][p%tailBlock]
+}
+
+// push adds r after the held records. t.mu is held.
+func (t *tail) push(r tailRec) {
+	if len(t.blocks) == 0 || len(t.blocks[len(t.blocks)-1]) == tailBlock {
+		t.blocks = append(t.blocks, make([]tailRec, 0, tailBlock))
+	}
+	b := &t.blocks[len(t.blocks)-1]
+	*b = append(*b, r)
+	t.n++
+}
+
+// pop evicts the oldest held record and returns it. t.mu is held.
+func (t *tail) pop() tailRec {
+	r := t.at(0)
+	old := *r
+	*r = tailRec{}
+	t.start++
+	t.n--
+	if t.start == tailBlock {
+		t.blocks[0] = nil
+		t.blocks = t.blocks[1:]
+		t.start = 0
+	}
+	return old
+}
+
+// drop empties the tail's records. t.mu is held.
+func (t *tail) drop() {
+	clear(t.blocks)
+	t.blocks, t.start, t.n = t.blocks[:0], 0, 0
+}
+
 func newTail(max int) *tail {
 	return &tail{max: max, first: 1, ch: make(chan struct{})}
 }
@@ -67,8 +112,8 @@ func newTail(max int) *tail {
 func (t *tail) reset(last uint64, m mark) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	clear(t.recs)
-	t.recs, t.start, t.bytes, t.marks = t.recs[:0], 0, 0, nil
+	t.drop()
+	t.bytes, t.marks = 0, nil
 	t.first, t.last, t.before = last+1, last, m
 	t.wakeLocked()
 }
@@ -79,8 +124,8 @@ func (t *tail) add(index uint64, rec []byte) {
 	defer t.mu.Unlock()
 	if index != t.last+1 {
 		// The log was replaced (Install) without a reset: start over here.
-		clear(t.recs)
-		t.recs, t.start, t.bytes, t.marks = t.recs[:0], 0, 0, nil
+		t.drop()
+		t.bytes, t.marks = 0, nil
 		t.first, t.before = index, mark{}
 	}
 	if cap(t.arena)-len(t.arena) < len(rec) {
@@ -88,7 +133,7 @@ func (t *tail) add(index uint64, rec []byte) {
 	}
 	k := len(t.arena)
 	t.arena = append(t.arena, rec...)
-	t.recs = append(t.recs, tailRec{index, t.arena[k:len(t.arena):len(t.arena)], time.Now().UnixNano()})
+	t.push(tailRec{index, t.arena[k:len(t.arena):len(t.arena)], time.Now().UnixNano()})
 	t.last = index
 	t.bytes += len(rec)
 	if len(rec) > 1 && engine.RecordKind(rec[1]) == engine.RecEpoch {
@@ -96,21 +141,14 @@ func (t *tail) add(index uint64, rec []byte) {
 			t.marks = append(t.marks, mark{index, r.Epoch, r.Owner})
 		}
 	}
-	for t.bytes > t.max && len(t.recs)-t.start > 1 {
-		old := t.recs[t.start]
-		t.recs[t.start] = tailRec{}
-		t.start++
+	for t.bytes > t.max && t.n > 1 {
+		old := t.pop()
 		t.first = old.index + 1
 		t.bytes -= len(old.rec)
 		if len(t.marks) > 0 && t.marks[0].index == old.index {
 			t.before = t.marks[0]
 			t.marks = t.marks[1:]
 		}
-	}
-	if t.start > 1024 && t.start > len(t.recs)/2 {
-		n := copy(t.recs, t.recs[t.start:])
-		clear(t.recs[n:])
-		t.recs, t.start = t.recs[:n], 0
 	}
 	t.wakeLocked()
 }
@@ -169,9 +207,10 @@ func (t *tail) read(from uint64, max int, into []tailRec) (recs []tailRec, more 
 	}
 	into = into[:0]
 	size := 0
-	for i := t.start + int(from-t.first); i < len(t.recs) && (size < max || len(into) == 0); i++ {
-		into = append(into, t.recs[i])
-		size += len(t.recs[i].rec)
+	for k := int(from - t.first); k < t.n && (size < max || len(into) == 0); k++ {
+		r := t.at(k)
+		into = append(into, *r)
+		size += len(r.rec)
 	}
 	if len(into) == 0 {
 		t.waiting = true
@@ -185,11 +224,11 @@ func (t *tail) read(from uint64, max int, into []tailRec) (recs []tailRec, more 
 func (t *tail) appendedAt(index uint64) (at int64, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if index > t.last || t.start >= len(t.recs) {
+	if index > t.last || t.n == 0 {
 		return 0, false
 	}
 	if index < t.first {
 		index = t.first
 	}
-	return t.recs[t.start+int(index-t.first)].at, true
+	return t.at(int(index - t.first)).at, true
 }

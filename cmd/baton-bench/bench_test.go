@@ -399,6 +399,11 @@ func TestStandbys(t *testing.T) {
 	}
 	num(t, m, "server_cpu_us_per_op")
 	num(t, m, "standby_cpu_us_per_op")
+	// The active's batches over the window: a write carries records, and
+	// an acknowledgement covers at least one.
+	if w, a := num(t, m, "repl_records_per_write"), num(t, m, "repl_records_per_ack"); w < 1 || a < 1 {
+		t.Errorf("repl_records_per_write=%v repl_records_per_ack=%v, want at least 1", w, a)
+	}
 	// The lag sampler ran through the measured window.
 	if p50, p99 := num(t, m, "standby_lag_p50_ms"), num(t, m, "standby_lag_p99_ms"); p50 < 0 || p99 < p50 || p99 > lagBound.Seconds()*1e3 || num(t, m, "standby_lag_samples") < 1 {
 		t.Errorf("standby lag p50=%v p99=%v samples=%v", m["standby_lag_p50_ms"], m["standby_lag_p99_ms"], m["standby_lag_samples"])

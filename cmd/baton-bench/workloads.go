@@ -78,6 +78,9 @@ type cpuWindows struct {
 	server   func() time.Duration
 	standbys []func() time.Duration
 	logBatch func(r *Result)
+	// batches, with --standbys: the active's replication counters over
+	// the window (replWindow); nil without standbys.
+	batches func() (replCounts, bool)
 }
 
 // cpuWindow starts measuring the measured window [start, end]: the CPU
@@ -91,16 +94,62 @@ func (e *runEnv) cpuWindow(ctx context.Context, start, end int64) *cpuWindows {
 	if len(e.tgt.standbys) > 0 && e.lagSamples == nil {
 		e.lagSamples = sampleLag(ctx, e.tgt, start, end)
 	}
+	if len(e.tgt.standbys) > 0 {
+		w.batches = replWindow(ctx, e.tgt.addr, start, end)
+	}
 	return w
 }
 
+// replCounts are an active's replication counters (GET /metrics).
+type replCounts struct{ records, writes, acks float64 }
+
+// replWindow reads the active's replication counters at addr at the
+// shared-clock instants start and end and returns their difference; ok is
+// false when a read failed (a node without these metrics).
+func replWindow(ctx context.Context, addr string, start, end int64) func() (replCounts, bool) {
+	res := make(chan replCounts, 1)
+	ok := make(chan bool, 1)
+	go func() {
+		hc := &http.Client{Timeout: 2 * time.Second}
+		read := func(t int64) (replCounts, bool) {
+			select {
+			case <-time.After(time.Duration(t - now())):
+			case <-ctx.Done():
+				return replCounts{}, false
+			}
+			var c replCounts
+			for _, m := range []struct {
+				name string
+				v    *float64
+			}{{"baton_replication_sent_records_total", &c.records}, {"baton_replication_stream_writes_total", &c.writes},
+				{"baton_replication_acks_received_total", &c.acks}} {
+				v, err := metricValue(ctx, hc, addr, m.name)
+				if err != nil {
+					return c, false
+				}
+				*m.v = v
+			}
+			return c, true
+		}
+		c0, ok0 := read(start)
+		c1, ok1 := read(end)
+		res <- replCounts{c1.records - c0.records, c1.writes - c0.writes, c1.acks - c0.acks}
+		ok <- ok0 && ok1
+	}()
+	return func() (replCounts, bool) { return <-res, <-ok }
+}
+
 // setCPU adds log_records_per_write and log_records_per_fsync (baton's
-// mean batches over the window) and server_cpu_us_per_op: the server's CPU time (user +
+// mean batches over the window, logBatchWindow) and
+// server_cpu_us_per_op: the server's CPU time (user +
 // system, from /proc) over the measured window, per cycle or grant. On a
 // machine the load generator shares, it is the figure that a change to the
 // server's code moves most directly. With standbys it adds
 // standby_cpu_us_per_op, the CPU time of all standbys together per cycle
-// or grant (what replicating the workload costs them).
+// or grant (what replicating the workload costs them), and the batches of
+// replication over the window: repl_records_per_write (records per write
+// to the standbys' streams) and repl_records_per_ack (records per
+// acknowledgement read).
 func (e *runEnv) setCPU(r *Result, w *cpuWindows, ops int) {
 	w.logBatch(r)
 	if cpu := w.server(); cpu >= 0 && ops > 0 {
@@ -116,6 +165,13 @@ func (e *runEnv) setCPU(r *Result, w *cpuWindows, ops int) {
 	}
 	if len(w.standbys) > 0 && ops > 0 {
 		r.set("standby_cpu_us_per_op", float64(sum.Microseconds())/float64(ops))
+	}
+	if w.batches == nil {
+		return
+	}
+	if c, ok := w.batches(); ok && c.writes > 0 && c.acks > 0 {
+		r.set("repl_records_per_write", c.records/c.writes)
+		r.set("repl_records_per_ack", c.records/c.acks)
 	}
 }
 

@@ -504,11 +504,22 @@ var (
 		"Times this node, as a standby, replaced its log by the active's snapshot (a new or divergent log, or one too far behind).", nil, nil)
 	replResumesDesc = prometheus.NewDesc("baton_replication_resumes_total",
 		"Times this node, as a standby, resumed the active's stream from its own log's position, without a snapshot.", nil, nil)
+	replSentRecordsDesc = prometheus.NewDesc("baton_replication_sent_records_total",
+		"On the active: records written to its standbys' streams.", nil, nil)
+	replSentWritesDesc = prometheus.NewDesc("baton_replication_stream_writes_total",
+		"On the active: writes to its standbys' streams that carried records; sent records divided by it is the mean batch of a write.", nil, nil)
+	replAcksReadDesc = prometheus.NewDesc("baton_replication_acks_received_total",
+		"On the active: acknowledgements read from its standbys (each covers every record up to its index).", nil, nil)
+	replAppliedDesc = prometheus.NewDesc("baton_replication_applied_records_total",
+		"On a standby: records applied from the active's stream.", nil, nil)
+	replAcksSentDesc = prometheus.NewDesc("baton_replication_acks_sent_total",
+		"On a standby: acknowledgements sent to the active; applied records divided by it is the mean batch of an acknowledgement.", nil, nil)
 )
 
 func (c replCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{replLastIndexDesc, replAckedDesc, replLagRecordsDesc, replLagSecondsDesc, syncStandbysDesc,
-		syncDegradedDesc, syncDegradationsDesc, syncRecoveriesDesc, replInstallsDesc, replResumesDesc} {
+		syncDegradedDesc, syncDegradationsDesc, syncRecoveriesDesc, replInstallsDesc, replResumesDesc,
+		replSentRecordsDesc, replSentWritesDesc, replAcksReadDesc, replAppliedDesc, replAcksSentDesc} {
 		ch <- d
 	}
 }
@@ -526,6 +537,15 @@ func (c replCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(syncRecoveriesDesc, prometheus.CounterValue, float64(s.Recoveries))
 	ch <- prometheus.MustNewConstMetric(replInstallsDesc, prometheus.CounterValue, float64(s.Installs))
 	ch <- prometheus.MustNewConstMetric(replResumesDesc, prometheus.CounterValue, float64(s.Resumes))
+	for _, m := range []struct {
+		d *prometheus.Desc
+		v uint64
+	}{
+		{replSentRecordsDesc, s.SentRecords}, {replSentWritesDesc, s.SentWrites}, {replAcksReadDesc, s.AcksRead},
+		{replAppliedDesc, s.AppliedRecords}, {replAcksSentDesc, s.AcksSent},
+	} {
+		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
+	}
 	seen := map[string]bool{}
 	for _, sb := range s.Standbys {
 		if seen[sb.URL] { // a standby's older stream, not yet closed

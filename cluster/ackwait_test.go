@@ -1,0 +1,118 @@
+package cluster
+
+import (
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// ackNode is a Node with only what waiting for acknowledgements uses:
+// sync_standbys need, sync_timeout 1 s, and one stream per URL in urls,
+// each sent up to index 100.
+func ackNode(need int, urls ...string) *Node {
+	n := &Node{cfg: Config{SyncStandbys: need, SyncTimeout: time.Second}, hub: newHub(need),
+		quit: make(chan struct{}), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	n.watch = time.AfterFunc(time.Hour, n.watchAcks)
+	n.watch.Stop()
+	for _, u := range urls {
+		f := newFollower(u)
+		f.synced, f.sent = true, 100
+		n.hub.add(f)
+	}
+	return n
+}
+
+// waiting starts waitAcked(index) and returns a flag set when it returns.
+func waiting(n *Node, index uint64) *atomic.Bool {
+	var done atomic.Bool
+	go func() {
+		n.waitAcked(index)
+		done.Store(true)
+	}()
+	return &done
+}
+
+// An acknowledgement wakes the changes it covers and no other; each
+// standby counts once, whatever its streams; a change waits no longer
+// than sync_timeout, then the node degrades and nothing waits.
+func TestAckWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := ackNode(1, "http://a")
+		w3, w5, w8 := waiting(n, 3), waiting(n, 5), waiting(n, 8)
+		synctest.Wait()
+		n.hub.ack("http://a", 5)
+		n.wakeAcked()
+		synctest.Wait()
+		if !w3.Load() || !w5.Load() || w8.Load() {
+			t.Fatalf("acknowledged up to 5: index 3 done %v, 5 done %v, 8 done %v; want true, true, false", w3.Load(), w5.Load(), w8.Load())
+		}
+		if len(n.ackWaits) != 1 {
+			t.Fatalf("%d changes wait, want 1", len(n.ackWaits))
+		}
+		n.waitAcked(4) // acknowledged already: returns at once
+		n.hub.ack("http://a", 8)
+		n.wakeAcked()
+		synctest.Wait()
+		if !w8.Load() || n.degraded.Load() {
+			t.Fatalf("acknowledged up to 8: index 8 done %v, degraded %v", w8.Load(), n.degraded.Load())
+		}
+		n.stopAcks()
+	})
+	synctest.Test(t, func(t *testing.T) {
+		// Two streams of one standby (a reconnection) are one standby.
+		n := ackNode(2, "http://a", "http://a", "http://b")
+		w := waiting(n, 7)
+		synctest.Wait()
+		n.hub.ack("http://a", 9)
+		n.wakeAcked()
+		synctest.Wait()
+		if w.Load() {
+			t.Fatal("sync_standbys 2: answered with one standby's acknowledgement (on two streams)")
+		}
+		n.hub.ack("http://b", 7)
+		n.wakeAcked()
+		synctest.Wait()
+		if !w.Load() {
+			t.Fatal("sync_standbys 2: not answered with both standbys' acknowledgements")
+		}
+		n.stopAcks()
+	})
+	synctest.Test(t, func(t *testing.T) {
+		n := ackNode(1, "http://a")
+		start := time.Now()
+		w1 := waiting(n, 10)
+		time.Sleep(600 * time.Millisecond)
+		w2 := waiting(n, 11)
+		synctest.Wait()
+		time.Sleep(399 * time.Millisecond)
+		synctest.Wait()
+		if w1.Load() || w2.Load() || n.degraded.Load() {
+			t.Fatalf("before sync_timeout: done %v %v, degraded %v", w1.Load(), w2.Load(), n.degraded.Load())
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if !w1.Load() || !w2.Load() || !n.degraded.Load() {
+			t.Fatalf("sync_timeout after the first wait began: done %v %v, degraded %v", w1.Load(), w2.Load(), n.degraded.Load())
+		}
+		if d := time.Since(start); d != time.Second {
+			t.Fatalf("degraded after %v, want sync_timeout (1s)", d)
+		}
+		n.waitAcked(12) // degraded: returns at once
+		n.stopAcks()
+	})
+	synctest.Test(t, func(t *testing.T) {
+		// Close: a change waiting goes on.
+		n := ackNode(1, "http://a")
+		w := waiting(n, 10)
+		synctest.Wait()
+		close(n.quit)
+		n.stopAcks()
+		synctest.Wait()
+		if !w.Load() || n.degraded.Load() {
+			t.Fatalf("after Close: done %v, degraded %v", w.Load(), n.degraded.Load())
+		}
+	})
+}
