@@ -349,9 +349,9 @@ func TestNativeMovedFollowed(t *testing.T) {
 
 type standbyGate string
 
-func (g standbyGate) Serving() bool        { return false }
-func (g standbyGate) Resuming() bool       { return false }
-func (g standbyGate) ActiveNative() string { return string(g) }
+func (g standbyGate) Serving() bool         { return false }
+func (g standbyGate) HoldsBack(uint64) bool { return false }
+func (g standbyGate) ActiveNative() string  { return string(g) }
 
 // Renewals and releases on a connection are answered while acquires wait
 // on it: nothing waits behind a parked request.

@@ -287,6 +287,10 @@ type Node struct {
 	// stateToken is Status.StateToken: raised by OnEvent (grants made
 	// here) and by the replication stream (grants applied here).
 	stateToken atomic.Uint64
+	// resumeMark is the highest token this node granted while Resuming
+	// (OnEvent): such a grant reaches its client only once the node knows
+	// it is still the active (HoldsBack).
+	resumeMark atomic.Uint64
 
 	// Pause guard: base is the node's monotonic clock origin; ticked (ns
 	// since base) is the role loop's last tick, and resumed (ns since
@@ -386,9 +390,14 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 // delivered, and it must not make the state of a node that may have been
 // replaced meanwhile look newer than its replacement's.
 func (n *Node) OnEvent(ev engine.Event) {
-	if ev.Kind == engine.EventGrant && !n.Resuming() {
-		raise(&n.stateToken, ev.Token)
+	if ev.Kind != engine.EventGrant {
+		return
 	}
+	if n.Resuming() {
+		raise(&n.resumeMark, ev.Token)
+		return
+	}
+	raise(&n.stateToken, ev.Token)
 }
 
 // Start begins polling peers and taking roles. The node starts as a
@@ -462,6 +471,23 @@ func (n *Node) Serving() bool { return n.eng.Active() && !n.Resuming() }
 // its view of the roles is stale.
 func (n *Node) Resuming() bool {
 	return n.since()-n.ticked.Load() > int64(n.cfg.FailoverTimeout) || n.resumed.Load() != 0
+}
+
+// HoldsBack reports whether the grant of token must not reach its client:
+// this node is Resuming, or token is at or below the highest token it
+// granted while Resuming and it has since left the active role (a standby
+// promoted in its place meanwhile, whose state may not have the grant; a
+// repeat with the same Idempotency-Key finds out there). A grant's answer is written by
+// the waiter's goroutine, which may run only after the role loop has
+// settled the pause, so the check at answer time alone (Resuming) would
+// let such a grant through once the node had stepped down. A grant made
+// while Resuming by a node that then stayed the active is delivered; so
+// is a grant made by the active before a handoff (it is replicated).
+func (n *Node) HoldsBack(token uint64) bool {
+	if n.Resuming() {
+		return true
+	}
+	return token <= n.resumeMark.Load() && !n.eng.Active()
 }
 
 // since returns the time since n.base on the monotonic clock, in ns.

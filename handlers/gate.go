@@ -17,11 +17,12 @@ import (
 type Gate interface {
 	// Serving reports whether this node is the active.
 	Serving() bool
-	// Resuming reports whether this node has just run again after a pause
-	// (stopped or starved for longer than the failover timeout) and does
-	// not yet know whether it is still the active: a grant its own timers
-	// made meanwhile must not reach a client.
-	Resuming() bool
+	// HoldsBack reports whether the grant of token must not reach its
+	// client: this node has just run again after a pause (stopped or
+	// starved for longer than the failover timeout) and does not yet know
+	// whether it is still the active, or it made the grant then and has
+	// since left the active role (see cluster.Node.HoldsBack).
+	HoldsBack(token uint64) bool
 	// ActiveURL returns the active's base URL ("http://host:port"). While a
 	// failover or handoff is under way it may wait for one to become known,
 	// bounded by ctx and a short timeout; "" means none is known.

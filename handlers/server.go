@@ -309,7 +309,7 @@ func (s *Server) answerAcquire(w http.ResponseWriter, r *http.Request, id string
 		s.eng.Abandon(g, id)
 		return
 	}
-	if gate := s.cfg.Gate; gate != nil && gate.Resuming() {
+	if gate := s.cfg.Gate; gate != nil && gate.HoldsBack(g.Token) {
 		// Granted by this node's timers (a lease that ran out) the moment
 		// it resumed from a pause, while a standby may have been promoted
 		// in its place: the waiter is told to retry (503), not that it

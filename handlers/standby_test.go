@@ -16,7 +16,7 @@ import (
 type standbyGate struct{ active string }
 
 func (g standbyGate) Serving() bool                            { return false }
-func (g standbyGate) Resuming() bool                           { return false }
+func (g standbyGate) HoldsBack(uint64) bool                    { return false }
 func (g standbyGate) ActiveURL(context.Context) string         { return g.active }
 func (g standbyGate) ReplicaLag() (lag time.Duration, ok bool) { return 0, false }
 

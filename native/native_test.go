@@ -527,8 +527,8 @@ type fakeGate struct {
 	active string
 }
 
-func (g *fakeGate) Serving() bool  { return false }
-func (g *fakeGate) Resuming() bool { return false }
+func (g *fakeGate) Serving() bool         { return false }
+func (g *fakeGate) HoldsBack(uint64) bool { return false }
 func (g *fakeGate) ActiveNative() string {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -158,7 +158,7 @@ func (g *switchGate) Serving() bool {
 	defer g.mu.Unlock()
 	return !g.standby
 }
-func (g *switchGate) Resuming() bool { return false }
+func (g *switchGate) HoldsBack(uint64) bool { return false }
 func (g *switchGate) ActiveNative() string {
 	if g.Serving() {
 		return ""

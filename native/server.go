@@ -48,10 +48,9 @@ const DefaultMaxQueue = 4096
 type Gate interface {
 	// Serving reports whether this node is the active.
 	Serving() bool
-	// Resuming reports whether this node has just run again after a pause
-	// and does not yet know whether it is still the active (see
-	// handlers.Gate).
-	Resuming() bool
+	// HoldsBack reports whether the grant of token must not reach its
+	// client (see handlers.Gate).
+	HoldsBack(token uint64) bool
 	// ActiveNative returns the active's native address (host:port), ""
 	// while it is not known.
 	ActiveNative() string
@@ -794,7 +793,7 @@ func (c *conn) settle(a *answer) (restart bool) {
 		var outcome string
 		*a, outcome = c.errorAnswer(r, err)
 		c.observe(r.op, outcome, r.start)
-	case c.s.cfg.Gate != nil && c.s.cfg.Gate.Resuming():
+	case c.s.cfg.Gate != nil && c.s.cfg.Gate.HoldsBack(g.Token):
 		// As handlers: granted by this node's own timers the moment it
 		// resumed from a pause. The client is told to retry; the grant
 		// stays for a repeat with the same id, or its lease ends it.
