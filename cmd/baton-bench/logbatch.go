@@ -16,18 +16,14 @@ var logCounters = []string{
 	"baton_log_fsync_seconds_total", "baton_log_gather_seconds_total",
 }
 
-// logBatchWindow reads the node's log counters at start and at end
-// (monotonic ns, as now()) and returns a function that waits for the
-// second reading and adds to r, over the window: log_records_per_write
-// and, when the node fsynced, log_records_per_fsync, log_fsync_us (the
-// mean fsync) and log_gather_us (the mean time its writer waited for the
-// records of a batch before an fsync, fsync: always). Nothing is added
-// when a reading fails or the target is not baton.
-func logBatchWindow(ctx context.Context, tgt *target, start, end int64) func(r *Result) {
-	if tgt.name != "baton" {
-		return func(*Result) {}
-	}
-	res := make(chan [2][]float64, 1)
+// counterWindow reads the counters names from GET /metrics on addr at
+// start and at end (monotonic ns, as now()) and returns a function that
+// waits for the second reading and returns end minus start, by name's
+// position; a counter optional[i] may be absent (a build before it): its
+// difference is NaN. ok is false when a reading failed or a counter that
+// is not optional was absent.
+func counterWindow(ctx context.Context, addr string, names []string, optional []bool, start, end int64) func() (d []float64, ok bool) {
+	res := make(chan []float64, 1)
 	go func() {
 		hc := &http.Client{Timeout: 5 * time.Second}
 		defer hc.CloseIdleConnections()
@@ -36,30 +32,49 @@ func logBatchWindow(ctx context.Context, tgt *target, start, end int64) func(r *
 			select {
 			case <-time.After(time.Duration(t - now())):
 			case <-ctx.Done():
-				res <- [2][]float64{}
+				res <- nil
 				return
 			}
-			for j, name := range logCounters {
-				v, err := metricValue(ctx, hc, tgt.addr, name)
-				if err != nil && j >= 4 {
-					v = math.NaN() // a build before the time counters
+			for j, name := range names {
+				v, err := metricValue(ctx, hc, addr, name)
+				if err != nil && j < len(optional) && optional[j] {
+					v = math.NaN()
 				} else if err != nil {
-					res <- [2][]float64{}
+					res <- nil
 					return
 				}
 				vs[i] = append(vs[i], v)
 			}
 		}
-		res <- vs
-	}()
-	return func(r *Result) {
-		vs := <-res
-		if vs[0] == nil || vs[1] == nil {
-			return
-		}
-		d := make([]float64, len(logCounters))
+		d := make([]float64, len(names))
 		for i := range d {
 			d[i] = vs[1][i] - vs[0][i]
+		}
+		res <- d
+	}()
+	return func() ([]float64, bool) {
+		d := <-res
+		return d, d != nil
+	}
+}
+
+// logBatchWindow reads the node's log counters over the window
+// (counterWindow) and returns a function that adds to r:
+// log_records_per_write and, when the node fsynced, log_records_per_fsync,
+// log_fsync_us (the mean fsync) and log_gather_us (the mean time its
+// writer waited for the records of a batch before an fsync, fsync:
+// always). Nothing is added when a reading fails or the target is not
+// baton.
+func logBatchWindow(ctx context.Context, tgt *target, start, end int64) func(r *Result) {
+	if tgt.name != "baton" {
+		return func(*Result) {}
+	}
+	// The time counters came later than the batch counters.
+	window := counterWindow(ctx, tgt.addr, logCounters, []bool{4: true, 5: true}, start, end)
+	return func(r *Result) {
+		d, ok := window()
+		if !ok {
+			return
 		}
 		if d[0] > 0 {
 			r.set("log_records_per_write", d[1]/d[0])

@@ -78,9 +78,9 @@ type cpuWindows struct {
 	server   func() time.Duration
 	standbys []func() time.Duration
 	logBatch func(r *Result)
-	// batches, with --standbys: the active's replication counters over
-	// the window (replWindow); nil without standbys.
-	batches func() (replCounts, bool)
+	// batches, with --standbys: the active's replication counters
+	// (replCounters) over the window; nil without standbys.
+	batches func() ([]float64, bool)
 }
 
 // cpuWindow starts measuring the measured window [start, end]: the CPU
@@ -95,49 +95,15 @@ func (e *runEnv) cpuWindow(ctx context.Context, start, end int64) *cpuWindows {
 		e.lagSamples = sampleLag(ctx, e.tgt, start, end)
 	}
 	if len(e.tgt.standbys) > 0 {
-		w.batches = replWindow(ctx, e.tgt.addr, start, end)
+		w.batches = counterWindow(ctx, e.tgt.addr, replCounters, nil, start, end)
 	}
 	return w
 }
 
-// replCounts are an active's replication counters (GET /metrics).
-type replCounts struct{ records, writes, acks float64 }
-
-// replWindow reads the active's replication counters at addr at the
-// shared-clock instants start and end and returns their difference; ok is
-// false when a read failed (a node without these metrics).
-func replWindow(ctx context.Context, addr string, start, end int64) func() (replCounts, bool) {
-	res := make(chan replCounts, 1)
-	ok := make(chan bool, 1)
-	go func() {
-		hc := &http.Client{Timeout: 2 * time.Second}
-		read := func(t int64) (replCounts, bool) {
-			select {
-			case <-time.After(time.Duration(t - now())):
-			case <-ctx.Done():
-				return replCounts{}, false
-			}
-			var c replCounts
-			for _, m := range []struct {
-				name string
-				v    *float64
-			}{{"baton_replication_sent_records_total", &c.records}, {"baton_replication_stream_writes_total", &c.writes},
-				{"baton_replication_acks_received_total", &c.acks}} {
-				v, err := metricValue(ctx, hc, addr, m.name)
-				if err != nil {
-					return c, false
-				}
-				*m.v = v
-			}
-			return c, true
-		}
-		c0, ok0 := read(start)
-		c1, ok1 := read(end)
-		res <- replCounts{c1.records - c0.records, c1.writes - c0.writes, c1.acks - c0.acks}
-		ok <- ok0 && ok1
-	}()
-	return func() (replCounts, bool) { return <-res, <-ok }
-}
+// replCounters are an active's replication counters (GET /metrics):
+// records sent to the standbys' streams, writes to them, and
+// acknowledgements read.
+var replCounters = []string{"baton_replication_sent_records_total", "baton_replication_stream_writes_total", "baton_replication_acks_received_total"}
 
 // setCPU adds log_records_per_write and log_records_per_fsync (baton's
 // mean batches over the window, logBatchWindow) and
@@ -169,9 +135,9 @@ func (e *runEnv) setCPU(r *Result, w *cpuWindows, ops int) {
 	if w.batches == nil {
 		return
 	}
-	if c, ok := w.batches(); ok && c.writes > 0 && c.acks > 0 {
-		r.set("repl_records_per_write", c.records/c.writes)
-		r.set("repl_records_per_ack", c.records/c.acks)
+	if d, ok := w.batches(); ok && d[1] > 0 && d[2] > 0 {
+		r.set("repl_records_per_write", d[0]/d[1])
+		r.set("repl_records_per_ack", d[0]/d[2])
 	}
 }
 
