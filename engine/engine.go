@@ -229,6 +229,25 @@ type LockInfo struct {
 // MaxKeyBytes is the longest key, in bytes.
 const MaxKeyBytes = 256
 
+// MaxIDBytes is the longest waiter ID (AcquireRequest.ID: an
+// Idempotency-Key over HTTP, id= over the native protocol), in bytes.
+const MaxIDBytes = 256
+
+// ValidID reports whether id can name a waiter: 1 to MaxIDBytes printable
+// ASCII characters (0x20-0x7e). Each protocol words the refusal with its
+// own name of the field.
+func ValidID(id string) bool {
+	if id == "" || len(id) > MaxIDBytes {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x20 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
 // Engine is the lock state machine. Its methods are safe for concurrent use.
 type Engine struct {
 	cfg    Config

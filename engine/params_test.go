@@ -51,3 +51,23 @@ func TestParseParams(t *testing.T) {
 		}
 	}
 }
+
+// ValidID is the one rule for a waiter ID, over HTTP (Idempotency-Key) and
+// the native protocol (id=): 1 to MaxIDBytes printable ASCII characters.
+func TestValidID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"":                                   false,
+		"a":                                  true,
+		"job-7 retry:2":                      true,
+		strings.Repeat("x", MaxIDBytes):      true,
+		strings.Repeat("x", MaxIDBytes+1):    false,
+		"tab\there":                          false,
+		"del\x7f":                            false,
+		"caf\u00e9":                          false,
+		"~!\"#$%&'()*+,-./0123456789:;<=>?@": true,
+	} {
+		if got := ValidID(id); got != want {
+			t.Errorf("ValidID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}

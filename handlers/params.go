@@ -62,21 +62,10 @@ func (p *lockParams) validate() error {
 		return badRequest("wait", "must be 0 (no limit) or more seconds")
 	case p.Token.Set && (p.Token.V == 0 || p.Token.V >= api.MaxToken):
 		return badRequest("token", "must be a fencing token: an integer from 1 to 2^53-1")
-	case p.ID != "" && (len(p.ID) > 256 || !printableASCII(p.ID)):
-		return badRequest(api.HeaderIdempotencyKey, "must be at most 256 printable ASCII characters")
+	case p.ID != "" && !engine.ValidID(p.ID):
+		return badRequest(api.HeaderIdempotencyKey, fmt.Sprintf("must be at most %d printable ASCII characters", engine.MaxIDBytes))
 	}
 	return nil
-}
-
-// printableASCII reports whether every byte of v is a printable ASCII
-// character (0x20-0x7e).
-func printableASCII(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if v[i] < 0x20 || v[i] > 0x7e {
-			return false
-		}
-	}
-	return true
 }
 
 // allowed lists the parameters each method takes.

@@ -2,6 +2,7 @@ package native
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -155,8 +156,8 @@ func parse(line []byte) (request, error) {
 				if !ok {
 					return bad("id", "has a bad percent-encoding")
 				}
-				if id == "" || len(id) > 256 || !printableASCII(id) {
-					return bad("id", "must be 1 to 256 printable ASCII characters")
+				if !engine.ValidID(id) {
+					return bad("id", idRule)
 				}
 				r.id = id
 			case "owner", "mode", "limit":
@@ -409,14 +410,8 @@ func printable(s string) bool {
 	return true
 }
 
-func printableASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
-			return false
-		}
-	}
-	return true
-}
+// idRule is the native protocol's words for engine.ValidID.
+var idRule = fmt.Sprintf("must be 1 to %d printable ASCII characters", engine.MaxIDBytes)
 
 func quoteShort(v string) string {
 	if len(v) > 40 {

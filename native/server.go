@@ -402,6 +402,19 @@ func (c *conn) send(a answer, op, outcome string, start instant) bool {
 		// with its outcome once the log has written it, or not.)
 		c.observe(op, outcome, start)
 	}
+	if !c.push(a) {
+		if a.granted {
+			c.s.eng.Abandon(a.g, a.id)
+		}
+		return false
+	}
+	return true
+}
+
+// push queues a for the writer and wakes it. It reports false, taking
+// nothing, when the connection is closed or has MaxQueue answers (and
+// acquires waiting their turn) queued; a full queue closes it (overflow).
+func (c *conn) push(a answer) bool {
 	c.mu.Lock()
 	if c.closed || len(c.queue)+c.chained >= c.s.cfg.MaxQueue {
 		full := !c.closed
@@ -409,17 +422,11 @@ func (c *conn) send(a answer, op, outcome string, start instant) bool {
 		if full {
 			c.overflow()
 		}
-		if a.granted {
-			c.s.eng.Abandon(a.g, a.id)
-		}
 		return false
 	}
 	c.queue = append(c.queue, a)
 	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	c.poke()
 	return true
 }
 
@@ -744,19 +751,10 @@ func (r *request) done(res engine.AcquireResult) bool {
 // the writer to settle and answer; false when the connection is closed
 // (a grant is abandoned).
 func (c *conn) queueResult(r *request, res engine.AcquireResult) bool {
-	c.mu.Lock()
-	if c.closed || len(c.queue)+c.chained >= c.s.cfg.MaxQueue {
-		full := !c.closed
-		c.mu.Unlock()
-		if full {
-			c.overflow()
-		}
+	if !c.push(answer{r: r, res: res}) {
 		res.Abandon()
 		return false
 	}
-	c.queue = append(c.queue, answer{r: r, res: res})
-	c.mu.Unlock()
-	c.poke()
 	return true
 }
 
