@@ -648,3 +648,33 @@ func TestOverlongLineErrorArrivesBeforeTheClose(t *testing.T) {
 		}
 	}
 }
+
+// holdingGate serves but holds back every grant, as a cluster node that
+// has just resumed from a pause does (cluster.Node.HoldsBack).
+type holdingGate struct{}
+
+func (holdingGate) Serving() bool         { return true }
+func (holdingGate) HoldsBack(uint64) bool { return true }
+func (holdingGate) ActiveNative() string  { return "" }
+
+// A grant held back is answered E unavailable. Without an id nobody can
+// ever claim it, so it is released at once (as over HTTP), not held by
+// nobody for its lease; with an id it stays for the repeat.
+func TestHeldBackGrant(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{Gate: holdingGate{}})
+	c := e.dial()
+	c.send("A anon 60 -")
+	if got := c.read(); !strings.HasPrefix(got, "A anon E unavailable ") {
+		t.Fatalf("held-back grant without id: %q", got)
+	}
+	if li, _ := e.eng.Status("anon"); li.Holder != nil {
+		t.Fatalf("a held-back grant nobody can claim still holds the key: %+v", li.Holder)
+	}
+	c.send("A keyed 60 - id=retry-1")
+	if got := c.read(); !strings.HasPrefix(got, "A keyed E unavailable ") {
+		t.Fatalf("held-back grant with id: %q", got)
+	}
+	if li, _ := e.eng.Status("keyed"); li.Holder == nil {
+		t.Fatal("a held-back grant with an id was not kept for its repeat")
+	}
+}

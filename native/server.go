@@ -793,10 +793,15 @@ func (c *conn) settle(a *answer) (restart bool) {
 		c.observe(r.op, outcome, r.start)
 	case c.s.cfg.Gate != nil && c.s.cfg.Gate.HoldsBack(g.Token):
 		// As handlers: granted by this node's own timers the moment it
-		// resumed from a pause. The client is told to retry; the grant
-		// stays for a repeat with the same id, or its lease ends it.
+		// resumed from a pause (Gate.HoldsBack). The client is told to
+		// retry; the grant stays for a repeat with the same id.
 		*a = errorLine(r.op, r.rawKey, api.CodeUnavailable, "this node has just resumed from a pause and does not know yet whether it is still the active; retry")
 		c.observe(r.op, api.CodeUnavailable, r.start)
+		if r.id == "" {
+			// As handlers: nobody can ever claim a grant without an id,
+			// so it is released at once, not held for its lease.
+			c.s.eng.Abandon(g, "")
+		}
 	default:
 		line := append(append(append(c.scratch[:0], "A "...), r.rawKey...), " OK "...)
 		a.line = appendGrant(line, g)
