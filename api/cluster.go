@@ -66,8 +66,10 @@ type PeerView struct {
 	URL string `json:"url"`
 	// Priority is the node's place in the peers list: 0 is the highest.
 	Priority int `json:"priority"`
-	// Role is the node's last known role: RoleActive or RoleStandby, or ""
-	// when never heard from.
+	// Role is the node's role as its last status said, while it is Live:
+	// RoleActive or RoleStandby. It is "" when the node was never heard
+	// from or is not Live: a silent node's last role is not reported, so a
+	// former active that died is never shown as a second active.
 	Role string `json:"role"`
 	// Live reports whether the node was heard from within the failover
 	// timeout.

@@ -552,7 +552,9 @@ func (n *Node) View() api.ClusterView {
 	for _, p := range n.peers {
 		pv := api.PeerView{URL: p.url, Priority: p.priority, Live: n.live(p, now)}
 		if p.heard {
-			pv.Role = p.status.Role
+			if pv.Live {
+				pv.Role = p.status.Role
+			}
 			c := p.contact
 			pv.LastContact = &c
 			pv.LastIndex = p.status.LastIndex

@@ -452,6 +452,16 @@ func TestMemFailoverWhenTheActiveIsCutOff(t *testing.T) {
 
 	c.isolate(0, true)
 	c.waitActive(1, 1, 2)
+	// The new active's view shows one active: the silent former active has
+	// no role, whatever it last said.
+	for _, p := range c.nodes[1].node.View().Peers {
+		switch {
+		case p.Priority == 0 && (p.Live || p.Role != ""):
+			t.Errorf("node 1's view of the cut-off node 0: live=%v role=%q, want not live and no role", p.Live, p.Role)
+		case p.Priority == 1 && p.Role != api.RoleActive:
+			t.Errorf("node 1's view of itself: role %q, want %q", p.Role, api.RoleActive)
+		}
+	}
 	if got := c.holds(1, "before"); got != before.Token {
 		t.Fatalf("the new active holds %q with token %d, want %d", "before", got, before.Token)
 	}
