@@ -377,6 +377,68 @@ func TestGroupCommitGathersTheNextBatch(t *testing.T) {
 	if st := l.Stats(); st.GatherTime <= 0 || st.FsyncTime <= 0 {
 		t.Fatalf("stats %+v: want the gathering's and the fsyncs' time counted", st)
 	}
+	if st := l.Stats(); st.GatherTimeouts != 0 {
+		t.Fatalf("stats %+v: the gathering ended with its batch, not by running out of time", st)
+	}
+}
+
+// TestGroupCommitGatheringRunsOut: a leader whose expected batch never
+// comes fsyncs what it has once gatherFor has passed, and the gathering
+// is counted as one that ran out.
+func TestGroupCommitGatheringRunsOut(t *testing.T) {
+	defer func(f func(time.Duration) time.Duration) { gatherFor = f }(gatherFor)
+	gatherFor = func(time.Duration) time.Duration { return time.Nanosecond }
+	fs := &faults{}
+	cfg := testConfig(t, t.TempDir())
+	cfg.Sync, cfg.WrapFile = SyncAlways, fs.wrap
+	cfg.SyncInterval = time.Hour
+	l := mustOpen(t, cfg)
+	defer l.Close()
+	// Batch 1: 4 records in one fsync, which ends with their 4 Waits in.
+	gate := make(chan struct{})
+	fs.mu.Lock()
+	fs.syncGate = gate
+	fs.mu.Unlock()
+	var idx []uint64
+	for i := 1; i <= 4; i++ {
+		x, err := l.Append(rec(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx = append(idx, x)
+	}
+	errs := make(chan error, len(idx))
+	for _, x := range idx {
+		go func() { errs <- l.Wait(x) }()
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Microsecond) {
+		l.mu.Lock()
+		n := l.waiters
+		l.mu.Unlock()
+		if n == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("4 Waits: not after 10 s; stats %+v", l.Stats())
+		}
+	}
+	fs.mu.Lock()
+	fs.syncGate = nil
+	fs.mu.Unlock()
+	close(gate)
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := l.Stats(); st.Fsyncs != 1 || st.GatherTimeouts != 0 {
+		t.Fatalf("stats %+v: want 1 fsync, no gathering", st)
+	}
+	// One client comes back; the other three never do.
+	appendWait(t, l, rec(5))
+	if st := l.Stats(); st.Fsyncs != 2 || st.RecordsSynced != 5 || st.GatherTimeouts != 1 {
+		t.Fatalf("stats %+v: want the lone record fsynced after a gathering that ran out", st)
+	}
 }
 
 // Under free-running concurrency (no gate) fsyncs are still shared.

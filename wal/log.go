@@ -114,9 +114,14 @@ type Stats struct {
 	// GatherTime is the wall time SyncAlways writers waited for the
 	// records of a batch before its write and fsync (see gather).
 	GatherTime time.Duration
-	Failures   uint64 // times the log went from healthy to failed
-	Recoveries uint64 // times it became healthy again
-	Healthy    bool   // writes succeed now
+	// GatherTimeouts counts the gatherings that ran out of time
+	// (gatherFor) before the Waits or records they expected were there:
+	// that batch left without some of the clients of the one before,
+	// which then came during its fsync and waited for it to end.
+	GatherTimeouts uint64
+	Failures       uint64 // times the log went from healthy to failed
+	Recoveries     uint64 // times it became healthy again
+	Healthy        bool   // writes succeed now
 }
 
 // RecordsPerWrite is the mean batch of a write(2).
@@ -706,14 +711,19 @@ func (l *Log) gather() {
 	start := time.Now()
 	t := time.NewTimer(gatherFor(l.lastFsync))
 	l.mu.Unlock()
+	timedOut := false
 	select {
 	case <-ch:
 	case <-t.C:
+		timedOut = true
 	case <-l.stop:
 	}
 	t.Stop()
 	l.mu.Lock()
 	l.stats.GatherTime += time.Since(start)
+	if timedOut {
+		l.stats.GatherTimeouts++
+	}
 	if l.gatherCh == ch {
 		l.gatherCh = nil
 	}

@@ -14,6 +14,7 @@ var logCounters = []string{
 	"baton_log_writes_total", "baton_log_records_written_total",
 	"baton_log_fsyncs_total", "baton_log_records_synced_total",
 	"baton_log_fsync_seconds_total", "baton_log_gather_seconds_total",
+	"baton_log_gather_timeouts_total",
 }
 
 // counterWindow reads the counters names from GET /metrics on addr at
@@ -61,16 +62,18 @@ func counterWindow(ctx context.Context, addr string, names []string, optional []
 // logBatchWindow reads the node's log counters over the window
 // (counterWindow) and returns a function that adds to r:
 // log_records_per_write and, when the node fsynced, log_records_per_fsync,
-// log_fsync_us (the mean fsync) and log_gather_us (the mean time its
+// log_fsync_us (the mean fsync), log_gather_us (the mean time its
 // writer waited for the records of a batch before an fsync, fsync:
-// always). Nothing is added when a reading fails or the target is not
-// baton.
+// always) and log_gather_timeout_pct (the share of fsyncs whose
+// gathering ran out of time before its batch was there). Nothing is
+// added when a reading fails or the target is not baton.
 func logBatchWindow(ctx context.Context, tgt *target, start, end int64) func(r *Result) {
 	if tgt.name != "baton" {
 		return func(*Result) {}
 	}
-	// The time counters came later than the batch counters.
-	window := counterWindow(ctx, tgt.addr, logCounters, []bool{4: true, 5: true}, start, end)
+	// The time counters came later than the batch counters, the
+	// gatherings that ran out later still.
+	window := counterWindow(ctx, tgt.addr, logCounters, []bool{4: true, 5: true, 6: true}, start, end)
 	return func(r *Result) {
 		d, ok := window()
 		if !ok {
@@ -84,6 +87,9 @@ func logBatchWindow(ctx context.Context, tgt *target, start, end int64) func(r *
 			if !math.IsNaN(d[4]) {
 				r.set("log_fsync_us", 1e6*d[4]/d[2])
 				r.set("log_gather_us", 1e6*d[5]/d[2])
+			}
+			if !math.IsNaN(d[6]) {
+				r.set("log_gather_timeout_pct", 100*d[6]/d[2])
 			}
 		}
 	}

@@ -447,13 +447,15 @@ var (
 		"Wall time spent in the log's fsyncs; divided by baton_log_fsyncs_total, the mean fsync (the disk's, under fsync always the bound of a change's answer).", nil, nil)
 	walGatherSecondsDesc = prometheus.NewDesc("baton_log_gather_seconds_total",
 		"Under fsync always: wall time the log's writers waited for the records of a batch before its write and fsync (group commit).", nil, nil)
+	walGatherTimeoutsDesc = prometheus.NewDesc("baton_log_gather_timeouts_total",
+		"Under fsync always: gatherings that ran out of time before the changes they waited for came (the batch left without them); divided by baton_log_fsyncs_total, the share of batches that did.", nil, nil)
 	walFailuresDesc = prometheus.NewDesc("baton_log_failures_total",
 		"Times the log went from writing to failing (disk full, I/O error).", nil, nil)
 )
 
 func (c walCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{walHealthyDesc, walRecordsDesc, walWritesDesc, walFsyncsDesc,
-		walBytesDesc, walRecordsWrittenDesc, walRecordsSyncedDesc, walFsyncSecondsDesc, walGatherSecondsDesc, walFailuresDesc} {
+		walBytesDesc, walRecordsWrittenDesc, walRecordsSyncedDesc, walFsyncSecondsDesc, walGatherSecondsDesc, walGatherTimeoutsDesc, walFailuresDesc} {
 		ch <- d
 	}
 }
@@ -471,7 +473,8 @@ func (c walCollector) Collect(ch chan<- prometheus.Metric) {
 	}{
 		{walRecordsDesc, s.Records}, {walWritesDesc, s.Writes}, {walFsyncsDesc, s.Fsyncs},
 		{walBytesDesc, s.Bytes}, {walRecordsWrittenDesc, s.RecordsWritten},
-		{walRecordsSyncedDesc, s.RecordsSynced}, {walFailuresDesc, s.Failures},
+		{walRecordsSyncedDesc, s.RecordsSynced}, {walGatherTimeoutsDesc, s.GatherTimeouts},
+		{walFailuresDesc, s.Failures},
 	} {
 		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
 	}

@@ -48,7 +48,8 @@ func TestNodeOpenClose(t *testing.T) {
 		t.Fatalf("baton_log_healthy = %v (present %v), want 1", v, ok)
 	}
 	for _, m := range []string{"baton_log_records_total", "baton_log_writes_total", "baton_log_fsyncs_total", "baton_log_records_synced_total",
-		"baton_log_fsync_seconds_total", "baton_log_gather_seconds_total"} {
+		"baton_log_fsync_seconds_total", "baton_log_gather_seconds_total",
+		"baton_log_gather_timeouts_total"} {
 		if _, ok := metrics[m]; !ok {
 			t.Errorf("%s missing from /metrics", m)
 		}
