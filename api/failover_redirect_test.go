@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bufio"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -154,5 +155,88 @@ func TestNativeThroughStaleMoves(t *testing.T) {
 	}
 	if st := status(t, hc, "k"); st.Holder != nil {
 		t.Fatalf("still held after the release: %+v", st.Holder)
+	}
+}
+
+// A release attempt that got no answer within its bound (a new active
+// waiting for its standbys' acknowledgements right after a failover) makes
+// the next attempts avoid that node; a standby's 307 naming it must lift
+// that, or every later attempt goes to the standby and is redirected
+// again until ReleaseTimeout (seen in a 3-node kill -9: 187 redirects in
+// 4 s, then "not confirmed", the lock held for its lease).
+func TestReleaseFollowsRedirectToAvoidedNode(t *testing.T) {
+	var stalled atomic.Bool
+	active := startServer(t, engine.Config{}, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodDelete && !stalled.Swap(true) {
+				<-r.Context().Done() // no answer: the attempt's bound ends it
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	standby, _ := staleStandby(t, active.URL, 0)
+	c := newClient(t, func(c *api.Config) { c.ReleaseRetry = 10 * time.Millisecond }, standby.URL)
+	ctx := ctxBound(t)
+	l, err := c.Acquire(ctx, "k", api.WithLease(time.Minute)) // followed to the active
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if !stalled.Load() {
+		t.Fatal("the first release attempt did not reach the active")
+	}
+	if st := status(t, c, "k"); st.Holder != nil {
+		t.Fatalf("still held after the release: %+v", st.Holder)
+	}
+}
+
+// The same over the native protocol: a release attempt the active left
+// unanswered, then M answers naming that active, reach it again.
+func TestNativeReleaseFollowsMoveToAvoidedNode(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var releases atomic.Int64
+	serve := func(nc net.Conn) {
+		defer nc.Close()
+		br := bufio.NewReader(nc)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			f := strings.Fields(line)
+			switch {
+			case len(f) > 1 && f[0] == "A":
+				_, _ = nc.Write([]byte(grantLine(f[1], 7) + "\n"))
+			case len(f) > 1 && f[0] == "R" && releases.Add(1) > 1:
+				_, _ = nc.Write([]byte("R " + f[1] + " OK\n"))
+			}
+			// The first release is left unanswered.
+		}
+	}
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serve(nc)
+		}
+	}()
+	base, _ := startStaleNativeStandby(t, ln.Addr().String())
+	c := newClient(t, func(c *api.Config) { c.ReleaseRetry = 10 * time.Millisecond }, base)
+	ctx := ctxBound(t)
+	l, err := c.Acquire(ctx, "k") // moved to the (fake) active
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("release: %v (%d release lines reached the active)", err, releases.Load())
 	}
 }

@@ -534,6 +534,9 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 				if pathQuery, err = c.redirect(s, pathQuery, r); err != nil {
 					return err
 				}
+				// The node named is the one to ask, even if an attempt
+				// there went unanswered before (avoid would skip it).
+				avoid = nil
 				continue
 			case r.status == http.StatusNotFound || r.status == http.StatusConflict:
 				if ambiguous {

@@ -877,6 +877,9 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 				if err := c.nmove(s, a.Addr); err != nil {
 					return err
 				}
+				// The node named is the one to ask, even if an attempt
+				// there went unanswered before (avoid would skip it).
+				avoid = nil
 				continue
 			case a.Code == CodeNotHeld || a.Code == CodeNotHolder:
 				if ambiguous {
