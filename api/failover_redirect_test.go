@@ -193,8 +193,9 @@ func TestReleaseFollowsRedirectToAvoidedNode(t *testing.T) {
 	}
 }
 
-// The same over the native protocol: a release attempt the active left
-// unanswered, then M answers naming that active, reach it again.
+// The same over the native protocol: after a release attempt the active
+// did not answer within its bound, M answers naming that active reach it
+// again.
 func TestNativeReleaseFollowsMoveToAvoidedNode(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -214,10 +215,14 @@ func TestNativeReleaseFollowsMoveToAvoidedNode(t *testing.T) {
 			switch {
 			case len(f) > 1 && f[0] == "A":
 				_, _ = nc.Write([]byte(grantLine(f[1], 7) + "\n"))
-			case len(f) > 1 && f[0] == "R" && releases.Add(1) > 1:
+			case len(f) > 1 && f[0] == "R":
+				if releases.Add(1) == 1 {
+					// The first release is answered only after its
+					// attempt's bound (1 s): in order, as a node does.
+					time.Sleep(1500 * time.Millisecond)
+				}
 				_, _ = nc.Write([]byte("R " + f[1] + " OK\n"))
 			}
-			// The first release is left unanswered.
 		}
 	}
 	go func() {
