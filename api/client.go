@@ -938,6 +938,14 @@ func (c *Client) redirect(s *slot, pathQuery string, r *response) (string, error
 // maxRedirects bounds the 307s one call follows.
 const maxRedirects = 10
 
+// redirectPause is how long an acquire or a release waits before it
+// follows redirects again after maxRedirects of them in a row: during a
+// failover a standby still names the dead active until it has seen the
+// promotion (about failover_timeout), so running out of redirects then is
+// a failover in progress, retried like a 503 (an acquire for
+// failoverPatience, a release within ReleaseTimeout), not a final error.
+const redirectPause = 100 * time.Millisecond
+
 // failoverPatience is how long an acquire goes on asking while the nodes
 // answer that no active node is known (503 unavailable over HTTP, E
 // unavailable over the native protocol): a failover takes

@@ -244,7 +244,17 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			return c.newLock(r, sent)
 		case http.StatusTemporaryRedirect:
 			if redirects++; redirects > maxRedirects {
-				return nil, fmt.Errorf("baton: acquire %q: more than %d redirects", key, maxRedirects)
+				// The nodes still name an active that does not answer
+				// (a failover in progress): like a 503, another round
+				// after a pause, for failoverPatience.
+				if !unavailableFor(&unavailableSince) {
+					return nil, fmt.Errorf("%w: acquire %q: more than %d redirects", ErrUnavailable, key, maxRedirects)
+				}
+				if err := sleep(ctx, redirectPause); err != nil {
+					c.settleAcquire(pathQuery, hdr, 0)
+					return nil, err
+				}
+				redirects = 0
 			}
 			if pathQuery, err = c.redirect(s, pathQuery, r); err != nil {
 				return nil, err
@@ -514,11 +524,19 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 				return nil
 			case r.status == http.StatusTemporaryRedirect:
 				if redirects++; redirects > maxRedirects {
-					return fmt.Errorf("baton: release %q: more than %d redirects", key, maxRedirects)
+					// The nodes still name an active that does not
+					// answer (a failover in progress): retried after
+					// the pause, within ReleaseTimeout.
+					err = fmt.Errorf("%w: release %q: more than %d redirects", ErrUnavailable, key, maxRedirects)
+					redirects = 0
+					break
 				}
 				if pathQuery, err = c.redirect(s, pathQuery, r); err != nil {
 					return err
 				}
+				// The node named is the one to ask, even if an attempt
+				// there went unanswered before (avoid would skip it).
+				avoid = nil
 				continue
 			case r.status == http.StatusNotFound || r.status == http.StatusConflict:
 				if ambiguous {

@@ -697,7 +697,17 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			return nil, &StatusError{Code: CodeTimeout, Message: "the wait ran out before the lock was granted; nothing is held"}
 		case nline.Moved:
 			if redirects++; redirects > maxRedirects {
-				return nil, fmt.Errorf("baton: acquire %q: more than %d redirects", key, maxRedirects)
+				// The nodes still name an active that does not answer
+				// (a failover in progress): like E unavailable, another
+				// round after a pause, for failoverPatience.
+				if !unavailableFor(&unavailableSince) {
+					return nil, fmt.Errorf("%w: acquire %q: more than %d redirects", ErrUnavailable, key, maxRedirects)
+				}
+				if err := sleep(ctx, redirectPause); err != nil {
+					c.nsettle(q, nil)
+					return nil, err
+				}
+				redirects = 0
 			}
 			if err := c.nmove(s, a.Addr); err != nil {
 				return nil, err
@@ -857,11 +867,19 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 				return nil
 			case a.Outcome == nline.Moved:
 				if redirects++; redirects > maxRedirects {
-					return fmt.Errorf("baton: release %q: more than %d redirects", key, maxRedirects)
+					// The nodes still name an active that does not
+					// answer (a failover in progress): retried after
+					// the pause, within ReleaseTimeout.
+					err = fmt.Errorf("%w: release %q: more than %d redirects", ErrUnavailable, key, maxRedirects)
+					redirects = 0
+					break
 				}
 				if err := c.nmove(s, a.Addr); err != nil {
 					return err
 				}
+				// The node named is the one to ask, even if an attempt
+				// there went unanswered before (avoid would skip it).
+				avoid = nil
 				continue
 			case a.Code == CodeNotHeld || a.Code == CodeNotHolder:
 				if ambiguous {

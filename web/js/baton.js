@@ -38,7 +38,7 @@ function lockPath(key) {
   if (typeof key !== 'string' || key === '') {
     throw new BatonError(400, 'invalid_argument', 'key must be a non-empty string', 'key');
   }
-  return '/locks/' + key.split('/').map(encodeURIComponent).join('/');
+  return '/locks/' + (/(^|\/)\.\.?(\/|$)/.test(key) ? encodeURIComponent(key) : key.split('/').map(encodeURIComponent).join('/'));
 }
 
 /** @param {Record<string, unknown>} params */
