@@ -657,11 +657,14 @@ func (c *conn) flushNow(reader bool) {
 // the socket cannot take now stays in c.out for the writer, which is
 // woken.
 func (c *conn) turn(block bool) {
-	// The writer lets the goroutines that are about to answer (releases
-	// handing on, the reader's next line) run once before it writes:
-	// their answers then leave in the same write. The reader's turn
-	// comes when it has nothing more to read.
-	yielded := !block
+	if block {
+		// The writer lets the goroutines that are about to answer
+		// (releases handing on, the reader's next line) run once before
+		// it takes the queue: their answers, and their log records, then
+		// leave in the same writes. The reader's turn comes when it has
+		// nothing more to read.
+		runtime.Gosched()
+	}
 	for c.werr == nil {
 		c.mu.Lock()
 		if len(c.queue) == 0 {
@@ -670,12 +673,6 @@ func (c *conn) turn(block bool) {
 				c.mu.Unlock()
 				c.putOut()
 				return
-			}
-			if !yielded {
-				c.mu.Unlock()
-				runtime.Gosched()
-				yielded = true
-				continue
 			}
 			c.mu.Unlock()
 			if !c.flushOut(block) {
@@ -720,7 +717,8 @@ func (c *conn) format(batch []answer) {
 	// lower one is written too. (A grant's own wait, in settle, then
 	// returns at once; if the log fails, each answer learns it from its
 	// own wait.)
-	logErr := c.s.eng.WaitLogged(max(top, topGrant))
+	// The batch is gathered: the log's writer need not wait for more.
+	logErr := c.s.eng.WaitLoggedGathered(max(top, topGrant))
 	for i := range batch {
 		a := &batch[i]
 		if a.logged > 0 {
