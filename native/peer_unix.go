@@ -5,6 +5,7 @@ package native
 import (
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"syscall"
 )
@@ -101,4 +102,63 @@ func (p *peeker) peerGone() bool {
 	p.gone = false
 	_ = p.rc.Control(p.peek)
 	return p.gone
+}
+
+// sockReader is the reader's source on a direct connection: it reads the
+// socket through its raw connection and, when a read finds no bytes
+// waiting (EAGAIN), calls idle before it waits for more, once per Read.
+// The reader flushes its answers there: the read that found nothing is
+// also the check that the client had not closed its side (that reads 0
+// bytes, not EAGAIN), which saves the peek before the write. Bytes that
+// arrive while idle runs wake the wait at once (the poller was armed
+// before the read).
+type sockReader struct {
+	rc    syscall.RawConn
+	idle  func()
+	read  func(fd uintptr) bool
+	p     []byte
+	n     int
+	err   error
+	idled bool
+}
+
+// newSockReader returns p's sockReader (p must be direct) calling idle.
+func newSockReader(p *peeker, idle func()) io.Reader {
+	s := &sockReader{rc: p.rc, idle: idle}
+	s.read = func(fd uintptr) bool {
+		for {
+			n, err := syscall.Read(int(fd), s.p)
+			switch {
+			case err == syscall.EINTR:
+				continue
+			case err == syscall.EAGAIN:
+				if !s.idled {
+					s.idled = true
+					s.idle()
+				}
+				return false // wait
+			case err != nil:
+				s.err = err
+			case n == 0:
+				s.err = io.EOF
+			default:
+				s.n = n
+			}
+			return true
+		}
+	}
+	return s
+}
+
+func (s *sockReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	s.p, s.n, s.err, s.idled = p, 0, nil, false
+	if err := s.rc.Read(s.read); err != nil {
+		s.p = nil
+		return 0, err
+	}
+	s.p = nil
+	return s.n, s.err
 }

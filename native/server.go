@@ -29,7 +29,6 @@ package native
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -290,7 +289,11 @@ type conn struct {
 	chains     map[string]*request
 	chained    int  // requests waiting their turn in chains
 	overflowed bool // closed for a full queue from done (logged by the writer)
-	wake       chan struct{}
+	// idling: the reader is flushing from inside its read of the socket
+	// (sockReader's idle), which holds the socket: Close would wait for
+	// it.
+	idling atomic.Bool
+	wake   chan struct{}
 
 	// writing: someone holds the writing role (wmu) and looks at the
 	// queue again before it lets go; reading: the reader is dispatching
@@ -361,7 +364,6 @@ func (s *Server) newConn(nc net.Conn) *conn {
 func (c *conn) readLoop() {
 	defer c.s.wg.Done()
 	defer c.cancel()
-	br := bufio.NewReaderSize(c.nc, MaxLine+2)
 	authed := len(c.s.auth) == 0
 	// inBatch: c.reading is set, the answers of the lines read so far
 	// wait for flushFromReader (a connection the reader can write to
@@ -372,13 +374,21 @@ func (c *conn) readLoop() {
 		c.reading = false
 		c.mu.Unlock()
 	}()
+	var src io.Reader = c.nc
+	if c.peer.direct {
+		// Every complete line read is dispatched and the socket has no
+		// more bytes: their answers leave now, before the reader waits.
+		src = newSockReader(c.peer, func() {
+			if inBatch {
+				inBatch = false
+				c.idling.Store(true)
+				c.flushFromReader()
+				c.idling.Store(false)
+			}
+		})
+	}
+	br := bufio.NewReaderSize(src, MaxLine+2)
 	for {
-		if inBatch && (br.Buffered() == 0 || bytes.IndexByte(peekBuffered(br), '\n') < 0) {
-			// Every complete line read is dispatched: their answers
-			// leave now, before the reader waits for more.
-			inBatch = false
-			c.flushFromReader()
-		}
 		line, err := br.ReadSlice('\n')
 		if err != nil {
 			if errors.Is(err, bufio.ErrBufferFull) {
@@ -445,12 +455,6 @@ func (c *conn) readLoop() {
 			return
 		}
 	}
-}
-
-// peekBuffered returns the bytes br holds, without consuming them.
-func peekBuffered(br *bufio.Reader) []byte {
-	b, _ := br.Peek(br.Buffered())
-	return b
 }
 
 // fatal queues an error line and ends the connection after it: nothing
@@ -521,7 +525,13 @@ func (c *conn) overflow() {
 		return
 	}
 	c.s.log.Warn("native connection closed: it does not read its answers", "remote", c.nc.RemoteAddr().String(), "queued", c.s.cfg.MaxQueue)
-	c.nc.Close()
+	if c.idling.Load() {
+		// Maybe on the reader, inside its read of the socket (idle),
+		// which Close would wait for.
+		go c.nc.Close()
+	} else {
+		c.nc.Close()
+	}
 	c.cancel()
 }
 
@@ -548,7 +558,7 @@ func (c *conn) writeLoop() {
 		c.mu.Lock()
 		c.writing = true
 		c.mu.Unlock()
-		c.turn(true)
+		c.turn(true, false)
 		failed := c.werr != nil
 		c.wmu.Unlock()
 		if failed {
@@ -645,7 +655,9 @@ func (c *conn) flushNow(reader bool) {
 	}
 	c.writing = true
 	c.mu.Unlock()
-	c.turn(false)
+	// The reader comes from a read that found the socket empty and not
+	// closed: its first write needs no peek.
+	c.turn(false, reader)
 	c.wmu.Unlock()
 }
 
@@ -655,8 +667,9 @@ func (c *conn) flushNow(reader bool) {
 // then (or on a write error, which ends the connection). With block
 // false (the reader's turn) the write does not wait for the socket: what
 // the socket cannot take now stays in c.out for the writer, which is
-// woken.
-func (c *conn) turn(block bool) {
+// woken. open: the socket was just found open (no peek before the first
+// write; see flushOut).
+func (c *conn) turn(block, open bool) {
 	if block {
 		// The writer lets the goroutines that are about to answer
 		// (releases handing on, the reader's next line) run once before
@@ -675,7 +688,9 @@ func (c *conn) turn(block bool) {
 				return
 			}
 			c.mu.Unlock()
-			if !c.flushOut(block) {
+			wrote := c.flushOut(block, open)
+			open = false
+			if !wrote {
 				// The socket is full: the writer goes on.
 				c.mu.Lock()
 				c.writing = false
@@ -762,9 +777,11 @@ func (c *conn) format(batch []answer) {
 // much as the socket takes now. It reports whether all of it was
 // written; a write error sets c.werr and ends the connection. The grants
 // in it are delivered once it is all written, abandoned if it fails.
-func (c *conn) flushOut(block bool) bool {
+// Unless open (the socket was just read and found open), it peeks at the
+// socket first when it writes grants.
+func (c *conn) flushOut(block, open bool) bool {
 	out := *c.out
-	if len(c.pending) > 0 && c.peer.peerGone() {
+	if len(c.pending) > 0 && !open && c.peer.peerGone() {
 		// The client went away as these grants were made: the reader has
 		// not seen it yet, a write would still succeed.
 		c.werr = errPeerGone
