@@ -136,6 +136,50 @@ func TestMemSyncStandbysDegradeAndRecover(t *testing.T) {
 	}
 }
 
+// With sync_standbys 1, a release waited for by Engine.WaitLoggedGathered
+// (the native server's one wait for a batch: cluster.SyncLog.WaitGathered)
+// is on the standby when the wait returns, as with Wait; with the standby
+// cut off, the wait returns only once the active has gone on without it
+// (degraded).
+func TestMemSyncStandbysGatheredWait(t *testing.T) {
+	c := newMemCluster(t, 2, func(cfg *Config) { cfg.SyncStandbys, cfg.SyncTimeout = 1, 300*time.Millisecond })
+	c.start(0, 1)
+	c.waitActive(0)
+	eng := c.nodes[0].eng
+	release := func(k string) {
+		t.Helper()
+		g := c.grant(0, k)
+		idx, err := eng.ReleaseNoWait(k, g.Token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := eng.WaitLoggedGathered(idx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []string{"a", "b", "c"} {
+		release(k)
+		if got := c.holds(1, k); got != 0 {
+			t.Fatalf("%s: release waited for before the standby had it (it holds %d)", k, got)
+		}
+	}
+	if st := c.nodes[0].node.ReplicationStats(); st.Degraded || st.Degradations != 0 {
+		t.Fatalf("degraded with its standby there: %+v", st)
+	}
+	g := c.grant(0, "while-cut")
+	c.isolate(1, true)
+	idx, err := eng.ReleaseNoWait("while-cut", g.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.WaitLoggedGathered(idx); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.nodes[0].node.ReplicationStats(); !st.Degraded {
+		t.Fatalf("the wait returned with the standby cut off and the active not degraded: %+v", st)
+	}
+}
+
 // Promotion never with less: with sync_standbys 1, the active's link to
 // the standby of highest priority is cut, so only the other standby
 // acknowledges the last grant; then the active dies. The highest-priority

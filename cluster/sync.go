@@ -42,10 +42,27 @@ func (l *SyncLog) Wait(index uint64) error {
 	if err := l.Log.Wait(index); err != nil {
 		return err
 	}
+	l.acked(index)
+	return nil
+}
+
+// WaitGathered is Wait over wal.Log.WaitGathered (engine.GatheredWaiter):
+// it waits for the standbys' acknowledgements as Wait does (the method
+// wal.Log would lend SyncLog otherwise skips them).
+func (l *SyncLog) WaitGathered(index uint64) error {
+	if err := l.Log.WaitGathered(index); err != nil {
+		return err
+	}
+	l.acked(index)
+	return nil
+}
+
+// acked waits, on the active with sync_standbys, for the standbys'
+// acknowledgements of index (waitAcked).
+func (l *SyncLog) acked(index uint64) {
 	if n := l.node.Load(); n != nil && n.cfg.SyncStandbys > 0 {
 		n.waitAcked(index)
 	}
-	return nil
 }
 
 // ackedBy counts the standbys (by URL) that acknowledged index.

@@ -83,6 +83,31 @@ func (e *Engine) WaitLogged(idx LogIndex) error {
 	return e.waitLogged(uint64(idx))
 }
 
+// GatheredWaiter is a Log that can also wait for a record without
+// batching on its own behalf (wal.Log, cluster.SyncLog): WaitGathered is
+// Wait for a caller that has gathered what it waits for itself, whose
+// write need not wait for other goroutines' records first. A Log that
+// wraps another must define it itself (or hide it), or its own Wait's
+// rules are bypassed.
+type GatheredWaiter interface {
+	WaitGathered(index uint64) error
+}
+
+// WaitLoggedGathered is WaitLogged for a caller that waits once for a
+// batch of changes it gathered itself (the native server's answers): with
+// a Log that is a GatheredWaiter its write starts at once, without the
+// Log's own batching. Its results are WaitLogged's.
+func (e *Engine) WaitLoggedGathered(idx LogIndex) error {
+	gw, ok := e.log.(GatheredWaiter)
+	if idx == 0 || !ok {
+		return e.waitLogged(uint64(idx))
+	}
+	if err := gw.WaitGathered(uint64(idx)); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotWritten, err)
+	}
+	return nil
+}
+
 // waitLogged waits until the change at log index idx is written; 0 (no
 // log) returns at once. s.mu is not held.
 func (e *Engine) waitLogged(idx uint64) error {

@@ -5,6 +5,7 @@ package native
 import (
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"syscall"
 )
@@ -17,14 +18,24 @@ type peeker struct {
 	rc   syscall.RawConn // nil: not a socket; peerGone is false
 	peek func(fd uintptr)
 	gone bool // peek's result
+
+	// direct: the connection is the socket itself (not TLS), which
+	// writeNow writes to without waiting.
+	direct bool
+	write  func(fd uintptr) bool
+	buf    []byte // write's bytes, then the ones it did not write
+	wrote  int    // write's results
+	werr   error
 }
 
 // newPeeker returns the peeker of nc. With TLS it peeks under the TLS
 // layer: a close_notify alert counts as data, the FIN after it as gone.
 func newPeeker(nc net.Conn) *peeker {
 	p := &peeker{}
+	direct := true
 	if tc, ok := nc.(*tls.Conn); ok {
 		nc = tc.NetConn()
+		direct = false
 	}
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
@@ -40,7 +51,42 @@ func newPeeker(nc net.Conn) *peeker {
 		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		p.gone = (n == 0 && err == nil) || errors.Is(err, syscall.ECONNRESET)
 	}
+	if _, ok := nc.(*net.TCPConn); ok && direct {
+		p.direct = true
+		p.write = func(fd uintptr) bool {
+			for p.wrote < len(p.buf) {
+				n, err := syscall.Write(int(fd), p.buf[p.wrote:])
+				if n > 0 {
+					p.wrote += n
+				}
+				if err == syscall.EINTR {
+					continue
+				}
+				if err == syscall.EAGAIN {
+					break
+				}
+				if err != nil {
+					p.werr = err
+					break
+				}
+			}
+			return true // never wait for the socket
+		}
+	}
 	return p
+}
+
+// writeNow writes as much of b as the socket takes without waiting (the
+// connection must be direct): the bytes written, and an error that ends
+// the connection.
+func (p *peeker) writeNow(b []byte) (int, error) {
+	p.buf, p.wrote, p.werr = b, 0, nil
+	if err := p.rc.Write(p.write); err != nil {
+		p.werr = err
+	}
+	n, err := p.wrote, p.werr
+	p.buf = nil
+	return n, err
 }
 
 // peerGone reports whether the client has closed its side of the
@@ -56,4 +102,63 @@ func (p *peeker) peerGone() bool {
 	p.gone = false
 	_ = p.rc.Control(p.peek)
 	return p.gone
+}
+
+// sockReader is the reader's source on a direct connection: it reads the
+// socket through its raw connection and, when a read finds no bytes
+// waiting (EAGAIN), calls idle before it waits for more, once per Read.
+// The reader flushes its answers there: the read that found nothing is
+// also the check that the client had not closed its side (that reads 0
+// bytes, not EAGAIN), which saves the peek before the write. Bytes that
+// arrive while idle runs wake the wait at once (the poller was armed
+// before the read).
+type sockReader struct {
+	rc    syscall.RawConn
+	idle  func()
+	read  func(fd uintptr) bool
+	p     []byte
+	n     int
+	err   error
+	idled bool
+}
+
+// newSockReader returns p's sockReader (p must be direct) calling idle.
+func newSockReader(p *peeker, idle func()) io.Reader {
+	s := &sockReader{rc: p.rc, idle: idle}
+	s.read = func(fd uintptr) bool {
+		for {
+			n, err := syscall.Read(int(fd), s.p)
+			switch {
+			case err == syscall.EINTR:
+				continue
+			case err == syscall.EAGAIN:
+				if !s.idled {
+					s.idled = true
+					s.idle()
+				}
+				return false // wait
+			case err != nil:
+				s.err = err
+			case n == 0:
+				s.err = io.EOF
+			default:
+				s.n = n
+			}
+			return true
+		}
+	}
+	return s
+}
+
+func (s *sockReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	s.p, s.n, s.err, s.idled = p, 0, nil, false
+	if err := s.rc.Read(s.read); err != nil {
+		s.p = nil
+		return 0, err
+	}
+	s.p = nil
+	return s.n, s.err
 }

@@ -7,13 +7,20 @@
 //
 // Per connection there is one reader goroutine, which parses lines,
 // answers releases and renewals itself and starts acquires, and one writer
-// goroutine, which drains a bounded queue of answers into a buffered
-// writer and flushes it when the queue is empty, so that answers produced
-// together leave in one write. Nothing else runs per connection or per
-// request: an acquire starts with engine.AcquireFunc, and one that parks
-// is the engine's waiter plus a callback that queues its result for the
-// writer. The writer settles each acquire's result (it waits for the
-// grant's log record) before it writes the answer. A connection's
+// goroutine. Answers go through a bounded queue; whoever holds the
+// connection's writing role (one goroutine at a time) drains it into a
+// buffer and writes it when the queue is empty, so that answers produced
+// together leave in one write. On a plain TCP connection the reader
+// takes the role itself once it has dispatched every line it read (no
+// goroutine wake per answer), and a reader whose release hands a grant to
+// another connection writes that grant too; both write without waiting
+// for the socket and leave what it does not take to the writer, which
+// otherwise writes what other goroutines queue (and everything over TLS).
+// Nothing else runs per connection or per request: an acquire starts
+// with engine.AcquireFunc, and one that parks is the engine's waiter plus
+// a callback that queues its result. The role holder settles each
+// acquire's result (it waits for the grant's log record) before it writes
+// the answer. A connection's
 // acquires of the same key run one after the other, so that they are
 // answered in the order they were sent (SPEC section 2b): the second waits
 // on the connection, behind the first, and joins the key's queue when the
@@ -26,12 +33,14 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"net"
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/baton-io/baton/api"
@@ -104,6 +113,12 @@ type Server struct {
 	cancel context.CancelFunc
 	epoch  time.Time // the origin of now (with Go's monotonic reading)
 
+	// releasers: per slot of key hashes, the connection whose reader is
+	// releasing a key of that slot now and writes the grants its release
+	// hands on (see handOn).
+	releasers [releaserSlots]atomic.Pointer[conn]
+	seed      maphash.Seed
+
 	mu     sync.Mutex
 	lns    map[net.Listener]struct{}
 	conns  map[*conn]struct{}
@@ -124,7 +139,16 @@ func New(eng *engine.Engine, cfg Config) *Server {
 	s.admin = digests(cfg.AdminTokens)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.epoch = time.Now()
+	s.seed = maphash.MakeSeed()
 	return s
+}
+
+// releaserSlots is the size of Server.releasers.
+const releaserSlots = 64
+
+// releaser is the slot of Server.releasers for key.
+func (s *Server) releaser(key string) *atomic.Pointer[conn] {
+	return &s.releasers[maphash.String(s.seed, key)%releaserSlots]
 }
 
 // instant is a reading of the monotonic clock: the time since the
@@ -257,7 +281,6 @@ type conn struct {
 
 	mu     sync.Mutex
 	queue  []answer
-	spare  []answer
 	closed bool // no more answers are taken
 	linger bool // a fatal line ended the reader: close gently (see writeLoop)
 	// chains holds, per key, the connection's acquire of it that runs
@@ -266,21 +289,50 @@ type conn struct {
 	chains     map[string]*request
 	chained    int  // requests waiting their turn in chains
 	overflowed bool // closed for a full queue from done (logged by the writer)
-	wake       chan struct{}
+	// idling: the reader is flushing from inside its read of the socket
+	// (sockReader's idle), which holds the socket: Close would wait for
+	// it.
+	idling atomic.Bool
+	wake   chan struct{}
 
-	// scratch is the writer's buffer for the lines it makes (acquires'
-	// answers, and okLine's), written out before the next is made. Only
-	// the writer touches it, and peer.
+	// writing: someone holds the writing role (wmu) and looks at the
+	// queue again before it lets go; reading: the reader is dispatching
+	// the lines it has read and writes their answers itself after
+	// (flushFromReader). Either way push does not wake the writer.
+	writing, reading bool
+
+	// collecting: the reader is releasing a key of the slot it holds in
+	// Server.releasers; handed are the connections to whose queues the
+	// release handed a grant, which it writes when the release returns
+	// (handOn). Under hmu.
+	hmu        sync.Mutex
+	collecting bool
+	handed     []*conn
+
+	// wmu is the writing role: one goroutine at a time (the writer, or
+	// the reader in flushFromReader) settles queued answers and writes
+	// them, in queue order. The fields below are its holder's.
+	wmu sync.Mutex
+	// out holds the lines made and not yet written (from outBufs; nil
+	// while there are none), pending the grants among them, werr the
+	// write error that ends the connection.
+	out     *[]byte
+	pending []answer
+	werr    error
+	spare   []answer
+	// scratch is the buffer for the lines the role holder makes
+	// (acquires' answers, and okLine's), copied to out before the next
+	// is made.
 	scratch []byte
 	peer    *peeker
 }
 
 // answer is one line to write. A grant carries its Grant and id, so that
 // it is abandoned (passed to the next waiter) if it cannot be written. A
-// release or renewal that succeeded has no line: the writer makes it
+// release or renewal that succeeded has no line: the role holder makes it
 // (okLine) from op, rawKey and, for a renewal, g.
 //
-// An acquire's result (r set) is queued unsettled: the writer waits for
+// An acquire's result (r set) is queued unsettled: the role holder waits for
 // the log (AcquireResult.Settle), makes its line, and, when parked, starts
 // the connection's next acquire of the key.
 type answer struct {
@@ -294,7 +346,7 @@ type answer struct {
 	parked bool // answered through done: the key's turn passes on after it
 
 	// logged is the log index of a release's or renewal's change, which
-	// the writer waits for before it writes the answer (one wait for a
+	// the role holder waits for before it writes the answer (one wait for a
 	// batch: the reader never waits for the log); op and rawKey make its
 	// line, or the E line when the log cannot write it.
 	logged     engine.LogIndex
@@ -312,8 +364,30 @@ func (s *Server) newConn(nc net.Conn) *conn {
 func (c *conn) readLoop() {
 	defer c.s.wg.Done()
 	defer c.cancel()
-	br := bufio.NewReaderSize(c.nc, MaxLine+2)
 	authed := len(c.s.auth) == 0
+	// inBatch: c.reading is set, the answers of the lines read so far
+	// wait for flushFromReader (a connection the reader can write to
+	// without waiting: c.peer.direct).
+	inBatch := false
+	defer func() {
+		c.mu.Lock()
+		c.reading = false
+		c.mu.Unlock()
+	}()
+	var src io.Reader = c.nc
+	if c.peer.direct {
+		// Every complete line read is dispatched and the socket has no
+		// more bytes: their answers leave now, before the reader waits.
+		src = newSockReader(c.peer, func() {
+			if inBatch {
+				inBatch = false
+				c.idling.Store(true)
+				c.flushFromReader()
+				c.idling.Store(false)
+			}
+		})
+	}
+	br := bufio.NewReaderSize(src, MaxLine+2)
 	for {
 		line, err := br.ReadSlice('\n')
 		if err != nil {
@@ -321,6 +395,12 @@ func (c *conn) readLoop() {
 				c.fatal("-", "-", api.CodeInvalidArgument, "line: longer than "+strconv.Itoa(MaxLine)+" bytes", c.s.now())
 			}
 			return
+		}
+		if !inBatch && c.peer.direct {
+			inBatch = true
+			c.mu.Lock()
+			c.reading = true
+			c.mu.Unlock()
 		}
 		start := c.s.now()
 		line = line[:len(line)-1]
@@ -398,7 +478,7 @@ func (c *conn) fatal(op, rawKey, code, msg string, start instant) {
 // that carries a grant is abandoned.
 func (c *conn) send(a answer, op, outcome string, start instant) bool {
 	if a.logged == 0 {
-		// (An answer that waits for the log is observed by the writer,
+		// (An answer that waits for the log is observed by the role holder,
 		// with its outcome once the log has written it, or not.)
 		c.observe(op, outcome, start)
 	}
@@ -411,7 +491,8 @@ func (c *conn) send(a answer, op, outcome string, start instant) bool {
 	return true
 }
 
-// push queues a for the writer and wakes it. It reports false, taking
+// push queues a, and wakes the writer unless a goroutine will look at
+// the queue anyway (c.writing, c.reading). It reports false, taking
 // nothing, when the connection is closed or has MaxQueue answers (and
 // acquires waiting their turn) queued; a full queue closes it (overflow).
 func (c *conn) push(a answer) bool {
@@ -425,8 +506,11 @@ func (c *conn) push(a answer) bool {
 		return false
 	}
 	c.queue = append(c.queue, a)
+	wake := !c.writing && !c.reading
 	c.mu.Unlock()
-	c.poke()
+	if wake {
+		c.poke()
+	}
 	return true
 }
 
@@ -441,18 +525,22 @@ func (c *conn) overflow() {
 		return
 	}
 	c.s.log.Warn("native connection closed: it does not read its answers", "remote", c.nc.RemoteAddr().String(), "queued", c.s.cfg.MaxQueue)
-	c.nc.Close()
+	if c.idling.Load() {
+		// Maybe on the reader, inside its read of the socket (idle),
+		// which Close would wait for.
+		go c.nc.Close()
+	} else {
+		c.nc.Close()
+	}
 	c.cancel()
 }
 
-// writeLoop writes queued answers until the connection ends, then writes
-// what is left, withdraws the connection's parked acquires, abandons the
-// grants it could not deliver and closes the connection.
+// writeLoop writes queued answers that the reader does not write itself
+// (see flushFromReader) until the connection ends, then writes what is
+// left, withdraws the connection's parked acquires, abandons the grants it
+// could not deliver and closes the connection.
 func (c *conn) writeLoop() {
 	defer c.s.wg.Done()
-	var bw *bufio.Writer // taken from writers for one batch: an idle connection holds none
-	var pending []answer // grants written to bw, not yet flushed
-	var err error
 	done := false
 	for !done {
 		select {
@@ -466,105 +554,14 @@ func (c *conn) writeLoop() {
 			// line) still goes out, briefly.
 			_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
 		}
-		yielded := false
-		for err == nil {
-			c.mu.Lock()
-			if len(c.queue) == 0 {
-				c.mu.Unlock()
-				if yielded || done {
-					break
-				}
-				// Before a write, let the goroutines that are about to
-				// answer (releases handing on, the reader's next line)
-				// run once: their answers then leave in the same write.
-				runtime.Gosched()
-				yielded = true
-				continue
-			}
-			// The two slices take turns: senders append to one while
-			// this loop writes the other.
-			batch := c.queue
-			c.queue = c.spare[:0]
-			c.mu.Unlock()
-			if bw == nil {
-				bw = writers.Get().(*bufio.Writer)
-				bw.Reset(c.nc)
-			}
-			var top, topGrant engine.LogIndex
-			for i := range batch {
-				top = max(top, batch[i].logged)
-				if batch[i].r != nil {
-					topGrant = max(topGrant, batch[i].res.LogIndex())
-				}
-			}
-			// One wait for the batch's changes: a written index means
-			// every lower one is written too. (A grant's own wait, in
-			// settle, then returns at once; if the log fails, each
-			// answer learns it from its own wait.)
-			logErr := c.s.eng.WaitLogged(max(top, topGrant))
-			for i := range batch {
-				a := &batch[i]
-				if a.logged > 0 {
-					op, start, outcome := a.op, a.start, "OK"
-					if logErr != nil {
-						if err := c.s.eng.WaitLogged(a.logged); err != nil {
-							var msg string
-							outcome, _, msg, _ = errcode.Of(err)
-							*a = errorLine(op, a.rawKey, outcome, msg)
-						}
-					}
-					c.observe(op, outcome, start)
-				}
-				var then *request // the acquire whose key's turn passes on after a
-				if r := a.r; r != nil {
-					parked := a.parked
-					if c.settle(a) {
-						*a = answer{}
-						c.run(r) // resumes its place
-						continue
-					}
-					if parked {
-						then = r
-					}
-				}
-				if err == nil {
-					if a.line == nil {
-						a.line = c.okLine(a)
-					}
-					_, err = bw.Write(a.line)
-				}
-				if a.granted {
-					pending = append(pending, *a)
-				}
-				*a = answer{}
-				if then != nil {
-					c.run(c.next(then))
-				}
-			}
-			c.spare = batch
-		}
-		if bw != nil {
-			if err == nil && len(pending) > 0 && c.peer.peerGone() {
-				// The client went away as these grants were made: the
-				// reader has not seen it yet, a write would still succeed.
-				err = errPeerGone
-			}
-			if err == nil {
-				err = bw.Flush()
-			}
-			bw.Reset(nil)
-			writers.Put(bw)
-			bw = nil
-		}
-		for _, a := range pending {
-			if err != nil {
-				c.s.eng.Abandon(a.g, a.id)
-			} else if m := c.s.cfg.Metrics; m != nil {
-				m.Delivered(a.g.Key, a.g.Token)
-			}
-		}
-		pending = pending[:0]
-		if err != nil {
+		c.wmu.Lock()
+		c.mu.Lock()
+		c.writing = true
+		c.mu.Unlock()
+		c.turn(true, false)
+		failed := c.werr != nil
+		c.wmu.Unlock()
+		if failed {
 			break
 		}
 	}
@@ -587,11 +584,17 @@ func (c *conn) writeLoop() {
 	for _, p := range parked {
 		p.Cancel()
 	}
+	c.wmu.Lock()
 	c.mu.Lock()
 	left := c.queue
 	c.queue = nil
-	linger := c.linger && err == nil
 	c.mu.Unlock()
+	// Grants written to the buffer and not sent (a write that failed, or
+	// the reader's short write the loop could not finish) are released.
+	c.deliver(false)
+	c.putOut()
+	linger := c.linger && c.werr == nil
+	c.wmu.Unlock()
 	for _, a := range left {
 		switch {
 		case a.r != nil:
@@ -608,6 +611,227 @@ func (c *conn) writeLoop() {
 	c.s.mu.Lock()
 	delete(c.s.conns, c)
 	c.s.mu.Unlock()
+}
+
+// flushFromReader is the reader's turn at writing, once it has dispatched
+// every complete line it had read: rather than wake the writer, it
+// writes the answers those lines produced (and any queued meanwhile)
+// itself, without waiting for the socket, in one write (flushNow). Only
+// on a connection it can write to without waiting (c.peer.direct: not
+// TLS).
+func (c *conn) flushFromReader() { c.flushNow(true) }
+
+// flushNow takes the writing role if it is free and writes what is
+// queued without waiting for the socket (turn); if the role is taken, or
+// the socket did not take the last write, it wakes the writer. The
+// reader calls it (reader true: it clears c.reading) and so does a reader
+// that handed a grant to this connection (handOn).
+func (c *conn) flushNow(reader bool) {
+	locked := c.wmu.TryLock()
+	if locked && c.out != nil && len(*c.out) > 0 {
+		// The socket did not take the last write: the writer, which
+		// waits for it, writes what follows too (the queue grows
+		// meanwhile, up to MaxQueue).
+		c.wmu.Unlock()
+		locked = false
+	}
+	if !locked {
+		c.mu.Lock()
+		if reader {
+			c.reading = false
+		}
+		queued := len(c.queue) > 0
+		c.mu.Unlock()
+		if queued {
+			// Whoever holds the role may be past its last look at the
+			// queue.
+			c.poke()
+		}
+		return
+	}
+	c.mu.Lock()
+	if reader {
+		c.reading = false
+	}
+	c.writing = true
+	c.mu.Unlock()
+	// The reader comes from a read that found the socket empty and not
+	// closed: its first write needs no peek.
+	c.turn(false, reader)
+	c.wmu.Unlock()
+}
+
+// turn writes what is queued, holding the writing role (c.wmu, with
+// c.writing set): it settles and formats the queued answers into c.out
+// and writes them out, until the queue is empty; it clears c.writing
+// then (or on a write error, which ends the connection). With block
+// false (the reader's turn) the write does not wait for the socket: what
+// the socket cannot take now stays in c.out for the writer, which is
+// woken. open: the socket was just found open (no peek before the first
+// write; see flushOut).
+func (c *conn) turn(block, open bool) {
+	if block {
+		// The writer lets the goroutines that are about to answer
+		// (releases handing on, the reader's next line) run once before
+		// it takes the queue: their answers, and their log records, then
+		// leave in the same writes. The reader's turn comes when it has
+		// nothing more to read.
+		runtime.Gosched()
+	}
+	for c.werr == nil {
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			if c.out == nil || len(*c.out) == 0 {
+				c.writing = false
+				c.mu.Unlock()
+				c.putOut()
+				return
+			}
+			c.mu.Unlock()
+			wrote := c.flushOut(block, open)
+			open = false
+			if !wrote {
+				// The socket is full: the writer goes on.
+				c.mu.Lock()
+				c.writing = false
+				c.mu.Unlock()
+				c.poke()
+				return
+			}
+			continue
+		}
+		// The two slices take turns: senders append to one while this
+		// loop writes the other.
+		batch := c.queue
+		c.queue = c.spare[:0]
+		c.mu.Unlock()
+		c.format(batch)
+		c.spare = batch
+	}
+	c.mu.Lock()
+	c.writing = false
+	c.mu.Unlock()
+}
+
+// format settles the answers of batch and appends their lines to c.out
+// (c.wmu held), remembering the grants among them (c.pending) until they
+// are written. It starts the connection's next acquire of a key whose
+// parked acquire it answered.
+func (c *conn) format(batch []answer) {
+	if c.out == nil {
+		c.out = outBufs.Get().(*[]byte)
+	}
+	var top, topGrant engine.LogIndex
+	for i := range batch {
+		top = max(top, batch[i].logged)
+		if batch[i].r != nil {
+			topGrant = max(topGrant, batch[i].res.LogIndex())
+		}
+	}
+	// One wait for the batch's changes: a written index means every
+	// lower one is written too. (A grant's own wait, in settle, then
+	// returns at once; if the log fails, each answer learns it from its
+	// own wait.)
+	// The batch is gathered: the log's writer need not wait for more.
+	logErr := c.s.eng.WaitLoggedGathered(max(top, topGrant))
+	for i := range batch {
+		a := &batch[i]
+		if a.logged > 0 {
+			op, start, outcome := a.op, a.start, "OK"
+			if logErr != nil {
+				if err := c.s.eng.WaitLogged(a.logged); err != nil {
+					var msg string
+					outcome, _, msg, _ = errcode.Of(err)
+					*a = errorLine(op, a.rawKey, outcome, msg)
+				}
+			}
+			c.observe(op, outcome, start)
+		}
+		var then *request // the acquire whose key's turn passes on after a
+		if r := a.r; r != nil {
+			parked := a.parked
+			if c.settle(a) {
+				*a = answer{}
+				c.run(r) // resumes its place
+				continue
+			}
+			if parked {
+				then = r
+			}
+		}
+		if a.line == nil {
+			a.line = c.okLine(a)
+		}
+		*c.out = append(*c.out, a.line...)
+		if a.granted {
+			c.pending = append(c.pending, *a)
+		}
+		*a = answer{}
+		if then != nil {
+			c.run(c.next(then))
+		}
+	}
+}
+
+// flushOut writes c.out (c.wmu held): blocking, or, with block false, as
+// much as the socket takes now. It reports whether all of it was
+// written; a write error sets c.werr and ends the connection. The grants
+// in it are delivered once it is all written, abandoned if it fails.
+// Unless open (the socket was just read and found open), it peeks at the
+// socket first when it writes grants.
+func (c *conn) flushOut(block, open bool) bool {
+	out := *c.out
+	if len(c.pending) > 0 && !open && c.peer.peerGone() {
+		// The client went away as these grants were made: the reader has
+		// not seen it yet, a write would still succeed.
+		c.werr = errPeerGone
+	}
+	var n int
+	if c.werr == nil {
+		if block {
+			n, c.werr = c.nc.Write(out)
+		} else {
+			n, c.werr = c.peer.writeNow(out)
+		}
+	}
+	if c.werr != nil {
+		c.deliver(false)
+		c.cancel()
+		return false
+	}
+	if n < len(out) {
+		*c.out = out[:copy(out, out[n:])]
+		return false
+	}
+	*c.out = out[:0]
+	c.deliver(true)
+	return true
+}
+
+// deliver ends the pending grants (c.wmu held): written to the client
+// (metrics), or not (released to the next waiter).
+func (c *conn) deliver(written bool) {
+	for i, a := range c.pending {
+		if !written {
+			c.s.eng.Abandon(a.g, a.id)
+		} else if m := c.s.cfg.Metrics; m != nil {
+			m.Delivered(a.g.Key, a.g.Token)
+		}
+		c.pending[i] = answer{}
+	}
+	c.pending = c.pending[:0]
+}
+
+// putOut returns c.out to outBufs once it is empty (c.wmu held): an idle
+// connection holds no write buffer.
+func (c *conn) putOut() {
+	if c.out != nil && (len(*c.out) == 0 || c.werr != nil) {
+		*c.out = (*c.out)[:0]
+		if cap(*c.out) <= maxOutBuf {
+			outBufs.Put(c.out)
+		}
+		c.out = nil
+	}
 }
 
 // Lingering after a fatal line: how long, and how many unread bytes, the
@@ -635,9 +859,12 @@ func (c *conn) closeGently() {
 // errPeerGone ends a connection whose client has closed it.
 var errPeerGone = errors.New("native: the client closed the connection")
 
-// writers are the write buffers of the connections' writers, each held for
-// one batch of answers only.
-var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 16<<10) }}
+// outBufs are the write buffers of the connections (conn.out), each held
+// while answers wait to be written only.
+var outBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// maxOutBuf is the largest write buffer put back in outBufs.
+const maxOutBuf = 64 << 10
 
 // acquireInTurn starts r (or, with pre, answers it with pre) once the
 // connection's earlier acquires of the same key are answered: until then
@@ -674,7 +901,7 @@ func (c *conn) acquireInTurn(r *request, pre *answer, start instant) {
 
 // run starts the acquire r, the one of its key that the connection runs
 // now (c.chains), and, each time one is answered at once, the next of the
-// same key. It runs on the reader, or on the writer when a parked acquire
+// same key. It runs on the reader, or on the role holder when a parked acquire
 // was answered; never with c.mu or an engine lock held.
 func (c *conn) run(r *request) {
 	for r != nil {
@@ -742,8 +969,24 @@ func (r *request) done(res engine.AcquireResult) bool {
 		return false
 	}
 	c.queue = append(c.queue, answer{r: r, res: res, parked: true})
+	wake := !c.writing && !c.reading
 	c.mu.Unlock()
-	c.poke()
+	if wake && c.peer.direct {
+		// A grant handed on by a release that a reader is making now:
+		// that reader writes it when its release returns, rather than
+		// wake this connection's writer.
+		if rel := c.s.releaser(r.key).Load(); rel != nil && rel != c {
+			rel.hmu.Lock()
+			if rel.collecting {
+				rel.handed = append(rel.handed, c)
+				wake = false
+			}
+			rel.hmu.Unlock()
+		}
+	}
+	if wake {
+		c.poke()
+	}
 	return true
 }
 
@@ -812,7 +1055,7 @@ func (c *conn) settle(a *answer) (restart bool) {
 	return false
 }
 
-// okLine makes, in the writer's scratch buffer, the line of a release or
+// okLine makes, in the role holder's scratch buffer, the line of a release or
 // a renewal that succeeded: "R <key> OK" or "N <key> OK <grant>". They
 // are made here, not by the reader, so that no line is allocated for them.
 func (c *conn) okLine(a *answer) []byte {
@@ -875,20 +1118,47 @@ func (c *conn) release(r *request, start instant) {
 	}
 	var idx engine.LogIndex
 	var err error
-	switch {
-	case r.force && !c.mayForce():
+	if r.force && !c.mayForce() {
 		c.send(errorLine(r.op, r.rawKey, api.CodeForbidden, "a forced release needs one of the node's admin_tokens (AUTH <token>)"), r.op, api.CodeForbidden, start)
 		return
-	case r.force:
+	}
+	slot := c.s.releaser(r.key)
+	mine := slot.CompareAndSwap(nil, c)
+	if mine {
+		c.hmu.Lock()
+		c.collecting = true
+		c.hmu.Unlock()
+	}
+	if r.force {
 		idx, err = c.s.eng.ForceReleaseNoWait(r.key)
-	default:
+	} else {
 		idx, err = c.s.eng.ReleaseNoWait(r.key, r.token)
+	}
+	if mine {
+		slot.Store(nil)
+		c.handOn()
 	}
 	if err != nil {
 		c.sendError(r, err)
 		return
 	}
 	c.send(answer{logged: idx, op: r.op, rawKey: r.rawKey, start: start}, r.op, "OK", start)
+}
+
+// handOn ends the reader's collecting for a release (c.collecting): it
+// writes the grants the release handed to other connections, each on its
+// connection (flushNow), instead of waking their writers: the grant
+// leaves one goroutine wake sooner, and the release's log record and the
+// grant's are written by the first of these writes.
+func (c *conn) handOn() {
+	c.hmu.Lock()
+	c.collecting = false
+	c.hmu.Unlock()
+	for i, o := range c.handed {
+		o.flushNow(false)
+		c.handed[i] = nil
+	}
+	c.handed = c.handed[:0]
 }
 
 func (c *conn) renew(r *request, start instant) {

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -500,55 +501,62 @@ var _ io.Writer = (*faultFile)(nil)
 
 // In always mode no Wait returns before its fsync does; in interval mode
 // Wait returns after the write while the background fsync is still held.
+// WaitGathered promises the same.
 func TestWaitReturnsAfterWhatTheModePromises(t *testing.T) {
 	for _, mode := range []SyncMode{SyncAlways, SyncInterval} {
-		t.Run(mode.String(), func(t *testing.T) {
-			fs := &faults{}
-			cfg := testConfig(t, t.TempDir())
-			cfg.Sync, cfg.WrapFile = mode, fs.wrap
-			cfg.SyncInterval = time.Millisecond
-			l := mustOpen(t, cfg)
-			defer l.Close()
-			gate := make(chan struct{})
-			fs.mu.Lock()
-			fs.syncGate = gate
-			fs.mu.Unlock()
-			idx, err := l.Append(rec(1))
-			if err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- l.Wait(idx) }()
-			for { // an fsync has begun and is held
+		for _, gathered := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/gathered=%v", mode, gathered), func(t *testing.T) {
+				fs := &faults{}
+				cfg := testConfig(t, t.TempDir())
+				cfg.Sync, cfg.WrapFile = mode, fs.wrap
+				cfg.SyncInterval = time.Millisecond
+				l := mustOpen(t, cfg)
+				defer l.Close()
+				gate := make(chan struct{})
 				fs.mu.Lock()
-				calls := fs.syncCalls
+				fs.syncGate = gate
 				fs.mu.Unlock()
-				if calls > 0 {
-					break
+				idx, err := l.Append(rec(1))
+				if err != nil {
+					t.Fatal(err)
 				}
-				time.Sleep(time.Millisecond)
-			}
-			switch mode {
-			case SyncAlways:
-				select {
-				case err := <-done:
+				wait := l.Wait
+				if gathered {
+					wait = l.WaitGathered
+				}
+				done := make(chan error, 1)
+				go func() { done <- wait(idx) }()
+				for { // an fsync has begun and is held
+					fs.mu.Lock()
+					calls := fs.syncCalls
+					fs.mu.Unlock()
+					if calls > 0 {
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+				switch mode {
+				case SyncAlways:
+					select {
+					case err := <-done:
+						close(gate)
+						t.Fatalf("Wait returned (%v) while its fsync was held", err)
+					default:
+					}
 					close(gate)
-					t.Fatalf("Wait returned (%v) while its fsync was held", err)
-				default:
+					if err := <-done; err != nil {
+						t.Fatal(err)
+					}
+				case SyncInterval:
+					if err := <-done; err != nil { // returns with the fsync still held
+						t.Fatal(err)
+					}
+					if st := l.Stats(); st.RecordsSynced != 0 {
+						t.Fatalf("stats %+v: synced while the fsync was held", st)
+					}
+					close(gate)
 				}
-				close(gate)
-				if err := <-done; err != nil {
-					t.Fatal(err)
-				}
-			case SyncInterval:
-				if err := <-done; err != nil { // returns with the fsync still held
-					t.Fatal(err)
-				}
-				if st := l.Stats(); st.RecordsSynced != 0 {
-					t.Fatalf("stats %+v: synced while the fsync was held", st)
-				}
-				close(gate)
-			}
-		})
+			})
+		}
 	}
 }

@@ -541,21 +541,34 @@ func (l *Log) appendLocked(index uint64, rec []byte) {
 // ErrUnavailable (the record stays pending and is written on recovery).
 // A write that hangs (a stalled disk) holds Wait as long as it hangs.
 // Other errors: ErrClosed, or an error for an index never appended.
-func (l *Log) Wait(index uint64) error {
+func (l *Log) Wait(index uint64) error { return l.waitFor(index, true) }
+
+// WaitGathered is Wait for a caller that has gathered the changes it
+// waits for itself (the native protocol server, which waits once for a
+// batch of answers): a waiter that becomes the writer writes what is
+// pending at once, without first yielding to the goroutines about to
+// append (Wait's batching in SyncInterval and SyncNever modes; a yield
+// with an idle processor wakes a thread). SyncAlways gathers as Wait
+// does. Its results are Wait's.
+func (l *Log) WaitGathered(index uint64) error { return l.waitFor(index, false) }
+
+// waitFor is Wait (yield true) and WaitGathered (yield false).
+func (l *Log) waitFor(index uint64, yield bool) error {
 	l.mu.Lock()
 	l.waiters++
 	if l.gatherCh != nil && l.waiters >= l.gatherWant {
 		close(l.gatherCh)
 		l.gatherCh = nil
 	}
-	err := l.wait(index)
+	err := l.wait(index, yield)
 	l.waiters--
 	l.mu.Unlock()
 	return err
 }
 
-// wait is Wait's loop, with l.mu held on entry and on return.
-func (l *Log) wait(index uint64) error {
+// wait is Wait's loop, with l.mu held on entry and on return; yield is
+// lead's.
+func (l *Log) wait(index uint64, yield bool) error {
 	var timer *time.Timer
 	var timeout <-chan time.Time
 	defer func() {
@@ -574,7 +587,7 @@ func (l *Log) wait(index uint64) error {
 			return ErrClosed
 		}
 		if l.failed == nil && !l.leading {
-			l.lead()
+			l.lead(yield)
 			continue
 		}
 		if l.failed != nil && timer == nil {
@@ -610,12 +623,13 @@ func (l *Log) doneIndex() uint64 {
 // SyncAlways mode) as the log's single writer. It is called with l.mu
 // held, no writer at work and the log healthy; it returns with l.mu held,
 // having woken the waiters. On failure the batch goes back in front of
-// the pending buffer: nothing appended is dropped.
-func (l *Log) lead() {
+// the pending buffer: nothing appended is dropped. yield: in SyncInterval
+// and SyncNever modes, let other goroutines run once first (see Wait).
+func (l *Log) lead(yield bool) {
 	l.leading = true
 	if l.cfg.Sync == SyncAlways {
 		l.gather()
-	} else {
+	} else if yield {
 		// Let the goroutines about to append and wait (other requests
 		// answered by the same cores) run once: their records then share
 		// this write(2).
@@ -866,7 +880,7 @@ func (l *Log) Sync() error {
 func (l *Log) flush() {
 	l.mu.Lock()
 	if len(l.buf) > 0 && !l.leading && l.failed == nil && !l.shut {
-		l.lead()
+		l.lead(true)
 	}
 	l.mu.Unlock()
 }
