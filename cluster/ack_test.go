@@ -2,10 +2,14 @@ package cluster
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/baton-io/baton/engine"
 )
 
 // The acknowledgement connection (POST /_cluster/ack, upgraded): with
@@ -93,5 +97,31 @@ func TestMemAckStream(t *testing.T) {
 	rw.Close()
 	if got, last := act.hub.acked()[c.nodes[1].url], act.wal.LastIndex(); got > last {
 		t.Errorf("acknowledged index %d beyond the log's last %d", got, last)
+	}
+}
+
+// With sync_standbys 0 nothing waits for a standby's acknowledgements: it
+// sends them at most every ackEvery, and what that left out goes with the
+// next heartbeat, so the active's acknowledged index still reaches its
+// log's end once the stream is idle (replication lag 0).
+func TestMemPacedAcks(t *testing.T) {
+	defer func(d time.Duration) { ackEvery = d }(ackEvery)
+	ackEvery = time.Hour // only the first batch and the heartbeats acknowledge
+	c := newMemCluster(t, 2)
+	c.start(0, 1)
+	c.waitActive(0)
+	act := c.nodes[0].node
+	c.waitFor("node 1 synced", func() bool { return len(act.hub.synced()) == 1 })
+	var g engine.Grant
+	for k := range 5 {
+		g = c.grant(0, fmt.Sprint("k", k))
+	}
+	c.waitFor("node 1 holds the last grant", func() bool { return c.holds(1, "k4") == g.Token })
+	c.waitFor("every record acknowledged", func() bool {
+		return act.hub.acked()[c.nodes[1].url] == act.wal.LastIndex()
+	})
+	st := act.ReplicationStats()
+	if len(st.Standbys) != 1 || st.Standbys[0].LagRecords != 0 || st.Standbys[0].LagSeconds != 0 {
+		t.Errorf("replication lag after the acknowledgements: %+v", st.Standbys)
 	}
 }

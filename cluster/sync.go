@@ -318,7 +318,7 @@ func (n *Node) ack(from string, index uint64) {
 // those acknowledgements, which only tell the active's replication lag
 // (ReplicationStats), so one per ackEvery instead of one per read of the
 // stream; an idle stream's heartbeat brings the last one.
-const ackEvery = 10 * time.Millisecond
+var ackEvery = 10 * time.Millisecond
 
 // ackConn is a standby's acknowledgement connection to its active (see
 // serveAck): the goroutine that wrote the records to this node's log
