@@ -105,7 +105,9 @@ func TestMemAckStream(t *testing.T) {
 // next heartbeat, so the active's acknowledged index still reaches its
 // log's end once the stream is idle (replication lag 0).
 func TestMemPacedAcks(t *testing.T) {
-	defer func(d time.Duration) { ackEvery = d }(ackEvery)
+	// Restored after the cluster's own cleanup (cleanups run last first),
+	// once its stream readers have stopped reading it.
+	t.Cleanup(func(d time.Duration) func() { return func() { ackEvery = d } }(ackEvery))
 	ackEvery = time.Hour // only the first batch and the heartbeats acknowledge
 	c := newMemCluster(t, 2)
 	c.start(0, 1)
