@@ -33,6 +33,11 @@ const (
 	streamMagic = "BTNREPL\x02"
 	// streamType is the stream's Content-Type.
 	streamType = "application/x-baton-replication"
+	// syncHeader, on the stream's response, is the active's
+	// sync_standbys: with 0 nobody waits for the standby's
+	// acknowledgements, which it then paces (ackEvery). Without it (an
+	// older active) the standby acknowledges every batch.
+	syncHeader = "Baton-Sync-Standbys"
 	// maxFrameBytes bounds the byte field of a frame a standby accepts (a
 	// snapshot of a very large state included).
 	maxFrameBytes = 1 << 34

@@ -16,7 +16,7 @@ import (
 //	GET  /_cluster/stream?from=&last_token=   the replication stream (active only)
 //	POST /_cluster/handoff?to=          ask the active to hand off to a peer
 //	POST /_cluster/promote?from=&through=     the old active asks its successor to take over
-//	POST /_cluster/ack?from=            a standby's acknowledgements, a body of indexes (204 at its end)
+//	POST /_cluster/ack?from=            a standby's acknowledgements: upgraded (101), then indexes
 //	GET  /_cluster/records?from=&index=&epoch=&by=   this log's records after the asker's position
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()

@@ -258,6 +258,7 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 	defer n.hub.remove(f)
 
 	w.Header().Set("Content-Type", streamType)
+	w.Header().Set(syncHeader, strconv.Itoa(n.cfg.SyncStandbys))
 	w.WriteHeader(http.StatusOK)
 	sw := &streamWriter{bw: bufio.NewWriterSize(w, 64<<10), rc: http.NewResponseController(w)}
 	if _, err := sw.bw.WriteString(streamMagic); err != nil {
@@ -418,15 +419,34 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 	n.mu.Lock()
 	p := n.peerByURL(active)
 	n.mu.Unlock()
-	// The acknowledgements go back one at a time from their own
-	// goroutine, ended with the stream.
-	var appended atomic.Uint64
-	kick := make(chan struct{}, 1)
+	// The acknowledgements go back on their own connection (acker), each
+	// sent by this goroutine once it has written the records to this
+	// node's log: at the end of each batch, or, when the active has no
+	// sync_standbys and waits for none, at most every ackEvery.
+	paced := resp.Header.Get(syncHeader) == "0"
+	acks := &ackConn{count: &n.acksSent}
+	var applied atomic.Uint64 // the last index applied, for a new ack connection
+	var ackedAt time.Time     // of the last acknowledgement sent, when paced
+	ack := func(now time.Time) error {
+		applied.Store(last)
+		if paced && now.Sub(ackedAt) < ackEvery {
+			return nil
+		}
+		if !acks.pending(last) {
+			return nil
+		}
+		if err := n.wal.Wait(last); err != nil {
+			return fmt.Errorf("stream: writing its records to this node's log: %w", err)
+		}
+		acks.send(last)
+		ackedAt = now
+		return nil
+	}
 	actx, stopAcks := context.WithCancel(ctx)
-	var acks sync.WaitGroup
+	var ackers sync.WaitGroup
 	defer func() {
 		stopAcks()
-		acks.Wait()
+		ackers.Wait()
 	}()
 	var f frame
 	var dumps engine.Dumps // of the snapshot installed, until its records are past
@@ -438,14 +458,12 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 	// apply them, for all of them.
 	var batch uint64 // records applied since the last publish
 	publish := func() error {
-		appended.Store(last)
-		select {
-		case kick <- struct{}{}:
-		default:
+		now := time.Now()
+		if err := ack(now); err != nil {
+			return err
 		}
 		n.appliedRecords.Add(batch)
 		batch = 0
-		now := time.Now()
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		if ctx.Err() != nil {
@@ -495,19 +513,20 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 		}
 		switch f.kind {
 		case frameBegin:
-			acks.Add(1)
-			go func() {
-				defer acks.Done()
-				n.acker(actx, active, &appended, kick)
-			}()
 			if f.resumeFrom > 0 { // else the log is replaced: nothing to acknowledge yet
-				appended.Store(last)
+				applied.Store(last)
 			}
+			ackers.Go(func() { n.acker(actx, active, acks, &applied) })
 		case frameSnapshot:
-			appended.Store(last)
-			select {
-			case kick <- struct{}{}:
-			default:
+			ackedAt = time.Time{}
+			if err := ack(time.Now()); err != nil {
+				return err
+			}
+		case frameHeartbeat:
+			// Idle: what a paced acknowledgement left out goes now.
+			ackedAt = time.Time{}
+			if err := ack(time.Now()); err != nil {
+				return err
 			}
 		}
 		if f.lastToken > 0 {

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -217,54 +217,68 @@ func (h *hub) ack(from string, index uint64) {
 	h.resyncLocked()
 }
 
-// ackType is the Content-Type of an acknowledgement stream's body.
-const ackType = "application/x-baton-acks"
+// ackUpgrade is the protocol a standby's acknowledgement connection
+// switches to (the Upgrade header of POST /_cluster/ack); its version is
+// the replication stream's.
+const ackUpgrade = "baton-acks/2"
 
-// serveAck is POST /_cluster/ack?from= on the active: the body is the
-// standby from's acknowledgements, one after the other for as long as its
-// stream lasts, each an index (8 bytes, big-endian) meaning that it has
-// written every record up to there to its log. The standby sends the next
-// only once the transport took the last, each covering everything up to
-// its index, so a standby under load acknowledges a batch per write, and
-// no acknowledgement costs a request of its own. The answer (204) comes
-// when the body ends; the read ends too when the request's context does
-// or this node closes.
+// serveAck is POST /_cluster/ack?from= on the active, with "Connection:
+// Upgrade" and "Upgrade: baton-acks/2": it answers 101 Switching Protocols
+// and takes the connection over, which then carries the standby from's
+// acknowledgements, one after the other for as long as its stream lasts,
+// each an index (8 bytes, big-endian) meaning that it has written every
+// record up to there to its log. The standby writes each from the
+// goroutine that wrote the records to its log, at the end of what one
+// read of its stream brought (or, when this node has no sync_standbys,
+// at most every ackEvery), each covering everything up to its index: no
+// acknowledgement costs a request, a chunk or a goroutine switch of its
+// own. The active never writes on it; the connection ends when the
+// standby closes it or this node closes. Refused: 400 without a peer in
+// from, 426 without the upgrade (another baton version), 409 on a node
+// that is not the active.
 func (n *Node) serveAck(w http.ResponseWriter, r *http.Request) {
 	from := r.URL.Query().Get("from")
 	if !n.isPeer(from) {
 		http.Error(w, "from: required, a peer's URL", http.StatusBadRequest)
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); ct != ackType {
-		http.Error(w, fmt.Sprintf("Content-Type: %q, want %q: run the same baton version on every node", ct, ackType), http.StatusUnsupportedMediaType)
+	if up := r.Header.Get("Upgrade"); up != ackUpgrade || !headerHas(r.Header, "Connection", "upgrade") {
+		w.Header().Set("Upgrade", ackUpgrade)
+		w.Header().Set("Connection", "Upgrade")
+		http.Error(w, fmt.Sprintf("Upgrade: %q, want %q: run the same baton version on every node", up, ackUpgrade), http.StatusUpgradeRequired)
 		return
 	}
 	if !n.eng.Active() {
 		w.WriteHeader(http.StatusConflict)
 		return
 	}
-	rc := http.NewResponseController(w)
-	stop := make(chan struct{})
-	ended := make(chan struct{})
-	defer func() {
-		close(stop)
-		<-ended
-	}()
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		http.Error(w, "acknowledgements: cannot take the connection over: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Time{}) // the server's, if any, were for a request
+	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + ackUpgrade + "\r\n\r\n"); err != nil {
+		return
+	}
+	if brw.Flush() != nil {
+		return
+	}
+	done := make(chan struct{})
+	defer close(done)
 	go func() {
-		defer close(ended)
 		select {
-		case <-stop:
-			return
 		case <-n.quit:
-		case <-r.Context().Done():
+			conn.Close() // ends the blocked read
+		case <-done:
 		}
-		_ = rc.SetReadDeadline(time.Unix(1, 0)) // ends the blocked read
 	}()
-	br := bufio.NewReaderSize(r.Body, 512)
+	br := brw.Reader
 	var b [8]byte
 	for {
 		if _, err := io.ReadFull(br, b[:]); err != nil {
-			break
+			return
 		}
 		n.acksRead.Add(1)
 		index := binary.BigEndian.Uint64(b[:])
@@ -277,7 +291,19 @@ func (n *Node) serveAck(w http.ResponseWriter, r *http.Request) {
 		}
 		n.ack(from, index)
 	}
-	w.WriteHeader(http.StatusNoContent)
+}
+
+// headerHas reports whether the comma-separated header key of h lists
+// token (case-insensitive), as Connection does.
+func headerHas(h http.Header, key, token string) bool {
+	for _, v := range h.Values(key) {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ack records that the standby at from has its log up to index, wakes the
@@ -304,28 +330,77 @@ func (n *Node) ack(from string, index uint64) {
 	}
 }
 
-// acker sends this standby's acknowledgements to the active until ctx
-// ends, on one POST /_cluster/ack at a time whose body is an ackBody: the
-// request's own writer (the transport's) reads each index as it comes, so
-// an acknowledgement costs one goroutine wake and one write, and no
-// request of its own. When that request ends (a cut, the active went
-// away), it opens another a heartbeat later. appended holds the last
-// index appended; kick has a value when it rose.
-func (n *Node) acker(ctx context.Context, active string, appended *atomic.Uint64, kick <-chan struct{}) {
+// ackEvery is how often at most a standby acknowledges when its active
+// has no sync_standbys (the stream's syncHeader says 0): nothing waits for
+// those acknowledgements, which only tell the active's replication lag
+// (ReplicationStats), so one per ackEvery instead of one per read of the
+// stream; an idle stream's heartbeat brings the last one.
+var ackEvery = 10 * time.Millisecond
+
+// ackConn is a standby's acknowledgement connection to its active (see
+// serveAck): the goroutine that wrote the records to this node's log
+// sends their index on it (send) itself; acker opens it, and opens it
+// again after it broke.
+type ackConn struct {
+	mu    sync.Mutex
+	w     io.WriteCloser // nil while none is open
+	sent  uint64         // the last index sent on w
+	buf   [8]byte
+	count *atomic.Uint64 // acknowledgements sent
+}
+
+// send acknowledges index, which this node's log has written, if it is
+// above the last one sent and a connection is open; a write that fails
+// closes the connection (acker opens another).
+func (a *ackConn) send(index uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.w == nil || index <= a.sent {
+		return
+	}
+	binary.BigEndian.PutUint64(a.buf[:], index)
+	if _, err := a.w.Write(a.buf[:]); err != nil {
+		a.w.Close()
+		a.w = nil
+		return
+	}
+	a.sent = index
+	a.count.Add(1)
+}
+
+// pending reports whether index is above the last index sent.
+func (a *ackConn) pending(index uint64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return index > a.sent
+}
+
+func (a *ackConn) open(w io.WriteCloser) {
+	a.mu.Lock()
+	a.w, a.sent = w, 0
+	a.mu.Unlock()
+}
+
+// drop forgets w if it is the open connection, and closes it.
+func (a *ackConn) drop(w io.WriteCloser) {
+	a.mu.Lock()
+	if a.w == w {
+		a.w = nil
+	}
+	a.mu.Unlock()
+	w.Close()
+}
+
+// acker keeps this standby's acknowledgement connection to the active
+// open until ctx ends (POST /_cluster/ack, upgraded: see serveAck): once
+// it is open, it acknowledges the last index applied (written to this
+// node's log first), as the last one sent on a broken connection may not
+// have arrived; the records that follow are acknowledged by the stream's
+// reader (ackConn.send). When the connection ends (a cut, the active went
+// away), it opens another a heartbeat later.
+func (n *Node) acker(ctx context.Context, active string, a *ackConn, applied *atomic.Uint64) {
 	for {
-		req, err := n.newRequest(ctx, http.MethodPost, active, "/ack", url.Values{"from": {n.cfg.Self}})
-		if err == nil {
-			body := &ackBody{ctx: ctx, wal: n.wal, retry: n.cfg.Heartbeat, appended: appended, kick: kick,
-				count: &n.acksSent, closed: make(chan struct{})}
-			req.Body, req.ContentLength = body, -1
-			req.Header.Set("Content-Type", ackType)
-			var resp *http.Response
-			if resp, err = n.stream.Do(req); err == nil {
-				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-				resp.Body.Close()
-			}
-			body.Close() // an answer before the body's end (409): its writer stops too
-		}
+		n.ackOnce(ctx, active, a, applied)
 		select {
 		case <-ctx.Done():
 			return
@@ -334,71 +409,33 @@ func (n *Node) acker(ctx context.Context, active string, appended *atomic.Uint64
 	}
 }
 
-// ackBody is the body of a standby's acknowledgement stream (serveAck):
-// each Read returns the last index appended (8 bytes, big-endian) once it
-// is higher than the one returned before and written to this node's log
-// (wal.Log.Wait), and blocks until then; it ends (io.EOF) with ctx or
-// Close. The first Read returns the last index appended, as every new
-// stream does (the last of the one before may not have arrived). The
-// transport sends what one Read returns before it reads again, so one
-// acknowledgement is in flight at a time and the next covers every record
-// appended meanwhile.
-type ackBody struct {
-	ctx      context.Context
-	wal      interface{ Wait(uint64) error }
-	retry    time.Duration // after a failed wal.Wait
-	appended *atomic.Uint64
-	kick     <-chan struct{}
-	sent     uint64
-	count    *atomic.Uint64 // acknowledgements returned; nil: not counted
-
-	once   sync.Once
-	closed chan struct{}
-}
-
-func (b *ackBody) Read(p []byte) (int, error) {
-	if len(p) < 8 {
-		return 0, io.ErrShortBuffer
+// ackOnce opens one acknowledgement connection and returns when it ends.
+func (n *Node) ackOnce(ctx context.Context, active string, a *ackConn, applied *atomic.Uint64) {
+	req, err := n.newRequest(ctx, http.MethodPost, active, "/ack", url.Values{"from": {n.cfg.Self}})
+	if err != nil {
+		return
 	}
-	for {
-		select {
-		case <-b.ctx.Done():
-			return 0, io.EOF
-		case <-b.closed:
-			return 0, io.EOF
-		default:
-		}
-		i := b.appended.Load()
-		if i <= b.sent {
-			select {
-			case <-b.ctx.Done():
-			case <-b.closed:
-			case <-b.kick:
-			}
-			continue
-		}
-		if err := b.wal.Wait(i); err != nil {
-			// Not written (the log failed): try again later.
-			select {
-			case <-b.ctx.Done():
-			case <-b.closed:
-			case <-time.After(b.retry):
-			}
-			continue
-		}
-		b.sent = i
-		if b.count != nil {
-			b.count.Add(1)
-		}
-		binary.BigEndian.PutUint64(p, i)
-		return 8, nil
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", ackUpgrade)
+	resp, err := n.stream.Do(req)
+	if err != nil {
+		return
 	}
-}
-
-// Close ends the body: a Read blocked in it returns io.EOF.
-func (b *ackBody) Close() error {
-	b.once.Do(func() { close(b.closed) })
-	return nil
+	rw, ok := resp.Body.(io.ReadWriteCloser)
+	if resp.StatusCode != http.StatusSwitchingProtocols || !ok {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		resp.Body.Close()
+		return
+	}
+	stop := context.AfterFunc(ctx, func() { rw.Close() })
+	defer stop()
+	a.open(rw)
+	defer a.drop(rw)
+	if i := applied.Load(); i > 0 && n.wal.Wait(i) == nil {
+		a.send(i)
+	}
+	// The active writes nothing on it: this read ends with the connection.
+	_, _ = io.Copy(io.Discard, rw)
 }
 
 // acked returns the acknowledged index of each standby streaming from this
