@@ -51,6 +51,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -344,13 +345,13 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 	}
 	if cfg.Transport != nil {
 		n.client = &http.Client{Transport: cfg.Transport, Timeout: cfg.FailoverTimeout}
-		n.stream = &http.Client{Transport: cfg.Transport}
+		n.stream = &http.Client{Transport: http1Only(cfg.Transport)}
 	} else {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 8
 		tr.ResponseHeaderTimeout = 0
 		n.client = &http.Client{Transport: tr, Timeout: cfg.FailoverTimeout}
-		n.stream = &http.Client{Transport: tr.Clone()}
+		n.stream = &http.Client{Transport: http1Only(tr)}
 	}
 	for i, p := range cfg.Peers {
 		if p == cfg.Self {
@@ -517,6 +518,32 @@ func (n *Node) ActiveURL(ctx context.Context) string {
 			return ""
 		}
 	}
+}
+
+// http1Only returns rt for the replication stream, its records and its
+// acknowledgement connection: when rt is an *http.Transport, a copy that
+// speaks HTTP/1.1 only, also to peers serving TLS (which would otherwise
+// agree on HTTP/2 by ALPN). The acknowledgement connection is an HTTP/1.1
+// protocol upgrade (RFC 9110 section 7.8), which HTTP/2 does not have
+// (RFC 9113 section 8.6); and one long-lived stream per connection is
+// what HTTP/1.1 gives anyway.
+func http1Only(rt http.RoundTripper) http.RoundTripper {
+	tr, ok := rt.(*http.Transport)
+	if !ok {
+		return rt
+	}
+	tr = tr.Clone()
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetHTTP1(true)
+	// A transport that was used before may carry "h2" in its TLS
+	// configuration's ALPN list already: offer HTTP/1.1 alone.
+	tc := &tls.Config{}
+	if tr.TLSClientConfig != nil {
+		tc = tr.TLSClientConfig.Clone()
+	}
+	tc.NextProtos = []string{"http/1.1"}
+	tr.TLSClientConfig = tc
+	return tr
 }
 
 // ActiveNative returns the native protocol address of the active as the
