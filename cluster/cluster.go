@@ -27,10 +27,12 @@
 //   - standby back from a cold start, following nobody yet, whose state is
 //     newer than the live active's (a higher state token, replayed from
 //     its log: the active was elected from an older log while this node
-//     was down): it does not follow that active, which would replace its
-//     answered grants; once it has heard every peer (or listened three
-//     FailoverTimeouts), the one such node that keeps its state against
-//     the others promotes itself, and the stale active steps down to it.
+//     was down, and its log's epoch is not later than this node's, which
+//     it would be had it replaced this node): it does not follow that
+//     active, which would replace its answered grants; once it has heard
+//     every peer (or listened three FailoverTimeouts), the one such node
+//     that keeps its state against the others promotes itself, and the
+//     stale active steps down to it.
 //   - standby with no live active: follow the best live active if there is
 //     one; otherwise, once the node has listened for FailoverTimeout, the
 //     highest-priority live node that holds state (or any, when none does)
@@ -197,8 +199,8 @@ type Status struct {
 	LastToken uint64 `json:"last_token"`
 	// StateToken is the token of the newest grant in the node's state:
 	// made there while it knew itself active, replicated from the active
-	// it follows, or replayed from its own log at start; 0 = none. It orders two actives' states (see
-	// keepsState).
+	// it follows, or replayed from its own log at start; 0 = none. It
+	// orders two actives' states (see keepsState).
 	StateToken uint64 `json:"state_token"`
 	// Native is the node's native protocol address; absent when it serves
 	// none.

@@ -115,6 +115,7 @@ type action struct {
 //     state is newer than the best live active's (a higher state token:
 //     it holds grants the active lacks) promotes itself instead of
 //     following it, if no other live standby keeps its state against it
+//     and the active's log epoch is not later than its own
 //     (ruleRestartNewer); the stale active then steps down to it
 //     (ruleTwoActives);
 //   - a standby follows the best live active (ruleFollowBest,
@@ -152,7 +153,7 @@ func decide(v view) action {
 		}
 		return action{kind: actStay, why: "active"}
 	}
-	if best >= 0 && !v.wasSynced && !v.followed && v.self.StateToken > v.peers[best].StateToken {
+	if best >= 0 && !v.wasSynced && !v.followed && v.self.StateToken > v.peers[best].StateToken && v.self.LogEpoch >= v.peers[best].LogEpoch {
 		// ruleRestartNewer: this node came back (a cold start: it has
 		// neither followed nor been an active since it started) with
 		// grants the live active lacks: it was started while this node
@@ -165,6 +166,17 @@ func decide(v view) action {
 		// (restarted together, with the same grants), only the one that
 		// keeps its state against every other live standby promotes; the
 		// others follow it once it is active.
+		//
+		// Not when the active's log is of a later epoch than this node's:
+		// it was promoted by a node that knew this node's last promotion
+		// (it had followed this node, or one that had), so this node is the
+		// one that was replaced. The replayed state token counts every
+		// grant of the log, the ones this node made as a replaced active
+		// while it did not know it yet (a pause; OnEvent leaves them out
+		// of the state token, and they reached no client); they must not
+		// make it take the role back from its replacement. (A stale node
+		// elected on a cold start knew only its own epoch, so its epoch is
+		// at most that of the node that replaced it before.)
 		act := v.peers[best]
 		if !v.allHeard() && v.uptime < 3*v.failoverTimeout {
 			// As a cold start's election listens: a slow peer restarted

@@ -442,13 +442,15 @@ func TestRuleTwoNodesThatRefuseEachOther(t *testing.T) {
 
 // restartedView is node s back from a cold start (it has neither followed
 // nor been an active since it started) with state token 200, every peer
-// heard: the active a (priority 0, epoch 4) holds an older state (100),
-// c (priority 2) is a standby without grants.
+// heard: the active a (priority 0) holds an older state (100), under the
+// same epoch 4 as the end of this node's log (elected alone from an older
+// log, it knew no later epoch); c (priority 2) is a standby without
+// grants.
 func restartedView() view {
 	a := livePeer("a", 0, api.RoleActive, 100)
-	a.Epoch = 4
+	a.Epoch, a.LogEpoch = 4, 4
 	v := standbyView(a, livePeer("c", 2, api.RoleStandby, 0))
-	v.wasSynced, v.self.StateToken, v.self.Epoch = false, 200, 3
+	v.wasSynced, v.self.StateToken, v.self.Epoch, v.self.LogEpoch = false, 200, 4, 4
 	return v
 }
 
@@ -501,13 +503,13 @@ func TestRuleRestartNewerOnlyTheBestRestartedNodePromotes(t *testing.T) {
 	v.peers[1].refused = true
 	wantAction(t, v, actPromote, "")
 	v.peers[1].refused = false
-	v.peers[1].StateToken, v.peers[1].Epoch = 200, 3 // the same state and epoch, of lower priority
+	v.peers[1].StateToken, v.peers[1].Epoch = 200, 4 // the same state and epoch, of lower priority
 	wantAction(t, v, actPromote, "")
 	v.self.Priority, v.peers[1].Priority = 2, 1 // of higher priority
 	wantAction(t, v, actStay, "")
-	v.peers[1].Epoch = 2 // this node's epoch is the later one
+	v.peers[1].Epoch = 3 // this node's epoch is the later one
 	wantAction(t, v, actPromote, "")
-	v.peers[1].Epoch = 3
+	v.peers[1].Epoch = 4
 	v.peers[1].live = false // not heard (any more): it does not count
 	wantAction(t, v, actPromote, "")
 	// Once it is active with its newer state, it is the one followed.
@@ -526,5 +528,17 @@ func TestRuleRestartNewerListensUntilEveryPeerIsHeard(t *testing.T) {
 	v.uptime = 3 * ft
 	wantAction(t, v, actPromote, "")
 	v.peers[1].live, v.uptime = true, 0
+	wantAction(t, v, actPromote, "")
+}
+
+// ruleRestartNewer: not when the active's log is of a later epoch than
+// this node's: the active replaced this node (its promotion knew this
+// node's epoch), and what this node's log holds beyond it are grants it
+// made as a replaced active (a pause), which reached no client.
+func TestRuleRestartNewerNotWhenTheActiveReplacedThisNode(t *testing.T) {
+	v := restartedView()
+	v.peers[0].LogEpoch, v.peers[0].Epoch = 5, 5
+	wantAction(t, v, actFollow, "a")
+	v.self.LogEpoch = 6 // this node's log is of a later epoch
 	wantAction(t, v, actPromote, "")
 }
