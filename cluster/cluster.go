@@ -24,6 +24,15 @@
 //     step down: demote the engine, follow it.
 //   - standby following a live active: nothing; once synced, a standby whose
 //     priority is above the active's asks it for a handoff.
+//   - standby back from a cold start, following nobody yet, whose state is
+//     newer than the live active's (a higher state token, replayed from
+//     its log: the active was elected from an older log while this node
+//     was down, and its log's epoch is not later than this node's, which
+//     it would be had it replaced this node): it does not follow that
+//     active, which would replace its answered grants; once it has heard
+//     every peer (or listened three FailoverTimeouts), the one such node
+//     that keeps its state against the others promotes itself, and the
+//     stale active steps down to it.
 //   - standby with no live active: follow the best live active if there is
 //     one; otherwise, once the node has listened for FailoverTimeout, the
 //     highest-priority live node that holds state (or any, when none does)
@@ -190,9 +199,9 @@ type Status struct {
 	// it issued, replicated or heard of from a peer.
 	LastToken uint64 `json:"last_token"`
 	// StateToken is the token of the newest grant in the node's state:
-	// made there while it knew itself active, or replicated from the
-	// active it follows; 0 = none. It orders two actives' states (see
-	// keepsState).
+	// made there while it knew itself active, replicated from the active
+	// it follows, or replayed from its own log at start; 0 = none. It
+	// orders two actives' states (see keepsState).
 	StateToken uint64 `json:"state_token"`
 	// Native is the node's native protocol address; absent when it serves
 	// none.
@@ -274,6 +283,10 @@ type Node struct {
 	asked      time.Time          // last handoff request to the active
 	everSynced bool               // followed an active (synced) or was one since Start
 	fetching   bool               // fetching the log's tail before a promotion (actFetch)
+	// everFollowed: this node has started to read an active's replication
+	// stream since Start (its state may have been replaced, in part, since
+	// the replay of its own log).
+	everFollowed bool
 	// unfetchable: peers whose records endpoint refused this node's log
 	// position (diverged); cleared once synced or promoted.
 	unfetchable map[string]bool
@@ -378,6 +391,10 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 	}
 	n.hasState = n.wal.LastIndex() > 0
 	n.epoch = em.Epoch
+	// The state token of the replayed state: grants replayed before New
+	// reached no Node's OnEvent. A node that comes back with grants the
+	// active lacks must show them (see ruleRestartNewer in decide).
+	n.stateToken.Store(eng.NewestGrant())
 	return n, nil
 }
 

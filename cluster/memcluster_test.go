@@ -597,3 +597,69 @@ func TestMemCloseHandsOffToTheBestStandby(t *testing.T) {
 		t.Errorf("node 0 handed off %d times, want 1", got)
 	}
 }
+
+// crash stops node i as kill -9 would, as far as its peers can tell: cut
+// off first, so that nothing it does while closing (an active's handoff)
+// reaches them; its links heal once it is closed (for a restart, open).
+func (c *memCluster) crash(i int) {
+	c.isolate(i, true)
+	c.closeNode(i)
+	c.isolate(i, false)
+}
+
+// A node that comes back with grants the live active lacks is not
+// overwritten by it (SPEC section 1: an answered grant is not lost while a
+// node that had it lives). The active node 0 crashes, node 1 is promoted
+// and answers L1 and L2 (on node 2's log too: sync_standbys 1); nodes 1
+// and 2 crash; node 0 comes back alone and is elected with its older log.
+// When nodes 1 and 2 come back, node 1 (the best of the two by keepsState)
+// takes the active role instead of following node 0, which steps down and
+// resyncs from it, then takes the role back by a handoff: L1 and L2 are
+// held on every node with their tokens.
+func TestMemRestartedNewerStateIsNotOverwrittenByAStaleActive(t *testing.T) {
+	c := newMemCluster(t, 3, func(cfg *Config) { cfg.SyncStandbys = 1 })
+	c.start(0, 1, 2)
+	c.waitActive(0)
+	c.crash(0)
+	c.waitActive(1, 1, 2)
+	g1, g2 := c.grant(1, "L1"), c.grant(1, "L2")
+	if c.holds(2, "L2") != g2.Token {
+		t.Fatalf("L2 answered before node 2 had it")
+	}
+	c.crash(1)
+	c.crash(2)
+
+	c.open(0)
+	c.start(0)
+	c.waitActive(0, 0) // elected alone, with its older log
+	if got := c.holds(0, "L1"); got != 0 {
+		t.Fatalf("the test's premise: node 0's log holds L1 (%d)", got)
+	}
+	stale := c.nodes[0].node.status()
+
+	c.open(1)
+	c.open(2)
+	for _, i := range []int{1, 2} {
+		if st := c.nodes[i].node.status(); st.StateToken != g2.Token {
+			t.Fatalf("node %d after the replay of its log: state token %d, want %d (L2's)", i, st.StateToken, g2.Token)
+		}
+	}
+	c.start(1, 2)
+	c.waitActive(0) // after node 0 stepped down, resynced and took the role back
+	for i := range c.nodes {
+		for _, g := range []engine.Grant{g1, g2} {
+			if got := c.holds(i, g.Key); got != g.Token {
+				t.Errorf("node %d: %s held by %d, want %d", i, g.Key, got, g.Token)
+			}
+		}
+	}
+	if got := c.nodes[0].changed("step_down"); got != 1 {
+		t.Errorf("node 0 stepped down %d times, want 1", got)
+	}
+	if got := c.nodes[2].changed("promote"); got != 0 {
+		t.Errorf("node 2, restarted with the same state as node 1, promoted %d times, want 0 (node 1 keeps its state against it)", got)
+	}
+	if st := c.nodes[0].node.status(); st.Epoch <= stale.Epoch {
+		t.Errorf("node 0's epoch %d after the handoff, not above %d, its epoch as the stale active", st.Epoch, stale.Epoch)
+	}
+}

@@ -261,3 +261,44 @@ func TestColdStartElectsTheMostAdvancedLog(t *testing.T) {
 		t.Errorf("token %d after the restart is not above %d", g.Token, top)
 	}
 }
+
+// TestColdStartStaleActiveYieldsToARestartedNewerState is the newcomer's
+// scenario with real processes: kill -9 of the active node 0; node 1 is
+// promoted and answers L1 and L2 (node 2 has them: sync_standbys 1);
+// kill -9 of nodes 1 and 2; node 0 comes back alone and elects itself
+// with its older log. When nodes 1 and 2 come back with their logs, node 1
+// does not follow node 0 (which would replace its state with node 0's and
+// lose L1 and L2): it takes the role, node 0 steps down and resyncs, then
+// takes the role back by a handoff; L1 and L2 are held with their tokens
+// on every node.
+func TestColdStartStaleActiveYieldsToARestartedNewerState(t *testing.T) {
+	c := newCluster(t, 3, false, syncFlags...)
+	c.startAll()
+	c.waitActive(0, 1, 2)
+	c.kill9(0)
+	c.waitActive(1, 2)
+	grants := []api.Grant{c.acquire(1, "L1", "lease=600"), c.acquire(1, "L2", "lease=600")}
+	c.waitHolder(2, "L2", grants[1].Token)
+	c.kill9(1)
+	c.kill9(2)
+
+	c.start(0)
+	c.waitActive(0)
+	if got := c.holderOf(0, "L1"); got != 0 {
+		t.Fatalf("the test's premise: node 0's log holds L1 (%d)", got)
+	}
+	mark := len(c.nodes[1].log.String())
+	c.start(1)
+	c.start(2)
+	c.waitActive(0, 1, 2)
+	for i := range c.nodes {
+		for _, g := range grants {
+			if got := c.holderOf(i, g.Key); got != g.Token {
+				t.Errorf("node %d: %s held by %d, want %d", i, g.Key, got, g.Token)
+			}
+		}
+	}
+	if log1 := c.nodes[1].log.String()[mark:]; !strings.Contains(log1, "restarted with a newer state") {
+		t.Errorf("node 1 did not take the role as the node restarted with the newer state:\n%s", log1)
+	}
+}

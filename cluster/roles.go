@@ -201,7 +201,7 @@ func (n *Node) gather(now time.Time, r *request) view {
 		self: n.statusLocked(), role: n.role, following: n.following, synced: n.synced,
 		uptime: now.Sub(n.started), sinceAsked: now.Sub(n.asked), failoverTimeout: n.cfg.FailoverTimeout,
 		moving: n.moving, closing: n.closing, followers: n.hub.synced(), req: r,
-		wasSynced: n.everSynced, fetching: n.fetching, unfetchable: maps.Clone(n.unfetchable),
+		wasSynced: n.everSynced, followed: n.everFollowed, fetching: n.fetching, unfetchable: maps.Clone(n.unfetchable),
 	}
 	if res := n.resumed.Load(); res != 0 {
 		resumedAt := n.base.Add(time.Duration(res))
@@ -335,7 +335,7 @@ func (n *Node) stopFollowingLocked() {
 // followLocked starts reading other's replication stream. n.mu is held.
 func (n *Node) followLocked(other string) {
 	n.stopFollowingLocked()
-	n.following = other
+	n.following, n.everFollowed = other, true
 	n.setActive(other)
 	ctx, cancel := context.WithCancel(n.ctx)
 	n.stopSync = cancel

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +42,10 @@ type view struct {
 	// wasSynced: this node has followed an active (synced) or been one
 	// since it started; false on a cold start (see decide).
 	wasSynced bool
+	// followed: this node has started to read an active's stream since it
+	// started (synced or not): its state may no longer be the one its own
+	// log replayed.
+	followed bool
 	// fetching: this node is fetching the log records it lacks from a
 	// more advanced peer (actFetch), to promote itself afterwards.
 	fetching bool
@@ -106,6 +111,13 @@ type action struct {
 //     (rulePaused);
 //   - an active steps down to a live active that keeps its state against
 //     it (ruleTwoActives, keepsState);
+//   - a node on a cold start that has not followed anyone yet and whose
+//     state is newer than the best live active's (a higher state token:
+//     it holds grants the active lacks) promotes itself instead of
+//     following it, if no other live standby keeps its state against it
+//     and the active's log epoch is not later than its own
+//     (ruleRestartNewer); the stale active then steps down to it
+//     (ruleTwoActives);
 //   - a standby follows the best live active (ruleFollowBest,
 //     ruleNewerActive) and, once synced, asks an active of lower priority
 //     for a handoff (ruleAskHandoff);
@@ -141,6 +153,43 @@ func decide(v view) action {
 		}
 		return action{kind: actStay, why: "active"}
 	}
+	if best >= 0 && !v.wasSynced && !v.followed && v.self.StateToken > v.peers[best].StateToken && v.self.LogEpoch >= v.peers[best].LogEpoch {
+		// ruleRestartNewer: this node came back (a cold start: it has
+		// neither followed nor been an active since it started) with
+		// grants the live active lacks: it was started while this node
+		// was down, from an older log. Following it would replace this
+		// node's state with the older one and lose answered grants
+		// (SPEC section 1). This node takes the active role instead; the
+		// two-actives rule then has the stale active step down and resync
+		// from it (keepsState: the newer state), and the priorities move
+		// the role on by a handoff once synced. Of several such nodes
+		// (restarted together, with the same grants), only the one that
+		// keeps its state against every other live standby promotes; the
+		// others follow it once it is active.
+		//
+		// Not when the active's log is of a later epoch than this node's:
+		// it was promoted by a node that knew this node's last promotion
+		// (it had followed this node, or one that had), so this node is the
+		// one that was replaced. The replayed state token counts every
+		// grant of the log, the ones this node made as a replaced active
+		// while it did not know it yet (a pause; OnEvent leaves them out
+		// of the state token, and they reached no client); they must not
+		// make it take the role back from its replacement. (A stale node
+		// elected on a cold start knew only its own epoch, so its epoch is
+		// at most that of the node that replaced it before.)
+		act := v.peers[best]
+		if !v.allHeard() && v.uptime < 3*v.failoverTimeout {
+			// As a cold start's election listens: a slow peer restarted
+			// with the same grants must be heard, or both promote.
+			return action{kind: actStay, why: "listening after start: restarted with a newer state than the active's"}
+		}
+		for _, p := range v.peers {
+			if p.live && !p.refused && p.Role != api.RoleActive && keepsState(p.Status, v.self) {
+				return action{kind: actStay, why: "restarted with grants the active lacks, as a live node that keeps its state against this one: it promotes"}
+			}
+		}
+		return action{kind: actPromote, epoch: v.maxEpoch() + 1, why: fmt.Sprintf("restarted with a newer state (state token %d) than the active %s (%d): its grants are kept", v.self.StateToken, act.URL, act.StateToken)}
+	}
 	f := v.peer(v.following)
 	if f != nil && f.live && f.Role == api.RoleActive {
 		if best >= 0 && v.peers[best].URL != f.URL && !keepsState(f.Status, v.peers[best].Status) {
@@ -169,11 +218,7 @@ func decide(v view) action {
 	// times as long unless every peer has answered, since a slow peer that
 	// holds more must not be taken for a dead one.
 	listen := v.failoverTimeout
-	allHeard := true
-	for _, p := range v.peers {
-		allHeard = allHeard && p.live
-	}
-	if (!v.self.HasState || !v.wasSynced) && !allHeard {
+	if (!v.self.HasState || !v.wasSynced) && !v.allHeard() {
 		listen *= 3
 	}
 	if v.uptime < listen {
@@ -320,6 +365,16 @@ func (v view) peer(u string) *peerView {
 		}
 	}
 	return nil
+}
+
+// allHeard reports whether every peer is live.
+func (v view) allHeard() bool {
+	for _, p := range v.peers {
+		if !p.live {
+			return false
+		}
+	}
+	return true
 }
 
 func (v view) maxEpoch() uint64 {

@@ -439,3 +439,106 @@ func TestRuleTwoNodesThatRefuseEachOther(t *testing.T) {
 		wantAction(t, v, actStay, "")
 	}
 }
+
+// restartedView is node s back from a cold start (it has neither followed
+// nor been an active since it started) with state token 200, every peer
+// heard: the active a (priority 0) holds an older state (100), under the
+// same epoch 4 as the end of this node's log (elected alone from an older
+// log, it knew no later epoch); c (priority 2) is a standby without
+// grants.
+func restartedView() view {
+	a := livePeer("a", 0, api.RoleActive, 100)
+	a.Epoch, a.LogEpoch = 4, 4
+	v := standbyView(a, livePeer("c", 2, api.RoleStandby, 0))
+	v.wasSynced, v.self.StateToken, v.self.Epoch, v.self.LogEpoch = false, 200, 4, 4
+	return v
+}
+
+// ruleRestartNewer: a node that comes back with grants the live active
+// lacks takes the active role (above every epoch known) rather than
+// follow it and install its older state.
+func TestRuleRestartNewerPromotesInsteadOfFollowingAStaleActive(t *testing.T) {
+	v := restartedView()
+	if p := wantAction(t, v, actPromote, ""); p.epoch != 5 {
+		t.Fatalf("epoch %d, want 5: above every epoch known", p.epoch)
+	}
+	v.self.Priority = 2 // whatever its priority
+	v.peers[1].Priority = 1
+	wantAction(t, v, actPromote, "")
+}
+
+// ruleRestartNewer: a restarted node whose state is older than the
+// active's, or the same, follows it, as before.
+func TestRuleRestartNewerNotWithAnOlderOrEqualState(t *testing.T) {
+	v := restartedView()
+	v.self.StateToken = 50
+	wantAction(t, v, actFollow, "a")
+	v.self.StateToken, v.self.Epoch = 100, 9 // equal state: a later epoch does not count
+	wantAction(t, v, actFollow, "a")
+}
+
+// ruleRestartNewer: a normal standby (it followed an active since it
+// started, or was one) never takes the role from a live active this way,
+// nor does a restarted node that has begun to follow one (its state may be
+// the active's, in part, already).
+func TestRuleRestartNewerNeverForASyncedOrFollowingNode(t *testing.T) {
+	v := restartedView()
+	v.wasSynced = true
+	wantAction(t, v, actFollow, "a")
+	v = restartedView()
+	v.followed = true
+	wantAction(t, v, actFollow, "a")
+	v.following = "a"
+	wantAction(t, v, actStay, "")
+}
+
+// ruleRestartNewer: of two nodes restarted with newer states, only the
+// one that keeps its state against the other (the newer, then the later
+// epoch, then the higher priority) promotes; the other waits and then
+// follows it. A node that refuses this one does not count.
+func TestRuleRestartNewerOnlyTheBestRestartedNodePromotes(t *testing.T) {
+	v := restartedView()
+	v.peers[1].StateToken = 300 // c holds still newer grants
+	wantAction(t, v, actStay, "")
+	v.peers[1].refused = true
+	wantAction(t, v, actPromote, "")
+	v.peers[1].refused = false
+	v.peers[1].StateToken, v.peers[1].Epoch = 200, 4 // the same state and epoch, of lower priority
+	wantAction(t, v, actPromote, "")
+	v.self.Priority, v.peers[1].Priority = 2, 1 // of higher priority
+	wantAction(t, v, actStay, "")
+	v.peers[1].Epoch = 3 // this node's epoch is the later one
+	wantAction(t, v, actPromote, "")
+	v.peers[1].Epoch = 4
+	v.peers[1].live = false // not heard (any more): it does not count
+	wantAction(t, v, actPromote, "")
+	// Once it is active with its newer state, it is the one followed.
+	v.peers[1].live, v.peers[1].Role = true, api.RoleActive
+	wantAction(t, v, actFollow, "c")
+}
+
+// ruleRestartNewer: until every peer has answered, the node listens for
+// three failover timeouts after start (a peer restarted with the same
+// grants may be slow), as a cold start's election does; it follows the
+// stale active meanwhile neither.
+func TestRuleRestartNewerListensUntilEveryPeerIsHeard(t *testing.T) {
+	v := restartedView()
+	v.peers[1].live, v.uptime = false, 2*ft
+	wantAction(t, v, actStay, "")
+	v.uptime = 3 * ft
+	wantAction(t, v, actPromote, "")
+	v.peers[1].live, v.uptime = true, 0
+	wantAction(t, v, actPromote, "")
+}
+
+// ruleRestartNewer: not when the active's log is of a later epoch than
+// this node's: the active replaced this node (its promotion knew this
+// node's epoch), and what this node's log holds beyond it are grants it
+// made as a replaced active (a pause), which reached no client.
+func TestRuleRestartNewerNotWhenTheActiveReplacedThisNode(t *testing.T) {
+	v := restartedView()
+	v.peers[0].LogEpoch, v.peers[0].Epoch = 5, 5
+	wantAction(t, v, actFollow, "a")
+	v.self.LogEpoch = 6 // this node's log is of a later epoch
+	wantAction(t, v, actPromote, "")
+}

@@ -173,6 +173,7 @@ func (s *shard) applyGrant(lk *lock, r *Record, at stamp) *waiter {
 		}
 	}
 	s.e.tokens.observe(r.Token)
+	s.newest = max(s.newest, r.Token)
 	s.setLimit(lk, r.Limit)
 	if lk.holders() == 0 && (r.Mode != Exclusive || lk.x != nil) {
 		lk.ext().mode = r.Mode

@@ -284,6 +284,9 @@ type shard struct {
 	armed    int64 // when the timer fires (monotonic ns, Clock); 0 = not armed
 	e        *Engine
 	buf      []byte // the record being appended to the log
+	// newest is the highest token of a grant applied to the shard's keys
+	// since the last Reset (see NewestGrant).
+	newest uint64
 }
 
 // lock is one key with holders, waiters, or both. Its first holder slot

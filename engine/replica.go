@@ -99,8 +99,26 @@ func (e *Engine) Reset() {
 		clear(s.heap)
 		s.heap = s.heap[:0]
 		s.retained = retainedQueue{}
+		s.newest = 0
 		s.mu.Unlock()
 	}
+}
+
+// NewestGrant returns the highest fencing token of a grant applied to the
+// engine since New or the last Reset, whoever made it: granted here,
+// replicated, replayed from the log at start, or loaded from a dump (of a
+// grant the dump holds: one released before the dump was written is not
+// in it). 0 = none. A cluster node starts its state token from it (the
+// newest grant its replayed state holds). It locks each shard in turn.
+func (e *Engine) NewestGrant() uint64 {
+	var v uint64
+	for i := range e.shards {
+		s := &e.shards[i]
+		s.mu.Lock()
+		v = max(v, s.newest)
+		s.mu.Unlock()
+	}
+	return v
 }
 
 func (s *shard) lockFor(key string) *lock {
