@@ -520,14 +520,16 @@ func (n *Node) ActiveURL(ctx context.Context) string {
 }
 
 // ActiveNative returns the native protocol address of the active as the
-// last status poll of it said, this node's own while it is the active, or
-// "" while no active is known or the active serves no native protocol. It
-// does not wait.
+// last status poll of it said, this node's own while it is the active and
+// Serving, or "" while no active is known, the active serves no native
+// protocol, or this node is the active but Resuming (it does not serve
+// until it knows it still is: its own address would send the client back
+// to it, again and again, where HTTP answers 503). It does not wait.
 func (n *Node) ActiveNative() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.active == n.cfg.Self {
-		if !n.eng.Active() {
+		if !n.Serving() {
 			return ""
 		}
 		return n.cfg.Native

@@ -58,3 +58,36 @@ func TestHoldsBackAGrantMadeWhileResumingOnceSteppedDown(t *testing.T) {
 		t.Fatal("a grant made before the pause reaches its client after the node stepped down")
 	}
 }
+
+// An active that runs again after a pause does not serve until it knows it
+// still is the active; over the native protocol it must then answer E
+// unavailable (retried by the client, like HTTP's 503), not "M" with its
+// own address: the client followed that back to the same node ten times
+// within milliseconds and failed its acquire, renewal or release with
+// "more than 10 redirects" (found by TestHistoryChaos, long-pause of the
+// active with native clients).
+func TestActiveNativeIsNotItselfWhileResuming(t *testing.T) {
+	c := newMemCluster(t, 1)
+	n, eng := c.nodes[0].node, c.nodes[0].eng
+	eng.Promote(engine.Failover)
+	n.mu.Lock()
+	n.cfg.Native = "127.0.0.1:7071"
+	n.setActive(n.cfg.Self)
+	n.mu.Unlock()
+	n.ticked.Store(n.since())
+	if got := n.ActiveNative(); got != "127.0.0.1:7071" {
+		t.Fatalf("the serving active's ActiveNative is %q, want its own native address", got)
+	}
+	n.ticked.Store(n.since() - int64(2*n.cfg.FailoverTimeout)) // paused
+	if n.Serving() {
+		t.Fatal("a paused active reads as Serving")
+	}
+	if got := n.ActiveNative(); got != "" {
+		t.Fatalf("a resuming active's ActiveNative is %q (its own address: the client is sent back to it), want \"\" (E unavailable)", got)
+	}
+	n.ticked.Store(n.since())
+	n.resumed.Store(n.since()) // ran again, peers not yet polled
+	if got := n.ActiveNative(); got != "" {
+		t.Fatalf("an active that ran again but has not polled its peers yet has ActiveNative %q, want \"\"", got)
+	}
+}
