@@ -236,6 +236,9 @@ type nemesis struct {
 	// lease is the clients' lease (0: 2*claimWindow); renewEvery, when
 	// above 0, has them renew every renewEvery while they hold.
 	lease, renewEvery time.Duration
+	// wait is how long an acquire waits (0: 15 s); a short one makes
+	// many answers 408, each of which must leave nothing held.
+	wait time.Duration
 }
 
 // runHistory starts a cluster of three, runs nm's clients while the
@@ -266,7 +269,11 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	if lease == 0 {
 		lease = 2 * claimWindow
 	}
-	wg := runLoop(t, c, nm.clients, history.Loop{Keys: nm.keys, Lease: lease, Wait: 15 * time.Second,
+	wait := nm.wait
+	if wait == 0 {
+		wait = 15 * time.Second
+	}
+	wg := runLoop(t, c, nm.clients, history.Loop{Keys: nm.keys, Lease: lease, Wait: wait,
 		Hold: nm.hold, LongHold: nm.longHold, LongShare: nm.longShare, Seed: 7, RenewEvery: nm.renewEvery}, stop, h, native)
 	samples := sampleHolders(c, stop)
 
