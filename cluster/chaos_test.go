@@ -14,17 +14,21 @@ import (
 )
 
 // inject applies one fault of the nemesis and repairs it, and returns its
-// name with the node it hit. kill, pause and cut hit the active for
+// name with the node it hit and when it began. kill, pause and cut hit the active for
 // 2*failoverTimeout (a failover each); kill-standby, pause-standby and
 // cut-standby hit a standby drawn by rng for as long; long-pause stops the
 // active for 5*failoverTimeout while the clients go on; cut-link holds
 // back the replication stream between the active and one standby (both
 // ways; every other link stays up) for 2*failoverTimeout, then drops it;
 // kill-all kills every node with SIGKILL and starts them again together.
-func (c *testCluster) inject(f string, rng *rand.Rand) string {
+func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time) {
 	c.t.Helper()
 	active := c.waitActive(-1)
-	standby := (active + 1 + rng.IntN(len(c.nodes)-1)) % len(c.nodes)
+	standby := active
+	if strings.Contains(f, "standby") || f == "cut-link" {
+		standby = (active + 1 + rng.IntN(len(c.nodes)-1)) % len(c.nodes)
+	}
+	start := time.Now()
 	switch f {
 	case "kill", "kill-standby":
 		n := active
@@ -34,7 +38,7 @@ func (c *testCluster) inject(f string, rng *rand.Rand) string {
 		c.kill9(n)
 		time.Sleep(2 * failoverTimeout)
 		c.start(n)
-		return fmt.Sprintf("%s node %d", f, n)
+		return fmt.Sprintf("%s node %d", f, n), start
 	case "pause", "pause-standby", "long-pause":
 		n, d := active, 2*failoverTimeout
 		switch f {
@@ -46,7 +50,7 @@ func (c *testCluster) inject(f string, rng *rand.Rand) string {
 		c.signal(n, syscall.SIGSTOP)
 		time.Sleep(d)
 		c.signal(n, syscall.SIGCONT)
-		return fmt.Sprintf("%s node %d", f, n)
+		return fmt.Sprintf("%s node %d", f, n), start
 	case "cut", "cut-standby":
 		n := active
 		if f == "cut-standby" {
@@ -55,13 +59,13 @@ func (c *testCluster) inject(f string, rng *rand.Rand) string {
 		c.nodes[n].proxy.setCut(true)
 		time.Sleep(2 * failoverTimeout)
 		c.nodes[n].proxy.setCut(false)
-		return fmt.Sprintf("%s node %d", f, n)
+		return fmt.Sprintf("%s node %d", f, n), start
 	case "cut-link":
 		p := c.nodes[active].proxy
 		p.hold(streamOf(c.nodes[standby].url), true, true)
 		time.Sleep(2 * failoverTimeout)
 		p.reset()
-		return fmt.Sprintf("cut-link node %d to node %d", active, standby)
+		return fmt.Sprintf("cut-link node %d to node %d", active, standby), start
 	case "kill-all":
 		for i := range c.nodes {
 			c.kill9(i)
@@ -77,14 +81,18 @@ func (c *testCluster) inject(f string, rng *rand.Rand) string {
 		for _, i := range order {
 			c.waitHTTP(i)
 		}
-		return "kill-all"
+		return "kill-all", start
 	}
 	c.t.Fatalf("unknown fault %q", f)
-	return ""
+	return "", start
 }
 
-// chaosFaults draws n faults from kinds with rng.
+// chaosFaults draws n faults from kinds with rng, or returns the list in
+// CHAOS_LIST (comma-separated fault names, see inject) when it is set.
 func chaosFaults(rng *rand.Rand, n int, kinds ...string) []string {
+	if l := os.Getenv("CHAOS_LIST"); l != "" {
+		return strings.Split(l, ",")
+	}
 	out := make([]string, n)
 	for i := range out {
 		out[i] = kinds[rng.IntN(len(kinds))]
@@ -111,7 +119,7 @@ var chaosKeys = []history.KeySpec{{Name: "m"}, {Name: "sem", Limit: 3, Shared: 0
 // the clients speak the native protocol, on a mutex, a semaphore and a
 // read/write lock, with short leases that live on renewals. Every fault
 // has its window. CHAOS_FAULTS (default 4) and CHAOS_SEED
-// (default 1) make it longer or different.
+// (default 1) make it longer or different; CHAOS_LIST names the faults.
 func TestHistoryChaos(t *testing.T) {
 	seed := uint64(envInt("CHAOS_SEED", 1))
 	faults := chaosFaults(rand.New(rand.NewPCG(seed, 99)), envInt("CHAOS_FAULTS", 4),
@@ -123,11 +131,12 @@ func TestHistoryChaos(t *testing.T) {
 
 // TestSyncHistoryChaos is TestHistoryChaos with sync_standbys 1, where a
 // kill of the active, of a standby or of every node gets no window: the
-// contract loses no answered grant, renewal or release through them.
+// contract loses no answered grant, renewal or release through them. The
+// pauses and cuts (partitions, SPEC section 3) have their windows.
 func TestSyncHistoryChaos(t *testing.T) {
 	seed := uint64(envInt("CHAOS_SEED", 1))
 	faults := chaosFaults(rand.New(rand.NewPCG(seed, 98)), envInt("CHAOS_FAULTS", 4),
-		"kill", "kill-standby", "kill-all", "pause-standby", "cut-link")
+		"kill", "kill-standby", "kill-all", "pause", "cut", "pause-standby", "cut-standby", "long-pause", "cut-link")
 	t.Logf("seed %d: faults %s", seed, strings.Join(faults, ", "))
 	runHistory(t, nemesis{keys: chaosKeys, clients: 10, hold: 5 * time.Millisecond, longHold: 3 * time.Second, longShare: 0.05,
 		faults: faults, seed: seed, native: true, lease: 2 * time.Second, renewEvery: 500 * time.Millisecond,

@@ -263,8 +263,9 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 
 	h := &history.Recorder{}
 	stop := make(chan struct{})
-	// Leases well above the claim deadline, so that a grant no client
-	// received and that held a key for its lease shows (checkGhostGrants).
+	// By default leases well above the claim deadline, so that a grant no
+	// client received and that held a key for its lease shows
+	// (checkGhostGrants).
 	lease := nm.lease
 	if lease == 0 {
 		lease = 2 * claimWindow
@@ -286,8 +287,8 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	rng := rand.New(rand.NewPCG(nm.seed, nm.seed))
 	for _, f := range nm.faults {
 		time.Sleep(time.Duration(800+rng.IntN(400)) * time.Millisecond)
-		w := history.Window{Start: time.Now()}
-		w.Name = c.inject(f, rng)
+		var w history.Window
+		w.Name, w.Start = c.inject(f, rng)
 		w.End = time.Now().Add(settle)
 		if nm.strict[f] {
 			w.Name += " (no window)"
