@@ -359,6 +359,10 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 		}
 		n.peers = append(n.peers, &peer{url: p, priority: i})
 	}
+	// Each node issues tokens of its own class (its priority modulo the
+	// number of nodes): two actives of a partition never issue one token
+	// twice.
+	eng.SetTokenClass(len(cfg.Peers), n.self)
 	n.hub = newHub(cfg.SyncStandbys)
 	n.wal = cfg.Log
 	max := cfg.TailBytes

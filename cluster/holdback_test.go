@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/baton-io/baton/engine"
@@ -89,5 +90,44 @@ func TestActiveNativeIsNotItselfWhileResuming(t *testing.T) {
 	n.resumed.Store(n.since()) // ran again, peers not yet polled
 	if got := n.ActiveNative(); got != "" {
 		t.Fatalf("an active that ran again but has not polled its peers yet has ActiveNative %q, want \"\"", got)
+	}
+}
+
+// Two actives of a partition never issue the same fencing token. An
+// active cut off from a standby's polls still polls it, sees it promoted
+// and raises its tokens above the last token that standby shows (its
+// reservation); the new active counts up from that same reservation, and
+// both issued the same token to two holders of one key (found by
+// TestHistoryChaosTimeouts: "token granted twice" after a cut of the
+// active, whose native clients still reached it). A resource that rejects
+// lower tokens accepts an equal one, so fencing held no more. Each node
+// issues tokens of its own class (priority modulo the number of nodes).
+func TestTwoActivesNeverIssueOneToken(t *testing.T) {
+	c := newMemCluster(t, 2)
+	a, b := c.nodes[0].eng, c.nodes[1].eng
+	a.Promote(engine.Failover)
+	b.Promote(engine.Failover)
+	base := max(a.LastToken(), b.LastToken()) + 1000
+	ctx := context.Background()
+	seen := map[uint64]string{}
+	for i := range 3 {
+		// Each saw the other's last token in a poll: the same base.
+		a.ObserveToken(base)
+		b.ObserveToken(base)
+		for j, e := range []*engine.Engine{a, b} {
+			g, err := e.Acquire(ctx, engine.AcquireRequest{Key: fmt.Sprintf("k%d", i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.Token <= base {
+				t.Fatalf("node %d issued token %d, not above %d, the last token it saw", j, g.Token, base)
+			}
+			who := fmt.Sprintf("node %d, key k%d", j, i)
+			if o, dup := seen[g.Token]; dup {
+				t.Fatalf("token %d issued twice: %s and %s", g.Token, o, who)
+			}
+			seen[g.Token] = who
+		}
+		base += 1000
 	}
 }
