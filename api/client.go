@@ -935,7 +935,11 @@ func (c *Client) redirect(s *slot, pathQuery string, r *response) (string, error
 	return to.RequestURI(), nil
 }
 
-// maxRedirects bounds the 307s one call follows.
+// maxRedirects bounds the 307s (native M answers) one call follows in a
+// row: an answer that is not a redirect (503, a poll timeout, unavailable)
+// starts the count again, so that an acquire or a release retried through
+// a failover, each attempt of which may be redirected once, is not failed
+// for redirects that were no loop.
 const maxRedirects = 10
 
 // redirectPause is how long an acquire or a release waits before it

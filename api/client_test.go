@@ -491,6 +491,59 @@ func TestRedirectFollowed(t *testing.T) {
 	}
 }
 
+// A release retried through a failover may be redirected on each attempt
+// (a standby sends it to the active it knows, which answers 503 while it
+// is not yet serving): those redirects are no loop, and the release goes
+// on until a node confirms it. It used to count every 307 of the whole
+// 5 s window and fail with "more than 10 redirects" after the eleventh,
+// leaving the lock held for the rest of its lease (found by the cluster's
+// TestSyncHistoryChaos: kill of every node, then a restart). The same for
+// an acquire told 503 between redirects.
+func TestRedirectsCountedInARowOnly(t *testing.T) {
+	var hits atomic.Int64
+	var srv *httptest.Server
+	srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			return
+		}
+		// Odd hits: a standby's 307; even hits: the 503 of a node not
+		// yet serving; from the 30th hit on, a grant or a release.
+		switch n := hits.Add(1); {
+		case n%2 == 1 && n < 30:
+			http.Redirect(w, r, srv.URL+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+		case n < 30:
+			w.Header().Set("Retry-After", "0")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"error":"unavailable","message":"no active node is known at the moment; retry"}`)
+		case r.Method == http.MethodPost:
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set(api.HeaderLockToken, "7")
+			fmt.Fprint(w, `{"key":"k","token":7,"lease":60,"expires_at":"2030-01-01T00:00:00Z"}`)
+		default:
+			w.WriteHeader(http.StatusOK)
+		}
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+
+	c := newClient(t, func(cfg *api.Config) { cfg.ReleaseRetry = time.Millisecond }, srv.URL)
+	ctx := ctxBound(t)
+	if err := c.Release(ctx, "k", 7); err != nil {
+		t.Fatalf("release redirected once on each of its 15 attempts: %v", err)
+	}
+	hits.Store(0)
+	l, err := c.Acquire(ctx, "k", api.WithLease(time.Minute))
+	if err != nil {
+		t.Fatalf("acquire redirected once on each of its 15 attempts: %v", err)
+	}
+	if l.Token != 7 {
+		t.Fatalf("token %d, want 7", l.Token)
+	}
+}
+
 // List and Cluster-independent calls.
 func TestList(t *testing.T) {
 	srv := startServer(t, engine.Config{}, nil)

@@ -263,7 +263,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			continue
 		case http.StatusRequestTimeout:
 			if isPollTimeout(r) {
-				avoid = nil
+				avoid, redirects = nil, 0
 				continue // resume our place, same Idempotency-Key
 			}
 			return nil, statusError(r)
@@ -278,7 +278,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 				c.settleAcquire(pathQuery, hdr, 0)
 				return nil, err
 			}
-			avoid = s
+			avoid, redirects = s, 0
 			continue
 		default:
 			return nil, statusError(r)
@@ -550,6 +550,7 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 				return statusError(r)
 			}
 		}
+		redirects = 0 // not a redirect: the next attempt counts anew
 		if errors.Is(err, ErrClosed) {
 			return err
 		}

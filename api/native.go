@@ -730,7 +730,7 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			c.nsettle(q, nil)
 			return nil, err
 		}
-		avoid = s
+		avoid, redirects = s, 0
 	}
 }
 
@@ -893,6 +893,7 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 				return answerError(&a)
 			}
 		}
+		redirects = 0 // not a redirect: the next attempt counts anew
 		if errors.Is(err, ErrClosed) {
 			return err
 		}

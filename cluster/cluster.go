@@ -373,6 +373,10 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 		}
 		n.peers = append(n.peers, &peer{url: p, priority: i})
 	}
+	// Each node issues tokens of its own class (its priority modulo the
+	// number of nodes): two actives of a partition never issue one token
+	// twice.
+	eng.SetTokenClass(len(cfg.Peers), n.self)
 	n.hub = newHub(cfg.SyncStandbys)
 	n.wal = cfg.Log
 	max := cfg.TailBytes
@@ -564,14 +568,16 @@ func http1Only(rt http.RoundTripper) http.RoundTripper {
 }
 
 // ActiveNative returns the native protocol address of the active as the
-// last status poll of it said, this node's own while it is the active, or
-// "" while no active is known or the active serves no native protocol. It
-// does not wait.
+// last status poll of it said, this node's own while it is the active and
+// Serving, or "" while no active is known, the active serves no native
+// protocol, or this node is the active but Resuming (it does not serve
+// until it knows it still is: its own address would send the client back
+// to it, again and again, where HTTP answers 503). It does not wait.
 func (n *Node) ActiveNative() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.active == n.cfg.Self {
-		if !n.eng.Active() {
+		if !n.Serving() {
 			return ""
 		}
 		return n.cfg.Native

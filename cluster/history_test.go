@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,15 +35,25 @@ func (c *testCluster) client(t *testing.T) *api.Client {
 // runClients runs n clients of the official client (history.Loop) on
 // keys, with lease, holding each grant for hold, until stop closes.
 func runClients(t *testing.T, c *testCluster, n int, keys []history.KeySpec, lease, hold time.Duration, stop <-chan struct{}, h *history.Recorder) *sync.WaitGroup {
-	return runLoop(t, c, n, history.Loop{Keys: keys, Lease: lease, Wait: 15 * time.Second, Hold: hold, Seed: 7}, stop, h)
+	return runLoop(t, c, n, history.Loop{Keys: keys, Lease: lease, Wait: 15 * time.Second, Hold: hold, Seed: 7}, stop, h, nil)
 }
 
 // runLoop runs n clients, each its own api.Client over every node, doing
-// l until stop closes.
-func runLoop(t *testing.T, c *testCluster, n int, l history.Loop, stop <-chan struct{}, h *history.Recorder) *sync.WaitGroup {
+// l until stop closes. With native addresses (baton://, one per node),
+// every odd-numbered client speaks the native protocol over them.
+func runLoop(t *testing.T, c *testCluster, n int, l history.Loop, stop <-chan struct{}, h *history.Recorder, native []string) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for i := range n {
-		cl := c.client(t)
+		var cl *api.Client
+		if len(native) > 0 && i%2 == 1 {
+			var err error
+			if cl, err = api.NewClient(api.Config{Addresses: native}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cl.Close() })
+		} else {
+			cl = c.client(t)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -212,12 +224,21 @@ type nemesis struct {
 	// as two holders).
 	hold, longHold time.Duration
 	longShare      float64
-	faults         []string // kill, pause, cut
+	faults         []string // kill, pause, cut of the active; more in inject
 	seed           uint64   // draws the gaps between faults and the clients' choices
 	extra          []string // more flags for every node
 	// strict names the faults that get no window: the contract promises
 	// everything through them (kill with sync_standbys >= 1).
 	strict map[string]bool
+	// native makes every other client speak the native protocol
+	// (baton:// addresses; every node gets a native_listen).
+	native bool
+	// lease is the clients' lease (0: 2*claimWindow); renewEvery, when
+	// above 0, has them renew every renewEvery while they hold.
+	lease, renewEvery time.Duration
+	// wait is how long an acquire waits (0: 15 s); a short one makes
+	// many answers 408, each of which must leave nothing held.
+	wait time.Duration
 }
 
 // runHistory starts a cluster of three, runs nm's clients while the
@@ -228,15 +249,33 @@ type nemesis struct {
 // the per-key figures.
 func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	c := newCluster(t, 3, true, nm.extra...)
+	var native []string
+	if nm.native {
+		c.args = map[int][]string{}
+		for i := range c.nodes {
+			addr := freeAddr(t, fmt.Sprintf("127.0.0.%d", i+1))
+			c.args[i] = []string{"--native-listen", addr}
+			native = append(native, "baton://"+addr)
+		}
+	}
 	c.startAll()
 	c.waitActive(0, 1, 2)
 
 	h := &history.Recorder{}
 	stop := make(chan struct{})
-	// Leases well above the claim deadline, so that a grant no client
-	// received and that held a key for its lease shows (checkGhostGrants).
-	wg := runLoop(t, c, nm.clients, history.Loop{Keys: nm.keys, Lease: 2 * claimWindow, Wait: 15 * time.Second,
-		Hold: nm.hold, LongHold: nm.longHold, LongShare: nm.longShare, Seed: 7}, stop, h)
+	// By default leases well above the claim deadline, so that a grant no
+	// client received and that held a key for its lease shows
+	// (checkGhostGrants).
+	lease := nm.lease
+	if lease == 0 {
+		lease = 2 * claimWindow
+	}
+	wait := nm.wait
+	if wait == 0 {
+		wait = 15 * time.Second
+	}
+	wg := runLoop(t, c, nm.clients, history.Loop{Keys: nm.keys, Lease: lease, Wait: wait,
+		Hold: nm.hold, LongHold: nm.longHold, LongShare: nm.longShare, Seed: 7, RenewEvery: nm.renewEvery}, stop, h, native)
 	samples := sampleHolders(c, stop)
 
 	// Mutual exclusion is not promised from a fault until the cluster has
@@ -248,22 +287,8 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	rng := rand.New(rand.NewPCG(nm.seed, nm.seed))
 	for _, f := range nm.faults {
 		time.Sleep(time.Duration(800+rng.IntN(400)) * time.Millisecond)
-		active := c.waitActive(-1)
-		w := history.Window{Name: fmt.Sprintf("%s node %d", f, active), Start: time.Now()}
-		switch f {
-		case "kill":
-			c.kill9(active)
-			time.Sleep(2 * failoverTimeout)
-			c.start(active)
-		case "pause":
-			c.signal(active, syscall.SIGSTOP)
-			time.Sleep(2 * failoverTimeout)
-			c.signal(active, syscall.SIGCONT)
-		case "cut":
-			c.nodes[active].proxy.setCut(true)
-			time.Sleep(2 * failoverTimeout)
-			c.nodes[active].proxy.setCut(false)
-		}
+		var w history.Window
+		w.Name, w.Start = c.inject(f, rng)
 		w.End = time.Now().Add(settle)
 		if nm.strict[f] {
 			w.Name += " (no window)"
@@ -285,6 +310,9 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	wg.Wait()
 
 	grants, errs := h.Grants(), h.Errs()
+	if dir := os.Getenv("HISTORY_DIR"); dir != "" {
+		saveHistory(t, c, dir, grants, errs, names)
+	}
 	fenced, figs := checkPerKeyOrder(t, grants, ws)
 	ghosts := len(checkGhostGrants(t, grants, samples.wait()))
 	t.Logf("history: grants=%d faults=%d (%s) client_errors=%d violations_inside_fault_windows=%d unreceived_grants_seen=%d violations_outside=%s",
@@ -405,4 +433,33 @@ func checkGhostGrants(t *testing.T, grants []history.Grant, samples []holderSamp
 		}
 	}
 	return ghosts
+}
+
+// saveHistory writes a run's faults, grants (ordered by the time they were
+// received), client errors and node logs under dir/<test name>, for a
+// person to read (HISTORY_DIR).
+func saveHistory(t *testing.T, c *testCluster, dir string, grants []history.Grant, errs, faults []string) {
+	t.Helper()
+	dir = filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	grants = slices.Clone(grants)
+	slices.SortFunc(grants, func(a, b history.Grant) int { return a.Granted.Compare(b.Granted) })
+	var b strings.Builder
+	at := func(tm time.Time) string { return tm.Format("15:04:05.000") }
+	for _, g := range grants {
+		fmt.Fprintf(&b, "%s client=%d %s %s token=%d asked=%s granted=%s ending=%s lost=%q lost_at=%s\n",
+			g.Key, g.Client, g.Mode, strconv.Itoa(g.Limit), g.Token, at(g.Asked), at(g.Granted), at(g.Ending), g.Lost, at(g.LostAt))
+	}
+	files := map[string]string{"faults.txt": strings.Join(faults, "\n") + "\n", "grants.txt": b.String(), "errors.txt": strings.Join(errs, "\n") + "\n"}
+	for _, nd := range c.nodes {
+		files[fmt.Sprintf("node%d.log", nd.i)] = nd.log.String()
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("history saved in %s", dir)
 }

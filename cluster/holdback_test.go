@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/baton-io/baton/engine"
@@ -56,5 +57,77 @@ func TestHoldsBackAGrantMadeWhileResumingOnceSteppedDown(t *testing.T) {
 	// client's repeat (with its Idempotency-Key) finds out there.
 	if !n.HoldsBack(before) {
 		t.Fatal("a grant made before the pause reaches its client after the node stepped down")
+	}
+}
+
+// An active that runs again after a pause does not serve until it knows it
+// still is the active; over the native protocol it must then answer E
+// unavailable (retried by the client, like HTTP's 503), not "M" with its
+// own address: the client followed that back to the same node ten times
+// within milliseconds and failed its acquire, renewal or release with
+// "more than 10 redirects" (found by TestHistoryChaos, long-pause of the
+// active with native clients).
+func TestActiveNativeIsNotItselfWhileResuming(t *testing.T) {
+	c := newMemCluster(t, 1)
+	n, eng := c.nodes[0].node, c.nodes[0].eng
+	eng.Promote(engine.Failover)
+	n.mu.Lock()
+	n.cfg.Native = "127.0.0.1:7071"
+	n.setActive(n.cfg.Self)
+	n.mu.Unlock()
+	n.ticked.Store(n.since())
+	if got := n.ActiveNative(); got != "127.0.0.1:7071" {
+		t.Fatalf("the serving active's ActiveNative is %q, want its own native address", got)
+	}
+	n.ticked.Store(n.since() - int64(2*n.cfg.FailoverTimeout)) // paused
+	if n.Serving() {
+		t.Fatal("a paused active reads as Serving")
+	}
+	if got := n.ActiveNative(); got != "" {
+		t.Fatalf("a resuming active's ActiveNative is %q (its own address: the client is sent back to it), want \"\" (E unavailable)", got)
+	}
+	n.ticked.Store(n.since())
+	n.resumed.Store(n.since()) // ran again, peers not yet polled
+	if got := n.ActiveNative(); got != "" {
+		t.Fatalf("an active that ran again but has not polled its peers yet has ActiveNative %q, want \"\"", got)
+	}
+}
+
+// Two actives of a partition never issue the same fencing token. An
+// active cut off from a standby's polls still polls it, sees it promoted
+// and raises its tokens above the last token that standby shows (its
+// reservation); the new active counts up from that same reservation, and
+// both issued the same token to two holders of one key (found by
+// TestHistoryChaosTimeouts: "token granted twice" after a cut of the
+// active, whose native clients still reached it). A resource that rejects
+// lower tokens accepts an equal one, so fencing held no more. Each node
+// issues tokens of its own class (priority modulo the number of nodes).
+func TestTwoActivesNeverIssueOneToken(t *testing.T) {
+	c := newMemCluster(t, 2)
+	a, b := c.nodes[0].eng, c.nodes[1].eng
+	a.Promote(engine.Failover)
+	b.Promote(engine.Failover)
+	base := max(a.LastToken(), b.LastToken()) + 1000
+	ctx := context.Background()
+	seen := map[uint64]string{}
+	for i := range 3 {
+		// Each saw the other's last token in a poll: the same base.
+		a.ObserveToken(base)
+		b.ObserveToken(base)
+		for j, e := range []*engine.Engine{a, b} {
+			g, err := e.Acquire(ctx, engine.AcquireRequest{Key: fmt.Sprintf("k%d", i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.Token <= base {
+				t.Fatalf("node %d issued token %d, not above %d, the last token it saw", j, g.Token, base)
+			}
+			who := fmt.Sprintf("node %d, key k%d", j, i)
+			if o, dup := seen[g.Token]; dup {
+				t.Fatalf("token %d issued twice: %s and %s", g.Token, o, who)
+			}
+			seen[g.Token] = who
+		}
+		base += 1000
 	}
 }

@@ -220,7 +220,7 @@ func (e *Engine) Promote(how Promotion) uint64 {
 		}
 		s.mu.Unlock()
 	}
-	return e.tokens.last.Load() + 1
+	return e.tokens.classed(e.tokens.last.Load() + 1)
 }
 
 // EpochMark is what a RecEpoch record says: By (a node's URL) became the
@@ -286,6 +286,25 @@ func (e *Engine) Demote() {
 		}
 		s.mu.Unlock()
 	}
+}
+
+// SetTokenClass makes every token this engine issues from now on equal to
+// offset modulo stride (stride 0 or 1: any token), so that the nodes of
+// one cluster, each with its own offset and the number of nodes as
+// stride, never issue the same token: not even two actives in a partition,
+// each of which raises its tokens above the last token its polls of the
+// other show (ObserveToken), and would otherwise count up from the same
+// one (SPEC section 1: a fencing token is above every token issued before
+// it, and a resource that rejects lower tokens accepts equal ones). Tokens
+// still rise: a token is only ever rounded up into the class. Call it
+// before the engine issues tokens; offset must be below stride.
+func (e *Engine) SetTokenClass(stride, offset int) {
+	if stride <= 1 || offset < 0 || offset >= stride {
+		e.tokens.stride.Store(0)
+		return
+	}
+	e.tokens.offset.Store(uint64(offset))
+	e.tokens.stride.Store(uint64(stride))
 }
 
 // ObserveToken raises the fencing-token high-water mark to at least token

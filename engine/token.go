@@ -20,6 +20,10 @@ const tokenFile = "token-hwm"
 //
 //	next = max(last+1, wall-clock microseconds, persisted+1)
 //
+// rounded up into the node's class (Engine.SetTokenClass: in a cluster,
+// each node issues only tokens equal to its priority modulo the number of
+// nodes, so that two actives never issue the same one).
+//
 // Wall-clock microseconds keep tokens above anything an earlier holder of
 // the role could have issued (when clocks agree); the persisted high-water
 // mark keeps them above everything this node issued before a restart, even if
@@ -38,6 +42,21 @@ type tokens struct {
 	kick chan struct{} // asks the background writer to extend the ceiling
 
 	failing atomic.Bool // the last write of the file failed
+
+	// stride and offset: with stride above 1, every token issued is
+	// offset modulo stride (see Engine.SetTokenClass).
+	stride, offset atomic.Uint64
+}
+
+// classed returns the smallest token at or above n in this node's class
+// (n itself without a class).
+func (t *tokens) classed(n uint64) uint64 {
+	s := t.stride.Load()
+	if s <= 1 {
+		return n
+	}
+	o := t.offset.Load()
+	return n + (o+s-n%s)%s
 }
 
 func openTokens(dataDir string, margin time.Duration) (*tokens, error) {
@@ -78,7 +97,7 @@ func (t *tokens) next(now int64) (uint64, error) {
 	wall := uint64(now / 1e3)
 	for {
 		last := t.last.Load()
-		n := max(last+1, wall)
+		n := t.classed(max(last+1, wall))
 		if n >= MaxToken {
 			return 0, ErrTokenSpace
 		}

@@ -210,10 +210,12 @@ func (r *Recorder) Add(g Grant) {
 	r.mu.Unlock()
 }
 
-// Fail records a client error (an acquire or release that failed).
+// Fail records a client error (an acquire or release that failed), after
+// the time it is recorded (15:04:05.000).
 func (r *Recorder) Fail(format string, args ...any) {
+	msg := time.Now().Format("15:04:05.000 ") + fmt.Sprintf(format, args...)
 	r.mu.Lock()
-	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+	r.errs = append(r.errs, msg)
 	r.mu.Unlock()
 }
 
@@ -270,6 +272,12 @@ type Loop struct {
 	LongShare  float64 // 0..1
 	Seed       uint64  // with the client's number, seeds its draws
 	ErrorPause time.Duration
+	// RenewEvery, when above 0, renews the grant with Lease every
+	// RenewEvery while it is held (a hold longer than Lease lives on
+	// renewals). A renewal answered that the lock is not the client's,
+	// before the lease its last answered renewal (or the grant) gave
+	// could end, is a lost hold (Grant.Lost).
+	RenewEvery time.Duration
 }
 
 // Run loops on cl as client number id until stop closes, recording every
@@ -312,14 +320,48 @@ func (l Loop) Run(cl *api.Client, id int, stop <-chan struct{}, r *Recorder) {
 			continue
 		}
 		g.Token, g.Granted = lk.Token, time.Now()
-		time.Sleep(hold)
+		// leaseEnd is the earliest the server may end the hold by itself:
+		// a lease from when the grant or the last answered renewal was
+		// asked for.
+		leaseEnd := g.Asked.Add(l.Lease)
+		cancel()
+		ctx, cancel = context.WithTimeout(context.Background(), hold+l.Wait+5*time.Second)
+		if l.RenewEvery > 0 {
+			for end := g.Granted.Add(hold); time.Until(end) > 0 && time.Until(leaseEnd) > 0 && g.Lost == ""; {
+				time.Sleep(min(l.RenewEvery, time.Until(end)))
+				if time.Until(end) <= 0 {
+					break
+				}
+				sent := time.Now()
+				err := lk.Renew(ctx, l.Lease)
+				answered := time.Now()
+				switch {
+				case err == nil:
+					leaseEnd = sent.Add(l.Lease)
+				case errors.Is(err, api.ErrNotHeld) || errors.Is(err, api.ErrNotHolder):
+					if answered.Before(leaseEnd) {
+						g.Lost, g.LostAt = "renew: "+err.Error(), answered
+					}
+				default:
+					r.Fail("client %d renew %s/%d: %v", id, k.Name, lk.Token, err)
+				}
+			}
+		} else {
+			time.Sleep(hold)
+		}
+		// The client holds until now, or until its lease ran out with
+		// no renewal answered.
 		g.Ending = time.Now()
+		if leaseEnd.Before(g.Ending) {
+			g.Ending = leaseEnd
+		}
 		err = lk.Release(ctx)
 		answered := time.Now()
 		cancel()
 		switch {
+		case g.Lost != "":
 		case errors.Is(err, api.ErrNotHeld) || errors.Is(err, api.ErrNotHolder):
-			if answered.Before(g.Asked.Add(l.Lease)) {
+			if answered.Before(leaseEnd) {
 				g.Lost, g.LostAt = err.Error(), answered
 			}
 		case err != nil:

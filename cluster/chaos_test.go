@@ -1,0 +1,158 @@
+package cluster_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/baton-io/baton/internal/history"
+)
+
+// inject applies one fault of the nemesis and repairs it, and returns its
+// name with the node it hit and when it began. kill, pause and cut hit the active for
+// 2*failoverTimeout (a failover each); kill-standby, pause-standby and
+// cut-standby hit a standby drawn by rng for as long; long-pause stops the
+// active for 5*failoverTimeout while the clients go on; cut-link holds
+// back the replication stream between the active and one standby (both
+// ways; every other link stays up) for 2*failoverTimeout, then drops it;
+// kill-all kills every node with SIGKILL and starts them again together.
+func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time) {
+	c.t.Helper()
+	active := c.waitActive(-1)
+	standby := active
+	if strings.Contains(f, "standby") || f == "cut-link" {
+		standby = (active + 1 + rng.IntN(len(c.nodes)-1)) % len(c.nodes)
+	}
+	start := time.Now()
+	switch f {
+	case "kill", "kill-standby":
+		n := active
+		if f == "kill-standby" {
+			n = standby
+		}
+		c.kill9(n)
+		time.Sleep(2 * failoverTimeout)
+		c.start(n)
+		return fmt.Sprintf("%s node %d", f, n), start
+	case "pause", "pause-standby", "long-pause":
+		n, d := active, 2*failoverTimeout
+		switch f {
+		case "pause-standby":
+			n = standby
+		case "long-pause":
+			d = 5 * failoverTimeout
+		}
+		c.signal(n, syscall.SIGSTOP)
+		time.Sleep(d)
+		c.signal(n, syscall.SIGCONT)
+		return fmt.Sprintf("%s node %d", f, n), start
+	case "cut", "cut-standby":
+		n := active
+		if f == "cut-standby" {
+			n = standby
+		}
+		c.nodes[n].proxy.setCut(true)
+		time.Sleep(2 * failoverTimeout)
+		c.nodes[n].proxy.setCut(false)
+		return fmt.Sprintf("%s node %d", f, n), start
+	case "cut-link":
+		p := c.nodes[active].proxy
+		p.hold(streamOf(c.nodes[standby].url), true, true)
+		time.Sleep(2 * failoverTimeout)
+		p.reset()
+		return fmt.Sprintf("cut-link node %d to node %d", active, standby), start
+	case "kill-all":
+		for i := range c.nodes {
+			c.kill9(i)
+		}
+		time.Sleep(failoverTimeout)
+		// All at once: a node that comes back alone with a log behind
+		// the others' elects itself after three failover timeouts (no
+		// quorum, SPEC section 3), which is another run than this one.
+		order := rng.Perm(len(c.nodes))
+		for _, i := range order {
+			c.launch(i)
+		}
+		for _, i := range order {
+			c.waitHTTP(i)
+		}
+		return "kill-all", start
+	}
+	c.t.Fatalf("unknown fault %q", f)
+	return "", start
+}
+
+// chaosFaults draws n faults from kinds with rng, or returns the list in
+// CHAOS_LIST (comma-separated fault names, see inject) when it is set.
+func chaosFaults(rng *rand.Rand, n int, kinds ...string) []string {
+	if l := os.Getenv("CHAOS_LIST"); l != "" {
+		return strings.Split(l, ",")
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = kinds[rng.IntN(len(kinds))]
+	}
+	return out
+}
+
+// envInt reads a knob from the environment: def when unset or not a
+// positive number.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// chaosKeys mixes a mutex, a counting semaphore and a read/write lock.
+var chaosKeys = []history.KeySpec{{Name: "m"}, {Name: "sem", Limit: 3, Shared: 0.2}, {Name: "rw", Shared: 0.6}}
+
+// TestHistoryChaos is the history run under faults drawn at random over
+// every node, not only the active: kill, pause and cut of the active or of
+// a standby, a pause past failover_timeout, a stalled replication link
+// between the active and one standby, and every node killed at once; half
+// the clients speak the native protocol, on a mutex, a semaphore and a
+// read/write lock, with short leases that live on renewals. Every fault
+// has its window. CHAOS_FAULTS (default 4) and CHAOS_SEED
+// (default 1) make it longer or different; CHAOS_LIST names the faults.
+func TestHistoryChaos(t *testing.T) {
+	seed := uint64(envInt("CHAOS_SEED", 1))
+	faults := chaosFaults(rand.New(rand.NewPCG(seed, 99)), envInt("CHAOS_FAULTS", 4),
+		"kill", "pause", "cut", "kill-standby", "pause-standby", "cut-standby", "long-pause", "cut-link", "kill-all")
+	t.Logf("seed %d: faults %s", seed, strings.Join(faults, ", "))
+	runHistory(t, nemesis{keys: chaosKeys, clients: 10, hold: 5 * time.Millisecond, longHold: 3 * time.Second, longShare: 0.05,
+		faults: faults, seed: seed, native: true, lease: 2 * time.Second, renewEvery: 500 * time.Millisecond})
+}
+
+// TestSyncHistoryChaos is TestHistoryChaos with sync_standbys 1, where a
+// kill of the active, of a standby or of every node gets no window: the
+// contract loses no answered grant, renewal or release through them. The
+// pauses and cuts (partitions, SPEC section 3) have their windows.
+func TestSyncHistoryChaos(t *testing.T) {
+	seed := uint64(envInt("CHAOS_SEED", 1))
+	faults := chaosFaults(rand.New(rand.NewPCG(seed, 98)), envInt("CHAOS_FAULTS", 4),
+		"kill", "kill-standby", "kill-all", "pause", "cut", "pause-standby", "cut-standby", "long-pause", "cut-link")
+	t.Logf("seed %d: faults %s", seed, strings.Join(faults, ", "))
+	runHistory(t, nemesis{keys: chaosKeys, clients: 10, hold: 5 * time.Millisecond, longHold: 3 * time.Second, longShare: 0.05,
+		faults: faults, seed: seed, native: true, lease: 2 * time.Second, renewEvery: 500 * time.Millisecond,
+		extra: syncFlags, strict: map[string]bool{"kill": true, "kill-standby": true, "kill-all": true}})
+}
+
+// TestHistoryChaosTimeouts is the chaos run with acquires that wait 100 ms
+// on two contended keys and leases well above the claim deadline: most
+// acquires are answered 408, and a grant that such a client never
+// received must not hold its key past the claim deadline
+// (checkGhostGrants), through kills, pauses and cuts of any node.
+func TestHistoryChaosTimeouts(t *testing.T) {
+	seed := uint64(envInt("CHAOS_SEED", 1))
+	faults := chaosFaults(rand.New(rand.NewPCG(seed, 97)), envInt("CHAOS_FAULTS", 4),
+		"kill", "pause", "cut", "kill-standby", "long-pause", "cut-link")
+	t.Logf("seed %d: faults %s", seed, strings.Join(faults, ", "))
+	runHistory(t, nemesis{keys: []history.KeySpec{{Name: "m"}, {Name: "rw", Shared: 0.5}}, clients: 10, hold: 30 * time.Millisecond,
+		faults: faults, seed: seed, native: true, wait: 100 * time.Millisecond})
+}
