@@ -584,6 +584,34 @@ func TestPipelinedBurst(t *testing.T) {
 	}
 }
 
+// TestBurstLargerThanMaxQueue: a client that sends far more lines than
+// MaxQueue at once, reading the answers as they come, is served: answers
+// leave while the server still has lines to read (MaxQueue bounds what a
+// client leaves unread, not what it sends in one go).
+func TestBurstLargerThanMaxQueue(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	c := e.dial()
+	n := 3 * native.DefaultMaxQueue
+	lines := make([]string, n)
+	for i := range lines {
+		lines[i] = fmt.Sprintf("A burst%d 10 -", i)
+	}
+	sent := make(chan error, 1)
+	go func() {
+		_, err := c.nc.Write([]byte(strings.Join(lines, "\n") + "\n"))
+		sent <- err
+	}()
+	for i := range n {
+		line := c.read()
+		if f := strings.Fields(line); len(f) != 6 || f[0] != "A" || f[2] != "OK" {
+			t.Fatalf("answer %d: %q", i, line)
+		}
+	}
+	if err := <-sent; err != nil {
+		t.Fatalf("write: %v", err)
+	}
+}
+
 // TestGrantRacingCloseIsReleased: a waiter's client closes its connection
 // and the lock is released at once, before or after the server has seen
 // the close: the lock does not stay with the gone client (the waiter left

@@ -340,6 +340,7 @@ type answer struct {
 	granted bool
 	g       engine.Grant
 	id      string
+	end     int // a pending grant's: where its line ends in conn.out
 
 	r      *request
 	res    engine.AcquireResult
@@ -347,7 +348,7 @@ type answer struct {
 
 	// logged is the log index of a release's or renewal's change, which
 	// the role holder waits for before it writes the answer (one wait for a
-	// batch: the reader never waits for the log); op and rawKey make its
+	// batch); op and rawKey make its
 	// line, or the E line when the log cannot write it.
 	logged     engine.LogIndex
 	op, rawKey string
@@ -389,6 +390,13 @@ func (c *conn) readLoop() {
 	}
 	br := bufio.NewReaderSize(src, MaxLine+2)
 	for {
+		if inBatch && c.queued() >= readerBatch {
+			// A burst: its answers leave now, before the reader reads
+			// on (a reader that writes does not outrun its client's
+			// reads into MaxQueue).
+			inBatch = false
+			c.flushFromReader()
+		}
 		line, err := br.ReadSlice('\n')
 		if err != nil {
 			if errors.Is(err, bufio.ErrBufferFull) {
@@ -506,12 +514,34 @@ func (c *conn) push(a answer) bool {
 		return false
 	}
 	c.queue = append(c.queue, a)
-	wake := !c.writing && !c.reading
+	wake := c.wakesWriterLocked()
 	c.mu.Unlock()
 	if wake {
 		c.poke()
 	}
 	return true
+}
+
+// queued is the number of answers waiting to be written.
+func (c *conn) queued() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue)
+}
+
+// readerBatch is how many answers may wait for the reader's own write
+// (while it still has lines to read) before the writer is woken for them.
+const readerBatch = 256
+
+// wakesWriterLocked reports whether an answer just queued must wake the
+// writer (c.mu held): not while someone holds the writing role (it looks
+// at the queue again before it lets go), nor while the reader still has
+// lines to read (it writes their answers when it runs out), unless
+// readerBatch answers wait already: the writer then starts on them, so
+// that a burst of lines larger than MaxQueue from a client that reads
+// its answers is not taken for a client that does not read them.
+func (c *conn) wakesWriterLocked() bool {
+	return !c.writing && (!c.reading || len(c.queue) >= readerBatch)
 }
 
 // overflow closes a connection that has MaxQueue answers waiting to be
@@ -527,8 +557,10 @@ func (c *conn) overflow() {
 	c.s.log.Warn("native connection closed: it does not read its answers", "remote", c.nc.RemoteAddr().String(), "queued", c.s.cfg.MaxQueue)
 	if c.idling.Load() {
 		// Maybe on the reader, inside its read of the socket (idle),
-		// which Close would wait for.
-		go c.nc.Close()
+		// which Close would wait for: a deadline in the past ends its
+		// read instead, and the writer closes the connection as it ends
+		// (c.cancel).
+		_ = c.nc.SetDeadline(time.Unix(1, 0))
 	} else {
 		c.nc.Close()
 	}
@@ -558,7 +590,7 @@ func (c *conn) writeLoop() {
 		c.mu.Lock()
 		c.writing = true
 		c.mu.Unlock()
-		c.turn(true, false)
+		c.turn(true)
 		failed := c.werr != nil
 		c.wmu.Unlock()
 		if failed {
@@ -591,7 +623,7 @@ func (c *conn) writeLoop() {
 	c.mu.Unlock()
 	// Grants written to the buffer and not sent (a write that failed, or
 	// the reader's short write the loop could not finish) are released.
-	c.deliver(false)
+	c.deliver(-1)
 	c.putOut()
 	linger := c.linger && c.werr == nil
 	c.wmu.Unlock()
@@ -655,9 +687,7 @@ func (c *conn) flushNow(reader bool) {
 	}
 	c.writing = true
 	c.mu.Unlock()
-	// The reader comes from a read that found the socket empty and not
-	// closed: its first write needs no peek.
-	c.turn(false, reader)
+	c.turn(false)
 	c.wmu.Unlock()
 }
 
@@ -667,9 +697,8 @@ func (c *conn) flushNow(reader bool) {
 // then (or on a write error, which ends the connection). With block
 // false (the reader's turn) the write does not wait for the socket: what
 // the socket cannot take now stays in c.out for the writer, which is
-// woken. open: the socket was just found open (no peek before the first
-// write; see flushOut).
-func (c *conn) turn(block, open bool) {
+// woken.
+func (c *conn) turn(block bool) {
 	if block {
 		// The writer lets the goroutines that are about to answer
 		// (releases handing on, the reader's next line) run once before
@@ -688,8 +717,7 @@ func (c *conn) turn(block, open bool) {
 				return
 			}
 			c.mu.Unlock()
-			wrote := c.flushOut(block, open)
-			open = false
+			wrote := c.flushOut(block)
 			if !wrote {
 				// The socket is full: the writer goes on.
 				c.mu.Lock()
@@ -764,6 +792,7 @@ func (c *conn) format(batch []answer) {
 		}
 		*c.out = append(*c.out, a.line...)
 		if a.granted {
+			a.end = len(*c.out)
 			c.pending = append(c.pending, *a)
 		}
 		*a = answer{}
@@ -775,13 +804,14 @@ func (c *conn) format(batch []answer) {
 
 // flushOut writes c.out (c.wmu held): blocking, or, with block false, as
 // much as the socket takes now. It reports whether all of it was
-// written; a write error sets c.werr and ends the connection. The grants
-// in it are delivered once it is all written, abandoned if it fails.
-// Unless open (the socket was just read and found open), it peeks at the
-// socket first when it writes grants.
-func (c *conn) flushOut(block, open bool) bool {
+// written; a write error sets c.werr and ends the connection. A grant in
+// it is delivered once its line is written, abandoned if a write fails
+// before that (deliver). It peeks at the socket first when it writes
+// grants: a log wait may have come between the reader's last read and
+// this write.
+func (c *conn) flushOut(block bool) bool {
 	out := *c.out
-	if len(c.pending) > 0 && !open && c.peer.peerGone() {
+	if len(c.pending) > 0 && c.peer.peerGone() {
 		// The client went away as these grants were made: the reader has
 		// not seen it yet, a write would still succeed.
 		c.werr = errPeerGone
@@ -794,8 +824,10 @@ func (c *conn) flushOut(block, open bool) bool {
 			n, c.werr = c.peer.writeNow(out)
 		}
 	}
+	n = max(n, 0)
+	c.deliver(n)
 	if c.werr != nil {
-		c.deliver(false)
+		c.deliver(-1)
 		c.cancel()
 		return false
 	}
@@ -804,22 +836,33 @@ func (c *conn) flushOut(block, open bool) bool {
 		return false
 	}
 	*c.out = out[:0]
-	c.deliver(true)
 	return true
 }
 
-// deliver ends the pending grants (c.wmu held): written to the client
-// (metrics), or not (released to the next waiter).
-func (c *conn) deliver(written bool) {
-	for i, a := range c.pending {
-		if !written {
+// deliver ends the pending grants whose lines are within the first n
+// bytes of c.out, which were written to the client (metrics), and moves
+// the others' ends back by n (c.wmu held); n -1: none was written, and
+// every pending grant is released to the next waiter. A write that took
+// part of c.out thus delivers the grants it carried, whatever becomes of
+// the rest.
+func (c *conn) deliver(n int) {
+	k := 0
+	for _, a := range c.pending {
+		switch {
+		case n < 0:
 			c.s.eng.Abandon(a.g, a.id)
-		} else if m := c.s.cfg.Metrics; m != nil {
-			m.Delivered(a.g.Key, a.g.Token)
+		case a.end <= n:
+			if m := c.s.cfg.Metrics; m != nil {
+				m.Delivered(a.g.Key, a.g.Token)
+			}
+		default:
+			a.end -= n
+			c.pending[k] = a
+			k++
 		}
-		c.pending[i] = answer{}
 	}
-	c.pending = c.pending[:0]
+	clear(c.pending[k:])
+	c.pending = c.pending[:k]
 }
 
 // putOut returns c.out to outBufs once it is empty (c.wmu held): an idle
@@ -969,7 +1012,7 @@ func (r *request) done(res engine.AcquireResult) bool {
 		return false
 	}
 	c.queue = append(c.queue, answer{r: r, res: res, parked: true})
-	wake := !c.writing && !c.reading
+	wake := c.wakesWriterLocked()
 	c.mu.Unlock()
 	if wake && c.peer.direct {
 		// A grant handed on by a release that a reader is making now:
