@@ -942,12 +942,13 @@ func (c *Client) redirect(s *slot, pathQuery string, r *response) (string, error
 // for redirects that were no loop.
 const maxRedirects = 10
 
-// redirectPause is how long an acquire or a release waits before it
-// follows redirects again after maxRedirects of them in a row: during a
-// failover a standby still names the dead active until it has seen the
-// promotion (about failover_timeout), so running out of redirects then is
-// a failover in progress, retried like a 503 (an acquire for
-// failoverPatience, a release within ReleaseTimeout), not a final error.
+// redirectPause is how long an acquire waits before it follows redirects
+// again after maxRedirects of them in a row: during a failover a standby
+// still names the dead active until it has seen the promotion (about
+// failover_timeout), so running out of redirects then is a failover in
+// progress, retried like a 503 for failoverPatience, not a final error.
+// (A release retries then as after any failed attempt: after ReleaseRetry,
+// within ReleaseTimeout.)
 const redirectPause = 100 * time.Millisecond
 
 // failoverPatience is how long an acquire goes on asking while the nodes

@@ -424,7 +424,7 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 	// node's log: at the end of each batch, or, when the active has no
 	// sync_standbys and waits for none, at most every ackEvery.
 	paced := resp.Header.Get(syncHeader) == "0"
-	acks := &ackConn{count: &n.acksSent}
+	acks := &ackConn{count: &n.acksSent, limit: n.cfg.FailoverTimeout}
 	var applied atomic.Uint64 // the last index applied, for a new ack connection
 	var ackedAt time.Time     // of the last acknowledgement sent, when paced
 	ack := func(now time.Time) error {

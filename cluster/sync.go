@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -330,6 +331,10 @@ func (n *Node) ack(from string, index uint64) {
 	}
 }
 
+// errAckStalled: an acknowledgement's write took longer than
+// ackConn.limit.
+var errAckStalled = errors.New("acknowledgement write stalled")
+
 // ackEvery is how often at most a standby acknowledges when its active
 // has no sync_standbys (the stream's syncHeader says 0): nothing waits for
 // those acknowledgements, which only tell the active's replication lag
@@ -347,6 +352,11 @@ type ackConn struct {
 	sent  uint64         // the last index sent on w
 	buf   [8]byte
 	count *atomic.Uint64 // acknowledgements sent
+	// limit bounds one write (the failover timeout): a write the active
+	// does not take by then (its connection stalled, while its polls
+	// still answer) closes the connection, so that the stream's
+	// goroutine, which writes, never stops reading the stream for it.
+	limit time.Duration
 }
 
 // send acknowledges index, which this node's log has written, if it is
@@ -359,7 +369,16 @@ func (a *ackConn) send(index uint64) {
 		return
 	}
 	binary.BigEndian.PutUint64(a.buf[:], index)
-	if _, err := a.w.Write(a.buf[:]); err != nil {
+	w := a.w
+	var stalled *time.Timer
+	if a.limit > 0 {
+		stalled = time.AfterFunc(a.limit, func() { w.Close() })
+	}
+	_, err := w.Write(a.buf[:])
+	if stalled != nil && !stalled.Stop() && err == nil {
+		err = errAckStalled
+	}
+	if err != nil {
 		a.w.Close()
 		a.w = nil
 		return
