@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"github.com/baton-io/baton/internal/testproc"
 	"net"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -233,21 +232,8 @@ func TestNativeTLS(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile, pool := testproc.SelfSigned(t, dir)
 	addr, naddr := freeAddr(t), freeAddr(t)
-	cmd := exec.Command(batonBin, "serve", "--listen", addr, "--data-dir", t.TempDir(),
+	startBare(t, nil, "--listen", addr, "--data-dir", t.TempDir(),
 		"--tls-cert", certFile, "--tls-key", keyFile, "--native-listen", naddr)
-	cmd.Env = cleanEnv()
-	var stderr syncBuf
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("baton serve stderr:\n%s", &stderr)
-		}
-	})
 	var tc *tls.Conn
 	eventually(t, "the native TLS listener", func() string {
 		c, err := tls.Dial("tcp", naddr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})

@@ -26,22 +26,9 @@ func TestTLSClusterSyncStandby(t *testing.T) {
 	addrs := []string{freeAddr(t), freeAddr(t)}
 	peers := "--peers=https://" + addrs[0] + ",https://" + addrs[1]
 	for _, addr := range addrs {
-		cmd := exec.Command(batonBin, "serve", "--listen", addr, "--data-dir", t.TempDir(),
+		startBare(t, []string{"SSL_CERT_FILE=" + certFile}, "--listen", addr, "--data-dir", t.TempDir(),
 			"--tls-cert", certFile, "--tls-key", keyFile, peers, "--advertise=https://"+addr,
 			"--sync-standbys", "1", "--sync-timeout", "5s")
-		cmd.Env = cleanEnv("SSL_CERT_FILE=" + certFile)
-		var stderr syncBuf
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			if t.Failed() {
-				t.Logf("baton serve %s stderr:\n%s", addr, &stderr)
-			}
-		})
 	}
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
 	defer tr.CloseIdleConnections()
@@ -96,4 +83,27 @@ func TestTLSClusterSyncStandby(t *testing.T) {
 	if msg := caughtUp(); msg != "" {
 		t.Fatalf("after 3 grants: %s", msg)
 	}
+}
+
+// startBare runs `baton serve args...` with env added to a clean
+// environment, and kills it when the test ends (logging its stderr if the
+// test failed). Unlike startServeAt it does not wait for the node: its
+// callers serve TLS, which startServeAt's plain /healthz poll cannot ask.
+func startBare(t *testing.T, env []string, args ...string) {
+	t.Helper()
+	needBinary(t)
+	cmd := exec.Command(batonBin, append([]string{"serve"}, args...)...)
+	cmd.Env = cleanEnv(env...)
+	var stderr syncBuf
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("baton serve %v stderr:\n%s", args, &stderr)
+		}
+	})
 }
