@@ -958,7 +958,7 @@ const redirectPause = 100 * time.Millisecond
 // down or resuming from a pause says the same for a moment. Those answers
 // do not use up the attempts a broken connection counts (SPEC section 4:
 // as many as there are connections); this bound, or ctx, ends them.
-const failoverPatience = 10 * time.Second
+var failoverPatience = 10 * time.Second // a variable for tests
 
 // unavailableFor tracks an acquire's run of unavailable answers: the time
 // of the first (zero before one) and whether the run is still within
@@ -969,6 +969,22 @@ func unavailableFor(first *time.Time) bool {
 		return true
 	}
 	return time.Since(*first) < failoverPatience
+}
+
+// servedPause is how long an acquire attempt must have been in flight to
+// count as served: a node that cannot serve it answers at once (503, E
+// unavailable), and a node that parks it or holds it to a poll_timeout
+// is serving.
+const servedPause = time.Second
+
+// served restarts an acquire's failover patience (unavailableFor's first)
+// when its attempt sent at sent was in flight for servedPause or more: a
+// node served it since, and a later failover gets its own
+// failoverPatience rather than what is left of an earlier one's.
+func served(first *time.Time, sent time.Time) {
+	if time.Since(sent) >= servedPause {
+		*first = time.Time{}
+	}
 }
 
 // call makes a request that is safe to repeat (everything but an acquire,

@@ -245,3 +245,43 @@ func TestNativeReleaseFollowsMoveToAvoidedNode(t *testing.T) {
 		t.Fatalf("release: %v (%d release lines reached the active)", err, releases.Load())
 	}
 }
+
+// An acquire's failover patience starts again once a node has served it:
+// an acquire that met a 503, was then held by the active through two
+// poll_timeouts, and meets a 503 again (a second failover, later than the
+// patience after the first) waits for that one too, instead of failing
+// with what is left of the first failover's patience.
+func TestAcquirePatienceStartsAgainOnceServed(t *testing.T) {
+	api.SetFailoverPatience(t, 2*time.Second)
+	var n atomic.Int64
+	active := startServer(t, engine.Config{}, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/locks/") {
+				next.ServeHTTP(w, r)
+				return
+			}
+			switch n.Add(1) {
+			case 1, 4: // a failover: no active known
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Retry-After", "0")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = w.Write([]byte(`{"error":"unavailable","message":"no active node is known"}` + "\n"))
+			case 2, 3: // served: held to a poll_timeout, the place kept
+				time.Sleep(1200 * time.Millisecond)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusRequestTimeout)
+				_, _ = w.Write([]byte(`{"error":"poll_timeout","message":"the place is kept"}` + "\n"))
+			default:
+				next.ServeHTTP(w, r)
+			}
+		})
+	})
+	c := newClient(t, nil, active.URL)
+	l, err := c.Acquire(ctxBound(t), "k", api.WithLease(time.Minute))
+	if err != nil {
+		t.Fatalf("acquire after a second failover %v after the first: %v", 2400*time.Millisecond, err)
+	}
+	if l.Token == 0 || n.Load() != 5 {
+		t.Fatalf("token %d after %d attempts, want a token after 5", l.Token, n.Load())
+	}
+}

@@ -220,6 +220,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 		asked = true
 		sent := time.Now()
 		r, err := c.sendAcquire(ctx, s, cc, pathQuery, hdr)
+		served(&unavailableSince, sent)
 		if err != nil {
 			var ce *errConn
 			if !errors.As(err, &ce) {

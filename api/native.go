@@ -669,6 +669,7 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 		}
 		sent := time.Now()
 		a, err := w.do(ctx, id, line, q, 0)
+		served(&unavailableSince, sent)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
