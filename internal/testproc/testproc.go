@@ -6,7 +6,11 @@ package testproc
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -34,12 +38,54 @@ func (b *Buffer) String() string {
 
 // FreeAddr returns "host:port" with a TCP port that was free on host (an
 // address of 127.0.0.0/8) a moment ago. It fails the test if none is.
+//
+// The port comes from below the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range), never from it: a port the
+// kernel hands out for ":0" is also the source port it gives outgoing
+// connections, so a node killed in a test and started again on its port
+// could find it taken by some client's connection ("address already in
+// use"; seen in CI under the history tests' load). Ports are handed out at
+// most once per test process.
 func FreeAddr(t testing.TB, host string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", host+":0")
-	if err != nil {
-		t.Fatalf("no free port on %s: %v", host, err)
+	low := ephemeralLow()
+	const first = 10000
+	for range 1000 {
+		port := first + rand.IntN(low-first)
+		portsMu.Lock()
+		taken := portsGiven[port]
+		portsGiven[port] = true
+		portsMu.Unlock()
+		if taken {
+			continue
+		}
+		addr := net.JoinHostPort(host, strconv.Itoa(port))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return addr
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatalf("no free port on %s below %d", host, low)
+	return ""
+}
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
+
+// ephemeralLow is the first port of the kernel's ephemeral range, or
+// 32768 (Linux's default) where it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 11000 {
+				return n
+			}
+		}
+	}
+	return 32768
 }
