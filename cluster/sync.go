@@ -418,8 +418,19 @@ func (a *ackConn) drop(w io.WriteCloser) {
 // reader (ackConn.send). When the connection ends (a cut, the active went
 // away), it opens another a heartbeat later.
 func (n *Node) acker(ctx context.Context, active string, a *ackConn, applied *atomic.Uint64) {
+	var refused string // the last refusal logged: one line per new one
 	for {
-		n.ackOnce(ctx, active, a, applied)
+		switch r := n.ackOnce(ctx, active, a, applied); {
+		case r == "" || r == refused:
+			refused = r
+		case strings.HasPrefix(r, "409 "):
+			// Not the active (any more): this standby follows the new one.
+			n.log.Debug("the peer refused the acknowledgement connection", "active", active, "answer", r)
+			refused = r
+		default:
+			n.log.Warn("the active refused the acknowledgement connection: its sync_standbys never count this standby", "active", active, "answer", r)
+			refused = r
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -428,23 +439,27 @@ func (n *Node) acker(ctx context.Context, active string, a *ackConn, applied *at
 	}
 }
 
-// ackOnce opens one acknowledgement connection and returns when it ends.
-func (n *Node) ackOnce(ctx context.Context, active string, a *ackConn, applied *atomic.Uint64) {
+// ackOnce opens one acknowledgement connection and returns when it ends:
+// "" then, or when it could not be opened (a network error: the stream
+// sees it too); otherwise the active's refusal, its status and the start
+// of its answer.
+func (n *Node) ackOnce(ctx context.Context, active string, a *ackConn, applied *atomic.Uint64) string {
 	req, err := n.newRequest(ctx, http.MethodPost, active, "/ack", url.Values{"from": {n.cfg.Self}})
 	if err != nil {
-		return
+		return ""
 	}
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", ackUpgrade)
 	resp, err := n.stream.Do(req)
 	if err != nil {
-		return
+		return ""
 	}
 	rw, ok := resp.Body.(io.ReadWriteCloser)
 	if resp.StatusCode != http.StatusSwitchingProtocols || !ok {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 		resp.Body.Close()
-		return
+		return strings.TrimSpace(resp.Status + " " + string(b))
 	}
 	stop := context.AfterFunc(ctx, func() { rw.Close() })
 	defer stop()
@@ -455,6 +470,7 @@ func (n *Node) ackOnce(ctx context.Context, active string, a *ackConn, applied *
 	}
 	// The active writes nothing on it: this read ends with the connection.
 	_, _ = io.Copy(io.Discard, rw)
+	return ""
 }
 
 // acked returns the acknowledged index of each standby streaming from this
