@@ -105,13 +105,15 @@ func (p *peeker) peerGone() bool {
 }
 
 // sockReader is the reader's source on a direct connection: it reads the
-// socket through its raw connection and, when a read finds no bytes
-// waiting (EAGAIN), calls idle before it waits for more, once per Read.
-// The reader flushes its answers there: the read that found nothing is
-// also the check that the client had not closed its side (that reads 0
-// bytes, not EAGAIN), which saves the peek before the write. Bytes that
-// arrive while idle runs wake the wait at once (the poller was armed
-// before the read).
+// socket through its raw connection and, once the socket has no more
+// bytes for the reader, calls idle before it waits for more, once per
+// Read. The reader flushes its answers there. The socket has no more
+// bytes when a read finds none (EAGAIN), or when the last read took fewer
+// bytes than it asked for (short: it took all there were): then idle runs
+// before the read, and a grant's check that the client is still there
+// (check, instead of a peek) is that read, made after the grant's log
+// wait: a batch costs one read fewer. Bytes that arrive while idle runs
+// wake the wait at once (the poller was armed before it ran).
 type sockReader struct {
 	rc    syscall.RawConn
 	idle  func()
@@ -120,21 +122,38 @@ type sockReader struct {
 	n     int
 	err   error
 	idled bool
+	// short: the last read took fewer bytes than it asked for.
+	short bool
+	// fd is the socket while read runs; checked: a check during idle
+	// found no bytes (EAGAIN), so the read need not be made again.
+	fd      int
+	checked bool
 }
 
 // newSockReader returns p's sockReader (p must be direct) calling idle.
-func newSockReader(p *peeker, idle func()) io.Reader {
+func newSockReader(p *peeker, idle func()) *sockReader {
 	s := &sockReader{rc: p.rc, idle: idle}
 	s.read = func(fd uintptr) bool {
+		s.fd = int(fd)
+		if !s.idled && s.short {
+			// The socket had no more bytes at the last read: flush first
+			// (idle), and let a check made there be this read.
+			s.short = false
+			if s.runIdle() {
+				return true
+			}
+			if s.checked {
+				return false // wait: the check found no bytes
+			}
+		}
 		for {
 			n, err := syscall.Read(int(fd), s.p)
 			switch {
 			case err == syscall.EINTR:
 				continue
 			case err == syscall.EAGAIN:
-				if !s.idled {
-					s.idled = true
-					s.idle()
+				if !s.idled && s.runIdle() {
+					return true
 				}
 				return false // wait
 			case err != nil:
@@ -143,11 +162,53 @@ func newSockReader(p *peeker, idle func()) io.Reader {
 				s.err = io.EOF
 			default:
 				s.n = n
+				s.short = n < len(s.p)
 			}
 			return true
 		}
 	}
 	return s
+}
+
+// runIdle calls idle once for this Read and reports whether a check made
+// there ended the read (bytes read, or the end of the connection).
+func (s *sockReader) runIdle() bool {
+	s.idled, s.checked = true, false
+	s.idle()
+	return s.n > 0 || s.err != nil
+}
+
+// check reports, from idle only (inside the socket's read), whether the
+// client has closed its side: it reads into the reader's buffer without
+// waiting. EOF or an error (a reset) is gone; bytes, or none waiting, are
+// not (as the peek: a close behind unread bytes is not seen). Bytes it
+// reads are the Read's; a check after them answers from them.
+func (s *sockReader) check() (gone bool) {
+	if s.n > 0 {
+		return false
+	}
+	if s.err != nil {
+		return true
+	}
+	for {
+		n, err := syscall.Read(s.fd, s.p)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			s.checked = true
+			return false
+		case err != nil:
+			s.err = err
+			return true
+		case n == 0:
+			s.err = io.EOF
+			return true
+		}
+		s.n = n
+		s.short = n < len(s.p)
+		return false
+	}
 }
 
 func (s *sockReader) Read(p []byte) (int, error) {

@@ -298,7 +298,7 @@ type conn struct {
 	// writing: someone holds the writing role (wmu) and looks at the
 	// queue again before it lets go; reading: the reader is dispatching
 	// the lines it has read and writes their answers itself after
-	// (flushFromReader). Either way push does not wake the writer.
+	// (flushNow). Either way push does not wake the writer.
 	writing, reading bool
 
 	// collecting: the reader is releasing a key of the slot it holds in
@@ -310,7 +310,7 @@ type conn struct {
 	handed     []*conn
 
 	// wmu is the writing role: one goroutine at a time (the writer, or
-	// the reader in flushFromReader) settles queued answers and writes
+	// the reader in flushNow) settles queued answers and writes
 	// them, in queue order. The fields below are its holder's.
 	wmu sync.Mutex
 	// out holds the lines made and not yet written (from outBufs; nil
@@ -325,6 +325,9 @@ type conn struct {
 	// is made.
 	scratch []byte
 	peer    *peeker
+	// check, while the reader holds the role from inside its read of the
+	// socket, is its test that the client is still there (flushOut).
+	check func() bool
 }
 
 // answer is one line to write. A grant carries its Grant and id, so that
@@ -367,7 +370,7 @@ func (c *conn) readLoop() {
 	defer c.cancel()
 	authed := len(c.s.auth) == 0
 	// inBatch: c.reading is set, the answers of the lines read so far
-	// wait for flushFromReader (a connection the reader can write to
+	// wait for the reader's flushNow (a connection the reader can write to
 	// without waiting: c.peer.direct).
 	inBatch := false
 	defer func() {
@@ -379,14 +382,18 @@ func (c *conn) readLoop() {
 	if c.peer.direct {
 		// Every complete line read is dispatched and the socket has no
 		// more bytes: their answers leave now, before the reader waits.
-		src = newSockReader(c.peer, func() {
+		// A grant among them is checked by a read of the socket (the
+		// sockReader's check) rather than a peek.
+		var sr *sockReader
+		sr = newSockReader(c.peer, func() {
 			if inBatch {
 				inBatch = false
 				c.idling.Store(true)
-				c.flushFromReader()
+				c.flushNow(true, sr.check)
 				c.idling.Store(false)
 			}
 		})
+		src = sr
 	}
 	br := bufio.NewReaderSize(src, MaxLine+2)
 	for {
@@ -395,7 +402,7 @@ func (c *conn) readLoop() {
 			// on (a reader that writes does not outrun its client's
 			// reads into MaxQueue).
 			inBatch = false
-			c.flushFromReader()
+			c.flushNow(true, nil)
 		}
 		line, err := br.ReadSlice('\n')
 		if err != nil {
@@ -568,7 +575,7 @@ func (c *conn) overflow() {
 }
 
 // writeLoop writes queued answers that the reader does not write itself
-// (see flushFromReader) until the connection ends, then writes what is
+// (see flushNow) until the connection ends, then writes what is
 // left, withdraws the connection's parked acquires, abandons the grants it
 // could not deliver and closes the connection.
 func (c *conn) writeLoop() {
@@ -645,20 +652,17 @@ func (c *conn) writeLoop() {
 	c.s.mu.Unlock()
 }
 
-// flushFromReader is the reader's turn at writing, once it has dispatched
-// every complete line it had read: rather than wake the writer, it
-// writes the answers those lines produced (and any queued meanwhile)
-// itself, without waiting for the socket, in one write (flushNow). Only
-// on a connection it can write to without waiting (c.peer.direct: not
-// TLS).
-func (c *conn) flushFromReader() { c.flushNow(true) }
-
 // flushNow takes the writing role if it is free and writes what is
 // queued without waiting for the socket (turn); if the role is taken, or
 // the socket did not take the last write, it wakes the writer. The
-// reader calls it (reader true: it clears c.reading) and so does a reader
-// that handed a grant to this connection (handOn).
-func (c *conn) flushNow(reader bool) {
+// reader calls it (reader true: it clears c.reading) once it has
+// dispatched every complete line it had read, rather than wake the
+// writer (only on a connection it can write to without waiting:
+// c.peer.direct, not TLS); so does a reader that handed a grant to this
+// connection (handOn). check, if not nil, replaces the peek before
+// grants are written (see flushOut): the reader's read of the socket
+// from inside that read (sockReader.check).
+func (c *conn) flushNow(reader bool, check func() bool) {
 	locked := c.wmu.TryLock()
 	if locked && c.out != nil && len(*c.out) > 0 {
 		// The socket did not take the last write: the writer, which
@@ -687,7 +691,9 @@ func (c *conn) flushNow(reader bool) {
 	}
 	c.writing = true
 	c.mu.Unlock()
+	c.check = check
 	c.turn(false)
+	c.check = nil
 	c.wmu.Unlock()
 }
 
@@ -811,7 +817,7 @@ func (c *conn) format(batch []answer) {
 // this write.
 func (c *conn) flushOut(block bool) bool {
 	out := *c.out
-	if len(c.pending) > 0 && c.peer.peerGone() {
+	if len(c.pending) > 0 && c.peerGone() {
 		// The client went away as these grants were made: the reader has
 		// not seen it yet, a write would still succeed.
 		c.werr = errPeerGone
@@ -837,6 +843,16 @@ func (c *conn) flushOut(block bool) bool {
 	}
 	*c.out = out[:0]
 	return true
+}
+
+// peerGone reports whether the client has closed its side of the
+// connection (c.wmu held): by c.check on the reader's flush, else by a
+// peek.
+func (c *conn) peerGone() bool {
+	if c.check != nil {
+		return c.check()
+	}
+	return c.peer.peerGone()
 }
 
 // deliver ends the pending grants whose lines are within the first n
@@ -1198,7 +1214,7 @@ func (c *conn) handOn() {
 	c.collecting = false
 	c.hmu.Unlock()
 	for i, o := range c.handed {
-		o.flushNow(false)
+		o.flushNow(false, nil)
 		c.handed[i] = nil
 	}
 	c.handed = c.handed[:0]
