@@ -289,9 +289,9 @@ type conn struct {
 	chains     map[string]*request
 	chained    int  // requests waiting their turn in chains
 	overflowed bool // closed for a full queue from done (logged by the writer)
-	// idling: the reader is flushing from inside its read of the socket
-	// (sockReader's idle), which holds the socket: Close would wait for
-	// it.
+	// idling: the reader is dispatching and flushing from inside its
+	// raw read of the socket (readDirect), which holds the socket: Close
+	// would wait for it.
 	idling atomic.Bool
 	wake   chan struct{}
 
@@ -364,112 +364,96 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	return c
 }
 
-// readLoop reads and dispatches lines until the connection ends.
+// readLoop reads and dispatches lines until the connection ends: on a
+// plain TCP connection from inside the socket's raw read (readDirect),
+// else through a bufio.Reader.
 func (c *conn) readLoop() {
 	defer c.s.wg.Done()
 	defer c.cancel()
-	authed := len(c.s.auth) == 0
-	// inBatch: c.reading is set, the answers of the lines read so far
-	// wait for the reader's flushNow (a connection the reader can write to
-	// without waiting: c.peer.direct).
-	inBatch := false
 	defer func() {
 		c.mu.Lock()
 		c.reading = false
 		c.mu.Unlock()
 	}()
-	var src io.Reader = c.nc
+	authed := len(c.s.auth) == 0
 	if c.peer.direct {
-		// Every complete line read is dispatched and the socket has no
-		// more bytes: their answers leave now, before the reader waits.
-		// A grant among them is checked by a read of the socket (the
-		// sockReader's check) rather than a peek.
-		var sr *sockReader
-		sr = newSockReader(c.peer, func() {
-			if inBatch {
-				inBatch = false
-				c.idling.Store(true)
-				c.flushNow(true, sr.check)
-				c.idling.Store(false)
-			}
-		})
-		src = sr
+		c.readDirect(&authed)
+		return
 	}
-	br := bufio.NewReaderSize(src, MaxLine+2)
+	br := bufio.NewReaderSize(c.nc, MaxLine+2)
 	for {
-		if inBatch && c.queued() >= readerBatch {
-			// A burst: its answers leave now, before the reader reads
-			// on (a reader that writes does not outrun its client's
-			// reads into MaxQueue).
-			inBatch = false
-			c.flushNow(true, nil)
-		}
 		line, err := br.ReadSlice('\n')
 		if err != nil {
 			if errors.Is(err, bufio.ErrBufferFull) {
-				c.fatal("-", "-", api.CodeInvalidArgument, "line: longer than "+strconv.Itoa(MaxLine)+" bytes", c.s.now())
+				c.tooLong(c.s.now())
 			}
 			return
 		}
-		if !inBatch && c.peer.direct {
-			inBatch = true
-			c.mu.Lock()
-			c.reading = true
-			c.mu.Unlock()
-		}
-		start := c.s.now()
-		line = line[:len(line)-1]
-		if len(line) > MaxLine {
-			c.fatal("-", "-", api.CodeInvalidArgument, "line: longer than "+strconv.Itoa(MaxLine)+" bytes", start)
-			return
-		}
-		r, err := parse(line)
-		if !authed {
-			valid, admin := false, false
-			if err == nil && r.op == OpAuth {
-				valid, admin = c.s.checkAuth(r.auth)
-			}
-			if !valid {
-				c.fatal(OpAuth, "", api.CodeUnauthorized, authFailed, start)
-				return
-			}
-			authed, c.admin = true, admin
-			c.send(answer{line: []byte("AUTH OK\n")}, OpAuth, "OK", start)
-			continue
-		}
-		if err != nil {
-			var le *lineError
-			errors.As(err, &le)
-			if le.fatal {
-				c.fatal(le.op, le.rawKey, api.CodeInvalidArgument, le.Error(), start)
-				return
-			}
-			a := errorLine(le.op, le.rawKey, api.CodeInvalidArgument, le.Error())
-			if le.op == OpAcquire {
-				c.acquireInTurn(&request{op: OpAcquire, rawKey: le.rawKey, key: le.rawKey}, &a, start)
-			} else {
-				c.send(a, le.op, api.CodeInvalidArgument, start)
-			}
-			continue
-		}
-		switch r.op {
-		case OpAuth:
-			c.reauth(&r, start)
-		case OpAcquire:
-			// Only an acquire outlives its line (a copy: r itself stays
-			// on the stack for the other ops).
-			ar := new(request)
-			*ar = r
-			c.acquireInTurn(ar, nil, start)
-		case OpRelease:
-			c.release(&r, start)
-		case OpRenew:
-			c.renew(&r, start)
-		}
-		if c.ctx.Err() != nil {
+		if c.dispatch(line[:len(line)-1], &authed) {
 			return
 		}
 	}
+}
+
+// tooLong ends the connection for a line longer than MaxLine.
+func (c *conn) tooLong(start instant) {
+	c.fatal("-", "-", api.CodeInvalidArgument, "line: longer than "+strconv.Itoa(MaxLine)+" bytes", start)
+}
+
+// dispatch serves one request line (without its "\n") on the reader;
+// *authed is whether the connection has AUTHed (or needs not). It
+// reports whether the reader stops: a fatal line, or the connection
+// ended.
+func (c *conn) dispatch(line []byte, authed *bool) (stop bool) {
+	start := c.s.now()
+	if len(line) > MaxLine {
+		c.tooLong(start)
+		return true
+	}
+	r, err := parse(line)
+	if !*authed {
+		valid, admin := false, false
+		if err == nil && r.op == OpAuth {
+			valid, admin = c.s.checkAuth(r.auth)
+		}
+		if !valid {
+			c.fatal(OpAuth, "", api.CodeUnauthorized, authFailed, start)
+			return true
+		}
+		*authed, c.admin = true, admin
+		c.send(answer{line: []byte("AUTH OK\n")}, OpAuth, "OK", start)
+		return false
+	}
+	if err != nil {
+		var le *lineError
+		errors.As(err, &le)
+		if le.fatal {
+			c.fatal(le.op, le.rawKey, api.CodeInvalidArgument, le.Error(), start)
+			return true
+		}
+		a := errorLine(le.op, le.rawKey, api.CodeInvalidArgument, le.Error())
+		if le.op == OpAcquire {
+			c.acquireInTurn(&request{op: OpAcquire, rawKey: le.rawKey, key: le.rawKey}, &a, start)
+		} else {
+			c.send(a, le.op, api.CodeInvalidArgument, start)
+		}
+		return false
+	}
+	switch r.op {
+	case OpAuth:
+		c.reauth(&r, start)
+	case OpAcquire:
+		// Only an acquire outlives its line (a copy: r itself stays on
+		// the stack for the other ops).
+		ar := new(request)
+		*ar = r
+		c.acquireInTurn(ar, nil, start)
+	case OpRelease:
+		c.release(&r, start)
+	case OpRenew:
+		c.renew(&r, start)
+	}
+	return c.ctx.Err() != nil
 }
 
 // fatal queues an error line and ends the connection after it: nothing
@@ -563,7 +547,7 @@ func (c *conn) overflow() {
 	}
 	c.s.log.Warn("native connection closed: it does not read its answers", "remote", c.nc.RemoteAddr().String(), "queued", c.s.cfg.MaxQueue)
 	if c.idling.Load() {
-		// Maybe on the reader, inside its read of the socket (idle),
+		// Maybe on the reader, inside its raw read of the socket,
 		// which Close would wait for: a deadline in the past ends its
 		// read instead, and the writer closes the connection as it ends
 		// (c.cancel).
@@ -661,7 +645,7 @@ func (c *conn) writeLoop() {
 // c.peer.direct, not TLS); so does a reader that handed a grant to this
 // connection (handOn). check, if not nil, replaces the peek before
 // grants are written (see flushOut): the reader's read of the socket
-// from inside that read (sockReader.check).
+// from inside its raw read (readDirect's check).
 func (c *conn) flushNow(reader bool, check func() bool) {
 	locked := c.wmu.TryLock()
 	if locked && c.out != nil && len(*c.out) > 0 {
