@@ -2,10 +2,7 @@
 
 package native
 
-import (
-	"io"
-	"net"
-)
+import "net"
 
 // peeker cannot peek at a socket here: a grant racing the client's close
 // is released only if the write fails. Nor can it write without waiting:
@@ -20,4 +17,5 @@ func (*peeker) peerGone() bool { return false }
 
 func (*peeker) writeNow(b []byte) (int, error) { return 0, nil }
 
-func newSockReader(*peeker, func()) io.Reader { return nil }
+// readDirect is never called here: no connection is direct.
+func (c *conn) readDirect(*bool) {}

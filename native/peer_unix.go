@@ -3,6 +3,7 @@
 package native
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -104,61 +105,152 @@ func (p *peeker) peerGone() bool {
 	return p.gone
 }
 
-// sockReader is the reader's source on a direct connection: it reads the
-// socket through its raw connection and, when a read finds no bytes
-// waiting (EAGAIN), calls idle before it waits for more, once per Read.
-// The reader flushes its answers there: the read that found nothing is
-// also the check that the client had not closed its side (that reads 0
-// bytes, not EAGAIN), which saves the peek before the write. Bytes that
-// arrive while idle runs wake the wait at once (the poller was armed
-// before the read).
-type sockReader struct {
-	rc    syscall.RawConn
-	idle  func()
-	read  func(fd uintptr) bool
-	p     []byte
-	n     int
-	err   error
-	idled bool
-}
-
-// newSockReader returns p's sockReader (p must be direct) calling idle.
-func newSockReader(p *peeker, idle func()) io.Reader {
-	s := &sockReader{rc: p.rc, idle: idle}
-	s.read = func(fd uintptr) bool {
+// readDirect is readLoop on a plain TCP connection (c.peer.direct): it
+// reads the socket and dispatches the lines it read from inside one raw
+// read (syscall.RawConn.Read) for the connection's whole life, returning
+// to the poller only to wait. A read that takes fewer bytes than it asked
+// for took all there were: the reader then writes the answers of the
+// lines it dispatched (flushNow) and waits for more without reading again
+// to find the socket empty (EAGAIN), since a byte that arrives after that
+// read wakes the wait (the poller is not re-armed in between, as it is
+// when a raw read begins). Before it writes grants, the flush checks that
+// the client is still there by one more read (check), made after their log
+// wait, instead of a peek: none waiting (EAGAIN), and it waits; bytes,
+// and they are dispatched next; the end of the connection, and the grants
+// are released. A burst dispatches readerBatch lines at most before their
+// answers leave (a reader that writes does not outrun its client's reads
+// into MaxQueue). *authed is as dispatch's.
+func (c *conn) readDirect(authed *bool) {
+	buf := make([]byte, MaxLine+2)
+	var r, w int // buf[r:w]: bytes read and not yet dispatched
+	var fd int
+	// inBatch: c.reading is set, the answers of the lines dispatched
+	// since the last flush wait for the reader's flushNow.
+	inBatch, stop := false, false
+	// What check found: got bytes into buf[w:], or gotErr.
+	var got int
+	var gotErr error
+	check := func() (gone bool) {
+		if got > 0 {
+			return false // as a peek would: a close behind bytes is not seen
+		}
+		if gotErr != nil {
+			return true
+		}
 		for {
-			n, err := syscall.Read(int(fd), s.p)
+			n, err := syscall.Read(fd, buf[w:])
 			switch {
 			case err == syscall.EINTR:
 				continue
 			case err == syscall.EAGAIN:
-				if !s.idled {
-					s.idled = true
-					s.idle()
-				}
-				return false // wait
+				return false
 			case err != nil:
-				s.err = err
+				gotErr = err
+				return true
 			case n == 0:
-				s.err = io.EOF
-			default:
-				s.n = n
+				gotErr = io.EOF
+				return true
 			}
-			return true
+			got = n
+			return false
 		}
 	}
-	return s
-}
-
-func (s *sockReader) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
+	flush := func(chk func() bool) {
+		inBatch = false
+		got, gotErr = 0, nil
+		c.flushNow(true, chk)
 	}
-	s.p, s.n, s.err, s.idled = p, 0, nil, false
-	if err := s.rc.Read(s.read); err != nil {
-		s.p = nil
-		return 0, err
+	// lines dispatches the complete lines of buf[r:w] and moves what is
+	// left to the front of buf; false: the reader stops.
+	lines := func() bool {
+		for {
+			if inBatch && c.queued() >= readerBatch {
+				flush(nil)
+			}
+			i := bytes.IndexByte(buf[r:w], '\n')
+			if i < 0 {
+				break
+			}
+			line := buf[r : r+i]
+			r += i + 1
+			if !inBatch {
+				inBatch = true
+				c.mu.Lock()
+				c.reading = true
+				c.mu.Unlock()
+			}
+			if c.dispatch(line, authed) {
+				return false
+			}
+		}
+		if w-r == len(buf) {
+			c.tooLong(c.s.now())
+			return false
+		}
+		w = copy(buf, buf[r:w])
+		r = 0
+		return true
 	}
-	s.p = nil
-	return s.n, s.err
+	// took dispatches n bytes just read into buf[w:]. It reports whether
+	// the reader waits (the socket had no more bytes) or stops; neither:
+	// the raw read begins again (so that a client that keeps sending does
+	// not keep one going past a Close, which waits for it).
+	took := func(n int) (wait, end bool) {
+		w += n
+		short := w < len(buf)
+		if !lines() {
+			return false, true
+		}
+		if !short || !inBatch {
+			return short, false
+		}
+		// The socket had no more bytes: the answers leave now.
+		flush(check)
+		if gotErr != nil {
+			return false, true
+		}
+		if got == 0 {
+			return true, false
+		}
+		// Bytes the check read: dispatched now, answered after the next
+		// read.
+		w += got
+		return false, !lines()
+	}
+	read := func(sfd uintptr) bool {
+		fd = int(sfd)
+		c.idling.Store(true)
+		defer c.idling.Store(false)
+		for {
+			n, err := syscall.Read(fd, buf[w:])
+			switch {
+			case err == syscall.EINTR:
+				continue
+			case err == syscall.EAGAIN:
+				if !inBatch {
+					return false // wait
+				}
+				flush(check)
+				if gotErr != nil {
+					stop = true
+					return true
+				}
+				if got == 0 {
+					return false
+				}
+				n = got
+			case err != nil || n == 0:
+				stop = true
+				return true
+			}
+			wait, end := took(n)
+			stop = end
+			return !wait
+		}
+	}
+	for !stop {
+		if err := c.peer.rc.Read(read); err != nil {
+			return
+		}
+	}
 }

@@ -289,16 +289,16 @@ type conn struct {
 	chains     map[string]*request
 	chained    int  // requests waiting their turn in chains
 	overflowed bool // closed for a full queue from done (logged by the writer)
-	// idling: the reader is flushing from inside its read of the socket
-	// (sockReader's idle), which holds the socket: Close would wait for
-	// it.
+	// idling: the reader is dispatching and flushing from inside its
+	// raw read of the socket (readDirect), which holds the socket: Close
+	// would wait for it.
 	idling atomic.Bool
 	wake   chan struct{}
 
 	// writing: someone holds the writing role (wmu) and looks at the
 	// queue again before it lets go; reading: the reader is dispatching
 	// the lines it has read and writes their answers itself after
-	// (flushFromReader). Either way push does not wake the writer.
+	// (flushNow). Either way push does not wake the writer.
 	writing, reading bool
 
 	// collecting: the reader is releasing a key of the slot it holds in
@@ -310,7 +310,7 @@ type conn struct {
 	handed     []*conn
 
 	// wmu is the writing role: one goroutine at a time (the writer, or
-	// the reader in flushFromReader) settles queued answers and writes
+	// the reader in flushNow) settles queued answers and writes
 	// them, in queue order. The fields below are its holder's.
 	wmu sync.Mutex
 	// out holds the lines made and not yet written (from outBufs; nil
@@ -325,6 +325,9 @@ type conn struct {
 	// is made.
 	scratch []byte
 	peer    *peeker
+	// check, while the reader holds the role from inside its read of the
+	// socket, is its test that the client is still there (flushOut).
+	check func() bool
 }
 
 // answer is one line to write. A grant carries its Grant and id, so that
@@ -361,108 +364,96 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	return c
 }
 
-// readLoop reads and dispatches lines until the connection ends.
+// readLoop reads and dispatches lines until the connection ends: on a
+// plain TCP connection from inside the socket's raw read (readDirect),
+// else through a bufio.Reader.
 func (c *conn) readLoop() {
 	defer c.s.wg.Done()
 	defer c.cancel()
-	authed := len(c.s.auth) == 0
-	// inBatch: c.reading is set, the answers of the lines read so far
-	// wait for flushFromReader (a connection the reader can write to
-	// without waiting: c.peer.direct).
-	inBatch := false
 	defer func() {
 		c.mu.Lock()
 		c.reading = false
 		c.mu.Unlock()
 	}()
-	var src io.Reader = c.nc
+	authed := len(c.s.auth) == 0
 	if c.peer.direct {
-		// Every complete line read is dispatched and the socket has no
-		// more bytes: their answers leave now, before the reader waits.
-		src = newSockReader(c.peer, func() {
-			if inBatch {
-				inBatch = false
-				c.idling.Store(true)
-				c.flushFromReader()
-				c.idling.Store(false)
-			}
-		})
+		c.readDirect(&authed)
+		return
 	}
-	br := bufio.NewReaderSize(src, MaxLine+2)
+	br := bufio.NewReaderSize(c.nc, MaxLine+2)
 	for {
-		if inBatch && c.queued() >= readerBatch {
-			// A burst: its answers leave now, before the reader reads
-			// on (a reader that writes does not outrun its client's
-			// reads into MaxQueue).
-			inBatch = false
-			c.flushFromReader()
-		}
 		line, err := br.ReadSlice('\n')
 		if err != nil {
 			if errors.Is(err, bufio.ErrBufferFull) {
-				c.fatal("-", "-", api.CodeInvalidArgument, "line: longer than "+strconv.Itoa(MaxLine)+" bytes", c.s.now())
+				c.tooLong(c.s.now())
 			}
 			return
 		}
-		if !inBatch && c.peer.direct {
-			inBatch = true
-			c.mu.Lock()
-			c.reading = true
-			c.mu.Unlock()
-		}
-		start := c.s.now()
-		line = line[:len(line)-1]
-		if len(line) > MaxLine {
-			c.fatal("-", "-", api.CodeInvalidArgument, "line: longer than "+strconv.Itoa(MaxLine)+" bytes", start)
-			return
-		}
-		r, err := parse(line)
-		if !authed {
-			valid, admin := false, false
-			if err == nil && r.op == OpAuth {
-				valid, admin = c.s.checkAuth(r.auth)
-			}
-			if !valid {
-				c.fatal(OpAuth, "", api.CodeUnauthorized, authFailed, start)
-				return
-			}
-			authed, c.admin = true, admin
-			c.send(answer{line: []byte("AUTH OK\n")}, OpAuth, "OK", start)
-			continue
-		}
-		if err != nil {
-			var le *lineError
-			errors.As(err, &le)
-			if le.fatal {
-				c.fatal(le.op, le.rawKey, api.CodeInvalidArgument, le.Error(), start)
-				return
-			}
-			a := errorLine(le.op, le.rawKey, api.CodeInvalidArgument, le.Error())
-			if le.op == OpAcquire {
-				c.acquireInTurn(&request{op: OpAcquire, rawKey: le.rawKey, key: le.rawKey}, &a, start)
-			} else {
-				c.send(a, le.op, api.CodeInvalidArgument, start)
-			}
-			continue
-		}
-		switch r.op {
-		case OpAuth:
-			c.reauth(&r, start)
-		case OpAcquire:
-			// Only an acquire outlives its line (a copy: r itself stays
-			// on the stack for the other ops).
-			ar := new(request)
-			*ar = r
-			c.acquireInTurn(ar, nil, start)
-		case OpRelease:
-			c.release(&r, start)
-		case OpRenew:
-			c.renew(&r, start)
-		}
-		if c.ctx.Err() != nil {
+		if c.dispatch(line[:len(line)-1], &authed) {
 			return
 		}
 	}
+}
+
+// tooLong ends the connection for a line longer than MaxLine.
+func (c *conn) tooLong(start instant) {
+	c.fatal("-", "-", api.CodeInvalidArgument, "line: longer than "+strconv.Itoa(MaxLine)+" bytes", start)
+}
+
+// dispatch serves one request line (without its "\n") on the reader;
+// *authed is whether the connection has AUTHed (or needs not). It
+// reports whether the reader stops: a fatal line, or the connection
+// ended.
+func (c *conn) dispatch(line []byte, authed *bool) (stop bool) {
+	start := c.s.now()
+	if len(line) > MaxLine {
+		c.tooLong(start)
+		return true
+	}
+	r, err := parse(line)
+	if !*authed {
+		valid, admin := false, false
+		if err == nil && r.op == OpAuth {
+			valid, admin = c.s.checkAuth(r.auth)
+		}
+		if !valid {
+			c.fatal(OpAuth, "", api.CodeUnauthorized, authFailed, start)
+			return true
+		}
+		*authed, c.admin = true, admin
+		c.send(answer{line: []byte("AUTH OK\n")}, OpAuth, "OK", start)
+		return false
+	}
+	if err != nil {
+		var le *lineError
+		errors.As(err, &le)
+		if le.fatal {
+			c.fatal(le.op, le.rawKey, api.CodeInvalidArgument, le.Error(), start)
+			return true
+		}
+		a := errorLine(le.op, le.rawKey, api.CodeInvalidArgument, le.Error())
+		if le.op == OpAcquire {
+			c.acquireInTurn(&request{op: OpAcquire, rawKey: le.rawKey, key: le.rawKey}, &a, start)
+		} else {
+			c.send(a, le.op, api.CodeInvalidArgument, start)
+		}
+		return false
+	}
+	switch r.op {
+	case OpAuth:
+		c.reauth(&r, start)
+	case OpAcquire:
+		// Only an acquire outlives its line (a copy: r itself stays on
+		// the stack for the other ops).
+		ar := new(request)
+		*ar = r
+		c.acquireInTurn(ar, nil, start)
+	case OpRelease:
+		c.release(&r, start)
+	case OpRenew:
+		c.renew(&r, start)
+	}
+	return c.ctx.Err() != nil
 }
 
 // fatal queues an error line and ends the connection after it: nothing
@@ -556,7 +547,7 @@ func (c *conn) overflow() {
 	}
 	c.s.log.Warn("native connection closed: it does not read its answers", "remote", c.nc.RemoteAddr().String(), "queued", c.s.cfg.MaxQueue)
 	if c.idling.Load() {
-		// Maybe on the reader, inside its read of the socket (idle),
+		// Maybe on the reader, inside its raw read of the socket,
 		// which Close would wait for: a deadline in the past ends its
 		// read instead, and the writer closes the connection as it ends
 		// (c.cancel).
@@ -568,7 +559,7 @@ func (c *conn) overflow() {
 }
 
 // writeLoop writes queued answers that the reader does not write itself
-// (see flushFromReader) until the connection ends, then writes what is
+// (see flushNow) until the connection ends, then writes what is
 // left, withdraws the connection's parked acquires, abandons the grants it
 // could not deliver and closes the connection.
 func (c *conn) writeLoop() {
@@ -645,20 +636,17 @@ func (c *conn) writeLoop() {
 	c.s.mu.Unlock()
 }
 
-// flushFromReader is the reader's turn at writing, once it has dispatched
-// every complete line it had read: rather than wake the writer, it
-// writes the answers those lines produced (and any queued meanwhile)
-// itself, without waiting for the socket, in one write (flushNow). Only
-// on a connection it can write to without waiting (c.peer.direct: not
-// TLS).
-func (c *conn) flushFromReader() { c.flushNow(true) }
-
 // flushNow takes the writing role if it is free and writes what is
 // queued without waiting for the socket (turn); if the role is taken, or
 // the socket did not take the last write, it wakes the writer. The
-// reader calls it (reader true: it clears c.reading) and so does a reader
-// that handed a grant to this connection (handOn).
-func (c *conn) flushNow(reader bool) {
+// reader calls it (reader true: it clears c.reading) once it has
+// dispatched every complete line it had read, rather than wake the
+// writer (only on a connection it can write to without waiting:
+// c.peer.direct, not TLS); so does a reader that handed a grant to this
+// connection (handOn). check, if not nil, replaces the peek before
+// grants are written (see flushOut): the reader's read of the socket
+// from inside its raw read (readDirect's check).
+func (c *conn) flushNow(reader bool, check func() bool) {
 	locked := c.wmu.TryLock()
 	if locked && c.out != nil && len(*c.out) > 0 {
 		// The socket did not take the last write: the writer, which
@@ -687,7 +675,9 @@ func (c *conn) flushNow(reader bool) {
 	}
 	c.writing = true
 	c.mu.Unlock()
+	c.check = check
 	c.turn(false)
+	c.check = nil
 	c.wmu.Unlock()
 }
 
@@ -811,7 +801,7 @@ func (c *conn) format(batch []answer) {
 // this write.
 func (c *conn) flushOut(block bool) bool {
 	out := *c.out
-	if len(c.pending) > 0 && c.peer.peerGone() {
+	if len(c.pending) > 0 && c.peerGone() {
 		// The client went away as these grants were made: the reader has
 		// not seen it yet, a write would still succeed.
 		c.werr = errPeerGone
@@ -837,6 +827,16 @@ func (c *conn) flushOut(block bool) bool {
 	}
 	*c.out = out[:0]
 	return true
+}
+
+// peerGone reports whether the client has closed its side of the
+// connection (c.wmu held): by c.check on the reader's flush, else by a
+// peek.
+func (c *conn) peerGone() bool {
+	if c.check != nil {
+		return c.check()
+	}
+	return c.peer.peerGone()
 }
 
 // deliver ends the pending grants whose lines are within the first n
@@ -1198,7 +1198,7 @@ func (c *conn) handOn() {
 	c.collecting = false
 	c.hmu.Unlock()
 	for i, o := range c.handed {
-		o.flushNow(false)
+		o.flushNow(false, nil)
 		c.handed[i] = nil
 	}
 	c.handed = c.handed[:0]
