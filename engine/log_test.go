@@ -374,3 +374,31 @@ func TestUnwrittenGrantInAFurtherSlotIsReleased(t *testing.T) {
 		})
 	}
 }
+
+// A wait that runs out is a change (RecTimeout: the waiter leaves the
+// queue, and its ID answers 408 for the retention period): its 408 is
+// answered only once the record is written, to the waiter and to a
+// repeat of its ID. Answered before, a crash could drop the record: the
+// node would come back with the waiter still queued, and grant the lock
+// to the ID that was told "timeout".
+func TestTimeoutWaitsForTheLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &memLog{}
+		e := newEngine(t, Config{Shards: 1, Log: log})
+		defer e.Close()
+		mustAcquire(t, e, AcquireRequest{Key: "k", Lease: time.Hour})
+		w := goAcquire(e, context.Background(), AcquireRequest{Key: "k", ID: "w", Wait: time.Second})
+		synctest.Wait()
+		open := log.hold()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		parked(t, "the waiter whose timeout is not written yet", w)
+		rep := goAcquire(e, context.Background(), AcquireRequest{Key: "k", ID: "w"})
+		synctest.Wait()
+		parked(t, "a repeat of the ID whose timeout is not written yet", rep)
+		open()
+		synctest.Wait()
+		wantErr(t, "the waiter", answered(t, "w", w).err, ErrTimeout)
+		wantErr(t, "the repeat", answered(t, "rep", rep).err, ErrTimeout)
+	})
+}
