@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/baton-io/baton/engine"
 )
 
 // ackNode is a Node with only what waiting for acknowledgements uses:
@@ -114,5 +116,32 @@ func TestAckWaits(t *testing.T) {
 		if !w.Load() || n.degraded.Load() {
 			t.Fatalf("after Close: done %v, degraded %v", w.Load(), n.degraded.Load())
 		}
+	})
+}
+
+// A handoff demotes the engine before the successor applies the stream
+// through the last record and promotes itself: the changes made just
+// before, still waiting for their acknowledgements, are woken by the
+// acknowledgements that come meanwhile, as on an active, instead of
+// waiting sync_timeout and degrading the node for nothing.
+func TestAckWakesTheChangesOfADemotedEngine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := ackNode(1, "http://a")
+		eng, err := engine.New(engine.Config{Standby: true, DataDir: ""}) // as Demote leaves it
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer eng.Close()
+		n.eng = eng
+		w := waiting(n, 5)
+		synctest.Wait()
+		n.ack("http://a", 5)
+		synctest.Wait()
+		if !w.Load() || n.degraded.Load() {
+			t.Errorf("acknowledged up to 5 after the engine was demoted: done %v, degraded %v; want done, not degraded", w.Load(), n.degraded.Load())
+		}
+		close(n.quit) // a change still waiting goes on
+		n.stopAcks()
+		synctest.Wait()
 	})
 }

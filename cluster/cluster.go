@@ -265,6 +265,11 @@ type Node struct {
 	// engine: a promotion takes it after stopping the stream reader, so
 	// that nothing is applied to a promoted engine.
 	applyMu sync.Mutex
+	// installedTo is the highest shard dump index of the last snapshot
+	// installed from an active (under applyMu): the state holds the
+	// active's records up to there for some shards, which this node's
+	// log may not have yet (see snapshotBeforeOwnRecords).
+	installedTo uint64
 
 	mu         sync.Mutex
 	role       string // api.RoleActive, api.RoleStandby

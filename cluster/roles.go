@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/url"
@@ -301,6 +302,7 @@ func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64) {
 	n.epoch = epoch
 	n.everSynced, n.unfetchable = true, nil
 	n.degraded.Store(false)
+	n.snapshotBeforeOwnRecords()
 	if err := n.eng.StartEpoch(epoch, n.cfg.Self); err != nil {
 		n.log.Error("the epoch's record could not be logged; standbys will resync by snapshot", "epoch", epoch, "err", err)
 	}
@@ -310,6 +312,33 @@ func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64) {
 	n.setActive(n.cfg.Self)
 	n.log.Info("promoted to active", "why", why, "epoch", n.epoch, "first_token", first)
 	n.notify("promote", n.cfg.Self, fmt.Sprintf("promoted to active (%s), epoch %d", why, n.epoch))
+}
+
+// snapshotBeforeOwnRecords saves a snapshot of the engine at the log's
+// last index when the snapshot installed from the last active holds its
+// records beyond that index for some shards (the active dumps shard by
+// shard, each at its log's last index then, and the stream ended before
+// the records up to the last one arrived): the records this node writes
+// from now on at those indexes would otherwise be taken, at its next
+// restart, as held by that snapshot and skipped. n.applyMu is held: the
+// engine changes nothing meanwhile, every shard is dumped at the same
+// index. A failure is logged; the promotion goes on.
+func (n *Node) snapshotBeforeOwnRecords() {
+	last := n.wal.LastIndex()
+	if n.installedTo <= last {
+		return
+	}
+	err := n.wal.SaveSnapshot(last, func(w io.Writer) error {
+		_, err := n.eng.WriteDump(w, n.wal.LastIndex)
+		return err
+	})
+	if err != nil {
+		n.log.Error("the snapshot installed from the last active holds records beyond this log, and a snapshot of this node's state could not replace it: a restart may skip records this node writes up to that index",
+			"log_end", last, "installed_to", n.installedTo, "err", err)
+		return
+	}
+	n.installedTo = 0
+	n.log.Info("snapshot saved before promotion: the one installed from the last active held records beyond this log", "index", last)
 }
 
 // stepDownLocked demotes this active and follows other. n.mu is held.

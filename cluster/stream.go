@@ -632,6 +632,7 @@ func (n *Node) applyFrame(ctx context.Context, f *frame, begun *bool, dumps *eng
 		for _, i := range d {
 			*dumpMax = max(*dumpMax, i)
 		}
+		n.installedTo = *dumpMax
 	case frameRecord:
 		if !*begun {
 			return fmt.Errorf("%w: record before begin", errFrame)

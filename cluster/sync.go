@@ -309,11 +309,12 @@ func headerHas(h http.Header, key, token string) bool {
 
 // ack records that the standby at from has its log up to index, wakes the
 // changes waiting for acknowledgements, and ends a degraded state once
-// enough standbys have the log's last index.
+// enough standbys have the log's last index. It counts on a demoted
+// engine too: the streams a node serves are in its hub only while it is
+// the active or hands the role off (the hub is emptied when it steps
+// down or the handoff ends), and during a handoff the changes made just
+// before the engine was demoted still wait for these acknowledgements.
 func (n *Node) ack(from string, index uint64) {
-	if !n.eng.Active() {
-		return
-	}
 	n.hub.ack(from, index)
 	if n.cfg.SyncStandbys == 0 {
 		return

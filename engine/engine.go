@@ -810,25 +810,35 @@ type AcquireResult struct {
 	t   *ticket // with a grant: its ticket, if any
 }
 
-// LogIndex is the log index of the result's grant, which Settle waits
-// for (0: none, or no log). A caller settling many results may wait for
+// LogIndex is the log index of the result's grant (or of its timeout,
+// a change too), which Settle waits for (0: none, or no log). A caller settling many results may wait for
 // the highest first (Engine.WaitLogged): one log write for them all.
 func (o AcquireResult) LogIndex() LogIndex { return LogIndex(o.idx) }
 
 // Err is the acquire's error, nil for a grant (which Settle may still
-// refuse with ErrUnavailable).
+// refuse with ErrUnavailable; a timeout whose record the log cannot
+// write, Settle answers ErrNotWritten).
 func (o AcquireResult) Err() error { return o.err }
 
 // Settle waits until the outcome's grant is written to the log (and
 // synced, as the log's fsync mode says), and returns it; only then may
-// the grant be answered. It returns the acquire's error instead, or an
-// error wrapping ErrUnavailable when the log could not write the grant:
-// the grant is then released, nobody having heard of it. Call it once,
+// the grant be answered. It returns the acquire's error instead (a
+// timeout, ErrTimeout, once its record is written too: an error wrapping
+// ErrNotWritten when it could not be), or an error wrapping
+// ErrUnavailable when the log could not write the grant: the grant is
+// then released, nobody having heard of it. Call it once,
 // without holding anything done takes.
 func (o AcquireResult) Settle() (Grant, error) { return o.settle() }
 
 func (o *AcquireResult) settle() (Grant, error) {
 	if o.err != nil {
+		if o.idx != 0 {
+			// An outcome that is a change of its own (a timeout):
+			// answered once its record is written.
+			if err := o.s.e.waitLogged(o.idx); err != nil {
+				return Grant{}, err
+			}
+		}
 		return Grant{}, o.err
 	}
 	if o.idx == 0 {
@@ -1035,7 +1045,7 @@ func (s *shard) repeat(t *ticket, now stamp, done func(AcquireResult) bool, o *A
 		return nil
 	case tTimedOut:
 		s.mu.Unlock()
-		o.err = ErrTimeout
+		*o = AcquireResult{err: ErrTimeout, idx: t.idx, s: s}
 		return nil
 	case tEnded:
 		s.mu.Unlock()
@@ -1774,15 +1784,19 @@ func (s *shard) waiterDeadline(w *waiter, now stamp) {
 	switch {
 	case w.waitUntil != 0 && now.mono >= w.waitUntil:
 		r := Record{Kind: RecTimeout, Key: w.lk.key, WaiterID: w.t.id, At: now.wall, Until: now.wallAt(after(now.mono, s.e.cfg.Retention))}
-		if _, err := s.record(&r); err != nil {
+		idx, err := s.record(&r)
+		if err != nil {
 			s.retryLater(&w.dl, now)
 			return
 		}
 		queuedReq := w.state == queued
-		lk := w.lk
+		lk, t := w.lk, w.t
 		s.apply(lk, &r, now)
+		// The timeout is answered, to the waiter and to a repeat of its
+		// ID, once its record is written (settle), like every change.
+		t.idx = idx
 		if queuedReq {
-			w.deliver(AcquireResult{err: ErrTimeout})
+			w.deliver(AcquireResult{err: ErrTimeout, idx: idx, s: s})
 		}
 		s.grantNext(lk, now) // the waiters it held back
 		s.dropIfIdle(lk)

@@ -59,7 +59,7 @@ func (s *shard) settle(g Grant, idx uint64, t *ticket) (Grant, error) {
 	}
 	if err := s.e.log.Wait(idx); err != nil {
 		s.mu.Lock()
-		if lk := s.locks[g.Key]; lk != nil && lk.token == g.Token {
+		if lk := s.locks[g.Key]; lk != nil && lk.find(g.Token) != nil {
 			s.undeliverable(lk, g.Token, t)
 		}
 		s.mu.Unlock()

@@ -336,3 +336,69 @@ func TestAnswerWaitsForTheLog(t *testing.T) {
 		wantHolder(t, e, "h", 0, 0)
 	})
 }
+
+// A grant the log took but cannot write is released again whichever
+// holder slot it took: a second shared holder, or a semaphore's second
+// holder, is not left holding (unknown to anyone) until its lease ends.
+func TestUnwrittenGrantInAFurtherSlotIsReleased(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		req  AcquireRequest
+	}{
+		{"shared", AcquireRequest{Key: "k", Lease: time.Minute, Mode: Shared}},
+		{"semaphore", AcquireRequest{Key: "k", Lease: time.Minute, Limit: 2}},
+		{"shared with id", AcquireRequest{Key: "k", Lease: time.Minute, Mode: Shared, ID: "second"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			log := &memLog{}
+			e := newEngine(t, Config{Shards: 1, Log: log})
+			defer e.Close()
+			first := c.req
+			first.ID = ""
+			g := mustAcquire(t, e, first)
+			log.mu.Lock()
+			log.waitErr = errDiskFull
+			log.mu.Unlock()
+			_, err := e.Acquire(context.Background(), c.req)
+			wantErr(t, "second acquire whose grant could not be written", err, ErrUnavailable)
+			log.mu.Lock()
+			log.waitErr = nil
+			log.mu.Unlock()
+			st, err := e.Status("k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Holders) != 1 || st.Holders[0].Token != g.Token {
+				t.Fatalf("holders %+v; want only the first grant, %d (the unwritten grant still holds)", st.Holders, g.Token)
+			}
+		})
+	}
+}
+
+// A wait that runs out is a change (RecTimeout: the waiter leaves the
+// queue, and its ID answers 408 for the retention period): its 408 is
+// answered only once the record is written, to the waiter and to a
+// repeat of its ID. Answered before, a crash could drop the record: the
+// node would come back with the waiter still queued, and grant the lock
+// to the ID that was told "timeout".
+func TestTimeoutWaitsForTheLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &memLog{}
+		e := newEngine(t, Config{Shards: 1, Log: log})
+		defer e.Close()
+		mustAcquire(t, e, AcquireRequest{Key: "k", Lease: time.Hour})
+		w := goAcquire(e, context.Background(), AcquireRequest{Key: "k", ID: "w", Wait: time.Second})
+		synctest.Wait()
+		open := log.hold()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		parked(t, "the waiter whose timeout is not written yet", w)
+		rep := goAcquire(e, context.Background(), AcquireRequest{Key: "k", ID: "w"})
+		synctest.Wait()
+		parked(t, "a repeat of the ID whose timeout is not written yet", rep)
+		open()
+		synctest.Wait()
+		wantErr(t, "the waiter", answered(t, "w", w).err, ErrTimeout)
+		wantErr(t, "the repeat", answered(t, "rep", rep).err, ErrTimeout)
+	})
+}

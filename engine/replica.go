@@ -194,6 +194,14 @@ func (e *Engine) Promote(how Promotion) uint64 {
 			var next *waiter
 			for w := lk.head; w != nil; w = next {
 				next = w.next
+				if w.req != nil {
+					// Resumed here already: the engine serves from the
+					// first shard on, and a repeat of its acquire took
+					// the place over and parked (queued, its deadlines
+					// armed). It must stay queued: a detached waiter's
+					// grant waits for a repeat and is never delivered.
+					continue
+				}
 				if how == Failover && IsTicket(w.t.id) {
 					s.leave(w, now)
 					s.retire(w.t, tForget, now)

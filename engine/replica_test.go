@@ -227,3 +227,99 @@ func TestClaimDeadlineCrossesTheChangeStream(t *testing.T) {
 		})
 	}
 }
+
+// hookLog is a Log that calls hook (when set) with each record it takes,
+// without a lock of its own held.
+type hookLog struct {
+	mu   sync.Mutex
+	n    uint64
+	hook func(rec []byte)
+}
+
+func (l *hookLog) Append(rec []byte) (uint64, error) {
+	if l.hook != nil {
+		l.hook(rec)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+	return l.n, nil
+}
+
+func (l *hookLog) Wait(uint64) error { return nil }
+
+// keyInShard returns a key that the engine e puts in shard i.
+func keyInShard(t *testing.T, e *Engine, i int, prefix string) string {
+	t.Helper()
+	for n := 0; n < 1000; n++ {
+		if k := prefix + string(rune('a'+n%26)) + string(rune('a'+n/26)); e.ShardOf(k) == i {
+			return k
+		}
+	}
+	t.Fatalf("no key in shard %d", i)
+	return ""
+}
+
+// Promote serves calls from its first shard on, while it still goes
+// through the others: a client that repeats its acquire at that moment
+// (it failed over, its ID in hand) takes over its replicated place and
+// parks. Promote must leave that waiter as it is, queued with its
+// request, not mark it detached again: a detached waiter's grant is kept
+// for a repeat to claim and never delivered, so the parked request would
+// hang, never answered, while its grant runs out unclaimed.
+func TestPromoteKeepsAWaiterResumedMeanwhile(t *testing.T) {
+	log := &hookLog{}
+	b := newEngine(t, Config{Standby: true, Shards: 2, Log: log})
+	defer b.Close()
+	k0, k1 := keyInShard(t, b, 0, "zero-"), keyInShard(t, b, 1, "one-")
+	now := time.Now()
+	replay := func(r Record) {
+		t.Helper()
+		r.At = now.UnixNano()
+		if err := b.Replay(AppendRecord(nil, &r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease := now.Add(time.Minute).UnixNano()
+	// k0 (shard 0): held, with an anonymous waiter, which a failover
+	// drops: a record Promote writes in shard 0.
+	replay(Record{Kind: RecGrant, Key: k0, Token: 100, Lease: time.Minute, Expires: lease})
+	replay(Record{Kind: RecEnqueue, Key: k0, WaiterID: AnonPrefix + "a", Lease: time.Minute})
+	// k1 (shard 1): the waiter "w", first in the queue of a lock that its
+	// holder released just before the active died (its grant to "w" not
+	// replicated).
+	replay(Record{Kind: RecGrant, Key: k1, Token: 101, Lease: time.Minute, Expires: lease})
+	replay(Record{Kind: RecEnqueue, Key: k1, WaiterID: "w", Lease: time.Minute})
+	replay(Record{Kind: RecRelease, Key: k1, Token: 101})
+
+	got := make(chan AcquireResult, 1)
+	var parked *Waiting
+	log.hook = func(rec []byte) {
+		if !b.Active() || parked != nil {
+			return
+		}
+		// Shard 0 is being promoted (this record is its), shard 1 not
+		// yet: the client of "w" repeats its acquire now.
+		res, p := b.AcquireFunc(AcquireRequest{Key: k1, ID: "w", Lease: time.Minute}, func(o AcquireResult) bool { got <- o; return true })
+		if p == nil {
+			t.Errorf("the repeat of w was answered at once (%v); want it parked on w's place", res.Err())
+			return
+		}
+		parked = p
+	}
+	b.Promote(Failover)
+	if parked == nil {
+		t.Fatal("the test's premise: no record written in shard 0 while it was promoted")
+	}
+	select {
+	case o := <-got:
+		g, err := o.Settle()
+		if err != nil {
+			t.Fatalf("the resumed waiter: %v", err)
+		}
+		wantHolder(t, b, k1, g.Token, 0)
+	default:
+		st, _ := b.Status(k1)
+		t.Fatalf("the resumed waiter's request was never answered; %s holder %+v, %d waiters", k1, st.Holder, st.Waiters)
+	}
+}

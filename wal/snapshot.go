@@ -12,9 +12,11 @@ import (
 )
 
 // SaveSnapshot stores a snapshot of the state after the record at index:
-// write is given a writer for its bytes (opaque to the log). The log is
-// first made durable up to index (Sync); the snapshot is written to a
-// temporary file with a checksum, fsynced, renamed into place and the
+// write is given a writer for its bytes (opaque to the log). The
+// snapshot is written to a temporary file with a checksum; once write
+// returns, the log is made durable up to its last record (Sync: the state
+// may hold records appended while write ran, and a snapshot must never be
+// ahead of the log on the disk); then the file is fsynced, renamed into place and the
 // directory fsynced, so that a crash leaves the old snapshot or the new
 // one, never half of one. Then older snapshots and every segment whose
 // records are all at or below index are removed. It may run while
@@ -38,11 +40,20 @@ func (l *Log) SaveSnapshot(index uint64, write func(io.Writer) error) error {
 		// snapshot would hold is not the one after record index.
 		return fmt.Errorf("wal: snapshot index %d: the log begins at %d (replaced by an install)", index, first)
 	}
-	if err := l.Sync(); err != nil {
-		return err
-	}
 	path := l.path(fileName(index, snapshotExt))
-	if err := l.writeSnapshot(path, index, write); err != nil {
+	err := l.writeSnapshot(path, index, func(w io.Writer) error {
+		if err := write(w); err != nil {
+			return err
+		}
+		// The state write gave may hold records appended while it ran
+		// (the engine dumps each shard at the log's last index then):
+		// they are made durable before the snapshot is in place, or a
+		// crash could leave a snapshot ahead of the log's end, and the
+		// records later written at those indexes would be taken as held
+		// by the snapshot and skipped at the next replay.
+		return l.Sync()
+	})
+	if err != nil {
 		return err
 	}
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func state(index uint64) []byte {
@@ -158,6 +159,58 @@ func TestDamagedSnapshotRefused(t *testing.T) {
 				t.Fatalf("LoadSnapshot = %v, want a *CorruptError naming %s", err, path)
 			}
 			t.Log(err)
+		})
+	}
+}
+
+// A snapshot's state may hold records appended while it was written (the
+// engine dumps each shard at the log's last index then, and replays only
+// the records above it): once the snapshot is in place those records are
+// on the disk too. Otherwise a crash right after it (kill -9: the records
+// were still in the pending buffer) leaves the log ending below what the
+// snapshot holds, and the records written later at those indexes are
+// taken as held by it and skipped at the next replay.
+func TestSnapshotNeverAheadOfTheLogOnDisk(t *testing.T) {
+	for _, mode := range []SyncMode{SyncAlways, SyncInterval, SyncNever} {
+		t.Run(mode.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := testConfig(t, dir)
+			cfg.Sync = mode
+			cfg.SyncInterval = time.Hour // no background write of the pending record
+			l := mustOpen(t, cfg)
+			defer l.Close()
+			for i := 1; i <= 10; i++ {
+				appendWait(t, l, rec(i))
+			}
+			err := l.SaveSnapshot(10, func(w io.Writer) error {
+				// A change made while the state is dumped, held by the dump.
+				if _, err := l.Append(rec(11)); err != nil {
+					return err
+				}
+				_, err := w.Write(state(11))
+				return err
+			})
+			if err != nil {
+				t.Fatalf("SaveSnapshot: %v", err)
+			}
+			// kill -9 now: what the files hold is what a restart finds.
+			crashed := t.TempDir()
+			files, _ := filepath.Glob(filepath.Join(dir, "*.*"))
+			for _, f := range files {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(crashed, filepath.Base(f)), b, 0o640); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := mustOpen(t, testConfig(t, crashed))
+			defer c.Close()
+			if got := c.LastIndex(); got < 11 {
+				t.Fatalf("after a crash right after the snapshot the log ends at %d; record 11, which the snapshot's state holds, is lost", got)
+			}
+			checkRecords(t, replayAll(t, c, 11), 11, 11)
 		})
 	}
 }

@@ -132,6 +132,23 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if last := n.wal.LastIndex(); snap.reach > last {
+		// The snapshot holds records of some shards beyond the log's end
+		// (one installed from an active, whose stream ended before the
+		// records up to its last shard's dump came): the records this
+		// node writes at those indexes would be taken, at its next
+		// restart, as held by it and skipped. A snapshot of the state now,
+		// every shard at the log's end, replaces it first.
+		var size countWriter
+		err := n.wal.SaveSnapshot(last, func(w io.Writer) error { return n.dumpState(io.MultiWriter(w, &size)) })
+		if err != nil {
+			log.Error("the newest snapshot holds records beyond the log's end and could not be replaced by one of the state at the log's end: a restart may skip records written up to its reach",
+				"log_end", last, "snapshot_reach", snap.reach, "err", err)
+		} else {
+			log.Info("snapshot saved at start: the newest one held records beyond the log's end", "index", last, "snapshot_reach", snap.reach)
+			snap = snapshotStart{index: last, size: uint64(size)}
+		}
+	}
 	if single {
 		// Leases that ran out while the node was down end now; waiters
 		// without an ID of their own, whose requests died with the old
@@ -263,6 +280,7 @@ func (n *Node) replay() (snapshotStart, error) {
 	for _, d := range dumps {
 		maxDump = max(maxDump, d)
 	}
+	at.reach = maxDump
 	records, skipped := 0, 0
 	err = n.wal.Replay(index+1, func(i uint64, rec []byte) error {
 		if i <= maxDump {

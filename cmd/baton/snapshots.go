@@ -49,6 +49,9 @@ type snapshotStart struct {
 	index   uint64 // the index of the snapshot loaded at start (0: none)
 	size    uint64 // its size in bytes
 	pending uint64 // bytes of log records after it, replayed at start
+	// reach is the highest shard dump index of that snapshot: its state
+	// holds the records of some shards up to there (0: none).
+	reach uint64
 }
 
 // startSnapshotter starts the background snapshots of l from the state at
