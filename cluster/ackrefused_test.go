@@ -36,7 +36,7 @@ func TestStandbyLogsARefusedAcknowledgementConnection(t *testing.T) {
 	}
 	defer l.Close()
 	ec := engine.DefaultConfig()
-	ec.Standby, ec.Log = true, l
+	ec.Standby, ec.Log, ec.DataDir = true, l, t.TempDir()
 	eng, err := engine.New(ec)
 	if err != nil {
 		t.Fatal(err)
