@@ -159,6 +159,9 @@ func (c *testCluster) signal(i int, sig syscall.Signal) {
 	if err := nd.cmd.Process.Signal(sig); err != nil {
 		c.t.Fatalf("signal %v to node %d: %v", sig, i, err)
 	}
+	if sig == syscall.SIGSTOP {
+		testproc.WaitStopped(c.t, nd.cmd.Process.Pid)
+	}
 }
 
 // kill9 kills node i with SIGKILL and waits for it to be gone.

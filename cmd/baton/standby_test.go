@@ -226,6 +226,7 @@ func TestStandbyReadsWhileActiveStopped(t *testing.T) {
 	if err := n1.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	testproc.WaitStopped(t, n1.cmd.Process.Pid)
 	t.Cleanup(func() { _ = n1.cmd.Process.Signal(syscall.SIGCONT) })
 	// The replica is kept and the lag only grows while the active is silent,
 	// until the standby takes over.

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/internal/testproc"
 )
 
 // runBin runs the built baton with args in a clean environment plus env.
@@ -193,6 +194,7 @@ func TestRunLostMessage(t *testing.T) {
 	if err := n.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	testproc.WaitStopped(t, n.cmd.Process.Pid)
 	defer n.cmd.Process.Signal(syscall.SIGCONT)
 	select {
 	case code := <-p.done:

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Buffer is a bytes.Buffer safe for one writer (a process's stdout or
@@ -88,4 +89,44 @@ func ephemeralLow() int {
 		}
 	}
 	return 32768
+}
+
+// WaitStopped waits until every thread of process pid is stopped (state
+// T or t in /proc/PID/task/TID/stat), after a SIGSTOP: the signal is
+// delivered asynchronously, and a thread running on another CPU goes on
+// for a moment, long enough on a loaded machine for a "paused" node to
+// answer one more message. It fails the test after 5 s.
+func WaitStopped(t testing.TB, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if allStopped(pid) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d is not stopped 5 s after SIGSTOP", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// allStopped reports whether every thread of pid is stopped.
+func allStopped(pid int) bool {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(dir + "/" + task.Name() + "/stat")
+		if err != nil {
+			return false
+		}
+		// "pid (comm) S ...": the state follows the last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
 }
