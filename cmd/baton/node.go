@@ -181,6 +181,8 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 		n.metrics.Registry().MustRegister(replCollector{peer})
 		n.metrics.SetRole(api.RoleStandby)
 		hc.Gate, hc.Cluster = peer, peer.View
+	} else {
+		hc.LastIndex = n.wal.LastIndex
 	}
 	h := handlers.New(n.eng, hc)
 	if peer != nil {

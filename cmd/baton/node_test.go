@@ -3,6 +3,7 @@ package main
 // Tests of the Node and of the log in data_dir under a real `baton serve`.
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,9 +18,58 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/wal"
 )
+
+// A single node's GET /cluster gives its log's last index, as a cluster
+// node's does (it said 0 whatever its log held), for itself and in its
+// one peer, and the same again after a restart on the same data_dir.
+func TestSingleNodeClusterLastIndex(t *testing.T) {
+	leakCheck(t)
+	dir := t.TempDir()
+	view := func(url string) api.ClusterView {
+		t.Helper()
+		res, err := http.Get(url + "/cluster")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var v api.ClusterView
+		if err := json.NewDecoder(res.Body).Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	n := openNode(t, dir)
+	for range 2 {
+		res, err := http.Post(n.URL()+"/locks/li", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		res, err = http.Post(n.URL()+"/locks/li2", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	want := n.wal.LastIndex()
+	v := view(n.URL())
+	if want == 0 || v.LastIndex != want || len(v.Peers) != 1 || v.Peers[0].LastIndex != want {
+		t.Fatalf("GET /cluster last_index %d, peers %+v; the log's last index is %d", v.LastIndex, v.Peers, want)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	n = openNode(t, dir)
+	if v := view(n.URL()); v.LastIndex < want || v.LastIndex != n.wal.LastIndex() {
+		t.Fatalf("after a restart GET /cluster last_index %d, want the log's %d (at least %d)", v.LastIndex, n.wal.LastIndex(), want)
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
 
 // TestNodeOpenClose: a Node opened on 127.0.0.1:0 serves locks and its
 // log metrics, holds data_dir while open (a second Node on it is refused
