@@ -195,6 +195,9 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 	n.srv.TLSConfig, _ = cfg.tlsConfig() // loaded once already by validate
 	n.useTLS = n.srv.TLSConfig != nil    // read before Serve: ServeTLS writes to it
 	srv, ln, useTLS := n.srv, n.ln, n.useTLS
+	if !useTLS {
+		ln = handlers.BadRequestListener(ln) // baton's 400 for a path net/http cannot parse
+	}
 	go func() {
 		if useTLS {
 			n.served <- srv.ServeTLS(ln, "", "")

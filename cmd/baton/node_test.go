@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,11 +18,70 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/wal"
 )
+
+// A path that net/http cannot parse (a % without two hex digits, a
+// control character) is answered 400 with baton's error body naming the
+// key, not Go's plain-text 400; also when it follows a good request on a
+// kept-alive connection; and it changes nothing.
+func TestBadPathNamesKey(t *testing.T) {
+	leakCheck(t)
+	n := openNode(t, t.TempDir())
+	addr := strings.TrimPrefix(n.URL(), "http://")
+	ask := func(req string) string {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write([]byte(req)); err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, tc := range []struct{ req, field, msg string }{
+		{"POST /locks/%zz HTTP/1.1\r\nHost: x\r\n\r\n", "key", `key: has a bad percent-encoding ("%zz"`},
+		{"POST /locks/100% HTTP/1.1\r\nHost: x\r\n\r\n", "key", `key: has a bad percent-encoding ("%"`},
+		{"DELETE /locks/a/%2?token=5 HTTP/1.1\r\nHost: x\r\n\r\n", "key", `key: has a bad percent-encoding ("%2"`},
+		{"GET /locks/a\x01 HTTP/1.1\r\nHost: x\r\n\r\n", "key", "key: contains the control character U+0001"},
+		{"GET /x%zz HTTP/1.1\r\nHost: x\r\n\r\n", "path", `path: has a bad percent-encoding ("%zz"`},
+		{"POST /locks/good HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\nPOST /locks/good%zz HTTP/1.1\r\nHost: x\r\n\r\n", "key", `key: has a bad percent-encoding ("%zz"`},
+	} {
+		out := ask(tc.req)
+		i := strings.LastIndex(out, "HTTP/1.1 400 ")
+		if i < 0 {
+			t.Fatalf("%q: answer %q, want a 400", tc.req, out)
+		}
+		head, body, _ := strings.Cut(out[i:], "\r\n\r\n")
+		var e api.Error
+		if !strings.Contains(head, "Content-Type: application/json") || json.Unmarshal([]byte(body), &e) != nil ||
+			e.Code != api.CodeInvalidArgument || e.Field != tc.field || !strings.HasPrefix(e.Message, tc.msg) {
+			t.Fatalf("%q: answer %q, want invalid_argument naming %s: %s…", tc.req, out[i:], tc.field, tc.msg)
+		}
+	}
+	res, err := http.Get(n.URL() + "/locks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l api.LockList
+	err = json.NewDecoder(res.Body).Decode(&l)
+	res.Body.Close()
+	if err != nil || l.Total != 1 || l.Locks[0].Key != "good" {
+		t.Fatalf("locks after the bad requests: %+v %v, want only good", l, err)
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
 
 // A single node's GET /cluster gives its log's last index, as a cluster
 // node's does (it said 0 whatever its log held), for itself and in its

@@ -1,0 +1,153 @@
+package handlers
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/baton-io/baton/api"
+)
+
+// Go's HTTP/1.1 server refuses a request whose target it cannot parse (a
+// `%` that two hex digits do not follow, as in /locks/100% or /locks/%zz;
+// a control character) before any handler sees it, with a plain-text 400
+// that names nothing. BadRequestListener gives that answer baton's own
+// error body instead, naming the field (the key of a /locks path): its
+// connections replace the server's one write of exactly goBadRequest
+// (fmt.Fprintf to the connection, then the connection is closed) with
+// the JSON answer, found from the bytes in the server's read buffer (it
+// reads no more after the failed request line). HTTP/1.1 without TLS only: over TLS the
+// server must see its *tls.Conn, and HTTP/2 refuses such a :path with a
+// reset stream, below anything a listener sees.
+
+// goBadRequest is the whole answer net/http writes for a request it
+// cannot parse (server.go, conn.serve).
+const goBadRequest = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request"
+
+// BadRequestListener wraps ln (plain TCP, not TLS) so that the answer of
+// net/http to a request line it cannot parse is baton's error body.
+func BadRequestListener(ln net.Listener) net.Listener { return badRequestListener{ln} }
+
+type badRequestListener struct{ net.Listener }
+
+func (l badRequestListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &badRequestConn{Conn: c}, nil
+}
+
+type badRequestConn struct {
+	net.Conn
+	// buf is the buffer of the connection's first Read, to its capacity:
+	// net/http's bufio.Reader's, which every read of a request line
+	// fills (net/http's first read is a 14-byte look for the HTTP/2
+	// preface, the rest of the line comes in the next). buf[:end] is what
+	// the reads into it have filled: the request line that net/http
+	// failed to parse ends there (it reads no more after it). Written
+	// only by the goroutine that reads requests, and read by Write only
+	// once a read failed; the background read that watches a connection
+	// during a handler reads into a buffer of its own, which Read leaves
+	// alone.
+	buf []byte
+	end int
+}
+
+// CloseWrite half-closes the connection as net/http does before it
+// closes one (a *net.TCPConn's; the wrapper must not hide it).
+func (c *badRequestConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+func (c *badRequestConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	switch {
+	case c.buf == nil:
+		c.buf, c.end = b[:cap(b)], n
+	case cap(b) > 0 && cap(b) <= cap(c.buf):
+		// b is buf from offset o (a later read of the same buffer) when
+		// it starts at buf[o]; net/http moves what it has not consumed
+		// to the front before it reads on, so buf[:o] is text read.
+		if o := cap(c.buf) - cap(b); &c.buf[o] == &b[:1][0] {
+			c.end = o + n
+		}
+	}
+	return n, err
+}
+
+func (c *badRequestConn) Write(b []byte) (int, error) {
+	if len(b) != len(goBadRequest) || string(b) != goBadRequest {
+		return c.Conn.Write(b)
+	}
+	if _, err := c.Conn.Write(badRequestAnswer(c.buf[:c.end])); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// badRequestAnswer is the HTTP/1.1 answer to the request line in read
+// (the bytes of the last read) that net/http could not parse.
+func badRequestAnswer(read []byte) []byte {
+	e := requestLineError(string(read))
+	body, _ := json.Marshal(e)
+	h := "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\nConnection: close\r\nContent-Length: " +
+		strconv.Itoa(len(body)+1) + "\r\n\r\n"
+	return append(append([]byte(h), body...), '\n')
+}
+
+// requestLineError names what is wrong in the first request line of read
+// whose target url.ParseRequestURI refuses.
+func requestLineError(read string) api.Error {
+	for line := range strings.Lines(read) {
+		line = strings.TrimRight(line, "\r\n")
+		method, rest, ok := strings.Cut(line, " ")
+		if !ok || method == "" || strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
+			continue // not a request line (a header's)
+		}
+		target, proto, ok := strings.Cut(rest, " ")
+		if !ok || !strings.HasPrefix(proto, "HTTP/") {
+			continue
+		}
+		if _, err := url.ParseRequestURI(target); err == nil {
+			continue
+		}
+		path, _, _ := strings.Cut(target, "?")
+		field, what := "path", "the path"
+		if key, ok := strings.CutPrefix(path, "/locks/"); ok {
+			field, what = "key", "the key"
+			path = key
+		}
+		if i := badEscape(path); i >= 0 {
+			bad := path[i:min(i+3, len(path))]
+			return api.Error{Code: api.CodeInvalidArgument, Field: field, Message: field + ": has a bad percent-encoding (" +
+				strconv.Quote(bad) + ": % must be followed by two hex digits; write % itself as %25)"}
+		}
+		if i := strings.IndexFunc(path, func(r rune) bool { return r < 0x20 || r == 0x7f }); i >= 0 {
+			return api.Error{Code: api.CodeInvalidArgument, Field: field, Message: fmt.Sprintf("%s: contains the control character %U", field, path[i])}
+		}
+		return api.Error{Code: api.CodeInvalidArgument, Field: field, Message: field + ": is not a valid URL path (" + what + " must be percent-encoded)"}
+	}
+	return api.Error{Code: api.CodeInvalidArgument, Field: "request", Message: "request: is not a valid HTTP/1.1 request (a key in the path is percent-encoded: % as %25)"}
+}
+
+// badEscape returns the index of the first % in s that two hex digits do
+// not follow, or -1.
+func badEscape(s string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && (i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2])) {
+			return i
+		}
+	}
+	return -1
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
