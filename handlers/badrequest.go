@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -93,20 +94,38 @@ func (c *badRequestConn) Write(b []byte) (int, error) {
 }
 
 // badRequestAnswer is the HTTP/1.1 answer to the request line in read
-// (the bytes of the last read) that net/http could not parse.
+// (the bytes of net/http's read buffer) that net/http could not parse: in
+// text when the request's Accept asks for it, as on every /locks call.
 func badRequestAnswer(read []byte) []byte {
-	e := requestLineError(string(read))
-	body, _ := json.Marshal(e)
-	h := "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\nConnection: close\r\nContent-Length: " +
-		strconv.Itoa(len(body)+1) + "\r\n\r\n"
-	return append(append([]byte(h), body...), '\n')
+	e, hdr := requestLineError(string(read))
+	ct, body := "application/json; charset=utf-8", []byte(nil)
+	if wantsText(&http.Request{Header: hdr}) {
+		ct, body = "text/plain; charset=utf-8", []byte(e.Code+": "+e.Message+"\n")
+	} else {
+		body, _ = json.Marshal(e)
+		body = append(body, '\n')
+	}
+	h := "HTTP/1.1 400 Bad Request\r\nContent-Type: " + ct + "\r\nConnection: close\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\n\r\n"
+	return append([]byte(h), body...)
 }
 
 // requestLineError names what is wrong in the first request line of read
-// whose target url.ParseRequestURI refuses.
-func requestLineError(read string) api.Error {
+// whose target url.ParseRequestURI refuses, and returns the header lines
+// that follow it (those read).
+func requestLineError(read string) (api.Error, http.Header) {
+	hdr := http.Header{}
+	var found *api.Error
 	for line := range strings.Lines(read) {
 		line = strings.TrimRight(line, "\r\n")
+		if found != nil {
+			name, value, ok := strings.Cut(line, ":")
+			if !ok {
+				break // the blank line after the header, or what was not read
+			}
+			hdr.Add(strings.TrimSpace(name), strings.TrimSpace(value))
+			continue
+		}
 		method, rest, ok := strings.Cut(line, " ")
 		if !ok || method == "" || strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
 			continue // not a request line (a header's)
@@ -118,23 +137,33 @@ func requestLineError(read string) api.Error {
 		if _, err := url.ParseRequestURI(target); err == nil {
 			continue
 		}
-		path, _, _ := strings.Cut(target, "?")
-		field, what := "path", "the path"
-		if key, ok := strings.CutPrefix(path, "/locks/"); ok {
-			field, what = "key", "the key"
-			path = key
-		}
-		if i := badEscape(path); i >= 0 {
-			bad := path[i:min(i+3, len(path))]
-			return api.Error{Code: api.CodeInvalidArgument, Field: field, Message: field + ": has a bad percent-encoding (" +
-				strconv.Quote(bad) + ": % must be followed by two hex digits; write % itself as %25)"}
-		}
-		if i := strings.IndexFunc(path, func(r rune) bool { return r < 0x20 || r == 0x7f }); i >= 0 {
-			return api.Error{Code: api.CodeInvalidArgument, Field: field, Message: fmt.Sprintf("%s: contains the control character %U", field, path[i])}
-		}
-		return api.Error{Code: api.CodeInvalidArgument, Field: field, Message: field + ": is not a valid URL path (" + what + " must be percent-encoded)"}
+		e := targetError(target)
+		found = &e
 	}
-	return api.Error{Code: api.CodeInvalidArgument, Field: "request", Message: "request: is not a valid HTTP/1.1 request (a key in the path is percent-encoded: % as %25)"}
+	if found == nil {
+		return api.Error{Code: api.CodeInvalidArgument, Field: "request", Message: "request: is not a valid HTTP/1.1 request (a key in the path is percent-encoded: % as %25)"}, hdr
+	}
+	return *found, hdr
+}
+
+// targetError names what is wrong with a request target that
+// url.ParseRequestURI refuses.
+func targetError(target string) api.Error {
+	path, _, _ := strings.Cut(target, "?")
+	field, what := "path", "the path"
+	if key, ok := strings.CutPrefix(path, "/locks/"); ok {
+		field, what = "key", "the key"
+		path = key
+	}
+	if i := badEscape(path); i >= 0 {
+		bad := path[i:min(i+3, len(path))]
+		return api.Error{Code: api.CodeInvalidArgument, Field: field, Message: field + ": has a bad percent-encoding (" +
+			strconv.Quote(bad) + ": % must be followed by two hex digits; write % itself as %25)"}
+	}
+	if i := strings.IndexFunc(path, func(r rune) bool { return r < 0x20 || r == 0x7f }); i >= 0 {
+		return api.Error{Code: api.CodeInvalidArgument, Field: field, Message: fmt.Sprintf("%s: contains the control character %U", field, path[i])}
+	}
+	return api.Error{Code: api.CodeInvalidArgument, Field: field, Message: field + ": is not a valid URL path (" + what + " must be percent-encoded)"}
 }
 
 // badEscape returns the index of the first % in s that two hex digits do

@@ -70,6 +70,12 @@ func TestBadPathNamesKey(t *testing.T) {
 			t.Fatalf("%q: answer %q, want invalid_argument naming %s: %s…", tc.req, out[i:], tc.field, tc.msg)
 		}
 	}
+	// With Accept: text/plain (a shell script's), the error is a line.
+	out := ask("DELETE /locks/100% HTTP/1.1\r\nHost: x\r\nAccept: text/plain\r\nLock-Token: 5\r\n\r\n")
+	if want := "\r\n\r\ninvalid_argument: key: has a bad percent-encoding"; !strings.HasPrefix(out, "HTTP/1.1 400 ") ||
+		!strings.Contains(out, "Content-Type: text/plain") || !strings.Contains(out, want) {
+		t.Fatalf("with Accept: text/plain: %q, want a 400 in text with %q", out, want)
+	}
 	res, err := http.Get(n.URL() + "/locks")
 	if err != nil {
 		t.Fatal(err)
