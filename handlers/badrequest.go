@@ -141,9 +141,60 @@ func requestLineError(read string) (api.Error, http.Header) {
 		found = &e
 	}
 	if found == nil {
-		return api.Error{Code: api.CodeInvalidArgument, Field: "request", Message: "request: is not a valid HTTP/1.1 request (a key in the path is percent-encoded: % as %25)"}, hdr
+		return headerError(read), hdr
 	}
 	return *found, hdr
+}
+
+// headerError names the header line of the last request in read that
+// net/http refuses (a control character in its value, a name that is not
+// a token), or the request as a whole.
+func headerError(read string) api.Error {
+	var bad *api.Error
+	inHeader := false
+	for line := range strings.Lines(read) {
+		line = strings.TrimRight(line, "\r\n")
+		method, rest, _ := strings.Cut(line, " ")
+		if _, proto, ok := strings.Cut(rest, " "); ok && strings.HasPrefix(proto, "HTTP/") && method != "" &&
+			strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" {
+			inHeader, bad = true, nil // a request line: its header follows
+			continue
+		}
+		if !inHeader || bad != nil {
+			continue
+		}
+		if line == "" {
+			inHeader = false
+			continue
+		}
+		name, value, ok := strings.Cut(line, ":")
+		switch {
+		case !ok || name == "" || strings.ContainsFunc(name, func(r rune) bool { return !isTokenChar(r) }):
+			bad = &api.Error{Code: api.CodeInvalidArgument, Field: "header", Message: fmt.Sprintf("header: the line %q is not a header field (name: value)", trimTo(line, 64))}
+		default:
+			if i := strings.IndexFunc(value, func(r rune) bool { return (r < 0x20 && r != '\t') || r == 0x7f }); i >= 0 {
+				bad = &api.Error{Code: api.CodeInvalidArgument, Field: name, Message: fmt.Sprintf("%s: contains the control character %U", name, value[i])}
+			}
+		}
+	}
+	if bad != nil {
+		return *bad
+	}
+	return api.Error{Code: api.CodeInvalidArgument, Field: "request", Message: "request: is not a valid HTTP/1.1 request (a malformed request line or header)"}
+}
+
+// isTokenChar reports whether r may be in a header field's name (RFC 9110
+// section 5.6.2).
+func isTokenChar(r rune) bool {
+	return r < 0x7f && r > 0x20 && !strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
+}
+
+// trimTo shortens s to at most n bytes, for a message.
+func trimTo(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // targetError names what is wrong with a request target that

@@ -57,6 +57,8 @@ func TestBadPathNamesKey(t *testing.T) {
 		{"GET /locks/a\x01 HTTP/1.1\r\nHost: x\r\n\r\n", "key", "key: contains the control character U+0001"},
 		{"GET /x%zz HTTP/1.1\r\nHost: x\r\n\r\n", "path", `path: has a bad percent-encoding ("%zz"`},
 		{"POST /locks/good HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\nPOST /locks/good%zz HTTP/1.1\r\nHost: x\r\n\r\n", "key", `key: has a bad percent-encoding ("%zz"`},
+		// A header net/http refuses is named too.
+		{"POST /locks/k HTTP/1.1\r\nHost: x\r\nIdempotency-Key: a\x1fb\r\n\r\n", "Idempotency-Key", "Idempotency-Key: contains the control character U+001F"},
 	} {
 		out := ask(tc.req)
 		i := strings.LastIndex(out, "HTTP/1.1 400 ")
