@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -12,21 +13,48 @@ import (
 	"github.com/baton-io/baton/api"
 )
 
-// Go's HTTP/1.1 server refuses a request whose target it cannot parse (a
-// `%` that two hex digits do not follow, as in /locks/100% or /locks/%zz;
-// a control character) before any handler sees it, with a plain-text 400
-// that names nothing. BadRequestListener gives that answer baton's own
-// error body instead, naming the field (the key of a /locks path): its
-// connections replace the server's one write of exactly goBadRequest
-// (fmt.Fprintf to the connection, then the connection is closed) with
-// the JSON answer, found from the bytes in the server's read buffer (it
-// reads no more after the failed request line). HTTP/1.1 without TLS only: over TLS the
-// server must see its *tls.Conn, and HTTP/2 refuses such a :path with a
-// reset stream, below anything a listener sees.
+// Go's HTTP/1.1 server refuses a request it cannot parse before any
+// handler sees it: a target with a `%` that two hex digits do not follow
+// (/locks/100%, /locks/%zz) or a control character, a header line that is
+// not a field or has a control character in its value, no Host. Its answer
+// is a plain-text 400 that names nothing. BadRequestListener gives that
+// answer baton's own error body instead, naming the field (the key of a
+// /locks path, the header): its connections replace the server's one
+// write of that answer (fmt.Fprintf to the connection, which is then
+// closed) with baton's, found from the bytes in the server's read buffer
+// (it reads no more after the request it failed). HTTP/1.1 without TLS
+// only: over TLS the server must see its *tls.Conn, and HTTP/2 refuses
+// such a :path with a reset stream, below anything a listener sees.
 
-// goBadRequest is the whole answer net/http writes for a request it
-// cannot parse (server.go, conn.serve).
-const goBadRequest = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request"
+// goBadRequest and goErrorHeaders make the whole answer net/http writes
+// for a request it cannot parse (server.go, conn.serve):
+// goBadRequest+goErrorHeaders+"400 Bad Request", or with ": <reason>"
+// after both "Bad Request"s ("missing required Host header", "invalid
+// header name", ...).
+const (
+	goBadRequest   = "HTTP/1.1 400 Bad Request"
+	goErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+)
+
+// goBadRequestReason reports whether b is net/http's answer to a request
+// it cannot parse, and the reason it gives ("" for none). A handler's 400
+// never matches: net/http puts Content-Length or Date before its other
+// headers.
+func goBadRequestReason(b []byte) (string, bool) {
+	rest, ok := bytes.CutPrefix(b, []byte(goBadRequest))
+	if !ok {
+		return "", false
+	}
+	i := bytes.Index(rest, []byte(goErrorHeaders))
+	if i < 0 {
+		return "", false
+	}
+	reason, body := string(rest[:i]), string(rest[i+len(goErrorHeaders):])
+	if body != "400 Bad Request"+reason || (reason != "" && !strings.HasPrefix(reason, ": ")) {
+		return "", false
+	}
+	return strings.TrimPrefix(reason, ": "), true
+}
 
 // BadRequestListener wraps ln (plain TCP, not TLS) so that the answer of
 // net/http to a request line it cannot parse is baton's error body.
@@ -84,10 +112,11 @@ func (c *badRequestConn) Read(b []byte) (int, error) {
 }
 
 func (c *badRequestConn) Write(b []byte) (int, error) {
-	if len(b) != len(goBadRequest) || string(b) != goBadRequest {
+	reason, ok := goBadRequestReason(b)
+	if !ok {
 		return c.Conn.Write(b)
 	}
-	if _, err := c.Conn.Write(badRequestAnswer(c.buf[:c.end])); err != nil {
+	if _, err := c.Conn.Write(badRequestAnswer(c.buf[:c.end], reason)); err != nil {
 		return 0, err
 	}
 	return len(b), nil
@@ -96,8 +125,8 @@ func (c *badRequestConn) Write(b []byte) (int, error) {
 // badRequestAnswer is the HTTP/1.1 answer to the request line in read
 // (the bytes of net/http's read buffer) that net/http could not parse: in
 // text when the request's Accept asks for it, as on every /locks call.
-func badRequestAnswer(read []byte) []byte {
-	e, hdr := requestLineError(string(read))
+func badRequestAnswer(read []byte, reason string) []byte {
+	e, hdr := requestLineError(string(read), reason)
 	ct, body := "application/json; charset=utf-8", []byte(nil)
 	if wantsText(&http.Request{Header: hdr}) {
 		ct, body = "text/plain; charset=utf-8", []byte(e.Code+": "+e.Message+"\n")
@@ -113,7 +142,7 @@ func badRequestAnswer(read []byte) []byte {
 // requestLineError names what is wrong in the first request line of read
 // whose target url.ParseRequestURI refuses, and returns the header lines
 // that follow it (those read).
-func requestLineError(read string) (api.Error, http.Header) {
+func requestLineError(read, reason string) (api.Error, http.Header) {
 	hdr := http.Header{}
 	var found *api.Error
 	for line := range strings.Lines(read) {
@@ -141,7 +170,7 @@ func requestLineError(read string) (api.Error, http.Header) {
 		found = &e
 	}
 	if found == nil {
-		return headerError(read), hdr
+		return headerError(read, reason), hdr
 	}
 	return *found, hdr
 }
@@ -149,7 +178,7 @@ func requestLineError(read string) (api.Error, http.Header) {
 // headerError names the header line of the last request in read that
 // net/http refuses (a control character in its value, a name that is not
 // a token), or the request as a whole.
-func headerError(read string) api.Error {
+func headerError(read, reason string) api.Error {
 	var bad *api.Error
 	inHeader := false
 	for line := range strings.Lines(read) {
@@ -177,8 +206,13 @@ func headerError(read string) api.Error {
 			}
 		}
 	}
-	if bad != nil {
+	switch {
+	case bad != nil:
 		return *bad
+	case strings.Contains(reason, "Host header"):
+		return api.Error{Code: api.CodeInvalidArgument, Field: "Host", Message: "Host: " + reason + " (HTTP/1.1 needs exactly one)"}
+	case reason != "":
+		return api.Error{Code: api.CodeInvalidArgument, Field: "request", Message: "request: is not a valid HTTP/1.1 request: " + reason}
 	}
 	return api.Error{Code: api.CodeInvalidArgument, Field: "request", Message: "request: is not a valid HTTP/1.1 request (a malformed request line or header)"}
 }

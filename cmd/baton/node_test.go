@@ -59,6 +59,8 @@ func TestBadPathNamesKey(t *testing.T) {
 		{"POST /locks/good HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\nPOST /locks/good%zz HTTP/1.1\r\nHost: x\r\n\r\n", "key", `key: has a bad percent-encoding ("%zz"`},
 		// A header net/http refuses is named too.
 		{"POST /locks/k HTTP/1.1\r\nHost: x\r\nIdempotency-Key: a\x1fb\r\n\r\n", "Idempotency-Key", "Idempotency-Key: contains the control character U+001F"},
+		{"POST /locks/k HTTP/1.1\r\nHost: x\r\nIdempotency Key: a\r\n\r\n", "header", `header: the line "Idempotency Key: a" is not a header field`},
+		{"POST /locks/k HTTP/1.1\r\n\r\n", "Host", "Host: missing required Host header"},
 	} {
 		out := ask(tc.req)
 		i := strings.LastIndex(out, "HTTP/1.1 400 ")
