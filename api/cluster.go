@@ -37,7 +37,7 @@ type ClusterView struct {
 	Build Build `json:"build"`
 	// LastIndex is the index of the last record in this node's log of
 	// changes (a standby's holds the active's records at the active's
-	// indexes); 0 on a single node's view is its log's too.
+	// indexes), a single node's included.
 	LastIndex uint64 `json:"last_index"`
 	// SyncStandbys is the sync_standbys setting: how many standbys must
 	// have written a change to their logs before it is answered.

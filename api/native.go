@@ -520,31 +520,42 @@ func (c *Client) nbroken(s *slot, w *nwire) {
 // zero (a bound without a context and its timer per call: the wait is
 // the rare case).
 func (c *Client) npick(ctx context.Context, avoid *slot, acquire bool, id nid, until time.Time) (*slot, *nwire, error) {
+	s, w, _, err := c.npickBusy(ctx, avoid, acquire, id, until)
+	return s, w, err
+}
+
+// npickBusy is npick that also reports, for an acquire, whether the
+// connection it returns has an acquire of the same key waiting already
+// (every live candidate had one).
+func (c *Client) npickBusy(ctx context.Context, avoid *slot, acquire bool, id nid, until time.Time) (*slot, *nwire, bool, error) {
 	var timeout <-chan time.Time
 	for {
 		var buf [8]npicked
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
-			return nil, nil, ErrClosed
+			return nil, nil, false, ErrClosed
 		}
 		cands := c.npickLocked(buf[:0], avoid, acquire)
 		if len(cands) > 0 {
 			c.mu.Unlock()
+			if !acquire {
+				return cands[0].s, cands[0].w, false, nil
+			}
 			// pending takes the connection's own mutex: after c.mu, not
 			// under it, so that picks and answers do not queue on each
 			// other.
 			for _, p := range cands {
 				if !p.w.pending(id) {
-					return p.s, p.w, nil
+					return p.s, p.w, false, nil
 				}
 			}
-			return cands[0].s, cands[0].w, nil
+			return cands[0].s, cands[0].w, true, nil
 		}
 		ch, err := c.noConnLocked()
 		c.mu.Unlock()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		if timeout == nil && !until.IsZero() {
 			t := time.NewTimer(time.Until(until))
@@ -554,11 +565,40 @@ func (c *Client) npick(ctx context.Context, avoid *slot, acquire bool, id nid, u
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, nil, false, ctx.Err()
 		case <-timeout:
-			return nil, nil, context.DeadlineExceeded
+			return nil, nil, false, context.DeadlineExceeded
 		}
 	}
+}
+
+// errSoloDone ends a connection of nsolo once its attempt is over.
+var errSoloDone = errors.New("baton: the attempt on a connection of its own is over")
+
+// nsolo dials a connection of its own to s's node, for one attempt of a
+// repeated acquire (or of its settling repeat) when every live connection
+// to the node has an acquire of the same key waiting. A node serves a
+// connection's acquires of one key one after the other, and the repeat's
+// id may already hold a grant or a place on the node (granted, or kept
+// over a failover or a handoff, before the repeat): behind another
+// acquire of the key, which itself waits for that grant, the repeat would
+// get its own grant only once its lease had run out (and then
+// grant_ended). done ends the connection: call it once the attempt has an
+// answer or was given up (a waiter given up leaves the node's queue with
+// the connection, as over a broken one). The connection also ends with
+// the client.
+func (c *Client) nsolo(ctx context.Context, s *slot) (w *nwire, done func(), err error) {
+	dctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
+	w, err = c.ndial(dctx, s.addr.base)
+	cancel()
+	if err != nil {
+		return nil, nil, err
+	}
+	stop := context.AfterFunc(c.ctx, func() { w.fail(ErrClosed) })
+	return w, func() {
+		stop()
+		w.close(errSoloDone)
+	}, nil
 }
 
 // npicked is a candidate of npick: a slot and its connection as they were
@@ -657,8 +697,9 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 	max := 0 // c.numConns() when an attempt has failed: the bound on attempts
 	var avoid *slot
 	var unavailableSince time.Time
+	repeat := false // an attempt went out: the id may hold a grant or a place
 	for {
-		s, w, err := c.npick(ctx, avoid, true, id, time.Time{})
+		s, w, busy, err := c.npickBusy(ctx, avoid, true, id, time.Time{})
 		if err != nil {
 			if attempts > 0 && ctx.Err() != nil {
 				// An attempt went out on a connection that broke: the
@@ -668,7 +709,18 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			return nil, err
 		}
 		sent := time.Now()
-		a, err := w.do(ctx, id, line, q, 0)
+		var a nline.Answer
+		if busy && repeat {
+			sw, done, derr := c.nsolo(ctx, s)
+			if err = derr; err == nil {
+				w = sw
+				a, err = w.do(ctx, id, line, q, 0)
+				done()
+			}
+		} else {
+			a, err = w.do(ctx, id, line, q, 0)
+		}
+		repeat = true
 		served(&unavailableSince, sent)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -782,9 +834,19 @@ func (c *Client) naskAgain(q *nacq) uint64 {
 	line := q.line(nil, time.Millisecond)
 	var avoid *slot
 	for redirects := 0; redirects <= maxRedirects; {
-		s, w, err := c.npick(ctx, avoid, false, id, time.Time{})
+		s, w, busy, err := c.npickBusy(ctx, avoid, true, id, time.Time{})
+		done := func() {}
+		if err == nil && busy {
+			// Not behind another acquire of the key, which may wait
+			// for the very grant this repeat is to find and release.
+			var sw *nwire
+			if sw, done, err = c.nsolo(ctx, s); err == nil {
+				w = sw
+			}
+		}
 		if err == nil {
 			a, err := w.do(ctx, id, line, naskLate{q}, releaseAttempt)
+			done()
 			switch {
 			case err != nil:
 				avoid = s

@@ -658,3 +658,155 @@ func TestNativeAcquireWaitsOutAFailover(t *testing.T) {
 		t.Fatalf("acquire after 3 answers of E unavailable: %v", err)
 	}
 }
+
+// lineNode is a fakeNode whose connections are accepted and read in the
+// background: next returns the next request line of any of them, with
+// the connection's number (1 for the first accepted).
+type lineNode struct {
+	*fakeNode
+	lines  chan numberedLine
+	conns  chan *fakeConn
+	byConn map[int]*fakeConn // the test's goroutine only
+}
+
+type numberedLine struct {
+	conn int
+	text string
+}
+
+func newLineNode(t *testing.T) *lineNode {
+	f := &lineNode{fakeNode: newFakeNode(t), lines: make(chan numberedLine, 16),
+		conns: make(chan *fakeConn, 16), byConn: map[int]*fakeConn{}}
+	go func() {
+		for i := 1; ; i++ {
+			nc, err := f.ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { nc.Close() })
+			fc := &fakeConn{nc: nc, br: bufio.NewReader(nc)}
+			f.conns <- fc
+			go func() {
+				for {
+					l, err := fc.br.ReadString('\n')
+					if err != nil {
+						return
+					}
+					f.lines <- numberedLine{i, strings.TrimSuffix(l, "\n")}
+				}
+			}()
+		}
+	}()
+	return f
+}
+
+func (f *lineNode) next(t *testing.T) numberedLine {
+	t.Helper()
+	select {
+	case l := <-f.lines:
+		for len(f.conns) > 0 {
+			f.byConn[len(f.byConn)+1] = <-f.conns
+		}
+		return l
+	case <-time.After(bound):
+		t.Fatal("no request line")
+	}
+	return numberedLine{}
+}
+
+// upOnTwo returns once c has sent requests on two connections of f (both
+// are up): releases of a probe key, answered not_held.
+func (f *lineNode) upOnTwo(t *testing.T, c *api.Client) {
+	t.Helper()
+	seen := map[int]bool{}
+	for len(seen) < 2 {
+		done := make(chan error, 1)
+		go func() { done <- c.Release(t.Context(), "probe", 1) }()
+		l := f.next(t)
+		if l.text != "R probe 1" {
+			t.Fatalf("probe: %q", l.text)
+		}
+		seen[l.conn] = true
+		f.byConn[l.conn].send(t, "R probe E not_held nobody holds the lock")
+		if err := <-done; !errors.Is(err, api.ErrNotHeld) {
+			t.Fatalf("probe: %v", err)
+		}
+	}
+}
+
+// An acquire repeated after its connection broke does not go behind
+// another acquire of the same key waiting on the client's other
+// connection: a node serves a connection's acquires of one key one after
+// the other, and the repeat's id may already hold the grant (or a place)
+// the other acquire waits for, which the repeat would then get only
+// after its lease ran out. With every live connection so taken, the
+// repeat goes out on a connection of its own.
+func TestNativeRepeatNotBehindSameKey(t *testing.T) {
+	f := newLineNode(t)
+	c := newClient(t, func(c *api.Config) { c.ReconnectInterval = time.Hour }, f.Base())
+	ctx := ctxBound(t)
+	f.upOnTwo(t, c)
+	x := acquireAsync(ctx, c, "k")
+	lx := f.next(t)
+	y := acquireAsync(ctx, c, "k")
+	ly := f.next(t)
+	if lx.conn == ly.conn {
+		t.Fatalf("both acquires on connection %d", lx.conn)
+	}
+	f.byConn[lx.conn].nc.Close() // X's connection breaks, X's grant unheard
+	lr := f.next(t)
+	if lr.text != lx.text {
+		t.Fatalf("repeat %q, want %q", lr.text, lx.text)
+	}
+	if lr.conn == ly.conn {
+		t.Fatalf("the repeat went out behind the waiting acquire of the same key on connection %d", ly.conn)
+	}
+	f.byConn[lr.conn].send(t, grantLine("k", 7))
+	if l := get(t, x); l.Token != 7 {
+		t.Fatalf("repeated acquire: token %d, want 7", l.Token)
+	}
+	f.byConn[ly.conn].send(t, grantLine("k", 8))
+	if l := get(t, y); l.Token != 8 {
+		t.Fatalf("other acquire: token %d, want 8", l.Token)
+	}
+}
+
+// The same for the repeat (wait 1 ms) that settles an acquire given up
+// by its caller whose connection then broke: it must find, and release,
+// a grant that the other acquire of the key may be waiting for.
+func TestNativeSettleNotBehindSameKey(t *testing.T) {
+	f := newLineNode(t)
+	c := newClient(t, func(c *api.Config) { c.ReconnectInterval = time.Hour }, f.Base())
+	ctx := ctxBound(t)
+	f.upOnTwo(t, c)
+	xctx, cancel := context.WithCancel(ctx)
+	x := acquireAsync(xctx, c, "k")
+	lx := f.next(t)
+	y := acquireAsync(ctx, c, "k")
+	ly := f.next(t)
+	if lx.conn == ly.conn {
+		t.Fatalf("both acquires on connection %d", lx.conn)
+	}
+	cancel()
+	if r := <-x; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("cancelled acquire: %v", r.err)
+	}
+	f.byConn[lx.conn].nc.Close()
+	lr := f.next(t)
+	if want := strings.Replace(lx.text, "A k - - ", "A k - 0.001 ", 1); lr.text != want {
+		t.Fatalf("settling repeat %q, want %q", lr.text, want)
+	}
+	if lr.conn == ly.conn {
+		t.Fatalf("the settling repeat went out behind the waiting acquire of the same key on connection %d", ly.conn)
+	}
+	f.byConn[lr.conn].send(t, grantLine("k", 7))
+	if l := f.next(t); l.text != "R k 7" {
+		t.Fatalf("after the settling grant: %q, want the release R k 7", l.text)
+	} else {
+		f.byConn[l.conn].send(t, "R k OK")
+	}
+	f.byConn[ly.conn].send(t, grantLine("k", 8))
+	if l := get(t, y); l.Token != 8 {
+		t.Fatalf("other acquire: token %d, want 8", l.Token)
+	}
+}

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -211,6 +212,53 @@ func TestPausedActiveDeliversNoGrantOnResume(t *testing.T) {
 	// nobody can claim that grant, so it does not hold k for its lease.
 	if got := c.holderOf(0, "k"); got != 0 {
 		t.Errorf("k is held by %d after the resume, a grant its waiter was told to retry and that nobody can claim", got)
+	}
+}
+
+// With sync_standbys, the grant a paused active's timer makes the moment
+// it runs again waits for acknowledgements; the node steps down (the
+// node promoted meanwhile has the newer state), takes the standby's
+// snapshot, and takes the role back by a handoff (its priority is
+// higher). The new term's acknowledgements, at the same indexes, then
+// released the waiting grant, and the waiter was told it holds k under a
+// token that no node's state has: k was the promoted node's grant to the
+// same waiter (its lease ran out there too), which nobody claimed.
+// Found by a newcomer's trial with SIGSTOP, where the grant went to one
+// client and the promoted node's to another: two holders.
+func TestPausedSyncActiveDeliversNoGrantOfTheTermItLeft(t *testing.T) {
+	c := newCluster(t, 2, false, "--sync-standbys", "1", "--sync-timeout", "3s")
+	c.startAll()
+	c.waitActive(0, 1)
+	held := c.acquire(0, "k", "lease=1")
+	waiter := postNoFollow("http://"+c.nodes[0].listen+"/locks/k?lease=60&wait=30", api.HeaderIdempotencyKey, "sync-paused-waiter")
+	deadline := time.Now().Add(5 * time.Second)
+	for c.waitersOn(0, "k") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter never queued on node 0")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.signal(0, syscall.SIGSTOP)
+	c.waitActive(1)
+	c.acquire(1, "newer", "lease=60") // node 1's state is the newer one
+	time.Sleep(time.Until(held.ExpiresAt) + 200*time.Millisecond)
+	c.signal(0, syscall.SIGCONT)
+	var a answer
+	select {
+	case a = <-waiter:
+		t.Logf("waiter: %d %s", a.status, a.body)
+	case <-time.After(40 * time.Second):
+		t.Fatal("the waiter got no answer")
+	}
+	c.waitActive(0, 1)
+	if a.status == http.StatusOK {
+		var g api.Grant
+		if err := json.Unmarshal([]byte(a.body), &g); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.holder(0, "k"); got != g.Token {
+			t.Errorf("the waiter was told it holds k under token %d; the active's k is held by %d", g.Token, got)
+		}
 	}
 }
 

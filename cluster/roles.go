@@ -344,7 +344,9 @@ func (n *Node) snapshotBeforeOwnRecords() {
 // stepDownLocked demotes this active and follows other. n.mu is held.
 func (n *Node) stepDownLocked(other string) {
 	n.notify("step_down", n.cfg.Self, "stepped down to standby: "+other+" is active")
+	raise(&n.voidMark, n.eng.LastToken()) // see HoldsBack
 	n.eng.Demote()
+	raise(&n.voidMark, n.eng.LastToken()) // and what was granted meanwhile
 	n.hub.closeAll()
 	n.setRole(api.RoleStandby)
 	n.followLocked(other)

@@ -180,11 +180,11 @@ func (p *lockParams) setQuery(raw, method string, names []string, from *sources)
 		name, err1 := unescapeQuery(name)
 		value, err2 := unescapeQuery(value)
 		if err1 != nil || err2 != nil {
-			return badRequest("query", "is not a valid query string")
+			return badPair(pair, method+" /locks/{key}", names)
 		}
 		i := index(names, name)
 		if i < 0 {
-			return badRequest(name, fmt.Sprintf("is not a parameter of %s /locks/{key} (expected %s)", method, strings.Join(names, ", ")))
+			return notParameter(name, method+" /locks/{key}", names)
 		}
 		if from[i] != "" {
 			return badRequest(name, "is given more than once")
@@ -208,17 +208,50 @@ func (p *lockParams) setQuery(raw, method string, names []string, from *sources)
 func strictQuery(r *http.Request, route string, names ...string) (url.Values, error) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
+		for _, pair := range strings.Split(r.URL.RawQuery, "&") {
+			if _, err := url.ParseQuery(pair); err != nil {
+				return nil, badPair(pair, route, names)
+			}
+		}
 		return nil, badRequest("query", "is not a valid query string")
 	}
 	for name, vals := range q {
 		if index(names, name) < 0 {
-			return nil, badRequest(name, fmt.Sprintf("is not a parameter of %s (expected %s)", route, strings.Join(names, ", ")))
+			return nil, notParameter(name, route, names)
 		}
 		if len(vals) != 1 {
 			return nil, badRequest(name, "is given more than once")
 		}
 	}
 	return q, nil
+}
+
+// notParameter is the error of a query parameter that route (a call:
+// "GET /locks") does not take.
+func notParameter(name, route string, names []string) error {
+	return badRequest(name, fmt.Sprintf("is not a parameter of %s (expected %s)", route, strings.Join(names, ", ")))
+}
+
+// badPair names what is wrong with pair, a name=value pair of the query
+// string of route that does not decode: a ";" (the query as a whole), a
+// name with a bad escape (the query), a parameter route does not take,
+// or a value with a bad escape (its parameter).
+func badPair(pair, route string, names []string) error {
+	if strings.Contains(pair, ";") {
+		return badRequest("query", "is not a valid query string (parameters are separated by &; write ; as %3B)")
+	}
+	name, value, _ := strings.Cut(pair, "=")
+	name, err := url.QueryUnescape(name)
+	if err != nil {
+		return badRequest("query", "is not a valid query string (a parameter's name has a bad percent-encoding)")
+	}
+	if index(names, name) < 0 {
+		return notParameter(name, route, names)
+	}
+	if _, err := url.QueryUnescape(value); err != nil {
+		return badRequest(name, "has a bad percent-encoding (% must be followed by two hex digits; write % itself as %25)")
+	}
+	return badRequest("query", "is not a valid query string")
 }
 
 // unescapeQuery decodes one name or value of a query string; most have

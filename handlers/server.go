@@ -51,6 +51,9 @@ type Config struct {
 	// Cluster, if set, returns this node's view for GET /cluster; nil
 	// means a single node: itself, active.
 	Cluster func() api.ClusterView
+	// LastIndex, if set, returns the index of the last record in a single
+	// node's log, its last_index in GET /cluster (without Cluster).
+	LastIndex func() uint64
 	// Gate, if set, decides whether this node serves /locks (a cluster
 	// member); nil means a single node, always active.
 	Gate Gate

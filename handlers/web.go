@@ -128,11 +128,16 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) singleNodeView() api.ClusterView {
 	now := time.Now().UTC()
+	var last uint64
+	if s.cfg.LastIndex != nil {
+		last = s.cfg.LastIndex()
+	}
 	return api.ClusterView{
 		Self:      s.cfg.Node,
 		Role:      api.RoleActive,
 		Active:    s.cfg.Node,
-		Peers:     []api.PeerView{{URL: s.cfg.Node, Priority: 0, Role: api.RoleActive, Live: true, LastContact: &now}},
+		Peers:     []api.PeerView{{URL: s.cfg.Node, Priority: 0, Role: api.RoleActive, Live: true, LastContact: &now, LastIndex: last}},
 		LastToken: s.eng.LastToken(),
+		LastIndex: last,
 	}
 }

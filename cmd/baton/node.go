@@ -198,6 +198,8 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 		n.metrics.Registry().MustRegister(replCollector{peer})
 		n.metrics.SetRole(api.RoleStandby)
 		hc.Gate, hc.Cluster = peer, peer.View
+	} else {
+		hc.LastIndex = n.wal.LastIndex
 	}
 	h := handlers.New(n.eng, hc)
 	if peer != nil {
@@ -210,6 +212,9 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 	n.srv.TLSConfig, _ = cfg.tlsConfig() // loaded once already by validate
 	n.useTLS = n.srv.TLSConfig != nil    // read before Serve: ServeTLS writes to it
 	srv, ln, useTLS := n.srv, n.ln, n.useTLS
+	if !useTLS {
+		ln = handlers.BadRequestListener(ln) // baton's 400 for a path net/http cannot parse
+	}
 	go func() {
 		if useTLS {
 			n.served <- srv.ServeTLS(ln, "", "")

@@ -3,11 +3,13 @@ package main
 // Tests of the Node and of the log in data_dir under a real `baton serve`.
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,10 +18,128 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/wal"
 )
+
+// A path that net/http cannot parse (a % without two hex digits, a
+// control character) is answered 400 with baton's error body naming the
+// key, not Go's plain-text 400; also when it follows a good request on a
+// kept-alive connection; and it changes nothing.
+func TestBadPathNamesKey(t *testing.T) {
+	leakCheck(t)
+	n := openNode(t, t.TempDir())
+	addr := strings.TrimPrefix(n.URL(), "http://")
+	ask := func(req string) string {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write([]byte(req)); err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, tc := range []struct{ req, field, msg string }{
+		{"POST /locks/%zz HTTP/1.1\r\nHost: x\r\n\r\n", "key", `key: has a bad percent-encoding ("%zz"`},
+		{"POST /locks/100% HTTP/1.1\r\nHost: x\r\n\r\n", "key", `key: has a bad percent-encoding ("%"`},
+		{"DELETE /locks/a/%2?token=5 HTTP/1.1\r\nHost: x\r\n\r\n", "key", `key: has a bad percent-encoding ("%2"`},
+		{"GET /locks/a\x01 HTTP/1.1\r\nHost: x\r\n\r\n", "key", "key: contains the control character U+0001"},
+		{"GET /x%zz HTTP/1.1\r\nHost: x\r\n\r\n", "path", `path: has a bad percent-encoding ("%zz"`},
+		{"POST /locks/good HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\nPOST /locks/good%zz HTTP/1.1\r\nHost: x\r\n\r\n", "key", `key: has a bad percent-encoding ("%zz"`},
+		// A header net/http refuses is named too.
+		{"POST /locks/k HTTP/1.1\r\nHost: x\r\nIdempotency-Key: a\x1fb\r\n\r\n", "Idempotency-Key", "Idempotency-Key: contains the control character U+001F"},
+		{"POST /locks/k HTTP/1.1\r\nHost: x\r\nIdempotency Key: a\r\n\r\n", "header", `header: the line "Idempotency Key: a" is not a header field`},
+		{"POST /locks/k HTTP/1.1\r\n\r\n", "Host", "Host: missing required Host header"},
+	} {
+		out := ask(tc.req)
+		i := strings.LastIndex(out, "HTTP/1.1 400 ")
+		if i < 0 {
+			t.Fatalf("%q: answer %q, want a 400", tc.req, out)
+		}
+		head, body, _ := strings.Cut(out[i:], "\r\n\r\n")
+		var e api.Error
+		if !strings.Contains(head, "Content-Type: application/json") || json.Unmarshal([]byte(body), &e) != nil ||
+			e.Code != api.CodeInvalidArgument || e.Field != tc.field || !strings.HasPrefix(e.Message, tc.msg) {
+			t.Fatalf("%q: answer %q, want invalid_argument naming %s: %s…", tc.req, out[i:], tc.field, tc.msg)
+		}
+	}
+	// With Accept: text/plain (a shell script's), the error is a line.
+	out := ask("DELETE /locks/100% HTTP/1.1\r\nHost: x\r\nAccept: text/plain\r\nLock-Token: 5\r\n\r\n")
+	if want := "\r\n\r\ninvalid_argument: key: has a bad percent-encoding"; !strings.HasPrefix(out, "HTTP/1.1 400 ") ||
+		!strings.Contains(out, "Content-Type: text/plain") || !strings.Contains(out, want) {
+		t.Fatalf("with Accept: text/plain: %q, want a 400 in text with %q", out, want)
+	}
+	res, err := http.Get(n.URL() + "/locks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l api.LockList
+	err = json.NewDecoder(res.Body).Decode(&l)
+	res.Body.Close()
+	if err != nil || l.Total != 1 || l.Locks[0].Key != "good" {
+		t.Fatalf("locks after the bad requests: %+v %v, want only good", l, err)
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+// A single node's GET /cluster gives its log's last index, as a cluster
+// node's does (it said 0 whatever its log held), for itself and in its
+// one peer, and the same again after a restart on the same data_dir.
+func TestSingleNodeClusterLastIndex(t *testing.T) {
+	leakCheck(t)
+	dir := t.TempDir()
+	view := func(url string) api.ClusterView {
+		t.Helper()
+		res, err := http.Get(url + "/cluster")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var v api.ClusterView
+		if err := json.NewDecoder(res.Body).Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	n := openNode(t, dir)
+	for range 2 {
+		res, err := http.Post(n.URL()+"/locks/li", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		res, err = http.Post(n.URL()+"/locks/li2", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	want := n.wal.LastIndex()
+	v := view(n.URL())
+	if want == 0 || v.LastIndex != want || len(v.Peers) != 1 || v.Peers[0].LastIndex != want {
+		t.Fatalf("GET /cluster last_index %d, peers %+v; the log's last index is %d", v.LastIndex, v.Peers, want)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	n = openNode(t, dir)
+	if v := view(n.URL()); v.LastIndex < want || v.LastIndex != n.wal.LastIndex() {
+		t.Fatalf("after a restart GET /cluster last_index %d, want the log's %d (at least %d)", v.LastIndex, n.wal.LastIndex(), want)
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
 
 // TestNodeOpenClose: a Node opened on 127.0.0.1:0 serves locks and its
 // log metrics, holds data_dir while open (a second Node on it is refused
