@@ -423,6 +423,15 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if gate := s.cfg.Gate; gate != nil && !gate.Serving() {
+		// Written, but this node no longer serves: it waited for the log
+		// (or for its sync standbys) across a pause, and a standby
+		// promoted meanwhile may never have got the renewal and may have
+		// given the lock away. The holder is told to retry, on the
+		// active, which says whether the lock is still its own.
+		s.redirect(w, r, "", true)
+		return
+	}
 	setLockToken(w, g.Token)
 	if wantsText(r) {
 		_ = writeText(w, http.StatusOK, strconv.AppendUint(nil, g.Token, 10), '\n')

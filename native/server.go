@@ -773,6 +773,15 @@ func (c *conn) format(batch []answer) {
 					*a = errorLine(op, a.rawKey, outcome, msg)
 				}
 			}
+			if a.line == nil && op == OpRenew {
+				// As handlers: a renewal is confirmed only by a node
+				// still serving once it is written (Gate.Serving); one
+				// that waited out a pause may have been replaced by a
+				// standby that never got it and gave the lock away.
+				if gate := c.s.cfg.Gate; gate != nil && !gate.Serving() {
+					*a, outcome = c.movedAnswer(&request{op: op, rawKey: a.rawKey})
+				}
+			}
 			c.observe(op, outcome, start)
 		}
 		var then *request // the acquire whose key's turn passes on after a
