@@ -351,6 +351,7 @@ type answer struct {
 	// batch); op and rawKey make its
 	// line, or the E line when the log cannot write it.
 	logged     engine.LogIndex
+	gen        uint64 // a renewal's: Engine.Generation before it was made
 	op, rawKey string
 	start      instant // when its line arrived (metrics)
 }
@@ -775,10 +776,15 @@ func (c *conn) format(batch []answer) {
 			}
 			if a.line == nil && op == OpRenew {
 				// As handlers: a renewal is confirmed only by a node
-				// still serving once it is written (Gate.Serving); one
-				// that waited out a pause may have been replaced by a
-				// standby that never got it and gave the lock away.
-				if gate := c.s.cfg.Gate; gate != nil && !gate.Serving() {
+				// still serving once it is written (Gate.Serving), in
+				// the state it was made in (engine.Renew); one that
+				// waited out a pause may have been replaced by a standby
+				// that never got it and gave the lock away.
+				if c.s.eng.Replaced(a.gen) {
+					var msg string
+					outcome, _, msg, _ = errcode.Of(engine.ErrReplaced)
+					*a = errorLine(op, a.rawKey, outcome, msg)
+				} else if gate := c.s.cfg.Gate; gate != nil && !gate.Serving() {
 					*a, outcome = c.movedAnswer(&request{op: op, rawKey: a.rawKey})
 				}
 			}
@@ -1218,12 +1224,13 @@ func (c *conn) renew(r *request, start instant) {
 	if c.notServing(r) {
 		return
 	}
+	gen := c.s.eng.Generation()
 	g, idx, err := c.s.eng.RenewNoWait(r.key, r.token, r.lease)
 	if err != nil {
 		c.sendError(r, err)
 		return
 	}
-	c.send(answer{logged: idx, op: r.op, rawKey: r.rawKey, start: start, g: g}, r.op, "OK", start)
+	c.send(answer{logged: idx, gen: gen, op: r.op, rawKey: r.rawKey, start: start, g: g}, r.op, "OK", start)
 }
 
 // notServing answers r with M (or E unavailable) when this node is not
