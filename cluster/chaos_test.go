@@ -98,15 +98,17 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time) {
 		return fmt.Sprintf("handoff node %d", active), start
 	case "stop-all":
 		// SIGINT every node in a random order (each active hands off to
-		// the next), then start them again in another, at most a failover
-		// timeout apart: the cold start elects the node with the newest log.
+		// the next), then start them again in another: the cold start
+		// elects the node with the newest log.
 		for _, i := range rng.Perm(len(c.nodes)) {
 			c.stop(i)
 		}
 		order := rng.Perm(len(c.nodes))
 		for _, i := range order {
 			c.launch(i)
-			time.Sleep(time.Duration(rng.IntN(int(failoverTimeout))))
+			// The last at most two failover timeouts after the first (one
+			// that listened alone for three would elect itself: kill-all).
+			time.Sleep(time.Duration(rng.IntN(int(2 * failoverTimeout / time.Duration(len(c.nodes)-1)))))
 		}
 		for _, i := range order {
 			c.waitHTTP(i)
