@@ -315,6 +315,9 @@ func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64) {
 // stepDownLocked demotes this active and follows other. n.mu is held.
 func (n *Node) stepDownLocked(other string) {
 	n.notify("step_down", n.cfg.Self, "stepped down to standby: "+other+" is active")
+	// What this node made on its own is discarded: the answers still
+	// waiting for the log or for acknowledgements are not given as made.
+	n.eng.Diverged()
 	n.eng.Demote()
 	n.hub.closeAll()
 	n.setRole(api.RoleStandby)

@@ -234,3 +234,44 @@ func nativeLine(c *testCluster, line string) answer {
 	}
 	return answer{body: strings.TrimSpace(got)}
 }
+
+// A grant made on node 0 just before it was stopped, whose answer waited
+// for an acknowledgement until after node 0 had stepped down (node 1,
+// promoted meanwhile, had given k to another holder) and before it could
+// resync: node 0, a standby now whose state is discarded, must not answer
+// it 200 when the wait runs out (sync_timeout).
+func TestGrantMadeBeforeAStepDownIsNotAnsweredAfterIt(t *testing.T) {
+	c := newCluster(t, 3, true, "--sync-standbys", "1", "--sync-timeout", "5s")
+	c.startAll()
+	c.waitActive(0, 1, 2)
+	one, two := streamOf(c.nodes[1].url), streamOf(c.nodes[2].url)
+	c.nodes[0].proxy.hold(func(l string) bool { return one(l) || two(l) }, true, true)
+	answered := make(chan answer, 1)
+	go func() { answered <- noFollowDo(http.MethodPost, "http://"+c.nodes[0].listen+"/locks/k?lease=60&wait=5") }()
+	time.Sleep(300 * time.Millisecond)
+	c.signal(0, syscall.SIGSTOP)
+	c.waitActive(1, 2)
+	other := c.grantOn(1, "k", "lease=60&wait=10")
+	// Node 0 will not get node 1's state: it stays a standby that
+	// stepped down, with its own.
+	c.nodes[1].proxy.hold(streamOf(c.nodes[0].url), true, true)
+	c.nodes[0].proxy.reset()
+	c.signal(0, syscall.SIGCONT)
+	select {
+	case a := <-answered:
+		t.Logf("answer: %d %s", a.status, a.body)
+		if a.status == http.StatusOK {
+			t.Errorf("node 0 answered 200 (%s) after it stepped down, for a grant the active never had; k is held by %d", a.body, other.Token)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer")
+	}
+	if !strings.Contains(c.nodes[0].log.String(), "stepping down") {
+		t.Errorf("node 0 did not step down: the run showed nothing")
+	}
+	c.nodes[1].proxy.reset()
+	c.waitActive(0, 1, 2)
+	if got := c.holderOf(0, "k"); got != other.Token {
+		t.Errorf("k is held by %d after node 0 took the role back, want %d", got, other.Token)
+	}
+}

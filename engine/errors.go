@@ -43,10 +43,10 @@ var (
 	ErrUnavailable = errors.New("engine: the log cannot write changes")
 )
 
-// ErrReplaced: a grant or renewal was made and written, but the engine's
-// state was replaced (Reset: the node stepped down and loaded the
-// active's snapshot) before it was answered, and the state it holds now
-// may not have it (see Engine.Generation). It is not answered as made:
+// ErrReplaced: a grant or renewal was made and written, but the node
+// stepped down to an active with newer state (Engine.Diverged), or its
+// engine's state was replaced (Reset), before it was answered, and the
+// state the cluster serves may not have it (see Engine.Generation). It is not answered as made:
 // the caller retries on the active, where a repeat of the acquire with
 // the same waiter ID finds the grant if it stands, and a renewal is told
 // whether the lock is still its own.

@@ -66,11 +66,12 @@ func (s *shard) settle(g Grant, idx uint64, t *ticket, gen uint64) (Grant, error
 		return Grant{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if s.e.Replaced(gen) {
-		// The state was replaced while the answer waited: the grant
-		// stands only if the new state holds it too (it was replicated).
+		// The state was discarded or replaced while the answer waited:
+		// the grant stands only if this node is the active again and its
+		// state holds it too (it was replicated).
 		s.mu.Lock()
 		lk := s.locks[g.Key]
-		held := lk != nil && lk.find(g.Token) != nil
+		held := s.e.serving() == nil && lk != nil && lk.find(g.Token) != nil
 		s.mu.Unlock()
 		if !held {
 			return Grant{}, ErrReplaced

@@ -70,14 +70,22 @@ func (e *Engine) serving() error {
 	return nil
 }
 
-// Generation counts the times the engine's state was replaced (Reset: a
-// standby that stepped down and loads the active's snapshot). A change
-// made in one generation and answered in another (its answer waited for
-// the log, or for sync standbys, across a pause and a step-down) may not
-// be in the state the engine holds now, which may have given its lock
-// to another holder: such a grant or renewal is not answered as made
-// (AcquireResult.Settle, Renew, Replaced).
+// Generation counts the times the engine's state stopped being the
+// cluster's: Diverged (this node stepped down to an active whose state is
+// newer) and Reset (it loads another node's snapshot). A change made in
+// one generation and answered in another (its answer waited for the log,
+// or for sync standbys, across a pause and a step-down) may not be in the
+// state the cluster serves, which may have given its lock to another
+// holder: such a grant is answered only by an active engine that holds it
+// still, and such a renewal not at all (AcquireResult.Settle, Renew,
+// Replaced). A handoff (Demote alone) starts no generation: the successor
+// got this state.
 func (e *Engine) Generation() uint64 { return e.resets.Load() }
+
+// Diverged starts a new Generation: this node stepped down to an active
+// whose state is newer, and what it made on its own is discarded when it
+// resyncs.
+func (e *Engine) Diverged() { e.resets.Add(1) }
 
 // Replaced reports whether the engine's state was replaced since
 // Generation returned gen (see Generation).
