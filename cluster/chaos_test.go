@@ -28,7 +28,14 @@ import (
 // stop-all never get one).
 func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time) {
 	c.t.Helper()
-	active := c.waitActive(-1)
+	// The active every node agrees on: a node that still says it is the
+	// active after a fault (or already does, alone) is not the one the
+	// fault is meant for, nor a standby to hit as one.
+	all := make([]int, len(c.nodes))
+	for i := range all {
+		all[i] = i
+	}
+	active := c.waitActive(-1, all...)
 	standby := active
 	if strings.Contains(f, "standby") || f == "cut-link" {
 		standby = (active + 1 + rng.IntN(len(c.nodes)-1)) % len(c.nodes)

@@ -305,7 +305,7 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 		} else {
 			ws = append(ws, w)
 		}
-		names = append(names, w.Name)
+		names = append(names, w.Name+" from "+w.Start.Format("15:04:05.000")+" to "+time.Now().Format("15:04:05.000"))
 		c.waitActive(-1)
 	}
 	time.Sleep(settle)

@@ -247,7 +247,9 @@ func TestGrantMadeBeforeAStepDownIsNotAnsweredAfterIt(t *testing.T) {
 	one, two := streamOf(c.nodes[1].url), streamOf(c.nodes[2].url)
 	c.nodes[0].proxy.hold(func(l string) bool { return one(l) || two(l) }, true, true)
 	answered := make(chan answer, 1)
-	go func() { answered <- noFollowDo(http.MethodPost, "http://"+c.nodes[0].listen+"/locks/k?lease=60&wait=5") }()
+	go func() {
+		answered <- noFollowDo(http.MethodPost, "http://"+c.nodes[0].listen+"/locks/k?lease=60&wait=5")
+	}()
 	time.Sleep(300 * time.Millisecond)
 	c.signal(0, syscall.SIGSTOP)
 	c.waitActive(1, 2)
