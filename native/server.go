@@ -775,16 +775,16 @@ func (c *conn) format(batch []answer) {
 				}
 			}
 			if a.line == nil && op == OpRenew {
-				// As handlers: a renewal is confirmed only by a node
-				// still serving once it is written (Gate.Serving), in
-				// the state it was made in (engine.Renew); one that
-				// waited out a pause may have been replaced by a standby
-				// that never got it and gave the lock away.
+				// As handlers: a renewal is confirmed only in the
+				// state it was made in (engine.Renew), by a node that
+				// knows it is still the active (Gate.HoldsBack); one
+				// that waited out a pause may have been replaced by a
+				// standby that never got it and gave the lock away.
 				if c.s.eng.Replaced(a.gen) {
 					var msg string
 					outcome, _, msg, _ = errcode.Of(engine.ErrReplaced)
 					*a = errorLine(op, a.rawKey, outcome, msg)
-				} else if gate := c.s.cfg.Gate; gate != nil && !gate.Serving() {
+				} else if gate := c.s.cfg.Gate; gate != nil && gate.HoldsBack(a.g.Token) {
 					*a, outcome = c.movedAnswer(&request{op: op, rawKey: a.rawKey})
 				}
 			}
