@@ -315,10 +315,12 @@ func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64) {
 // stepDownLocked demotes this active and follows other. n.mu is held.
 func (n *Node) stepDownLocked(other string) {
 	n.notify("step_down", n.cfg.Self, "stepped down to standby: "+other+" is active")
+	n.eng.Demote()
 	// What this node made on its own is discarded: the answers still
 	// waiting for the log or for acknowledgements are not given as made.
+	// After Demote, which takes every shard's lock: a grant made before
+	// it took the grant's shard has the generation before this one.
 	n.eng.Diverged()
-	n.eng.Demote()
 	n.hub.closeAll()
 	n.setRole(api.RoleStandby)
 	n.followLocked(other)
