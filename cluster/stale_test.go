@@ -141,7 +141,7 @@ func staleAfterStepDown(t *testing.T, before func(c *testCluster) string, call f
 	answered := make(chan answer, 1)
 	go func() { answered <- call(c, arg) }()
 	// Made on node 0 (its engine shows it), not acknowledged.
-	time.Sleep(300 * time.Millisecond)
+	c.waitChanged(0, "k", arg)
 	c.signal(0, syscall.SIGSTOP)
 	c.waitActive(1, 2)
 	other := c.grantOn(1, "k", "lease=60&wait=10")
@@ -250,7 +250,7 @@ func TestGrantMadeBeforeAStepDownIsNotAnsweredAfterIt(t *testing.T) {
 	go func() {
 		answered <- noFollowDo(http.MethodPost, "http://"+c.nodes[0].listen+"/locks/k?lease=60&wait=5")
 	}()
-	time.Sleep(300 * time.Millisecond)
+	c.waitChanged(0, "k", "")
 	c.signal(0, syscall.SIGSTOP)
 	c.waitActive(1, 2)
 	other := c.grantOn(1, "k", "lease=60&wait=10")
@@ -275,5 +275,22 @@ func TestGrantMadeBeforeAStepDownIsNotAnsweredAfterIt(t *testing.T) {
 	c.waitActive(0, 1, 2)
 	if got := c.holderOf(0, "k"); got != other.Token {
 		t.Errorf("k is held by %d after node 0 took the role back, want %d", got, other.Token)
+	}
+}
+
+// waitChanged waits until node i (the active) shows k held with a lease
+// of 60 s: the change of a call above, made whether or not it is
+// acknowledged; token is the holder's token before it ("" for none).
+func (c *testCluster) waitChanged(i int, key, token string) {
+	c.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		st := c.lockStatus(i, key)
+		if h := st.Holder; h != nil && h.Lease == 60 && (token == "" || fmt.Sprint(h.Token) == token) {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("node %d never showed the change of %s", i, key)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
