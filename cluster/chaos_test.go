@@ -103,6 +103,19 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time) {
 		time.Sleep(failoverTimeout)
 		c.start(active)
 		return fmt.Sprintf("handoff node %d", active), start
+	case "handoff-paused":
+		// SIGINT on the active while its successor (the live standby of
+		// highest priority) is stopped: the handoff call gets no answer.
+		succ := 0
+		if succ == active {
+			succ = 1
+		}
+		c.signal(succ, syscall.SIGSTOP)
+		c.stop(active)
+		time.Sleep(2 * failoverTimeout)
+		c.signal(succ, syscall.SIGCONT)
+		c.start(active)
+		return fmt.Sprintf("handoff-paused node %d, successor %d", active, succ), start
 	case "stop-all":
 		// SIGINT every node in a random order (each active hands off to
 		// the next), then start them again in another: the cold start
