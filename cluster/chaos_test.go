@@ -20,10 +20,22 @@ import (
 // active for 5*failoverTimeout while the clients go on; cut-link holds
 // back the replication stream between the active and one standby (both
 // ways; every other link stays up) for 2*failoverTimeout, then drops it;
-// kill-all kills every node with SIGKILL and starts them again together.
+// kill-all kills every node with SIGKILL and starts them again together;
+// handoff ends the active with SIGINT and starts it again; stop-all ends
+// every node with SIGINT and starts them again one after another. The
+// history runs take CHAOS_NODES nodes (default 3), draw from CHAOS_KINDS
+// when it is set, and give CHAOS_STRICT's faults no window (handoff and
+// stop-all never get one).
 func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time) {
 	c.t.Helper()
-	active := c.waitActive(-1)
+	// The active every node agrees on: a node that still says it is the
+	// active after a fault (or already does, alone) is not the one the
+	// fault is meant for, nor a standby to hit as one.
+	all := make([]int, len(c.nodes))
+	for i := range all {
+		all[i] = i
+	}
+	active := c.waitActive(-1, all...)
 	standby := active
 	if strings.Contains(f, "standby") || f == "cut-link" {
 		standby = (active + 1 + rng.IntN(len(c.nodes)-1)) % len(c.nodes)
@@ -82,16 +94,60 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time) {
 			c.waitHTTP(i)
 		}
 		return "kill-all", start
+	case "handoff":
+		// SIGINT: a graceful handoff to the best standby, then the node
+		// comes back (and takes the role back by its priority).
+		if code := c.stop(active); code != 0 {
+			c.t.Errorf("node %d exited %d after SIGINT, want 0", active, code)
+		}
+		time.Sleep(failoverTimeout)
+		c.start(active)
+		return fmt.Sprintf("handoff node %d", active), start
+	case "handoff-paused":
+		// SIGINT on the active while its successor (the live standby of
+		// highest priority) is stopped: the handoff call gets no answer.
+		succ := 0
+		if succ == active {
+			succ = 1
+		}
+		c.signal(succ, syscall.SIGSTOP)
+		c.stop(active)
+		time.Sleep(2 * failoverTimeout)
+		c.signal(succ, syscall.SIGCONT)
+		c.start(active)
+		return fmt.Sprintf("handoff-paused node %d, successor %d", active, succ), start
+	case "stop-all":
+		// SIGINT every node in a random order (each active hands off to
+		// the next), then start them again in another: the cold start
+		// elects the node with the newest log.
+		for _, i := range rng.Perm(len(c.nodes)) {
+			c.stop(i)
+		}
+		order := rng.Perm(len(c.nodes))
+		for _, i := range order {
+			c.launch(i)
+			// The last at most two failover timeouts after the first (one
+			// that listened alone for three would elect itself: kill-all).
+			time.Sleep(time.Duration(rng.IntN(int(2 * failoverTimeout / time.Duration(len(c.nodes)-1)))))
+		}
+		for _, i := range order {
+			c.waitHTTP(i)
+		}
+		return fmt.Sprintf("stop-all, started in order %v", order), start
 	}
 	c.t.Fatalf("unknown fault %q", f)
 	return "", start
 }
 
-// chaosFaults draws n faults from kinds with rng, or returns the list in
-// CHAOS_LIST (comma-separated fault names, see inject) when it is set.
+// chaosFaults draws n faults from kinds (or from the comma-separated
+// names in CHAOS_KINDS) with rng, or returns the list in CHAOS_LIST
+// (comma-separated fault names, see inject) when it is set.
 func chaosFaults(rng *rand.Rand, n int, kinds ...string) []string {
 	if l := os.Getenv("CHAOS_LIST"); l != "" {
 		return strings.Split(l, ",")
+	}
+	if k := os.Getenv("CHAOS_KINDS"); k != "" {
+		kinds = strings.Split(k, ",")
 	}
 	out := make([]string, n)
 	for i := range out {

@@ -248,7 +248,11 @@ type nemesis struct {
 // unreceived grant past its claim deadline (checkGhostGrants). It returns
 // the per-key figures.
 func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
-	c := newCluster(t, 3, true, nm.extra...)
+	c := newCluster(t, envInt("CHAOS_NODES", 3), true, nm.extra...)
+	all := make([]int, len(c.nodes))
+	for i := range all {
+		all[i] = i
+	}
 	var native []string
 	if nm.native {
 		c.args = map[int][]string{}
@@ -259,7 +263,7 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 		}
 	}
 	c.startAll()
-	c.waitActive(0, 1, 2)
+	c.waitActive(0, all...)
 
 	h := &history.Recorder{}
 	stop := make(chan struct{})
@@ -282,6 +286,12 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	// settled again (a failover plus a handoff back), so each window ends
 	// that long after the fault is repaired.
 	settle := 4*failoverTimeout + 10*heartbeat
+	// A graceful handoff loses nothing and gets no window; CHAOS_STRICT
+	// (comma-separated fault names) takes the windows of more faults away.
+	strict := []string{"handoff", "stop-all"}
+	if s := os.Getenv("CHAOS_STRICT"); s != "" {
+		strict = append(strict, strings.Split(s, ",")...)
+	}
 	var ws []history.Window
 	var names []string
 	rng := rand.New(rand.NewPCG(nm.seed, nm.seed))
@@ -290,16 +300,16 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 		var w history.Window
 		w.Name, w.Start = c.inject(f, rng)
 		w.End = time.Now().Add(settle)
-		if nm.strict[f] {
+		if nm.strict[f] || slices.Contains(strict, f) {
 			w.Name += " (no window)"
 		} else {
 			ws = append(ws, w)
 		}
-		names = append(names, w.Name)
+		names = append(names, w.Name+" from "+w.Start.Format("15:04:05.000")+" to "+time.Now().Format("15:04:05.000"))
 		c.waitActive(-1)
 	}
 	time.Sleep(settle)
-	c.waitActive(0, 1, 2)
+	c.waitActive(0, all...)
 	time.Sleep(500 * time.Millisecond)
 	// A run long enough by count, not by time: on loaded cores the clients
 	// make fewer grants in the same seconds, and a history that short

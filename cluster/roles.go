@@ -347,6 +347,11 @@ func (n *Node) stepDownLocked(other string) {
 	raise(&n.voidMark, n.eng.LastToken()) // see HoldsBack
 	n.eng.Demote()
 	raise(&n.voidMark, n.eng.LastToken()) // and what was granted meanwhile
+	// What this node made on its own is discarded: the answers still
+	// waiting for the log or for acknowledgements are not given as made.
+	// After Demote, which takes every shard's lock: a grant made before
+	// it took the grant's shard has the generation before this one.
+	n.eng.Diverged()
 	n.hub.closeAll()
 	n.setRole(api.RoleStandby)
 	n.followLocked(other)

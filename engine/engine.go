@@ -265,6 +265,7 @@ type Engine struct {
 	closed  atomic.Bool
 	active  atomic.Bool               // serves calls; lease and wait deadlines armed
 	epoch   atomic.Pointer[EpochMark] // of the last RecEpoch applied (see Epoch)
+	resets  atomic.Uint64             // Resets so far (see Generation)
 
 	stop     chan struct{}
 	bg       sync.WaitGroup
@@ -805,6 +806,7 @@ func (p *Waiting) Cancel() bool {
 type AcquireResult struct {
 	g   Grant
 	idx uint64 // the grant's log index: answered once it is written
+	gen uint64 // Engine.Generation when the grant was made
 	err error
 	s   *shard  // with a grant: its key's shard
 	t   *ticket // with a grant: its ticket, if any
@@ -826,8 +828,9 @@ func (o AcquireResult) Err() error { return o.err }
 // timeout, ErrTimeout, once its record is written too: an error wrapping
 // ErrNotWritten when it could not be), or an error wrapping
 // ErrUnavailable when the log could not write the grant: the grant is
-// then released, nobody having heard of it. Call it once,
-// without holding anything done takes.
+// then released, nobody having heard of it; or ErrReplaced when the
+// engine's state was replaced meanwhile (Reset) by one that does not hold
+// the grant. Call it once, without holding anything done takes.
 func (o AcquireResult) Settle() (Grant, error) { return o.settle() }
 
 func (o *AcquireResult) settle() (Grant, error) {
@@ -844,7 +847,7 @@ func (o *AcquireResult) settle() (Grant, error) {
 	if o.idx == 0 {
 		return o.g, nil
 	}
-	return o.s.settle(o.g, o.idx, o.t)
+	return o.s.settle(o.g, o.idx, o.t, o.gen)
 }
 
 // Abandon releases the result's grant, which its caller could not answer
@@ -968,7 +971,7 @@ func (s *shard) grantNow(lk *lock, req *AcquireRequest, lease time.Duration, lim
 	}
 	g := lk.grantInfo(lk.find(r.Token), now)
 	s.mu.Unlock()
-	*o = AcquireResult{g: g, idx: idx, s: s, t: t}
+	*o = AcquireResult{g: g, idx: idx, gen: s.e.resets.Load(), s: s, t: t}
 }
 
 // enqueue queues req on lk and parks done (or a channel) on its waiter.
@@ -1041,7 +1044,7 @@ func (s *shard) repeat(t *ticket, now stamp, done func(AcquireResult) bool, o *A
 		}
 		t.answers++
 		s.mu.Unlock()
-		*o = AcquireResult{g: g, idx: idx, s: s, t: t}
+		*o = AcquireResult{g: g, idx: idx, gen: s.e.resets.Load(), s: s, t: t}
 		return nil
 	case tTimedOut:
 		s.mu.Unlock()
@@ -1300,14 +1303,19 @@ func recLimit(limit int) int {
 // Renew restarts the lease of the grant with token on key from now, with
 // lease (0 = the grant's lease). It returns the renewed Grant (with a Log,
 // once the renewal is written), or the errors of Release, or an *ArgError
-// for a bad lease.
+// for a bad lease, or ErrReplaced (the state was replaced before the
+// renewal could be answered: see Generation).
 func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, error) {
+	gen := e.Generation()
 	g, idx, err := e.RenewNoWait(key, token, lease)
 	if err != nil {
 		return Grant{}, err
 	}
 	if err := e.WaitLogged(idx); err != nil {
 		return Grant{}, err
+	}
+	if e.Replaced(gen) {
+		return Grant{}, ErrReplaced
 	}
 	return g, nil
 }
@@ -1571,7 +1579,7 @@ func (s *shard) grantNext(lk *lock, now stamp) {
 			continue
 		}
 		w.t.answers, w.t.idx = 1, idx
-		if !w.deliver(AcquireResult{g: lk.grantInfo(lk.find(r.Token), now), idx: idx}) {
+		if !w.deliver(AcquireResult{g: lk.grantInfo(lk.find(r.Token), now), idx: idx, gen: s.e.resets.Load()}) {
 			// Nobody takes it (its client is gone): the lock goes on to
 			// the next waiter in this loop.
 			s.takeBack(lk, r.Token, w.t, now)

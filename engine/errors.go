@@ -43,6 +43,15 @@ var (
 	ErrUnavailable = errors.New("engine: the log cannot write changes")
 )
 
+// ErrReplaced: a grant or renewal was made and written, but the node
+// stepped down to an active with newer state (Engine.Diverged), or its
+// engine's state was replaced (Reset), before it was answered, and the
+// state the cluster serves may not have it (see Engine.Generation). It is not answered as made:
+// the caller retries on the active, where a repeat of the acquire with
+// the same waiter ID finds the grant if it stands, and a renewal is told
+// whether the lock is still its own.
+var ErrReplaced = errors.New("engine: the node stepped down before the change was answered")
+
 // ErrNotWritten: a release or renewal was made (a release handed the
 // lock on) and its record handed to the log, but the log could not write
 // it (Log.Wait failed). The record stays pending, as the Log keeps it: it

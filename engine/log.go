@@ -53,7 +53,7 @@ func (s *shard) record(r *Record) (uint64, error) {
 // only then lets it be answered. When the log cannot write it, the grant
 // is released as undeliverable (nobody is told of it) and the caller gets
 // ErrUnavailable. t is the grant's ticket, if any. s.mu is not held.
-func (s *shard) settle(g Grant, idx uint64, t *ticket) (Grant, error) {
+func (s *shard) settle(g Grant, idx uint64, t *ticket, gen uint64) (Grant, error) {
 	if idx == 0 {
 		return g, nil
 	}
@@ -64,6 +64,18 @@ func (s *shard) settle(g Grant, idx uint64, t *ticket) (Grant, error) {
 		}
 		s.mu.Unlock()
 		return Grant{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if s.e.Replaced(gen) {
+		// The state was discarded or replaced while the answer waited:
+		// the grant stands only if this node is the active again and its
+		// state holds it too (it was replicated).
+		s.mu.Lock()
+		lk := s.locks[g.Key]
+		held := s.e.serving() == nil && lk != nil && lk.find(g.Token) != nil
+		s.mu.Unlock()
+		if !held {
+			return Grant{}, ErrReplaced
+		}
 	}
 	return g, nil
 }

@@ -402,3 +402,75 @@ func TestTimeoutWaitsForTheLog(t *testing.T) {
 		wantErr(t, "the repeat", answered(t, "rep", rep).err, ErrTimeout)
 	})
 }
+
+// A grant or a renewal whose answer waited for the log while the engine
+// stepped down (Demote, Diverged: its state is discarded) is refused with
+// ErrReplaced, also once the engine is the active again, unless the
+// active state holds the grant; across a Demote alone (a handoff, whose
+// successor has the state) both are answered.
+func TestAnswerAcrossADivergenceIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &memLog{}
+		e := newEngine(t, Config{Shards: 1, Log: log})
+		defer e.Close()
+		h := mustAcquire(t, e, AcquireRequest{Key: "h", Lease: time.Minute})
+
+		// Across a handoff: answered.
+		open := log.hold()
+		a := goAcquire(e, context.Background(), AcquireRequest{Key: "a", Lease: time.Minute})
+		ren := make(chan error, 1)
+		go func() { _, err := e.Renew("h", h.Token, 0); ren <- err }()
+		synctest.Wait()
+		e.Demote()
+		open()
+		synctest.Wait()
+		if r := answered(t, "a", a); r.err != nil {
+			t.Fatalf("a grant answered across a handoff: %v", r.err)
+		}
+		if err := <-ren; err != nil {
+			t.Fatalf("a renewal answered across a handoff: %v", err)
+		}
+		e.Promote(Handoff)
+
+		// Across a step-down, the engine a standby still: refused.
+		open = log.hold()
+		b := goAcquire(e, context.Background(), AcquireRequest{Key: "b", Lease: time.Minute})
+		go func() { _, err := e.Renew("h", h.Token, 0); ren <- err }()
+		synctest.Wait()
+		e.Demote()
+		e.Diverged()
+		open()
+		synctest.Wait()
+		wantErr(t, "a grant answered after a step-down", answered(t, "b", b).err, ErrReplaced)
+		wantErr(t, "a renewal answered after a step-down", <-ren, ErrReplaced)
+
+		// Across a step-down and a promotion: refused, unless the state
+		// holds the grant (here it does: nothing replaced it).
+		e.Promote(Handoff)
+		open = log.hold()
+		c := goAcquire(e, context.Background(), AcquireRequest{Key: "c", Lease: time.Minute})
+		go func() { _, err := e.Renew("h", h.Token, 0); ren <- err }()
+		synctest.Wait()
+		e.Demote()
+		e.Diverged()
+		e.Promote(Handoff)
+		open()
+		synctest.Wait()
+		if r := answered(t, "c", c); r.err != nil {
+			t.Fatalf("a grant the active state holds, answered after a step-down and a promotion: %v", r.err)
+		}
+		wantErr(t, "a renewal answered after a step-down and a promotion", <-ren, ErrReplaced)
+		e.Demote()
+		e.Reset()
+		e.Promote(Handoff)
+		open = log.hold()
+		d := goAcquire(e, context.Background(), AcquireRequest{Key: "d", Lease: time.Minute})
+		synctest.Wait()
+		e.Demote()
+		e.Reset()
+		e.Promote(Handoff)
+		open()
+		synctest.Wait()
+		wantErr(t, "a grant the replaced state lacks", answered(t, "d", d).err, ErrReplaced)
+	})
+}

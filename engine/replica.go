@@ -70,12 +70,35 @@ func (e *Engine) serving() error {
 	return nil
 }
 
+// Generation counts the times the engine's state stopped being the
+// cluster's: Diverged (this node stepped down to an active whose state is
+// newer) and Reset (it loads another node's snapshot). A change made in
+// one generation and answered in another (its answer waited for the log,
+// or for sync standbys, across a pause and a step-down) may not be in the
+// state the cluster serves, which may have given its lock to another
+// holder: such a grant is answered only by an active engine that holds it
+// still, and such a renewal not at all (AcquireResult.Settle, Renew,
+// Replaced). A handoff (Demote alone) starts no generation: the successor
+// got this state.
+func (e *Engine) Generation() uint64 { return e.resets.Load() }
+
+// Diverged starts a new Generation: this node stepped down to an active
+// whose state is newer, and what it made on its own is discarded when it
+// resyncs.
+func (e *Engine) Diverged() { e.resets.Add(1) }
+
+// Replaced reports whether the engine's state was replaced since
+// Generation returned gen (see Generation).
+func (e *Engine) Replaced(gen uint64) bool { return e.resets.Load() != gen }
+
 // Active reports whether the engine serves calls.
 func (e *Engine) Active() bool { return e.active.Load() }
 
 // Reset drops all state (a standby about to take a fresh snapshot), the
-// epoch mark included. It keeps the fencing-token high-water mark.
+// epoch mark included. It keeps the fencing-token high-water mark. It
+// counts as a new Generation.
 func (e *Engine) Reset() {
+	defer e.resets.Add(1)
 	e.epoch.Store(nil)
 	for i := range e.shards {
 		s := &e.shards[i]

@@ -426,6 +426,17 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if gate := s.cfg.Gate; gate != nil && gate.HoldsBack(g.Token) {
+		// Written, but this node has just resumed from a pause (it
+		// waited for the log, or for its sync standbys, across it) and
+		// does not know yet whether it is still the active: a standby
+		// promoted meanwhile may never have got the renewal and may have
+		// given the lock away. The holder is told to retry, on the
+		// active, which says whether the lock is still its own. (Once
+		// the node has stepped down, engine.Renew refuses it.)
+		s.redirect(w, r, "", true)
+		return
+	}
 	setLockToken(w, g.Token)
 	if wantsText(r) {
 		_ = writeText(w, http.StatusOK, strconv.AppendUint(nil, g.Token, 10), '\n')

@@ -354,6 +354,7 @@ type answer struct {
 	// batch); op and rawKey make its
 	// line, or the E line when the log cannot write it.
 	logged     engine.LogIndex
+	gen        uint64 // a renewal's: Engine.Generation before it was made
 	op, rawKey string
 	start      instant // when its line arrived (metrics)
 }
@@ -761,6 +762,20 @@ func (c *conn) format(batch []answer) {
 					var msg string
 					outcome, _, msg, _ = errcode.Of(err)
 					*a = errorLine(op, a.rawKey, outcome, msg)
+				}
+			}
+			if a.line == nil && op == OpRenew {
+				// As handlers: a renewal is confirmed only in the
+				// state it was made in (engine.Renew), by a node that
+				// knows it is still the active (Gate.HoldsBack); one
+				// that waited out a pause may have been replaced by a
+				// standby that never got it and gave the lock away.
+				if c.s.eng.Replaced(a.gen) {
+					var msg string
+					outcome, _, msg, _ = errcode.Of(engine.ErrReplaced)
+					*a = errorLine(op, a.rawKey, outcome, msg)
+				} else if gate := c.s.cfg.Gate; gate != nil && gate.HoldsBack(a.g.Token) {
+					*a, outcome = c.movedAnswer(&request{op: op, rawKey: a.rawKey})
 				}
 			}
 			c.observe(op, outcome, start)
@@ -1209,12 +1224,13 @@ func (c *conn) renew(r *request, start instant) {
 	if c.notServing(r) {
 		return
 	}
+	gen := c.s.eng.Generation()
 	g, idx, err := c.s.eng.RenewNoWait(r.key, r.token, r.lease)
 	if err != nil {
 		c.sendError(r, err)
 		return
 	}
-	c.send(answer{logged: idx, op: r.op, rawKey: r.rawKey, start: start, g: g}, r.op, "OK", start)
+	c.send(answer{logged: idx, gen: gen, op: r.op, rawKey: r.rawKey, start: start, g: g}, r.op, "OK", start)
 }
 
 // notServing answers r with M (or E unavailable) when this node is not
