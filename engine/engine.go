@@ -1139,9 +1139,16 @@ func (e *Engine) Abandon(g Grant, id string) {
 // the outcome is unknown), or an *ArgError for a bad key. With a Log it
 // returns once the release is written.
 func (e *Engine) Release(key string, token uint64) error {
-	idx, err := e.ReleaseNoWait(key, token)
+	idx, handedOn, err := e.releaseNoWait(key, token)
 	if err != nil {
 		return err
+	}
+	if handedOn {
+		// The waiters it granted were appended with it and their
+		// requests woken: the write starts at once, without first letting
+		// them run (Wait's yield) only to find it not done and park
+		// again, one wake-up more each before their answers.
+		return e.WaitLoggedGathered(idx)
 	}
 	return e.WaitLogged(idx)
 }
@@ -1151,21 +1158,28 @@ func (e *Engine) Release(key string, token uint64) error {
 // answered once WaitLogged(idx) returns nil. Its errors are Release's
 // but ErrNotWritten, which WaitLogged returns.
 func (e *Engine) ReleaseNoWait(key string, token uint64) (LogIndex, error) {
+	idx, _, err := e.releaseNoWait(key, token)
+	return idx, err
+}
+
+// releaseNoWait is ReleaseNoWait; handedOn reports whether the release
+// granted a waiter.
+func (e *Engine) releaseNoWait(key string, token uint64) (idx LogIndex, handedOn bool, err error) {
 	if err := CheckKey(key); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	s := e.shard(key)
 	s.mu.Lock()
 	if err := e.serving(); err != nil {
 		s.mu.Unlock()
-		return 0, err
+		return 0, false, err
 	}
 	now := e.now()
 	s.overdue(now)
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
 		s.mu.Unlock()
-		return 0, err
+		return 0, false, err
 	}
 	return s.release(lk, &Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}, now)
 }
@@ -1173,19 +1187,22 @@ func (e *Engine) ReleaseNoWait(key string, token uint64) (LogIndex, error) {
 // release makes r, a release of lk (RecRelease, RecForce), in the same
 // step as the hand-on of the freed slots: it appends r to the log, applies
 // it, grants the next waiters and drops the key if idle. s.mu is held and
-// is released here. It returns r's log index, or the log's refusal (then
+// is released here. It returns r's log index and whether a waiter was
+// granted (or left the queue) in the same step, or the log's refusal (then
 // nothing changed).
-func (s *shard) release(lk *lock, r *Record, now stamp) (LogIndex, error) {
+func (s *shard) release(lk *lock, r *Record, now stamp) (LogIndex, bool, error) {
 	n, err := s.record(r)
 	if err != nil {
 		s.mu.Unlock()
-		return 0, err
+		return 0, false, err
 	}
+	waiting := lk.n
 	s.apply(lk, r, now)
 	s.grantNext(lk, now)
+	handedOn := lk.n < waiting
 	s.dropIfIdle(lk)
 	s.mu.Unlock()
-	return LogIndex(n), nil
+	return LogIndex(n), handedOn, nil
 }
 
 // ForceRelease is an operator's release: it ends every grant on key and
@@ -1219,7 +1236,8 @@ func (e *Engine) ForceReleaseNoWait(key string) (LogIndex, error) {
 		return 0, ErrNotHeld
 	}
 	now := e.now()
-	return s.release(lk, &Record{Kind: RecForce, Key: lk.key, At: now.wall}, now)
+	idx, _, err := s.release(lk, &Record{Kind: RecForce, Key: lk.key, At: now.wall}, now)
+	return idx, err
 }
 
 // CheckOwner reports whether owner is a valid owner label: "" (none), or

@@ -474,3 +474,82 @@ func TestAnswerAcrossADivergenceIsRefused(t *testing.T) {
 		wantErr(t, "a grant the replaced state lacks", answered(t, "d", d).err, ErrReplaced)
 	})
 }
+
+// gatherLog is a memLog that is also a GatheredWaiter: it notes the
+// indexes waited for by WaitGathered and by Wait.
+type gatherLog struct {
+	memLog
+	waitsMu          sync.Mutex
+	waited, gathered []uint64
+}
+
+func (l *gatherLog) Wait(idx uint64) error {
+	l.waitsMu.Lock()
+	l.waited = append(l.waited, idx)
+	l.waitsMu.Unlock()
+	return l.memLog.Wait(idx)
+}
+
+func (l *gatherLog) WaitGathered(idx uint64) error {
+	l.waitsMu.Lock()
+	l.gathered = append(l.gathered, idx)
+	l.waitsMu.Unlock()
+	return l.memLog.Wait(idx)
+}
+
+// waits returns and forgets the indexes waited for so far.
+func (l *gatherLog) waits() (waited, gathered []uint64) {
+	l.waitsMu.Lock()
+	defer l.waitsMu.Unlock()
+	waited, gathered = l.waited, l.gathered
+	l.waited, l.gathered = nil, nil
+	return waited, gathered
+}
+
+// A release that hands the lock on waits for its record as a gathered
+// batch (the waiters it granted were appended with it, and their requests
+// are woken to wait for the same write): the write starts at once,
+// instead of letting every woken request run first only to find it not
+// done (Wait's yield), which in a read/write lock's batch of readers put
+// one more wake-up before each answer (issue 14: the last reader's
+// handoff). A release with nobody to hand on to waits as before.
+func TestReleaseThatHandsOnWaitsGathered(t *testing.T) {
+	log := &gatherLog{}
+	e := newEngine(t, Config{Shards: 1, Log: log})
+	defer e.Close()
+	w := mustAcquire(t, e, AcquireRequest{Key: "rw", Lease: time.Minute, Limit: 3})
+	var granted []AcquireResult
+	for range 2 {
+		o, p := e.AcquireFunc(AcquireRequest{Key: "rw", Lease: time.Minute, Mode: Shared},
+			func(o AcquireResult) bool { granted = append(granted, o); return true })
+		if p == nil {
+			t.Fatalf("a shared acquire behind the exclusive holder was answered at once: %+v", o)
+		}
+	}
+	log.waits()
+	relIdx := uint64(len(log.recs)) + 1
+	if err := e.Release("rw", w.Token); err != nil {
+		t.Fatal(err)
+	}
+	if len(granted) != 2 {
+		t.Fatalf("%d readers granted by the release, want 2", len(granted))
+	}
+	if waited, gathered := log.waits(); len(waited) != 0 || len(gathered) != 1 || gathered[0] != relIdx {
+		t.Fatalf("the release that granted 2 readers waited with Wait %v and WaitGathered %v; want WaitGathered [%d]", waited, gathered, relIdx)
+	}
+	var tokens []uint64
+	for _, o := range granted {
+		g, err := o.Settle()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, g.Token)
+	}
+	log.waits()
+	if err := e.Release("rw", tokens[0]); err != nil {
+		t.Fatal(err)
+	}
+	if waited, gathered := log.waits(); len(waited) != 1 || len(gathered) != 0 {
+		t.Fatalf("a release with nobody to hand on to waited with Wait %v and WaitGathered %v; want one Wait", waited, gathered)
+	}
+}

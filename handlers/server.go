@@ -327,16 +327,30 @@ func (s *Server) answerAcquire(w http.ResponseWriter, r *http.Request, id string
 		return
 	}
 	setLockToken(w, g.Token)
+	// The answer is flushed here, so that a client gone (its write fails)
+	// is seen and the grant passed on. Over HTTP/1.1 the whole answer goes
+	// in one write. Over HTTP/2 only its headers are flushed: the body then
+	// leaves in one DATA frame that ends the stream when this handler
+	// returns, where flushing it too would send the DATA frame now and an
+	// empty one to end the stream after the handler, three waits for the
+	// connection's writer instead of two, and the client's answer complete
+	// only at the third (issue 14: a batch of granted readers shares one
+	// connection's writer). A client gone before its headers are written
+	// is seen as before; one that goes after its headers, in the moment
+	// before the body, is not, as one that went after the DATA frame was
+	// not.
+	headersFirst := r.ProtoMajor >= 2
 	var werr error
 	if wantsText(r) {
 		// With the Content-Length the answer sets, the flush below sends it
 		// in one write, instead of a chunked body and its terminator.
-		werr = writeText(w, http.StatusOK, strconv.AppendUint(make([]byte, 0, 24), g.Token, 10), '\n')
+		body := append(strconv.AppendUint(make([]byte, 0, 24), g.Token, 10), '\n')
+		werr = writeBodyAfter(w, http.StatusOK, textContentType, body, headersFirst)
 	} else {
 		wg := s.wireGrant(g)
-		werr = writeGrant(w, &wg)
+		werr = writeGrant(w, &wg, headersFirst)
 	}
-	if werr == nil {
+	if werr == nil && !headersFirst {
 		werr = http.NewResponseController(w).Flush()
 	}
 	if werr != nil {
@@ -443,7 +457,7 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wg := s.wireGrant(g)
-	_ = writeGrant(w, &wg)
+	_ = writeGrant(w, &wg, false)
 }
 
 // status is GET /locks/{key}.

@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"io"
 	"net"
@@ -21,6 +22,7 @@ type h2Frame struct {
 
 // HTTP/2 frame types, flags and error codes (RFC 9113).
 const (
+	h2Data        = 0x0
 	h2Headers     = 0x1
 	h2RSTStream   = 0x3
 	h2Settings    = 0x4
@@ -168,5 +170,30 @@ func TestStreamPastTheLimit(t *testing.T) {
 	r.next("PING ack", func(f h2Frame) bool { return f.typ == h2Ping && f.flags&h2Ack != 0 })
 	if st := e.status("held"); st.Waiters != int(limit) {
 		t.Fatalf("%d waiters after the refusals, want %d", st.Waiters, limit)
+	}
+}
+
+// A grant over HTTP/2 is a HEADERS frame, then one DATA frame that holds
+// the whole body and ends the stream: the node flushes the headers alone
+// (a client gone is seen there) and leaves the body to the handler's end.
+// Flushing the whole answer sent the body in a DATA frame that did not end
+// the stream and an empty one after the handler returned: one more wait
+// for the connection's writer per answer, and the client's answer
+// complete only at the third frame (issue 14, a batch of readers granted
+// at once on one connection).
+func TestGrantOverHTTP2EndsWithItsBody(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	r := dialRawH2(t, e.srv.Listener.Addr().String())
+	r.post(1, "/locks/k?lease=60")
+	hdr := r.next("the grant's HEADERS", func(f h2Frame) bool { return f.typ == h2Headers && f.stream == 1 })
+	if hdr.flags&h2EndStream != 0 {
+		t.Fatal("the grant's HEADERS frame ends the stream: no body")
+	}
+	data := r.next("the grant's DATA", func(f h2Frame) bool { return f.typ == h2Data && f.stream == 1 })
+	if data.flags&h2EndStream == 0 || !bytes.Contains(data.payload, []byte(`"token":`)) {
+		t.Fatalf("the grant's first DATA frame: flags %#x, %q; want the whole body, ending the stream", data.flags, data.payload)
+	}
+	if st := e.status("k"); st.Holder == nil {
+		t.Fatalf("status %+v: the grant is not held", st)
 	}
 }

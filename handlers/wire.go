@@ -147,15 +147,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	return writeBody(w, status, jsonContentType, j.b)
 }
 
-// writeGrant writes g as the JSON body of a 200 answer, like writeJSON.
-func writeGrant(w http.ResponseWriter, g *api.Grant) error {
+// writeGrant writes g as the JSON body of a 200 answer, like writeJSON;
+// flushHeaders as writeBodyAfter's.
+func writeGrant(w http.ResponseWriter, g *api.Grant, flushHeaders bool) error {
 	j := jsonBuffers.Get().(*jsonBuffer)
 	defer putJSONBuffer(j)
 	var err error
 	if j.b, err = appendGrant(j.b, g); err != nil {
 		return err
 	}
-	return writeBody(w, http.StatusOK, jsonContentType, j.b)
+	return writeBodyAfter(w, http.StatusOK, jsonContentType, j.b, flushHeaders)
 }
 
 // writeReleased writes r as the JSON body of a 200 answer, like writeJSON.
@@ -176,10 +177,23 @@ func writeText(w http.ResponseWriter, status int, body []byte, more ...byte) err
 // Content-Length: net/http then sends the answer in one write, instead of
 // a chunked body and its terminator.
 func writeBody(w http.ResponseWriter, status int, contentType []string, body []byte) error {
+	return writeBodyAfter(w, status, contentType, body, false)
+}
+
+// writeBodyAfter is writeBody; with flushHeaders it first flushes the
+// status and headers alone and returns the flush's error (the body is
+// then not written). Over HTTP/2 that is a HEADERS frame now, and the
+// body's DATA frame, ending the stream, when the handler returns.
+func writeBodyAfter(w http.ResponseWriter, status int, contentType []string, body []byte, flushHeaders bool) error {
 	h := w.Header()
 	h["Content-Type"] = contentType
 	setContentLength(h, len(body))
 	w.WriteHeader(status)
+	if flushHeaders {
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			return err
+		}
+	}
 	_, err := w.Write(body)
 	return err
 }
