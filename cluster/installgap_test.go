@@ -1,39 +1,14 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"path/filepath"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/internal/dumptest"
 	"github.com/baton-io/baton/wal"
 )
-
-// seqLog is an active's log in memory: indexes 1, 2, 3... and nothing to
-// wait for.
-type seqLog struct {
-	mu sync.Mutex
-	n  uint64
-}
-
-func (l *seqLog) Append([]byte) (uint64, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.n++
-	return l.n, nil
-}
-
-func (l *seqLog) Wait(uint64) error { return nil }
-
-func (l *seqLog) last() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.n
-}
 
 // A standby installs the active's snapshot, whose shards were dumped at
 // rising indexes (the changes made while the dump ran are in the shards
@@ -45,51 +20,7 @@ func (l *seqLog) last() uint64 {
 // releases), as held by the snapshot.
 func TestPromotedAfterAnInstallKeepsItsOwnRecordsAcrossARestart(t *testing.T) {
 	const shards = 16
-	alog := &seqLog{}
-	a, err := engine.New(engine.Config{DataDir: "", Shards: shards, Log: alog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	keyIn := func(shard int, prefix string, skip int) string {
-		for n := 0; ; n++ {
-			if k := fmt.Sprintf("%s-%d", prefix, n); a.ShardOf(k) == shard {
-				if skip == 0 {
-					return k
-				}
-				skip--
-			}
-		}
-	}
-	acquire := func(e *engine.Engine, key string) engine.Grant {
-		t.Helper()
-		g, err := e.Acquire(context.Background(), engine.AcquireRequest{Key: key, Lease: time.Hour})
-		if err != nil {
-			t.Fatalf("acquire %s: %v", key, err)
-		}
-		return g
-	}
-	acquire(a, keyIn(0, "pre", 0))
-	// The dump: shard 0 first, at the log's index then; while it runs the
-	// active grants five keys of the last shard, which that shard's dump
-	// (at the index after them) holds.
-	var onA []engine.Grant
-	var dump bytes.Buffer
-	base, err := a.WriteDump(&dump, func() uint64 {
-		i := alog.last()
-		if onA == nil {
-			for k := range 5 {
-				onA = append(onA, acquire(a, keyIn(shards-1, "during", k)))
-			}
-		}
-		return i
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if alog.last() <= base+3 {
-		t.Fatalf("the test's premise: the last shard dumped at %d, the dump's base %d", alog.last(), base)
-	}
+	_, alog, dump, base, onA := dumptest.Ahead(t, shards)
 
 	// The standby: its own log and engine, the active's snapshot
 	// installed through the stream's apply path; no record follows (the
@@ -116,7 +47,7 @@ func TestPromotedAfterAnInstallKeepsItsOwnRecordsAcrossARestart(t *testing.T) {
 	var begun bool
 	var dumps engine.Dumps
 	var dumpMax, last uint64
-	for _, f := range []frame{{kind: frameBegin, epoch: 1}, {kind: frameSnapshot, index: base, data: dump.Bytes()}} {
+	for _, f := range []frame{{kind: frameBegin, epoch: 1}, {kind: frameSnapshot, index: base, data: dump}} {
 		if err := n.applyFrame(context.Background(), &f, &begun, &dumps, &dumpMax, &last); err != nil {
 			t.Fatal(err)
 		}
@@ -125,12 +56,12 @@ func TestPromotedAfterAnInstallKeepsItsOwnRecordsAcrossARestart(t *testing.T) {
 	n.mu.Lock()
 	n.promoteLocked("failover", engine.Failover, 2)
 	n.mu.Unlock()
-	own := acquire(b, keyIn(shards-1, "own", 0))
+	own := dumptest.Acquire(t, b, dumptest.KeyIn(b, shards-1, "own", 0))
 	if err := b.Release(onA[0].Key, onA[0].Token); err != nil {
 		t.Fatal(err)
 	}
-	if got := l.LastIndex(); got > alog.last() {
-		t.Fatalf("the test's premise: the promoted node's records end at %d, past the last shard's dump index %d", got, alog.last())
+	if got := l.LastIndex(); got > alog.Last() {
+		t.Fatalf("the test's premise: the promoted node's records end at %d, past the last shard's dump index %d", got, alog.Last())
 	}
 	n.wal.SetTap(nil)
 	if err := b.Close(); err != nil {
