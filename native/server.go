@@ -17,7 +17,7 @@
 // for the socket and leave what it does not take to the writer, which
 // otherwise writes what other goroutines queue (and everything over TLS).
 // Nothing else runs per connection or per request: an acquire starts
-// with engine.AcquireFunc, and one that parks is the engine's waiter plus
+// with engine.AcquireTo, and one that parks is the engine's waiter plus
 // a callback that queues its result. The role holder settles each
 // acquire's result (it waits for the grant's log record) before it writes
 // the answer. A connection's
@@ -288,7 +288,7 @@ type conn struct {
 	// their turn hang off it (request.after).
 	chains     map[string]*request
 	chained    int  // requests waiting their turn in chains
-	overflowed bool // closed for a full queue from done (logged by the writer)
+	overflowed bool // closed for a full queue from Done (logged by the writer)
 	// idling: the reader is dispatching and flushing from inside its
 	// raw read of the socket (readDirect), which holds the socket: Close
 	// would wait for it.
@@ -347,7 +347,7 @@ type answer struct {
 
 	r      *request
 	res    engine.AcquireResult
-	parked bool // answered through done: the key's turn passes on after it
+	parked bool // answered through Done: the key's turn passes on after it
 
 	// logged is the log index of a release's or renewal's change, which
 	// the role holder waits for before it writes the answer (one wait for a
@@ -603,7 +603,7 @@ func (c *conn) writeLoop() {
 		c.s.log.Warn("native connection closed: it does not read its answers", "remote", c.nc.RemoteAddr().String(), "queued", c.s.cfg.MaxQueue)
 	}
 	// The connection's waiters leave their queues; a result delivered
-	// before is in the queue, taken below (done refuses the later ones).
+	// before is in the queue, taken below (Done refuses the later ones).
 	for _, p := range parked {
 		p.Cancel()
 	}
@@ -950,7 +950,7 @@ func (c *conn) run(r *request) {
 	for r != nil {
 		if r.pre == nil && !c.notServing(r) {
 			req := engine.AcquireRequest{Key: r.key, Lease: r.lease, Wait: r.wait, ID: r.id, Owner: r.owner, Mode: r.mode, Limit: r.limit}
-			res, p := c.s.eng.AcquireFunc(req, r.done)
+			res, p := c.s.eng.AcquireTo(req, r)
 			if p != nil {
 				c.mu.Lock()
 				closed := c.closed
@@ -958,11 +958,11 @@ func (c *conn) run(r *request) {
 				c.mu.Unlock()
 				if closed {
 					// The writer's sweep may be over: this acquire leaves
-					// here. (If Cancel fails, done has run, and either
+					// here. (If Cancel fails, Done has run, and either
 					// queued the answer or refused it.)
 					p.Cancel()
 				}
-				return // parked: done answers it
+				return // parked: Done answers it
 			}
 			if !c.queueResult(r, res) {
 				return
@@ -995,12 +995,12 @@ func (c *conn) next(r *request) *request {
 	return n
 }
 
-// done is AcquireFunc's callback for r: it runs with the key's shard
-// locked (it takes c.mu and nothing else) and queues the result for the
-// writer, which settles and answers it and then starts the connection's
+// Done is AcquireTo's callback for r (engine.Receiver): it runs with the
+// key's shard locked (it takes c.mu and nothing else) and queues the
+// result for the writer, which settles and answers it and then starts the connection's
 // next acquire of the key. It refuses the result (a grant is then handed
 // on by the engine) when the connection is closed or its queue is full.
-func (r *request) done(res engine.AcquireResult) bool {
+func (r *request) Done(res engine.AcquireResult) bool {
 	c := r.c
 	c.mu.Lock()
 	if c.closed || len(c.queue)+c.chained >= c.s.cfg.MaxQueue {
