@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/internal/nline"
@@ -77,16 +78,36 @@ func fatalf(field, msg string) *lineError {
 // parse reads one request line, without its "\n" (a "\r" before it is
 // dropped). It checks everything that needs no engine state: the op, the
 // field count, the percent-encoding, the key (engine.CheckKey), numbers,
-// options. A *lineError names the offending field.
+// options. A *lineError names the offending field. The request's strings
+// are its own (see parseView and request.own).
 func parse(line []byte) (request, error) {
+	r, err := parseView(line)
+	if err == nil {
+		r.own(line)
+		r.auth = strings.Clone(r.auth)
+	}
+	return r, err
+}
+
+// parseView is parse without a copy of the line: the strings of the
+// request it returns (rawKey, key, id, owner, auth) may be views of line's
+// memory, valid only until line is written again (request.own makes them
+// the request's own). Its op is one of the Op constants, and a *lineError
+// holds no view.
+func parseView(line []byte) (request, error) {
 	if n := len(line); n > 0 && line[n-1] == '\r' {
 		line = line[:n-1]
 	}
 	var buf [8]string
-	fields := splitFields(string(line), buf[:0])
+	fields := splitFields(unsafe.String(unsafe.SliceData(line), len(line)), buf[:0])
 	op := fields[0]
 	switch op {
-	case OpAcquire, OpRelease, OpRenew:
+	case OpAcquire:
+		op = OpAcquire
+	case OpRelease:
+		op = OpRelease
+	case OpRenew:
+		op = OpRenew
 	case OpAuth:
 		if len(fields) != 2 || fields[1] == "" {
 			return request{}, &lineError{op: OpAuth, rawKey: "-", field: "fields", msg: "AUTH takes one field: AUTH <bearer-token>", fatal: true}
@@ -107,7 +128,8 @@ func parse(line []byte) (request, error) {
 	}
 	r := request{op: op, rawKey: raw}
 	bad := func(field, msg string) (request, error) {
-		return request{}, &lineError{op: op, rawKey: raw, field: field, msg: msg}
+		// (Copies: the field's name may be a view of the line.)
+		return request{}, &lineError{op: op, rawKey: strings.Clone(raw), field: strings.Clone(field), msg: strings.Clone(msg)}
 	}
 	key, ok := unescape(raw)
 	if !ok {
@@ -214,6 +236,45 @@ func parse(line []byte) (request, error) {
 		}
 	}
 	return r, nil
+}
+
+// own makes the request's strings its own: a view of line (parseView)
+// among rawKey, key, id and owner becomes a substring of one copy of the
+// part of line they lie in; the others (decoded copies, "") stay.
+func (r *request) own(line []byte) {
+	if len(line) == 0 {
+		return
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(line)))
+	lo, hi := uintptr(len(line)), uintptr(0) // the span of the views, as offsets
+	fields := [...]*string{&r.rawKey, &r.key, &r.id, &r.owner}
+	for _, f := range fields {
+		if o, ok := viewOffset(*f, base, len(line)); ok {
+			lo, hi = min(lo, o), max(hi, o+uintptr(len(*f)))
+		}
+	}
+	if lo >= hi {
+		return
+	}
+	tail := string(line[lo:hi])
+	for _, f := range fields {
+		if o, ok := viewOffset(*f, base, len(line)); ok {
+			*f = tail[o-lo : o-lo+uintptr(len(*f))]
+		}
+	}
+}
+
+// viewOffset reports whether s (not empty) lies in the n bytes at base,
+// and where.
+func viewOffset(s string, base uintptr, n int) (uintptr, bool) {
+	if s == "" {
+		return 0, false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	if p < base || p+uintptr(len(s)) > base+uintptr(n) {
+		return 0, false
+	}
+	return p - base, true
 }
 
 // optionBit is the bit of an acquire's option in a set of them; 0 for

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // A wait or lease written with so many zeros after the point that it
@@ -88,5 +89,41 @@ func BenchmarkParse(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// parse's request keeps its strings when the line's buffer is written
+// again (the reader reuses it for the next lines); parseView's may not,
+// and it copies nothing for a release: the connection keeps the key
+// (keyCache) for its answer.
+func TestParseOwnsItsStrings(t *testing.T) {
+	for _, line := range []string{
+		"A k%20x 30 - id=W-1 owner=host-7",
+		"A plain/key 30 5 owner=o id=i",
+		"R some/key 12",
+		"N k%25 7 30",
+	} {
+		buf := []byte(line)
+		r, err := parse(buf)
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		want := r
+		want.rawKey, want.key, want.id, want.owner = strings.Clone(r.rawKey), strings.Clone(r.key), strings.Clone(r.id), strings.Clone(r.owner)
+		for i := range buf {
+			buf[i] = '#'
+		}
+		if r.rawKey != want.rawKey || r.key != want.key || r.id != want.id || r.owner != want.owner {
+			t.Errorf("%q: after the buffer changed: %q %q %q %q", line, r.rawKey, r.key, r.id, r.owner)
+		}
+	}
+	buf := []byte("R some/key 12")
+	if n := testing.AllocsPerRun(100, func() { _, _ = parseView(buf) }); n != 0 {
+		t.Errorf("parseView of a release: %v allocations, want 0", n)
+	}
+	var k keyCache
+	a := k.own(string(buf[2:10]))
+	if b := k.own(string(buf[2:10])); unsafe.StringData(a) != unsafe.StringData(b) {
+		t.Errorf("keyCache: a second copy of %q", a)
 	}
 }

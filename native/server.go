@@ -39,6 +39,7 @@ import (
 	"net"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -278,6 +279,9 @@ type conn struct {
 	// admin: the connection AUTHed with one of the admin_tokens. Only the
 	// read loop touches it.
 	admin bool
+	// keys are the keys (as sent) of the connection's recent acquires,
+	// for the answers of its releases and renewals. The reader's.
+	keys keyCache
 
 	mu     sync.Mutex
 	queue  []answer
@@ -328,6 +332,43 @@ type conn struct {
 	// check, while the reader holds the role from inside its read of the
 	// socket, is its test that the client is still there (flushOut).
 	check func() bool
+}
+
+// keyCache remembers recent keys as sent on a connection (a few, by a hash
+// of their bytes), so that the answer of a release or renewal of one of
+// them needs no copy of the key: a client releases the keys it acquired.
+// Its table is made by the first release or renewal.
+type keyCache struct {
+	seed  maphash.Seed
+	table *[keyCacheSize]string
+}
+
+// keyCacheSize is the number of entries of a keyCache.
+const keyCacheSize = 16
+
+func (k *keyCache) slot(s string) *string {
+	return &k.table[maphash.String(k.seed, s)%keyCacheSize]
+}
+
+// add remembers s, a string of its own, once the table is made.
+func (k *keyCache) add(s string) {
+	if k.table != nil {
+		*k.slot(s) = s
+	}
+}
+
+// own returns s as a string of its own: the remembered one with its bytes,
+// or a copy (then remembered).
+func (k *keyCache) own(s string) string {
+	if k.table == nil {
+		k.seed = maphash.MakeSeed()
+		k.table = new([keyCacheSize]string)
+	}
+	e := k.slot(s)
+	if *e != s {
+		*e = strings.Clone(s)
+	}
+	return *e
 }
 
 // answer is one line to write. A grant carries its Grant and id, so that
@@ -410,7 +451,7 @@ func (c *conn) dispatch(line []byte, authed *bool) (stop bool) {
 		c.tooLong(start)
 		return true
 	}
-	r, err := parse(line)
+	r, err := parseView(line)
 	if !*authed {
 		valid, admin := false, false
 		if err == nil && r.op == OpAuth {
@@ -444,14 +485,26 @@ func (c *conn) dispatch(line []byte, authed *bool) (stop bool) {
 		c.reauth(&r, start)
 	case OpAcquire:
 		// Only an acquire outlives its line (a copy: r itself stays on
-		// the stack for the other ops).
+		// the stack for the other ops), with its strings.
 		ar := new(request)
 		*ar = r
+		ar.own(line)
+		c.keys.add(ar.rawKey)
 		c.acquireInTurn(ar, nil, start)
-	case OpRelease:
-		c.release(&r, start)
-	case OpRenew:
-		c.renew(&r, start)
+	case OpRelease, OpRenew:
+		// Of a release or renewal only the key as sent outlives the line
+		// (in its answer); the engine copies what it keeps. It is most
+		// often the key of an acquire this connection sent.
+		k := r.rawKey
+		r.rawKey = c.keys.own(k)
+		if r.key == k {
+			r.key = r.rawKey
+		}
+		if r.op == OpRelease {
+			c.release(&r, start)
+		} else {
+			c.renew(&r, start)
+		}
 	}
 	return c.ctx.Err() != nil
 }
