@@ -430,7 +430,7 @@ func (c *conn) readLoop() {
 			}
 			return
 		}
-		if c.dispatch(line[:len(line)-1], &authed) {
+		if c.dispatch(line[:len(line)-1], &authed, c.s.now()) {
 			return
 		}
 	}
@@ -441,12 +441,11 @@ func (c *conn) tooLong(start instant) {
 	c.fatal("-", "-", api.CodeInvalidArgument, "line: longer than "+strconv.Itoa(MaxLine)+" bytes", start)
 }
 
-// dispatch serves one request line (without its "\n") on the reader;
-// *authed is whether the connection has AUTHed (or needs not). It
-// reports whether the reader stops: a fatal line, or the connection
-// ended.
-func (c *conn) dispatch(line []byte, authed *bool) (stop bool) {
-	start := c.s.now()
+// dispatch serves one request line (without its "\n"), which arrived at
+// start, on the reader; *authed is whether the connection has AUTHed (or
+// needs not). It reports whether the reader stops: a fatal line, or the
+// connection ended.
+func (c *conn) dispatch(line []byte, authed *bool, start instant) (stop bool) {
 	if len(line) > MaxLine {
 		c.tooLong(start)
 		return true
@@ -805,6 +804,9 @@ func (c *conn) format(batch []answer) {
 	// own wait.)
 	// The batch is gathered: the log's writer need not wait for more.
 	logErr := c.s.eng.WaitLoggedGathered(max(top, topGrant))
+	// The batch's answers are ready now, at once: one reading of the
+	// clock times them all for the metrics.
+	end := c.s.now()
 	for i := range batch {
 		a := &batch[i]
 		if a.logged > 0 {
@@ -816,12 +818,12 @@ func (c *conn) format(batch []answer) {
 					*a = errorLine(op, a.rawKey, outcome, msg)
 				}
 			}
-			c.observe(op, outcome, start)
+			c.observeAt(end, op, outcome, start)
 		}
 		var then *request // the acquire whose key's turn passes on after a
 		if r := a.r; r != nil {
 			parked := a.parked
-			if c.settle(a) {
+			if c.settle(a, end) {
 				*a = answer{}
 				c.run(r) // resumes its place
 				continue
@@ -1050,8 +1052,8 @@ func (c *conn) next(r *request) *request {
 
 // Done is AcquireTo's callback for r (engine.Receiver): it runs with the
 // key's shard locked (it takes c.mu and nothing else) and queues the
-// result for the writer, which settles and answers it and then starts the connection's
-// next acquire of the key. It refuses the result (a grant is then handed
+// result for the writer, which settles and answers it and then starts
+// the connection's next acquire of the key. It refuses the result (a grant is then handed
 // on by the engine) when the connection is closed or its queue is full.
 func (r *request) Done(res engine.AcquireResult) bool {
 	c := r.c
@@ -1110,7 +1112,8 @@ func (c *conn) poke() {
 // and answers T, M or E as the HTTP API would. It reports restart when the
 // acquire is to run again (a poll_timeout with an id: the native
 // connection has no proxy to cut it, so the waiter resumes its place).
-func (c *conn) settle(a *answer) (restart bool) {
+// end is when the answer was made, for the metrics.
+func (c *conn) settle(a *answer, end instant) (restart bool) {
 	r := a.r
 	g, err := a.res.Settle()
 	switch {
@@ -1121,21 +1124,21 @@ func (c *conn) settle(a *answer) (restart bool) {
 		// not kept as the code's usual message says (handlers.writeError
 		// says the same over HTTP).
 		*a = errorLine(r.op, r.rawKey, api.CodePollTimeout, "the poll ended early; this request had no id, so its place in the queue was not kept: repeat it (with id=, a repeat resumes the place)")
-		c.observe(r.op, api.CodePollTimeout, r.start)
+		c.observeAt(end, r.op, api.CodePollTimeout, r.start)
 	case errors.Is(err, engine.ErrTimeout):
 		a.line = append(append(append(c.scratch[:0], "A "...), r.rawKey...), " T\n"...)
 		c.scratch = a.line[:0]
-		c.observe(r.op, "T", r.start)
+		c.observeAt(end, r.op, "T", r.start)
 	case err != nil:
 		var outcome string
 		*a, outcome = c.errorAnswer(r, err)
-		c.observe(r.op, outcome, r.start)
+		c.observeAt(end, r.op, outcome, r.start)
 	case c.s.cfg.Gate != nil && c.s.cfg.Gate.HoldsBack(g.Token):
 		// As handlers: granted by this node's own timers the moment it
 		// resumed from a pause (Gate.HoldsBack). The client is told to
 		// retry; the grant stays for a repeat with the same id.
 		*a = errorLine(r.op, r.rawKey, api.CodeUnavailable, "this node has just resumed from a pause and does not know yet whether it is still the active; retry")
-		c.observe(r.op, api.CodeUnavailable, r.start)
+		c.observeAt(end, r.op, api.CodeUnavailable, r.start)
 		if r.id == "" {
 			// As handlers: nobody can ever claim a grant without an id,
 			// so it is released at once, not held for its lease.
@@ -1146,7 +1149,7 @@ func (c *conn) settle(a *answer) (restart bool) {
 		a.line = appendGrant(line, g)
 		c.scratch = a.line[:0]
 		a.granted, a.g, a.id = true, g, r.id
-		c.observe(r.op, "OK", r.start)
+		c.observeAt(end, r.op, "OK", r.start)
 	}
 	return false
 }
@@ -1165,10 +1168,17 @@ func (c *conn) okLine(a *answer) []byte {
 	return line
 }
 
-// observe records an answer in the metrics.
+// observe records an answer, queued now, in the metrics.
 func (c *conn) observe(op, outcome string, start instant) {
 	if m := c.s.cfg.Metrics; m != nil {
-		m.ObserveNative(op, outcome, time.Duration(c.s.now()-start))
+		c.observeAt(c.s.now(), op, outcome, start)
+	}
+}
+
+// observeAt records an answer made at end in the metrics.
+func (c *conn) observeAt(end instant, op, outcome string, start instant) {
+	if m := c.s.cfg.Metrics; m != nil {
+		m.ObserveNative(op, outcome, time.Duration(end-start))
 	}
 }
 
