@@ -40,14 +40,15 @@ type Metrics struct {
 	requestObservers                               sync.Map // requestLabels -> prometheus.Observer
 	nativeSeconds                                  *prometheus.HistogramVec
 	nativeObservers                                sync.Map // nativeLabels -> prometheus.Observer
-	// nativeOK holds the observers of outcome OK by op (A, R, N, AUTH),
-	// once nativeObservers has them: most answers are, and an array
-	// index costs less than the map's hash of two strings.
-	nativeOK [4]atomic.Pointer[prometheus.Observer]
 	promotions, roleHandoffs, stepDowns            prometheus.Counter
 	gate                                           atomic.Pointer[Gate]
 	role                                           *prometheus.GaugeVec
 	roleMu                                         sync.Mutex
+
+	// nativeOK holds the observers of outcome OK by op (A, R, N, AUTH),
+	// once nativeObservers has them: most answers are, and an array
+	// index costs less than the map's hash of two strings.
+	nativeOK [4]atomic.Pointer[prometheus.Observer]
 
 	eng atomic.Pointer[engine.Engine]
 
