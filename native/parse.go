@@ -341,6 +341,23 @@ func durationField(name, v string, zeroOK bool) (time.Duration, error) {
 	if v == "-" {
 		return 0, nil
 	}
+	if n := len(v); n > 0 && n <= 6 && digits(v) == n {
+		// Whole seconds, the usual form: what the float path below
+		// makes of them, exactly (n*1e9 < 2^53), without ParseFloat.
+		secs := 0
+		for i := 0; i < n; i++ {
+			secs = secs*10 + int(v[i]-'0')
+		}
+		if secs == 0 && !zeroOK {
+			return 0, errors.New("must be greater than 0 seconds")
+		}
+		return time.Duration(secs) * time.Second, nil
+	}
+	return durationFloat(v, zeroOK)
+}
+
+// durationFloat is durationField for any v but "-".
+func durationFloat(v string, zeroOK bool) (time.Duration, error) {
 	if !decimalSyntax(v) {
 		return 0, errors.New("must be a number of seconds or -, got " + quoteShort(v))
 	}
@@ -397,8 +414,11 @@ func tokenField(v string) (uint64, bool) {
 	if v == "" || v[0] == '0' || digits(v) != len(v) || len(v) > 16 {
 		return 0, false
 	}
-	t, err := strconv.ParseUint(v, 10, 64)
-	if err != nil || t >= 1<<53 {
+	var t uint64 // at most 16 digits: no overflow
+	for i := 0; i < len(v); i++ {
+		t = t*10 + uint64(v[i]-'0')
+	}
+	if t >= 1<<53 {
 		return 0, false
 	}
 	return t, true

@@ -1,6 +1,9 @@
 package native
 
 import (
+	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +128,34 @@ func TestParseOwnsItsStrings(t *testing.T) {
 	a := k.own(string(buf[2:10]))
 	if b := k.own(string(buf[2:10])); unsafe.StringData(a) != unsafe.StringData(b) {
 		t.Errorf("keyCache: a second copy of %q", a)
+	}
+}
+
+// Whole seconds (up to 6 digits) and tokens are read without strconv:
+// the same values and the same refusals as the float path and
+// strconv.ParseUint.
+func TestWholeSecondsAndTokensAsBefore(t *testing.T) {
+	var vs []string
+	for n := 0; n <= 1_000_000; n += 1 + n/37 {
+		vs = append(vs, strconv.Itoa(n), fmt.Sprintf("%06d", n%1_000_000), fmt.Sprintf("%03d", n%1000))
+	}
+	vs = append(vs, "0", "00", "000000", "999999", "1000000", "9007199254740991", "9007199254740992", "1234567890123456", "12345678901234567", "01", "")
+	for _, v := range vs {
+		for _, zeroOK := range []bool{false, true} {
+			got, err := durationField("x", v, zeroOK)
+			want, werr := durationFloat(v, zeroOK)
+			if v == "" {
+				want, werr = 0, errors.New("")
+			}
+			if got != want || (err == nil) != (werr == nil) || (err != nil && v != "" && err.Error() != werr.Error()) {
+				t.Fatalf("durationField(%q, %v) = %v, %v; the float path: %v, %v", v, zeroOK, got, err, want, werr)
+			}
+		}
+		tok, ok := tokenField(v)
+		p, perr := strconv.ParseUint(v, 10, 64)
+		wantOK := perr == nil && v != "" && v[0] != '0' && len(v) <= 16 && p < 1<<53
+		if ok != wantOK || (ok && tok != p) {
+			t.Fatalf("tokenField(%q) = %d, %v; want %d, %v", v, tok, ok, p, wantOK)
+		}
 	}
 }
