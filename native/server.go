@@ -548,21 +548,33 @@ func (c *conn) send(a answer, op, outcome string, start instant) bool {
 // acquires waiting their turn) queued; a full queue closes it (overflow).
 func (c *conn) push(a answer) bool {
 	c.mu.Lock()
+	taken, full, wake := c.queueLocked(a)
+	c.mu.Unlock()
+	c.afterQueue(full, wake)
+	return taken
+}
+
+// queueLocked is push with c.mu held: it appends a to the queue unless
+// the connection is closed or full (full: MaxQueue answers and acquires
+// waiting their turn); wake is whether the writer must be woken. The
+// caller passes full and wake to afterQueue once it has released c.mu.
+func (c *conn) queueLocked(a answer) (taken, full, wake bool) {
 	if c.closed || len(c.queue)+c.chained >= c.s.cfg.MaxQueue {
-		full := !c.closed
-		c.mu.Unlock()
-		if full {
-			c.overflow()
-		}
-		return false
+		return false, !c.closed, false
 	}
 	c.queue = append(c.queue, a)
-	wake := c.wakesWriterLocked()
-	c.mu.Unlock()
+	return true, false, c.wakesWriterLocked()
+}
+
+// afterQueue ends a queueLocked, without c.mu: a full queue closes the
+// connection (overflow), an answer the writer must see wakes it.
+func (c *conn) afterQueue(full, wake bool) {
+	if full {
+		c.overflow()
+	}
 	if wake {
 		c.poke()
 	}
-	return true
 }
 
 // queued is the number of answers waiting to be written.
@@ -1019,9 +1031,12 @@ func (c *conn) run(r *request) {
 				}
 				return // parked: Done answers it
 			}
-			if !c.queueResult(r, res) {
+			n, ok := c.queueResult(r, res)
+			if !ok {
 				return
 			}
+			r = n
+			continue
 		} else if r.pre != nil {
 			c.send(*r.pre, OpAcquire, api.CodeInvalidArgument, r.start)
 		}
@@ -1034,6 +1049,11 @@ func (c *conn) run(r *request) {
 func (c *conn) next(r *request) *request {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.nextLocked(r)
+}
+
+// nextLocked is next with c.mu held.
+func (c *conn) nextLocked(r *request) *request {
 	if len(r.after) == 0 || c.closed {
 		if c.chains[r.rawKey] == r {
 			delete(c.chains, r.rawKey)
@@ -1089,14 +1109,22 @@ func (r *request) Done(res engine.AcquireResult) bool {
 }
 
 // queueResult queues the result of r's acquire, which ended at once, for
-// the writer to settle and answer; false when the connection is closed
-// (a grant is abandoned).
-func (c *conn) queueResult(r *request, res engine.AcquireResult) bool {
-	if !c.push(answer{r: r, res: res}) {
-		res.Abandon()
-		return false
+// the writer to settle and answer, and ends r's turn (next: it returns
+// the connection's next acquire of the key) in the same hold of c.mu;
+// false when the connection is closed or full (a grant is abandoned).
+func (c *conn) queueResult(r *request, res engine.AcquireResult) (*request, bool) {
+	c.mu.Lock()
+	taken, full, wake := c.queueLocked(answer{r: r, res: res})
+	var n *request
+	if taken {
+		n = c.nextLocked(r)
 	}
-	return true
+	c.mu.Unlock()
+	c.afterQueue(full, wake)
+	if !taken {
+		res.Abandon()
+	}
+	return n, taken
 }
 
 // poke wakes the writer.
