@@ -777,7 +777,9 @@ type Receiver interface {
 
 // AcquireTo is AcquireFunc with a Receiver for done: a caller that keeps
 // a value per acquire anyway (a pointer) passes it as it is, where
-// AcquireFunc's done would be a closure of its own to allocate.
+// AcquireFunc's done would be a closure of its own to allocate. The
+// engine keeps to only when the acquire parks (a *Waiting is returned):
+// after an acquire that ended at once it holds no reference to it.
 func (e *Engine) AcquireTo(req AcquireRequest, to Receiver) (AcquireResult, *Waiting) {
 	if to == nil {
 		return AcquireResult{err: argErr("done", "must not be nil")}, nil

@@ -485,7 +485,7 @@ func (c *conn) dispatch(line []byte, authed *bool, start instant) (stop bool) {
 	case OpAcquire:
 		// Only an acquire outlives its line (a copy: r itself stays on
 		// the stack for the other ops), with its strings.
-		ar := new(request)
+		ar := requests.Get().(*request)
 		*ar = r
 		ar.own(line)
 		c.keys.add(ar.rawKey)
@@ -833,6 +833,7 @@ func (c *conn) format(batch []answer) {
 			c.observeAt(end, op, outcome, start)
 		}
 		var then *request // the acquire whose key's turn passes on after a
+		var free *request // an acquire answered at once, done with once settled
 		if r := a.r; r != nil {
 			parked := a.parked
 			if c.settle(a, end) {
@@ -842,6 +843,11 @@ func (c *conn) format(batch []answer) {
 			}
 			if parked {
 				then = r
+			} else {
+				// Its turn passed on when its answer was queued
+				// (queueResult), and the engine did not keep it (it did
+				// not park): this answer was its last holder.
+				free, a.r = r, nil
 			}
 		}
 		if a.line == nil {
@@ -853,11 +859,21 @@ func (c *conn) format(batch []answer) {
 			c.pending = append(c.pending, *a)
 		}
 		*a = answer{}
+		if free != nil {
+			*free = request{}
+			requests.Put(free)
+		}
 		if then != nil {
 			c.run(c.next(then))
 		}
 	}
 }
+
+// requests are the acquires' requests that were answered at once, for
+// the next lines (an acquire's request is the largest allocation of a
+// cycle). One that parked is left to the garbage collector: its Waiting
+// may still point at it.
+var requests = sync.Pool{New: func() any { return new(request) }}
 
 // flushOut writes c.out (c.wmu held): blocking, or, with block false, as
 // much as the socket takes now. It reports whether all of it was
