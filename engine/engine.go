@@ -767,17 +767,40 @@ func (e *Engine) AcquireFunc(req AcquireRequest, done func(AcquireResult) bool) 
 	if done == nil {
 		return AcquireResult{err: argErr("done", "must not be nil")}, nil
 	}
+	return e.AcquireTo(req, doneFunc(done))
+}
+
+// Receiver takes the outcome of an acquire that AcquireTo parked.
+type Receiver interface {
+	// Done is AcquireFunc's done: the same calls, the same rules.
+	Done(AcquireResult) bool
+}
+
+// AcquireTo is AcquireFunc with a Receiver for done: a caller that keeps
+// a value per acquire anyway (a pointer) passes it as it is, where
+// AcquireFunc's done would be a closure of its own to allocate. The
+// engine keeps to only when the acquire parks (a *Waiting is returned):
+// after an acquire that ended at once it holds no reference to it.
+func (e *Engine) AcquireTo(req AcquireRequest, to Receiver) (AcquireResult, *Waiting) {
+	if to == nil {
+		return AcquireResult{err: argErr("done", "must not be nil")}, nil
+	}
 	var o AcquireResult
-	p := e.acquire(&req, done, &o)
+	p := e.acquire(&req, to, &o)
 	return o, p
 }
+
+// doneFunc is AcquireFunc's done as a Receiver.
+type doneFunc func(AcquireResult) bool
+
+func (f doneFunc) Done(o AcquireResult) bool { return f(o) }
 
 // Waiting is an acquire queued by AcquireFunc (or Acquire), until its
 // outcome is delivered or Cancel withdraws it.
 type Waiting struct {
 	s  *shard
 	w  *waiter
-	fn func(AcquireResult) bool // AcquireFunc's done; nil: ch (Acquire)
+	to Receiver // AcquireTo's (AcquireFunc's done); nil: ch (Acquire)
 	ch chan AcquireResult
 }
 
@@ -872,7 +895,7 @@ func (o *AcquireResult) abandon() {
 // at once, answers a known waiter ID, or queues the request with done
 // (nil: a channel, for Acquire) and returns its *Waiting. A result known
 // at once is put in o (nil *Waiting).
-func (e *Engine) acquire(req *AcquireRequest, done func(AcquireResult) bool, o *AcquireResult) *Waiting {
+func (e *Engine) acquire(req *AcquireRequest, done Receiver, o *AcquireResult) *Waiting {
 	fail := func(err error) *Waiting { o.err = err; return nil }
 	if err := CheckKey(req.Key); err != nil {
 		return fail(err)
@@ -978,7 +1001,7 @@ func (s *shard) grantNow(lk *lock, req *AcquireRequest, lease time.Duration, lim
 // s.mu is held and is released here; an error goes to o.
 //
 //go:noinline
-func (s *shard) enqueue(lk *lock, req *AcquireRequest, lease, wait time.Duration, limit int, now stamp, done func(AcquireResult) bool, o *AcquireResult) *Waiting {
+func (s *shard) enqueue(lk *lock, req *AcquireRequest, lease, wait time.Duration, limit int, now stamp, done Receiver, o *AcquireResult) *Waiting {
 	id := req.ID
 	if id == "" {
 		// A queued waiter always has an ID, so that it can be resumed on
@@ -1005,8 +1028,8 @@ func (s *shard) enqueue(lk *lock, req *AcquireRequest, lease, wait time.Duration
 
 // park puts a request (done, or a channel for Acquire) on the queued
 // waiter w. s.mu is held.
-func (s *shard) park(w *waiter, now stamp, done func(AcquireResult) bool) *Waiting {
-	p := &Waiting{s: s, w: w, fn: done}
+func (s *shard) park(w *waiter, now stamp, done Receiver) *Waiting {
+	p := &Waiting{s: s, w: w, to: done}
 	if done == nil {
 		p.ch = make(chan AcquireResult, 1)
 	}
@@ -1022,7 +1045,7 @@ func (s *shard) park(w *waiter, now stamp, done func(AcquireResult) bool) *Waiti
 
 // repeat answers an acquire whose waiter ID is known. s.mu is held and is
 // released here.
-func (s *shard) repeat(t *ticket, now stamp, done func(AcquireResult) bool, o *AcquireResult) *Waiting {
+func (s *shard) repeat(t *ticket, now stamp, done Receiver, o *AcquireResult) *Waiting {
 	switch t.state {
 	case tGranted:
 		lk := s.locks[t.key]
@@ -1524,11 +1547,11 @@ func (w *waiter) deliver(o AcquireResult) bool {
 	if o.err == nil {
 		o.s, o.t = p.s, w.t
 	}
-	if p.fn == nil {
+	if p.to == nil {
 		p.ch <- o // one slot, one outcome
 		return true
 	}
-	return p.fn(o)
+	return p.to.Done(o)
 }
 
 // logGrant decides the grant r (a RecGrant without its token): it issues

@@ -48,7 +48,7 @@ func NewEventLog(size int) *EventLog {
 
 // Add records a lock event. Its signature fits engine.Config.OnEvent; it
 // takes one mutex for a few stores and never calls back into the engine.
-func (l *EventLog) Add(ev engine.Event) { l.add(logEntry{ev: ev}) }
+func (l *EventLog) Add(ev engine.Event) { l.add(&ev, nil) }
 
 // AddEvent records an event that does not come from the lock engine, such
 // as a promotion or a handoff. Its Seq is assigned here; a zero At means now.
@@ -56,13 +56,20 @@ func (l *EventLog) AddEvent(ev api.Event) {
 	if ev.At.IsZero() {
 		ev.At = time.Now()
 	}
-	l.add(logEntry{ext: &ev})
+	l.add(nil, &ev)
 }
 
-func (l *EventLog) add(e logEntry) {
+// add stores a lock event ev, or else ext, in the ring, in place (an
+// engine.Event is large: it is copied once, under the lock).
+func (l *EventLog) add(ev *engine.Event, ext *api.Event) {
 	l.mu.Lock()
-	e.seq = l.next
-	l.ring[e.seq%uint64(len(l.ring))] = e
+	e := &l.ring[l.next%uint64(len(l.ring))]
+	e.seq, e.ext = l.next, ext
+	if ev != nil {
+		e.ev = *ev
+	} else {
+		e.ev = engine.Event{}
+	}
 	l.next++
 	if l.waiting {
 		close(l.wake)

@@ -45,6 +45,11 @@ type Metrics struct {
 	role                                           *prometheus.GaugeVec
 	roleMu                                         sync.Mutex
 
+	// nativeOK holds the observers of outcome OK by op (A, R, N, AUTH),
+	// once nativeObservers has them: most answers are, and an array
+	// index costs less than the map's hash of two strings.
+	nativeOK [4]atomic.Pointer[prometheus.Observer]
+
 	eng atomic.Pointer[engine.Engine]
 
 	// handoffs tracks, per key, a release or expiry that had waiters until
@@ -57,6 +62,13 @@ type Metrics struct {
 type handoffShard struct {
 	mu sync.Mutex
 	m  map[string]handoff
+	// n is len(m), set under mu and read without it: a shard without
+	// handoffs (most grants and releases: no waiter) is not locked. An
+	// entry for a key is made by a release event of that key, which
+	// happens before that key's grant event (the engine's shard lock) and
+	// before its delivery (the grant reaches its connection after its
+	// event), so a reader that finds n 0 has no entry to look at.
+	n atomic.Int32
 }
 
 // handoff is a lock passed on from one holder to a waiter: from is when the
@@ -223,17 +235,30 @@ type requestLabels struct {
 // in baton_error_answers_total by its code (T is "timeout"), as an HTTP error answer is
 // counted. It implements native.Metrics.
 func (m *Metrics) ObserveNative(op, outcome string, d time.Duration) {
+	i := -1
 	switch op {
-	case "A", "R", "N", "AUTH":
+	case "A":
+		i = 0
+	case "R":
+		i = 1
+	case "N":
+		i = 2
+	case "AUTH":
+		i = 3
 	default:
 		op = "-"
 	}
-	k := nativeLabels{op, outcome}
-	o, ok := m.nativeObservers.Load(k)
-	if !ok {
-		o, _ = m.nativeObservers.LoadOrStore(k, m.nativeSeconds.WithLabelValues(op, outcome))
+	if i >= 0 && outcome == "OK" {
+		p := m.nativeOK[i].Load()
+		if p == nil {
+			o := m.nativeObserver(op, outcome)
+			p = &o
+			m.nativeOK[i].Store(p)
+		}
+		(*p).Observe(d.Seconds())
+		return // (OK is not an error)
 	}
-	o.(prometheus.Observer).Observe(d.Seconds())
+	m.nativeObserver(op, outcome).Observe(d.Seconds())
 	switch outcome {
 	case "OK", "M":
 	case "T":
@@ -241,6 +266,17 @@ func (m *Metrics) ObserveNative(op, outcome string, d time.Duration) {
 	default:
 		m.countError(outcome)
 	}
+}
+
+// nativeObserver is the series of baton_native_request_duration_seconds
+// of op and outcome, made by its first answer.
+func (m *Metrics) nativeObserver(op, outcome string) prometheus.Observer {
+	k := nativeLabels{op, outcome}
+	o, ok := m.nativeObservers.Load(k)
+	if !ok {
+		o, _ = m.nativeObservers.LoadOrStore(k, m.nativeSeconds.WithLabelValues(op, outcome))
+	}
+	return o.(prometheus.Observer)
 }
 
 // nativeLabels are the labels of one series of
@@ -302,6 +338,9 @@ func (m *Metrics) OnEvent(ev engine.Event) {
 		m.grants.Inc()
 		m.waitSeconds.Observe(ev.Waited.Seconds())
 		sh := m.shard(ev.Key)
+		if sh.n.Load() == 0 {
+			return
+		}
 		sh.mu.Lock()
 		if h, ok := sh.m[ev.Key]; ok && h.token == 0 {
 			h.token = ev.Token
@@ -315,6 +354,9 @@ func (m *Metrics) OnEvent(ev engine.Event) {
 			m.expiries.Inc()
 		}
 		sh := m.shard(ev.Key)
+		if ev.Waiters == 0 && sh.n.Load() == 0 {
+			return
+		}
 		sh.mu.Lock()
 		if h, ok := sh.m[ev.Key]; ok && (h.token == ev.Token || h.token == 0) {
 			delete(sh.m, ev.Key) // a handoff that was never delivered
@@ -322,6 +364,7 @@ func (m *Metrics) OnEvent(ev engine.Event) {
 		if ev.Waiters > 0 {
 			sh.m[ev.Key] = handoff{from: ev.At}
 		}
+		sh.n.Store(int32(len(sh.m)))
 		sh.mu.Unlock()
 	case engine.EventRenew:
 		m.renewals.Inc()
@@ -338,10 +381,14 @@ func (m *Metrics) OnEvent(ev engine.Event) {
 // connection: if it was a handoff, its latency is observed.
 func (m *Metrics) delivered(key string, token uint64) {
 	sh := m.shard(key)
+	if sh.n.Load() == 0 {
+		return
+	}
 	sh.mu.Lock()
 	h, ok := sh.m[key]
 	if ok && h.token == token {
 		delete(sh.m, key)
+		sh.n.Store(int32(len(sh.m)))
 	}
 	sh.mu.Unlock()
 	if ok && h.token == token {

@@ -386,3 +386,75 @@ func TestObserveNative(t *testing.T) {
 		t.Error("a client's made-up op made a series")
 	}
 }
+
+// histCount is the sample count of the histogram name{labels} ("" for a
+// histogram without labels) in m's registry.
+func histCount(t *testing.T, m *handlers.Metrics, name, labels string) uint64 {
+	t.Helper()
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			got := ""
+			for _, l := range mt.GetLabel() {
+				got += l.GetName() + "=" + l.GetValue() + ","
+			}
+			if got == labels {
+				return mt.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return 0
+}
+
+// The OK answers of each op land in their own series however many there
+// are (the series is kept after the first: Metrics.nativeOK), and a
+// series appears with its first answer only.
+func TestObserveNativeOKSeries(t *testing.T) {
+	m := handlers.NewMetrics()
+	if n := histCount(t, m, "baton_native_request_duration_seconds", "op=R,outcome=OK,"); n != 0 {
+		t.Fatalf("R OK before any answer: %d", n)
+	}
+	for range 3 {
+		m.ObserveNative("A", "OK", time.Millisecond)
+	}
+	m.ObserveNative("R", "OK", time.Millisecond)
+	m.ObserveNative("AUTH", "OK", time.Millisecond)
+	for labels, want := range map[string]uint64{"op=A,outcome=OK,": 3, "op=R,outcome=OK,": 1, "op=AUTH,outcome=OK,": 1, "op=N,outcome=OK,": 0} {
+		if n := histCount(t, m, "baton_native_request_duration_seconds", labels); n != want {
+			t.Errorf("%s: %d answers, want %d", labels, n, want)
+		}
+	}
+}
+
+// A handoff (a release with waiters, the grant to the next, its
+// delivery) is observed once, by the delivery of that grant's token; a
+// grant, release or delivery of a key without a handoff observes
+// nothing, before it and after it.
+func TestHandoffObservedOnce(t *testing.T) {
+	m := handlers.NewMetrics()
+	ev := func(kind engine.EventKind, token uint64, waiters int) {
+		m.OnEvent(engine.Event{Kind: kind, Key: "k", Token: token, Waiters: waiters, At: time.Now().UnixNano()})
+	}
+	ev(engine.EventGrant, 1, 0)
+	m.Delivered("k", 1)
+	ev(engine.EventRelease, 1, 1)
+	ev(engine.EventGrant, 2, 0)
+	m.Delivered("k", 1) // not the handed grant
+	if n := histCount(t, m, "baton_handoff_seconds", ""); n != 0 {
+		t.Fatalf("%d handoffs observed before the grant's delivery", n)
+	}
+	m.Delivered("k", 2)
+	m.Delivered("k", 2)
+	ev(engine.EventRelease, 2, 0)
+	ev(engine.EventGrant, 3, 0)
+	m.Delivered("k", 3)
+	if n := histCount(t, m, "baton_handoff_seconds", ""); n != 1 {
+		t.Fatalf("%d handoffs observed, want 1", n)
+	}
+}

@@ -223,6 +223,17 @@ func TestEventLogRing(t *testing.T) {
 	if len(evs) != 1 || missed != 3 || evs[0].Seq != 11 {
 		t.Errorf("Since(7, max 1) = %+v, missed %d", evs, missed)
 	}
+	// Entries are overwritten in place: a lock event where the cluster
+	// event was, and a cluster event where a lock event was, keep
+	// nothing of what they replace.
+	for i := 12; i <= 15; i++ {
+		l.Add(engine.Event{Kind: engine.EventRelease, Key: "j", Token: uint64(i)})
+	}
+	l.AddEvent(api.Event{Kind: api.EventPromote, Node: "http://c"})
+	evs, _, _ = l.Since(14, 0)
+	if len(evs) != 2 || evs[0].Kind != api.EventRelease || evs[0].Node != "" || evs[0].Token != 15 || evs[1].Kind != api.EventPromote || evs[1].Key != "" || evs[1].Token != 0 {
+		t.Errorf("after the ring turned: %+v", evs)
+	}
 }
 
 func TestEventsJSON(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/internal/nline"
@@ -77,16 +78,36 @@ func fatalf(field, msg string) *lineError {
 // parse reads one request line, without its "\n" (a "\r" before it is
 // dropped). It checks everything that needs no engine state: the op, the
 // field count, the percent-encoding, the key (engine.CheckKey), numbers,
-// options. A *lineError names the offending field.
+// options. A *lineError names the offending field. The request's strings
+// are its own (see parseView and request.own).
 func parse(line []byte) (request, error) {
+	r, err := parseView(line)
+	if err == nil {
+		r.own(line)
+		r.auth = strings.Clone(r.auth)
+	}
+	return r, err
+}
+
+// parseView is parse without a copy of the line: the strings of the
+// request it returns (rawKey, key, id, owner, auth) may be views of line's
+// memory, valid only until line is written again (request.own makes them
+// the request's own). Its op is one of the Op constants, and a *lineError
+// holds no view.
+func parseView(line []byte) (request, error) {
 	if n := len(line); n > 0 && line[n-1] == '\r' {
 		line = line[:n-1]
 	}
 	var buf [8]string
-	fields := splitFields(string(line), buf[:0])
+	fields := splitFields(unsafe.String(unsafe.SliceData(line), len(line)), buf[:0])
 	op := fields[0]
 	switch op {
-	case OpAcquire, OpRelease, OpRenew:
+	case OpAcquire:
+		op = OpAcquire
+	case OpRelease:
+		op = OpRelease
+	case OpRenew:
+		op = OpRenew
 	case OpAuth:
 		if len(fields) != 2 || fields[1] == "" {
 			return request{}, &lineError{op: OpAuth, rawKey: "-", field: "fields", msg: "AUTH takes one field: AUTH <bearer-token>", fatal: true}
@@ -107,7 +128,8 @@ func parse(line []byte) (request, error) {
 	}
 	r := request{op: op, rawKey: raw}
 	bad := func(field, msg string) (request, error) {
-		return request{}, &lineError{op: op, rawKey: raw, field: field, msg: msg}
+		// (Copies: the field's name may be a view of the line.)
+		return request{}, &lineError{op: op, rawKey: strings.Clone(raw), field: strings.Clone(field), msg: strings.Clone(msg)}
 	}
 	key, ok := unescape(raw)
 	if !ok {
@@ -216,6 +238,45 @@ func parse(line []byte) (request, error) {
 	return r, nil
 }
 
+// own makes the request's strings its own: a view of line (parseView)
+// among rawKey, key, id and owner becomes a substring of one copy of the
+// part of line they lie in; the others (decoded copies, "") stay.
+func (r *request) own(line []byte) {
+	if len(line) == 0 {
+		return
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(line)))
+	lo, hi := uintptr(len(line)), uintptr(0) // the span of the views, as offsets
+	fields := [...]*string{&r.rawKey, &r.key, &r.id, &r.owner}
+	for _, f := range fields {
+		if o, ok := viewOffset(*f, base, len(line)); ok {
+			lo, hi = min(lo, o), max(hi, o+uintptr(len(*f)))
+		}
+	}
+	if lo >= hi {
+		return
+	}
+	tail := string(line[lo:hi])
+	for _, f := range fields {
+		if o, ok := viewOffset(*f, base, len(line)); ok {
+			*f = tail[o-lo : o-lo+uintptr(len(*f))]
+		}
+	}
+}
+
+// viewOffset reports whether s (not empty) lies in the n bytes at base,
+// and where.
+func viewOffset(s string, base uintptr, n int) (uintptr, bool) {
+	if s == "" {
+		return 0, false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	if p < base || p+uintptr(len(s)) > base+uintptr(n) {
+		return 0, false
+	}
+	return p - base, true
+}
+
 // optionBit is the bit of an acquire's option in a set of them; 0 for
 // a name that is not an option.
 func optionBit(name string) uint8 {
@@ -280,6 +341,23 @@ func durationField(name, v string, zeroOK bool) (time.Duration, error) {
 	if v == "-" {
 		return 0, nil
 	}
+	if n := len(v); n > 0 && n <= 6 && digits(v) == n {
+		// Whole seconds, the usual form: what the float path below
+		// makes of them, exactly (n*1e9 < 2^53), without ParseFloat.
+		secs := 0
+		for i := 0; i < n; i++ {
+			secs = secs*10 + int(v[i]-'0')
+		}
+		if secs == 0 && !zeroOK {
+			return 0, errors.New("must be greater than 0 seconds")
+		}
+		return time.Duration(secs) * time.Second, nil
+	}
+	return durationFloat(v, zeroOK)
+}
+
+// durationFloat is durationField for any v but "-".
+func durationFloat(v string, zeroOK bool) (time.Duration, error) {
 	if !decimalSyntax(v) {
 		return 0, errors.New("must be a number of seconds or -, got " + quoteShort(v))
 	}
@@ -336,8 +414,11 @@ func tokenField(v string) (uint64, bool) {
 	if v == "" || v[0] == '0' || digits(v) != len(v) || len(v) > 16 {
 		return 0, false
 	}
-	t, err := strconv.ParseUint(v, 10, 64)
-	if err != nil || t >= 1<<53 {
+	var t uint64 // at most 16 digits: no overflow
+	for i := 0; i < len(v); i++ {
+		t = t*10 + uint64(v[i]-'0')
+	}
+	if t >= 1<<53 {
 		return 0, false
 	}
 	return t, true

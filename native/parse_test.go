@@ -1,9 +1,13 @@
 package native
 
 import (
+	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // A wait or lease written with so many zeros after the point that it
@@ -88,5 +92,70 @@ func BenchmarkParse(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// parse's request keeps its strings when the line's buffer is written
+// again (the reader reuses it for the next lines); parseView's may not,
+// and it copies nothing for a release: the connection keeps the key
+// (keyCache) for its answer.
+func TestParseOwnsItsStrings(t *testing.T) {
+	for _, line := range []string{
+		"A k%20x 30 - id=W-1 owner=host-7",
+		"A plain/key 30 5 owner=o id=i",
+		"R some/key 12",
+		"N k%25 7 30",
+	} {
+		buf := []byte(line)
+		r, err := parse(buf)
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		want := r
+		want.rawKey, want.key, want.id, want.owner = strings.Clone(r.rawKey), strings.Clone(r.key), strings.Clone(r.id), strings.Clone(r.owner)
+		for i := range buf {
+			buf[i] = '#'
+		}
+		if r.rawKey != want.rawKey || r.key != want.key || r.id != want.id || r.owner != want.owner {
+			t.Errorf("%q: after the buffer changed: %q %q %q %q", line, r.rawKey, r.key, r.id, r.owner)
+		}
+	}
+	buf := []byte("R some/key 12")
+	if n := testing.AllocsPerRun(100, func() { _, _ = parseView(buf) }); n != 0 {
+		t.Errorf("parseView of a release: %v allocations, want 0", n)
+	}
+	var k keyCache
+	a := k.own(string(buf[2:10]))
+	if b := k.own(string(buf[2:10])); unsafe.StringData(a) != unsafe.StringData(b) {
+		t.Errorf("keyCache: a second copy of %q", a)
+	}
+}
+
+// Whole seconds (up to 6 digits) and tokens are read without strconv:
+// the same values and the same refusals as the float path and
+// strconv.ParseUint.
+func TestWholeSecondsAndTokensAsBefore(t *testing.T) {
+	var vs []string
+	for n := 0; n <= 1_000_000; n += 1 + n/37 {
+		vs = append(vs, strconv.Itoa(n), fmt.Sprintf("%06d", n%1_000_000), fmt.Sprintf("%03d", n%1000))
+	}
+	vs = append(vs, "0", "00", "000000", "999999", "1000000", "9007199254740991", "9007199254740992", "1234567890123456", "12345678901234567", "01", "")
+	for _, v := range vs {
+		for _, zeroOK := range []bool{false, true} {
+			got, err := durationField("x", v, zeroOK)
+			want, werr := durationFloat(v, zeroOK)
+			if v == "" {
+				want, werr = 0, errors.New("")
+			}
+			if got != want || (err == nil) != (werr == nil) || (err != nil && v != "" && err.Error() != werr.Error()) {
+				t.Fatalf("durationField(%q, %v) = %v, %v; the float path: %v, %v", v, zeroOK, got, err, want, werr)
+			}
+		}
+		tok, ok := tokenField(v)
+		p, perr := strconv.ParseUint(v, 10, 64)
+		wantOK := perr == nil && v != "" && v[0] != '0' && len(v) <= 16 && p < 1<<53
+		if ok != wantOK || (ok && tok != p) {
+			t.Fatalf("tokenField(%q) = %d, %v; want %d, %v", v, tok, ok, p, wantOK)
+		}
 	}
 }

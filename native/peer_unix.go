@@ -160,9 +160,11 @@ func (c *conn) readDirect(authed *bool) {
 		got, gotErr = 0, nil
 		c.flushNow(true, chk)
 	}
-	// lines dispatches the complete lines of buf[r:w] and moves what is
-	// left to the front of buf; false: the reader stops.
-	lines := func() bool {
+	// lines dispatches the complete lines of buf[r:w], which arrived at
+	// start (the read that returned them: one reading of the clock for
+	// them all), and moves what is left to the front of buf; false: the
+	// reader stops.
+	lines := func(start instant) bool {
 		for {
 			if inBatch && c.queued() >= readerBatch {
 				flush(nil)
@@ -179,7 +181,7 @@ func (c *conn) readDirect(authed *bool) {
 				c.reading = true
 				c.mu.Unlock()
 			}
-			if c.dispatch(line, authed) {
+			if c.dispatch(line, authed, start) {
 				return false
 			}
 		}
@@ -198,7 +200,7 @@ func (c *conn) readDirect(authed *bool) {
 	took := func(n int) (wait, end bool) {
 		w += n
 		short := w < len(buf)
-		if !lines() {
+		if !lines(c.s.now()) {
 			return false, true
 		}
 		if !short || !inBatch {
@@ -215,7 +217,7 @@ func (c *conn) readDirect(authed *bool) {
 		// Bytes the check read: dispatched now, answered after the next
 		// read.
 		w += got
-		return false, !lines()
+		return false, !lines(c.s.now())
 	}
 	read := func(sfd uintptr) bool {
 		fd = int(sfd)

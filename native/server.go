@@ -17,7 +17,7 @@
 // for the socket and leave what it does not take to the writer, which
 // otherwise writes what other goroutines queue (and everything over TLS).
 // Nothing else runs per connection or per request: an acquire starts
-// with engine.AcquireFunc, and one that parks is the engine's waiter plus
+// with engine.AcquireTo, and one that parks is the engine's waiter plus
 // a callback that queues its result. The role holder settles each
 // acquire's result (it waits for the grant's log record) before it writes
 // the answer. A connection's
@@ -39,6 +39,7 @@ import (
 	"net"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -278,6 +279,9 @@ type conn struct {
 	// admin: the connection AUTHed with one of the admin_tokens. Only the
 	// read loop touches it.
 	admin bool
+	// keys are the keys (as sent) of the connection's recent acquires,
+	// for the answers of its releases and renewals. The reader's.
+	keys keyCache
 
 	mu     sync.Mutex
 	queue  []answer
@@ -288,7 +292,7 @@ type conn struct {
 	// their turn hang off it (request.after).
 	chains     map[string]*request
 	chained    int  // requests waiting their turn in chains
-	overflowed bool // closed for a full queue from done (logged by the writer)
+	overflowed bool // closed for a full queue from Done (logged by the writer)
 	// idling: the reader is dispatching and flushing from inside its
 	// raw read of the socket (readDirect), which holds the socket: Close
 	// would wait for it.
@@ -330,6 +334,43 @@ type conn struct {
 	check func() bool
 }
 
+// keyCache remembers recent keys as sent on a connection (a few, by a hash
+// of their bytes), so that the answer of a release or renewal of one of
+// them needs no copy of the key: a client releases the keys it acquired.
+// Its table is made by the first release or renewal.
+type keyCache struct {
+	seed  maphash.Seed
+	table *[keyCacheSize]string
+}
+
+// keyCacheSize is the number of entries of a keyCache.
+const keyCacheSize = 16
+
+func (k *keyCache) slot(s string) *string {
+	return &k.table[maphash.String(k.seed, s)%keyCacheSize]
+}
+
+// add remembers s, a string of its own, once the table is made.
+func (k *keyCache) add(s string) {
+	if k.table != nil {
+		*k.slot(s) = s
+	}
+}
+
+// own returns s as a string of its own: the remembered one with its bytes,
+// or a copy (then remembered).
+func (k *keyCache) own(s string) string {
+	if k.table == nil {
+		k.seed = maphash.MakeSeed()
+		k.table = new([keyCacheSize]string)
+	}
+	e := k.slot(s)
+	if *e != s {
+		*e = strings.Clone(s)
+	}
+	return *e
+}
+
 // answer is one line to write. A grant carries its Grant and id, so that
 // it is abandoned (passed to the next waiter) if it cannot be written. A
 // release or renewal that succeeded has no line: the role holder makes it
@@ -347,7 +388,7 @@ type answer struct {
 
 	r      *request
 	res    engine.AcquireResult
-	parked bool // answered through done: the key's turn passes on after it
+	parked bool // answered through Done: the key's turn passes on after it
 
 	// logged is the log index of a release's or renewal's change, which
 	// the role holder waits for before it writes the answer (one wait for a
@@ -390,7 +431,7 @@ func (c *conn) readLoop() {
 			}
 			return
 		}
-		if c.dispatch(line[:len(line)-1], &authed) {
+		if c.dispatch(line[:len(line)-1], &authed, c.s.now()) {
 			return
 		}
 	}
@@ -401,17 +442,16 @@ func (c *conn) tooLong(start instant) {
 	c.fatal("-", "-", api.CodeInvalidArgument, "line: longer than "+strconv.Itoa(MaxLine)+" bytes", start)
 }
 
-// dispatch serves one request line (without its "\n") on the reader;
-// *authed is whether the connection has AUTHed (or needs not). It
-// reports whether the reader stops: a fatal line, or the connection
-// ended.
-func (c *conn) dispatch(line []byte, authed *bool) (stop bool) {
-	start := c.s.now()
+// dispatch serves one request line (without its "\n"), which arrived at
+// start, on the reader; *authed is whether the connection has AUTHed (or
+// needs not). It reports whether the reader stops: a fatal line, or the
+// connection ended.
+func (c *conn) dispatch(line []byte, authed *bool, start instant) (stop bool) {
 	if len(line) > MaxLine {
 		c.tooLong(start)
 		return true
 	}
-	r, err := parse(line)
+	r, err := parseView(line)
 	if !*authed {
 		valid, admin := false, false
 		if err == nil && r.op == OpAuth {
@@ -445,14 +485,26 @@ func (c *conn) dispatch(line []byte, authed *bool) (stop bool) {
 		c.reauth(&r, start)
 	case OpAcquire:
 		// Only an acquire outlives its line (a copy: r itself stays on
-		// the stack for the other ops).
-		ar := new(request)
+		// the stack for the other ops), with its strings.
+		ar := requests.Get().(*request)
 		*ar = r
+		ar.own(line)
+		c.keys.add(ar.rawKey)
 		c.acquireInTurn(ar, nil, start)
-	case OpRelease:
-		c.release(&r, start)
-	case OpRenew:
-		c.renew(&r, start)
+	case OpRelease, OpRenew:
+		// Of a release or renewal only the key as sent outlives the line
+		// (in its answer); the engine copies what it keeps. It is most
+		// often the key of an acquire this connection sent.
+		k := r.rawKey
+		r.rawKey = c.keys.own(k)
+		if r.key == k {
+			r.key = r.rawKey
+		}
+		if r.op == OpRelease {
+			c.release(&r, start)
+		} else {
+			c.renew(&r, start)
+		}
 	}
 	return c.ctx.Err() != nil
 }
@@ -497,21 +549,33 @@ func (c *conn) send(a answer, op, outcome string, start instant) bool {
 // acquires waiting their turn) queued; a full queue closes it (overflow).
 func (c *conn) push(a answer) bool {
 	c.mu.Lock()
+	taken, full, wake := c.queueLocked(a)
+	c.mu.Unlock()
+	c.afterQueue(full, wake)
+	return taken
+}
+
+// queueLocked is push with c.mu held: it appends a to the queue unless
+// the connection is closed or full (full: MaxQueue answers and acquires
+// waiting their turn); wake is whether the writer must be woken. The
+// caller passes full and wake to afterQueue once it has released c.mu.
+func (c *conn) queueLocked(a answer) (taken, full, wake bool) {
 	if c.closed || len(c.queue)+c.chained >= c.s.cfg.MaxQueue {
-		full := !c.closed
-		c.mu.Unlock()
-		if full {
-			c.overflow()
-		}
-		return false
+		return false, !c.closed, false
 	}
 	c.queue = append(c.queue, a)
-	wake := c.wakesWriterLocked()
-	c.mu.Unlock()
+	return true, false, c.wakesWriterLocked()
+}
+
+// afterQueue ends a queueLocked, without c.mu: a full queue closes the
+// connection (overflow), an answer the writer must see wakes it.
+func (c *conn) afterQueue(full, wake bool) {
+	if full {
+		c.overflow()
+	}
 	if wake {
 		c.poke()
 	}
-	return true
 }
 
 // queued is the number of answers waiting to be written.
@@ -604,7 +668,7 @@ func (c *conn) writeLoop() {
 		c.s.log.Warn("native connection closed: it does not read its answers", "remote", c.nc.RemoteAddr().String(), "queued", c.s.cfg.MaxQueue)
 	}
 	// The connection's waiters leave their queues; a result delivered
-	// before is in the queue, taken below (done refuses the later ones).
+	// before is in the queue, taken below (Done refuses the later ones).
 	for _, p := range parked {
 		p.Cancel()
 	}
@@ -753,6 +817,9 @@ func (c *conn) format(batch []answer) {
 	// own wait.)
 	// The batch is gathered: the log's writer need not wait for more.
 	logErr := c.s.eng.WaitLoggedGathered(max(top, topGrant))
+	// The batch's answers are ready now, at once: one reading of the
+	// clock times them all for the metrics.
+	end := c.s.now()
 	for i := range batch {
 		a := &batch[i]
 		if a.logged > 0 {
@@ -778,18 +845,24 @@ func (c *conn) format(batch []answer) {
 					*a, outcome = c.movedAnswer(&request{op: op, rawKey: a.rawKey})
 				}
 			}
-			c.observe(op, outcome, start)
+			c.observeAt(end, op, outcome, start)
 		}
 		var then *request // the acquire whose key's turn passes on after a
+		var free *request // an acquire answered at once, done with once settled
 		if r := a.r; r != nil {
 			parked := a.parked
-			if c.settle(a) {
+			if c.settle(a, end) {
 				*a = answer{}
 				c.run(r) // resumes its place
 				continue
 			}
 			if parked {
 				then = r
+			} else {
+				// Its turn passed on when its answer was queued
+				// (queueResult), and the engine did not keep it (it did
+				// not park): this answer was its last holder.
+				free, a.r = r, nil
 			}
 		}
 		if a.line == nil {
@@ -801,11 +874,21 @@ func (c *conn) format(batch []answer) {
 			c.pending = append(c.pending, *a)
 		}
 		*a = answer{}
+		if free != nil {
+			*free = request{}
+			requests.Put(free)
+		}
 		if then != nil {
 			c.run(c.next(then))
 		}
 	}
 }
+
+// requests are the acquires' requests that were answered at once, for
+// the next lines (an acquire's request is the largest allocation of a
+// cycle). One that parked is left to the garbage collector: its Waiting
+// may still point at it.
+var requests = sync.Pool{New: func() any { return new(request) }}
 
 // flushOut writes c.out (c.wmu held): blocking, or, with block false, as
 // much as the socket takes now. It reports whether all of it was
@@ -965,7 +1048,7 @@ func (c *conn) run(r *request) {
 	for r != nil {
 		if r.pre == nil && !c.notServing(r) {
 			req := engine.AcquireRequest{Key: r.key, Lease: r.lease, Wait: r.wait, ID: r.id, Owner: r.owner, Mode: r.mode, Limit: r.limit}
-			res, p := c.s.eng.AcquireFunc(req, r.done)
+			res, p := c.s.eng.AcquireTo(req, r)
 			if p != nil {
 				c.mu.Lock()
 				closed := c.closed
@@ -973,15 +1056,18 @@ func (c *conn) run(r *request) {
 				c.mu.Unlock()
 				if closed {
 					// The writer's sweep may be over: this acquire leaves
-					// here. (If Cancel fails, done has run, and either
+					// here. (If Cancel fails, Done has run, and either
 					// queued the answer or refused it.)
 					p.Cancel()
 				}
-				return // parked: done answers it
+				return // parked: Done answers it
 			}
-			if !c.queueResult(r, res) {
+			n, ok := c.queueResult(r, res)
+			if !ok {
 				return
 			}
+			r = n
+			continue
 		} else if r.pre != nil {
 			c.send(*r.pre, OpAcquire, api.CodeInvalidArgument, r.start)
 		}
@@ -994,6 +1080,11 @@ func (c *conn) run(r *request) {
 func (c *conn) next(r *request) *request {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.nextLocked(r)
+}
+
+// nextLocked is next with c.mu held.
+func (c *conn) nextLocked(r *request) *request {
 	if len(r.after) == 0 || c.closed {
 		if c.chains[r.rawKey] == r {
 			delete(c.chains, r.rawKey)
@@ -1010,12 +1101,12 @@ func (c *conn) next(r *request) *request {
 	return n
 }
 
-// done is AcquireFunc's callback for r: it runs with the key's shard
-// locked (it takes c.mu and nothing else) and queues the result for the
-// writer, which settles and answers it and then starts the connection's
-// next acquire of the key. It refuses the result (a grant is then handed
+// Done is AcquireTo's callback for r (engine.Receiver): it runs with the
+// key's shard locked (it takes c.mu and nothing else) and queues the
+// result for the writer, which settles and answers it and then starts
+// the connection's next acquire of the key. It refuses the result (a grant is then handed
 // on by the engine) when the connection is closed or its queue is full.
-func (r *request) done(res engine.AcquireResult) bool {
+func (r *request) Done(res engine.AcquireResult) bool {
 	c := r.c
 	c.mu.Lock()
 	if c.closed || len(c.queue)+c.chained >= c.s.cfg.MaxQueue {
@@ -1049,14 +1140,22 @@ func (r *request) done(res engine.AcquireResult) bool {
 }
 
 // queueResult queues the result of r's acquire, which ended at once, for
-// the writer to settle and answer; false when the connection is closed
-// (a grant is abandoned).
-func (c *conn) queueResult(r *request, res engine.AcquireResult) bool {
-	if !c.push(answer{r: r, res: res}) {
-		res.Abandon()
-		return false
+// the writer to settle and answer, and ends r's turn (next: it returns
+// the connection's next acquire of the key) in the same hold of c.mu;
+// false when the connection is closed or full (a grant is abandoned).
+func (c *conn) queueResult(r *request, res engine.AcquireResult) (*request, bool) {
+	c.mu.Lock()
+	taken, full, wake := c.queueLocked(answer{r: r, res: res})
+	var n *request
+	if taken {
+		n = c.nextLocked(r)
 	}
-	return true
+	c.mu.Unlock()
+	c.afterQueue(full, wake)
+	if !taken {
+		res.Abandon()
+	}
+	return n, taken
 }
 
 // poke wakes the writer.
@@ -1072,7 +1171,8 @@ func (c *conn) poke() {
 // and answers T, M or E as the HTTP API would. It reports restart when the
 // acquire is to run again (a poll_timeout with an id: the native
 // connection has no proxy to cut it, so the waiter resumes its place).
-func (c *conn) settle(a *answer) (restart bool) {
+// end is when the answer was made, for the metrics.
+func (c *conn) settle(a *answer, end instant) (restart bool) {
 	r := a.r
 	g, err := a.res.Settle()
 	switch {
@@ -1083,21 +1183,21 @@ func (c *conn) settle(a *answer) (restart bool) {
 		// not kept as the code's usual message says (handlers.writeError
 		// says the same over HTTP).
 		*a = errorLine(r.op, r.rawKey, api.CodePollTimeout, "the poll ended early; this request had no id, so its place in the queue was not kept: repeat it (with id=, a repeat resumes the place)")
-		c.observe(r.op, api.CodePollTimeout, r.start)
+		c.observeAt(end, r.op, api.CodePollTimeout, r.start)
 	case errors.Is(err, engine.ErrTimeout):
 		a.line = append(append(append(c.scratch[:0], "A "...), r.rawKey...), " T\n"...)
 		c.scratch = a.line[:0]
-		c.observe(r.op, "T", r.start)
+		c.observeAt(end, r.op, "T", r.start)
 	case err != nil:
 		var outcome string
 		*a, outcome = c.errorAnswer(r, err)
-		c.observe(r.op, outcome, r.start)
+		c.observeAt(end, r.op, outcome, r.start)
 	case c.s.cfg.Gate != nil && c.s.cfg.Gate.HoldsBack(g.Token):
 		// As handlers: granted by this node's own timers the moment it
 		// resumed from a pause (Gate.HoldsBack). The client is told to
 		// retry; the grant stays for a repeat with the same id.
 		*a = errorLine(r.op, r.rawKey, api.CodeUnavailable, "this node has just resumed from a pause and does not know yet whether it is still the active; retry")
-		c.observe(r.op, api.CodeUnavailable, r.start)
+		c.observeAt(end, r.op, api.CodeUnavailable, r.start)
 		if r.id == "" {
 			// As handlers: nobody can ever claim a grant without an id,
 			// so it is released at once, not held for its lease.
@@ -1108,7 +1208,7 @@ func (c *conn) settle(a *answer) (restart bool) {
 		a.line = appendGrant(line, g)
 		c.scratch = a.line[:0]
 		a.granted, a.g, a.id = true, g, r.id
-		c.observe(r.op, "OK", r.start)
+		c.observeAt(end, r.op, "OK", r.start)
 	}
 	return false
 }
@@ -1127,10 +1227,17 @@ func (c *conn) okLine(a *answer) []byte {
 	return line
 }
 
-// observe records an answer in the metrics.
+// observe records an answer, queued now, in the metrics.
 func (c *conn) observe(op, outcome string, start instant) {
 	if m := c.s.cfg.Metrics; m != nil {
-		m.ObserveNative(op, outcome, time.Duration(c.s.now()-start))
+		c.observeAt(c.s.now(), op, outcome, start)
+	}
+}
+
+// observeAt records an answer made at end in the metrics.
+func (c *conn) observeAt(end instant, op, outcome string, start instant) {
+	if m := c.s.cfg.Metrics; m != nil {
+		m.ObserveNative(op, outcome, time.Duration(end-start))
 	}
 }
 
