@@ -315,6 +315,9 @@ type Node struct {
 	// node at or below it whose answer is still unwritten never reaches
 	// its client, even once the node is the active again (HoldsBack).
 	voidMark atomic.Uint64
+	// stepDowns counts this node's step-downs: a change whose record's
+	// wait began before one is not answered as made (SyncLog.acked).
+	stepDowns atomic.Uint64
 
 	// Pause guard: base is the node's monotonic clock origin; ticked (ns
 	// since base) is the role loop's last tick, and resumed (ns since

@@ -347,6 +347,8 @@ func (n *Node) stepDownLocked(other string) {
 	raise(&n.voidMark, n.eng.LastToken()) // see HoldsBack
 	n.eng.Demote()
 	raise(&n.voidMark, n.eng.LastToken()) // and what was granted meanwhile
+	n.stepDowns.Add(1)                    // a change waiting is not answered as made (SyncLog.acked)
+	n.releaseAcks()
 	n.hub.closeAll()
 	n.setRole(api.RoleStandby)
 	n.followLocked(other)
