@@ -330,7 +330,8 @@ func afresh(err error, wait time.Duration, start time.Time, restarts *int) (time
 	return left, true
 }
 
-// withWait returns pathQuery with its wait set to d (0: none).
+// withWait returns the acquire pathQuery with its wait set to d (0: none)
+// and without a redirect's ticket (which named the earlier acquire).
 func withWait(pathQuery string, d time.Duration) (string, error) {
 	u, err := url.Parse(pathQuery)
 	if err != nil {
@@ -338,6 +339,7 @@ func withWait(pathQuery string, d time.Duration) (string, error) {
 	}
 	q := u.Query()
 	q.Del("wait")
+	q.Del("ticket")
 	if d > 0 {
 		q.Set("wait", seconds(d))
 	}
