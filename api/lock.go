@@ -153,7 +153,8 @@ var (
 // Errors: ErrTimeout (the wait ran out: not granted), ErrLimit,
 // ErrLimitMismatch (WithLimit named another limit than the key's),
 // ErrInvalidArgument (as *StatusError), ErrGrantEnded (the grant ended
-// before its answer could be delivered), ErrUnavailable (no connection, or
+// before its answer could be delivered, and again after each new acquire
+// made within what was left of the wait: nothing is held), ErrUnavailable (no connection, or
 // all attempts failed), ErrClosed, or ctx's error. When ctx ends the waiter
 // leaves the queue and Acquire returns at once; a grant made at that moment
 // is released again, never left held: one whose answer arrives after the
@@ -204,11 +205,12 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	pathQuery := lockPath(key, q)
 	hdr := http.Header{HeaderIdempotencyKey: {newKey()}}
 
-	attempts, redirects, resets := 0, 0, 0
+	attempts, redirects, resets, restarts := 0, 0, 0, 0
 	max := c.numConns()
 	var avoid *slot
 	var unavailableSince time.Time
 	asked := false // a request went out: the node may hold a place or a grant
+	start := time.Now()
 	for {
 		s, cc, err := c.pick(ctx, avoid, true)
 		if err != nil {
@@ -262,6 +264,22 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			}
 			avoid = nil
 			continue
+		case http.StatusGone:
+			se := statusError(r)
+			left, again := afresh(se, o.wait, start, &restarts)
+			if !again {
+				return nil, se
+			}
+			// The grant ended unclaimed (its lease ran out on a new
+			// active while this client was stuck on a paused node):
+			// nothing is held; a new acquire, with what is left of
+			// the wait.
+			if pathQuery, err = withWait(pathQuery, left); err != nil {
+				return nil, err
+			}
+			hdr = http.Header{HeaderIdempotencyKey: {newKey()}}
+			avoid, redirects = nil, 0
+			continue
 		case http.StatusRequestTimeout:
 			if isPollTimeout(r) {
 				avoid, redirects = nil, 0
@@ -285,6 +303,48 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			return nil, statusError(r)
 		}
 	}
+}
+
+// maxAfresh bounds how many times one Acquire starts again after its
+// grant ended unclaimed (afresh).
+const maxAfresh = 10
+
+// afresh reports whether an acquire answered err starts again as a new
+// acquire (a fresh Idempotency-Key or id), and with which wait: err is
+// grant_ended (the grant of this acquire ended before its answer was
+// delivered, as when its lease ran out on a new active while the client
+// was stuck on a paused node: nothing is held), fewer than maxAfresh
+// restarts were made (*restarts counts them), and at least a millisecond
+// is left of wait since start (wait 0, no limit: 0).
+func afresh(err error, wait time.Duration, start time.Time, restarts *int) (time.Duration, bool) {
+	if !errors.Is(err, ErrGrantEnded) || *restarts >= maxAfresh {
+		return 0, false
+	}
+	left := time.Duration(0)
+	if wait > 0 {
+		if left = wait - time.Since(start); left < time.Millisecond {
+			return 0, false
+		}
+	}
+	*restarts++
+	return left, true
+}
+
+// withWait returns the acquire pathQuery with its wait set to d (0: none)
+// and without a redirect's ticket (which named the earlier acquire).
+func withWait(pathQuery string, d time.Duration) (string, error) {
+	u, err := url.Parse(pathQuery)
+	if err != nil {
+		return "", fmt.Errorf("baton: acquire: %w", err)
+	}
+	q := u.Query()
+	q.Del("wait")
+	q.Del("ticket")
+	if d > 0 {
+		q.Set("wait", seconds(d))
+	}
+	u.RawQuery = q.Encode()
+	return u.RequestURI(), nil
 }
 
 // sendAcquire is send for a long poll: the request is cancelled when ctx

@@ -698,6 +698,7 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 	var avoid *slot
 	var unavailableSince time.Time
 	repeat := false // an attempt went out: the id may hold a grant or a place
+	start, restarts := time.Now(), 0
 	for {
 		s, w, busy, err := c.npickBusy(ctx, avoid, true, id, time.Time{})
 		if err != nil {
@@ -769,6 +770,15 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			continue
 		}
 		se := answerError(&a)
+		if left, again := afresh(se, o.wait, start, &restarts); again {
+			// The grant ended unclaimed: nothing is held; a new
+			// acquire (a new id), with what is left of the wait.
+			q = &nacq{c: c, key: key, raw: q.raw, lease: q.lease, wait: left, opts: q.opts}
+			q.opts.ID = newKey()
+			line = q.line(buf[:0], q.wait)
+			avoid, redirects, repeat = nil, 0, false
+			continue
+		}
 		if a.Code != CodeUnavailable {
 			return nil, se
 		}

@@ -145,3 +145,47 @@ func TestAckWakesTheChangesOfADemotedEngine(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// A change waiting for its acknowledgements when the node steps down goes
+// on at once, without degrading the node, and is answered ErrSteppedDown:
+// the acknowledgements of the term the node may take back, at the same
+// indexes, are no acknowledgement of it (found by a tester: a renewal
+// pending at a SIGSTOP of the active was answered 200 after the node took
+// the role back by a handoff). A change whose wait begins after the
+// step-down, and is acknowledged, is answered as made.
+func TestAckWaitSpanningAStepDownIsNotWritten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := ackNode(1, "http://a")
+		eng, err := engine.New(engine.Config{Shards: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer eng.Close()
+		n.eng = eng
+		l := &SyncLog{}
+		l.node.Store(n)
+		var before atomic.Value
+		go func() { before.Store(errBox{l.acked(5, l.term())}) }()
+		synctest.Wait()
+		n.eng.Diverged() // as stepDownLocked does
+		n.releaseAcks()
+		synctest.Wait()
+		got, _ := before.Load().(errBox)
+		if got.err != ErrSteppedDown || n.degraded.Load() {
+			t.Fatalf("a wait spanning a step-down: %v (degraded %v), want ErrSteppedDown at once, not degraded", got.err, n.degraded.Load())
+		}
+		var after atomic.Value
+		go func() { after.Store(errBox{l.acked(5, l.term())}) }()
+		synctest.Wait()
+		n.hub.ack("http://a", 5)
+		n.wakeAcked()
+		synctest.Wait()
+		if got, ok := after.Load().(errBox); !ok || got.err != nil {
+			t.Fatalf("a wait of the new term, acknowledged: %v (answered %v), want nil", got.err, ok)
+		}
+		n.stopAcks()
+	})
+}
+
+// errBox lets an atomic.Value hold a nil error.
+type errBox struct{ err error }

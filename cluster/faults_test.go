@@ -125,11 +125,16 @@ func TestSigstopActiveThenResumeStepsDownWithoutLoss(t *testing.T) {
 // postNoFollow sends a POST in the background and delivers its answer
 // (status 0 if it failed) without following a redirect.
 func postNoFollow(u string, hdr ...string) <-chan answer {
+	return sendNoFollow(http.MethodPost, u, hdr...)
+}
+
+// sendNoFollow is postNoFollow with another method.
+func sendNoFollow(method, u string, hdr ...string) <-chan answer {
 	ch := make(chan answer, 1)
 	go func() {
 		noFollow := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		a := answer{}
-		req, err := http.NewRequest(http.MethodPost, u, nil)
+		req, err := http.NewRequest(method, u, nil)
 		if err != nil {
 			ch <- a
 			return
@@ -259,6 +264,71 @@ func TestPausedSyncActiveDeliversNoGrantOfTheTermItLeft(t *testing.T) {
 		if got := c.holder(0, "k"); got != g.Token {
 			t.Errorf("the waiter was told it holds k under token %d; the active's k is held by %d", g.Token, got)
 		}
+	}
+}
+
+// With sync_standbys, a renewal or a release that waits for its
+// acknowledgements when the active is paused (its standby's stream was
+// held back, so none came) is not answered as made once the node resumes,
+// steps down (the node promoted meanwhile has the newer state) and takes
+// the role back by a handoff (its priority is higher): the promoted
+// node's state, which the cluster keeps, never had the change. Found by
+// a tester: the new term's acknowledgements, at the same log indexes,
+// released the wait, and the client was told 200 (its lease extended,
+// its lock released) while the active still had the lease as it was.
+func TestPausedSyncActiveAnswersNoChangeOfTheTermItLeft(t *testing.T) {
+	for _, method := range []string{http.MethodPatch, http.MethodDelete} {
+		t.Run(method, func(t *testing.T) {
+			c := newCluster(t, 2, true, "--sync-standbys", "1", "--sync-timeout", "20s")
+			// Node 1, once active, goes on without node 0 (paused) soon.
+			c.args = map[int][]string{1: {"--sync-timeout", "2s"}}
+			c.startAll()
+			c.waitActive(0, 1)
+			held := c.acquire(0, "k", "lease=30")
+			// Node 1 gets no more records, so no acknowledgement comes.
+			c.nodes[0].proxy.hold(streamOf(c.nodes[1].url), false, true)
+			u := fmt.Sprintf("http://%s/locks/k?token=%d", c.nodes[0].listen, held.Token)
+			if method == http.MethodPatch {
+				u += "&lease=600"
+			}
+			pending := sendNoFollow(method, u)
+			made := func() bool { // in node 0's memory, waiting for its acknowledgement
+				h := c.lockStatus(0, "k").Holder
+				if method == http.MethodPatch {
+					return h != nil && h.Lease == 600
+				}
+				return h == nil
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for !made() {
+				if time.Now().After(deadline) {
+					t.Fatalf("the %s was never made on node 0", method)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			c.signal(0, syscall.SIGSTOP)
+			c.nodes[0].proxy.reset() // the records held back are lost
+			c.waitActive(1)
+			c.acquire(1, "newer", "lease=60") // node 1's state is the newer one
+			c.signal(0, syscall.SIGCONT)
+			var a answer
+			select {
+			case a = <-pending:
+				t.Logf("%s: %d %s", method, a.status, a.body)
+			case <-time.After(40 * time.Second):
+				t.Fatalf("the %s got no answer", method)
+			}
+			active := c.waitActive(-1, 0, 1)
+			if a.status == http.StatusOK {
+				h := c.lockStatus(active, "k").Holder
+				switch {
+				case method == http.MethodPatch && (h == nil || h.Lease != 600):
+					t.Errorf("the renewal was answered 200; the active's k is held with %+v", h)
+				case method == http.MethodDelete && h != nil:
+					t.Errorf("the release was answered 200; the active's k is held by %d", h.Token)
+				}
+			}
+		})
 	}
 }
 

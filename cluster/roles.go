@@ -352,6 +352,7 @@ func (n *Node) stepDownLocked(other string) {
 	// After Demote, which takes every shard's lock: a grant made before
 	// it took the grant's shard has the generation before this one.
 	n.eng.Diverged()
+	n.releaseAcks() // they are answered ErrSteppedDown (SyncLog.acked)
 	n.hub.closeAll()
 	n.setRole(api.RoleStandby)
 	n.followLocked(other)

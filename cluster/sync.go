@@ -40,30 +40,60 @@ func NewSyncLog(l *wal.Log) *SyncLog { return &SyncLog{Log: l} }
 // and acknowledged by the standbys sync_standbys asks for. Errors: the
 // log's; a missing acknowledgement is not an error (see SyncLog).
 func (l *SyncLog) Wait(index uint64) error {
+	term := l.term()
 	if err := l.Log.Wait(index); err != nil {
 		return err
 	}
-	l.acked(index)
-	return nil
+	return l.acked(index, term)
 }
 
 // WaitGathered is Wait over wal.Log.WaitGathered (engine.GatheredWaiter):
 // it waits for the standbys' acknowledgements as Wait does (the method
 // wal.Log would lend SyncLog otherwise skips them).
 func (l *SyncLog) WaitGathered(index uint64) error {
+	term := l.term()
 	if err := l.Log.WaitGathered(index); err != nil {
 		return err
 	}
-	l.acked(index)
-	return nil
+	return l.acked(index, term)
+}
+
+// ErrSteppedDown: the node stepped down while a change waited for its
+// record (Wait): stepping down discards this node's state for the other
+// active's, which may not hold the change, so it is not answered as made
+// (the engine answers ErrNotWritten: 503, and clients retry it on the
+// active).
+var ErrSteppedDown = errors.New("cluster: this node stepped down while the change waited for its record; the active may not have it")
+
+// term is the engine's generation as a change starts to wait (acked
+// compares it): a step-down starts a new one (engine.Diverged).
+func (l *SyncLog) term() uint64 {
+	if n := l.node.Load(); n != nil {
+		return n.eng.Generation()
+	}
+	return 0
 }
 
 // acked waits, on the active with sync_standbys, for the standbys'
-// acknowledgements of index (waitAcked).
-func (l *SyncLog) acked(index uint64) {
-	if n := l.node.Load(); n != nil && n.cfg.SyncStandbys > 0 {
+// acknowledgements of index (waitAcked). It returns ErrSteppedDown when
+// the node stepped down since the wait began (in term, see term): the
+// log's and the acknowledgements' indexes are then another term's, which
+// may hold other records there (found by a tester: a renewal pending at
+// a SIGSTOP of the active was answered 200, released by the
+// acknowledgements of the term the node took back by a handoff at the
+// same indexes, although the promoted node never had it).
+func (l *SyncLog) acked(index, term uint64) error {
+	n := l.node.Load()
+	if n == nil {
+		return nil
+	}
+	if n.cfg.SyncStandbys > 0 {
 		n.waitAcked(index)
 	}
+	if n.eng.Replaced(term) {
+		return ErrSteppedDown
+	}
+	return nil
 }
 
 // ackedBy counts the standbys (by URL) that acknowledged index.
@@ -164,6 +194,18 @@ func (n *Node) watchAcks() {
 		return
 	}
 	n.degrade(oldest.index)
+	for _, w := range n.ackWaits {
+		w.ch <- struct{}{}
+	}
+	n.ackWaits = slices.Delete(n.ackWaits, 0, len(n.ackWaits))
+}
+
+// releaseAcks lets every change waiting for acknowledgements go on,
+// without degrading (the node stepped down: their acknowledgements will
+// not come, and acked answers them ErrSteppedDown).
+func (n *Node) releaseAcks() {
+	n.ackMu.Lock()
+	defer n.ackMu.Unlock()
 	for _, w := range n.ackWaits {
 		w.ch <- struct{}{}
 	}

@@ -2,10 +2,9 @@
 // module with no dependency: fetch, AbortSignal, crypto.randomUUID, timers.
 // Types: /baton.d.ts.
 
-// Times in ms: an address that failed is skipped SKIP_MS; a release is
-// retried every RELEASE_RETRY_MS for RELEASE_FOR_MS, each attempt cut off
-// after ATTEMPT_MS; a call pauses ROUND_MS between two rounds of addresses
-// that all failed.
+// ms: a failed address is skipped SKIP_MS; a release retried every
+// RELEASE_RETRY_MS for RELEASE_FOR_MS, each attempt cut at ATTEMPT_MS; a
+// call pauses ROUND_MS after a round of addresses that all failed.
 const SKIP_MS = 3000, RELEASE_RETRY_MS = 200, RELEASE_FOR_MS = 5000, ATTEMPT_MS = 1000, ROUND_MS = 200;
 /** The most redirected 401s a call repeats to the active itself. */
 const MAX_REDIRECTS = 10;
@@ -13,8 +12,8 @@ const MAX_REDIRECTS = 10;
 /**
  * An error from baton or from reaching it: `status` the HTTP status (0: no
  * node answered), `code` the server's `error` ("timeout", "not_holder",
- * "not_held", ...) or the client's "unavailable" (no node answered) or
- * "lost" (the lease ran out before a renewal), `field` what a 400 names.
+ * ...) or the client's "unavailable" (no node answered) or "lost" (the
+ * lease ran out before a renewal), `field` what a 400 names.
  */
 export class BatonError extends Error {
   /**
@@ -97,7 +96,7 @@ async function statusError(res) {
   return new BatonError(res.status, code, message, body && typeof body.field === 'string' ? body.field : undefined);
 }
 
-// randomUUID exists only in secure contexts (https, localhost) of browsers.
+// randomUUID: only in secure contexts (https, localhost) of browsers.
 const newKey = () => crypto.randomUUID?.() ?? Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
 
 /** @param {Response} res */
@@ -108,8 +107,8 @@ function replicaLag(res) {
 }
 
 /**
- * A client of a baton cluster. It runs no background work of its own (only
- * a Lock's keepAlive does): fit for serverless functions.
+ * A client of a baton cluster. No background work of its own (only a
+ * Lock's keepAlive): fit for serverless functions.
  */
 export class Client {
   /**
@@ -129,7 +128,7 @@ export class Client {
     this._next = 0;
     /** @type {{ base: string, downUntil: number } | null} the active, once a 307 named it */
     this._active = null;
-    /** The bearer token sent with every call; may be changed at any time. */
+    /** The bearer token of every call; may be changed at any time. */
     this.token = token || '';
     this._fetch = f || ((input, init) => globalThis.fetch(input, init));
     this._retryFor = retryFor ?? 10000;
@@ -186,10 +185,9 @@ export class Client {
   }
 
   /**
-   * A call safe to repeat: a broken connection or a 503 (no active known)
-   * moves it to the next address; it keeps trying for retryFor ms. fetch
-   * follows 307s; one answered 401 after a redirect (fetch drops the
-   * Authorization header across origins) is sent to the active itself.
+   * A call safe to repeat: a broken connection or a 503 moves it to the
+   * next address, for retryFor ms. fetch follows 307s; a 401 after one
+   * (fetch drops Authorization across origins) goes to the active itself.
    * @param {string} method
    * @param {string} pathQuery
    * @param {{ headers?: Record<string, string>, signal?: AbortSignal, pin?: boolean }} [o]
@@ -247,11 +245,11 @@ export class Client {
 
   /**
    * Takes the lock `key`, waiting in its queue up to `wait` seconds (0 or
-   * absent: no limit). One Idempotency-Key is kept across the call's
-   * retries, 307s and the runtime's re-sends, so it is never queued twice;
-   * a poll_timeout answer resumes the same place; a broken connection moves
-   * it to the next address. Errors (BatonError): "timeout" (408, not
-   * granted), "invalid_argument" (400, `field`), "limit_mismatch" (409),
+   * absent: no limit). One Idempotency-Key is kept across retries, 307s and
+   * the runtime's re-sends: never queued twice; a poll_timeout resumes the
+   * place; a broken connection moves to the next address; grant_ended (the
+   * grant ran out unclaimed) starts anew (new key, the wait left). Errors:
+   * "timeout" (408, not granted), "invalid_argument" (400, `field`), "limit_mismatch" (409),
    * "too_many_waiters" (429), "unauthorized" (401), "unavailable" (no node
    * answered). An aborted `signal` rejects with its reason; the server
    * drops the waiter.
@@ -262,8 +260,9 @@ export class Client {
   async acquire(key, options = {}) {
     const { lease, wait, owner, mode, limit, signal } = options;
     let pathQuery = lockPath(key) + query({ lease, wait, owner, mode, limit });
-    const headers = { 'Idempotency-Key': newKey() };
-    for (;;) {
+    let headers = { 'Idempotency-Key': newKey() };
+    const start = Date.now();
+    for (let restarts = 0; ;) {
       const sent = Date.now();
       const res = await this._call('POST', pathQuery, { headers, signal, pin: true });
       if (res.redirected) {
@@ -284,7 +283,10 @@ export class Client {
       }
       const err = await statusError(res);
       if (res.status === 408 && err.code === 'poll_timeout') continue; // the same place, the same Idempotency-Key
-      throw err;
+      const left = wait > 0 ? wait - (Date.now() - start) / 1e3 : wait;
+      if (err.code !== 'grant_ended' || ++restarts > 10 || wait > 0 && left < 1e-3) throw err;
+      pathQuery = lockPath(key) + query({ lease, wait: left, owner, mode, limit });
+      headers = { 'Idempotency-Key': newKey() };
     }
   }
 
@@ -304,12 +306,11 @@ export class Client {
   }
 
   /**
-   * Releases the lock `key` held under `token`, so that it passes to the
-   * next waiter. Retried every 200 ms for 5 s until a node confirms it;
-   * "not_held" (404) and "not_holder" (409) end it: the lock is no longer
-   * ours (not errors when an earlier attempt may have released it: its
-   * connection failed, or it was answered 5xx). Errors: those two,
-   * "invalid_argument", "unavailable".
+   * Releases the lock `key` held under `token` (it passes to the next
+   * waiter), retried every 200 ms for 5 s until a node confirms it;
+   * "not_held" (404) and "not_holder" (409) end it (errors unless an
+   * earlier attempt failed or got a 5xx, and may have released it).
+   * Errors: those two, "invalid_argument", "unavailable".
    * @param {string} key
    * @param {number} token
    * @returns {Promise<void>}
@@ -350,12 +351,11 @@ export class Client {
   }
 
   /**
-   * Runs `fn` holding the lock `key`: acquires it (options as acquire),
-   * renews it while `fn` runs, passes `fn` the Lock (its `lost` signal
-   * aborts if the lock is lost), and releases it afterwards. Resolves to
-   * what `fn` returns; rejects with `fn`'s error, else with the loss
-   * (BatonError "lost", "not_held" or "not_holder") if the lock was lost
-   * while `fn` ran, else with the release's error.
+   * Runs `fn(lock)` holding `key`: acquires it (options as acquire),
+   * renews it while `fn` runs (`lock.lost` aborts if it is lost), then
+   * releases it. Resolves to what `fn` returns; rejects with `fn`'s error,
+   * else the loss ("lost", "not_held", "not_holder") if it was lost
+   * meanwhile, else the release's error.
    * @template T
    * @param {string} key
    * @param {(lock: Lock) => Promise<T> | T} fn
@@ -432,8 +432,8 @@ export class Client {
  * A held lock. `token` is its fencing token (a number below 2^53);
  * `expiresAt` the end of its lease as the server reported it; `lost` an
  * AbortSignal aborted (reason: a BatonError) when the lock is lost: a
- * renewal answered "not_held"/"not_holder", or the lease ran out (by this
- * process's clock) before a renewal succeeded. A release does not abort it.
+ * renewal answered "not_held"/"not_holder", or the lease ran out (our
+ * clock) before a renewal. A release does not abort it.
  */
 export class Lock {
   /**
@@ -500,10 +500,10 @@ export class Lock {
   }
 
   /**
-   * Renews the lock in the background, at half its lease, until it is
-   * released or lost (a failed renewal is retried until the lease runs
-   * out). Returns a function that stops the renewals (the lock stays held
-   * until its lease runs out). A second call while one runs changes nothing.
+   * Renews the lock in the background at half its lease until released
+   * or lost (a failed renewal retried until the lease ends). Returns a
+   * function that stops the renewals (the lock stays held until its lease
+   * ends). A second call while one runs changes nothing.
    * @returns {() => void}
    */
   keepAlive() {
@@ -534,8 +534,7 @@ export class Lock {
   }
 
   /**
-   * Releases the lock (retried every 200 ms for 5 s, see Client.release)
-   * and stops its renewals. A second call resolves at once.
+   * Releases the lock (as Client.release) and stops its renewals. A second call resolves at once.
    * @returns {Promise<void>}
    */
   async release() {

@@ -1,0 +1,89 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/baton-io/baton/api"
+)
+
+// An acquire answered 410 grant_ended (its grant ran out unclaimed on a
+// new active while the client was stuck on a paused node: nothing is
+// held) starts again with a fresh Idempotency-Key and what is left of the
+// wait, and gets the lock. Found by a tester: after a SIGSTOP/SIGCONT of
+// the active, 14 of ~3,000 acquires returned ErrGrantEnded.
+func TestAcquireAfterGrantEndedStartsAgain(t *testing.T) {
+	var mu sync.Mutex
+	var keys, waits []string
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			return
+		}
+		mu.Lock()
+		keys = append(keys, r.Header.Get(api.HeaderIdempotencyKey))
+		waits = append(waits, r.URL.Query().Get("wait"))
+		n := len(keys)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if n == 1 {
+			w.WriteHeader(http.StatusGone)
+			fmt.Fprint(w, `{"error":"grant_ended","message":"the grant of this Idempotency-Key was released or expired"}`)
+			return
+		}
+		w.Header().Set(api.HeaderLockToken, "7")
+		fmt.Fprint(w, `{"key":"k","token":7,"lease":60,"expires_at":"2030-01-01T00:00:00Z"}`)
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+	c := newClient(t, nil, srv.URL)
+	l, err := c.Acquire(ctxBound(t), "k", api.WithWait(time.Minute))
+	if err != nil {
+		t.Fatalf("acquire after grant_ended: %v", err)
+	}
+	if l.Token != 7 {
+		t.Fatalf("token %d, want 7", l.Token)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(keys) != 2 || keys[0] == "" || keys[0] == keys[1] {
+		t.Fatalf("Idempotency-Keys %q: want two, the second a fresh one", keys)
+	}
+	if w, err := strconv.ParseFloat(waits[1], 64); err != nil || w <= 0 || w > 60 {
+		t.Fatalf("waits %q: want the second within what is left of 60", waits)
+	}
+}
+
+// Over the native protocol likewise: a new id, what is left of the wait.
+func TestNativeAcquireAfterGrantEndedStartsAgain(t *testing.T) {
+	f := newFakeNode(t)
+	c := newClient(t, func(c *api.Config) { c.ConnsPerAddress = 1 }, f.Base())
+	fc := f.accept(t)
+	res := acquireAsync(ctxBound(t), c, "k", api.WithWait(time.Minute))
+	line := regexp.MustCompile(`^A k - (\S+) id=(\S+)`)
+	first := line.FindStringSubmatch(fc.read(t))
+	if first == nil || first[1] != "60" {
+		t.Fatalf("first line %q", first)
+	}
+	fc.send(t, "A k E grant_ended the grant of this id was released or expired")
+	l2 := fc.read(t)
+	second := line.FindStringSubmatch(l2)
+	if second == nil || second[2] == first[2] {
+		t.Fatalf("second line %q: want a new id (the first was %s)", l2, first[2])
+	}
+	if w, err := strconv.ParseFloat(second[1], 64); err != nil || w <= 0 || w > 60 || strings.Contains(second[1], "-") {
+		t.Fatalf("second line %q: want the wait left of 60", l2)
+	}
+	fc.send(t, grantLine("k", 9))
+	if l := get(t, res); l.Token != 9 {
+		t.Fatalf("acquire: %+v", l)
+	}
+}
