@@ -21,7 +21,7 @@ type KeyReusedError struct {
 }
 
 func (e *KeyReusedError) Error() string {
-	return fmt.Sprintf("%s: differs from the first acquire with this Idempotency-Key (id=); a repeat must ask for the same mode, limit, lease and owner (only wait may differ): use a new key for another request", e.Field)
+	return fmt.Sprintf("%s: differs from the first acquire with this Idempotency-Key (native: id=); a repeat must ask for the same mode, limit, lease and owner (only wait may differ): use a new key for another request", e.Field)
 }
 
 // Is makes errors.Is(err, ErrKeyReused) hold.
