@@ -626,6 +626,7 @@ func TestStatusErrorIs(t *testing.T) {
 		{404, api.CodeNotHeld, api.ErrNotHeld},
 		{410, api.CodeGrantEnded, api.ErrGrantEnded},
 		{409, api.CodeSuperseded, api.ErrSuperseded},
+		{422, api.CodeKeyReused, api.ErrKeyReused},
 		{400, api.CodeInvalidArgument, api.ErrInvalidArgument},
 		{429, api.CodeTooManyWaiters, api.ErrLimit},
 		{401, api.CodeUnauthorized, api.ErrUnauthorized},
@@ -633,7 +634,7 @@ func TestStatusErrorIs(t *testing.T) {
 		{502, "", api.ErrUnavailable}, // a proxy's page
 		{500, api.CodeInternal, nil},
 	}
-	all := []error{api.ErrTimeout, api.ErrNotHolder, api.ErrNotHeld, api.ErrGrantEnded, api.ErrSuperseded, api.ErrInvalidArgument, api.ErrLimit, api.ErrUnauthorized, api.ErrUnavailable}
+	all := []error{api.ErrTimeout, api.ErrNotHolder, api.ErrNotHeld, api.ErrGrantEnded, api.ErrSuperseded, api.ErrKeyReused, api.ErrInvalidArgument, api.ErrLimit, api.ErrUnauthorized, api.ErrUnavailable}
 	for _, c := range cases {
 		err := fmt.Errorf("wrapped: %w", &api.StatusError{StatusCode: c.status, Code: c.code})
 		for _, s := range all {

@@ -37,6 +37,10 @@ var (
 	// ErrLimitMismatch: the key exists with another limit than the one
 	// the acquire named (409 limit_mismatch).
 	ErrLimitMismatch = errors.New("baton: the key has another limit")
+	// ErrKeyReused: the acquire's Idempotency-Key was sent before with
+	// another mode, limit, lease or owner (422 idempotency_key_reused;
+	// StatusError.Field names it): nothing changed.
+	ErrKeyReused = errors.New("baton: Idempotency-Key reused for another request")
 	// ErrUnavailable: no node could be reached, or none is active (503).
 	// The call may succeed later.
 	ErrUnavailable = errors.New("baton: service unavailable")
@@ -64,6 +68,7 @@ var codeErrors = map[string]error{
 	CodeUnauthorized:    ErrUnauthorized,
 	CodeForbidden:       ErrForbidden,
 	CodeLimitMismatch:   ErrLimitMismatch,
+	CodeKeyReused:       ErrKeyReused,
 	CodeUnavailable:     ErrUnavailable,
 }
 

@@ -164,4 +164,7 @@ const (
 	CodeInternal        = "internal"       // 500
 	CodeLimitMismatch   = "limit_mismatch" // 409: the key exists with another limit
 	CodeForbidden       = "forbidden"      // 403: a forced release without an admin token
+	// 422: an Idempotency-Key (native: id=) sent before with another mode,
+	// limit, lease or owner; Field names the one that differs.
+	CodeKeyReused = "idempotency_key_reused"
 )

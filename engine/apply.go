@@ -82,6 +82,7 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 			s.dropIfIdle(lk)
 			return nil // queued already: a duplicate
 		}
+		t.asked(r)
 		s.setLimit(lk, r.Limit)
 		w := &waiter{lk: lk, t: t, state: detached, mode: r.Mode, owner: r.Owner, lease: r.Lease, arrived: at.mono, waitUntil: now.monoAt(r.WaitUntil), dl: deadline{idx: -1}}
 		w.dl.owner = w
@@ -146,6 +147,7 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 		if r.Outcome == OutcomeEnded {
 			t.state = tEnded
 		}
+		t.asked(r)
 		s.heap.set(&t.dl, now.monoAt(r.Until))
 		s.arm()
 	}
@@ -197,6 +199,7 @@ func (s *shard) applyGrant(lk *lock, r *Record, at stamp) *waiter {
 	h.holder = t
 	if t != nil {
 		t.state, t.token, t.w, t.answers = tGranted, r.Token, nil, 0
+		t.asked(r)
 		t.claimBy = at.monoAt(r.Until)
 		s.heap.remove(&t.dl)
 		if IsTicket(t.id) && r.Until == 0 && w != nil {

@@ -174,7 +174,10 @@ type AcquireRequest struct {
 	// Wait bounds the time in the queue; 0 = without limit (or WaitMax).
 	Wait time.Duration
 	// ID is the waiter identity (an Idempotency-Key); "" = anonymous. A
-	// repeat with the same Key and ID gets the outcome of the first.
+	// repeat with the same Key and ID gets the outcome of the first; a
+	// repeat is the same request, but for Wait: another Mode, Limit (one
+	// named), Lease (defaulted) or Owner under a known ID is
+	// ErrKeyReused, and changes nothing.
 	ID string
 	// Owner labels the holder for people (CheckOwner); "" = none. It is
 	// never an identity check.
@@ -524,12 +527,21 @@ type ticket struct {
 	id    string // client's waiter ID, or AnonPrefix + a server ticket
 	key   string
 	state ticketState
-	w     *waiter // while waiting
-	token uint64  // while granted
+	// What the acquire asked for, to tell a repeat from another request
+	// under the same ID (asked): its mode, the key's limit it queued or
+	// was granted under (0 = not known: nothing is compared), and
+	// fingerprints of its lease and owner (leaseSum, ownerSum). They sit
+	// in what was padding: a ticket stays 112 bytes.
+	mode  Mode
+	limit uint16
 	// answers counts the answers carrying this grant that may have reached
 	// the client: the first, plus one per repeat. An undeliverable answer
 	// releases the grant only when it was the last one.
-	answers int
+	answers  int32
+	leaseSum uint32
+	ownerSum uint32
+	w        *waiter // while waiting
+	token    uint64  // while granted
 	// claimBy (monotonic ns) is nonzero while the grant to this ticket's
 	// detached waiter awaits its repeat: the lock is released then.
 	claimBy int64
@@ -716,6 +728,7 @@ func (e *Engine) checkLease(lease time.Duration) (time.Duration, error) {
 // is granted, the wait runs out, or ctx ends. It returns the Grant, or:
 // ErrTimeout (req.Wait ran out: not granted), ErrPollTimeout (the poll ended
 // early, place kept), ErrGrantEnded or ErrSuperseded (waiter ID repeats),
+// ErrKeyReused (a known waiter ID with other parameters: nothing changed),
 // ErrTooManyKeys, ErrTooManyWaiters, ErrClosed, an *ArgError, or ctx.Err().
 // When ctx ends, the waiter leaves the queue at once; a grant made at the same
 // moment is released to the next waiter, never lost. It is AcquireFunc
@@ -936,6 +949,12 @@ func (e *Engine) acquire(req *AcquireRequest, done Receiver, o *AcquireResult) *
 	s.overdue(now) // a lease that ran out is over, before its timer fires too
 	if req.ID != "" {
 		if t := s.tickets[ticketKey{req.Key, req.ID}]; t != nil {
+			if err := t.differs(req, lease); err != nil {
+				// Another request under a known ID: refused, and the
+				// first one's waiter or grant stays as it is.
+				s.mu.Unlock()
+				return fail(err)
+			}
 			return s.repeat(t, now, done, o)
 		}
 		// Kept with its ticket, for the retention period past the grant:

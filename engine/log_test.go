@@ -171,7 +171,7 @@ func TestLogRecordsEveryChange(t *testing.T) {
 			t.Fatalf("grant record of the detached waiter %+v", r)
 		}
 		// The repeat claims it; then its 4 s lease runs out.
-		g := mustAcquire(t, e, AcquireRequest{Key: "k", ID: "b"})
+		g := mustAcquire(t, e, AcquireRequest{Key: "k", ID: "b", Lease: 4 * time.Second})
 		time.Sleep(4 * time.Second)
 		synctest.Wait()
 		recs = log.take(t)

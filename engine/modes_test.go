@@ -148,7 +148,7 @@ func TestForceRelease(t *testing.T) {
 		if kinds(evs) != "release,release,grant" || !evs[0].Forced || !evs[1].Forced || evs[2].Forced {
 			t.Fatalf("events %s %+v; want two forced releases, then a grant", kinds(evs), evs)
 		}
-		_, err := e.Acquire(t.Context(), AcquireRequest{Key: "k", ID: "a"})
+		_, err := e.Acquire(t.Context(), AcquireRequest{Key: "k", Mode: Shared, Limit: 2, ID: "a", Owner: "job-a"})
 		wantErr(t, "a repeat of a force-released grant", err, ErrGrantEnded)
 		wantErr(t, "the holder's own release after force", e.Release("k", a.Token), ErrNotHolder)
 	})

@@ -59,7 +59,9 @@ const (
 	// grant, and its lease alone decides again.
 	RecClaim RecordKind = 9
 	// RecOutcome: WaiterID's outcome on Key (Outcome) is remembered until
-	// Until, for repeats with the same Idempotency-Key.
+	// Until, for repeats with the same Idempotency-Key; with what its
+	// acquire asked for (Mode, Limit, Asked), to tell a repeat from
+	// another request (none without Asked).
 	RecOutcome RecordKind = 10
 	// RecReserve: no fencing token above Token has been issued; a
 	// restart continues above it.
@@ -134,6 +136,10 @@ type Record struct {
 	Limit int
 	// Epoch is the epoch a RecEpoch begins.
 	Epoch uint64
+	// Asked is the fingerprint of the lease and owner a waiter ID's
+	// acquire asked for (a snapshot's RecGrant and RecOutcome of a
+	// ticket; 0 = none: taken from Lease and Owner).
+	Asked uint64
 }
 
 // Mode is how a holder holds its key. The numbers are part of the format.
@@ -171,6 +177,7 @@ const (
 	tagMode      = 11 // uvarint (Mode)
 	tagLimit     = 12 // uvarint
 	tagEpoch     = 13 // uvarint
+	tagAsked     = 14 // uvarint
 	maxTag       = 63 // tags above are refused when encoding (none exist)
 )
 
@@ -206,6 +213,7 @@ func AppendRecord(b []byte, r *Record) []byte {
 	b = appendUvarintField(b, tagMode, uint64(r.Mode))
 	b = appendUvarintField(b, tagLimit, uint64(r.Limit))
 	b = appendUvarintField(b, tagEpoch, r.Epoch)
+	b = appendUvarintField(b, tagAsked, r.Asked)
 	return b
 }
 
@@ -330,12 +338,14 @@ func DecodeRecord(b []byte) (Record, error) {
 			r.Limit = int(v)
 		case tagEpoch:
 			r.Epoch = v
+		case tagAsked:
+			r.Asked = v
 		}
 	}
 	return r, nil
 }
 
-func knownTag(tag uint64) bool { return tag >= tagKey && tag <= tagEpoch }
+func knownTag(tag uint64) bool { return tag >= tagKey && tag <= tagAsked }
 
 func tagWire(tag uint64) uint64 {
 	if tag == tagKey || tag == tagWaiterID || tag == tagOwner {

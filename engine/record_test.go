@@ -31,6 +31,9 @@ func goldenRecords() []Record {
 		{Kind: RecGrant, Key: "api", Token: 7, Lease: 10 * time.Second, At: at, Expires: at + int64(10*time.Second), WaiterID: "r1", Owner: "web-3:4411", Mode: Shared, Limit: 3},
 		{Kind: RecEnqueue, Key: "api", WaiterID: "r2", Lease: time.Second, At: at, Owner: "ops", Mode: Shared, Limit: 3},
 		{Kind: RecForce, Key: "api", At: at},
+		// What a remembered waiter ID asked for (a snapshot's outcome):
+		// mode, limit, and the fingerprints of lease and owner (tag 14).
+		{Kind: RecOutcome, Key: "k", WaiterID: "w", Outcome: OutcomeTimeout, Until: at, Mode: Shared, Limit: 2, Asked: 0x811c9dc5_12a05f21},
 	}
 }
 
@@ -56,6 +59,8 @@ var goldenHex = []string{
 	"01010a0361706910071880c8afa025208080e1c6ffad91ed31288090c087caae91ed3132027231520a7765622d333a3434313158016003",
 	"01050a03617069188094ebdc03208080e1c6ffad91ed313202723252036f707358016003",
 	"010c0a03617069208080e1c6ffad91ed31",
+	// outcome ... timeout (tag 9) 1, mode 1, limit 2, asked (tag 14)
+	"010a0a016b320177408080e1c6ffad91ed3148015801600270a1be8195d1b8a78e8101",
 }
 
 func TestRecordGolden(t *testing.T) {

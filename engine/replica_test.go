@@ -146,7 +146,7 @@ func TestClaimDeadlineSurvivesReplicationAndHandoff(t *testing.T) {
 				}
 				ghost := st.Holder.Token
 				if claimed {
-					if g := mustAcquire(t, b, AcquireRequest{Key: key, ID: "w"}); g.Token != ghost {
+					if g := mustAcquire(t, b, AcquireRequest{Key: key, ID: "w", Lease: time.Minute}); g.Token != ghost {
 						t.Fatalf("the claim got token %d, want %d", g.Token, ghost)
 					}
 				}
@@ -210,7 +210,7 @@ func TestClaimDeadlineCrossesTheChangeStream(t *testing.T) {
 				st, _ := b.Status(key)
 				ghost := st.Holder.Token
 				if claimed {
-					mustAcquire(t, b, AcquireRequest{Key: key, ID: "w"})
+					mustAcquire(t, b, AcquireRequest{Key: key, ID: "w", Lease: time.Minute})
 				}
 				b.Demote()
 				b.Close()

@@ -15,6 +15,9 @@ func TestStructSizes(t *testing.T) {
 	}{
 		{"deadline", unsafe.Sizeof(deadline{}), 32},
 		{"lock", unsafe.Sizeof(lock{}), 112},
+		// One per acquire with an ID for the retention period: what a
+		// repeat must match (mode, limit, fingerprints) sits in padding.
+		{"ticket", unsafe.Sizeof(ticket{}), 112},
 	} {
 		if c.size > c.max {
 			t.Errorf("%s is %d bytes, more than its budget of %d", c.name, c.size, c.max)

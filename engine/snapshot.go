@@ -39,7 +39,7 @@ func (e *Engine) SnapshotRecords(emit func(shard int, rec []byte), done func(sha
 			lk.each(func(h *hold) {
 				r := Record{Kind: RecGrant, Key: lk.key, Token: h.token, Lease: h.lease, At: now.wallAt(h.granted), Expires: now.wallAt(h.expires), Owner: lk.owner(h), Mode: mode, Limit: limit}
 				if t := h.holder; t != nil {
-					r.WaiterID, r.Until = t.id, now.wallAt(t.claimBy)
+					r.WaiterID, r.Until, r.Asked = t.id, now.wallAt(t.claimBy), t.askedSum()
 				}
 				put(i, &r)
 			})
@@ -49,7 +49,7 @@ func (e *Engine) SnapshotRecords(emit func(shard int, rec []byte), done func(sha
 			}
 		}
 		for _, t := range s.tickets {
-			r := Record{Kind: RecOutcome, Key: t.key, WaiterID: t.id, Until: now.wallAt(t.dl.when)}
+			r := Record{Kind: RecOutcome, Key: t.key, WaiterID: t.id, Until: now.wallAt(t.dl.when), Mode: t.mode, Limit: recLimit(int(t.limit)), Asked: t.askedSum()}
 			switch t.state {
 			case tTimedOut:
 				r.Outcome = OutcomeTimeout

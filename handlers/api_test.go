@@ -645,6 +645,64 @@ func TestIdempotencyKey(t *testing.T) {
 			t.Fatalf("status %+v", st)
 		}
 	})
+
+	// Sent again with another mode, limit, lease or owner, the key is
+	// not a repeat (SPEC section 2; the IETF Idempotency-Key draft,
+	// section 2.7): 422 naming the field, nothing changed. Before, each
+	// got the first grant's token, in the first request's mode.
+	reused := []struct{ query, field string }{
+		{"lease=5&mode=shared", "mode"},
+		{"lease=5&limit=3", "limit"},
+		{"lease=6", "lease"},
+		{"", "lease"}, // lease_default
+		{"lease=5&owner=job-2", "owner"},
+	}
+	wantReused := func(t *testing.T, e *env, path, key string) {
+		t.Helper()
+		for _, c := range reused {
+			r := e.do(http.MethodPost, path+"?"+c.query, "", idem(key)...)
+			if b := r.errBody(t); r.code != http.StatusUnprocessableEntity || b.Code != api.CodeKeyReused || b.Field != c.field || !strings.HasPrefix(b.Message, c.field+": ") {
+				t.Fatalf("%s under the key: %d %s, want 422 idempotency_key_reused naming %s", c.query, r.code, r.body, c.field)
+			}
+		}
+		// The JSON body is the same request.
+		r := e.do(http.MethodPost, path, `{"lease":5,"mode":"shared"}`, append(idem(key), "Content-Type", "application/json")...)
+		if b := r.errBody(t); r.code != http.StatusUnprocessableEntity || b.Field != "mode" {
+			t.Fatalf("JSON body in another mode: %d %s", r.code, r.body)
+		}
+	}
+
+	t.Run("the key with other parameters is 422, nothing changed", func(t *testing.T) {
+		e := newEnv(t, engine.Config{}, handlers.Config{})
+		g := e.acquire("/locks/ik?lease=5", idem("k1")...)
+		wantReused(t, e, "/locks/ik", "k1")
+		st := e.status("ik")
+		if st.Holder == nil || st.Holder.Token != g.Token || st.Holder.Mode != "exclusive" || len(st.Holders) != 1 || st.Waiters != 0 || st.Limit != 1 {
+			t.Fatalf("status after the refusals %+v; want the first grant alone", st)
+		}
+		// A repeat may change its wait only.
+		if g2 := e.acquire("/locks/ik?lease=5&wait=0.5", idem("k1")...); g2.Token != g.Token {
+			t.Fatalf("repeat with another wait: token %d, want %d", g2.Token, g.Token)
+		}
+		e.release("ik", g.Token)
+	})
+
+	t.Run("the key of a waiter with other parameters is 422, its place kept", func(t *testing.T) {
+		e := newEnv(t, engine.Config{}, handlers.Config{})
+		h := e.acquire("/locks/ik?lease=30")
+		first := e.async(context.Background(), e.client, http.MethodPost, "/locks/ik?lease=5", "", idem("k2")...)
+		e.waitWaiters("ik", 1)
+		wantReused(t, e, "/locks/ik", "k2")
+		if !pending(first) {
+			t.Fatal("a refused request answered the first one")
+		}
+		if st := e.status("ik"); st.Waiters != 1 || st.Holder == nil || st.Holder.Token != h.Token {
+			t.Fatalf("status after the refusals %+v", st)
+		}
+		e.release("ik", h.Token)
+		g := recv(t, first, "the first request").grant(t)
+		e.release("ik", g.Token)
+	})
 }
 
 func TestBadInput(t *testing.T) {

@@ -22,6 +22,7 @@ var statusOf = map[string]int{
 	api.CodeNotHolder:       http.StatusConflict,
 	api.CodeNotHeld:         http.StatusNotFound,
 	api.CodeLimitMismatch:   http.StatusConflict,
+	api.CodeKeyReused:       http.StatusUnprocessableEntity,
 	api.CodeForbidden:       http.StatusForbidden,
 	api.CodeGrantEnded:      http.StatusGone,
 	api.CodeSuperseded:      http.StatusConflict,

@@ -263,7 +263,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 //	@Param			mode			query		string				false	"exclusive (default) or shared; the two never hold together. Limit 1 (default): one exclusive holder, or any number of shared ones (a read/write lock); limit above 1: up to the limit in either mode (a semaphore)"	Enums(exclusive, shared)
 //	@Param			limit			query		integer				false	"holders the key admits at once (1-10000); the first acquire of a free key sets it; absent: the key's limit (1 for a free key)"
 //	@Param			ticket			query		string				false	"set by the server, never by a client: the Location of a 307 that moves a waiter without an Idempotency-Key to the new active during a handoff carries it, and the repeat resumes the waiter's place in the queue by it (hex)"
-//	@Param			Idempotency-Key	header		string				false	"names this acquire: a repeat gets the outcome of the first (at most 256 printable ASCII characters)"
+//	@Param			Idempotency-Key	header		string				false	"names this acquire: a repeat (the same mode, limit, lease and owner; wait may differ) gets the outcome of the first (at most 256 printable ASCII characters)"
 //	@Param			body			body		api.AcquireRequest	false	"lease, wait, owner, mode and limit as JSON instead of the query"
 //	@Success		200				{object}	api.Grant
 //	@Header			200				{integer}	Lock-Token	"the fencing token of the grant"
@@ -274,6 +274,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 //	@Failure		409				{object}	api.Error	"superseded: a repeat with the same Idempotency-Key took over; limit_mismatch: the key exists with another limit"
 //	@Failure		410				{object}	api.Error	"grant_ended: the grant of this Idempotency-Key has ended"
 //	@Failure		413				{object}	api.Error	"the body is larger than max_body"
+//	@Failure		422				{object}	api.Error	"idempotency_key_reused: the Idempotency-Key came before with another mode, limit, lease or owner (field names it); nothing changed"
 //	@Failure		429				{object}	api.Error	"too_many_keys or too_many_waiters"
 //	@Failure		503				{object}	api.Error	"shutting down or no active node known; see Retry-After"
 //	@Security		BearerAuth

@@ -248,6 +248,26 @@ func TestIdempotentRepeat(t *testing.T) {
 	if again := grant(t, b.read(), "i"); again != tok {
 		t.Fatalf("repeat got token %d, want %d", again, tok)
 	}
+	// The same id with another mode, limit, lease or owner is not a
+	// repeat: refused naming the option, the grant unchanged.
+	for _, c := range []struct{ line, field string }{
+		{"A i 10 - id=job-1 mode=shared", "mode"},
+		{"A i 10 - id=job-1 limit=3", "limit"},
+		{"A i 11 - id=job-1", "lease"},
+		{"A i 10 - id=job-1 owner=job-2", "owner"},
+	} {
+		b.send(c.line)
+		if line := b.read(); !strings.HasPrefix(line, "A i E idempotency_key_reused "+c.field+": ") {
+			t.Fatalf("%q: %q, want E idempotency_key_reused naming %s", c.line, line, c.field)
+		}
+	}
+	if li, _ := e.eng.Status("i"); li.Holder == nil || li.Holder.Token != tok || li.Holder.Mode != engine.Exclusive || len(li.Holders) != 1 || li.Waiters != 0 {
+		t.Fatalf("after the refused requests: %+v", li)
+	}
+	b.send("A i 10 5 id=job-1") // another wait: a repeat
+	if again := grant(t, b.read(), "i"); again != tok {
+		t.Fatalf("repeat with another wait got token %d, want %d", again, tok)
+	}
 	// A waiter's repeat takes over its place: the first is superseded.
 	c1, c2 := e.dial(), e.dial()
 	c1.send("A i 10 - id=w%2D2")

@@ -503,6 +503,22 @@ func TestWaiterWithIdempotencyKeySurvivesKill9(t *testing.T) {
 		}
 		return ""
 	})
+	// What the waiter asked for came back with it: the key with another
+	// mode is not its repeat (422, nothing changed; the place is kept).
+	other, _ := http.NewRequest(http.MethodPost, n.url+"/locks/k?wait=30&lease=60&mode=shared", nil)
+	other.Header.Set(api.HeaderIdempotencyKey, "w1")
+	oc := &http.Client{Timeout: bound}
+	res, err := oc.Do(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eb api.Error
+	_ = json.NewDecoder(res.Body).Decode(&eb)
+	res.Body.Close()
+	oc.CloseIdleConnections()
+	if res.StatusCode != http.StatusUnprocessableEntity || eb.Code != api.CodeKeyReused || eb.Field != "mode" {
+		t.Fatalf("the waiter's key in another mode after the restart: %d %+v; want 422 idempotency_key_reused naming mode", res.StatusCode, eb)
+	}
 	code, w, err := acquireWithKey(n.url)
 	if err != nil || code != http.StatusOK || w.Token <= h.Token {
 		t.Fatalf("the waiter's repeat after the restart: %d %v token %d; want granted above %d", code, err, w.Token, h.Token)

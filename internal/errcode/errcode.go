@@ -39,14 +39,18 @@ var table = []row{
 }
 
 // Of returns the code of err, the field it names (for an *engine.ArgError,
-// the parameter as the API spells it: "key", "lease", "wait", "token"; ""
-// otherwise) and a human sentence; the field, when there is one, starts
-// the sentence. An error the table does not know is api.CodeInternal with
+// the parameter as the API spells it: "key", "lease", "wait", "token"; for
+// an *engine.KeyReusedError, the one that differs; "" otherwise) and a
+// human sentence; the field, when there is one, starts the sentence. An error the table does not know is api.CodeInternal with
 // known=false, so that the caller logs it.
 func Of(err error) (code, field, msg string, known bool) {
 	var ae *engine.ArgError
 	if errors.As(err, &ae) {
 		return api.CodeInvalidArgument, ae.Field, ae.Error(), true
+	}
+	var kr *engine.KeyReusedError
+	if errors.As(err, &kr) {
+		return api.CodeKeyReused, kr.Field, kr.Error(), true
 	}
 	for i := range table {
 		if errors.Is(err, table[i].err) {

@@ -24,6 +24,7 @@ func TestOf(t *testing.T) {
 		{engine.ErrUnavailable, api.CodeUnavailable, "", true},
 		{fmt.Errorf("%w: disk full", engine.ErrNotWritten), api.CodeUnavailable, "", true},
 		{engine.CheckKey(""), api.CodeInvalidArgument, "key", true},
+		{fmt.Errorf("wrapped: %w", &engine.KeyReusedError{Field: "owner"}), api.CodeKeyReused, "owner", true},
 		{errors.New("disk on fire"), api.CodeInternal, "", false},
 	}
 	for _, c := range cases {

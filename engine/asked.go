@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrKeyReused: an acquire came with a waiter ID (an Idempotency-Key, or
+// id= natively) the engine remembers, but asked for another mode, limit,
+// lease or owner than the acquire that ID first came with: it is not a
+// repeat of that request (a repeat may shorten its wait, nothing else).
+// Nothing changed; a *KeyReusedError names the field.
+var ErrKeyReused = errors.New("engine: waiter ID reused for another request")
+
+// KeyReusedError is ErrKeyReused with the field that differs.
+type KeyReusedError struct {
+	// Field is the parameter as the API spells it: "mode", "limit",
+	// "lease" or "owner" (the first of them that differs).
+	Field string
+}
+
+func (e *KeyReusedError) Error() string {
+	return fmt.Sprintf("%s: differs from the first acquire with this Idempotency-Key (native: id=); a repeat must ask for the same mode, limit, lease and owner (only wait may differ): use a new key for another request", e.Field)
+}
+
+// Is makes errors.Is(err, ErrKeyReused) hold.
+func (e *KeyReusedError) Is(target error) bool { return target == ErrKeyReused }
+
+// asked sets what t's acquire asked for from r, the record that queued or
+// granted it (RecEnqueue, RecGrant, or a snapshot's RecOutcome). A record
+// that carries Asked (a snapshot's, whose Lease may be a renewal's and
+// whose outcome has no Owner) gives the fingerprints as they were taken;
+// a RecOutcome without it (an older snapshot's) leaves nothing to compare.
+// s.mu is held.
+func (t *ticket) asked(r *Record) {
+	switch {
+	case r.Asked != 0:
+		t.leaseSum, t.ownerSum = uint32(r.Asked), uint32(r.Asked>>32)
+	case r.Kind == RecOutcome:
+		t.limit = 0
+		return
+	default:
+		t.leaseSum, t.ownerSum = leaseSum(r.Lease), ownerSum(r.Owner)
+	}
+	t.mode, t.limit = r.Mode, uint16(max(r.Limit, 1))
+}
+
+// askedSum is the Record.Asked of t: its fingerprints, never 0 (leaseSum
+// is odd); 0 while t knows nothing.
+func (t *ticket) askedSum() uint64 {
+	if t.limit == 0 {
+		return 0
+	}
+	return uint64(t.ownerSum)<<32 | uint64(t.leaseSum)
+}
+
+// differs returns a *KeyReusedError when req (whose lease, defaulted, is
+// lease) asks for another mode, limit, lease or owner than t's acquire
+// did; nil for a repeat. Wait is not compared: clients shorten it on a
+// retry. A limit of 0 names none (the key's), and matches. s.mu is held.
+func (t *ticket) differs(req *AcquireRequest, lease time.Duration) error {
+	if t.limit == 0 {
+		return nil
+	}
+	field := ""
+	switch {
+	case req.Mode != t.mode:
+		field = "mode"
+	case req.Limit != 0 && req.Limit != int(t.limit):
+		field = "limit"
+	case leaseSum(lease) != t.leaseSum:
+		field = "lease"
+	case ownerSum(req.Owner) != t.ownerSum:
+		field = "owner"
+	default:
+		return nil
+	}
+	return &KeyReusedError{Field: field}
+}
+
+// leaseSum is a lease's fingerprint: its 64 bits folded into 32 (exact
+// below 2^32 ns), made odd so that it is never 0 (a lease differing from
+// another by 1 ns only counts as the same).
+func leaseSum(d time.Duration) uint32 {
+	x := uint64(d)
+	return (uint32(x) ^ uint32(x>>32)) | 1
+}
+
+// ownerSum is an owner label's fingerprint (FNV-1a, 32 bits): the same in
+// every process, as a snapshot carries it to another node.
+func ownerSum(owner string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(owner); i++ {
+		h ^= uint32(owner[i])
+		h *= 16777619
+	}
+	return h
+}

@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// first is the acquire every case below repeats: a waiter ID's request
+// with every parameter a repeat must match set.
+var first = AcquireRequest{Key: "k", ID: "k1", Lease: 5 * time.Second, Owner: "job-1", Mode: Shared, Limit: 2}
+
+// others are requests under first's ID that are not repeats of it, with
+// the field each must be refused for.
+var others = []struct {
+	field string
+	req   func(AcquireRequest) AcquireRequest
+}{
+	{"mode", func(r AcquireRequest) AcquireRequest { r.Mode = Exclusive; return r }},
+	{"limit", func(r AcquireRequest) AcquireRequest { r.Limit = 3; return r }},
+	{"limit", func(r AcquireRequest) AcquireRequest { r.Limit = 1; return r }},
+	{"lease", func(r AcquireRequest) AcquireRequest { r.Lease = 6 * time.Second; return r }},
+	{"lease", func(r AcquireRequest) AcquireRequest { r.Lease = 0; return r }}, // lease_default
+	{"owner", func(r AcquireRequest) AcquireRequest { r.Owner = "job-2"; return r }},
+	{"owner", func(r AcquireRequest) AcquireRequest { r.Owner = ""; return r }},
+}
+
+// wantReused checks that err refuses a reused ID, naming field.
+func wantReused(t *testing.T, what string, err error, field string) {
+	t.Helper()
+	var kr *KeyReusedError
+	if !errors.As(err, &kr) || !errors.Is(err, ErrKeyReused) || kr.Field != field {
+		t.Fatalf("%s: error %v; want ErrKeyReused naming %q", what, err, field)
+	}
+}
+
+// An ID sent again with another mode, limit, lease or owner is not a
+// repeat (SPEC section 2, "Waiter identity"; the IETF Idempotency-Key
+// draft, section 2.7): it is refused naming the field, and the first
+// request's grant or place stays as it was, whatever state its ticket is
+// in. A repeat may change its wait, and leave the limit out. (Before, each
+// of these got the first request's outcome: its token, in another mode.)
+func TestIDReusedWithOtherParametersIsRefused(t *testing.T) {
+	for _, state := range []string{"granted", "waiting", "timed out", "ended"} {
+		t.Run(state, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEngine(t, Config{LeaseDefault: 10 * time.Second})
+				defer e.Close()
+				var g Grant
+				var parkedFirst <-chan result
+				switch state {
+				case "granted":
+					g = mustAcquire(t, e, first)
+				case "waiting", "timed out":
+					h := mustAcquire(t, e, AcquireRequest{Key: "k", Limit: 2, Lease: time.Hour})
+					req := first
+					if state == "timed out" {
+						req.Wait = time.Second
+					}
+					parkedFirst = goAcquire(e, context.Background(), req)
+					synctest.Wait()
+					if state == "timed out" {
+						time.Sleep(time.Second)
+						synctest.Wait()
+						wantErr(t, "first", answered(t, "first", parkedFirst).err, ErrTimeout)
+						parkedFirst = nil
+					}
+					g = h
+				case "ended":
+					f := mustAcquire(t, e, first)
+					if err := e.Release("k", f.Token); err != nil {
+						t.Fatal(err)
+					}
+				}
+				tok := e.LastToken()
+				before, _ := e.Status("k")
+				for _, o := range others {
+					_, err := e.Acquire(context.Background(), o.req(first))
+					wantReused(t, o.field, err, o.field)
+				}
+				synctest.Wait()
+				if parkedFirst != nil {
+					parked(t, "the first request, after the refusals", parkedFirst)
+				}
+				after, _ := e.Status("k")
+				if e.LastToken() != tok || after.Waiters != before.Waiters || (after.Holder == nil) != (before.Holder == nil) {
+					t.Fatalf("state changed by refused requests: %+v -> %+v, last token %d -> %d", before, after, tok, e.LastToken())
+				}
+				// The same request, with another wait and no limit, is a repeat.
+				rep := first
+				rep.Wait, rep.Limit = time.Minute, 0
+				switch state {
+				case "granted":
+					if g2 := mustAcquire(t, e, rep); g2 != g {
+						t.Fatalf("repeat = %+v, want %+v", g2, g)
+					}
+				case "waiting":
+					again := goAcquire(e, context.Background(), rep)
+					synctest.Wait()
+					wantErr(t, "first", answered(t, "first", parkedFirst).err, ErrSuperseded)
+					parked(t, "the repeat", again)
+					if err := e.Release("k", g.Token); err != nil {
+						t.Fatal(err)
+					}
+					synctest.Wait()
+					if r := answered(t, "the repeat", again); r.err != nil || r.g.Mode != Shared || r.g.Owner != "job-1" {
+						t.Fatalf("the repeat: %+v, %v", r.g, r.err)
+					}
+				case "timed out":
+					_, err := e.Acquire(context.Background(), rep)
+					wantErr(t, "repeat", err, ErrTimeout)
+				case "ended":
+					_, err := e.Acquire(context.Background(), rep)
+					wantErr(t, "repeat", err, ErrGrantEnded)
+				}
+			})
+		})
+	}
+}
+
+// The lease a repeat leaves out is lease_default, and matches a first
+// request that named it; a limit named explicitly matches the key's.
+func TestIDRepeatMatchesDefaults(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Config{LeaseDefault: 10 * time.Second})
+		defer e.Close()
+		g := mustAcquire(t, e, AcquireRequest{Key: "k", ID: "a"})
+		if g2 := mustAcquire(t, e, AcquireRequest{Key: "k", ID: "a", Lease: 10 * time.Second, Limit: 1}); g2 != g {
+			t.Fatalf("repeat = %+v, want %+v", g2, g)
+		}
+	})
+}
+
+// What a ticket asked for survives a restart's replay of the log and a
+// snapshot (a standby that subscribes late, a compacted log): the snapshot
+// carries the fingerprints, since its grant's lease may be a renewal's and
+// its remembered outcomes have no owner.
+func TestIDReusedAfterReplayAndSnapshot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &memLog{}
+		e := newEngine(t, Config{Log: log})
+		held := first
+		g := mustAcquire(t, e, held)
+		// Renewed with another lease: the repeat still names the first.
+		if _, err := e.Renew("k", g.Token, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		ended := first
+		ended.Key = "ended"
+		eg := mustAcquire(t, e, ended)
+		if err := e.Release("ended", eg.Token); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		check := func(what string, r *Engine) {
+			t.Helper()
+			for _, req := range []AcquireRequest{held, ended} {
+				for _, o := range others {
+					_, err := r.Acquire(context.Background(), o.req(req))
+					wantReused(t, what+" "+req.Key, err, o.field)
+				}
+			}
+			if g2 := mustAcquire(t, r, held); g2.Token != g.Token {
+				t.Fatalf("%s: repeat got token %d, want %d", what, g2.Token, g.Token)
+			}
+			_, err := r.Acquire(context.Background(), ended)
+			wantErr(t, what+": repeat of the ended grant", err, ErrGrantEnded)
+		}
+
+		replayed := newEngine(t, Config{Standby: true})
+		defer replayed.Close()
+		for i, b := range log.raw() {
+			if err := replayed.Replay(b); err != nil {
+				t.Fatalf("record %d: %v", i, err)
+			}
+		}
+		snap := copyBySnapshot(t, e)
+		defer snap.Close()
+		e.Demote()
+		e.Close()
+		replayed.Promote(Failover)
+		check("after replay", replayed)
+		snap.Promote(Failover)
+		check("after a snapshot", snap)
+	})
+}
