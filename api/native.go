@@ -657,6 +657,7 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 	max := 0 // c.numConns() when an attempt has failed: the bound on attempts
 	var avoid *slot
 	var unavailableSince time.Time
+	var since time.Time // as in Acquire: see grantSince
 	for {
 		s, w, err := c.npick(ctx, avoid, true, id, time.Time{})
 		if err != nil {
@@ -668,6 +669,9 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			return nil, err
 		}
 		sent := time.Now()
+		if since.IsZero() {
+			since = sent
+		}
 		a, err := w.do(ctx, id, line, q, 0)
 		served(&unavailableSince, sent)
 		if err != nil {
@@ -690,10 +694,11 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 		}
 		switch a.Outcome {
 		case nline.OK:
-			return &Lock{
+			l := &Lock{
 				Key: key, Token: a.Token, Lease: a.Lease, ExpiresAt: a.Expires, Node: w.node,
 				c: c, lease: a.Lease, expiry: a.Expires, deadline: sent.Add(a.Lease), lost: make(chan struct{}),
-			}, nil
+			}
+			return l.grantSince(ctx, since, sent)
 		case nline.Timeout:
 			return nil, &StatusError{Code: CodeTimeout, Message: "the wait ran out before the lock was granted; nothing is held"}
 		case nline.Moved:
@@ -712,6 +717,9 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			}
 			if err := c.nmove(s, a.Addr); err != nil {
 				return nil, err
+			}
+			if since.Equal(sent) {
+				since = time.Time{} // as in Acquire
 			}
 			avoid = nil
 			continue
