@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"errors"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -77,4 +78,39 @@ func TestAcquireRepeatedGrantLeaseCountsFromTheGrant(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// An acquire whose last attempt's connection breaks after the node wrote
+// its grant fails with ErrUnavailable: the grant its caller never got is
+// released (settled under the Idempotency-Key, as after a cancel), not
+// left held for the whole lease.
+func TestAcquireUnavailableLeavesNoHolder(t *testing.T) {
+	srv := startServer(t, engine.Config{}, nil)
+	p := startProxy(t, srv.Addr)
+	one := newClient(t, func(c *api.Config) {
+		c.ConnsPerAddress = 1
+		c.ReconnectInterval = 50 * time.Millisecond
+	}, p.URL())
+	direct := newClient(t, nil, srv.URL)
+	eventually(t, "one proxied connection", func() bool { return len(p.live()) == 1 })
+	status(t, one, "warm")
+	ctx := ctxBound(t)
+	holder, err := direct.Acquire(ctx, "k", api.WithLease(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := acquireAsync(ctx, one, "k", api.WithLease(time.Minute))
+	waitWaiters(t, direct, "k", 1)
+	p.DropOnReply()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-res
+	if r.err == nil {
+		t.Fatalf("acquire granted %d over one connection that broke", r.l.Token)
+	}
+	if !errors.Is(r.err, api.ErrUnavailable) {
+		t.Fatalf("acquire: %v, want ErrUnavailable", r.err)
+	}
+	noHolderWithin(t, direct, "k", 5*time.Second)
 }

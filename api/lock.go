@@ -156,7 +156,8 @@ var (
 // ErrLimitMismatch (WithLimit named another limit than the key's),
 // ErrInvalidArgument (as *StatusError), ErrGrantEnded (the grant ended
 // before its answer could be delivered), ErrUnavailable (no connection, or
-// all attempts failed), ErrClosed, or ctx's error. When ctx ends the waiter
+// all attempts failed: a grant whose answer was lost with the last one is
+// settled in the background as after a cancel, see below), ErrClosed, or ctx's error. When ctx ends the waiter
 // leaves the queue and Acquire returns at once; a grant made at that moment
 // is released again, never left held: one whose answer arrives after the
 // cancel is released, and when the outcome is unknown (the node may have
@@ -243,6 +244,9 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			}
 			attempts++
 			if attempts >= max {
+				// The node may have made a grant whose answer was lost
+				// with the connection: settled as after a cancel.
+				c.settleAcquire(pathQuery, hdr, 0)
 				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
 			}
 			avoid = s

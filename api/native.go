@@ -687,6 +687,7 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			}
 			attempts++
 			if attempts >= max {
+				c.nsettle(q, nil) // as in Acquire: a grant may be lost with the connection
 				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
 			}
 			avoid = s
