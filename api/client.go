@@ -1052,10 +1052,26 @@ func (c *Client) getJSON(ctx context.Context, pathQuery string, v any) error {
 }
 
 // lockPath is the path of key: /locks/ + key, each byte escaped as a path
-// needs ('/' stays: "orders/42" is /locks/orders/42).
+// needs ('/' stays: "orders/42" is /locks/orders/42), except in a key
+// with a dot segment ("a/../b", "./c", ".."), whose slashes are escaped
+// too (%2F), as baton.js does: proxies and HTTP stacks normalize a path's
+// dot segments, which would name another lock (or none).
 func lockPath(key string, q url.Values) string {
 	u := url.URL{Path: "/locks/" + key, RawQuery: q.Encode()}
+	if hasDotSegment(key) {
+		u.RawPath = "/locks/" + strings.ReplaceAll(url.PathEscape(key), ".", "%2E")
+	}
 	return u.RequestURI()
+}
+
+// hasDotSegment reports whether key, as a path, has a "." or ".." segment.
+func hasDotSegment(key string) bool {
+	for seg := range strings.SplitSeq(key, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // seconds formats d as the API's decimal seconds.

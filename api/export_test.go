@@ -11,3 +11,11 @@ func SetFailoverPatience(t testing.TB, d time.Duration) {
 	failoverPatience = d
 	t.Cleanup(func() { failoverPatience = old })
 }
+
+// LockDeadline returns the local time by which l's lease may have run out
+// on the server, as the keep-alive counts it.
+func LockDeadline(l *Lock) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}

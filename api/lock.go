@@ -148,14 +148,18 @@ var (
 // has connections; a reset of its stream alone (REFUSED_STREAM from a node
 // or proxy past its stream limit) is repeated too, up to 10 times; a 307 is
 // followed to the active node; a poll_timeout is resumed. No repeat can
-// queue it twice or make it wait behind its own grant.
+// queue it twice or make it wait behind its own grant. A grant answered
+// to a repeat may predate it: it is renewed once before Acquire returns,
+// so that the Lock counts its lease from no later than the node does.
 //
 // Errors: ErrTimeout (the wait ran out: not granted), ErrLimit,
 // ErrLimitMismatch (WithLimit named another limit than the key's),
 // ErrInvalidArgument (as *StatusError), ErrGrantEnded (the grant ended
 // before its answer could be delivered, and again after each new acquire
-// made within what was left of the wait: nothing is held), ErrUnavailable (no connection, or
-// all attempts failed), ErrClosed, or ctx's error. When ctx ends the waiter
+// made within what was left of the wait: nothing is held), ErrUnavailable
+// (no connection, or all attempts failed: a grant whose answer was lost
+// with the last one is settled in the background as after a cancel, see
+// below), ErrClosed, or ctx's error. When ctx ends the waiter
 // leaves the queue and Acquire returns at once; a grant made at that moment
 // is released again, never left held: one whose answer arrives after the
 // cancel is released, and when the outcome is unknown (the node may have
@@ -211,6 +215,9 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	var unavailableSince time.Time
 	asked := false // a request went out: the node may hold a place or a grant
 	start := time.Now()
+	// since is the send of the first attempt whose outcome is unknown: a
+	// grant answered to a repeat may date from then (grantSince).
+	var since time.Time
 	for {
 		s, cc, err := c.pick(ctx, avoid, true)
 		if err != nil {
@@ -221,6 +228,9 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 		}
 		asked = true
 		sent := time.Now()
+		if since.IsZero() {
+			since = sent
+		}
 		r, err := c.sendAcquire(ctx, s, cc, pathQuery, hdr)
 		served(&unavailableSince, sent)
 		if err != nil {
@@ -237,6 +247,9 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			}
 			attempts++
 			if attempts >= max {
+				// The node may have made a grant whose answer was lost
+				// with the connection: settled as after a cancel.
+				c.settleAcquire(pathQuery, hdr, 0)
 				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
 			}
 			avoid = s
@@ -244,7 +257,11 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 		}
 		switch r.status {
 		case http.StatusOK:
-			return c.newLock(r, sent)
+			l, err := c.newLock(r, sent)
+			if err != nil {
+				return nil, err
+			}
+			return l.grantSince(ctx, since, sent)
 		case http.StatusTemporaryRedirect:
 			if redirects++; redirects > maxRedirects {
 				// The nodes still name an active that does not answer
@@ -262,6 +279,11 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			if pathQuery, err = c.redirect(s, pathQuery, r); err != nil {
 				return nil, err
 			}
+			if since.Equal(sent) {
+				// Only this attempt was out, and a node that redirects
+				// granted nothing: the next one starts the count.
+				since = time.Time{}
+			}
 			avoid = nil
 			continue
 		case http.StatusGone:
@@ -278,11 +300,13 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 				return nil, err
 			}
 			hdr = http.Header{HeaderIdempotencyKey: {newKey()}}
-			avoid, redirects = nil, 0
+			avoid, redirects, since = nil, 0, time.Time{}
 			continue
 		case http.StatusRequestTimeout:
 			if isPollTimeout(r) {
-				avoid, redirects = nil, 0
+				// Not granted when the node answered: a grant comes
+				// after (in the grace before the repeat, at worst).
+				avoid, redirects, since = nil, 0, time.Time{}
 				continue // resume our place, same Idempotency-Key
 			}
 			return nil, statusError(r)
@@ -513,6 +537,33 @@ func (c *Client) newLock(r *response, sent time.Time) (*Lock, error) {
 		deadline:  sent.Add(lease),
 		lost:      make(chan struct{}),
 	}, nil
+}
+
+// grantSince completes a Lock answered to the attempt sent at sent, the
+// first attempt of the acquire whose outcome was unknown having been sent
+// at since. A grant answered to a repeat (since before sent: an earlier
+// attempt's connection broke, or it was answered 503, or a 307 after
+// either) may have
+// been made before the repeat went out, as early as since, and its lease
+// runs from then on the node: counted from sent, the keep-alive would
+// renew late and count the lock held past the node's expiry. So its
+// lease is counted from since and, because since may be long ago (an
+// attempt parked for long), renewed at once: the renewal's send is then
+// where it counts from. A renewal refused means the grant ended before
+// its answer arrived: ErrGrantEnded. Any other failure (or none within a
+// quarter lease) leaves the lease counted from since.
+func (l *Lock) grantSince(ctx context.Context, since, sent time.Time) (*Lock, error) {
+	if !since.Before(sent) {
+		return l, nil
+	}
+	l.deadline = since.Add(l.lease)
+	// Bounded as one attempt of the keep-alive.
+	rctx, cancel := context.WithTimeout(ctx, max(l.lease/4, 100*time.Millisecond))
+	defer cancel()
+	if err := l.Renew(rctx, 0); errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotHolder) {
+		return nil, fmt.Errorf("%w: %q token %d: %w", ErrGrantEnded, l.Key, l.Token, err)
+	}
+	return l, nil
 }
 
 // retryAfter reads a Retry-After in seconds, capped at limit.

@@ -699,6 +699,7 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 	var unavailableSince time.Time
 	repeat := false // an attempt went out: the id may hold a grant or a place
 	start, restarts := time.Now(), 0
+	var since time.Time // as in Acquire: see grantSince
 	for {
 		s, w, busy, err := c.npickBusy(ctx, avoid, true, id, time.Time{})
 		if err != nil {
@@ -710,6 +711,9 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			return nil, err
 		}
 		sent := time.Now()
+		if since.IsZero() {
+			since = sent
+		}
 		var a nline.Answer
 		if busy && repeat {
 			sw, done, derr := c.nsolo(ctx, s)
@@ -736,6 +740,7 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			}
 			attempts++
 			if attempts >= max {
+				c.nsettle(q, nil) // as in Acquire: a grant may be lost with the connection
 				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
 			}
 			avoid = s
@@ -743,10 +748,11 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 		}
 		switch a.Outcome {
 		case nline.OK:
-			return &Lock{
+			l := &Lock{
 				Key: key, Token: a.Token, Lease: a.Lease, ExpiresAt: a.Expires, Node: w.node,
 				c: c, lease: a.Lease, expiry: a.Expires, deadline: sent.Add(a.Lease), lost: make(chan struct{}),
-			}, nil
+			}
+			return l.grantSince(ctx, since, sent)
 		case nline.Timeout:
 			return nil, &StatusError{Code: CodeTimeout, Message: "the wait ran out before the lock was granted; nothing is held"}
 		case nline.Moved:
@@ -766,6 +772,9 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			if err := c.nmove(s, a.Addr); err != nil {
 				return nil, err
 			}
+			if since.Equal(sent) {
+				since = time.Time{} // as in Acquire
+			}
 			avoid = nil
 			continue
 		}
@@ -776,7 +785,7 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			q = &nacq{c: c, key: key, raw: q.raw, lease: q.lease, wait: left, opts: q.opts}
 			q.opts.ID = newKey()
 			line = q.line(buf[:0], q.wait)
-			avoid, redirects, repeat = nil, 0, false
+			avoid, redirects, repeat, since = nil, 0, false, time.Time{}
 			continue
 		}
 		if a.Code != CodeUnavailable {
