@@ -126,7 +126,7 @@ func (c *badRequestConn) Write(b []byte) (int, error) {
 // (the bytes of net/http's read buffer) that net/http could not parse: in
 // text when the request's Accept asks for it, as on every /locks call.
 func badRequestAnswer(read []byte, reason string) []byte {
-	e, hdr := requestLineError(string(read), reason)
+	e, hdr := requestLineError(withoutBodies(string(read)), reason)
 	ct, body := "application/json; charset=utf-8", []byte(nil)
 	if wantsText(&http.Request{Header: hdr}) {
 		ct, body = "text/plain; charset=utf-8", []byte(e.Code+": "+e.Message+"\n")
@@ -137,6 +137,37 @@ func badRequestAnswer(read []byte, reason string) []byte {
 	h := "HTTP/1.1 400 Bad Request\r\nContent-Type: " + ct + "\r\nConnection: close\r\nContent-Length: " +
 		strconv.Itoa(len(body)) + "\r\n\r\n"
 	return append([]byte(h), body...)
+}
+
+// withoutBodies is read without the bodies (by Content-Length) of the
+// requests net/http parsed before the one it failed, so that a body's text
+// (a request's JSON, or anything that looks like a request line or a
+// header) is not taken for the failed request. A request whose header
+// does not end in read is the failed one: it and what follows are kept.
+func withoutBodies(read string) string {
+	var out strings.Builder
+	for read != "" {
+		head, rest, ok := strings.Cut(read, "\r\n\r\n")
+		if !ok {
+			break
+		}
+		n := 0
+		for line := range strings.Lines(head) {
+			name, value, ok := strings.Cut(strings.TrimRight(line, "\r\n"), ":")
+			if ok && strings.EqualFold(strings.TrimSpace(name), "Content-Length") {
+				if v, err := strconv.Atoi(strings.TrimSpace(value)); err == nil && v > 0 {
+					n = v
+				}
+			}
+		}
+		if n > len(rest) {
+			break
+		}
+		out.WriteString(head + "\r\n\r\n")
+		read = rest[n:]
+	}
+	out.WriteString(read)
+	return out.String()
 }
 
 // requestLineError names what is wrong in the first request line of read

@@ -61,6 +61,12 @@ func TestBadPathNamesKey(t *testing.T) {
 		{"POST /locks/k HTTP/1.1\r\nHost: x\r\nIdempotency-Key: a\x1fb\r\n\r\n", "Idempotency-Key", "Idempotency-Key: contains the control character U+001F"},
 		{"POST /locks/k HTTP/1.1\r\nHost: x\r\nIdempotency Key: a\r\n\r\n", "header", `header: the line "Idempotency Key: a" is not a header field`},
 		{"POST /locks/k HTTP/1.1\r\n\r\n", "Host", "Host: missing required Host header"},
+		// The body of a request before it is no part of the failed one,
+		// even when it reads like a request line or a header.
+		{"GET /locks/good HTTP/1.1\r\nHost: x\r\nContent-Length: 25\r\n\r\nGET /locks/%zz HTTP/1.1\r\n" +
+			"GET /locks/good HTTP/1.1\r\nHost: x\r\nX-A: b\x01c\r\n\r\n", "X-A", "X-A: contains the control character U+0001"},
+		{"GET /locks/good HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nX-B: a\x02b\r\n" +
+			"GET /locks/good%zz HTTP/1.1\r\nHost: x\r\n\r\n", "key", `key: has a bad percent-encoding ("%zz"`},
 	} {
 		out := ask(tc.req)
 		i := strings.LastIndex(out, "HTTP/1.1 400 ")
