@@ -151,16 +151,24 @@ func withoutBodies(read string) string {
 		if !ok {
 			break
 		}
-		n := 0
+		n, chunked := 0, false
 		for line := range strings.Lines(head) {
 			name, value, ok := strings.Cut(strings.TrimRight(line, "\r\n"), ":")
-			if ok && strings.EqualFold(strings.TrimSpace(name), "Content-Length") {
-				if v, err := strconv.Atoi(strings.TrimSpace(value)); err == nil && v > 0 {
+			name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+			switch {
+			case !ok:
+			case strings.EqualFold(name, "Content-Length"):
+				if v, err := strconv.Atoi(value); err == nil && v > 0 {
 					n = v
 				}
+			case strings.EqualFold(name, "Transfer-Encoding"):
+				chunked = strings.EqualFold(value, "chunked")
 			}
 		}
-		if n > len(rest) {
+		if chunked {
+			n = chunkedLen(rest)
+		}
+		if n < 0 || n > len(rest) {
 			break
 		}
 		out.WriteString(head + "\r\n\r\n")
@@ -168,6 +176,39 @@ func withoutBodies(read string) string {
 	}
 	out.WriteString(read)
 	return out.String()
+}
+
+// chunkedLen is the length of the chunked body (RFC 9112 section 7.1)
+// at the start of s, trailer included, or -1 when s does not hold all of it.
+func chunkedLen(s string) int {
+	for i := 0; ; {
+		line, _, ok := strings.Cut(s[i:], "\r\n")
+		if !ok {
+			return -1
+		}
+		i += len(line) + 2
+		sizeText, _, _ := strings.Cut(line, ";")
+		size, err := strconv.ParseInt(strings.TrimSpace(sizeText), 16, 64)
+		if err != nil || size < 0 || size > int64(len(s)) {
+			return -1
+		}
+		if size == 0 {
+			for { // the trailer, to its blank line
+				line, _, ok := strings.Cut(s[i:], "\r\n")
+				if !ok {
+					return -1
+				}
+				i += len(line) + 2
+				if line == "" {
+					return i
+				}
+			}
+		}
+		i += int(size) + 2
+		if i > len(s) {
+			return -1
+		}
+	}
 }
 
 // requestLineError names what is wrong in the first request line of read

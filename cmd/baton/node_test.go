@@ -65,6 +65,8 @@ func TestBadPathNamesKey(t *testing.T) {
 		// even when it reads like a request line or a header.
 		{"GET /locks/good HTTP/1.1\r\nHost: x\r\nContent-Length: 25\r\n\r\nGET /locks/%zz HTTP/1.1\r\n" +
 			"GET /locks/good HTTP/1.1\r\nHost: x\r\nX-A: b\x01c\r\n\r\n", "X-A", "X-A: contains the control character U+0001"},
+		{"GET /locks/good HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n19;x=y\r\nGET /locks/%zz HTTP/1.1\r\n\r\n0\r\nX-T: 1\r\n\r\n" +
+			"GET /locks/good HTTP/1.1\r\nHost: x\r\nX-A: b\x01c\r\n\r\n", "X-A", "X-A: contains the control character U+0001"},
 		{"GET /locks/good HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nX-B: a\x02b\r\n" +
 			"GET /locks/good%zz HTTP/1.1\r\nHost: x\r\n\r\n", "key", `key: has a bad percent-encoding ("%zz"`},
 	} {
