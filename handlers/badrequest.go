@@ -242,9 +242,33 @@ func requestLineError(read, reason string) (api.Error, http.Header) {
 		found = &e
 	}
 	if found == nil {
-		return headerError(read, reason), hdr
+		return headerError(read, reason), lastHeader(read)
 	}
 	return *found, hdr
+}
+
+// lastHeader is the header of the last request in read (the one net/http
+// failed), from the lines that are header fields, so that a header error
+// answers in text to Accept: text/plain as a path error does.
+func lastHeader(read string) http.Header {
+	hdr, inHeader := http.Header{}, false
+	for line := range strings.Lines(read) {
+		line = strings.TrimRight(line, "\r\n")
+		method, rest, _ := strings.Cut(line, " ")
+		if _, proto, ok := strings.Cut(rest, " "); ok && strings.HasPrefix(proto, "HTTP/") && method != "" &&
+			strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" {
+			hdr, inHeader = http.Header{}, true
+			continue
+		}
+		if line == "" {
+			inHeader = false
+			continue
+		}
+		if name, value, ok := strings.Cut(line, ":"); ok && inHeader {
+			hdr.Add(strings.TrimSpace(name), strings.TrimSpace(value))
+		}
+	}
+	return hdr
 }
 
 // headerError names the header line of the last request in read that

@@ -88,6 +88,16 @@ func TestBadPathNamesKey(t *testing.T) {
 		!strings.Contains(out, "Content-Type: text/plain") || !strings.Contains(out, want) {
 		t.Fatalf("with Accept: text/plain: %q, want a 400 in text with %q", out, want)
 	}
+	// So is an error in a header, or a missing Host.
+	for _, req := range []string{
+		"GET /locks/k HTTP/1.1\r\nHost: x\r\nAccept: text/plain\r\nX-A: b\x01c\r\n\r\n",
+		"GET /locks/k HTTP/1.1\r\nAccept: text/plain\r\n\r\n",
+	} {
+		if out := ask(req); !strings.HasPrefix(out, "HTTP/1.1 400 ") || !strings.Contains(out, "Content-Type: text/plain") ||
+			!strings.Contains(out, "\r\n\r\ninvalid_argument: ") {
+			t.Fatalf("%q: %q, want a 400 in text", req, out)
+		}
+	}
 	res, err := http.Get(n.URL() + "/locks")
 	if err != nil {
 		t.Fatal(err)
