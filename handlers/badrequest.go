@@ -277,13 +277,23 @@ func lastHeader(read string) http.Header {
 func headerError(read, reason string) api.Error {
 	var bad *api.Error
 	inHeader := false
+	hosts, lengths := 0, map[string]bool{}
 	for line := range strings.Lines(read) {
 		line = strings.TrimRight(line, "\r\n")
 		method, rest, _ := strings.Cut(line, " ")
 		if _, proto, ok := strings.Cut(rest, " "); ok && strings.HasPrefix(proto, "HTTP/") && method != "" &&
 			strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" {
 			inHeader, bad = true, nil // a request line: its header follows
+			hosts, lengths = 0, map[string]bool{}
 			continue
+		}
+		if name, value, ok := strings.Cut(line, ":"); ok && inHeader {
+			switch strings.ToLower(strings.TrimSpace(name)) {
+			case "host":
+				hosts++
+			case "content-length":
+				lengths[strings.TrimSpace(value)] = true
+			}
 		}
 		if !inHeader || bad != nil {
 			continue
@@ -305,6 +315,10 @@ func headerError(read, reason string) api.Error {
 	switch {
 	case bad != nil:
 		return *bad
+	case reason == "" && hosts > 1:
+		return api.Error{Code: api.CodeInvalidArgument, Field: "Host", Message: "Host: is given more than once (HTTP/1.1 needs exactly one)"}
+	case reason == "" && len(lengths) > 1:
+		return api.Error{Code: api.CodeInvalidArgument, Field: "Content-Length", Message: "Content-Length: is given more than once with different values"}
 	case strings.Contains(reason, "Host header"):
 		return api.Error{Code: api.CodeInvalidArgument, Field: "Host", Message: "Host: " + reason + " (HTTP/1.1 needs exactly one)"}
 	case reason != "":
