@@ -277,14 +277,14 @@ func lastHeader(read string) http.Header {
 func headerError(read, reason string) api.Error {
 	var bad *api.Error
 	inHeader := false
-	hosts, lengths := 0, map[string]bool{}
+	hosts, lengths, sawRequest := 0, map[string]bool{}, false
 	for line := range strings.Lines(read) {
 		line = strings.TrimRight(line, "\r\n")
 		method, rest, _ := strings.Cut(line, " ")
 		if _, proto, ok := strings.Cut(rest, " "); ok && strings.HasPrefix(proto, "HTTP/") && method != "" &&
 			strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" {
 			inHeader, bad = true, nil // a request line: its header follows
-			hosts, lengths = 0, map[string]bool{}
+			hosts, lengths, sawRequest = 0, map[string]bool{}, true
 			continue
 		}
 		if name, value, ok := strings.Cut(line, ":"); ok && inHeader {
@@ -323,6 +323,12 @@ func headerError(read, reason string) api.Error {
 		return api.Error{Code: api.CodeInvalidArgument, Field: "Host", Message: "Host: " + reason + " (HTTP/1.1 needs exactly one)"}
 	case reason != "":
 		return api.Error{Code: api.CodeInvalidArgument, Field: "request", Message: "request: is not a valid HTTP/1.1 request: " + reason}
+	}
+	if first, _, _ := strings.Cut(read, "\n"); !sawRequest && strings.Contains(first, " HTTP/1.") {
+		// The end of a request line longer than the read buffer, whose
+		// start net/http read before this (a target with a bad escape
+		// or a control character in it).
+		return api.Error{Code: api.CodeInvalidArgument, Field: "request", Message: "request: the request line is not valid and too long to name its fault (a key is at most 256 bytes)"}
 	}
 	return api.Error{Code: api.CodeInvalidArgument, Field: "request", Message: "request: is not a valid HTTP/1.1 request (a malformed request line or header)"}
 }

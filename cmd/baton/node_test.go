@@ -61,6 +61,7 @@ func TestBadPathNamesKey(t *testing.T) {
 		{"POST /locks/k HTTP/1.1\r\nHost: x\r\nIdempotency-Key: a\x1fb\r\n\r\n", "Idempotency-Key", "Idempotency-Key: contains the control character U+001F"},
 		{"POST /locks/k HTTP/1.1\r\nHost: x\r\nIdempotency Key: a\r\n\r\n", "header", `header: the line "Idempotency Key: a" is not a header field`},
 		{"POST /locks/k HTTP/1.1\r\n\r\n", "Host", "Host: missing required Host header"},
+		{"POST /locks/%zz" + strings.Repeat("a", 6000) + " HTTP/1.1\r\nHost: x\r\n\r\n", "request", "request: the request line is not valid and too long"},
 		{"POST /locks/k HTTP/1.1\r\nHost: x\r\nhost: y\r\n\r\n", "Host", "Host: is given more than once"},
 		{"POST /locks/k HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", "Content-Length", "Content-Length: is given more than once"},
 		// The body of a request before it is no part of the failed one,
