@@ -126,7 +126,7 @@ func (c *badRequestConn) Write(b []byte) (int, error) {
 // (the bytes of net/http's read buffer) that net/http could not parse: in
 // text when the request's Accept asks for it, as on every /locks call.
 func badRequestAnswer(read []byte, reason string) []byte {
-	e, hdr := requestLineError(string(read), reason)
+	e, hdr := requestLineError(withoutBodies(string(read)), reason)
 	ct, body := "application/json; charset=utf-8", []byte(nil)
 	if wantsText(&http.Request{Header: hdr}) {
 		ct, body = "text/plain; charset=utf-8", []byte(e.Code+": "+e.Message+"\n")
@@ -137,6 +137,78 @@ func badRequestAnswer(read []byte, reason string) []byte {
 	h := "HTTP/1.1 400 Bad Request\r\nContent-Type: " + ct + "\r\nConnection: close\r\nContent-Length: " +
 		strconv.Itoa(len(body)) + "\r\n\r\n"
 	return append([]byte(h), body...)
+}
+
+// withoutBodies is read without the bodies (by Content-Length) of the
+// requests net/http parsed before the one it failed, so that a body's text
+// (a request's JSON, or anything that looks like a request line or a
+// header) is not taken for the failed request. A request whose header
+// does not end in read is the failed one: it and what follows are kept.
+func withoutBodies(read string) string {
+	var out strings.Builder
+	for read != "" {
+		head, rest, ok := strings.Cut(read, "\r\n\r\n")
+		if !ok {
+			break
+		}
+		n, chunked := 0, false
+		for line := range strings.Lines(head) {
+			name, value, ok := strings.Cut(strings.TrimRight(line, "\r\n"), ":")
+			name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+			switch {
+			case !ok:
+			case strings.EqualFold(name, "Content-Length"):
+				if v, err := strconv.Atoi(value); err == nil && v > 0 {
+					n = v
+				}
+			case strings.EqualFold(name, "Transfer-Encoding"):
+				chunked = strings.EqualFold(value, "chunked")
+			}
+		}
+		if chunked {
+			n = chunkedLen(rest)
+		}
+		if n < 0 || n > len(rest) {
+			break
+		}
+		out.WriteString(head + "\r\n\r\n")
+		read = rest[n:]
+	}
+	out.WriteString(read)
+	return out.String()
+}
+
+// chunkedLen is the length of the chunked body (RFC 9112 section 7.1)
+// at the start of s, trailer included, or -1 when s does not hold all of it.
+func chunkedLen(s string) int {
+	for i := 0; ; {
+		line, _, ok := strings.Cut(s[i:], "\r\n")
+		if !ok {
+			return -1
+		}
+		i += len(line) + 2
+		sizeText, _, _ := strings.Cut(line, ";")
+		size, err := strconv.ParseInt(strings.TrimSpace(sizeText), 16, 64)
+		if err != nil || size < 0 || size > int64(len(s)) {
+			return -1
+		}
+		if size == 0 {
+			for { // the trailer, to its blank line
+				line, _, ok := strings.Cut(s[i:], "\r\n")
+				if !ok {
+					return -1
+				}
+				i += len(line) + 2
+				if line == "" {
+					return i
+				}
+			}
+		}
+		i += int(size) + 2
+		if i > len(s) {
+			return -1
+		}
+	}
 }
 
 // requestLineError names what is wrong in the first request line of read
@@ -170,9 +242,33 @@ func requestLineError(read, reason string) (api.Error, http.Header) {
 		found = &e
 	}
 	if found == nil {
-		return headerError(read, reason), hdr
+		return headerError(read, reason), lastHeader(read)
 	}
 	return *found, hdr
+}
+
+// lastHeader is the header of the last request in read (the one net/http
+// failed), from the lines that are header fields, so that a header error
+// answers in text to Accept: text/plain as a path error does.
+func lastHeader(read string) http.Header {
+	hdr, inHeader := http.Header{}, false
+	for line := range strings.Lines(read) {
+		line = strings.TrimRight(line, "\r\n")
+		method, rest, _ := strings.Cut(line, " ")
+		if _, proto, ok := strings.Cut(rest, " "); ok && strings.HasPrefix(proto, "HTTP/") && method != "" &&
+			strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" {
+			hdr, inHeader = http.Header{}, true
+			continue
+		}
+		if line == "" {
+			inHeader = false
+			continue
+		}
+		if name, value, ok := strings.Cut(line, ":"); ok && inHeader {
+			hdr.Add(strings.TrimSpace(name), strings.TrimSpace(value))
+		}
+	}
+	return hdr
 }
 
 // headerError names the header line of the last request in read that
@@ -181,13 +277,23 @@ func requestLineError(read, reason string) (api.Error, http.Header) {
 func headerError(read, reason string) api.Error {
 	var bad *api.Error
 	inHeader := false
+	hosts, lengths, sawRequest := 0, map[string]bool{}, false
 	for line := range strings.Lines(read) {
 		line = strings.TrimRight(line, "\r\n")
 		method, rest, _ := strings.Cut(line, " ")
 		if _, proto, ok := strings.Cut(rest, " "); ok && strings.HasPrefix(proto, "HTTP/") && method != "" &&
 			strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" {
 			inHeader, bad = true, nil // a request line: its header follows
+			hosts, lengths, sawRequest = 0, map[string]bool{}, true
 			continue
+		}
+		if name, value, ok := strings.Cut(line, ":"); ok && inHeader {
+			switch strings.ToLower(strings.TrimSpace(name)) {
+			case "host":
+				hosts++
+			case "content-length":
+				lengths[strings.TrimSpace(value)] = true
+			}
 		}
 		if !inHeader || bad != nil {
 			continue
@@ -209,10 +315,20 @@ func headerError(read, reason string) api.Error {
 	switch {
 	case bad != nil:
 		return *bad
+	case reason == "" && hosts > 1:
+		return api.Error{Code: api.CodeInvalidArgument, Field: "Host", Message: "Host: is given more than once (HTTP/1.1 needs exactly one)"}
+	case reason == "" && len(lengths) > 1:
+		return api.Error{Code: api.CodeInvalidArgument, Field: "Content-Length", Message: "Content-Length: is given more than once with different values"}
 	case strings.Contains(reason, "Host header"):
 		return api.Error{Code: api.CodeInvalidArgument, Field: "Host", Message: "Host: " + reason + " (HTTP/1.1 needs exactly one)"}
 	case reason != "":
 		return api.Error{Code: api.CodeInvalidArgument, Field: "request", Message: "request: is not a valid HTTP/1.1 request: " + reason}
+	}
+	if first, _, _ := strings.Cut(read, "\n"); !sawRequest && strings.Contains(first, " HTTP/1.") {
+		// The end of a request line longer than the read buffer, whose
+		// start net/http read before this (a target with a bad escape
+		// or a control character in it).
+		return api.Error{Code: api.CodeInvalidArgument, Field: "request", Message: "request: the request line is not valid and too long to name its fault (a key is at most 256 bytes)"}
 	}
 	return api.Error{Code: api.CodeInvalidArgument, Field: "request", Message: "request: is not a valid HTTP/1.1 request (a malformed request line or header)"}
 }

@@ -61,6 +61,17 @@ func TestBadPathNamesKey(t *testing.T) {
 		{"POST /locks/k HTTP/1.1\r\nHost: x\r\nIdempotency-Key: a\x1fb\r\n\r\n", "Idempotency-Key", "Idempotency-Key: contains the control character U+001F"},
 		{"POST /locks/k HTTP/1.1\r\nHost: x\r\nIdempotency Key: a\r\n\r\n", "header", `header: the line "Idempotency Key: a" is not a header field`},
 		{"POST /locks/k HTTP/1.1\r\n\r\n", "Host", "Host: missing required Host header"},
+		{"POST /locks/%zz" + strings.Repeat("a", 6000) + " HTTP/1.1\r\nHost: x\r\n\r\n", "request", "request: the request line is not valid and too long"},
+		{"POST /locks/k HTTP/1.1\r\nHost: x\r\nhost: y\r\n\r\n", "Host", "Host: is given more than once"},
+		{"POST /locks/k HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", "Content-Length", "Content-Length: is given more than once"},
+		// The body of a request before it is no part of the failed one,
+		// even when it reads like a request line or a header.
+		{"GET /locks/good HTTP/1.1\r\nHost: x\r\nContent-Length: 25\r\n\r\nGET /locks/%zz HTTP/1.1\r\n" +
+			"GET /locks/good HTTP/1.1\r\nHost: x\r\nX-A: b\x01c\r\n\r\n", "X-A", "X-A: contains the control character U+0001"},
+		{"GET /locks/good HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n19;x=y\r\nGET /locks/%zz HTTP/1.1\r\n\r\n0\r\nX-T: 1\r\n\r\n" +
+			"GET /locks/good HTTP/1.1\r\nHost: x\r\nX-A: b\x01c\r\n\r\n", "X-A", "X-A: contains the control character U+0001"},
+		{"GET /locks/good HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nX-B: a\x02b\r\n" +
+			"GET /locks/good%zz HTTP/1.1\r\nHost: x\r\n\r\n", "key", `key: has a bad percent-encoding ("%zz"`},
 	} {
 		out := ask(tc.req)
 		i := strings.LastIndex(out, "HTTP/1.1 400 ")
@@ -79,6 +90,16 @@ func TestBadPathNamesKey(t *testing.T) {
 	if want := "\r\n\r\ninvalid_argument: key: has a bad percent-encoding"; !strings.HasPrefix(out, "HTTP/1.1 400 ") ||
 		!strings.Contains(out, "Content-Type: text/plain") || !strings.Contains(out, want) {
 		t.Fatalf("with Accept: text/plain: %q, want a 400 in text with %q", out, want)
+	}
+	// So is an error in a header, or a missing Host.
+	for _, req := range []string{
+		"GET /locks/k HTTP/1.1\r\nHost: x\r\nAccept: text/plain\r\nX-A: b\x01c\r\n\r\n",
+		"GET /locks/k HTTP/1.1\r\nAccept: text/plain\r\n\r\n",
+	} {
+		if out := ask(req); !strings.HasPrefix(out, "HTTP/1.1 400 ") || !strings.Contains(out, "Content-Type: text/plain") ||
+			!strings.Contains(out, "\r\n\r\ninvalid_argument: ") {
+			t.Fatalf("%q: %q, want a 400 in text", req, out)
+		}
 	}
 	res, err := http.Get(n.URL() + "/locks")
 	if err != nil {
