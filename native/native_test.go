@@ -726,3 +726,30 @@ func TestHeldBackGrant(t *testing.T) {
 		t.Fatal("a held-back grant with an id was not kept for its repeat")
 	}
 }
+
+// TestCloseWritesTheParkedAcquiresAnswers: a node that stops closes its
+// engine first (every parked acquire's answer is E unavailable) and then
+// the server, which writes those lines before it closes the sockets: no
+// client finds its connection closed with no answer (seen in CI as an
+// EOF in cmd/baton's TestNativeServe).
+func TestCloseWritesTheParkedAcquiresAnswers(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	h := e.dial()
+	h.send("A k 30 -")
+	grant(t, h.read(), "k")
+	const waiters = 32
+	var ws []*client
+	for range waiters {
+		w := e.dial()
+		w.send("A k 30 -")
+		ws = append(ws, w)
+	}
+	waitFor(t, func() bool { li, _ := e.eng.Status("k"); return li.Waiters == waiters })
+	_ = e.eng.Close()
+	_ = e.srv.Close()
+	for i, w := range ws {
+		if line := w.read(); !strings.HasPrefix(line, "A k E unavailable ") {
+			t.Fatalf("waiter %d at the node's close: %q, want A k E unavailable", i, line)
+		}
+	}
+}

@@ -218,22 +218,46 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Close stops every listener and connection: parked acquires leave their
-// queues, as when their clients go away. It waits for every goroutine of
-// the server and is idempotent.
+// queues, as when their clients go away. What a connection has queued
+// (the E unavailable or M lines of its parked acquires, when the engine
+// was closed or demoted first) is written out before its socket closes,
+// each connection's writer bounded by a second (writeLoop); a connection
+// still open closeGrace after that is closed regardless. It waits for
+// every goroutine of the server and is idempotent.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	for ln := range s.lns {
 		ln.Close()
 	}
-	for c := range s.conns {
-		c.nc.Close()
-	}
 	s.mu.Unlock()
-	s.cancel()
-	s.wg.Wait()
+	s.cancel() // every writer writes what is queued, then closes its socket
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(closeGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		// A writer that waits for its lock behind a write the client
+		// does not take: its socket ends it.
+		s.mu.Lock()
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		<-done
+	}
 	return nil
 }
+
+// closeGrace bounds how long Close lets connections write what they have
+// queued before it closes their sockets (each writer's own bound is a
+// second).
+const closeGrace = 2 * time.Second
 
 // digests returns the SHA-256 digests of the non-empty tokens, so that
 // every comparison is over equal lengths.
