@@ -40,7 +40,7 @@ export interface AcquireOptions {
   mode?: "exclusive" | "shared";
   /** Holders at once (a counting semaphore); default 1. */
   limit?: number;
-  /** Cancels the wait; the server drops the waiter. */
+  /** Cancels the wait; the server drops the waiter (a grant the abort cut off is released). */
   signal?: AbortSignal;
 }
 

@@ -2,8 +2,8 @@
 // module with no dependency: fetch, AbortSignal, crypto.randomUUID, timers.
 // Types: /baton.d.ts.
 
-// ms: a failed address is skipped SKIP_MS; a release retried every
-// RELEASE_RETRY_MS for RELEASE_FOR_MS, each attempt cut at ATTEMPT_MS; a
+// ms: a failed address is skipped SKIP_MS; a release (or _settle) retried
+// every RELEASE_RETRY_MS for RELEASE_FOR_MS, each attempt cut at ATTEMPT_MS; a
 // call pauses ROUND_MS after a round of addresses that all failed.
 const SKIP_MS = 3000, RELEASE_RETRY_MS = 200, RELEASE_FOR_MS = 5000, ATTEMPT_MS = 1000, ROUND_MS = 200;
 /** The most redirected 401s a call repeats to the active itself. */
@@ -243,7 +243,8 @@ export class Client {
    * "timeout" (408, not granted), "invalid_argument" (400, `field`), "limit_mismatch" (409),
    * "too_many_waiters" (429), "unauthorized" (401), "unavailable" (no node
    * answered). An aborted `signal` rejects with its reason; the server
-   * drops the waiter.
+   * drops the waiter. A grant that an abort or "unavailable" cut off is
+   * released in the background.
    * @param {string} key
    * @param {AcquireOptions} [options]
    * @returns {Promise<Lock>}
@@ -253,32 +254,58 @@ export class Client {
     let pathQuery = lockPath(key) + query({ lease, wait, owner, mode, limit });
     let headers = { 'Idempotency-Key': newKey() };
     const start = Date.now();
-    for (let restarts = 0; ;) {
+    for (let restarts = 0, asked = false; ;) {
       const sent = Date.now();
-      const res = await this._call('POST', pathQuery, { headers, signal, pin: true });
-      if (res.redirected) {
-        const u = new URL(res.url);
-        pathQuery = u.pathname + u.search; // a handoff's ticket stays with the acquire
-      }
-      if (res.ok) {
-        const token = Number(res.headers.get('Lock-Token'));
-        let g;
-        try {
-          g = await res.json();
-        } catch (e) {
-          // Cancelled while reading the grant: do not leave it held.
-          if (Number.isSafeInteger(token) && token > 0) this.release(key, token).catch(() => {});
-          throw signal?.aborted ? signal.reason : e;
+      asked ||= !signal?.aborted; // a request under this key goes out
+      let res, err;
+      try {
+        res = await this._call('POST', pathQuery, { headers, signal, pin: true });
+        if (res.redirected) {
+          const u = new URL(res.url);
+          pathQuery = u.pathname + u.search; // a handoff's ticket stays with the acquire
         }
-        return new Lock(this, g, sent);
+        if (res.ok) return new Lock(this, await res.json(), sent);
+        err = await statusError(res);
+        if (signal?.aborted) throw signal.reason; // a poll_timeout's body cut off
+      } catch (e) {
+        if (asked) this._settle(key, pathQuery, headers, Number(res?.headers.get('Lock-Token')));
+        throw signal?.aborted ? signal.reason : e;
       }
-      const err = await statusError(res);
       if (res.status === 408 && err.code === 'poll_timeout') continue; // the same place, the same Idempotency-Key
       const left = wait > 0 ? wait - (Date.now() - start) / 1e3 : wait;
       if (err.code !== 'grant_ended' || ++restarts > 10 || wait > 0 && left < 1e-3) throw err;
       pathQuery = lockPath(key) + query({ lease, wait: left, owner, mode, limit });
       headers = { 'Idempotency-Key': newKey() };
+      asked = false;
     }
+  }
+
+  /**
+   * Ends in the background what a cut-off acquire may hold, as the Go
+   * client does: the grant `token`, else the acquire is asked again under
+   * its Idempotency-Key with a wait of 1 ms, for up to 5 s: the node
+   * answers the grant it made (released) or 408/410 (nothing held).
+   * @param {string} key
+   * @param {string} pathQuery
+   * @param {Record<string, string>} headers
+   * @param {number} token NaN or 0: unknown
+   */
+  _settle(key, pathQuery, headers, token) {
+    const u = new URL(pathQuery, 'http://x');
+    u.searchParams.set('wait', '0.001');
+    const end = Date.now() + RELEASE_FOR_MS;
+    (async () => {
+      while (!(token > 0) && Date.now() < end) {
+        try {
+          const res = await this._call('POST', u.pathname + u.search, { headers, signal: AbortSignal.timeout(ATTEMPT_MS), pin: true });
+          const text = await res.text();
+          if (res.ok) token = Number(res.headers.get('Lock-Token')) || JSON.parse(text).token;
+          else if (res.status < 500 && res.status !== 429) return; // 408, 410, 4xx: nothing held
+        } catch { /* no answer: asked again */ }
+        if (!(token > 0)) await sleep(RELEASE_RETRY_MS);
+      }
+      if (token > 0) await this.release(key, token);
+    })().catch(() => {});
   }
 
   /**
