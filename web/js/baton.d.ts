@@ -11,7 +11,8 @@ export declare class BatonError extends Error {
   /**
    * The server's `error` ("timeout", "not_holder", "not_held",
    * "invalid_argument", "limit_mismatch", "too_many_waiters",
-   * "unauthorized", ...), or from the client: "unavailable", "lost".
+   * "unauthorized", ...), or from the client: "unavailable" (no node
+   * answered), "lost" (the lease ran out before a renewal).
    */
   code: string;
   /** The offending parameter of a 400. */
@@ -39,7 +40,7 @@ export interface AcquireOptions {
   mode?: "exclusive" | "shared";
   /** Holders at once (a counting semaphore); default 1. */
   limit?: number;
-  /** Cancels the wait; the server drops the waiter. */
+  /** Cancels the wait; the server drops the waiter (a grant the abort cut off is released). */
   signal?: AbortSignal;
 }
 
@@ -119,9 +120,14 @@ export declare class Lock {
   readonly token: number;
   /** Seconds. */
   lease: number;
+  /** The end of the lease, as the server reported it. */
   expiresAt: Date;
   node?: string;
-  /** Aborted, with a BatonError as its reason, when the lock is lost. */
+  /**
+   * Aborted, with a BatonError as its reason, when the lock is lost: a
+   * renewal answered "not_held"/"not_holder", or the lease ran out (our
+   * clock) before a renewal. A release does not abort it.
+   */
   readonly lost: AbortSignal;
   renew(lease?: number, signal?: AbortSignal): Promise<void>;
   /** Renews in the background until released or lost; returns a function that stops it. */

@@ -2,19 +2,14 @@
 // module with no dependency: fetch, AbortSignal, crypto.randomUUID, timers.
 // Types: /baton.d.ts.
 
-// ms: a failed address is skipped SKIP_MS; a release retried every
-// RELEASE_RETRY_MS for RELEASE_FOR_MS, each attempt cut at ATTEMPT_MS; a
+// ms: a failed address is skipped SKIP_MS; a release (or _settle) retried
+// every RELEASE_RETRY_MS for RELEASE_FOR_MS, each attempt cut at ATTEMPT_MS; a
 // call pauses ROUND_MS after a round of addresses that all failed.
 const SKIP_MS = 3000, RELEASE_RETRY_MS = 200, RELEASE_FOR_MS = 5000, ATTEMPT_MS = 1000, ROUND_MS = 200;
 /** The most redirected 401s a call repeats to the active itself. */
 const MAX_REDIRECTS = 10;
 
-/**
- * An error from baton or from reaching it: `status` the HTTP status (0: no
- * node answered), `code` the server's `error` ("timeout", "not_holder",
- * ...) or the client's "unavailable" (no node answered) or "lost" (the
- * lease ran out before a renewal), `field` what a 400 names.
- */
+/** An error from baton or from reaching it (fields: baton.d.ts). */
 export class BatonError extends Error {
   /**
    * @param {number} status
@@ -56,14 +51,10 @@ function query(params) {
 
 /** @param {string} base */
 function normalize(base) {
-  let u;
-  try {
-    u = new URL(base);
-  } catch (e) {
-    throw new BatonError(400, 'invalid_argument', 'address ' + JSON.stringify(base) + ' is not a URL', 'addresses', e);
-  }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') {
-    throw new BatonError(400, 'invalid_argument', 'address ' + JSON.stringify(base) + ' is not http(s)', 'addresses');
+  let u, cause;
+  try { u = new URL(base); } catch (e) { cause = e; }
+  if (u?.protocol !== 'http:' && u?.protocol !== 'https:') {
+    throw new BatonError(400, 'invalid_argument', 'address ' + JSON.stringify(base) + ' is not an http(s) URL', 'addresses', cause);
   }
   return u.origin + u.pathname.replace(/\/+$/, '');
 }
@@ -99,6 +90,12 @@ async function statusError(res) {
 // randomUUID: only in secure contexts (https, localhost) of browsers.
 const newKey = () => crypto.randomUUID?.() ?? Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
 
+/**
+ * @param {string} what
+ * @param {any} cause
+ */
+const unavailable = (what, cause) => new BatonError(0, 'unavailable', what + ': ' + String(cause?.message ?? cause), undefined, cause);
+
 /** @param {Response} res */
 function replicaLag(res) {
   const v = res.headers.get('Baton-Replica-Lag');
@@ -111,13 +108,7 @@ function replicaLag(res) {
  * Lock's keepAlive): fit for serverless functions.
  */
 export class Client {
-  /**
-   * @param {object} options
-   * @param {string | string[]} options.addresses node base URLs, in round robin
-   * @param {string} [options.token] bearer token (auth_tokens)
-   * @param {typeof fetch} [options.fetch] default: globalThis.fetch
-   * @param {number} [options.retryFor] ms a call keeps trying while no node answers (default 10000)
-   */
+  /** @param {ClientOptions} options */
   constructor({ addresses, token, fetch: f, retryFor } = /** @type {any} */ ({})) {
     const list = typeof addresses === 'string' ? addresses.split(',') : addresses;
     if (!Array.isArray(list) || list.length === 0) {
@@ -223,7 +214,7 @@ export class Client {
       tries++;
       if (tries >= this._addrs.length && Date.now() - start >= this._retryFor) {
         if (last instanceof BatonError) throw last;
-        throw new BatonError(0, 'unavailable', method + ' ' + pathQuery + ': no node answered (' + tries + ' attempts): ' + String(/** @type {any} */ (last)?.message ?? last), undefined, last);
+        throw unavailable(method + ' ' + pathQuery + ': no node answered (' + tries + ' attempts)', last);
       }
       if (tries % this._addrs.length === 0) await sleep(ROUND_MS, o.signal);
     }
@@ -252,7 +243,8 @@ export class Client {
    * "timeout" (408, not granted), "invalid_argument" (400, `field`), "limit_mismatch" (409),
    * "too_many_waiters" (429), "unauthorized" (401), "unavailable" (no node
    * answered). An aborted `signal` rejects with its reason; the server
-   * drops the waiter.
+   * drops the waiter. A grant that an abort or "unavailable" cut off is
+   * released in the background.
    * @param {string} key
    * @param {AcquireOptions} [options]
    * @returns {Promise<Lock>}
@@ -262,32 +254,58 @@ export class Client {
     let pathQuery = lockPath(key) + query({ lease, wait, owner, mode, limit });
     let headers = { 'Idempotency-Key': newKey() };
     const start = Date.now();
-    for (let restarts = 0; ;) {
+    for (let restarts = 0, asked = false; ;) {
       const sent = Date.now();
-      const res = await this._call('POST', pathQuery, { headers, signal, pin: true });
-      if (res.redirected) {
-        const u = new URL(res.url);
-        pathQuery = u.pathname + u.search; // a handoff's ticket stays with the acquire
-      }
-      if (res.ok) {
-        const token = Number(res.headers.get('Lock-Token'));
-        let g;
-        try {
-          g = await res.json();
-        } catch (e) {
-          // Cancelled while reading the grant: do not leave it held.
-          if (Number.isSafeInteger(token) && token > 0) this.release(key, token).catch(() => {});
-          throw signal?.aborted ? signal.reason : e;
+      asked ||= !signal?.aborted; // a request under this key goes out
+      let res, err;
+      try {
+        res = await this._call('POST', pathQuery, { headers, signal, pin: true });
+        if (res.redirected) {
+          const u = new URL(res.url);
+          pathQuery = u.pathname + u.search; // a handoff's ticket stays with the acquire
         }
-        return new Lock(this, g, sent);
+        if (res.ok) return new Lock(this, await res.json(), sent);
+        err = await statusError(res);
+        if (signal?.aborted) throw signal.reason; // a poll_timeout's body cut off
+      } catch (e) {
+        if (asked) this._settle(key, pathQuery, headers, Number(res?.headers.get('Lock-Token')));
+        throw signal?.aborted ? signal.reason : e;
       }
-      const err = await statusError(res);
       if (res.status === 408 && err.code === 'poll_timeout') continue; // the same place, the same Idempotency-Key
       const left = wait > 0 ? wait - (Date.now() - start) / 1e3 : wait;
       if (err.code !== 'grant_ended' || ++restarts > 10 || wait > 0 && left < 1e-3) throw err;
       pathQuery = lockPath(key) + query({ lease, wait: left, owner, mode, limit });
       headers = { 'Idempotency-Key': newKey() };
+      asked = false;
     }
+  }
+
+  /**
+   * Ends in the background what a cut-off acquire may hold, as the Go
+   * client does: the grant `token`, else the acquire is asked again under
+   * its Idempotency-Key with a wait of 1 ms, for up to 5 s: the node
+   * answers the grant it made (released) or 408/410 (nothing held).
+   * @param {string} key
+   * @param {string} pathQuery
+   * @param {Record<string, string>} headers
+   * @param {number} token NaN or 0: unknown
+   */
+  _settle(key, pathQuery, headers, token) {
+    const u = new URL(pathQuery, 'http://x');
+    u.searchParams.set('wait', '0.001');
+    const end = Date.now() + RELEASE_FOR_MS;
+    (async () => {
+      while (!(token > 0) && Date.now() < end) {
+        try {
+          const res = await this._call('POST', u.pathname + u.search, { headers, signal: AbortSignal.timeout(ATTEMPT_MS), pin: true });
+          const text = await res.text();
+          if (res.ok) token = Number(res.headers.get('Lock-Token')) || JSON.parse(text).token;
+          else if (res.status < 500 && res.status !== 429) return; // 408, 410, 4xx: nothing held
+        } catch { /* no answer: asked again */ }
+        if (!(token > 0)) await sleep(RELEASE_RETRY_MS);
+      }
+      if (token > 0) await this.release(key, token);
+    })().catch(() => {});
   }
 
   /**
@@ -333,18 +351,12 @@ export class Client {
           throw err;
         }
         if (res.status < 500) throw err;
-        maybeSent = true; // made, maybe not logged
-        this._down(addr);
       } catch (e) {
-        if (e instanceof BatonError) {
-          if (e.status !== 0 && e.status < 500) throw e;
-          err = e;
-        } else {
-          this._down(addr);
-          maybeSent = true;
-          err = new BatonError(0, 'unavailable', 'release ' + JSON.stringify(key) + ': ' + String(/** @type {any} */ (e)?.message ?? e), undefined, e);
-        }
+        if (e === err) throw e;
+        err = unavailable('release ' + JSON.stringify(key), e);
       }
+      maybeSent = true; // a 5xx or no answer: made, maybe not logged
+      this._down(addr);
       if (Date.now() + RELEASE_RETRY_MS > end) throw err;
       await sleep(RELEASE_RETRY_MS);
     }
@@ -383,7 +395,7 @@ export class Client {
   }
 
   /**
-   * GET /locks/{key}: `{ key, holder, holders, limit, waiters, ... }`.
+   * GET /locks/{key}.
    * @param {string} key
    * @param {{ signal?: AbortSignal }} [options]
    * @returns {Promise<LockStatus>}
@@ -393,8 +405,7 @@ export class Client {
   }
 
   /**
-   * GET /locks: `{ locks: [...], total }`, sorted by key; `after` is the
-   * last key of the previous page.
+   * GET /locks, sorted by key; `after` is the last key of the previous page.
    * @param {{ prefix?: string, after?: string, limit?: number, signal?: AbortSignal }} [options]
    * @returns {Promise<LockList>}
    */
@@ -405,7 +416,7 @@ export class Client {
 
   /**
    * GET /cluster: the view of the node answering (the first address that
-   * does): self, role, active, peers, last_token.
+   * does).
    * @param {{ signal?: AbortSignal }} [options]
    * @returns {Promise<ClusterView>}
    */
@@ -414,27 +425,14 @@ export class Client {
   }
 }
 
-/**
- * @typedef {object} AcquireOptions
- * @property {number} [lease] seconds (> 0) held without renewal; absent: lease_default
- * @property {number} [wait] seconds (>= 0) in the queue; 0 or absent: no limit
- * @property {string} [owner] a label for people
- * @property {"exclusive" | "shared"} [mode]
- * @property {number} [limit] holders at once
- * @property {AbortSignal} [signal] cancels the wait; the server drops the waiter
- */
+/** @typedef {import("./baton.d.ts").ClientOptions} ClientOptions */
+/** @typedef {import("./baton.d.ts").AcquireOptions} AcquireOptions */
 /** @typedef {import("./baton.d.ts").Grant} Grant */
 /** @typedef {import("./baton.d.ts").LockStatus} LockStatus */
 /** @typedef {import("./baton.d.ts").LockList} LockList */
 /** @typedef {import("./baton.d.ts").ClusterView} ClusterView */
 
-/**
- * A held lock. `token` is its fencing token (a number below 2^53);
- * `expiresAt` the end of its lease as the server reported it; `lost` an
- * AbortSignal aborted (reason: a BatonError) when the lock is lost: a
- * renewal answered "not_held"/"not_holder", or the lease ran out (our
- * clock) before a renewal. A release does not abort it.
- */
+/** A held lock (fields, and when `lost` aborts: baton.d.ts). */
 export class Lock {
   /**
    * @param {Client} client
@@ -467,12 +465,17 @@ export class Lock {
     /** @type {any} */ (this._timer).unref?.();
   }
 
-  /** @param {BatonError} reason */
-  _lose(reason) {
-    if (this._released || this.lost.aborted) return;
+  /** Stops the lease watch and the renewals. */
+  _halt() {
     clearTimeout(this._timer);
     this._ka?.abort();
     this._ka = null;
+  }
+
+  /** @param {BatonError} reason */
+  _lose(reason) {
+    if (this._released || this.lost.aborted) return;
+    this._halt();
     this._ac.abort(reason);
   }
 
@@ -507,13 +510,10 @@ export class Lock {
    * @returns {() => void}
    */
   keepAlive() {
-    if (this._ka || this._released || this.lost.aborted) {
-      const ka = this._ka;
-      return () => { if (ka && this._ka === ka) { ka.abort(); this._ka = null; } };
-    }
-    const ka = new AbortController();
-    this._ka = ka;
-    const stop = () => { if (this._ka === ka) { ka.abort(); this._ka = null; } };
+    let ka = this._ka;
+    const stop = () => { if (ka && this._ka === ka) { ka.abort(); this._ka = null; } };
+    if (ka || this._released || this.lost.aborted) return stop;
+    ka = this._ka = new AbortController();
     (async () => {
       while (!ka.signal.aborted) {
         const lease = this.lease * 1000;
@@ -540,9 +540,7 @@ export class Lock {
   async release() {
     if (this._released) return;
     this._released = true;
-    clearTimeout(this._timer);
-    this._ka?.abort();
-    this._ka = null;
+    this._halt();
     await this._c.release(this.key, this.token);
   }
 }
