@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -85,5 +86,68 @@ func TestNativeAcquireAfterGrantEndedStartsAgain(t *testing.T) {
 	fc.send(t, grantLine("k", 9))
 	if l := get(t, res); l.Token != 9 {
 		t.Fatalf("acquire: %+v", l)
+	}
+}
+
+// An acquire that gives up after its failover patience of 503s settles
+// what it leaves, as after a cancel: a node that resumed from a pause
+// answers 503 to a grant it keeps for a repeat under the same
+// Idempotency-Key, so the client asks once more under that key and
+// releases the grant it is told of (found by review; without it the
+// grant stayed held for its whole lease).
+func TestAcquireGivenUpOn503SettlesItsGrant(t *testing.T) {
+	api.SetFailoverPatience(t, 300*time.Millisecond)
+	var mu sync.Mutex
+	var keys []string
+	gaveUp := false
+	released := make(chan string, 1)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch r.Method {
+		case http.MethodPost:
+			keys = append(keys, r.Header.Get(api.HeaderIdempotencyKey))
+			w.Header().Set("Content-Type", "application/json")
+			if !gaveUp {
+				w.Header().Set("Retry-After", "0")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprint(w, `{"error":"unavailable","message":"this node has just resumed from a pause"}`)
+				return
+			}
+			w.Header().Set(api.HeaderLockToken, "7")
+			fmt.Fprint(w, `{"key":"k","token":7,"lease":60,"expires_at":"2030-01-01T00:00:00Z"}`)
+		case http.MethodDelete:
+			select {
+			case released <- r.URL.Query().Get("token"):
+			default:
+			}
+			fmt.Fprint(w, `{}`)
+		}
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+	c := newClient(t, nil, srv.URL)
+	_, err := c.Acquire(ctxBound(t), "k", api.WithWait(time.Minute))
+	if !errors.Is(err, api.ErrUnavailable) {
+		t.Fatalf("acquire answered 503 past its patience: %v, want ErrUnavailable", err)
+	}
+	mu.Lock()
+	gaveUp = true
+	first := keys[0]
+	mu.Unlock()
+	select {
+	case tok := <-released:
+		if tok != "7" {
+			t.Fatalf("released token %q, want 7", tok)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the grant kept for the given-up acquire was never asked for and released")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if last := keys[len(keys)-1]; last != first {
+		t.Fatalf("the settling acquire's Idempotency-Key %q, want the given-up one's %q", last, first)
 	}
 }

@@ -315,6 +315,9 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			// node is shutting down: another attempt, after
 			// Retry-After (at most a second), for failoverPatience.
 			if !unavailableFor(&unavailableSince) {
+				// A node that resumed from a pause may still keep a
+				// grant for the repeat: settled as after a cancel.
+				c.settleAcquire(pathQuery, hdr, 0)
 				return nil, statusError(r)
 			}
 			if err := sleep(ctx, retryAfter(r.header, time.Second)); err != nil {

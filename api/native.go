@@ -796,6 +796,9 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 		// the repeat under the same id): another attempt, after a second,
 		// for failoverPatience.
 		if !unavailableFor(&unavailableSince) {
+			// A node that resumed from a pause may still keep a grant
+			// for the repeat: settled as after a cancel.
+			c.nsettle(q, nil)
 			return nil, se
 		}
 		if err := sleep(ctx, time.Second); err != nil {
