@@ -310,11 +310,6 @@ type Node struct {
 	// (OnEvent): such a grant reaches its client only once the node knows
 	// it is still the active (HoldsBack).
 	resumeMark atomic.Uint64
-	// voidMark is the engine's last token when this node last stepped
-	// down (its state discarded for another active's): a grant of this
-	// node at or below it whose answer is still unwritten never reaches
-	// its client, even once the node is the active again (HoldsBack).
-	voidMark atomic.Uint64
 
 	// Pause guard: base is the node's monotonic clock origin; ticked (ns
 	// since base) is the role loop's last tick, and resumed (ns since
@@ -516,22 +511,14 @@ func (n *Node) Resuming() bool {
 // while Resuming by a node that then stayed the active is delivered; so
 // is a grant made by the active before a handoff (it is replicated).
 //
-// A grant at or below the engine's last token when the node last stepped
-// down is held back as well, active or not: stepping down discards this
-// node's state for the other active's, which may not hold the grant, and
-// the node may be the active again (by a handoff back to it, its priority
-// being higher) before the waiter's goroutine writes the answer; with
-// sync_standbys that goroutine waits for acknowledgements, which the
-// records of the new term (at the same indexes) then give (found by a
-// newcomer's trial: SIGSTOP of the active for 10 s with sync_standbys 1,
-// SIGCONT, and two clients held one lock: the old active's grant made on
-// resuming, answered after it had stepped down and taken the role back,
-// and the grant of the active that had replaced it).
+// A grant of a term this node stepped down from is not held back here:
+// the engine refuses its answer (ErrReplaced) unless the node is the
+// active again and its state, taken from the other active, holds the
+// grant too (engine.Generation). Holding back every token up to the
+// step-down kept such a replicated grant from its waiter's repeats and
+// its holder's renewals for good on a node that took the role back.
 func (n *Node) HoldsBack(token uint64) bool {
 	if n.Resuming() {
-		return true
-	}
-	if token <= n.voidMark.Load() {
 		return true
 	}
 	return token <= n.resumeMark.Load() && !n.eng.Active()

@@ -344,9 +344,7 @@ func (n *Node) snapshotBeforeOwnRecords() {
 // stepDownLocked demotes this active and follows other. n.mu is held.
 func (n *Node) stepDownLocked(other string) {
 	n.notify("step_down", n.cfg.Self, "stepped down to standby: "+other+" is active")
-	raise(&n.voidMark, n.eng.LastToken()) // see HoldsBack
 	n.eng.Demote()
-	raise(&n.voidMark, n.eng.LastToken()) // and what was granted meanwhile
 	// What this node made on its own is discarded: the answers still
 	// waiting for the log or for acknowledgements are not given as made.
 	// After Demote, which takes every shard's lock: a grant made before
