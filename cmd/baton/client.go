@@ -241,7 +241,7 @@ func parseToken(s string) (uint64, error) {
 
 // modeFlags are the acquire flags of issue 14: --limit, --shared, --owner.
 type modeFlags struct {
-	limit  int
+	limit  holderLimit
 	shared bool
 	owner  string
 	fs     *pflag.FlagSet
@@ -249,17 +249,35 @@ type modeFlags struct {
 
 func newModeFlags(fs *pflag.FlagSet) *modeFlags {
 	m := &modeFlags{fs: fs}
-	fs.IntVar(&m.limit, "limit", 0, "holders the key admits at once (above 1: a counting semaphore; 1-10000); the first acquire of a free key sets it (default: the key's limit, 1 for a free key)")
+	fs.Var(&m.limit, "limit", "holders the key admits at once (above 1: a counting semaphore; 1-10000); the first acquire of a free key sets it (default: the key's limit, 1 for a free key)")
 	fs.BoolVar(&m.shared, "shared", false, "hold in shared mode, never beside an exclusive holder: any number of shared holders under the default limit of 1 (a reader of a read/write lock), up to --limit above it")
 	fs.StringVar(&m.owner, "owner", "", "a label shown wherever the holder is (default host:pid; \"\" for none)")
 	return m
+}
+
+// holderLimit is --limit: an integer from 1 to api.MaxLimit. The flag
+// checks it, so that a bad value is a usage error naming --limit (exit 2);
+// as an int flag "--limit 0" was taken as "not given" (api.WithLimit(0)
+// sends no limit), where the server refuses limit=0.
+type holderLimit int
+
+func (l *holderLimit) String() string { return strconv.Itoa(int(*l)) }
+func (l *holderLimit) Type() string   { return "int" }
+
+func (l *holderLimit) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > api.MaxLimit {
+		return fmt.Errorf("%q is not an integer from 1 to %d", s, api.MaxLimit)
+	}
+	*l = holderLimit(n)
+	return nil
 }
 
 // options returns the acquire options the flags ask for.
 func (m *modeFlags) options() []api.AcquireOption {
 	var opts []api.AcquireOption
 	if m.fs.Changed("limit") {
-		opts = append(opts, api.WithLimit(m.limit))
+		opts = append(opts, api.WithLimit(int(m.limit)))
 	}
 	if m.shared {
 		opts = append(opts, api.WithShared())
