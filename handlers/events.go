@@ -227,14 +227,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	s.setReplicaLag(w)
 	last := lg.Last()
 	since := last - min(last, eventsBacklog)
-	raw := q.Get("since")
+	raw, field := q.Get("since"), "since"
 	if raw == "" {
-		raw = r.Header.Get("Last-Event-ID")
+		// The 400 names where the bad Seq came from.
+		raw, field = r.Header.Get("Last-Event-ID"), "Last-Event-ID"
 	}
 	if raw != "" {
 		n, err := strconv.ParseUint(raw, 10, 64)
 		if err != nil {
-			s.writeError(w, r, badRequest("since", "must be an event Seq (an unsigned integer)"))
+			s.writeError(w, r, badRequest(field, "must be an event Seq (an unsigned integer)"))
 			return
 		}
 		// A Seq from before a restart of this node: start afresh.
