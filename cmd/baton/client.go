@@ -95,13 +95,24 @@ func (f *clientFlags) client(cio cliIO) (*api.Client, error) {
 		Addresses: api.SplitAddresses(cio.getenv(api.EnvAddr)),
 		Token:     cio.getenv(api.EnvAuthToken),
 	}
+	from := api.EnvAddr
 	if len(f.addr) > 0 {
-		cfg.Addresses = f.addr
+		// Blanks dropped, as in BATON_ADDR ("a,b," is a and b).
+		cfg.Addresses, from = api.SplitAddresses(strings.Join(f.addr, ",")), "--addr"
+		if len(cfg.Addresses) == 0 {
+			return nil, usagef("--addr: no address in %q", strings.Join(f.addr, ","))
+		}
 	}
 	if f.authToken != "" {
 		cfg.Token = f.authToken
 	}
-	return api.NewClient(cfg)
+	c, err := api.NewClient(cfg)
+	if err != nil {
+		// NewClient fails only on its Config, here the addresses: an
+		// invalid setting (exit 2) that names where it came from.
+		return nil, usagef("%s: %s", from, strings.TrimPrefix(err.Error(), "baton: "))
+	}
+	return c, nil
 }
 
 // durationValue is a pflag.Value for durations given as seconds ("0.5",
