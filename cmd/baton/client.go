@@ -25,6 +25,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/handlers"
 )
 
 // Exit codes of the client commands, besides exitOK, exitError and
@@ -455,6 +456,11 @@ func cmdStatus(ctx context.Context, args []string, cio cliIO) error {
 	}
 	if f.fs.NArg() > 1 {
 		return usagef("want at most one KEY, got %d arguments", f.fs.NArg())
+	}
+	if *limit < 0 || *limit > handlers.MaxListLimit {
+		// -1 was sent as no limit (the default) and 20000 went to the
+		// server, exit 1: both are a bad flag.
+		return usagef("--limit must be from 0 (the server's default) to %d, got %d", handlers.MaxListLimit, *limit)
 	}
 	c, err := f.client(cio)
 	if err != nil {

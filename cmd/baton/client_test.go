@@ -201,6 +201,8 @@ func TestUsage(t *testing.T) {
 		{"run", "k", "--addr", "baton://nohost", "--", "true"},
 		{"release", "k", "5", "--addr", "http://a:1/path"},
 		{"status", "--addr", " , "},
+		{"status", "--limit", "-1"},
+		{"status", "--limit", "10001"},
 		{"release", "k"},
 		{"release", "k", "x"},
 		{"run", "k"},
