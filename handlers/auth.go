@@ -14,7 +14,8 @@ import (
 //
 // With tokens configured, every request must carry one of them as
 // `Authorization: Bearer <token>`, or it is answered 401
-// {"error":"unauthorized"} with `WWW-Authenticate: Bearer realm="baton"`.
+// {"error":"unauthorized"} with `WWW-Authenticate: Bearer realm="baton"`;
+// two Authorization lines are a 400 (errRepeatedAuthorization).
 // These stay open, because they reveal no lock data and are probed by
 // machines that hold no token:
 //
@@ -63,7 +64,22 @@ func (ts *tokenSet) valid(candidate string) bool {
 	return ok == 1
 }
 
+// errRepeatedAuthorization answers a request with more than one
+// Authorization field line. The field is not a list (RFC 9110 section
+// 11.6.2: one set of credentials), so a sender must not repeat it (section
+// 5.3); which of the lines counts is ambiguous, and a proxy in front may
+// check another one than baton, so the request is refused rather than
+// judged by its first line.
+var errRepeatedAuthorization = badRequest("Authorization", "given more than once; send one Authorization: Bearer <token>")
+
+// repeatedAuthorization reports whether r has more than one Authorization
+// field line.
+func repeatedAuthorization(r *http.Request) bool {
+	return len(r.Header["Authorization"]) > 1
+}
+
 // bearer returns the credentials of an `Authorization: Bearer x` header.
+// Callers refuse a repeated header first (repeatedAuthorization).
 func bearer(r *http.Request) (string, bool) {
 	h := r.Header.Get("Authorization")
 	const prefix = "bearer "
@@ -99,6 +115,10 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if repeatedAuthorization(r) {
+			s.writeError(w, r, errRepeatedAuthorization)
+			return
+		}
 		if tok, ok := bearer(r); ok && (s.auth.valid(tok) || (s.admin != nil && s.admin.valid(tok))) {
 			next.ServeHTTP(w, r)
 			return
@@ -116,6 +136,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 func (s *Server) mayForce(r *http.Request) error {
 	if s.auth == nil && s.admin == nil {
 		return nil
+	}
+	if repeatedAuthorization(r) {
+		return errRepeatedAuthorization
 	}
 	if tok, ok := bearer(r); ok && s.admin != nil && s.admin.valid(tok) {
 		return nil

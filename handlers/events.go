@@ -112,6 +112,31 @@ func (l *EventLog) Since(since uint64, max int) (evs []api.Event, missed, last u
 	return evs, missed, last
 }
 
+// oldest is Since for a stream: up to max events with a Seq above since,
+// the oldest first, so that a stream behind by more than max writes them
+// all in turns; missed counts only the events after since the ring no
+// longer holds. upto is the Seq of the last event returned (since when
+// none is), last the Seq of the newest.
+func (l *EventLog) oldest(since uint64, max int) (evs []api.Event, missed, upto, last uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	last = l.next - 1
+	if since >= last {
+		return nil, 0, since, last
+	}
+	first := since + 1
+	if n := uint64(len(l.ring)); last-since > n {
+		first = last - n + 1
+	}
+	missed = first - since - 1
+	upto = min(last, first+uint64(max)-1)
+	evs = make([]api.Event, 0, upto-first+1)
+	for seq := first; seq <= upto; seq++ {
+		evs = append(evs, l.ring[seq%uint64(len(l.ring))].wire())
+	}
+	return evs, missed, upto, last
+}
+
 // wait returns a channel that is closed once an event with a Seq above
 // after exists (at once if it already does), or by Close.
 func (l *EventLog) wait(after uint64) <-chan struct{} {
@@ -169,8 +194,11 @@ const (
 	// eventsBacklog is how many past events a new stream starts with when
 	// it names no Last-Event-ID or since.
 	eventsBacklog = 100
-	// eventsBatch caps the events one wake-up writes; a stream that falls
-	// further behind skips to the newest and is told how many it missed.
+	// eventsBatch caps the events one write holds; a stream that is
+	// further behind writes the events the ring still holds in turns (it
+	// skipped to the newest 256 and reported the rest as missed, so a
+	// ?key= stream lost its key's events among them), and is told only of
+	// those the ring no longer holds.
 	eventsBatch = 256
 	// eventsInterval is the least time between two batches of a stream:
 	// under load a page gets a few batches a second, not every event apart.
@@ -227,14 +255,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	s.setReplicaLag(w)
 	last := lg.Last()
 	since := last - min(last, eventsBacklog)
-	raw := q.Get("since")
+	raw, field := q.Get("since"), "since"
 	if raw == "" {
-		raw = r.Header.Get("Last-Event-ID")
+		// The 400 names where the bad Seq came from.
+		raw, field = r.Header.Get("Last-Event-ID"), "Last-Event-ID"
 	}
 	if raw != "" {
 		n, err := strconv.ParseUint(raw, 10, 64)
 		if err != nil {
-			s.writeError(w, r, badRequest("since", "must be an event Seq (an unsigned integer)"))
+			s.writeError(w, r, badRequest(field, "must be an event Seq (an unsigned integer)"))
 			return
 		}
 		// A Seq from before a restart of this node: start afresh.
@@ -293,7 +322,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lg *EventL
 	}
 	buf = append(buf, "retry: 1000\n\n"...)
 	for {
-		evs, missed, last := lg.Since(since, eventsBatch)
+		evs, missed, upto, last := lg.oldest(since, eventsBatch)
 		if missed > 0 {
 			buf = append(buf, "event: gap\ndata: {\"missed\":"...)
 			buf = strconv.AppendUint(buf, missed, 10)
@@ -310,9 +339,20 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lg *EventL
 			buf = append(buf, b...)
 			buf = append(buf, "\n\n"...)
 		}
-		since = last
+		since = upto
 		if len(buf) > 0 && !write() {
 			return
+		}
+		if upto < last {
+			// Behind by more than a batch: the next one at once.
+			select {
+			case <-ctx.Done():
+				return
+			case <-lg.done:
+				return
+			default:
+			}
+			continue
 		}
 		// Let events gather for a while, then wait for the next one.
 		pause.Reset(eventsInterval)

@@ -385,6 +385,12 @@ func parseSeconds(name, v string) (float64, error) {
 	if !ok {
 		var err error
 		f, err = strconv.ParseFloat(v, 64)
+		if errors.Is(err, strconv.ErrRange) && math.IsInf(f, 0) {
+			// Too large for a float64 (1e400), yet a number: the largest
+			// of its sign, so that it is judged as 1e300 is (a lease
+			// over lease_max, a wait without end), as native reads it.
+			f, err = math.Copysign(math.MaxFloat64, f), nil
+		}
 		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 			return 0, badRequest(name, "must be a number of seconds, got "+quoteShort(v))
 		}

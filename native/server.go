@@ -289,9 +289,14 @@ func (s *Server) checkAuth(candidate string) (valid, admin bool) {
 	return admin || tokenIn(s.auth, candidate), admin
 }
 
-// authFailed is the message of an AUTH with a token the node does not
-// know.
+// authFailed is the message of a first-line AUTH with a token the node
+// does not know (the connection is closed).
 const authFailed = "the first line must be AUTH <token> with a valid token"
+
+// reauthFailed is the message of a later AUTH with a token the node does
+// not accept: the connection stays open with the rights it had (it said
+// "the first line must be…", which a later line is not).
+const reauthFailed = "not a valid token; the connection keeps the rights it had"
 
 // conn is one client connection.
 type conn struct {
@@ -1286,7 +1291,7 @@ func (c *conn) reauth(r *request, start instant) {
 	}
 	valid, admin := c.s.checkAuth(r.auth)
 	if !valid {
-		c.send(answer{line: []byte("AUTH E " + api.CodeUnauthorized + " " + authFailed + "\n")}, OpAuth, api.CodeUnauthorized, start)
+		c.send(answer{line: []byte("AUTH E " + api.CodeUnauthorized + " " + reauthFailed + "\n")}, OpAuth, api.CodeUnauthorized, start)
 		return
 	}
 	c.admin = admin

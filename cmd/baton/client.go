@@ -25,6 +25,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/handlers"
 )
 
 // Exit codes of the client commands, besides exitOK, exitError and
@@ -95,13 +96,24 @@ func (f *clientFlags) client(cio cliIO) (*api.Client, error) {
 		Addresses: api.SplitAddresses(cio.getenv(api.EnvAddr)),
 		Token:     cio.getenv(api.EnvAuthToken),
 	}
+	from := api.EnvAddr
 	if len(f.addr) > 0 {
-		cfg.Addresses = f.addr
+		// Blanks dropped, as in BATON_ADDR ("a,b," is a and b).
+		cfg.Addresses, from = api.SplitAddresses(strings.Join(f.addr, ",")), "--addr"
+		if len(cfg.Addresses) == 0 {
+			return nil, usagef("--addr: no address in %q", strings.Join(f.addr, ","))
+		}
 	}
 	if f.authToken != "" {
 		cfg.Token = f.authToken
 	}
-	return api.NewClient(cfg)
+	c, err := api.NewClient(cfg)
+	if err != nil {
+		// NewClient fails only on its Config, here the addresses: an
+		// invalid setting (exit 2) that names where it came from.
+		return nil, usagef("%s: %s", from, strings.TrimPrefix(err.Error(), "baton: "))
+	}
+	return c, nil
 }
 
 // durationValue is a pflag.Value for durations given as seconds ("0.5",
@@ -241,7 +253,7 @@ func parseToken(s string) (uint64, error) {
 
 // modeFlags are the acquire flags of issue 14: --limit, --shared, --owner.
 type modeFlags struct {
-	limit  int
+	limit  holderLimit
 	shared bool
 	owner  string
 	fs     *pflag.FlagSet
@@ -249,17 +261,35 @@ type modeFlags struct {
 
 func newModeFlags(fs *pflag.FlagSet) *modeFlags {
 	m := &modeFlags{fs: fs}
-	fs.IntVar(&m.limit, "limit", 0, "holders the key admits at once (above 1: a counting semaphore; 1-10000); the first acquire of a free key sets it (default: the key's limit, 1 for a free key)")
+	fs.Var(&m.limit, "limit", "holders the key admits at once (above 1: a counting semaphore; 1-10000); the first acquire of a free key sets it (default: the key's limit, 1 for a free key)")
 	fs.BoolVar(&m.shared, "shared", false, "hold in shared mode, never beside an exclusive holder: any number of shared holders under the default limit of 1 (a reader of a read/write lock), up to --limit above it")
 	fs.StringVar(&m.owner, "owner", "", "a label shown wherever the holder is (default host:pid; \"\" for none)")
 	return m
+}
+
+// holderLimit is --limit: an integer from 1 to api.MaxLimit. The flag
+// checks it, so that a bad value is a usage error naming --limit (exit 2);
+// as an int flag "--limit 0" was taken as "not given" (api.WithLimit(0)
+// sends no limit), where the server refuses limit=0.
+type holderLimit int
+
+func (l *holderLimit) String() string { return strconv.Itoa(int(*l)) }
+func (l *holderLimit) Type() string   { return "int" }
+
+func (l *holderLimit) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > api.MaxLimit {
+		return fmt.Errorf("%q is not an integer from 1 to %d", s, api.MaxLimit)
+	}
+	*l = holderLimit(n)
+	return nil
 }
 
 // options returns the acquire options the flags ask for.
 func (m *modeFlags) options() []api.AcquireOption {
 	var opts []api.AcquireOption
 	if m.fs.Changed("limit") {
-		opts = append(opts, api.WithLimit(m.limit))
+		opts = append(opts, api.WithLimit(int(m.limit)))
 	}
 	if m.shared {
 		opts = append(opts, api.WithShared())
@@ -426,6 +456,11 @@ func cmdStatus(ctx context.Context, args []string, cio cliIO) error {
 	}
 	if f.fs.NArg() > 1 {
 		return usagef("want at most one KEY, got %d arguments", f.fs.NArg())
+	}
+	if *limit < 0 || *limit > handlers.MaxListLimit {
+		// -1 was sent as no limit (the default) and 20000 went to the
+		// server, exit 1: both are a bad flag.
+		return usagef("--limit must be from 0 (the server's default) to %d, got %d", handlers.MaxListLimit, *limit)
 	}
 	c, err := f.client(cio)
 	if err != nil {

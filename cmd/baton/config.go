@@ -400,7 +400,13 @@ func convert(def any, raw any) (v any, problem string) {
 	case []string:
 		switch r := raw.(type) {
 		case string:
-			return splitList(r), ""
+			out := splitList(r)
+			if len(out) == 0 && r != "" {
+				// "," or " ": meant as a list, yet it holds nothing; taken
+				// as empty, it turned auth_tokens (admin_tokens) off.
+				return nil, "holds only commas and blanks, no entry (give an empty value for none)"
+			}
+			return out, ""
 		case []any:
 			out := make([]string, 0, len(r))
 			for _, x := range r {

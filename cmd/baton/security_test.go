@@ -35,6 +35,8 @@ func TestSecuritySettings(t *testing.T) {
 		{name: "tls_cert not PEM", args: []string{"--tls-cert", junk, "--tls-key", junk}, errName: "tls_cert"},
 		{name: "tls_key missing", args: []string{"--tls-cert", junk, "--tls-key", filepath.Join(dir, "nope.pem")}, errName: "tls_key"},
 		{name: "cluster_secret with spaces", env: []string{"BATON_CLUSTER_SECRET= s "}, errName: "cluster_secret"},
+		{name: "auth_tokens of commas only", env: []string{"BATON_AUTH_TOKENS=,"}, errName: "auth_tokens"},
+		{name: "auth_tokens of blanks only", env: []string{"BATON_AUTH_TOKENS= "}, errName: "auth_tokens"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, err := loadConfig(append(slices.Clone(base), c.args...), c.env)
@@ -51,6 +53,21 @@ func TestSecuritySettings(t *testing.T) {
 				t.Fatalf("auth_tokens %q, want %q", cfg.AuthTokens, c.tokens)
 			}
 		})
+	}
+}
+
+// A token list of commas or blanks only is refused, naming the flag or
+// the key, rather than taken as empty: that turned authentication off
+// ("--auth-tokens ," served everyone) and let anyone force a release.
+func TestTokensOfCommasOnlyRefused(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{{"--auth-tokens", " , "}, {"--admin-tokens", ","}} {
+		if _, err := loadConfig([]string{"--data-dir", dir, args[0], args[1]}, nil); err == nil || !strings.Contains(err.Error(), `"`+args[0]+`" flag`) {
+			t.Errorf("%s %q: %v, want an error naming %s", args[0], args[1], err, args[0])
+		}
+	}
+	if _, err := loadConfig([]string{"--data-dir", dir, "--auth-tokens", ""}, nil); err != nil {
+		t.Errorf(`--auth-tokens "": %v; an empty value is no authentication`, err)
 	}
 }
 
