@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/wal"
 )
 
@@ -60,10 +61,13 @@ func (l *SyncLog) WaitGathered(index uint64) error {
 
 // ErrSteppedDown: the node stepped down while a change waited for its
 // record (Wait): stepping down discards this node's state for the other
-// active's, which may not hold the change, so it is not answered as made
-// (the engine answers ErrNotWritten: 503, and clients retry it on the
-// active).
-var ErrSteppedDown = errors.New("cluster: this node stepped down while the change waited for its record; the active may not have it")
+// active's, which may not hold the change, and the acknowledgements at
+// its index may be another term's. It wraps engine.ErrReplaced, so that
+// the engine decides by its own rule, as for any answer that waited
+// across a new generation: a grant is delivered only by an active whose
+// state holds it, a renewal or release is answered 503 (clients retry
+// it on the active).
+var ErrSteppedDown = fmt.Errorf("cluster: this node stepped down while the change waited for its record; the active may not have it (%w)", engine.ErrReplaced)
 
 // term is the engine's generation as a change starts to wait (acked
 // compares it): a step-down starts a new one (engine.Diverged).

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -57,7 +58,8 @@ func (s *shard) settle(g Grant, idx uint64, t *ticket, gen uint64) (Grant, error
 	if idx == 0 {
 		return g, nil
 	}
-	if err := s.e.log.Wait(idx); err != nil {
+	err := s.e.log.Wait(idx)
+	if err != nil && !errors.Is(err, ErrReplaced) {
 		s.mu.Lock()
 		if lk := s.locks[g.Key]; lk != nil && lk.find(g.Token) != nil {
 			s.undeliverable(lk, g.Token, t)
@@ -65,7 +67,10 @@ func (s *shard) settle(g Grant, idx uint64, t *ticket, gen uint64) (Grant, error
 		s.mu.Unlock()
 		return Grant{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if s.e.Replaced(gen) {
+	// A Log that says the state was replaced while the grant waited
+	// (cluster.SyncLog after a step-down) leaves the decision to the
+	// rule below, the one every answer across a generation follows.
+	if err != nil || s.e.Replaced(gen) {
 		// The state was discarded or replaced while the answer waited:
 		// the grant stands only if this node is the active again and its
 		// state holds it too (it was replicated).

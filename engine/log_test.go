@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -552,4 +553,46 @@ func TestReleaseThatHandsOnWaitsGathered(t *testing.T) {
 	if waited, gathered := log.waits(); len(waited) != 1 || len(gathered) != 0 {
 		t.Fatalf("a release with nobody to hand on to waited with Wait %v and WaitGathered %v; want one Wait", waited, gathered)
 	}
+}
+
+// A Log whose Wait says the state was replaced meanwhile (an error
+// wrapping ErrReplaced: cluster.SyncLog when the node stepped down while
+// the grant waited for its acknowledgements) does not make the grant
+// undeliverable: the generation rule decides, as for any answer across a
+// step-down. A grant the state of the node, active again, still holds is
+// delivered, and stays held; one it does not hold is ErrReplaced.
+func TestWaitSayingReplacedLeavesTheGrantToTheGenerationRule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &memLog{}
+		e := newEngine(t, Config{Shards: 1, Log: log})
+		defer e.Close()
+		log.mu.Lock()
+		log.waitErr = fmt.Errorf("stepped down while waiting: %w", ErrReplaced)
+		log.mu.Unlock()
+		open := log.hold()
+		c := goAcquire(e, context.Background(), AcquireRequest{Key: "c", Lease: time.Minute})
+		synctest.Wait()
+		e.Demote()
+		e.Diverged()
+		e.Promote(Handoff)
+		open()
+		synctest.Wait()
+		r := answered(t, "c", c)
+		if r.err != nil {
+			t.Fatalf("a grant the active state holds, its wait answered replaced: %v, want it delivered", r.err)
+		}
+		st, err := e.Status("c")
+		if err != nil || st.Holder == nil || st.Holder.Token != r.g.Token {
+			t.Fatalf("after the delivered grant: %+v %v, want held by %d", st.Holder, err, r.g.Token)
+		}
+
+		open = log.hold()
+		d := goAcquire(e, context.Background(), AcquireRequest{Key: "d", Lease: time.Minute})
+		synctest.Wait()
+		e.Demote()
+		e.Diverged()
+		open()
+		synctest.Wait()
+		wantErr(t, "a grant answered on a node that stepped down", answered(t, "d", d).err, ErrReplaced)
+	})
 }
