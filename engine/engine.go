@@ -1012,8 +1012,12 @@ func (s *shard) grantNow(lk *lock, req *AcquireRequest, lease time.Duration, lim
 		t.answers, t.idx = 1, idx
 	}
 	g := lk.grantInfo(lk.find(r.Token), now)
+	// The generation it was made in, read while the shard is locked: a
+	// step-down (Demote, then Diverged) that takes the shard after this
+	// must find the grant in the generation before its own.
+	gen := s.e.resets.Load()
 	s.mu.Unlock()
-	*o = AcquireResult{g: g, idx: idx, gen: s.e.resets.Load(), s: s, t: t}
+	*o = AcquireResult{g: g, idx: idx, gen: gen, s: s, t: t}
 }
 
 // enqueue queues req on lk and parks done (or a channel) on its waiter.
@@ -1085,8 +1089,9 @@ func (s *shard) repeat(t *ticket, now stamp, done Receiver, o *AcquireResult) *W
 			s.apply(lk, &r, now)
 		}
 		t.answers++
+		gen := s.e.resets.Load() // under the shard's lock, as in grantNow
 		s.mu.Unlock()
-		*o = AcquireResult{g: g, idx: idx, gen: s.e.resets.Load(), s: s, t: t}
+		*o = AcquireResult{g: g, idx: idx, gen: gen, s: s, t: t}
 		return nil
 	case tTimedOut:
 		s.mu.Unlock()
