@@ -1183,10 +1183,11 @@ func (e *Engine) Abandon(g Grant, id string) {
 // nobody holds key, ErrNotHolder when another token does, ErrClosed,
 // ErrUnavailable when the log cannot take the change (then nothing
 // changed), ErrNotWritten when it took it but could not write it (then
-// the outcome is unknown), or an *ArgError for a bad key. With a Log it
-// returns once the release is written.
+// the outcome is unknown), ErrReplaced when the node stepped down before
+// the release could be answered (see Generation), or an *ArgError for a
+// bad key. With a Log it returns once the release is written.
 func (e *Engine) Release(key string, token uint64) error {
-	idx, handedOn, err := e.releaseNoWait(key, token)
+	idx, gen, handedOn, err := e.releaseNoWait(key, token)
 	if err != nil {
 		return err
 	}
@@ -1195,38 +1196,48 @@ func (e *Engine) Release(key string, token uint64) error {
 		// requests woken: the write starts at once, without first letting
 		// them run (Wait's yield) only to find it not done and park
 		// again, one wake-up more each before their answers.
-		return e.WaitLoggedGathered(idx)
+		err = e.WaitLoggedGathered(idx)
+	} else {
+		err = e.WaitLogged(idx)
 	}
-	return e.WaitLogged(idx)
+	if err != nil {
+		return err
+	}
+	if e.Replaced(gen) {
+		return ErrReplaced
+	}
+	return nil
 }
 
 // ReleaseNoWait is Release without the wait for the log: the release is
 // made (the lock handed on) and appended to the log, and it may be
-// answered once WaitLogged(idx) returns nil. Its errors are Release's
-// but ErrNotWritten, which WaitLogged returns.
-func (e *Engine) ReleaseNoWait(key string, token uint64) (LogIndex, error) {
-	idx, _, err := e.releaseNoWait(key, token)
-	return idx, err
+// answered once WaitLogged(idx) returns nil, unless Replaced(gen) (gen
+// is the Generation it was made in, read with its shard locked): it is
+// answered ErrReplaced then. Its errors are Release's but ErrNotWritten
+// and ErrReplaced, which those two return.
+func (e *Engine) ReleaseNoWait(key string, token uint64) (idx LogIndex, gen uint64, err error) {
+	idx, gen, _, err = e.releaseNoWait(key, token)
+	return idx, gen, err
 }
 
 // releaseNoWait is ReleaseNoWait; handedOn reports whether the release
 // granted a waiter.
-func (e *Engine) releaseNoWait(key string, token uint64) (idx LogIndex, handedOn bool, err error) {
+func (e *Engine) releaseNoWait(key string, token uint64) (idx LogIndex, gen uint64, handedOn bool, err error) {
 	if err := CheckKey(key); err != nil {
-		return 0, false, err
+		return 0, 0, false, err
 	}
 	s := e.shard(key)
 	s.mu.Lock()
 	if err := e.serving(); err != nil {
 		s.mu.Unlock()
-		return 0, false, err
+		return 0, 0, false, err
 	}
 	now := e.now()
 	s.overdue(now)
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
 		s.mu.Unlock()
-		return 0, false, err
+		return 0, 0, false, err
 	}
 	return s.release(lk, &Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}, now)
 }
@@ -1234,22 +1245,25 @@ func (e *Engine) releaseNoWait(key string, token uint64) (idx LogIndex, handedOn
 // release makes r, a release of lk (RecRelease, RecForce), in the same
 // step as the hand-on of the freed slots: it appends r to the log, applies
 // it, grants the next waiters and drops the key if idle. s.mu is held and
-// is released here. It returns r's log index and whether a waiter was
-// granted (or left the queue) in the same step, or the log's refusal (then
-// nothing changed).
-func (s *shard) release(lk *lock, r *Record, now stamp) (LogIndex, bool, error) {
+// is released here. It returns r's log index, the Generation it was made
+// in (read with the shard locked: a step-down, which takes every shard,
+// comes before or after it whole) and whether a waiter was granted (or
+// left the queue) in the same step, or the log's refusal (then nothing
+// changed).
+func (s *shard) release(lk *lock, r *Record, now stamp) (LogIndex, uint64, bool, error) {
 	n, err := s.record(r)
 	if err != nil {
 		s.mu.Unlock()
-		return 0, false, err
+		return 0, 0, false, err
 	}
 	waiting := lk.n
 	s.apply(lk, r, now)
 	s.grantNext(lk, now)
 	handedOn := lk.n < waiting
 	s.dropIfIdle(lk)
+	gen := s.e.resets.Load()
 	s.mu.Unlock()
-	return LogIndex(n), handedOn, nil
+	return LogIndex(n), gen, handedOn, nil
 }
 
 // ForceRelease is an operator's release: it ends every grant on key and
@@ -1258,33 +1272,39 @@ func (s *shard) release(lk *lock, r *Record, now stamp) (LogIndex, bool, error) 
 // key, or the other errors of Release. With a Log it returns once the
 // release is written.
 func (e *Engine) ForceRelease(key string) error {
-	idx, err := e.ForceReleaseNoWait(key)
+	idx, gen, err := e.ForceReleaseNoWait(key)
 	if err != nil {
 		return err
 	}
-	return e.WaitLogged(idx)
+	if err := e.WaitLogged(idx); err != nil {
+		return err
+	}
+	if e.Replaced(gen) {
+		return ErrReplaced
+	}
+	return nil
 }
 
 // ForceReleaseNoWait is ForceRelease without the wait for the log (see
-// ReleaseNoWait).
-func (e *Engine) ForceReleaseNoWait(key string) (LogIndex, error) {
+// ReleaseNoWait, with its gen).
+func (e *Engine) ForceReleaseNoWait(key string) (idx LogIndex, gen uint64, err error) {
 	if err := CheckKey(key); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	s := e.shard(key)
 	s.mu.Lock()
 	if err := e.serving(); err != nil {
 		s.mu.Unlock()
-		return 0, err
+		return 0, 0, err
 	}
 	lk := s.locks[key]
 	if lk == nil || lk.holders() == 0 {
 		s.mu.Unlock()
-		return 0, ErrNotHeld
+		return 0, 0, ErrNotHeld
 	}
 	now := e.now()
-	idx, _, err := s.release(lk, &Record{Kind: RecForce, Key: lk.key, At: now.wall}, now)
-	return idx, err
+	idx, gen, _, err = s.release(lk, &Record{Kind: RecForce, Key: lk.key, At: now.wall}, now)
+	return idx, gen, err
 }
 
 // CheckOwner reports whether owner is a valid owner label: "" (none), or

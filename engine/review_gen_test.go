@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -48,7 +49,7 @@ func TestGrantNowTakesItsGenerationUnderTheShardLock(t *testing.T) {
 			// Blocks on the shard first (Demote would mark the engine
 			// inactive before it takes the shard, refusing the second
 			// acquire): any call that locks the shard.
-			_, _ = e.ReleaseNoWait("zzz", 1)
+			_, _, _ = e.ReleaseNoWait("zzz", 1)
 			e.Demote()
 			e.Diverged()
 			close(stepped)
@@ -124,7 +125,7 @@ func TestReleaseMadeBeforeAStepDownIsNotAnsweredAsDone(t *testing.T) {
 	log.onAppend = func() {
 		log.onAppend = nil
 		go func() {
-			_, _ = e.ReleaseNoWait("zzz", 1) // blocks on the shard
+			_, _, _ = e.ReleaseNoWait("zzz", 1) // blocks on the shard
 			e.Demote()
 			e.Diverged()
 			close(stepped)
@@ -150,5 +151,44 @@ func TestReleaseMadeBeforeAStepDownIsNotAnsweredAsDone(t *testing.T) {
 	}
 	if !errors.Is(err, ErrReplaced) {
 		t.Fatalf("release: %v, want ErrReplaced", err)
+	}
+}
+
+// TestAReleaseWaitingAcrossAStepDownIsReplaced: a release or an
+// operator's release made, then waiting for its log write while the node
+// steps down (Demote, Diverged), returns ErrReplaced, not nil: the active
+// the node now follows may never have had it.
+func TestAReleaseWaitingAcrossAStepDownIsReplaced(t *testing.T) {
+	for _, force := range []bool{false, true} {
+		t.Run(fmt.Sprintf("force=%v", force), func(t *testing.T) {
+			log := &memLog{}
+			e := newEngine(t, Config{Shards: 1, Log: log})
+			defer e.Close()
+			g, err := e.Acquire(context.Background(), AcquireRequest{Key: "k", Lease: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			goOn := log.hold()
+			done := make(chan error, 1)
+			go func() {
+				if force {
+					done <- e.ForceRelease("k")
+				} else {
+					done <- e.Release("k", g.Token)
+				}
+			}()
+			for { // made: the lock is free, the answer waits for the log
+				if li, _ := e.Status("k"); li.Holder == nil {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			e.Demote()
+			e.Diverged()
+			goOn()
+			if err := <-done; !errors.Is(err, ErrReplaced) {
+				t.Fatalf("a release waiting for the log across a step-down: %v, want ErrReplaced", err)
+			}
+		})
 	}
 }
