@@ -842,10 +842,10 @@ func (p *Waiting) Cancel() bool {
 type AcquireResult struct {
 	g   Grant
 	idx uint64 // the grant's log index: answered once it is written
-	gen uint64 // Engine.Generation when the grant was made
+	gen uint64 // Engine.Generation when the grant (or timeout) was made
 	err error
-	s   *shard  // with a grant: its key's shard
-	t   *ticket // with a grant: its ticket, if any
+	s   *shard  // with a grant or a timeout: its key's shard
+	t   *ticket // with a grant: its ticket, if any; with a timeout: its ticket
 }
 
 // LogIndex is the log index of the result's grant (or of its timeout,
@@ -865,17 +865,28 @@ func (o AcquireResult) Err() error { return o.err }
 // ErrNotWritten when it could not be), or an error wrapping
 // ErrUnavailable when the log could not write the grant: the grant is
 // then released, nobody having heard of it; or ErrReplaced when the
-// engine's state was replaced meanwhile (Reset) by one that does not hold
-// the grant. Call it once, without holding anything done takes.
+// engine's state was replaced meanwhile (a step-down or Reset: see
+// Generation) and this engine is not the active or its state does not
+// hold the grant (or the timeout). Call it once, without holding
+// anything done takes.
 func (o AcquireResult) Settle() (Grant, error) { return o.settle() }
 
 func (o *AcquireResult) settle() (Grant, error) {
 	if o.err != nil {
 		if o.idx != 0 {
 			// An outcome that is a change of its own (a timeout):
-			// answered once its record is written.
-			if err := o.s.e.waitLogged(o.idx); err != nil {
+			// answered once its record is written, and, as a grant,
+			// only in the state it was made in or in one that holds it
+			// too: a node that stepped down since may now follow an
+			// active that never had it, where the waiter may still be
+			// queued, and a 408 would tell the client nothing is
+			// pending.
+			err := o.s.e.waitLogged(o.idx)
+			if err != nil && !errors.Is(err, ErrReplaced) {
 				return Grant{}, err
+			}
+			if (err != nil || o.s.e.Replaced(o.gen)) && !o.s.holdsTimeout(o.t) {
+				return Grant{}, ErrReplaced
 			}
 		}
 		return Grant{}, o.err
@@ -884,6 +895,19 @@ func (o *AcquireResult) settle() (Grant, error) {
 		return o.g, nil
 	}
 	return o.s.settle(o.g, o.idx, o.t, o.gen)
+}
+
+// holdsTimeout reports whether this engine is the active and its state
+// holds the timeout of t's waiter (t: the ticket of a timeout made in an
+// earlier generation; nil: no). s.mu is not held.
+func (s *shard) holdsTimeout(t *ticket) bool {
+	if t == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.tickets[ticketKey{t.key, t.id}]
+	return s.e.serving() == nil && now != nil && now.state == tTimedOut
 }
 
 // Abandon releases the result's grant, which its caller could not answer
@@ -1094,8 +1118,9 @@ func (s *shard) repeat(t *ticket, now stamp, done Receiver, o *AcquireResult) *W
 		*o = AcquireResult{g: g, idx: idx, gen: gen, s: s, t: t}
 		return nil
 	case tTimedOut:
+		gen := s.e.resets.Load() // under the shard's lock, as in grantNow
 		s.mu.Unlock()
-		*o = AcquireResult{err: ErrTimeout, idx: t.idx, s: s}
+		*o = AcquireResult{err: ErrTimeout, idx: t.idx, gen: gen, s: s, t: t}
 		return nil
 	case tEnded:
 		s.mu.Unlock()
@@ -1889,7 +1914,7 @@ func (s *shard) waiterDeadline(w *waiter, now stamp) {
 		// ID, once its record is written (settle), like every change.
 		t.idx = idx
 		if queuedReq {
-			w.deliver(AcquireResult{err: ErrTimeout, idx: idx, s: s})
+			w.deliver(AcquireResult{err: ErrTimeout, idx: idx, gen: s.e.resets.Load(), s: s, t: t})
 		}
 		s.grantNext(lk, now) // the waiters it held back
 		s.dropIfIdle(lk)

@@ -192,3 +192,42 @@ func TestAReleaseWaitingAcrossAStepDownIsReplaced(t *testing.T) {
 		})
 	}
 }
+
+// TestATimeoutMadeBeforeAStepDownIsNotAnsweredAsATimeout: a timeout
+// (ErrTimeout, 408: no grant, nothing pending) made in one generation and
+// settled after a step-down (Demote, Diverged) is ErrReplaced, not a
+// timeout: the active the node now follows may never have had it, and
+// the waiter may still be queued there. A timeout settled in a later
+// generation whose active state holds it too stays a timeout.
+func TestATimeoutMadeBeforeAStepDownIsNotAnsweredAsATimeout(t *testing.T) {
+	for _, stepDown := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stepDown=%v", stepDown), func(t *testing.T) {
+			e := newEngine(t, Config{Shards: 1, Log: &memLog{}})
+			defer e.Close()
+			if _, err := e.Acquire(context.Background(), AcquireRequest{Key: "k", Lease: time.Minute}); err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan AcquireResult, 1)
+			res, p := e.AcquireFunc(AcquireRequest{Key: "k", Lease: time.Minute, Wait: 20 * time.Millisecond, ID: "w"},
+				func(r AcquireResult) bool { got <- r; return true })
+			if p == nil {
+				t.Fatalf("the second acquire was not queued: %v", res.Err())
+			}
+			res = <-got
+			if !errors.Is(res.Err(), ErrTimeout) {
+				t.Fatalf("the wait ran out: %v, want ErrTimeout", res.Err())
+			}
+			if stepDown {
+				e.Demote()
+			}
+			e.Diverged() // alone: a new generation whose (active) state holds the timeout
+			_, err := res.Settle()
+			switch {
+			case stepDown && !errors.Is(err, ErrReplaced):
+				t.Fatalf("a timeout made before a step-down, settled after it: %v, want ErrReplaced (not a 408)", err)
+			case !stepDown && !errors.Is(err, ErrTimeout):
+				t.Fatalf("a timeout settled in a later generation whose active state holds it: %v, want ErrTimeout", err)
+			}
+		})
+	}
+}
