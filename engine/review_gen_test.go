@@ -231,3 +231,32 @@ func TestATimeoutMadeBeforeAStepDownIsNotAnsweredAsATimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestALogErrorAcrossAGenerationTakesNothingBack: a grant whose log write
+// fails after the engine's state became another generation's is not
+// released as undeliverable: the state now served, which holds a grant
+// under the same key and token (here: the same state, in a new
+// generation, Diverged alone), is not the one it was made in, and its
+// ticket's count of answers is not this answer's. It is ErrReplaced and
+// the lock stays held (a repeat of the waiter ID gets it, or its lease
+// ends).
+func TestALogErrorAcrossAGenerationTakesNothingBack(t *testing.T) {
+	log := &memLog{}
+	e := newEngine(t, Config{Shards: 1, Log: log})
+	defer e.Close()
+	res, p := e.AcquireFunc(AcquireRequest{Key: "k", Lease: time.Minute, ID: "g"}, func(AcquireResult) bool { return true })
+	if p != nil || res.Err() != nil {
+		t.Fatalf("acquire: parked %v, err %v", p != nil, res.Err())
+	}
+	e.Diverged()
+	log.mu.Lock()
+	log.waitErr = errDiskFull
+	log.mu.Unlock()
+	_, err := res.Settle()
+	if !errors.Is(err, ErrReplaced) {
+		t.Errorf("a grant whose log write failed in another generation: %v, want ErrReplaced", err)
+	}
+	if li, _ := e.Status("k"); li.Holder == nil || li.Holder.Token != res.g.Token {
+		t.Fatalf("the lock of the state now served was taken back by an answer of another generation: holder %+v, want token %d", li.Holder, res.g.Token)
+	}
+}
