@@ -63,10 +63,9 @@ func (l *SyncLog) WaitGathered(index uint64) error {
 // record (Wait): stepping down discards this node's state for the other
 // active's, which may not hold the change, and the acknowledgements at
 // its index may be another term's. It wraps engine.ErrReplaced, so that
-// the engine decides by its own rule, as for any answer that waited
-// across a new generation: a grant is delivered only by an active whose
-// state holds it, a renewal or release is answered 503 (clients retry
-// it on the active).
+// the engine decides by its own rule for every answer that waited across
+// a new generation (see engine.ErrReplaced: grants, renewals, releases,
+// timeouts).
 var ErrSteppedDown = fmt.Errorf("cluster: this node stepped down while the change waited for its record; the active may not have it (%w)", engine.ErrReplaced)
 
 // term is the engine's generation as a change starts to wait (acked
