@@ -27,11 +27,11 @@ func ackNode(need int, urls ...string) *Node {
 	return n
 }
 
-// waiting starts waitAcked(index) and returns a flag set when it returns.
+// waiting starts waitAcked(index, nil) and returns a flag set when it returns.
 func waiting(n *Node, index uint64) *atomic.Bool {
 	var done atomic.Bool
 	go func() {
-		n.waitAcked(index)
+		n.waitAcked(index, nil)
 		done.Store(true)
 	}()
 	return &done
@@ -54,7 +54,7 @@ func TestAckWaits(t *testing.T) {
 		if len(n.ackWaits) != 1 {
 			t.Fatalf("%d changes wait, want 1", len(n.ackWaits))
 		}
-		n.waitAcked(4) // acknowledged already: returns at once
+		n.waitAcked(4, nil) // acknowledged already: returns at once
 		n.hub.ack("http://a", 8)
 		n.wakeAcked()
 		synctest.Wait()
@@ -102,7 +102,7 @@ func TestAckWaits(t *testing.T) {
 		if d := time.Since(start); d != time.Second {
 			t.Fatalf("degraded after %v, want sync_timeout (1s)", d)
 		}
-		n.waitAcked(12) // degraded: returns at once
+		n.waitAcked(12, nil) // degraded: returns at once
 		n.stopAcks()
 	})
 	synctest.Test(t, func(t *testing.T) {
@@ -182,6 +182,36 @@ func TestAckWaitSpanningAStepDownIsNotWritten(t *testing.T) {
 		synctest.Wait()
 		if got, ok := after.Load().(errBox); !ok || got.err != nil {
 			t.Fatalf("a wait of the new term, acknowledged: %v (answered %v), want nil", got.err, ok)
+		}
+		n.stopAcks()
+	})
+}
+
+// A change made before a step-down whose wait for acknowledgements
+// begins only after it (after releaseAcks: the log wait took that long)
+// does not wait: it is answered ErrSteppedDown at once, without waiting
+// sync_timeout for acknowledgements that will not come, and without
+// degrading the node for nothing.
+func TestAckWaitBegunAfterAStepDownDoesNotWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := ackNode(1, "http://a")
+		eng, err := engine.New(engine.Config{Shards: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer eng.Close()
+		n.eng = eng
+		l := &SyncLog{}
+		l.node.Store(n)
+		term := l.term() // the change's wait began (its log write)
+		n.eng.Diverged() // as stepDownLocked does
+		n.releaseAcks()
+		var got atomic.Value
+		go func() { got.Store(errBox{l.acked(5, term)}) }()
+		synctest.Wait()
+		res, ok := got.Load().(errBox)
+		if !ok || res.err != ErrSteppedDown || n.degraded.Load() {
+			t.Fatalf("a wait for acknowledgements begun after the step-down: answered %v, %v (degraded %v); want ErrSteppedDown at once, not degraded", ok, res.err, n.degraded.Load())
 		}
 		n.stopAcks()
 	})

@@ -149,7 +149,7 @@ func TestMemSyncStandbysGatheredWait(t *testing.T) {
 	release := func(k string) {
 		t.Helper()
 		g := c.grant(0, k)
-		idx, err := eng.ReleaseNoWait(k, g.Token)
+		idx, _, err := eng.ReleaseNoWait(k, g.Token)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +168,7 @@ func TestMemSyncStandbysGatheredWait(t *testing.T) {
 	}
 	g := c.grant(0, "while-cut")
 	c.isolate(1, true)
-	idx, err := eng.ReleaseNoWait("while-cut", g.Token)
+	idx, _, err := eng.ReleaseNoWait("while-cut", g.Token)
 	if err != nil {
 		t.Fatal(err)
 	}

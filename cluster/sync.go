@@ -63,10 +63,9 @@ func (l *SyncLog) WaitGathered(index uint64) error {
 // record (Wait): stepping down discards this node's state for the other
 // active's, which may not hold the change, and the acknowledgements at
 // its index may be another term's. It wraps engine.ErrReplaced, so that
-// the engine decides by its own rule, as for any answer that waited
-// across a new generation: a grant is delivered only by an active whose
-// state holds it, a renewal or release is answered 503 (clients retry
-// it on the active).
+// the engine decides by its own rule for every answer that waited across
+// a new generation (see engine.ErrReplaced: grants, renewals, releases,
+// timeouts).
 var ErrSteppedDown = fmt.Errorf("cluster: this node stepped down while the change waited for its record; the active may not have it (%w)", engine.ErrReplaced)
 
 // term is the engine's generation as a change starts to wait (acked
@@ -85,14 +84,16 @@ func (l *SyncLog) term() uint64 {
 // may hold other records there (found by a tester: a renewal pending at
 // a SIGSTOP of the active was answered 200, released by the
 // acknowledgements of the term the node took back by a handoff at the
-// same indexes, although the promoted node never had it).
+// same indexes, although the promoted node never had it). A change whose
+// node stepped down before its wait for acknowledgements begins does not
+// wait for them (they will not come: releaseAcks has passed).
 func (l *SyncLog) acked(index, term uint64) error {
 	n := l.node.Load()
 	if n == nil {
 		return nil
 	}
 	if n.cfg.SyncStandbys > 0 {
-		n.waitAcked(index)
+		n.waitAcked(index, func() bool { return n.eng.Replaced(term) })
 	}
 	if n.eng.Replaced(term) {
 		return ErrSteppedDown
@@ -123,8 +124,11 @@ type ackWait struct {
 // at most SyncTimeout; if they do not, the node degrades (see degrade).
 // While degraded it does not wait. An acknowledgement wakes only the
 // changes it covers (wakeAcked), and one timer watches them all
-// (watchAcks).
-func (n *Node) waitAcked(index uint64) {
+// (watchAcks). steppedDown (nil: never) reports whether the node stepped
+// down since the change was made: then it does not wait either. It is
+// asked with n.ackMu held, so that a step-down (Engine.Diverged, then
+// releaseAcks) either releases this wait or is seen by it.
+func (n *Node) waitAcked(index uint64, steppedDown func() bool) {
 	if n.degraded.Load() || n.hub.ackedTo.Load() >= index {
 		return
 	}
@@ -134,7 +138,7 @@ func (n *Node) waitAcked(index uint64) {
 	}
 	w.index = index
 	n.ackMu.Lock()
-	if n.degraded.Load() || n.hub.ackedTo.Load() >= index || n.ackQuit {
+	if n.degraded.Load() || n.hub.ackedTo.Load() >= index || n.ackQuit || (steppedDown != nil && steppedDown()) {
 		n.ackMu.Unlock()
 		n.ackPool.Put(w)
 		return

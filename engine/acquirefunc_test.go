@@ -196,7 +196,7 @@ func TestNoWaitChangesAreMadeBeforeTheLogWrites(t *testing.T) {
 		t.Fatal("not queued")
 	}
 	release := log.hold()
-	idx, err := e.ReleaseNoWait("k", g1.Token)
+	idx, _, err := e.ReleaseNoWait("k", g1.Token)
 	if err != nil || idx == 0 {
 		t.Fatalf("ReleaseNoWait = %d, %v; want an index", idx, err)
 	}

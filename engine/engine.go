@@ -842,10 +842,10 @@ func (p *Waiting) Cancel() bool {
 type AcquireResult struct {
 	g   Grant
 	idx uint64 // the grant's log index: answered once it is written
-	gen uint64 // Engine.Generation when the grant was made
+	gen uint64 // Engine.Generation when the grant (or timeout) was made
 	err error
-	s   *shard  // with a grant: its key's shard
-	t   *ticket // with a grant: its ticket, if any
+	s   *shard  // with a grant or a timeout: its key's shard
+	t   *ticket // with a grant: its ticket, if any; with a timeout: its ticket
 }
 
 // LogIndex is the log index of the result's grant (or of its timeout,
@@ -865,17 +865,28 @@ func (o AcquireResult) Err() error { return o.err }
 // ErrNotWritten when it could not be), or an error wrapping
 // ErrUnavailable when the log could not write the grant: the grant is
 // then released, nobody having heard of it; or ErrReplaced when the
-// engine's state was replaced meanwhile (Reset) by one that does not hold
-// the grant. Call it once, without holding anything done takes.
+// engine's state was replaced meanwhile (a step-down or Reset: see
+// Generation) and this engine is not the active or its state does not
+// hold the grant (or the timeout). Call it once, without holding
+// anything done takes.
 func (o AcquireResult) Settle() (Grant, error) { return o.settle() }
 
 func (o *AcquireResult) settle() (Grant, error) {
 	if o.err != nil {
 		if o.idx != 0 {
 			// An outcome that is a change of its own (a timeout):
-			// answered once its record is written.
-			if err := o.s.e.waitLogged(o.idx); err != nil {
+			// answered once its record is written, and, as a grant,
+			// only in the state it was made in or in one that holds it
+			// too: a node that stepped down since may now follow an
+			// active that never had it, where the waiter may still be
+			// queued, and a 408 would tell the client nothing is
+			// pending.
+			err := o.s.e.waitLogged(o.idx)
+			if err != nil && !errors.Is(err, ErrReplaced) {
 				return Grant{}, err
+			}
+			if (err != nil || o.s.e.Replaced(o.gen)) && !o.s.holdsTimeout(o.t) {
+				return Grant{}, ErrReplaced
 			}
 		}
 		return Grant{}, o.err
@@ -884,6 +895,19 @@ func (o *AcquireResult) settle() (Grant, error) {
 		return o.g, nil
 	}
 	return o.s.settle(o.g, o.idx, o.t, o.gen)
+}
+
+// holdsTimeout reports whether this engine is the active and its state
+// holds the timeout of t's waiter (t: the ticket of a timeout made in an
+// earlier generation; nil: no). s.mu is not held.
+func (s *shard) holdsTimeout(t *ticket) bool {
+	if t == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.tickets[ticketKey{t.key, t.id}]
+	return s.e.serving() == nil && now != nil && now.state == tTimedOut
 }
 
 // Abandon releases the result's grant, which its caller could not answer
@@ -1012,8 +1036,12 @@ func (s *shard) grantNow(lk *lock, req *AcquireRequest, lease time.Duration, lim
 		t.answers, t.idx = 1, idx
 	}
 	g := lk.grantInfo(lk.find(r.Token), now)
+	// The generation it was made in, read while the shard is locked: a
+	// step-down (Demote, then Diverged) that takes the shard after this
+	// must find the grant in the generation before its own.
+	gen := s.e.resets.Load()
 	s.mu.Unlock()
-	*o = AcquireResult{g: g, idx: idx, gen: s.e.resets.Load(), s: s, t: t}
+	*o = AcquireResult{g: g, idx: idx, gen: gen, s: s, t: t}
 }
 
 // enqueue queues req on lk and parks done (or a channel) on its waiter.
@@ -1085,12 +1113,14 @@ func (s *shard) repeat(t *ticket, now stamp, done Receiver, o *AcquireResult) *W
 			s.apply(lk, &r, now)
 		}
 		t.answers++
+		gen := s.e.resets.Load() // under the shard's lock, as in grantNow
 		s.mu.Unlock()
-		*o = AcquireResult{g: g, idx: idx, gen: s.e.resets.Load(), s: s, t: t}
+		*o = AcquireResult{g: g, idx: idx, gen: gen, s: s, t: t}
 		return nil
 	case tTimedOut:
+		gen := s.e.resets.Load() // under the shard's lock, as in grantNow
 		s.mu.Unlock()
-		*o = AcquireResult{err: ErrTimeout, idx: t.idx, s: s}
+		*o = AcquireResult{err: ErrTimeout, idx: t.idx, gen: gen, s: s, t: t}
 		return nil
 	case tEnded:
 		s.mu.Unlock()
@@ -1178,10 +1208,11 @@ func (e *Engine) Abandon(g Grant, id string) {
 // nobody holds key, ErrNotHolder when another token does, ErrClosed,
 // ErrUnavailable when the log cannot take the change (then nothing
 // changed), ErrNotWritten when it took it but could not write it (then
-// the outcome is unknown), or an *ArgError for a bad key. With a Log it
-// returns once the release is written.
+// the outcome is unknown), ErrReplaced when the node stepped down before
+// the release could be answered (see Generation), or an *ArgError for a
+// bad key. With a Log it returns once the release is written.
 func (e *Engine) Release(key string, token uint64) error {
-	idx, handedOn, err := e.releaseNoWait(key, token)
+	idx, gen, handedOn, err := e.releaseNoWait(key, token)
 	if err != nil {
 		return err
 	}
@@ -1190,38 +1221,48 @@ func (e *Engine) Release(key string, token uint64) error {
 		// requests woken: the write starts at once, without first letting
 		// them run (Wait's yield) only to find it not done and park
 		// again, one wake-up more each before their answers.
-		return e.WaitLoggedGathered(idx)
+		err = e.WaitLoggedGathered(idx)
+	} else {
+		err = e.WaitLogged(idx)
 	}
-	return e.WaitLogged(idx)
+	if err != nil {
+		return err
+	}
+	if e.Replaced(gen) {
+		return ErrReplaced
+	}
+	return nil
 }
 
 // ReleaseNoWait is Release without the wait for the log: the release is
 // made (the lock handed on) and appended to the log, and it may be
-// answered once WaitLogged(idx) returns nil. Its errors are Release's
-// but ErrNotWritten, which WaitLogged returns.
-func (e *Engine) ReleaseNoWait(key string, token uint64) (LogIndex, error) {
-	idx, _, err := e.releaseNoWait(key, token)
-	return idx, err
+// answered once WaitLogged(idx) returns nil, unless Replaced(gen) (gen
+// is the Generation it was made in, read with its shard locked): it is
+// answered ErrReplaced then. Its errors are Release's but ErrNotWritten
+// and ErrReplaced, which those two return.
+func (e *Engine) ReleaseNoWait(key string, token uint64) (idx LogIndex, gen uint64, err error) {
+	idx, gen, _, err = e.releaseNoWait(key, token)
+	return idx, gen, err
 }
 
 // releaseNoWait is ReleaseNoWait; handedOn reports whether the release
 // granted a waiter.
-func (e *Engine) releaseNoWait(key string, token uint64) (idx LogIndex, handedOn bool, err error) {
+func (e *Engine) releaseNoWait(key string, token uint64) (idx LogIndex, gen uint64, handedOn bool, err error) {
 	if err := CheckKey(key); err != nil {
-		return 0, false, err
+		return 0, 0, false, err
 	}
 	s := e.shard(key)
 	s.mu.Lock()
 	if err := e.serving(); err != nil {
 		s.mu.Unlock()
-		return 0, false, err
+		return 0, 0, false, err
 	}
 	now := e.now()
 	s.overdue(now)
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
 		s.mu.Unlock()
-		return 0, false, err
+		return 0, 0, false, err
 	}
 	return s.release(lk, &Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}, now)
 }
@@ -1229,22 +1270,25 @@ func (e *Engine) releaseNoWait(key string, token uint64) (idx LogIndex, handedOn
 // release makes r, a release of lk (RecRelease, RecForce), in the same
 // step as the hand-on of the freed slots: it appends r to the log, applies
 // it, grants the next waiters and drops the key if idle. s.mu is held and
-// is released here. It returns r's log index and whether a waiter was
-// granted (or left the queue) in the same step, or the log's refusal (then
-// nothing changed).
-func (s *shard) release(lk *lock, r *Record, now stamp) (LogIndex, bool, error) {
+// is released here. It returns r's log index, the Generation it was made
+// in (read with the shard locked: a step-down, which takes every shard,
+// comes before or after it whole) and whether a waiter was granted (or
+// left the queue) in the same step, or the log's refusal (then nothing
+// changed).
+func (s *shard) release(lk *lock, r *Record, now stamp) (LogIndex, uint64, bool, error) {
 	n, err := s.record(r)
 	if err != nil {
 		s.mu.Unlock()
-		return 0, false, err
+		return 0, 0, false, err
 	}
 	waiting := lk.n
 	s.apply(lk, r, now)
 	s.grantNext(lk, now)
 	handedOn := lk.n < waiting
 	s.dropIfIdle(lk)
+	gen := s.e.resets.Load()
 	s.mu.Unlock()
-	return LogIndex(n), handedOn, nil
+	return LogIndex(n), gen, handedOn, nil
 }
 
 // ForceRelease is an operator's release: it ends every grant on key and
@@ -1253,33 +1297,39 @@ func (s *shard) release(lk *lock, r *Record, now stamp) (LogIndex, bool, error) 
 // key, or the other errors of Release. With a Log it returns once the
 // release is written.
 func (e *Engine) ForceRelease(key string) error {
-	idx, err := e.ForceReleaseNoWait(key)
+	idx, gen, err := e.ForceReleaseNoWait(key)
 	if err != nil {
 		return err
 	}
-	return e.WaitLogged(idx)
+	if err := e.WaitLogged(idx); err != nil {
+		return err
+	}
+	if e.Replaced(gen) {
+		return ErrReplaced
+	}
+	return nil
 }
 
 // ForceReleaseNoWait is ForceRelease without the wait for the log (see
-// ReleaseNoWait).
-func (e *Engine) ForceReleaseNoWait(key string) (LogIndex, error) {
+// ReleaseNoWait, with its gen).
+func (e *Engine) ForceReleaseNoWait(key string) (idx LogIndex, gen uint64, err error) {
 	if err := CheckKey(key); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	s := e.shard(key)
 	s.mu.Lock()
 	if err := e.serving(); err != nil {
 		s.mu.Unlock()
-		return 0, err
+		return 0, 0, err
 	}
 	lk := s.locks[key]
 	if lk == nil || lk.holders() == 0 {
 		s.mu.Unlock()
-		return 0, ErrNotHeld
+		return 0, 0, ErrNotHeld
 	}
 	now := e.now()
-	idx, _, err := s.release(lk, &Record{Kind: RecForce, Key: lk.key, At: now.wall}, now)
-	return idx, err
+	idx, gen, _, err = s.release(lk, &Record{Kind: RecForce, Key: lk.key, At: now.wall}, now)
+	return idx, gen, err
 }
 
 // CheckOwner reports whether owner is a valid owner label: "" (none), or
@@ -1864,7 +1914,7 @@ func (s *shard) waiterDeadline(w *waiter, now stamp) {
 		// ID, once its record is written (settle), like every change.
 		t.idx = idx
 		if queuedReq {
-			w.deliver(AcquireResult{err: ErrTimeout, idx: idx, s: s})
+			w.deliver(AcquireResult{err: ErrTimeout, idx: idx, gen: s.e.resets.Load(), s: s, t: t})
 		}
 		s.grantNext(lk, now) // the waiters it held back
 		s.dropIfIdle(lk)

@@ -43,13 +43,18 @@ var (
 	ErrUnavailable = errors.New("engine: the log cannot write changes")
 )
 
-// ErrReplaced: a grant or renewal was made and written, but the node
-// stepped down to an active with newer state (Engine.Diverged), or its
-// engine's state was replaced (Reset), before it was answered, and the
-// state the cluster serves may not have it (see Engine.Generation). It is not answered as made:
-// the caller retries on the active, where a repeat of the acquire with
-// the same waiter ID finds the grant if it stands, and a renewal is told
-// whether the lock is still its own.
+// ErrReplaced: a change was made (a grant, a renewal, a release or an
+// operator's release, a timeout), but the node stepped down to an active
+// with newer state (Engine.Diverged), or its engine's state was replaced
+// (Reset), before it was answered, and the state the cluster serves may
+// not have it (see Engine.Generation). It is not answered as made: a
+// grant or a timeout is answered as made only by an active engine whose
+// state holds it too (AcquireResult.Settle), a renewal or a release never
+// (Renew, Release, ForceRelease, Engine.Replaced). The caller retries on
+// the active, where a repeat of the acquire with the same waiter ID finds
+// the grant or the timeout if it stands (else it waits again), a renewal
+// is told whether the lock is still its own, and a repeated release
+// answered ErrNotHeld or ErrNotHolder has taken effect.
 var ErrReplaced = errors.New("engine: the node stepped down before the change was answered")
 
 // ErrNotWritten: a release or renewal was made (a release handed the

@@ -53,13 +53,23 @@ func (s *shard) record(r *Record) (uint64, error) {
 // settle waits until the grant g, made at log index idx, is written, and
 // only then lets it be answered. When the log cannot write it, the grant
 // is released as undeliverable (nobody is told of it) and the caller gets
-// ErrUnavailable. t is the grant's ticket, if any. s.mu is not held.
+// ErrUnavailable, if the state is still the generation gen it was made
+// in; if not, nothing is taken back and the caller gets ErrReplaced. t
+// is the grant's ticket, if any. s.mu is not held.
 func (s *shard) settle(g Grant, idx uint64, t *ticket, gen uint64) (Grant, error) {
 	if idx == 0 {
 		return g, nil
 	}
 	err := s.e.log.Wait(idx)
+	replaced := s.e.Replaced(gen)
 	if err != nil && !errors.Is(err, ErrReplaced) {
+		if replaced {
+			// The log failed, and the state is another generation's
+			// now: what it holds under this key and token (and t's
+			// count of answers) is not this grant's to take back; it
+			// stays for a repeat of its waiter ID, or its lease.
+			return Grant{}, fmt.Errorf("%w (and the log could not write the grant: %w)", ErrReplaced, err)
+		}
 		s.mu.Lock()
 		if lk := s.locks[g.Key]; lk != nil && lk.find(g.Token) != nil {
 			s.undeliverable(lk, g.Token, t)
@@ -70,7 +80,7 @@ func (s *shard) settle(g Grant, idx uint64, t *ticket, gen uint64) (Grant, error
 	// A Log that says the state was replaced while the grant waited
 	// (cluster.SyncLog after a step-down) leaves the decision to the
 	// rule below, the one every answer across a generation follows.
-	if err != nil || s.e.Replaced(gen) {
+	if err != nil || replaced {
 		// The state was discarded or replaced while the answer waited:
 		// the grant stands only if this node is the active again and its
 		// state holds it too (it was replicated).

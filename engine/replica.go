@@ -76,10 +76,9 @@ func (e *Engine) serving() error {
 // one generation and answered in another (its answer waited for the log,
 // or for sync standbys, across a pause and a step-down) may not be in the
 // state the cluster serves, which may have given its lock to another
-// holder: such a grant is answered only by an active engine that holds it
-// still, and such a renewal not at all (AcquireResult.Settle, Renew,
-// Replaced). A handoff (Demote alone) starts no generation: the successor
-// got this state.
+// holder: it is answered ErrReplaced, by the rule stated there. A
+// handoff (Demote alone) starts no generation: the successor got this
+// state.
 func (e *Engine) Generation() uint64 { return e.resets.Load() }
 
 // Diverged starts a new Generation: this node stepped down to an active

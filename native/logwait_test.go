@@ -111,3 +111,64 @@ func TestAnswersWaitForTheLog(t *testing.T) {
 		t.Fatal(line)
 	}
 }
+
+// holdLog is an engine.Log whose Wait can be held: while held, each Wait
+// signals entered and blocks until go on is closed, then succeeds (as
+// cluster.SyncLog does for a wait that began after a step-down).
+type holdLog struct {
+	mu      sync.Mutex
+	n       uint64
+	hold    bool
+	entered chan struct{}
+	goOn    chan struct{}
+}
+
+func (l *holdLog) Append([]byte) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+	return l.n, nil
+}
+
+func (l *holdLog) Wait(uint64) error {
+	l.mu.Lock()
+	hold := l.hold
+	l.mu.Unlock()
+	if hold {
+		l.entered <- struct{}{}
+		<-l.goOn
+	}
+	return nil
+}
+
+// TestAReleaseOrRenewalMadeBeforeAStepDownIsNotAnsweredOK: a release or
+// renewal whose answer waits (in the connection's queue, then for the
+// log) while the node steps down (Demote, Diverged) is answered E
+// unavailable, not OK: the active the node now follows may never have had
+// it (engine.ErrReplaced). The renewal had this rule; the release was
+// answered "R OK" (it carried no generation), a forced one too.
+func TestAReleaseOrRenewalMadeBeforeAStepDownIsNotAnsweredOK(t *testing.T) {
+	for _, line := range []string{"R k %s", "R k force", "N k %s 30"} {
+		op := line[:1]
+		t.Run(line, func(t *testing.T) {
+			log := &holdLog{entered: make(chan struct{}, 1), goOn: make(chan struct{})}
+			e := newEnv(t, engine.Config{Log: log}, native.Config{})
+			h := e.dial()
+			h.send("A k 60 -")
+			tok := strconv.FormatUint(grant(t, h.read(), "k"), 10)
+
+			log.mu.Lock()
+			log.hold = true
+			log.mu.Unlock()
+			h.send(strings.Replace(line, "%s", tok, 1))
+			<-log.entered // made, its answer waits for the log
+			e.eng.Demote()
+			e.eng.Diverged()
+			close(log.goOn)
+			want := op + " k E unavailable "
+			if line := h.read(); !strings.HasPrefix(line, want) {
+				t.Fatalf("made before a step-down, answered after it: got %q, want %q…", line, want)
+			}
+		})
+	}
+}

@@ -424,7 +424,7 @@ type answer struct {
 	// batch); op and rawKey make its
 	// line, or the E line when the log cannot write it.
 	logged     engine.LogIndex
-	gen        uint64 // a renewal's: Engine.Generation before it was made
+	gen        uint64 // a release's or renewal's: the Engine.Generation it was made in (see Engine.Replaced)
 	op, rawKey string
 	start      instant // when its line arrived (metrics)
 }
@@ -860,17 +860,20 @@ func (c *conn) format(batch []answer) {
 					*a = errorLine(op, a.rawKey, outcome, msg)
 				}
 			}
-			if a.line == nil && op == OpRenew {
-				// As handlers: a renewal is confirmed only in the
-				// state it was made in (engine.Renew), by a node that
-				// knows it is still the active (Gate.HoldsBack); one
-				// that waited out a pause may have been replaced by a
-				// standby that never got it and gave the lock away.
-				if c.s.eng.Replaced(a.gen) {
-					var msg string
-					outcome, _, msg, _ = errcode.Of(engine.ErrReplaced)
-					*a = errorLine(op, a.rawKey, outcome, msg)
-				} else if gate := c.s.cfg.Gate; gate != nil && gate.HoldsBack(a.g.Token) {
+			if a.line == nil && c.s.eng.Replaced(a.gen) {
+				// As handlers: a release or renewal is confirmed only
+				// in the state it was made in (engine.Release,
+				// engine.Renew): a node that stepped down since may
+				// have been replaced by an active that never got it.
+				var msg string
+				outcome, _, msg, _ = errcode.Of(engine.ErrReplaced)
+				*a = errorLine(op, a.rawKey, outcome, msg)
+			} else if a.line == nil && op == OpRenew {
+				// A renewal is confirmed only by a node that knows it
+				// is still the active (Gate.HoldsBack); one that waited
+				// out a pause may have been replaced by a standby that
+				// never got it and gave the lock away.
+				if gate := c.s.cfg.Gate; gate != nil && gate.HoldsBack(a.g.Token) {
 					*a, outcome = c.movedAnswer(&request{op: op, rawKey: a.rawKey})
 				}
 			}
@@ -1311,6 +1314,7 @@ func (c *conn) release(r *request, start instant) {
 		return
 	}
 	var idx engine.LogIndex
+	var gen uint64
 	var err error
 	if r.force && !c.mayForce() {
 		c.send(errorLine(r.op, r.rawKey, api.CodeForbidden, "a forced release needs one of the node's admin_tokens (AUTH <token>)"), r.op, api.CodeForbidden, start)
@@ -1324,9 +1328,9 @@ func (c *conn) release(r *request, start instant) {
 		c.hmu.Unlock()
 	}
 	if r.force {
-		idx, err = c.s.eng.ForceReleaseNoWait(r.key)
+		idx, gen, err = c.s.eng.ForceReleaseNoWait(r.key)
 	} else {
-		idx, err = c.s.eng.ReleaseNoWait(r.key, r.token)
+		idx, gen, err = c.s.eng.ReleaseNoWait(r.key, r.token)
 	}
 	if mine {
 		slot.Store(nil)
@@ -1336,7 +1340,7 @@ func (c *conn) release(r *request, start instant) {
 		c.sendError(r, err)
 		return
 	}
-	c.send(answer{logged: idx, op: r.op, rawKey: r.rawKey, start: start}, r.op, "OK", start)
+	c.send(answer{logged: idx, gen: gen, op: r.op, rawKey: r.rawKey, start: start}, r.op, "OK", start)
 }
 
 // handOn ends the reader's collecting for a release (c.collecting): it

@@ -32,7 +32,7 @@ var table = []row{
 	{engine.ErrTooManyKeys, api.CodeTooManyKeys, "the node holds its maximum number of keys (max_keys)"},
 	{engine.ErrTooManyWaiters, api.CodeTooManyWaiters, "the queue is full (max_waiters_per_key or max_waiters)"},
 	{engine.ErrClosed, api.CodeUnavailable, "the node is shutting down; retry"},
-	{engine.ErrReplaced, api.CodeUnavailable, "this node stepped down before it could answer, and the state it serves now may not hold the change: retry (a repeat with the same Idempotency-Key gets the grant if it stands)"},
+	{engine.ErrReplaced, api.CodeUnavailable, "this node stepped down before it could answer, and the state it serves now may not hold the change: retry on the active (a repeat with the same Idempotency-Key gets the grant or the timeout if it stands; a repeated release answered not_held or not_holder has taken effect)"},
 	// Before ErrUnavailable, which it wraps: the change may stand.
 	{engine.ErrNotWritten, api.CodeUnavailable, "the node made the change but cannot write it to its log (disk full or a write error), or stepped down from the active role before it was acknowledged: it is written if the log recovers and lost if the node stops or stepped down first; retry (a repeated release answered not_held or not_holder has taken effect; until a renewal is answered, count on the lease as it was)"},
 	{engine.ErrUnavailable, api.CodeUnavailable, "the node cannot write its log (disk full or a write error), or stepped down from the active role: nothing was changed: retry"},
