@@ -226,7 +226,7 @@ const (
 //	@Produce		text/event-stream
 //	@Param			since			query		integer	false	"only events with a seq above this (default: the last 100)"
 //	@Param			key				query		string	false	"only the events of this lock key (cluster events are left out)"
-//	@Param			Last-Event-ID	header		integer	false	"as since, for a stream that resumes"
+//	@Param			Last-Event-ID	header		integer	false	"as since, for a stream that resumes (at most once)"
 //	@Success		200				{object}	api.EventList
 //	@Header			200				{number}	Baton-Replica-Lag	"on a standby: seconds since its replica was last known current"
 //	@Failure		400				{object}	api.Error	"bad parameter; field names it"
@@ -251,6 +251,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
+	}
+	// Two Last-Event-ID lines name two resume points: neither is taken.
+	if len(r.Header.Values("Last-Event-ID")) > 1 {
+		s.writeError(w, r, badRequest("Last-Event-ID", "is given more than once; send one (the Seq of the last event received)"))
+		return
 	}
 	s.setReplicaLag(w)
 	last := lg.Last()

@@ -39,3 +39,28 @@ func TestEventsBadSeqNamesItsSource(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsRepeatedLastEventIDIsRefused: two Last-Event-ID lines are a 400
+// naming Last-Event-ID, as other repeated headers are; the first line was
+// taken and the second ignored.
+func TestEventsRepeatedLastEventIDIsRefused(t *testing.T) {
+	e := newWebEnv(t, handlers.Config{})
+	for _, path := range []string{"/events", "/events?since=0"} {
+		for _, accept := range []string{"application/json", "text/event-stream"} {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, e.srv.URL+path, nil)
+			req.Header.Set("Accept", accept)
+			req.Header.Add("Last-Event-ID", "0")
+			req.Header.Add("Last-Event-ID", "0")
+			res, err := e.srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body api.Error
+			err = json.NewDecoder(res.Body).Decode(&body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusBadRequest || err != nil || body.Field != "Last-Event-ID" {
+				t.Errorf("GET %s (Accept %s) with two Last-Event-ID lines: %s %+v (%v); want 400 naming Last-Event-ID", path, accept, res.Status, body, err)
+			}
+		}
+	}
+}
