@@ -216,8 +216,12 @@ const (
 // event, id = Seq; a "gap" event with {"missed":N} when events were
 // skipped; it resumes after Last-Event-ID or ?since=); otherwise the events
 // after ?since= (default: the last 100) as an api.EventList. ?key= keeps
-// only one lock's events. A standby serves its own feed, which holds the
-// changes it replicated (see Config.Gate), with Baton-Replica-Lag.
+// only one lock's events; a ?key= stream also sends "id:" lines without
+// data past the events it leaves out, so that a reconnect resumes where it
+// was, and its missed counts the skipped events of every key (the ring
+// cannot tell whose they were: an upper bound for the key's). A standby
+// serves its own feed, which holds the changes it replicated (see
+// Config.Gate), with Baton-Replica-Lag.
 //
 //	@Summary		Recent events (server-sent events or JSON)
 //	@Description	With `Accept: text/event-stream`, a stream of server-sent events: one message per event (id = seq, data = the event as JSON), an event `gap` with `{"missed":N}` when events were skipped; it resumes after `Last-Event-ID` or `since`. Otherwise the events after `since` as JSON.
@@ -342,6 +346,16 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lg *EventL
 			buf = strconv.AppendUint(buf, ev.Seq, 10)
 			buf = append(buf, "\ndata: "...)
 			buf = append(buf, b...)
+			buf = append(buf, "\n\n"...)
+		}
+		// A ?key= stream moves the client's Last-Event-ID past the events
+		// it leaves out too (an "id:" line without data dispatches no
+		// event), so that a reconnect resumes here: resumed from its key's
+		// last event, it reported the other keys' events it had passed, no
+		// longer in the ring, as missed.
+		if key != "" && len(evs) > 0 && evs[len(evs)-1].Key != key {
+			buf = append(buf, "id: "...)
+			buf = strconv.AppendUint(buf, upto, 10)
 			buf = append(buf, "\n\n"...)
 		}
 		since = upto
