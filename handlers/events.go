@@ -86,38 +86,12 @@ func (l *EventLog) Last() uint64 {
 	return l.next - 1
 }
 
-// Since returns up to max events with a Seq above since, oldest first,
-// keeping the newest when there are more; missed counts the events after
-// since that are not returned (overwritten in the ring, or beyond max);
-// last is the Seq of the newest event.
-func (l *EventLog) Since(since uint64, max int) (evs []api.Event, missed, last uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	last = l.next - 1
-	if since >= last {
-		return nil, 0, last
-	}
-	first := since + 1
-	if n := uint64(len(l.ring)); last-since > n {
-		first = last - n + 1
-	}
-	if max > 0 && last-first+1 > uint64(max) {
-		first = last - uint64(max) + 1
-	}
-	missed = first - since - 1
-	evs = make([]api.Event, 0, last-first+1)
-	for seq := first; seq <= last; seq++ {
-		evs = append(evs, l.ring[seq%uint64(len(l.ring))].wire())
-	}
-	return evs, missed, last
-}
-
-// oldest is Since for a stream: up to max events with a Seq above since,
-// the oldest first, so that a stream behind by more than max writes them
-// all in turns; missed counts only the events after since the ring no
-// longer holds. upto is the Seq of the last event returned (since when
-// none is), last the Seq of the newest.
-func (l *EventLog) oldest(since uint64, max int) (evs []api.Event, missed, upto, last uint64) {
+// Since returns up to max events (max <= 0: every one the ring holds)
+// with a Seq above since, the oldest first, so that a reader further
+// behind than max reads them all in turns; missed counts the events after
+// since that the ring no longer holds. upto is the Seq of the last event
+// returned (since when none is), last the Seq of the newest event.
+func (l *EventLog) Since(since uint64, max int) (evs []api.Event, missed, upto, last uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	last = l.next - 1
@@ -129,7 +103,10 @@ func (l *EventLog) oldest(since uint64, max int) (evs []api.Event, missed, upto,
 		first = last - n + 1
 	}
 	missed = first - since - 1
-	upto = min(last, first+uint64(max)-1)
+	upto = last
+	if max > 0 {
+		upto = min(last, first+uint64(max)-1)
+	}
 	evs = make([]api.Event, 0, upto-first+1)
 	for seq := first; seq <= upto; seq++ {
 		evs = append(evs, l.ring[seq%uint64(len(l.ring))].wire())
@@ -281,7 +258,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
-		evs, missed, last := lg.Since(since, 0)
+		evs, missed, _, last := lg.Since(since, 0)
 		evs = onlyKey(evs, key)
 		writeJSON(w, http.StatusOK, api.EventList{Events: evs, Missed: missed, Last: last})
 		return
@@ -331,7 +308,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lg *EventL
 	}
 	buf = append(buf, "retry: 1000\n\n"...)
 	for {
-		evs, missed, upto, last := lg.oldest(since, eventsBatch)
+		evs, missed, upto, last := lg.Since(since, eventsBatch)
 		if missed > 0 {
 			buf = append(buf, "event: gap\ndata: {\"missed\":"...)
 			buf = strconv.AppendUint(buf, missed, 10)
