@@ -698,7 +698,15 @@ loop:
 		// behind in its group goes too.
 		group.signal(syscall.SIGKILL)
 	}
-	rerr := release()
+	var rerr error
+	if lostErr == nil {
+		// A lost lock is not released: it is not ours any more (refused
+		// as not held, or its lease ran out by our clock, which began
+		// counting before the server's: the server's ends within a trip).
+		// When no node answered (the active paused), a release only held
+		// the exit up by its 5 s of retries.
+		rerr = release()
+	}
 	if lostErr != nil {
 		// Said once: when COMMAND was signalled, that message said it.
 		if !signalled {
