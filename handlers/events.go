@@ -191,7 +191,7 @@ const (
 // events is GET /events: the recent-events feed. With Accept:
 // text/event-stream it is a server-sent event stream (one "message" per
 // event, id = Seq; a "gap" event with {"missed":N} when events were
-// skipped; it resumes after Last-Event-ID or ?since=); otherwise the events
+// skipped; it resumes after Last-Event-ID, else ?since=); otherwise the events
 // after ?since= (default: the last 100) as an api.EventList. ?key= keeps
 // only one lock's events; a ?key= stream also sends "id:" lines without
 // data past the events it leaves out, so that a reconnect resumes where it
@@ -207,7 +207,7 @@ const (
 //	@Produce		text/event-stream
 //	@Param			since			query		integer	false	"only events with a seq above this (default: the last 100)"
 //	@Param			key				query		string	false	"only the events of this lock key (cluster events are left out)"
-//	@Param			Last-Event-ID	header		integer	false	"as since, for a stream that resumes (at most once)"
+//	@Param			Last-Event-ID	header		integer	false	"as since, for a stream that resumes (at most once); wins over since"
 //	@Success		200				{object}	api.EventList
 //	@Header			200				{number}	Baton-Replica-Lag	"on a standby: seconds since its replica was last known current"
 //	@Failure		400				{object}	api.Error	"bad parameter; field names it"
@@ -241,15 +241,21 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	s.setReplicaLag(w)
 	last := lg.Last()
 	since := last - min(last, eventsBacklog)
-	raw, field := q.Get("since"), "since"
-	if raw == "" {
-		// The 400 names where the bad Seq came from.
-		raw, field = r.Header.Get("Last-Event-ID"), "Last-Event-ID"
-	}
-	if raw != "" {
-		n, err := strconv.ParseUint(raw, 10, 64)
+	// ?since= is where a feed starts; Last-Event-ID, which an EventSource
+	// sends when it reconnects to the same URL (its ?since= included), is
+	// where it resumes: the header, when given, wins. (since won: every
+	// reconnect of a stream opened with ?since= began at that Seq again.)
+	// Each is checked, and a 400 names the bad one.
+	for _, p := range [...]struct{ raw, field string }{
+		{q.Get("since"), "since"},
+		{r.Header.Get("Last-Event-ID"), "Last-Event-ID"},
+	} {
+		if p.raw == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(p.raw, 10, 64)
 		if err != nil {
-			s.writeError(w, r, badRequest(field, "must be an event Seq (an unsigned integer)"))
+			s.writeError(w, r, badRequest(p.field, "must be an event Seq (an unsigned integer)"))
 			return
 		}
 		// A Seq from before a restart of this node: start afresh.
