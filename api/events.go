@@ -62,7 +62,8 @@ type Event struct {
 type EventList struct {
 	// Events holds the events after since, oldest first.
 	Events []Event `json:"events"`
-	// Missed counts the events after since that are no longer kept.
+	// Missed counts the events after since that are no longer kept, of
+	// every key: with ?key= an upper bound for that key's.
 	Missed uint64 `json:"missed"`
 	// Last is the Seq of the newest event (0 if none): the next since.
 	Last uint64 `json:"last"`

@@ -84,7 +84,7 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 		}
 		t.asked(r)
 		s.setLimit(lk, r.Limit)
-		w := &waiter{lk: lk, t: t, state: detached, mode: r.Mode, owner: r.Owner, lease: r.Lease, arrived: at.mono, waitUntil: now.monoAt(r.WaitUntil), dl: deadline{idx: -1}}
+		w := &waiter{lk: lk, t: t, state: detached, mode: r.Mode, owner: r.Owner, lease: r.Lease, defaulted: r.LeaseDefaulted, arrived: at.mono, waitUntil: now.monoAt(r.WaitUntil), dl: deadline{idx: -1}}
 		w.dl.owner = w
 		t.state, t.w = tWaiting, w
 		s.heap.remove(&t.dl)

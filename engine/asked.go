@@ -10,7 +10,9 @@ import (
 // id= natively) the engine remembers, but asked for another mode, limit,
 // lease or owner than the acquire that ID first came with: it is not a
 // repeat of that request (a repeat may shorten its wait, nothing else).
-// Nothing changed; a *KeyReusedError names the field.
+// What the client sent is compared, not the lease_default a node filled
+// in (see ticket.differs). Nothing changed; a *KeyReusedError names the
+// field.
 var ErrKeyReused = errors.New("engine: waiter ID reused for another request")
 
 // KeyReusedError is ErrKeyReused with the field that differs.
@@ -41,7 +43,7 @@ func (t *ticket) asked(r *Record) {
 		t.limit = 0
 		return
 	default:
-		t.leaseSum, t.ownerSum = leaseSum(r.Lease), ownerSum(r.Owner)
+		t.leaseSum, t.ownerSum = leaseSum(r.askedLease()), ownerSum(r.Owner)
 	}
 	t.mode, t.limit = r.Mode, uint16(max(r.Limit, 1))
 }
@@ -55,11 +57,28 @@ func (t *ticket) askedSum() uint64 {
 	return uint64(t.ownerSum)<<32 | uint64(t.leaseSum)
 }
 
-// differs returns a *KeyReusedError when req (whose lease, defaulted, is
-// lease) asks for another mode, limit, lease or owner than t's acquire
-// did; nil for a repeat. Wait is not compared: clients shorten it on a
-// retry. A limit of 0 names none (the key's), and matches. s.mu is held.
-func (t *ticket) differs(req *AcquireRequest, lease time.Duration) error {
+// askedLease is the lease r's acquire named: 0 when it named none (Lease
+// is then a node's lease_default).
+func (r *Record) askedLease() time.Duration {
+	if r.LeaseDefaulted {
+		return 0
+	}
+	return r.Lease
+}
+
+// differs returns a *KeyReusedError when req asks for another mode,
+// limit, lease or owner than t's acquire did; nil for a repeat. Wait is
+// not compared: clients shorten it on a retry. A limit of 0 names none
+// (the key's), and matches. The lease compared is the one the client
+// sent (req.Lease, 0 = none), not the lease_default a node filled in:
+// after a failover to a node whose lease_default differs, a repeat that
+// names no lease, of an acquire that named none, is still a repeat. Where
+// one of the two named a lease and the other did not, they are the same
+// when they come to the same lease here (def is this node's
+// lease_default), as they always did on one node (and as a ticket made
+// from a record written before Record.LeaseDefaulted, which holds the
+// lease filled in, is compared). s.mu is held.
+func (t *ticket) differs(req *AcquireRequest, def time.Duration) error {
 	if t.limit == 0 {
 		return nil
 	}
@@ -69,7 +88,7 @@ func (t *ticket) differs(req *AcquireRequest, lease time.Duration) error {
 		field = "mode"
 	case req.Limit != 0 && req.Limit != int(t.limit):
 		field = "limit"
-	case leaseSum(lease) != t.leaseSum:
+	case !t.sameLease(req.Lease, def):
 		field = "lease"
 	case ownerSum(req.Owner) != t.ownerSum:
 		field = "owner"
@@ -77,6 +96,21 @@ func (t *ticket) differs(req *AcquireRequest, lease time.Duration) error {
 		return nil
 	}
 	return &KeyReusedError{Field: field}
+}
+
+// sameLease says whether a repeat asking for lease (0 = none; def is this
+// node's lease_default) asks for t's acquire's lease (see differs).
+func (t *ticket) sameLease(lease, def time.Duration) bool {
+	none := leaseSum(0)
+	switch {
+	case leaseSum(lease) == t.leaseSum:
+		return true // what the client sent, both times
+	case t.leaseSum == none:
+		return leaseSum(lease) == leaseSum(def) // the first named none: def here
+	case lease == 0:
+		return leaseSum(def) == t.leaseSum // the repeat names none: def here
+	}
+	return false
 }
 
 // leaseSum is a lease's fingerprint: its 64 bits folded into 32 (exact

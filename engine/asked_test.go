@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
@@ -180,6 +181,92 @@ func TestIDReusedAfterReplayAndSnapshot(t *testing.T) {
 		defer snap.Close()
 		e.Demote()
 		e.Close()
+		replayed.Promote(Failover)
+		check("after replay", replayed)
+		snap.Promote(Failover)
+		check("after a snapshot", snap)
+	})
+}
+
+// A repeat that names no lease, of an acquire that named none, is a repeat
+// on a node whose lease_default differs from the node that took the first
+// (a failover between nodes configured apart): what the client sent is
+// compared, not the default each node filled in. This holds for a grant
+// made at once, a waiter still queued and a waiter granted on a release,
+// after the log's replay and after a snapshot. A lease named in one and
+// not the other still counts as the same only where it is the answering
+// node's default. (The default was compared: 422 lease.)
+func TestIDRepeatWithoutLeaseAfterFailoverToAnotherDefault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &memLog{}
+		e := newEngine(t, Config{Log: log, LeaseDefault: 10 * time.Second})
+		granted := AcquireRequest{Key: "g", ID: "g1"}
+		g := mustAcquire(t, e, granted)
+		mustAcquire(t, e, AcquireRequest{Key: "q", Lease: time.Hour})
+		queued := AcquireRequest{Key: "q", ID: "q1"}
+		parkedQ := goAcquire(e, context.Background(), queued)
+		h := mustAcquire(t, e, AcquireRequest{Key: "h", Lease: time.Hour})
+		handed := AcquireRequest{Key: "h", ID: "h1"}
+		parkedH := goAcquire(e, context.Background(), handed)
+		synctest.Wait()
+		if err := e.Release("h", h.Token); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		hg := answered(t, "the handed-on waiter", parkedH)
+		if hg.err != nil {
+			t.Fatal(hg.err)
+		}
+		parked(t, "the queued waiter", parkedQ)
+
+		check := func(what string, r *Engine) {
+			t.Helper()
+			if g2 := mustAcquire(t, r, granted); g2.Token != g.Token {
+				t.Fatalf("%s: repeat of the grant got token %d, want %d", what, g2.Token, g.Token)
+			}
+			if g2 := mustAcquire(t, r, handed); g2.Token != hg.g.Token {
+				t.Fatalf("%s: repeat of the handed-on grant got token %d, want %d", what, g2.Token, hg.g.Token)
+			}
+			// The queued one's repeat takes its place over: it waits (the
+			// holder stays), where a reused key is answered at once.
+			ctx, cancel := context.WithCancel(context.Background())
+			p := goAcquire(r, ctx, queued)
+			synctest.Wait()
+			parked(t, what+": repeat of the queued waiter", p)
+			cancel()
+			synctest.Wait()
+			<-p
+			// Another lease is another request; the answering node's
+			// default is the one the first (none named) comes to here.
+			other := granted
+			other.Lease = 10 * time.Second
+			_, err := r.Acquire(context.Background(), other)
+			wantReused(t, what+": a lease of the first node's default", err, "lease")
+			other.Lease = 45 * time.Second
+			if g2 := mustAcquire(t, r, other); g2.Token != g.Token {
+				t.Fatalf("%s: repeat naming this node's default got token %d, want %d", what, g2.Token, g.Token)
+			}
+		}
+
+		replayed := newEngine(t, Config{Standby: true, LeaseDefault: 45 * time.Second})
+		defer replayed.Close()
+		for i, b := range log.raw() {
+			if err := replayed.Replay(b); err != nil {
+				t.Fatalf("record %d: %v", i, err)
+			}
+		}
+		snap := newEngine(t, Config{Standby: true, LeaseDefault: 45 * time.Second})
+		defer snap.Close()
+		var buf bytes.Buffer
+		if _, err := e.WriteDump(&buf, func() uint64 { return 0 }); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := snap.LoadDump(&buf); err != nil {
+			t.Fatal(err)
+		}
+		e.Demote()
+		e.Close()
+		<-parkedQ
 		replayed.Promote(Failover)
 		check("after replay", replayed)
 		snap.Promote(Failover)

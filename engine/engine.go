@@ -176,8 +176,8 @@ type AcquireRequest struct {
 	// ID is the waiter identity (an Idempotency-Key); "" = anonymous. A
 	// repeat with the same Key and ID gets the outcome of the first; a
 	// repeat is the same request, but for Wait: another Mode, Limit (one
-	// named), Lease (defaulted) or Owner under a known ID is
-	// ErrKeyReused, and changes nothing.
+	// named), Lease (as sent: 0 is not the lease_default some node filled
+	// in) or Owner under a known ID is ErrKeyReused, and changes nothing.
 	ID string
 	// Owner labels the holder for people (CheckOwner); "" = none. It is
 	// never an identity check.
@@ -499,6 +499,7 @@ type waiter struct {
 	req        *Waiting // the request parked on it; nil once answered, or none
 	state      waiterState
 	mode       Mode
+	defaulted  bool // the acquire named no lease: lease is a lease_default (Record.LeaseDefaulted)
 	owner      string
 	lease      time.Duration
 	arrived    int64 // monotonic ns (Clock), like every instant below
@@ -973,7 +974,7 @@ func (e *Engine) acquire(req *AcquireRequest, done Receiver, o *AcquireResult) *
 	s.overdue(now) // a lease that ran out is over, before its timer fires too
 	if req.ID != "" {
 		if t := s.tickets[ticketKey{req.Key, req.ID}]; t != nil {
-			if err := t.differs(req, lease); err != nil {
+			if err := t.differs(req, e.cfg.LeaseDefault); err != nil {
 				// Another request under a known ID: refused, and the
 				// first one's waiter or grant stays as it is.
 				s.mu.Unlock()
@@ -1021,7 +1022,7 @@ func (e *Engine) acquire(req *AcquireRequest, done Receiver, o *AcquireResult) *
 //
 //go:noinline
 func (s *shard) grantNow(lk *lock, req *AcquireRequest, lease time.Duration, limit int, now stamp, o *AcquireResult) {
-	r := Record{Kind: RecGrant, Key: lk.key, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease)), WaiterID: req.ID, Owner: req.Owner, Mode: req.Mode, Limit: recLimit(limit)}
+	r := Record{Kind: RecGrant, Key: lk.key, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease)), WaiterID: req.ID, Owner: req.Owner, Mode: req.Mode, Limit: recLimit(limit), LeaseDefaulted: req.Lease == 0}
 	idx, err := s.logGrant(&r, now)
 	if err != nil {
 		s.dropIfIdle(lk)
@@ -1055,7 +1056,7 @@ func (s *shard) enqueue(lk *lock, req *AcquireRequest, lease, wait time.Duration
 		// another node after a handoff (the ticket travels in a redirect).
 		id = newTicketID()
 	}
-	r := Record{Kind: RecEnqueue, Key: lk.key, WaiterID: id, Lease: lease, At: now.wall, Owner: req.Owner, Mode: req.Mode, Limit: recLimit(limit)}
+	r := Record{Kind: RecEnqueue, Key: lk.key, WaiterID: id, Lease: lease, At: now.wall, Owner: req.Owner, Mode: req.Mode, Limit: recLimit(limit), LeaseDefaulted: req.Lease == 0}
 	if wait > 0 {
 		// A wait too long to have an end (past the year 2262) has none.
 		r.WaitUntil = now.wallAt(after(now.mono, wait))
@@ -1662,7 +1663,7 @@ func (s *shard) endGrant(lk *lock, h *hold, now stamp, kind EventKind, forced bo
 func (s *shard) grantNext(lk *lock, now stamp) {
 	for lk.head != nil && lk.canGrant(lk.head.mode) {
 		w := lk.head
-		r := Record{Kind: RecGrant, Key: lk.key, Lease: w.lease, At: now.wall, Expires: now.wallAt(after(now.mono, w.lease)), WaiterID: w.t.id, Owner: w.owner, Mode: w.mode, Limit: recLimit(lk.limit())}
+		r := Record{Kind: RecGrant, Key: lk.key, Lease: w.lease, At: now.wall, Expires: now.wallAt(after(now.mono, w.lease)), WaiterID: w.t.id, Owner: w.owner, Mode: w.mode, Limit: recLimit(lk.limit()), LeaseDefaulted: w.defaulted}
 		if w.state == detached {
 			// Its request is gone, its repeat is due within the grace: the
 			// grant waits that long to be claimed, then is released.

@@ -140,6 +140,13 @@ type Record struct {
 	// acquire asked for (a snapshot's RecGrant and RecOutcome of a
 	// ticket; 0 = none: taken from Lease and Owner).
 	Asked uint64
+	// LeaseDefaulted: the acquire named no lease, and Lease is the
+	// lease_default of the node that made the record (RecGrant,
+	// RecEnqueue). A repeat under its waiter ID is compared on what the
+	// client sent (no lease), not on that default, which another node may
+	// set differently. Records written before it existed lack it: their
+	// Lease counts as asked.
+	LeaseDefaulted bool
 }
 
 // Mode is how a holder holds its key. The numbers are part of the format.
@@ -178,6 +185,7 @@ const (
 	tagLimit     = 12 // uvarint
 	tagEpoch     = 13 // uvarint
 	tagAsked     = 14 // uvarint
+	tagDefaulted = 15 // uvarint, 1 = LeaseDefaulted
 	maxTag       = 63 // tags above are refused when encoding (none exist)
 )
 
@@ -214,6 +222,9 @@ func AppendRecord(b []byte, r *Record) []byte {
 	b = appendUvarintField(b, tagLimit, uint64(r.Limit))
 	b = appendUvarintField(b, tagEpoch, r.Epoch)
 	b = appendUvarintField(b, tagAsked, r.Asked)
+	if r.LeaseDefaulted {
+		b = appendUvarintField(b, tagDefaulted, 1)
+	}
 	return b
 }
 
@@ -340,12 +351,17 @@ func DecodeRecord(b []byte) (Record, error) {
 			r.Epoch = v
 		case tagAsked:
 			r.Asked = v
+		case tagDefaulted:
+			if v > 1 {
+				return r, fmt.Errorf("%w: lease_defaulted %d at offset %d", ErrRecordCorrupt, v, at)
+			}
+			r.LeaseDefaulted = v == 1
 		}
 	}
 	return r, nil
 }
 
-func knownTag(tag uint64) bool { return tag >= tagKey && tag <= tagAsked }
+func knownTag(tag uint64) bool { return tag >= tagKey && tag <= tagDefaulted }
 
 func tagWire(tag uint64) uint64 {
 	if tag == tagKey || tag == tagWaiterID || tag == tagOwner {

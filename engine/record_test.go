@@ -34,6 +34,9 @@ func goldenRecords() []Record {
 		// What a remembered waiter ID asked for (a snapshot's outcome):
 		// mode, limit, and the fingerprints of lease and owner (tag 14).
 		{Kind: RecOutcome, Key: "k", WaiterID: "w", Outcome: OutcomeTimeout, Until: at, Mode: Shared, Limit: 2, Asked: 0x811c9dc5_12a05f21},
+		// An acquire that named no lease: Lease is the node's
+		// lease_default (tag 15, 1).
+		{Kind: RecEnqueue, Key: "d", WaiterID: "w", Lease: 30 * time.Second, At: at, LeaseDefaulted: true},
 	}
 }
 
@@ -61,6 +64,8 @@ var goldenHex = []string{
 	"010c0a03617069208080e1c6ffad91ed31",
 	// outcome ... timeout (tag 9) 1, mode 1, limit 2, asked (tag 14)
 	"010a0a016b320177408080e1c6ffad91ed3148015801600270a1be8195d1b8a78e8101",
+	// enqueue ... lease_defaulted (tag 15) 1
+	"01050a01641880d88ee16f208080e1c6ffad91ed313201777801",
 }
 
 func TestRecordGolden(t *testing.T) {

@@ -44,7 +44,7 @@ func (e *Engine) SnapshotRecords(emit func(shard int, rec []byte), done func(sha
 				put(i, &r)
 			})
 			for w := lk.head; w != nil; w = w.next {
-				r := Record{Kind: RecEnqueue, Key: lk.key, WaiterID: w.t.id, Lease: w.lease, At: now.wallAt(w.arrived), WaitUntil: now.wallAt(w.waitUntil), Owner: w.owner, Mode: w.mode, Limit: limit}
+				r := Record{Kind: RecEnqueue, Key: lk.key, WaiterID: w.t.id, Lease: w.lease, At: now.wallAt(w.arrived), WaitUntil: now.wallAt(w.waitUntil), Owner: w.owner, Mode: w.mode, Limit: limit, LeaseDefaulted: w.defaulted}
 				put(i, &r)
 			}
 		}

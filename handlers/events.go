@@ -86,38 +86,12 @@ func (l *EventLog) Last() uint64 {
 	return l.next - 1
 }
 
-// Since returns up to max events with a Seq above since, oldest first,
-// keeping the newest when there are more; missed counts the events after
-// since that are not returned (overwritten in the ring, or beyond max);
-// last is the Seq of the newest event.
-func (l *EventLog) Since(since uint64, max int) (evs []api.Event, missed, last uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	last = l.next - 1
-	if since >= last {
-		return nil, 0, last
-	}
-	first := since + 1
-	if n := uint64(len(l.ring)); last-since > n {
-		first = last - n + 1
-	}
-	if max > 0 && last-first+1 > uint64(max) {
-		first = last - uint64(max) + 1
-	}
-	missed = first - since - 1
-	evs = make([]api.Event, 0, last-first+1)
-	for seq := first; seq <= last; seq++ {
-		evs = append(evs, l.ring[seq%uint64(len(l.ring))].wire())
-	}
-	return evs, missed, last
-}
-
-// oldest is Since for a stream: up to max events with a Seq above since,
-// the oldest first, so that a stream behind by more than max writes them
-// all in turns; missed counts only the events after since the ring no
-// longer holds. upto is the Seq of the last event returned (since when
-// none is), last the Seq of the newest.
-func (l *EventLog) oldest(since uint64, max int) (evs []api.Event, missed, upto, last uint64) {
+// Since returns up to max events (max <= 0: every one the ring holds)
+// with a Seq above since, the oldest first, so that a reader further
+// behind than max reads them all in turns; missed counts the events after
+// since that the ring no longer holds. upto is the Seq of the last event
+// returned (since when none is), last the Seq of the newest event.
+func (l *EventLog) Since(since uint64, max int) (evs []api.Event, missed, upto, last uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	last = l.next - 1
@@ -129,7 +103,10 @@ func (l *EventLog) oldest(since uint64, max int) (evs []api.Event, missed, upto,
 		first = last - n + 1
 	}
 	missed = first - since - 1
-	upto = min(last, first+uint64(max)-1)
+	upto = last
+	if max > 0 {
+		upto = min(last, first+uint64(max)-1)
+	}
 	evs = make([]api.Event, 0, upto-first+1)
 	for seq := first; seq <= upto; seq++ {
 		evs = append(evs, l.ring[seq%uint64(len(l.ring))].wire())
@@ -214,10 +191,14 @@ const (
 // events is GET /events: the recent-events feed. With Accept:
 // text/event-stream it is a server-sent event stream (one "message" per
 // event, id = Seq; a "gap" event with {"missed":N} when events were
-// skipped; it resumes after Last-Event-ID or ?since=); otherwise the events
+// skipped; it resumes after Last-Event-ID, else ?since=); otherwise the events
 // after ?since= (default: the last 100) as an api.EventList. ?key= keeps
-// only one lock's events. A standby serves its own feed, which holds the
-// changes it replicated (see Config.Gate), with Baton-Replica-Lag.
+// only one lock's events; a ?key= stream also sends "id:" lines without
+// data past the events it leaves out, so that a reconnect resumes where it
+// was, and its missed counts the skipped events of every key (the ring
+// cannot tell whose they were: an upper bound for the key's). A standby
+// serves its own feed, which holds the changes it replicated (see
+// Config.Gate), with Baton-Replica-Lag.
 //
 //	@Summary		Recent events (server-sent events or JSON)
 //	@Description	With `Accept: text/event-stream`, a stream of server-sent events: one message per event (id = seq, data = the event as JSON), an event `gap` with `{"missed":N}` when events were skipped; it resumes after `Last-Event-ID` or `since`. Otherwise the events after `since` as JSON.
@@ -226,7 +207,7 @@ const (
 //	@Produce		text/event-stream
 //	@Param			since			query		integer	false	"only events with a seq above this (default: the last 100)"
 //	@Param			key				query		string	false	"only the events of this lock key (cluster events are left out)"
-//	@Param			Last-Event-ID	header		integer	false	"as since, for a stream that resumes"
+//	@Param			Last-Event-ID	header		integer	false	"as since, for a stream that resumes (at most once); wins over since"
 //	@Success		200				{object}	api.EventList
 //	@Header			200				{number}	Baton-Replica-Lag	"on a standby: seconds since its replica was last known current"
 //	@Failure		400				{object}	api.Error	"bad parameter; field names it"
@@ -252,18 +233,29 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Two Last-Event-ID lines name two resume points: neither is taken.
+	if len(r.Header.Values("Last-Event-ID")) > 1 {
+		s.writeError(w, r, badRequest("Last-Event-ID", "is given more than once; send one (the Seq of the last event received)"))
+		return
+	}
 	s.setReplicaLag(w)
 	last := lg.Last()
 	since := last - min(last, eventsBacklog)
-	raw, field := q.Get("since"), "since"
-	if raw == "" {
-		// The 400 names where the bad Seq came from.
-		raw, field = r.Header.Get("Last-Event-ID"), "Last-Event-ID"
-	}
-	if raw != "" {
-		n, err := strconv.ParseUint(raw, 10, 64)
+	// ?since= is where a feed starts; Last-Event-ID, which an EventSource
+	// sends when it reconnects to the same URL (its ?since= included), is
+	// where it resumes: the header, when given, wins. (since won: every
+	// reconnect of a stream opened with ?since= began at that Seq again.)
+	// Each is checked, and a 400 names the bad one.
+	for _, p := range [...]struct{ raw, field string }{
+		{q.Get("since"), "since"},
+		{r.Header.Get("Last-Event-ID"), "Last-Event-ID"},
+	} {
+		if p.raw == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(p.raw, 10, 64)
 		if err != nil {
-			s.writeError(w, r, badRequest(field, "must be an event Seq (an unsigned integer)"))
+			s.writeError(w, r, badRequest(p.field, "must be an event Seq (an unsigned integer)"))
 			return
 		}
 		// A Seq from before a restart of this node: start afresh.
@@ -272,7 +264,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
-		evs, missed, last := lg.Since(since, 0)
+		evs, missed, _, last := lg.Since(since, 0)
 		evs = onlyKey(evs, key)
 		writeJSON(w, http.StatusOK, api.EventList{Events: evs, Missed: missed, Last: last})
 		return
@@ -322,7 +314,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lg *EventL
 	}
 	buf = append(buf, "retry: 1000\n\n"...)
 	for {
-		evs, missed, upto, last := lg.oldest(since, eventsBatch)
+		evs, missed, upto, last := lg.Since(since, eventsBatch)
 		if missed > 0 {
 			buf = append(buf, "event: gap\ndata: {\"missed\":"...)
 			buf = strconv.AppendUint(buf, missed, 10)
@@ -337,6 +329,16 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lg *EventL
 			buf = strconv.AppendUint(buf, ev.Seq, 10)
 			buf = append(buf, "\ndata: "...)
 			buf = append(buf, b...)
+			buf = append(buf, "\n\n"...)
+		}
+		// A ?key= stream moves the client's Last-Event-ID past the events
+		// it leaves out too (an "id:" line without data dispatches no
+		// event), so that a reconnect resumes here: resumed from its key's
+		// last event, it reported the other keys' events it had passed, no
+		// longer in the ring, as missed.
+		if key != "" && len(evs) > 0 && evs[len(evs)-1].Key != key {
+			buf = append(buf, "id: "...)
+			buf = strconv.AppendUint(buf, upto, 10)
 			buf = append(buf, "\n\n"...)
 		}
 		since = upto

@@ -1,8 +1,12 @@
 package handlers_test
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/baton-io/baton/api"
@@ -37,5 +41,77 @@ func TestEventsBadSeqNamesItsSource(t *testing.T) {
 				t.Errorf("GET %s (Accept %s, Last-Event-ID %q): %s %+v (%v); want 400 naming %s", c.path, accept, c.lastID, res.Status, body, err, c.field)
 			}
 		}
+	}
+}
+
+// TestEventsRepeatedLastEventIDIsRefused: two Last-Event-ID lines are a 400
+// naming Last-Event-ID, as other repeated headers are; the first line was
+// taken and the second ignored.
+func TestEventsRepeatedLastEventIDIsRefused(t *testing.T) {
+	e := newWebEnv(t, handlers.Config{})
+	for _, path := range []string{"/events", "/events?since=0"} {
+		for _, accept := range []string{"application/json", "text/event-stream"} {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, e.srv.URL+path, nil)
+			req.Header.Set("Accept", accept)
+			req.Header.Add("Last-Event-ID", "0")
+			req.Header.Add("Last-Event-ID", "0")
+			res, err := e.srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body api.Error
+			err = json.NewDecoder(res.Body).Decode(&body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusBadRequest || err != nil || body.Field != "Last-Event-ID" {
+				t.Errorf("GET %s (Accept %s) with two Last-Event-ID lines: %s %+v (%v); want 400 naming Last-Event-ID", path, accept, res.Status, body, err)
+			}
+		}
+	}
+}
+
+// TestEventsLastEventIDWinsOverSince: an EventSource reconnecting to a URL
+// with ?since= sends Last-Event-ID too, and resumes there: the header
+// wins, and a bad one is a 400 even beside a good since. (since won: the
+// stream began at the URL's Seq again on every reconnect.)
+func TestEventsLastEventIDWinsOverSince(t *testing.T) {
+	e := newWebEnv(t, handlers.Config{})
+	for range 10 {
+		e.events.AddEvent(api.Event{Kind: api.EventPromote, Node: "http://n"})
+	}
+	last := e.events.Last()
+	do := func(accept, lastID string) (*http.Response, string) {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, e.srv.URL+"/events?since="+strconv.FormatUint(last-8, 10), nil)
+		req.Header.Set("Accept", accept)
+		req.Header.Set("Last-Event-ID", lastID)
+		res, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if accept == "text/event-stream" {
+			sc := bufio.NewScanner(res.Body)
+			defer res.Body.Close()
+			for sc.Scan() {
+				if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+					return res, id
+				}
+			}
+			t.Fatalf("the stream ended: %v", sc.Err())
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		return res, string(b)
+	}
+	want := strconv.FormatUint(last-2, 10)
+	if _, id := do("text/event-stream", strconv.FormatUint(last-3, 10)); id != want {
+		t.Errorf("stream with ?since=%d and Last-Event-ID %d began at id %s, want %s", last-8, last-3, id, want)
+	}
+	res, body := do("application/json", strconv.FormatUint(last-3, 10))
+	var l api.EventList
+	if err := json.Unmarshal([]byte(body), &l); err != nil || res.StatusCode != http.StatusOK || len(l.Events) != 3 || l.Events[0].Seq != last-2 {
+		t.Errorf("JSON with ?since=%d and Last-Event-ID %d: %s %s; want the last 3 events", last-8, last-3, res.Status, body)
+	}
+	res, body = do("application/json", "abc")
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, `"field":"Last-Event-ID"`) {
+		t.Errorf("a bad Last-Event-ID beside a good since: %s %s; want 400 naming Last-Event-ID", res.Status, body)
 	}
 }

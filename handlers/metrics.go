@@ -52,8 +52,9 @@ type Metrics struct {
 
 	eng atomic.Pointer[engine.Engine]
 
-	// handoffs tracks, per key, a release or expiry that had waiters until
-	// the grant it led to is written to the new holder's connection.
+	// handoffs tracks, per key, a release or expiry that had waiters and
+	// the grants it led to, each until it is written to its new holder's
+	// connection.
 	seed     maphash.Seed
 	handoffs [64]handoffShard
 	now      func() time.Time
@@ -71,11 +72,44 @@ type handoffShard struct {
 	n atomic.Int32
 }
 
-// handoff is a lock passed on from one holder to a waiter: from is when the
-// old grant ended (Unix ns), token the new grant's (0 until it is made).
+// handoff is a key's hand-on state. from is when the last grant to end
+// with waiters queued ended (Unix ns; 0: no hand-on step is open), batch
+// the At of the grants made so far in that step (0: none yet): the engine
+// makes every grant of one step (a release, then as many waiters as now
+// fit: several shared ones at once) with the step's one clock reading,
+// and a grant with another At is not part of it. pending holds the grants
+// made in hand-on steps until their delivery (or their end: then never).
 type handoff struct {
-	from  int64
+	from, batch int64
+	pending     []handedOn
+}
+
+// handedOn is one grant made in a hand-on step: its token, and when the
+// grant it followed ended (Unix ns).
+type handedOn struct {
 	token uint64
+	from  int64
+}
+
+// without returns p without the grant of token, in place.
+func without(p []handedOn, token uint64) []handedOn {
+	for i := range p {
+		if p[i].token == token {
+			return append(p[:i], p[i+1:]...)
+		}
+	}
+	return p
+}
+
+// put stores h for key, or deletes key's entry when it holds nothing, and
+// sets n. sh.mu is held.
+func (sh *handoffShard) put(key string, h handoff) {
+	if h.from == 0 && len(h.pending) == 0 {
+		delete(sh.m, key)
+	} else {
+		sh.m[key] = h
+	}
+	sh.n.Store(int32(len(sh.m)))
 }
 
 // NewMetrics returns metrics in a fresh registry. The role starts as
@@ -113,7 +147,7 @@ func NewMetrics() *Metrics {
 	})
 	m.handoffSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "baton", Name: "handoff_seconds",
-		Help:    "Time from the release or lease expiry of a lock to the moment its next holder's grant was written to that holder's connection, in seconds.",
+		Help:    "Time from the release or lease expiry of a lock to the moment the grant of a waiter it let in was written to that holder's connection, in seconds; each waiter let in counts (several shared ones at once).",
 		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
 	})
 	m.role = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -342,9 +376,18 @@ func (m *Metrics) OnEvent(ev engine.Event) {
 			return
 		}
 		sh.mu.Lock()
-		if h, ok := sh.m[ev.Key]; ok && h.token == 0 {
-			h.token = ev.Token
-			sh.m[ev.Key] = h
+		if h, ok := sh.m[ev.Key]; ok {
+			// Every waiter granted in the step counts its own handoff
+			// (several shared ones at once); the first grant after the
+			// step began is part of it (also when the log refused it at
+			// first and it was made later), later ones only with its At.
+			if h.from != 0 && (h.batch == 0 || h.batch == ev.At) {
+				h.batch = ev.At
+				h.pending = append(h.pending, handedOn{token: ev.Token, from: h.from})
+			} else {
+				h.from, h.batch = 0, 0
+			}
+			sh.put(ev.Key, h)
 		}
 		sh.mu.Unlock()
 	case engine.EventRelease, engine.EventExpire:
@@ -358,13 +401,13 @@ func (m *Metrics) OnEvent(ev engine.Event) {
 			return
 		}
 		sh.mu.Lock()
-		if h, ok := sh.m[ev.Key]; ok && (h.token == ev.Token || h.token == 0) {
-			delete(sh.m, ev.Key) // a handoff that was never delivered
-		}
+		h := sh.m[ev.Key]
+		h.pending = without(h.pending, ev.Token) // a handoff that was never delivered
+		h.from, h.batch = 0, 0
 		if ev.Waiters > 0 {
-			sh.m[ev.Key] = handoff{from: ev.At}
+			h.from = ev.At
 		}
-		sh.n.Store(int32(len(sh.m)))
+		sh.put(ev.Key, h)
 		sh.mu.Unlock()
 	case engine.EventRenew:
 		m.renewals.Inc()
@@ -385,14 +428,21 @@ func (m *Metrics) delivered(key string, token uint64) {
 		return
 	}
 	sh.mu.Lock()
-	h, ok := sh.m[key]
-	if ok && h.token == token {
-		delete(sh.m, key)
-		sh.n.Store(int32(len(sh.m)))
+	var from int64
+	found := false
+	if h, ok := sh.m[key]; ok {
+		for _, g := range h.pending {
+			if g.token == token {
+				from, found = g.from, true
+				h.pending = without(h.pending, token)
+				sh.put(key, h)
+				break
+			}
+		}
 	}
 	sh.mu.Unlock()
-	if ok && h.token == token {
-		m.handoffSeconds.Observe(max(0, float64(m.now().UnixNano()-h.from)/1e9))
+	if found {
+		m.handoffSeconds.Observe(max(0, float64(m.now().UnixNano()-from)/1e9))
 	}
 }
 

@@ -458,3 +458,83 @@ func TestHandoffObservedOnce(t *testing.T) {
 		t.Fatalf("%d handoffs observed, want 1", n)
 	}
 }
+
+// TestHandoffCountsEveryWaiterOfAStep: every waiter granted in one hand-on
+// step (a writer's release, then the shared waiters it lets in, made with
+// the step's one clock reading) counts its own handoff, from the release
+// to its own delivery; a grant made later (another At) is no handoff, and
+// a pending handoff is kept while another holder of the key releases. Only
+// the first reader of a batch was counted.
+func TestHandoffCountsEveryWaiterOfAStep(t *testing.T) {
+	m := handlers.NewMetrics()
+	at := time.Now().UnixNano()
+	ev := func(kind engine.EventKind, token uint64, waiters int, at int64) {
+		m.OnEvent(engine.Event{Kind: kind, Key: "k", Token: token, Waiters: waiters, At: at})
+	}
+	ev(engine.EventGrant, 1, 0, at) // the writer
+	m.Delivered("k", 1)
+	ev(engine.EventRelease, 1, 4, at+1)
+	ev(engine.EventGrant, 2, 3, at+1) // three readers in the same step
+	ev(engine.EventGrant, 3, 2, at+1)
+	ev(engine.EventGrant, 4, 1, at+1) // a writer (1 waiter) stays queued
+	ev(engine.EventGrant, 9, 1, at+2) // not of the step (cannot happen while one queues; a guard)
+	m.Delivered("k", 2)
+	ev(engine.EventRelease, 2, 1, at+3) // reader 2 done: the writer still waits for 3 and 4
+	m.Delivered("k", 3)
+	m.Delivered("k", 4)
+	m.Delivered("k", 9)
+	m.Delivered("k", 3) // once each
+	if n := histCount(t, m, "baton_handoff_seconds", ""); n != 3 {
+		t.Fatalf("%d handoffs observed for a step that granted three readers, want 3", n)
+	}
+}
+
+// TestHandoffOfSharedWaitersThroughTheEngine: the same through the real
+// engine and HTTP: a writer's release hands the lock to three queued
+// readers at once, and each one's delivery is a handoff.
+func TestHandoffOfSharedWaitersThroughTheEngine(t *testing.T) {
+	o := newOpsServer(t, engine.Config{}, handlers.Config{})
+	code, hdr, body := o.call(t, http.MethodPost, "/locks/rw?lease=30", "")
+	if code != 200 {
+		t.Fatalf("acquire: %d %s", code, body)
+	}
+	const readers = 3
+	granted := make(chan int, readers)
+	for range readers {
+		go func() {
+			code, _, _ := o.call(t, http.MethodPost, "/locks/rw?lease=30&mode=shared", "")
+			granted <- code
+		}()
+	}
+	for {
+		if _, w := o.eng.Counts(); w == readers {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if code, _, body := o.call(t, http.MethodDelete, "/locks/rw?token="+hdr.Get(api.HeaderLockToken), ""); code != 200 {
+		t.Fatalf("release: %d %s", code, body)
+	}
+	for range readers {
+		select {
+		case code := <-granted:
+			if code != 200 {
+				t.Fatalf("a reader: %d", code)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the readers were not granted")
+		}
+	}
+	// A delivery is recorded just after its answer is flushed: wait for it.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := metric(t, o.scrape(t), "baton_handoff_seconds")
+		if got == readers {
+			break
+		}
+		if got > readers || time.Now().After(deadline) {
+			t.Fatalf("baton_handoff_seconds counts %v handoffs, want %d (one per reader)", got, readers)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

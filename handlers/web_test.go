@@ -193,14 +193,14 @@ func TestValidateCORSOrigins(t *testing.T) {
 
 func TestEventLogRing(t *testing.T) {
 	l := handlers.NewEventLog(4)
-	if evs, missed, last := l.Since(0, 0); evs != nil || missed != 0 || last != 0 {
+	if evs, missed, _, last := l.Since(0, 0); evs != nil || missed != 0 || last != 0 {
 		t.Fatalf("empty log: %v %d %d", evs, missed, last)
 	}
 	for i := 1; i <= 10; i++ {
 		l.Add(engine.Event{Kind: engine.EventGrant, Key: "k", Token: uint64(i), At: int64(i) * 1e9})
 	}
 	l.AddEvent(api.Event{Kind: api.EventPromote, Node: "http://b"})
-	evs, missed, last := l.Since(0, 0)
+	evs, missed, _, last := l.Since(0, 0)
 	if last != 11 || missed != 7 || len(evs) != 4 {
 		t.Fatalf("Since(0) = %d events, missed %d, last %d; want 4, 7, 11", len(evs), missed, last)
 	}
@@ -215,13 +215,19 @@ func TestEventLogRing(t *testing.T) {
 	if evs[3].Kind != api.EventPromote || evs[3].Node != "http://b" || evs[3].At.IsZero() {
 		t.Errorf("cluster event = %+v", evs[3])
 	}
-	evs, missed, _ = l.Since(9, 0)
+	evs, missed, _, _ = l.Since(9, 0)
 	if len(evs) != 2 || missed != 0 || evs[0].Seq != 10 {
 		t.Errorf("Since(9) = %+v, missed %d", evs, missed)
 	}
-	evs, missed, _ = l.Since(7, 1)
-	if len(evs) != 1 || missed != 3 || evs[0].Seq != 11 {
-		t.Errorf("Since(7, max 1) = %+v, missed %d", evs, missed)
+	// At most max, the oldest first: the rest is read in turns, not
+	// missed; missed counts only what the ring no longer holds.
+	evs, missed, upto, _ := l.Since(7, 1)
+	if len(evs) != 1 || missed != 0 || evs[0].Seq != 8 || upto != 8 {
+		t.Errorf("Since(7, max 1) = %+v, missed %d, upto %d; want seq 8, 0, 8", evs, missed, upto)
+	}
+	evs, missed, upto, _ = l.Since(2, 2)
+	if len(evs) != 2 || missed != 5 || evs[0].Seq != 8 || upto != 9 {
+		t.Errorf("Since(2, max 2) = %+v, missed %d, upto %d; want seqs 8-9, 5, 9", evs, missed, upto)
 	}
 	// Entries are overwritten in place: a lock event where the cluster
 	// event was, and a cluster event where a lock event was, keep
@@ -230,7 +236,7 @@ func TestEventLogRing(t *testing.T) {
 		l.Add(engine.Event{Kind: engine.EventRelease, Key: "j", Token: uint64(i)})
 	}
 	l.AddEvent(api.Event{Kind: api.EventPromote, Node: "http://c"})
-	evs, _, _ = l.Since(14, 0)
+	evs, _, _, _ = l.Since(14, 0)
 	if len(evs) != 2 || evs[0].Kind != api.EventRelease || evs[0].Node != "" || evs[0].Token != 15 || evs[1].Kind != api.EventPromote || evs[1].Key != "" || evs[1].Token != 0 {
 		t.Errorf("after the ring turned: %+v", evs)
 	}

@@ -95,6 +95,14 @@ func (f *clientFlags) client(cio cliIO) (*api.Client, error) {
 	cfg := api.Config{
 		Addresses: api.SplitAddresses(cio.getenv(api.EnvAddr)),
 		Token:     cio.getenv(api.EnvAuthToken),
+		// A waiting acquire is a silent long poll: a node that stopped
+		// answering (SIGSTOP, a frozen VM) is found by these pings. The
+		// library's 15 s + 5 s kept `baton run --wait` on a paused active
+		// for 20 s or more, long after a standby had taken over (which
+		// takes under 2 s); a CLI's few connections can afford a ping
+		// after each second of silence.
+		PingInterval: cliPingInterval,
+		PingTimeout:  cliPingTimeout,
 	}
 	from := api.EnvAddr
 	if len(f.addr) > 0 {
@@ -115,6 +123,13 @@ func (f *clientFlags) client(cio cliIO) (*api.Client, error) {
 	}
 	return c, nil
 }
+
+// The CLI's HTTP/2 ping: after this much silence on a connection, and
+// how long its answer may take before the connection counts as broken.
+const (
+	cliPingInterval = time.Second
+	cliPingTimeout  = 2 * time.Second
+)
 
 // durationValue is a pflag.Value for durations given as seconds ("0.5",
 // "30") or as Go durations ("1m30s").
@@ -698,7 +713,15 @@ loop:
 		// behind in its group goes too.
 		group.signal(syscall.SIGKILL)
 	}
-	rerr := release()
+	var rerr error
+	if lostErr == nil {
+		// A lost lock is not released: it is not ours any more (refused
+		// as not held, or its lease ran out by our clock, which began
+		// counting before the server's: the server's ends within a trip).
+		// When no node answered (the active paused), a release only held
+		// the exit up by its 5 s of retries.
+		rerr = release()
+	}
 	if lostErr != nil {
 		// Said once: when COMMAND was signalled, that message said it.
 		if !signalled {

@@ -264,3 +264,64 @@ func TestStandbyReadsWhileActiveStopped(t *testing.T) {
 	}
 	http.DefaultClient.CloseIdleConnections()
 }
+
+// A `baton run` waiting in the queue of an active that stops answering
+// (SIGSTOP) moves to the standby once it promotes, and runs COMMAND when
+// the holder's lease ends there: the CLI pings a silent connection after a
+// second. With the library's 15 s + 5 s pings it stayed on the paused node
+// for about 20 s; with one node only, it ended "unavailable" (exit 1) 27 s
+// after a 2 s --wait.
+func TestRunWaiterMovesToThePromotedStandby(t *testing.T) {
+	needBinary(t)
+	a1, a2 := testproc.FreeAddr(t, "127.0.0.1"), testproc.FreeAddr(t, "127.0.0.2")
+	peers := "--peers=http://" + a1 + ",http://" + a2
+	n1 := startServeAt(t, a1, t.TempDir(), nil, peers, "--advertise=http://"+a1)
+	n2 := startServeAt(t, a2, t.TempDir(), nil, peers, "--advertise=http://"+a2)
+	eventually(t, "the standby synced", func() string {
+		res, _ := get(t, "GET", n2.url+"/locks")
+		if res.StatusCode == http.StatusOK && res.Header.Get(api.HeaderReplicaLag) != "" {
+			return ""
+		}
+		return "not yet"
+	})
+	if res, body := get(t, "POST", n1.url+"/locks/k?lease=3"); res.StatusCode != http.StatusOK {
+		t.Fatalf("acquire: %d %s", res.StatusCode, body)
+	}
+	eventually(t, "the grant replicated", func() string {
+		if st := n2.status("k"); st.Holder == nil {
+			return "no holder yet"
+		}
+		return ""
+	})
+	p := startCLI(t, n1.url+","+n2.url, false, "run", "--wait", "60", "k", "--", "echo", "ran")
+	eventually(t, "the waiter queued", func() string {
+		if st := n2.status("k"); st.Waiters != 1 {
+			return "not queued yet"
+		}
+		return ""
+	})
+	if err := n1.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	testproc.WaitStopped(t, n1.cmd.Process.Pid)
+	stopped := time.Now()
+	t.Cleanup(func() { _ = n1.cmd.Process.Signal(syscall.SIGCONT) })
+	select {
+	case code := <-p.done:
+		if code != exitOK || p.stdout.String() != "ran\n" {
+			t.Fatalf("baton run: code %d, stdout %q, stderr %q", code, p.stdout.String(), p.stderr.String())
+		}
+		// Failover (< 2 s) and the rest of the holder's 3 s lease: 10 s
+		// leaves room for a loaded machine, not for 20 s on the paused node.
+		if d := time.Since(stopped); d > 10*time.Second {
+			t.Fatalf("baton run ran COMMAND %v after the active stopped: it waited on the paused node", d)
+		}
+	case <-time.After(bound + 10*time.Second):
+		t.Fatalf("baton run did not end; stderr %q", p.stderr.String())
+	}
+	_ = n1.cmd.Process.Kill()
+	if code := n2.stop(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	http.DefaultClient.CloseIdleConnections()
+}

@@ -185,7 +185,10 @@ func TestEventsCommand(t *testing.T) {
 }
 
 // A lock lost because the node stopped answering (SIGSTOP): baton run says
-// so once, without Go's "context deadline exceeded".
+// so once, without Go's "context deadline exceeded", and exits 4 as soon
+// as COMMAND has ended: it does not ask the paused node to release a lock
+// that is no longer its own (it did, and waited out the release's 5 s of
+// retries first).
 func TestRunLostMessage(t *testing.T) {
 	n := startServe(t, t.TempDir(), nil)
 	p := startCLI(t, n.url, false, "run", "--lease", "1.5", "--kill-after", "1s", "k", "--",
@@ -196,10 +199,17 @@ func TestRunLostMessage(t *testing.T) {
 	}
 	testproc.WaitStopped(t, n.cmd.Process.Pid)
 	defer n.cmd.Process.Signal(syscall.SIGCONT)
+	p.stderr.waitFor(t, "lock lost")
+	lost := time.Now()
 	select {
 	case code := <-p.done:
 		if code != exitLost {
 			t.Fatalf("code %d, want %d; stderr %q", code, exitLost, p.stderr.String())
+		}
+		// sh ends at once on SIGTERM: 3 s is room for a loaded machine,
+		// not for the 5 s a release to the paused node took.
+		if d := time.Since(lost); d > 3*time.Second {
+			t.Fatalf("baton run exited %v after saying the lock was lost: it waited on the paused node", d)
 		}
 	case <-time.After(bound):
 		t.Fatal("baton run did not end after the node stopped answering")

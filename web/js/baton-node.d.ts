@@ -53,6 +53,10 @@ export declare class Client extends FetchClient {
   constructor(options: NodeClientOptions);
   /** The transport in use: "http2", or "fetch" (also when a `fetch` option was given). */
   readonly transport: "http2" | "fetch";
-  /** Closes the HTTP/2 connections; later calls fail ("unavailable"). */
-  close(): void;
+  /**
+   * As baton.js's close() (later calls reject "closed"; resolves once the
+   * releases and settles in flight have ended), then closes the HTTP/2
+   * connections: a call still waiting fails with them.
+   */
+  close(): Promise<void>;
 }

@@ -199,8 +199,14 @@ export class Client extends FetchClient {
     this._h2 = h2;
   }
 
-  /** Closes the HTTP/2 connections (a later call opens none: it fails). */
-  close() {
+  /**
+   * As baton.js's close() (later calls reject "closed"; resolves when the
+   * releases and settles in flight have ended), then closes the HTTP/2
+   * connections: a call still waiting fails with them.
+   * @returns {Promise<void>}
+   */
+  async close() {
+    await super.close();
     this._h2?.close();
   }
 }

@@ -12,7 +12,8 @@ export declare class BatonError extends Error {
    * The server's `error` ("timeout", "not_holder", "not_held",
    * "invalid_argument", "limit_mismatch", "too_many_waiters",
    * "unauthorized", ...), or from the client: "unavailable" (no node
-   * answered), "lost" (the lease ran out before a renewal).
+   * answered), "lost" (the lease ran out before a renewal), "closed"
+   * (a call after Client.close()).
    */
   code: string;
   /** The offending parameter of a 400. */
@@ -110,6 +111,16 @@ export declare class Client {
   status(key: string, options?: { signal?: AbortSignal }): Promise<LockStatus>;
   list(options?: { prefix?: string; after?: string; limit?: number; signal?: AbortSignal }): Promise<LockList>;
   cluster(options?: { signal?: AbortSignal }): Promise<ClusterView>;
+  /**
+   * Refuses every later call ("closed") and resolves once the releases in
+   * flight (Client.release, Lock.release) and the background settles of
+   * acquires an abort or "unavailable" cut off have ended, each within its
+   * 5 s of retries. Await it before a process or a serverless function
+   * ends, or a release may be lost with it. A call still waiting (an
+   * acquire) is neither waited for nor stopped: abort it first. Locks are
+   * not released (their leases run out); their keepAlive ends.
+   */
+  close(): Promise<void>;
 }
 
 /** A held lock. */

@@ -1,6 +1,7 @@
 // baton.js: the official JavaScript client of baton (SPEC section 4), an ES
 // module with no dependency: fetch, AbortSignal, crypto.randomUUID, timers.
-// Types: /baton.d.ts.
+// Types: /baton.d.ts. `await client.close()` before a process (say a
+// serverless function) ends: it waits for releases being retried.
 
 // ms: a failed address is skipped SKIP_MS; a release (or _settle) retried
 // every RELEASE_RETRY_MS for RELEASE_FOR_MS, each attempt cut at ATTEMPT_MS; a
@@ -90,23 +91,10 @@ async function statusError(res) {
 // randomUUID: only in secure contexts (https, localhost) of browsers.
 const newKey = () => crypto.randomUUID?.() ?? Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
 
-/**
- * @param {string} what
- * @param {any} cause
- */
+/** @type {(what: string, cause: any) => BatonError} */
 const unavailable = (what, cause) => new BatonError(0, 'unavailable', what + ': ' + String(cause?.message ?? cause), undefined, cause);
 
-/** @param {Response} res */
-function replicaLag(res) {
-  const v = res.headers.get('Baton-Replica-Lag');
-  const n = v === null ? NaN : Number(v);
-  return Number.isFinite(n) ? n : undefined;
-}
-
-/**
- * A client of a baton cluster. No background work of its own (only a
- * Lock's keepAlive): fit for serverless functions.
- */
+/** A client of a baton cluster. Background work: a Lock's keepAlive, releases and settles (close() waits for these). */
 export class Client {
   /** @param {ClientOptions} options */
   constructor({ addresses, token, fetch: f, retryFor } = /** @type {any} */ ({})) {
@@ -123,9 +111,32 @@ export class Client {
     this.token = token || '';
     this._fetch = f || ((input, init) => globalThis.fetch(input, init));
     this._retryFor = retryFor ?? 10000;
+    /** @type {Set<Promise<void>>} what close() waits for */
+    this._busy = new Set();
+    this._closed = false;
   }
 
-  /** The active once known, else round robin, skipping addresses that failed. */
+  _open() {
+    if (this._closed) throw new BatonError(0, 'closed', 'the client is closed');
+  }
+
+  /** @param {Promise<void>} p */
+  _track(p) {
+    const q = p.catch(() => {}).then(() => { this._busy.delete(q); });
+    this._busy.add(q);
+    return p;
+  }
+
+  /**
+   * Refuses later calls ("closed"); resolves when the releases and settles
+   * of cut-off acquires in flight end (each within 5 s of retries).
+   */
+  async close() {
+    this._closed = true;
+    while (this._busy.size) await Promise.all(this._busy);
+  }
+
+  /** The active once known, else round robin, skipping failed addresses. */
   _pick() {
     const now = Date.now();
     if (this._active && this._active.downUntil <= now) return this._active;
@@ -161,12 +172,7 @@ export class Client {
 
   /**
    * One request to one address.
-   * @param {{ base: string }} addr
-   * @param {string} method
-   * @param {string} pathQuery
-   * @param {Record<string, string>} [headers]
-   * @param {AbortSignal} [signal]
-   * @returns {Promise<Response>}
+   * @type {(addr: { base: string }, method: string, pathQuery: string, headers?: Record<string, string>, signal?: AbortSignal) => Promise<Response>}
    */
   _fetchOne(addr, method, pathQuery, headers, signal) {
     /** @type {Record<string, string>} */
@@ -179,10 +185,7 @@ export class Client {
    * A call safe to repeat: a broken connection or a 503 moves it to the
    * next address, for retryFor ms. fetch follows 307s; a 401 after one
    * (fetch drops Authorization across origins) goes to the active itself.
-   * @param {string} method
-   * @param {string} pathQuery
-   * @param {{ headers?: Record<string, string>, signal?: AbortSignal, pin?: boolean }} [o]
-   * @returns {Promise<Response>}
+   * @type {(method: string, pathQuery: string, o?: { headers?: Record<string, string>, signal?: AbortSignal, pin?: boolean }) => Promise<Response>}
    */
   async _call(method, pathQuery, o = {}) {
     const start = Date.now();
@@ -222,34 +225,34 @@ export class Client {
 
   /**
    * GETs JSON; with `replicaLag` (s) when a standby answered from its replica.
-   * @param {string} pathQuery
-   * @param {AbortSignal} [signal]
+   * @type {(pathQuery: string, signal?: AbortSignal) => Promise<any>}
    */
   async _get(pathQuery, signal) {
+    this._open();
     const res = await this._call('GET', pathQuery, { signal });
     if (!res.ok) throw await statusError(res);
     const body = await res.json();
-    const lag = replicaLag(res);
-    if (lag !== undefined && body && typeof body === 'object') body.replicaLag = lag;
+    const lag = Number(res.headers.get('Baton-Replica-Lag') ?? NaN);
+    if (Number.isFinite(lag) && body && typeof body === 'object') body.replicaLag = lag;
     return body;
   }
 
   /**
    * Takes the lock `key`, waiting in its queue up to `wait` seconds (0 or
-   * absent: no limit). One Idempotency-Key is kept across retries, 307s and
-   * the runtime's re-sends: never queued twice; a poll_timeout resumes the
-   * place; a broken connection moves to the next address; grant_ended (the
-   * grant ran out unclaimed) starts anew (new key, the wait left). Errors:
-   * "timeout" (408, not granted), "invalid_argument" (400, `field`), "limit_mismatch" (409),
-   * "too_many_waiters" (429), "unauthorized" (401), "unavailable" (no node
-   * answered). An aborted `signal` rejects with its reason; the server
-   * drops the waiter. A grant that an abort or "unavailable" cut off is
-   * released in the background.
+   * absent: no limit). One Idempotency-Key across retries, 307s and the
+   * runtime's re-sends (never queued twice); a poll_timeout resumes the
+   * place; grant_ended (ran out unclaimed) starts anew (new key, the wait
+   * left). Errors: "timeout" (408, not granted), "invalid_argument" (400,
+   * `field`), "limit_mismatch" (409), "too_many_waiters" (429),
+   * "unauthorized" (401), "unavailable" (no node answered), "closed". An
+   * aborted `signal` rejects with its reason (the server drops the waiter).
+   * A grant an abort or "unavailable" cut off is released in the background.
    * @param {string} key
    * @param {AcquireOptions} [options]
    * @returns {Promise<Lock>}
    */
   async acquire(key, options = {}) {
+    this._open();
     const { lease, wait, owner, mode, limit, signal } = options;
     let pathQuery = lockPath(key) + query({ lease, wait, owner, mode, limit });
     let headers = { 'Idempotency-Key': newKey() };
@@ -282,19 +285,17 @@ export class Client {
 
   /**
    * Ends in the background what a cut-off acquire may hold, as the Go
-   * client does: the grant `token`, else the acquire is asked again under
-   * its Idempotency-Key with a wait of 1 ms, for up to 5 s: the node
-   * answers the grant it made (released) or 408/410 (nothing held).
-   * @param {string} key
-   * @param {string} pathQuery
-   * @param {Record<string, string>} headers
-   * @param {number} token NaN or 0: unknown
+   * client does: the grant `token` (NaN or 0: unknown), else the acquire is
+   * asked again under its Idempotency-Key with a wait of 1 ms for up to 5 s:
+   * the node answers the grant it made (released) or 408/410 (none held).
+   * @type {(key: string, pathQuery: string, headers: Record<string, string>, token: number) => void}
    */
   _settle(key, pathQuery, headers, token) {
+    if (this._closed) return;
     const u = new URL(pathQuery, 'http://x');
     u.searchParams.set('wait', '0.001');
     const end = Date.now() + RELEASE_FOR_MS;
-    (async () => {
+    this._track((async () => {
       while (!(token > 0) && Date.now() < end) {
         try {
           const res = await this._call('POST', u.pathname + u.search, { headers, signal: AbortSignal.timeout(ATTEMPT_MS), pin: true });
@@ -304,8 +305,8 @@ export class Client {
         } catch { /* no answer: asked again */ }
         if (!(token > 0)) await sleep(RELEASE_RETRY_MS);
       }
-      if (token > 0) await this.release(key, token);
-    })().catch(() => {});
+      if (token > 0) await this._release(key, token);
+    })());
   }
 
   /**
@@ -318,6 +319,7 @@ export class Client {
    * @returns {Promise<Grant>}
    */
   async renew(key, token, lease, signal) {
+    this._open();
     const res = await this._call('PATCH', lockPath(key) + query({ lease }), { headers: { 'Lock-Token': String(token) }, signal, pin: true });
     if (!res.ok) throw await statusError(res);
     return res.json();
@@ -328,12 +330,17 @@ export class Client {
    * waiter), retried every 200 ms for 5 s until a node confirms it;
    * "not_held" (404) and "not_holder" (409) end it (errors unless an
    * earlier attempt failed or got a 5xx, and may have released it).
-   * Errors: those two, "invalid_argument", "unavailable".
+   * Errors: those two, "invalid_argument", "unavailable", "closed".
    * @param {string} key
    * @param {number} token
-   * @returns {Promise<void>}
    */
   async release(key, token) {
+    this._open();
+    return this._track(this._release(key, token));
+  }
+
+  /** release, also after close(). */
+  async _release(key, token) {
     const path = lockPath(key);
     const end = Date.now() + RELEASE_FOR_MS;
     let maybeSent = false;
@@ -346,10 +353,7 @@ export class Client {
         this._follow(res);
         if (res.ok) { await res.text(); return; }
         err = await statusError(res);
-        if (res.status === 404 || res.status === 409) {
-          if (maybeSent) return;
-          throw err;
-        }
+        if ((res.status === 404 || res.status === 409) && maybeSent) return;
         if (res.status < 500) throw err;
       } catch (e) {
         if (e === err) throw e;
@@ -363,11 +367,10 @@ export class Client {
   }
 
   /**
-   * Runs `fn(lock)` holding `key`: acquires it (options as acquire),
-   * renews it while `fn` runs (`lock.lost` aborts if it is lost), then
-   * releases it. Resolves to what `fn` returns; rejects with `fn`'s error,
-   * else the loss ("lost", "not_held", "not_holder") if it was lost
-   * meanwhile, else the release's error.
+   * Runs `fn(lock)` holding `key` (options as acquire), renewed while `fn`
+   * runs (`lock.lost` aborts if it is lost), then released. Resolves to what
+   * `fn` returns; rejects with `fn`'s error, else the loss ("lost",
+   * "not_held", "not_holder"), else the release's error.
    * @template T
    * @param {string} key
    * @param {(lock: Lock) => Promise<T> | T} fn
@@ -385,11 +388,7 @@ export class Client {
       throw e;
     }
     const lost = lock.lost.aborted;
-    try {
-      await lock.release();
-    } catch (e) {
-      if (!lost) throw e;
-    }
+    await lock.release().catch((e) => { if (!lost) throw e; });
     if (lost) throw lock.lost.reason;
     return result;
   }
@@ -415,8 +414,7 @@ export class Client {
   }
 
   /**
-   * GET /cluster: the view of the node answering (the first address that
-   * does).
+   * GET /cluster: the view of the first node that answers.
    * @param {{ signal?: AbortSignal }} [options]
    * @returns {Promise<ClusterView>}
    */
@@ -425,19 +423,14 @@ export class Client {
   }
 }
 
-/** @typedef {import("./baton.d.ts").ClientOptions} ClientOptions */
-/** @typedef {import("./baton.d.ts").AcquireOptions} AcquireOptions */
-/** @typedef {import("./baton.d.ts").Grant} Grant */
-/** @typedef {import("./baton.d.ts").LockStatus} LockStatus */
-/** @typedef {import("./baton.d.ts").LockList} LockList */
-/** @typedef {import("./baton.d.ts").ClusterView} ClusterView */
+/** @import { ClientOptions, AcquireOptions, Grant, LockStatus, LockList, ClusterView } from "./baton.d.ts" */
 
 /** A held lock (fields, and when `lost` aborts: baton.d.ts). */
 export class Lock {
   /**
    * @param {Client} client
    * @param {Grant} g the grant's answer
-   * @param {number} sent Date.now() when the acquire was sent
+   * @param {number} sent Date.now() at the acquire
    */
   constructor(client, g, sent) {
     this._c = client;
@@ -461,7 +454,7 @@ export class Lock {
     clearTimeout(this._timer);
     this._deadline = deadline;
     this._timer = setTimeout(() => this._lose(new BatonError(0, 'lost', 'lock ' + JSON.stringify(this.key) + ' token ' + this.token + ': the lease ran out before a renewal succeeded')), Math.max(0, deadline - Date.now()));
-    // In Node the watch alone keeps no process running.
+    // In Node the watch keeps no process running.
     /** @type {any} */ (this._timer).unref?.();
   }
 
@@ -485,7 +478,6 @@ export class Lock {
    * rejects with it.
    * @param {number} [lease]
    * @param {AbortSignal} [signal]
-   * @returns {Promise<void>}
    */
   async renew(lease, signal) {
     const sent = Date.now();
@@ -503,10 +495,10 @@ export class Lock {
   }
 
   /**
-   * Renews the lock in the background at half its lease until released
-   * or lost (a failed renewal retried until the lease ends). Returns a
-   * function that stops the renewals (the lock stays held until its lease
-   * ends). A second call while one runs changes nothing.
+   * Renews the lock in the background at half its lease until released,
+   * lost or the client closed (a failed renewal retried until the lease
+   * ends). Returns a function that stops it (the lock stays held until its
+   * lease ends); a second call while one runs changes nothing.
    * @returns {() => void}
    */
   keepAlive() {
@@ -524,7 +516,7 @@ export class Lock {
             await this.renew(undefined, AbortSignal.any ? AbortSignal.any([ka.signal, AbortSignal.timeout(Math.max(lease / 4, 100))]) : ka.signal);
             break;
           } catch (e) {
-            if (ka.signal.aborted || this.lost.aborted) return;
+            if (ka.signal.aborted || this.lost.aborted || e?.code === 'closed') return;
             await sleep(Math.min(retry, Math.max(0, this._deadline - Date.now())), ka.signal);
           }
         }
@@ -535,7 +527,6 @@ export class Lock {
 
   /**
    * Releases the lock (as Client.release) and stops its renewals. A second call resolves at once.
-   * @returns {Promise<void>}
    */
   async release() {
     if (this._released) return;

@@ -56,14 +56,17 @@ test('a script whose client is not closed still exits once its calls are done', 
   assert.equal((await n.get('/locks/exit/1')).holder, null);
 });
 
-test('close ends the connections: a later call fails unavailable', async (t) => {
+test('close waits for a release, ends the connections, and refuses later calls', async (t) => {
   const n = await startNode(t);
   const c = new Client({ addresses: [n.url], retryFor: 100 });
   const l = await c.acquire('close/1', { lease: 30 });
-  await l.release();
-  c.close();
-  await assert.rejects(c.acquire('close/1'), (e) => e instanceof BatonError && e.code === 'unavailable' && /closed/.test(e.message));
+  const releasing = l.release(); // not awaited: close waits for it
+  await c.close();
   assert.equal((await n.get('/locks/close/1')).holder, null);
+  await releasing;
+  await assert.rejects(c.acquire('close/1'), (e) => e instanceof BatonError && e.code === 'closed');
+  // The transport itself is closed too: a call that bypassed the check fails.
+  await assert.rejects(c._call('GET', '/locks/close/1'), (e) => e instanceof BatonError && e.code === 'unavailable' && /closed/.test(e.message));
 });
 
 test('https addresses: h2 by ALPN, with the tls option (a private CA)', { timeout: 60000 }, async (t) => {
