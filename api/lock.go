@@ -709,25 +709,34 @@ func (c *Client) ForceRelease(ctx context.Context, key string) error {
 // (the lock is not ours any more), ErrInvalidArgument, ErrUnavailable,
 // ErrClosed, ctx's error.
 func (c *Client) Renew(ctx context.Context, key string, token uint64, lease time.Duration) (*Grant, error) {
+	g, _, err := c.renew(ctx, key, token, lease, nil)
+	return g, err
+}
+
+// renew is Renew whose first attempt passes over the connection avoid
+// (callAvoiding); it returns the connection of its last attempt. Over the
+// native protocol avoid is not used (nil is returned).
+func (c *Client) renew(ctx context.Context, key string, token uint64, lease time.Duration, avoid *slot) (*Grant, *slot, error) {
 	if c.native {
-		return c.nRenew(ctx, key, token, lease)
+		g, err := c.nRenew(ctx, key, token, lease)
+		return g, nil, err
 	}
 	q := url.Values{"token": {strconv.FormatUint(token, 10)}}
 	if lease > 0 {
 		q.Set("lease", seconds(lease))
 	}
-	r, err := c.call(ctx, http.MethodPatch, lockPath(key, q), nil)
+	r, s, err := c.callAvoiding(ctx, http.MethodPatch, lockPath(key, q), nil, avoid)
 	if err != nil {
-		return nil, err
+		return nil, s, err
 	}
 	if r.status != http.StatusOK {
-		return nil, statusError(r)
+		return nil, s, statusError(r)
 	}
 	var g Grant
 	if err := json.Unmarshal(r.body, &g); err != nil {
-		return nil, fmt.Errorf("baton: renew: bad answer: %w", err)
+		return nil, s, fmt.Errorf("baton: renew: bad answer: %w", err)
 	}
-	return &g, nil
+	return &g, s, nil
 }
 
 // Release releases the lock (see Client.Release: retried for up to 5 s)
@@ -755,25 +764,32 @@ func (l *Lock) Release(ctx context.Context) error {
 // lock is not ours (ErrNotHeld, ErrNotHolder) the Lock is marked lost.
 // Errors as Client.Renew.
 func (l *Lock) Renew(ctx context.Context, lease time.Duration) error {
+	_, err := l.renew(ctx, lease, nil)
+	return err
+}
+
+// renew is Renew whose first attempt passes over the connection avoid
+// (Client.renew); it returns the connection of its last attempt.
+func (l *Lock) renew(ctx context.Context, lease time.Duration, avoid *slot) (*slot, error) {
 	l.mu.Lock()
 	if lease <= 0 {
 		lease = l.lease
 	}
 	l.mu.Unlock()
 	sent := time.Now()
-	g, err := l.c.Renew(ctx, l.Key, l.Token, lease)
+	g, s, err := l.c.renew(ctx, l.Key, l.Token, lease, avoid)
 	if err != nil {
 		if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotHolder) {
 			l.markLost(err)
 		}
-		return err
+		return s, err
 	}
 	l.mu.Lock()
 	l.lease = time.Duration(g.Lease * float64(time.Second))
 	l.expiry = g.ExpiresAt
 	l.deadline = sent.Add(l.lease)
 	l.mu.Unlock()
-	return nil
+	return s, nil
 }
 
 // Expiry returns when the lock expires unless renewed, by the server's
@@ -866,15 +882,26 @@ func (l *Lock) keepAlive(ctx context.Context) {
 			return
 		}
 		retry := min(max(lease/10, 10*time.Millisecond), time.Second)
+		// avoid is the connection an attempt of this round left
+		// unanswered: the next attempts pass over it. Without it every
+		// attempt went to the preferred (active) node again, and an
+		// active paused or cut off without a reset (its connections stay
+		// open until a PING fails, up to 20 s) lost a short lease that the
+		// promoted standby would have renewed.
+		var avoid *slot
 		for {
 			// One attempt gets at most a quarter lease, so that a
 			// silent connection leaves time for another.
 			attempt := time.Now().Add(max(lease/4, 100*time.Millisecond))
 			actx, acancel := context.WithDeadline(ctx, minTime(deadline, attempt))
-			err := l.Renew(actx, lease)
+			s, err := l.renew(actx, lease, avoid)
+			silent := actx.Err() != nil && ctx.Err() == nil
 			acancel()
 			if err == nil {
 				break
+			}
+			if silent && s != nil {
+				avoid = s
 			}
 			if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotHolder) {
 				return // Renew marked it lost
