@@ -525,6 +525,8 @@ export class Lock {
             break;
           } catch (e) {
             if (ka.signal.aborted || this.lost.aborted) return;
+            const a = this._c._active; // silent (paused)? ask the others
+            if (e?.name === 'TimeoutError' && a) this._c._down(a);
             await sleep(Math.min(retry, Math.max(0, this._deadline - Date.now())), ka.signal);
           }
         }
