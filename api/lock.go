@@ -156,7 +156,8 @@ var (
 // ErrLimitMismatch (WithLimit named another limit than the key's),
 // ErrInvalidArgument (as *StatusError), ErrGrantEnded (the grant ended
 // before its answer could be delivered, and again after each new acquire
-// made within what was left of the wait: nothing is held), ErrUnavailable
+// made within what was left of the wait: nothing is held; when the wait
+// ran out meanwhile, the error Is ErrTimeout too), ErrUnavailable
 // (no connection, or all attempts failed: a grant whose answer was lost
 // with the last one is settled in the background as after a cancel, see
 // below), ErrClosed, or ctx's error. When ctx ends the waiter
@@ -288,9 +289,9 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			continue
 		case http.StatusGone:
 			se := statusError(r)
-			left, again := afresh(se, o.wait, start, &restarts)
+			left, again, aerr := afresh(se, o.wait, start, &restarts)
 			if !again {
-				return nil, se
+				return nil, aerr
 			}
 			// The grant ended unclaimed (its lease ran out on a new
 			// active while this client was stuck on a paused node):
@@ -343,18 +344,25 @@ const maxAfresh = 10
 // was stuck on a paused node: nothing is held), fewer than maxAfresh
 // restarts were made (*restarts counts them), and at least a millisecond
 // is left of wait since start (wait 0, no limit: 0).
-func afresh(err error, wait time.Duration, start time.Time, restarts *int) (time.Duration, bool) {
+//
+// When it does not start again it returns the error to answer: err, or,
+// when what stopped it is that the wait ran out, err wrapped so that it
+// Is ErrTimeout too: the acquire was not granted within its wait and
+// nothing is held, which a caller checks with errors.Is(err, ErrTimeout)
+// (WithLock's users did, and took a paused active's grant_ended for a
+// failure).
+func afresh(err error, wait time.Duration, start time.Time, restarts *int) (time.Duration, bool, error) {
 	if !errors.Is(err, ErrGrantEnded) || *restarts >= maxAfresh {
-		return 0, false
+		return 0, false, err
 	}
 	left := time.Duration(0)
 	if wait > 0 {
 		if left = wait - time.Since(start); left < time.Millisecond {
-			return 0, false
+			return 0, false, fmt.Errorf("%w: %w", ErrTimeout, err)
 		}
 	}
 	*restarts++
-	return left, true
+	return left, true, nil
 }
 
 // withWait returns the acquire pathQuery with its wait set to d (0: none)
