@@ -214,13 +214,13 @@ const (
 // events is GET /events: the recent-events feed. With Accept:
 // text/event-stream it is a server-sent event stream (one "message" per
 // event, id = Seq; a "gap" event with {"missed":N} when events were
-// skipped; it resumes after Last-Event-ID or ?since=); otherwise the events
+// skipped; it resumes after the later of Last-Event-ID and ?since=); otherwise the events
 // after ?since= (default: the last 100) as an api.EventList. ?key= keeps
 // only one lock's events. A standby serves its own feed, which holds the
 // changes it replicated (see Config.Gate), with Baton-Replica-Lag.
 //
 //	@Summary		Recent events (server-sent events or JSON)
-//	@Description	With `Accept: text/event-stream`, a stream of server-sent events: one message per event (id = seq, data = the event as JSON), an event `gap` with `{"missed":N}` when events were skipped; it resumes after `Last-Event-ID` or `since`. Otherwise the events after `since` as JSON.
+//	@Description	With `Accept: text/event-stream`, a stream of server-sent events: one message per event (id = seq, data = the event as JSON), an event `gap` with `{"missed":N}` when events were skipped; it resumes after the later of `Last-Event-ID` and `since`. Otherwise the events after `since` as JSON.
 //	@Tags			cluster
 //	@Produce		json
 //	@Produce		text/event-stream
@@ -255,21 +255,29 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	s.setReplicaLag(w)
 	last := lg.Last()
 	since := last - min(last, eventsBacklog)
-	raw, field := q.Get("since"), "since"
-	if raw == "" {
-		// The 400 names where the bad Seq came from.
-		raw, field = r.Header.Get("Last-Event-ID"), "Last-Event-ID"
-	}
-	if raw != "" {
-		n, err := strconv.ParseUint(raw, 10, 64)
+	// The later of since and Last-Event-ID: an EventSource that
+	// reconnects sends the id of the last event it got with its URL, and
+	// so its since, unchanged; resuming after since would deliver again
+	// every event it had. The 400 names where a bad Seq came from.
+	var after uint64
+	given := false
+	for _, src := range [...]struct{ raw, field string }{
+		{q.Get("since"), "since"},
+		{r.Header.Get("Last-Event-ID"), "Last-Event-ID"},
+	} {
+		if src.raw == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(src.raw, 10, 64)
 		if err != nil {
-			s.writeError(w, r, badRequest(field, "must be an event Seq (an unsigned integer)"))
+			s.writeError(w, r, badRequest(src.field, "must be an event Seq (an unsigned integer)"))
 			return
 		}
-		// A Seq from before a restart of this node: start afresh.
-		if n <= last {
-			since = n
-		}
+		after, given = max(after, n), true
+	}
+	// A Seq from before a restart of this node: start afresh.
+	if given && after <= last {
+		since = after
 	}
 	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		evs, missed, last := lg.Since(since, 0)
