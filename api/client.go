@@ -993,46 +993,62 @@ func served(first *time.Time, sent time.Time) {
 // connection, failing after as many attempts as there are connections; a
 // reset of its stream alone is repeated (streamRetry); 307s are followed. It returns the first answer that is not a redirect.
 func (c *Client) call(ctx context.Context, method, pathQuery string, hdr http.Header) (*response, error) {
+	r, _, err := c.callAvoiding(ctx, method, pathQuery, hdr, nil)
+	return r, err
+}
+
+// callAvoiding is call whose first attempt passes over the connection
+// avoid (nil: none), as pick does after a failure: the connection a
+// caller's earlier call left unanswered (a silent node: paused, or cut
+// off without a reset). A 307 naming avoid's node lifts it, as it does
+// for a release. It also returns the connection of its last attempt (nil
+// when none was sent), for the caller's next call to avoid.
+func (c *Client) callAvoiding(ctx context.Context, method, pathQuery string, hdr http.Header, avoid *slot) (*response, *slot, error) {
 	if c.native {
-		return nil, httpOnly(method + " " + pathQuery)
+		return nil, nil, httpOnly(method + " " + pathQuery)
 	}
 	attempts, redirects, resets := 0, 0, 0
 	max := c.numConns()
-	var avoid *slot
+	given := avoid
+	var last *slot
 	for {
 		s, cc, err := c.pick(ctx, avoid, false)
 		if err != nil {
-			return nil, err
+			return nil, last, err
 		}
+		last = s
 		r, err := c.send(ctx, s, cc, method, pathQuery, hdr)
 		if err != nil {
 			var ce *errConn
 			if !errors.As(err, &ce) {
-				return nil, err
+				return nil, s, err
 			}
 			if again, serr := streamRetry(ctx, ce, &resets); serr != nil {
-				return nil, serr
+				return nil, s, serr
 			} else if again {
 				avoid = nil
 				continue
 			}
 			attempts++
 			if attempts >= max {
-				return nil, fmt.Errorf("%w: %s %s: %d attempts failed, last: %w", ErrUnavailable, method, pathQuery, attempts, err)
+				return nil, s, fmt.Errorf("%w: %s %s: %d attempts failed, last: %w", ErrUnavailable, method, pathQuery, attempts, err)
 			}
-			avoid = s
+			avoid, given = s, nil
 			continue
 		}
 		if r.status == http.StatusTemporaryRedirect {
 			if redirects++; redirects > maxRedirects {
-				return nil, fmt.Errorf("baton: %s %s: more than %d redirects", method, pathQuery, maxRedirects)
+				return nil, s, fmt.Errorf("baton: %s %s: more than %d redirects", method, pathQuery, maxRedirects)
 			}
 			if pathQuery, err = c.redirect(s, pathQuery, r); err != nil {
-				return nil, err
+				return nil, s, err
+			}
+			if avoid != nil && avoid == given {
+				avoid, given = nil, nil // the node named is the one to ask
 			}
 			continue
 		}
-		return r, nil
+		return r, s, nil
 	}
 }
 

@@ -156,7 +156,8 @@ var (
 // ErrLimitMismatch (WithLimit named another limit than the key's),
 // ErrInvalidArgument (as *StatusError), ErrGrantEnded (the grant ended
 // before its answer could be delivered, and again after each new acquire
-// made within what was left of the wait: nothing is held), ErrUnavailable
+// made within what was left of the wait: nothing is held; when the wait
+// ran out meanwhile, the error Is ErrTimeout too), ErrUnavailable
 // (no connection, or all attempts failed: a grant whose answer was lost
 // with the last one is settled in the background as after a cancel, see
 // below), ErrClosed, or ctx's error. When ctx ends the waiter
@@ -288,9 +289,9 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			continue
 		case http.StatusGone:
 			se := statusError(r)
-			left, again := afresh(se, o.wait, start, &restarts)
+			left, again, aerr := afresh(se, o.wait, start, &restarts)
 			if !again {
-				return nil, se
+				return nil, aerr
 			}
 			// The grant ended unclaimed (its lease ran out on a new
 			// active while this client was stuck on a paused node):
@@ -343,18 +344,25 @@ const maxAfresh = 10
 // was stuck on a paused node: nothing is held), fewer than maxAfresh
 // restarts were made (*restarts counts them), and at least a millisecond
 // is left of wait since start (wait 0, no limit: 0).
-func afresh(err error, wait time.Duration, start time.Time, restarts *int) (time.Duration, bool) {
+//
+// When it does not start again it returns the error to answer: err, or,
+// when what stopped it is that the wait ran out, err wrapped so that it
+// Is ErrTimeout too: the acquire was not granted within its wait and
+// nothing is held, which a caller checks with errors.Is(err, ErrTimeout)
+// (WithLock's users did, and took a paused active's grant_ended for a
+// failure).
+func afresh(err error, wait time.Duration, start time.Time, restarts *int) (time.Duration, bool, error) {
 	if !errors.Is(err, ErrGrantEnded) || *restarts >= maxAfresh {
-		return 0, false
+		return 0, false, err
 	}
 	left := time.Duration(0)
 	if wait > 0 {
 		if left = wait - time.Since(start); left < time.Millisecond {
-			return 0, false
+			return 0, false, fmt.Errorf("%w: %w", ErrTimeout, err)
 		}
 	}
 	*restarts++
-	return left, true
+	return left, true, nil
 }
 
 // withWait returns the acquire pathQuery with its wait set to d (0: none)
@@ -709,25 +717,34 @@ func (c *Client) ForceRelease(ctx context.Context, key string) error {
 // (the lock is not ours any more), ErrInvalidArgument, ErrUnavailable,
 // ErrClosed, ctx's error.
 func (c *Client) Renew(ctx context.Context, key string, token uint64, lease time.Duration) (*Grant, error) {
+	g, _, err := c.renew(ctx, key, token, lease, nil)
+	return g, err
+}
+
+// renew is Renew whose first attempt passes over the connection avoid
+// (callAvoiding); it returns the connection of its last attempt. Over the
+// native protocol avoid is not used (nil is returned).
+func (c *Client) renew(ctx context.Context, key string, token uint64, lease time.Duration, avoid *slot) (*Grant, *slot, error) {
 	if c.native {
-		return c.nRenew(ctx, key, token, lease)
+		g, err := c.nRenew(ctx, key, token, lease)
+		return g, nil, err
 	}
 	q := url.Values{"token": {strconv.FormatUint(token, 10)}}
 	if lease > 0 {
 		q.Set("lease", seconds(lease))
 	}
-	r, err := c.call(ctx, http.MethodPatch, lockPath(key, q), nil)
+	r, s, err := c.callAvoiding(ctx, http.MethodPatch, lockPath(key, q), nil, avoid)
 	if err != nil {
-		return nil, err
+		return nil, s, err
 	}
 	if r.status != http.StatusOK {
-		return nil, statusError(r)
+		return nil, s, statusError(r)
 	}
 	var g Grant
 	if err := json.Unmarshal(r.body, &g); err != nil {
-		return nil, fmt.Errorf("baton: renew: bad answer: %w", err)
+		return nil, s, fmt.Errorf("baton: renew: bad answer: %w", err)
 	}
-	return &g, nil
+	return &g, s, nil
 }
 
 // Release releases the lock (see Client.Release: retried for up to 5 s)
@@ -755,25 +772,32 @@ func (l *Lock) Release(ctx context.Context) error {
 // lock is not ours (ErrNotHeld, ErrNotHolder) the Lock is marked lost.
 // Errors as Client.Renew.
 func (l *Lock) Renew(ctx context.Context, lease time.Duration) error {
+	_, err := l.renew(ctx, lease, nil)
+	return err
+}
+
+// renew is Renew whose first attempt passes over the connection avoid
+// (Client.renew); it returns the connection of its last attempt.
+func (l *Lock) renew(ctx context.Context, lease time.Duration, avoid *slot) (*slot, error) {
 	l.mu.Lock()
 	if lease <= 0 {
 		lease = l.lease
 	}
 	l.mu.Unlock()
 	sent := time.Now()
-	g, err := l.c.Renew(ctx, l.Key, l.Token, lease)
+	g, s, err := l.c.renew(ctx, l.Key, l.Token, lease, avoid)
 	if err != nil {
 		if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotHolder) {
 			l.markLost(err)
 		}
-		return err
+		return s, err
 	}
 	l.mu.Lock()
 	l.lease = time.Duration(g.Lease * float64(time.Second))
 	l.expiry = g.ExpiresAt
 	l.deadline = sent.Add(l.lease)
 	l.mu.Unlock()
-	return nil
+	return s, nil
 }
 
 // Expiry returns when the lock expires unless renewed, by the server's
@@ -866,15 +890,26 @@ func (l *Lock) keepAlive(ctx context.Context) {
 			return
 		}
 		retry := min(max(lease/10, 10*time.Millisecond), time.Second)
+		// avoid is the connection an attempt of this round left
+		// unanswered: the next attempts pass over it. Without it every
+		// attempt went to the preferred (active) node again, and an
+		// active paused or cut off without a reset (its connections stay
+		// open until a PING fails, up to 20 s) lost a short lease that the
+		// promoted standby would have renewed.
+		var avoid *slot
 		for {
 			// One attempt gets at most a quarter lease, so that a
 			// silent connection leaves time for another.
 			attempt := time.Now().Add(max(lease/4, 100*time.Millisecond))
 			actx, acancel := context.WithDeadline(ctx, minTime(deadline, attempt))
-			err := l.Renew(actx, lease)
+			s, err := l.renew(actx, lease, avoid)
+			silent := actx.Err() != nil && ctx.Err() == nil
 			acancel()
 			if err == nil {
 				break
+			}
+			if silent && s != nil {
+				avoid = s
 			}
 			if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotHolder) {
 				return // Renew marked it lost

@@ -779,7 +779,8 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			continue
 		}
 		se := answerError(&a)
-		if left, again := afresh(se, o.wait, start, &restarts); again {
+		left, again, aerr := afresh(se, o.wait, start, &restarts)
+		if again {
 			// The grant ended unclaimed: nothing is held; a new
 			// acquire (a new id), with what is left of the wait.
 			q = &nacq{c: c, key: key, raw: q.raw, lease: q.lease, wait: left, opts: q.opts}
@@ -789,7 +790,7 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			continue
 		}
 		if a.Code != CodeUnavailable {
-			return nil, se
+			return nil, aerr
 		}
 		// No active node known (a failover), the node shutting down, or
 		// one that has just resumed from a pause (which keeps a grant for

@@ -67,6 +67,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -152,9 +153,8 @@ func (c *Config) Validate() error {
 	}
 	seen := map[string]bool{}
 	for _, p := range c.Peers {
-		u, err := url.Parse(p)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			return fmt.Errorf("peers: %q is not a node base URL (http://host:port)", p)
+		if err := checkPeerURL(p); err != nil {
+			return fmt.Errorf("peers: %q is not a node base URL (http://host:port): %v", p, err)
 		}
 		if seen[p] {
 			return fmt.Errorf("peers: %q is listed twice", p)
@@ -181,6 +181,34 @@ func (c *Config) Validate() error {
 	}
 	if c.FailoverTimeout < 2*c.Heartbeat {
 		return fmt.Errorf("failover_timeout: must be at least two heartbeats (%v), got %v", 2*c.Heartbeat, c.FailoverTimeout)
+	}
+	return nil
+}
+
+// checkPeerURL reports why p cannot be a node's base URL: nodes dial it,
+// so it needs an http or https scheme, a host, and a port (when one is
+// written) from 1 to 65535; a path, a query, a fragment or a user would be
+// dropped or misused by the calls built on it.
+func checkPeerURL(p string) error {
+	u, err := url.Parse(p)
+	switch {
+	case err != nil:
+		return err
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("the scheme must be http or https, got %q", u.Scheme)
+	case u.Hostname() == "":
+		return errors.New("it has no host")
+	case u.User != nil:
+		return errors.New("it must not hold a user")
+	case u.Path != "" && u.Path != "/", u.RawQuery != "" || u.ForceQuery, u.Fragment != "":
+		return errors.New("it must hold no path, query or fragment")
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("the port must be from 1 to 65535, got %q", port)
+		}
+	} else if strings.HasSuffix(u.Host, ":") {
+		return errors.New("the port is empty")
 	}
 	return nil
 }

@@ -98,6 +98,14 @@ type Config struct {
 	// while the key's shard is locked: it must not block or call back into
 	// the Engine.
 	OnEvent func(Event)
+	// OnTokenMark, if set, is called when writing the token high-water
+	// mark (a file in DataDir) starts failing, with the error, and when it
+	// succeeds again, with nil: once per change, not per write. While it
+	// fails, grants that need the mark raised are refused (ErrUnavailable)
+	// though the log may still write, so this is the one place that can
+	// say why. It is called with the mark's mutex held, perhaps with a key's
+	// shard locked: it must not block or call back into the Engine.
+	OnTokenMark func(err error)
 }
 
 // maxConfigDuration bounds the configured durations (100 years), so that
@@ -595,6 +603,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	tok.onHealth = cfg.OnTokenMark
 	e := &Engine{
 		cfg:    cfg,
 		clock:  cfg.Clock,

@@ -41,7 +41,8 @@ type tokens struct {
 	mu   sync.Mutex    // serializes writes of the file
 	kick chan struct{} // asks the background writer to extend the ceiling
 
-	failing atomic.Bool // the last write of the file failed
+	failing  atomic.Bool     // the last write of the file failed
+	onHealth func(err error) // Config.OnTokenMark: failing's changes
 
 	// stride and offset: with stride above 1, every token issued is
 	// offset modulo stride (see Engine.SetTokenClass).
@@ -145,10 +146,14 @@ func (t *tokens) persist(c uint64) error {
 		c = MaxToken - 1
 	}
 	if err := t.write(c); err != nil {
-		t.failing.Store(true)
+		if !t.failing.Swap(true) && t.onHealth != nil {
+			t.onHealth(err)
+		}
 		return err
 	}
-	t.failing.Store(false)
+	if t.failing.Swap(false) && t.onHealth != nil {
+		t.onHealth(nil)
+	}
 	t.ceiling.Store(c)
 	return nil
 }

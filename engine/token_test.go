@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -311,5 +312,47 @@ func TestTokenMarkUnwritableIsUnavailable(t *testing.T) {
 	}
 	if !e.TokenMarkWritable() {
 		t.Fatal("TokenMarkWritable false once the mark was written again")
+	}
+}
+
+// TestTokenMarkFailureIsReported: a token high-water mark that cannot be
+// written refused every grant (503) while nothing said why: the log
+// wrote on, so no log line, no baton_log_failures_total. Config.OnTokenMark
+// now hears of the failure once, with its error, and of the recovery once.
+func TestTokenMarkFailureIsReported(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	var calls []error
+	e := newEngine(t, Config{DataDir: dir, TokenMargin: 50 * time.Microsecond, OnTokenMark: func(err error) {
+		mu.Lock()
+		calls = append(calls, err)
+		mu.Unlock()
+	}})
+	defer e.Close()
+	mustAcquire(t, e, AcquireRequest{Key: "a"})
+	block := filepath.Join(dir, tokenFile+".tmp")
+	if err := os.Mkdir(block, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		time.Sleep(time.Millisecond)
+		if _, err := e.Acquire(context.Background(), AcquireRequest{Key: "free"}); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("acquire with the mark unwritable: %v, want ErrUnavailable", err)
+		}
+	}
+	mu.Lock()
+	if len(calls) != 1 || calls[0] == nil || !strings.Contains(calls[0].Error(), "token high-water mark") {
+		t.Fatalf("OnTokenMark calls while failing: %v; want one, with the write's error", calls)
+	}
+	mu.Unlock()
+	if err := os.Remove(block); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, e, AcquireRequest{Key: "free"})
+	mustAcquire(t, e, AcquireRequest{Key: "free2"})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != 2 || calls[1] != nil {
+		t.Fatalf("OnTokenMark calls after the recovery: %v; want the failure, then one nil", calls)
 	}
 }

@@ -289,3 +289,47 @@ func TestBodyMemberOfTheWrongType(t *testing.T) {
 		t.Fatalf("after bad bodies: %+v; want nothing changed", st)
 	}
 }
+
+// SPEC section 1: an owner is "1–128 bytes of printable UTF-8". A JSON
+// body may write a character as a \u escape, and encoding/json decodes
+// an escape of a lone UTF-16 surrogate (\ud800, \udc00) as U+FFFD: the
+// owner was taken as "\ufffd", another value than the client sent, where
+// the same bytes sent raw or in the query (invalid UTF-8) are a 400. A pair
+// (\ud83d\ude00) is one character and stays accepted.
+func TestBodyLoneSurrogateEscapeIsRefused(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	for _, body := range []string{
+		`{"owner":"\ud800"}`,
+		`{"owner":"a\udc00b"}`,
+		`{"owner":"\ud800\u0041"}`,
+		`{"owner":"\ud83d"}`,
+		`{"mode":"shared\udfff"}`,
+	} {
+		r := e.do(http.MethodPost, "/locks/s?wait=0.01", body)
+		field := "owner"
+		if strings.Contains(body, "mode") {
+			field = "mode"
+		}
+		if eb := r.errBody(t); r.code != http.StatusBadRequest || eb.Field != field || !strings.Contains(eb.Message, "surrogate") {
+			t.Errorf("POST %s: %d %s; want 400 naming %s and the surrogate", body, r.code, r.body, field)
+		}
+	}
+	if st := e.status("s"); st.Holder != nil || st.Waiters != 0 {
+		t.Fatalf("after bad bodies: %+v; want nothing changed", st)
+	}
+	for _, c := range []struct{ body, owner string }{
+		{`{"owner":"\ud83d\ude00"}`, "\U0001F600"},
+		{`{"owner":"a\\ud800"}`, `a\ud800`},
+		{`{"owner":"\u00e9"}`, "é"},
+	} {
+		r := e.do(http.MethodPost, "/locks/ok?wait=0.01", c.body)
+		if r.code != http.StatusOK {
+			t.Fatalf("POST %s: %d %s; want 200", c.body, r.code, r.body)
+		}
+		st := e.status("ok")
+		if st.Holder == nil || st.Holder.Owner != c.owner {
+			t.Fatalf("POST %s: holder %+v; want owner %q", c.body, st.Holder, c.owner)
+		}
+		e.release("ok", st.Holder.Token)
+	}
+}

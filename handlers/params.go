@@ -493,6 +493,7 @@ func (p *lockParams) setJSON(body []byte, names []string, from *sources) error {
 			}
 			return badRequest(name, "is given both in the "+where+" and in the body")
 		}
+		start := dec.InputOffset()
 		tok, err = dec.Token()
 		if err != nil {
 			return badRequest("body", "is not valid JSON: "+err.Error())
@@ -502,6 +503,11 @@ func (p *lockParams) setJSON(body []byte, names []string, from *sources) error {
 		case string:
 			if name != "owner" && name != "mode" {
 				return jsonTypeError(name)
+			}
+			if loneSurrogate(body[start:dec.InputOffset()]) {
+				// encoding/json decodes it as U+FFFD: the value would be
+				// taken as another than the client sent.
+				return badRequest(name, `has a \u escape of a lone UTF-16 surrogate, which is no character`)
 			}
 			v = x
 		case bool:
@@ -529,6 +535,47 @@ func (p *lockParams) setJSON(body []byte, names []string, from *sources) error {
 		return badRequest("body", "has data after the JSON object")
 	}
 	return nil
+}
+
+// loneSurrogate reports whether raw, the JSON text of a string (and what
+// precedes it), holds a \u escape of a UTF-16 surrogate that is not the
+// first half of a pair followed by its second.
+func loneSurrogate(raw []byte) bool {
+	hex4 := func(b []byte) (rune, bool) {
+		if len(b) < 4 {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(b[:4]), 16, 16)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' || i+1 >= len(raw) {
+			continue
+		}
+		i++ // the escaped character
+		if raw[i] != 'u' {
+			continue
+		}
+		r, ok := hex4(raw[i+1:])
+		if !ok {
+			continue
+		}
+		i += 4
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		case r >= 0xD800 && r <= 0xDBFF:
+			if i+2 >= len(raw) || raw[i+1] != '\\' || raw[i+2] != 'u' {
+				return true
+			}
+			r2, ok := hex4(raw[i+3:])
+			if !ok || r2 < 0xDC00 || r2 > 0xDFFF {
+				return true
+			}
+			i += 6
+		}
+	}
+	return false
 }
 
 // jsonTypeError is the 400 for a body member of the wrong JSON type: it

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -372,6 +373,16 @@ func convert(def any, raw any) (v any, problem string) {
 			n = r
 		case uint64:
 			if r > 1<<62 {
+				return nil, "out of range"
+			}
+			n = int64(r)
+		case float64:
+			// YAML reads 1e6 as a float: taken when it is a whole
+			// number (it was refused as "1000000" ... "not an integer").
+			if r != math.Trunc(r) {
+				return nil, "not an integer"
+			}
+			if math.Abs(r) > 1<<62 {
 				return nil, "out of range"
 			}
 			n = int64(r)

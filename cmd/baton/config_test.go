@@ -82,3 +82,36 @@ func TestConfigSyncStandbys(t *testing.T) {
 		}
 	}
 }
+
+// YAML reads 1e6 (and 1000.0) as a float: an integer setting takes it when
+// it is a whole number. It was refused with `max_keys: "1000000" from file
+// ...: not an integer`, naming as not an integer a value that is one; 1.5
+// is still refused.
+func TestConfigFileWholeFloatIsAnInteger(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "baton.yaml")
+	for _, c := range []struct {
+		yaml string
+		keys int
+		bad  bool
+	}{
+		{"max_keys: 1e6\n", 1000000, false},
+		{"max_keys: 2000.0\n", 2000, false},
+		{"max_keys: 1.5\n", 0, true},
+		{"max_keys: 1e300\n", 0, true},
+	} {
+		if err := os.WriteFile(file, []byte(c.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := loadConfig([]string{"--config", file, "--data-dir", filepath.Join(dir, "data")}, nil)
+		if c.bad {
+			if err == nil || !strings.Contains(err.Error(), "max_keys") {
+				t.Errorf("%q: %v, want an error naming max_keys", c.yaml, err)
+			}
+			continue
+		}
+		if err != nil || cfg.MaxKeys != c.keys {
+			t.Errorf("%q: %v, max_keys %d; want %d", c.yaml, err, cfg.MaxKeys, c.keys)
+		}
+	}
+}

@@ -115,6 +115,13 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 	n.events = handlers.NewEventLog(handlers.DefaultEventLogSize)
 	ec := cfg.engineConfig()
 	ec.OnEvent = n.onEvent
+	ec.OnTokenMark = func(err error) {
+		if err != nil {
+			log.Error("token high-water mark: write failed; refusing grants until it can be written", "data_dir", cfg.DataDir, "err", err)
+			return
+		}
+		log.Info("token high-water mark: written again; granting", "data_dir", cfg.DataDir)
+	}
 	single := len(cfg.Peers) == 0
 	// Every node writes its own log: a single node's changes, a cluster
 	// node's as the active or as the active's records it replicates.

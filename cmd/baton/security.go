@@ -15,18 +15,21 @@ import (
 func (c *serveConfig) validateSecurity() error {
 	for i, t := range c.AuthTokens {
 		c.AuthTokens[i] = strings.TrimSpace(t)
-		if c.AuthTokens[i] == "" {
-			return fmt.Errorf("auth_tokens: entry %d is empty", i+1)
+		if err := checkToken(c.AuthTokens[i]); err != nil {
+			return fmt.Errorf("auth_tokens: entry %d %v", i+1, err)
 		}
 	}
 	for i, t := range c.AdminTokens {
 		c.AdminTokens[i] = strings.TrimSpace(t)
-		if c.AdminTokens[i] == "" {
-			return fmt.Errorf("admin_tokens: entry %d is empty", i+1)
+		if err := checkToken(c.AdminTokens[i]); err != nil {
+			return fmt.Errorf("admin_tokens: entry %d %v", i+1, err)
 		}
 	}
 	if strings.TrimSpace(c.ClusterSecret) != c.ClusterSecret {
 		return fmt.Errorf("cluster_secret: must not start or end with white space")
+	}
+	if i := strings.IndexFunc(c.ClusterSecret, func(r rune) bool { return r < 0x20 || r == 0x7f }); i >= 0 {
+		return fmt.Errorf("cluster_secret: has the control character %U at byte %d: it cannot be sent in the X-Baton-Cluster-Secret header", c.ClusterSecret[i], i)
 	}
 	switch {
 	case c.TLSCert == "" && c.TLSKey == "":
@@ -38,6 +41,23 @@ func (c *serveConfig) validateSecurity() error {
 	}
 	_, err := c.tlsConfig()
 	return err
+}
+
+// checkToken reports why t cannot be a bearer token (an entry of
+// auth_tokens or admin_tokens): a client sends it as "Authorization:
+// Bearer <t>" and, over the native protocol, as the one field of "AUTH
+// <t>", so it must be printable ASCII without spaces (a space split the
+// AUTH line, and that token could never authenticate there).
+func checkToken(t string) error {
+	if t == "" {
+		return fmt.Errorf("is empty")
+	}
+	for i := 0; i < len(t); i++ {
+		if t[i] < 0x21 || t[i] > 0x7e {
+			return fmt.Errorf("has the byte %#02x at %d: a token is printable ASCII without spaces (it is sent as Bearer <token> and as AUTH <token>)", t[i], i)
+		}
+	}
+	return nil
 }
 
 // tlsConfig loads tls_cert and tls_key; nil without TLS. The server adds

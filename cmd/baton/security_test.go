@@ -37,6 +37,15 @@ func TestSecuritySettings(t *testing.T) {
 		{name: "cluster_secret with spaces", env: []string{"BATON_CLUSTER_SECRET= s "}, errName: "cluster_secret"},
 		{name: "auth_tokens of commas only", env: []string{"BATON_AUTH_TOKENS=,"}, errName: "auth_tokens"},
 		{name: "auth_tokens of blanks only", env: []string{"BATON_AUTH_TOKENS= "}, errName: "auth_tokens"},
+		// A token with a space inside worked over HTTP but could never
+		// pass a native AUTH line (fields are split at spaces); control
+		// characters and non-ASCII cannot be sent in a header either.
+		{name: "auth_tokens with a space inside", args: []string{"--auth-tokens", "a b"}, errName: "auth_tokens"},
+		{name: "auth_tokens with a tab inside", env: []string{"BATON_AUTH_TOKENS=c\td"}, errName: "auth_tokens"},
+		{name: "auth_tokens not ASCII", env: []string{"BATON_AUTH_TOKENS=jeton-é"}, errName: "auth_tokens"},
+		{name: "admin_tokens with a space inside", args: []string{"--admin-tokens", "ad min"}, errName: "admin_tokens"},
+		{name: "auth_tokens printable", args: []string{"--auth-tokens", "a-b.c_d~e+f/g=,x:y@z"}, tokens: []string{"a-b.c_d~e+f/g=", "x:y@z"}},
+		{name: "cluster_secret with a newline", env: []string{"BATON_CLUSTER_SECRET=s\nt"}, errName: "cluster_secret"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, err := loadConfig(append(slices.Clone(base), c.args...), c.env)

@@ -60,25 +60,16 @@ function normalize(base) {
   return u.origin + u.pathname.replace(/\/+$/, '');
 }
 
-/**
- * @param {number} ms
- * @param {AbortSignal} [signal]
- * @returns {Promise<void>}
- */
-function sleep(ms, signal) {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const done = () => { signal?.removeEventListener('abort', stop); resolve(); };
-    const t = setTimeout(done, ms);
-    const stop = () => { clearTimeout(t); reject(signal?.reason); };
-    signal?.addEventListener('abort', stop, { once: true });
-  });
-}
+/** @type {(ms: number, signal?: AbortSignal) => Promise<void>} */
+const sleep = (ms, signal) => new Promise((resolve, reject) => {
+  if (signal?.aborted) return reject(signal.reason);
+  const done = () => { signal?.removeEventListener('abort', stop); resolve(); };
+  const t = setTimeout(done, ms);
+  const stop = () => { clearTimeout(t); reject(signal?.reason); };
+  signal?.addEventListener('abort', stop, { once: true });
+});
 
-/**
- * Builds the BatonError of an answer that is not a success.
- * @param {Response} res
- */
+/** @param {Response} res a failed answer */
 async function statusError(res) {
   const text = await res.text().catch(() => '');
   let body = null;
@@ -94,7 +85,9 @@ const newKey = () => crypto.randomUUID?.() ?? Array.from(crypto.getRandomValues(
 /** @type {(what: string, cause: any) => BatonError} */
 const unavailable = (what, cause) => new BatonError(0, 'unavailable', what + ': ' + String(cause?.message ?? cause), undefined, cause);
 
-/** A client of a baton cluster. Background work: a Lock's keepAlive, releases and settles (close() waits for these). */
+/** @typedef {{ base: string, downUntil: number }} Addr */
+
+/** A client of a baton cluster; close() waits for its background releases and settles. */
 export class Client {
   /** @param {ClientOptions} options */
   constructor({ addresses, token, fetch: f, retryFor } = /** @type {any} */ ({})) {
@@ -102,10 +95,10 @@ export class Client {
     if (!Array.isArray(list) || list.length === 0) {
       throw new BatonError(400, 'invalid_argument', 'addresses must name at least one node', 'addresses');
     }
-    /** @type {{ base: string, downUntil: number }[]} */
+    /** @type {Addr[]} */
     this._addrs = list.map((a) => ({ base: normalize(String(a).trim()), downUntil: 0 }));
     this._next = 0;
-    /** @type {{ base: string, downUntil: number } | null} the active, once a 307 named it */
+    /** @type {Addr | null} the active, once a 307 named it */
     this._active = null;
     /** The bearer token of every call; may be changed at any time. */
     this.token = token || '';
@@ -153,7 +146,7 @@ export class Client {
     return a;
   }
 
-  /** @param {{ base: string, downUntil: number }} a */
+  /** @param {Addr} a */
   _down(a) {
     a.downUntil = Date.now() + SKIP_MS;
     if (this._active === a) this._active = null;
@@ -517,6 +510,8 @@ export class Lock {
             break;
           } catch (e) {
             if (ka.signal.aborted || this.lost.aborted || e?.code === 'closed') return;
+            const a = this._c._active; // silent: ask the others
+            if (e?.name === 'TimeoutError' && a) this._c._down(a);
             await sleep(Math.min(retry, Math.max(0, this._deadline - Date.now())), ka.signal);
           }
         }

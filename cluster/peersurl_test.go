@@ -1,0 +1,43 @@
+package cluster
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestValidateRefusesPeerURLsNoNodeCanServe: a peer URL whose port is out
+// of range, whose host is empty, or that carries a query, a fragment or a
+// user is refused at start naming peers, as listen's bad port is; they were
+// taken, and the node then polled an address nothing could serve.
+func TestValidateRefusesPeerURLsNoNodeCanServe(t *testing.T) {
+	const self = "http://127.0.0.1:7070"
+	for _, tc := range []struct {
+		peer string
+		ok   bool
+	}{
+		{"http://127.0.0.2:7070", true},
+		{"https://lock.example.com", true},
+		{"http://[::1]:7071", true},
+		{"http://127.0.0.2:7070/", true},
+		{"http://x:99999", false},
+		{"http://x:0", false},
+		{"http://x:", false},
+		{"http://:7071", false},
+		{"http://127.0.0.2:7071?x=1", false},
+		{"http://127.0.0.2:7071?", false},
+		{"http://127.0.0.2:7071#f", false},
+		{"http://u:p@127.0.0.2:7071", false},
+		{"http://127.0.0.2:7071/path", false},
+		{"ftp://127.0.0.2:7071", false},
+	} {
+		c := Config{Self: self, Peers: []string{self, tc.peer}, Heartbeat: DefaultHeartbeat, FailoverTimeout: DefaultFailoverTimeout, SyncTimeout: time.Second}
+		err := c.Validate()
+		if tc.ok && err != nil {
+			t.Errorf("%s: refused: %v", tc.peer, err)
+		}
+		if !tc.ok && (err == nil || !strings.HasPrefix(err.Error(), "peers: ") || !strings.Contains(err.Error(), tc.peer)) {
+			t.Errorf("%s: got %v, want an error naming peers and the URL", tc.peer, err)
+		}
+	}
+}
