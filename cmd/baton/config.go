@@ -72,7 +72,7 @@ var settings = []struct {
 	{"data_dir", "directory of the log of changes, its snapshots and the fencing-token high-water mark", "./baton-data"},
 	{"fsync", "when the log is flushed to the disk: always (before the answer), interval (in the background) or never (left to the OS)", "interval"},
 	{"fsync_interval", "with fsync interval: the longest time between a write and its fsync (at most 100ms)", maxFsyncInterval},
-	{"repair_log", "start even if the log is damaged: keep the records before the damage, drop it and all after it", false},
+	{"repair_log", "start even if the log is damaged: keep the records before the damage, drop it and all after it; a corrupt token-hwm is dropped", false},
 	{"lease_default", "lease when an acquire names none (Go duration)", 30 * time.Second},
 	{"lease_max", "largest lease accepted", time.Hour},
 	{"wait_max", "largest wait accepted; 0 = no cap", time.Duration(0)},
