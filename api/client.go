@@ -692,13 +692,19 @@ func (c *Client) candidatesLocked(avoid *slot) []*slot {
 
 // noConnLocked is what a call does when candidatesLocked has none: wait
 // for the returned channel (the next slot state change) while a dial is in
-// progress, else fail with ErrUnavailable and the last connection error.
+// progress, else fail with ErrUnavailable and the last connection error;
+// but when a node refused the client's token (a native connection's AUTH),
+// with that refusal, a *StatusError that Is ErrUnauthorized only, as the
+// 401 of the HTTP path is: waiting or retrying would not change it.
 func (c *Client) noConnLocked() (<-chan struct{}, error) {
 	if anyDialing(c.slots) {
 		return c.changed, nil
 	}
 	var lastErr error
 	for _, s := range c.slots {
+		if se := refusal(s.lastErr); se != nil {
+			return nil, se
+		}
 		if s.lastErr != nil {
 			lastErr = s.lastErr
 		}

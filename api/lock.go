@@ -154,7 +154,9 @@ var (
 //
 // Errors: ErrTimeout (the wait ran out: not granted), ErrLimit,
 // ErrLimitMismatch (WithLimit named another limit than the key's),
-// ErrInvalidArgument (as *StatusError), ErrGrantEnded (the grant ended
+// ErrInvalidArgument (as *StatusError), ErrUnauthorized (the Token was
+// refused: a 401, or an AUTH refused on a baton:// connection; at once,
+// not retried), ErrGrantEnded (the grant ended
 // before its answer could be delivered, and again after each new acquire
 // made within what was left of the wait: nothing is held; when the wait
 // ran out meanwhile, the error Is ErrTimeout too), ErrUnavailable
@@ -611,8 +613,9 @@ const releaseAttempt = time.Second
 // have released it (its connection was lost, or it was answered
 // unavailable or internal: a node may make a release that its log then
 // fails to write), in which case that attempt released it and nil is
-// returned; ErrInvalidArgument for a bad key or token; else the last
-// failure (wrapping ErrUnavailable) or ctx's error.
+// returned; ErrInvalidArgument for a bad key or token; ErrUnauthorized,
+// at once, when the node refuses the Config.Token; else the last failure
+// (wrapping ErrUnavailable) or ctx's error.
 func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 	if c.native {
 		return c.nRelease(ctx, key, token)

@@ -434,6 +434,20 @@ func (w *nwire) readLoop(br *bufio.Reader) {
 	}
 }
 
+// refusal returns the node's refusal of the client's token that err is or
+// wraps (E unauthorized to the AUTH of a dial, or to the first line of a
+// connection without AUTH, which the node then closes: that line was not
+// served), nil for any other error. A refusal is a definite answer, the
+// one the HTTP path gets as a 401: returned at once, neither retried nor
+// reported as ErrUnavailable.
+func refusal(err error) *StatusError {
+	var se *StatusError
+	if err != nil && errors.As(err, &se) && se.Code == CodeUnauthorized {
+		return se
+	}
+	return nil
+}
+
 // answerError is the *StatusError of an E line (StatusCode 0: no HTTP
 // status on the native protocol).
 func answerError(a *nline.Answer) *StatusError {
@@ -735,6 +749,9 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 				return nil, ErrClosed
 			}
 			c.nbroken(s, w)
+			if se := refusal(err); se != nil {
+				return nil, se // the line was not served: nothing to settle
+			}
 			if max == 0 {
 				max = c.numConns()
 			}
@@ -871,6 +888,8 @@ func (c *Client) naskAgain(q *nacq) uint64 {
 			a, err := w.do(ctx, id, line, naskLate{q}, releaseAttempt)
 			done()
 			switch {
+			case refusal(err) != nil:
+				return 0 // not served
 			case err != nil:
 				avoid = s
 			case a.Outcome == nline.OK:
@@ -885,7 +904,7 @@ func (c *Client) naskAgain(q *nacq) uint64 {
 				return 0 // T, grant_ended, superseded, ...: nothing held
 			}
 		}
-		if sleep(ctx, c.cfg.ReleaseRetry) != nil {
+		if refusal(err) != nil || sleep(ctx, c.cfg.ReleaseRetry) != nil {
 			return 0
 		}
 	}
@@ -945,6 +964,8 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 				}
 			}
 			switch {
+			case refusal(err) != nil:
+				return refusal(err) // the line was not served
 			case err != nil && isConnErr(err):
 				ambiguous = true
 				avoid = s
@@ -983,6 +1004,9 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 		if errors.Is(err, ErrClosed) {
 			return err
 		}
+		if se := refusal(err); se != nil {
+			return se // npick: the node refused the token at the dial
+		}
 		if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
 			last = err
 		}
@@ -1020,6 +1044,9 @@ func (c *Client) ncall(ctx context.Context, what string, id nid, line []byte) (n
 				return nline.Answer{}, "", ErrClosed
 			}
 			c.nbroken(s, w)
+			if se := refusal(err); se != nil {
+				return nline.Answer{}, "", se // not served
+			}
 			if attempts++; attempts >= max {
 				return nline.Answer{}, "", fmt.Errorf("%w: %s: %d attempts failed, last: %w", ErrUnavailable, what, attempts, err)
 			}

@@ -106,6 +106,13 @@ type Config struct {
 	// say why. It is called with the mark's mutex held, perhaps with a key's
 	// shard locked: it must not block or call back into the Engine.
 	OnTokenMark func(err error)
+	// RepairTokenMark starts the engine even when the token high-water
+	// mark in DataDir is corrupt (New fails with a *TokenMarkError
+	// otherwise): its content is dropped and the file written anew with
+	// 0, as if it had been missing, so that tokens continue above every
+	// token the log replays and above the clock's microseconds, but not
+	// above tokens of this node that neither holds.
+	RepairTokenMark bool
 }
 
 // maxConfigDuration bounds the configured durations (100 years), so that
@@ -599,7 +606,7 @@ func New(cfg Config) (*Engine, error) {
 	for n < cfg.Shards {
 		n <<= 1
 	}
-	tok, err := openTokens(cfg.DataDir, cfg.TokenMargin)
+	tok, err := openTokens(cfg.DataDir, cfg.TokenMargin, cfg.RepairTokenMark)
 	if err != nil {
 		return nil, err
 	}

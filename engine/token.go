@@ -60,7 +60,24 @@ func (t *tokens) classed(n uint64) uint64 {
 	return n + (o+s-n%s)%s
 }
 
-func openTokens(dataDir string, margin time.Duration) (*tokens, error) {
+// TokenMarkError is New's error for a token high-water mark file that
+// does not hold a token below MaxToken (empty, cut short, garbage). The
+// file is only ever replaced whole (write's temporary file, fsynced, then
+// renamed), so no crash leaves it so: something else changed it, and the
+// engine does not start on it unless Config.RepairTokenMark is set.
+type TokenMarkError struct {
+	File    string // the file's path
+	Content []byte // what it holds
+}
+
+func (e *TokenMarkError) Error() string {
+	return fmt.Sprintf("data_dir: %s is corrupt (%q); refusing to start, since a restart must never repeat a token", e.File, e.Content)
+}
+
+// openTokens reads the high-water mark in dataDir; a corrupt one is a
+// *TokenMarkError, or with repair dropped (written anew as 0: see
+// Config.RepairTokenMark).
+func openTokens(dataDir string, margin time.Duration, repair bool) (*tokens, error) {
 	t := &tokens{margin: uint64(margin.Microseconds()), kick: make(chan struct{}, 1)}
 	if t.margin == 0 {
 		t.margin = 1
@@ -81,7 +98,13 @@ func openTokens(dataDir string, margin time.Duration) (*tokens, error) {
 	default:
 		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 		if err != nil || v >= MaxToken {
-			return nil, fmt.Errorf("data_dir: %s is corrupt (%q); refusing to start, since a restart must never repeat a token", t.path, b)
+			if !repair {
+				return nil, &TokenMarkError{File: t.path, Content: b}
+			}
+			if err := t.write(0); err != nil {
+				return nil, fmt.Errorf("data_dir: %w", err)
+			}
+			break
 		}
 		t.last.Store(v)
 		t.ceiling.Store(v)

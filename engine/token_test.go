@@ -144,10 +144,31 @@ func TestTokenFileCorrupt(t *testing.T) {
 		if !strings.Contains(err.Error(), "data_dir") {
 			t.Errorf("%s: error %q does not name data_dir", name, err)
 		}
+		var te *TokenMarkError
+		if !errors.As(err, &te) || te.File != filepath.Join(dir, tokenFile) || string(te.Content) != content {
+			t.Errorf("%s: error %#v, want a *TokenMarkError naming the file and its content", name, err)
+		}
 		// The file is left as it was, for a person to look at.
 		if b, _ := os.ReadFile(filepath.Join(dir, tokenFile)); string(b) != content {
 			t.Errorf("%s: file rewritten to %q", name, b)
 		}
+		// RepairTokenMark starts anyway: the mark written anew (0), and
+		// the tokens above what the log replays (here a grant observed
+		// as replicated) even with a clock stuck near the epoch.
+		e, err = New(Config{DataDir: dir, RepairTokenMark: true, Clock: newStepClock(func() time.Time { return time.Unix(1, 0) })})
+		if err != nil {
+			t.Errorf("%s: New with RepairTokenMark: %v", name, err)
+			continue
+		}
+		if got := readHWM(t, dir); got != 0 {
+			t.Errorf("%s: repaired mark %d, want 0", name, got)
+		}
+		const logged = 1 << 40
+		e.ObserveToken(logged)
+		if g := mustAcquire(t, e, AcquireRequest{Key: "k"}); g.Token <= logged || readHWM(t, dir) < g.Token {
+			t.Errorf("%s: after the repair: token %d (mark %d), want above %d and at most the mark", name, g.Token, readHWM(t, dir), uint64(logged))
+		}
+		e.Close()
 	}
 	// A mark that cannot be read at all.
 	dir := t.TempDir()

@@ -1010,3 +1010,67 @@ func TestStatusPageManyKeys(t *testing.T) {
 type syncBuffer = testproc.Buffer
 
 func freeAddr(t *testing.T, host string) string { return testproc.FreeAddr(t, host) }
+
+// TestStatusPageLongOwner: an owner label of 128 bytes without a break
+// (the longest one accepted) stays inside its panel, on a desktop and on
+// a phone: in the events, where the detail parts were kept on one line
+// each and the owner pushed the panel sideways, and in the locks table.
+func TestStatusPageLongOwner(t *testing.T) {
+	browserTest(t)
+	n := startBaton(t)
+	ctx, cons := tab(t)
+	colorScheme(t, ctx, "light")
+	if err := chromedp.Do(ctx, chromedp.Navigate(n.url+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the page is live", func() (bool, string) {
+		s := eval[string](t, ctx, `document.getElementById('conn').textContent`)
+		return strings.HasPrefix(s, "live"), s
+	})
+	owner := "worker-" + strings.Repeat("0123456789abcdef", 8)[:api.MaxOwnerBytes-len("worker-")]
+	res, err := http.Post(n.url+"/locks/jobs/long-owner?lease=60&owner="+owner, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("acquire: %s", res.Status)
+	}
+	waitFor(t, 2*time.Second, "the grant's event and row show the owner", func() (bool, string) {
+		s := eval[string](t, ctx, `document.getElementById('events').textContent + ' | ' + document.getElementById('locks').textContent`)
+		return strings.Count(s, owner) == 2, s
+	})
+	type fit struct {
+		Over      []string `json:"over"`
+		PageWidth int      `json:"pageWidth"`
+		Width     int      `json:"width"`
+	}
+	check := func(what string, width int) {
+		t.Helper()
+		time.Sleep(200 * time.Millisecond) // the layout of the new viewport
+		f := eval[fit](t, ctx, `(() => {
+			const over = [];
+			for (const id of ['events-panel', 'locks-panel']) {
+				const p = document.getElementById(id), r = p.getBoundingClientRect();
+				if (p.scrollWidth > p.clientWidth + 1) over.push(id + ' scrolls sideways: ' + p.scrollWidth + ' > ' + p.clientWidth);
+				for (const e of p.querySelectorAll('li, span, td')) {
+					const b = e.getBoundingClientRect();
+					if (b.width && b.right > r.right + 1) over.push(id + ': ' + e.tagName + '.' + e.className + ' ends at ' + Math.round(b.right) + ' > ' + Math.round(r.right));
+				}
+			}
+			return { over, pageWidth: document.documentElement.scrollWidth, width: innerWidth };
+		})()`)
+		if len(f.Over) > 0 || f.PageWidth > width {
+			t.Errorf("%s: a long owner overflows (page %d px wide for %d): %q", what, f.PageWidth, width, f.Over)
+		}
+		screenshot(t, ctx, "status-page-long-owner-"+what+".png")
+	}
+	check("desktop", 1280)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile)); err != nil {
+		t.Fatal(err)
+	}
+	check("phone", 390)
+	if errs := cons.errors(); len(errs) > 0 {
+		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
+	}
+}

@@ -72,7 +72,7 @@ var settings = []struct {
 	{"data_dir", "directory of the log of changes, its snapshots and the fencing-token high-water mark", "./baton-data"},
 	{"fsync", "when the log is flushed to the disk: always (before the answer), interval (in the background) or never (left to the OS)", "interval"},
 	{"fsync_interval", "with fsync interval: the longest time between a write and its fsync (at most 100ms)", maxFsyncInterval},
-	{"repair_log", "start even if the log is damaged: keep the records before the damage, drop it and all after it", false},
+	{"repair_log", "start even if the log is damaged: keep the records before the damage, drop it and all after it; a corrupt token-hwm is dropped", false},
 	{"lease_default", "lease when an acquire names none (Go duration)", 30 * time.Second},
 	{"lease_max", "largest lease accepted", time.Hour},
 	{"wait_max", "largest wait accepted; 0 = no cap", time.Duration(0)},
@@ -303,12 +303,23 @@ func formatValue(v any) string {
 	switch v := v.(type) {
 	case []string:
 		return strings.Join(v, ",")
-	case []any:
+	case []any: // a YAML list, written back as one
 		parts := make([]string, len(v))
 		for i, x := range v {
-			parts[i] = fmt.Sprint(x)
+			parts[i] = formatValue(x)
 		}
-		return strings.Join(parts, ",")
+		return "[" + strings.Join(parts, ", ") + "]"
+	case map[string]any: // a YAML mapping, written back as one
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = k + ": " + formatValue(v[k])
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
 	case time.Duration:
 		return formatDuration(v)
 	case nil:
@@ -339,6 +350,9 @@ func formatDuration(d time.Duration) string {
 func convert(def any, raw any) (v any, problem string) {
 	switch def.(type) {
 	case time.Duration:
+		if p := notOne(raw, "a duration"); p != "" {
+			return nil, p + "; use a duration such as 15s"
+		}
 		switch r := raw.(type) {
 		case string:
 			if f, err := strconv.ParseFloat(strings.TrimSpace(r), 64); err == nil {
@@ -360,6 +374,9 @@ func convert(def any, raw any) (v any, problem string) {
 		}
 		return nil, "not a duration; use a duration such as 15s"
 	case int, int64:
+		if p := notOne(raw, "an integer"); p != "" {
+			return nil, p
+		}
 		var n int64
 		switch r := raw.(type) {
 		case string:
@@ -397,6 +414,9 @@ func convert(def any, raw any) (v any, problem string) {
 		}
 		return n, ""
 	case bool:
+		if p := notOne(raw, "true or false"); p != "" {
+			return nil, p
+		}
 		switch r := raw.(type) {
 		case bool:
 			return r, ""
@@ -433,9 +453,10 @@ func convert(def any, raw any) (v any, problem string) {
 		}
 		return nil, "not a list (comma-separated, or a YAML list)"
 	case string:
+		if p := notOne(raw, "a single value"); p != "" {
+			return nil, p
+		}
 		switch r := raw.(type) {
-		case []any, map[string]any:
-			return nil, "not a single value"
 		case nil:
 			return "", ""
 		default:
@@ -443,6 +464,19 @@ func convert(def any, raw any) (v any, problem string) {
 		}
 	}
 	return nil, "unsupported setting type"
+}
+
+// notOne is convert's problem with a YAML list or mapping given where one
+// value (want: "a duration", "an integer"...) is expected; "" for any
+// other raw. Without it, lease_default: [1s] was "1s" ... not a duration.
+func notOne(raw any, want string) string {
+	switch raw.(type) {
+	case []any:
+		return "a list where " + want + " is expected"
+	case map[string]any:
+		return "a mapping where " + want + " is expected"
+	}
+	return ""
 }
 
 func lookupEnv(environ []string, name string) string {

@@ -115,3 +115,34 @@ func TestConfigFileWholeFloatIsAnInteger(t *testing.T) {
 		}
 	}
 }
+
+// A YAML list (or mapping) where one value is expected is named as such,
+// with the key, and shown as written: lease_default: [1s] was refused as
+// `lease_default: "1s" ... not a duration`, a message that calls 1s no
+// duration and hides the brackets that are the mistake.
+func TestConfigFileListWhereOneValue(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "baton.yaml")
+	for _, c := range []struct{ yaml, want string }{
+		{"lease_default: [1s]\n", `lease_default: "[1s]" from file ` + file + `: a list where a duration is expected`},
+		{"lease_default: {a: 1s}\n", `lease_default: "{a: 1s}" from file ` + file + `: a mapping where a duration is expected`},
+		{"max_keys: [5]\n", `max_keys: "[5]" from file ` + file + `: a list where an integer is expected`},
+		{"repair_log: [true]\n", `repair_log: "[true]" from file ` + file + `: a list where true or false is expected`},
+		{"log_format: [json]\n", `log_format: "[json]" from file ` + file + `: a list where a single value is expected`},
+	} {
+		if err := os.WriteFile(file, []byte(c.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := loadConfig([]string{"--config", file, "--data-dir", filepath.Join(dir, "data")}, nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want an error with %q", c.yaml, err, c.want)
+		}
+	}
+	// A list where a list is expected is still taken.
+	if err := os.WriteFile(file, []byte("auth_tokens: [a, b]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := loadConfig([]string{"--config", file, "--data-dir", filepath.Join(dir, "data")}, nil); err != nil || len(cfg.AuthTokens) != 2 {
+		t.Errorf("auth_tokens: [a, b]: %v, %q", err, cfg.AuthTokens)
+	}
+}

@@ -132,7 +132,21 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 		ec.Log = n.sync
 	}
 	ec.Standby = true // a node replays its log as a standby, then is promoted (a cluster node: by the cluster)
-	if n.eng, err = engine.New(ec); err != nil {
+	n.eng, err = engine.New(ec)
+	var te *engine.TokenMarkError
+	if errors.As(err, &te) && cfg.RepairLog {
+		log.Warn("repair: the token high-water mark is corrupt; dropped and written anew: tokens continue above every token in the log and the clock",
+			"file", te.File, "content", string(te.Content))
+		ec.RepairTokenMark = true
+		n.eng, err = engine.New(ec)
+	}
+	switch {
+	case errors.As(err, &te):
+		// Not a crash's leftover (the file is only ever replaced whole):
+		// the operator decides, as for a damaged log.
+		return nil, &startError{exitUsage, fmt.Errorf("%w; it is only ever replaced whole (a temporary file, fsynced, renamed), so no crash leaves it so; to start anyway, with tokens above every token in the log and the clock (not above tokens neither holds), %s",
+			err, repairHint)}
+	case err != nil:
 		return nil, &startError{exitError, fmt.Errorf("cannot start the engine: %w", err)}
 	}
 	snap, err := n.replay()

@@ -415,6 +415,53 @@ func TestDamagedLogRefused(t *testing.T) {
 	}
 }
 
+// TestCorruptTokenMarkRefused: an empty (or blank) token-hwm is not a
+// crash's leftover (the file is only ever replaced whole), so the start
+// is refused, exit 2, naming the file and the flag that starts anyway (it
+// was exit 1 with no hint); with --repair-log the node warns, naming the
+// file, writes it anew and grants tokens above every token in the log.
+func TestCorruptTokenMarkRefused(t *testing.T) {
+	needBinary(t)
+	for _, content := range []string{"", "\n"} {
+		dir := t.TempDir()
+		writeLog(t, dir, 20)
+		file := filepath.Join(dir, "token-hwm")
+		if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, stderr := runServe(t, nil, "--data-dir", dir)
+		for _, w := range []string{file, "--repair-log"} {
+			if code != exitUsage || !strings.Contains(stderr, w) {
+				t.Fatalf("token-hwm %q: exit %d, want 2 and a message with %q:\n%s", content, code, w, stderr)
+			}
+		}
+		n := startServe(t, dir, nil, "--repair-log")
+		if s := n.stderr.String(); !strings.Contains(s, "repair") || !strings.Contains(s, file) {
+			t.Fatalf("--repair-log: no warning naming %s:\n%s", file, s)
+		}
+		var logged uint64
+		for i := range 20 {
+			if h := n.status(fmt.Sprintf("log%d", i)).Holder; h != nil {
+				logged = max(logged, h.Token)
+			}
+		}
+		lc := newLockCaller(n.url)
+		code, g, err := lc.call(http.MethodPost, "/locks/after?wait=0.001")
+		lc.close()
+		if err != nil || code != http.StatusOK || logged == 0 || g.Token <= logged {
+			t.Fatalf("after the repair: %d %v, token %d; want above the log's %d", code, err, g.Token, logged)
+		}
+		if code := n.stop(); code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+		// Repaired: it starts without the flag now.
+		n = startServe(t, dir, nil)
+		if code := n.stop(); code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+	}
+}
+
 // writeLog has a `baton serve` on dir write records changes (grants of
 // keys held for 10 minutes), then kills it (kill -9), so that the log
 // holds them all and no snapshot.

@@ -10,15 +10,8 @@ const SKIP_MS = 3000, RELEASE_RETRY_MS = 200, RELEASE_FOR_MS = 5000, ATTEMPT_MS 
 /** The most redirected 401s a call repeats to the active itself. */
 const MAX_REDIRECTS = 10;
 
-/** An error from baton or from reaching it (fields: baton.d.ts). */
+/** An error from baton or from reaching it (constructor, fields: baton.d.ts). */
 export class BatonError extends Error {
-  /**
-   * @param {number} status
-   * @param {string} code
-   * @param {string} message
-   * @param {string} [field]
-   * @param {unknown} [cause]
-   */
   constructor(status, code, message, field, cause) {
     super(message, cause === undefined ? undefined : { cause });
     this.name = 'BatonError';
@@ -235,10 +228,11 @@ export class Client {
    * absent: no limit). One Idempotency-Key across retries, 307s and the
    * runtime's re-sends (never queued twice); a poll_timeout resumes the
    * place; grant_ended (ran out unclaimed) starts anew (new key, the wait
-   * left). Errors: "timeout" (408, not granted), "invalid_argument" (400,
-   * `field`), "limit_mismatch" (409), "too_many_waiters" (429),
-   * "unauthorized" (401), "unavailable" (no node answered), "closed". An
-   * aborted `signal` rejects with its reason (the server drops the waiter).
+   * left). Errors: "timeout" (408, not granted; so is a grant_ended past
+   * the wait), "invalid_argument" (400, `field`), "limit_mismatch" (409),
+   * "too_many_waiters" (429), "unauthorized" (401), "unavailable" (no node
+   * answered), "closed". An aborted `signal` rejects with its reason (the
+   * server drops the waiter).
    * A grant an abort or "unavailable" cut off is released in the background.
    * @param {string} key
    * @param {AcquireOptions} [options]
@@ -269,7 +263,8 @@ export class Client {
       }
       if (res.status === 408 && err.code === 'poll_timeout') continue; // the same place, the same Idempotency-Key
       const left = wait > 0 ? wait - (Date.now() - start) / 1e3 : wait;
-      if (err.code !== 'grant_ended' || ++restarts > 10 || wait > 0 && left < 1e-3) throw err;
+      if (err.code !== 'grant_ended' || ++restarts > 10) throw err;
+      if (wait > 0 && left < 1e-3) throw new BatonError(408, 'timeout', 'wait ran out: ' + err.message, undefined, err);
       pathQuery = lockPath(key) + query({ lease, wait: left, owner, mode, limit });
       headers = { 'Idempotency-Key': newKey() };
       asked = false;

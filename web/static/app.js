@@ -764,7 +764,8 @@ function renderEvents() {
     const detail = eventDetail(ev);
     if (detail.length) {
       const span = el('span', 'detail');
-      for (const part of detail) span.appendChild(el('span', part === ev.message ? 'msg' : '', part));
+      const owner = ev.owner && 'owner ' + ev.owner;
+      for (const part of detail) span.appendChild(el('span', part === ev.message ? 'msg' : part === owner ? 'owner' : '', part));
       li.appendChild(span);
     }
     frag.appendChild(li);

@@ -7,11 +7,12 @@ import assert from 'node:assert/strict';
 import { Client, BatonError } from './client.mjs';
 import { listenProxy } from './harness.mjs';
 
-/** A fake node answering POSTs with answers[i] (the last one repeated). */
-async function fakeNode(t, answers) {
+/** A fake node answering POSTs with answers[i] (the last one repeated), after delayMs. */
+async function fakeNode(t, answers, delayMs = 0) {
   const seen = [];
   const { url } = await listenProxy(t, async (req, res) => {
     for await (const _ of req); // eslint-disable-line no-unused-vars
+    await new Promise((r) => setTimeout(r, delayMs));
     const u = new URL(req.url, 'http://x');
     seen.push({ key: req.headers['idempotency-key'], wait: u.searchParams.get('wait') });
     const [status, body] = answers[Math.min(seen.length, answers.length) - 1];
@@ -41,4 +42,15 @@ test('an acquire answered grant_ended again and again fails with it', async (t) 
   const c = new Client({ addresses: [n.url] });
   await assert.rejects(c.acquire('k'), (e) => e instanceof BatonError && e.code === 'grant_ended');
   assert.equal(n.seen.length, 11);
+});
+
+// As the Go client (errors.Is(err, ErrTimeout)): a grant_ended that comes
+// once the wait has run out is a timeout, 408: not granted within the
+// wait, nothing held (it was thrown as grant_ended).
+test('an acquire answered grant_ended after its wait ran out fails with timeout', async (t) => {
+  const n = await fakeNode(t, [ended], 100);
+  const c = new Client({ addresses: [n.url] });
+  await assert.rejects(c.acquire('k', { wait: 0.05 }), (e) =>
+    e instanceof BatonError && e.status === 408 && e.code === 'timeout' && e.cause?.code === 'grant_ended');
+  assert.equal(n.seen.length, 1);
 });
