@@ -32,7 +32,7 @@ func TestProtoAuthRefusedAtOnce(t *testing.T) {
 				if !errors.As(err, &se) || se.Code != api.CodeUnauthorized {
 					t.Errorf("token %q: %s: %v, want a *StatusError with code %q", token, what, err, api.CodeUnauthorized)
 				}
-				if took > 2*time.Second { // the release retried for ReleaseTimeout (5 s)
+				if took > 4*time.Second { // room for a loaded machine; the release retried for ReleaseTimeout (5 s)
 					t.Errorf("token %q: %s took %v: retried", token, what, took)
 				}
 			}

@@ -232,7 +232,11 @@ func TestProtoWithLock(t *testing.T) {
 				t.Errorf("cause %v", context.Cause(ctx))
 			}
 			return boom
-		}, api.WithLease(200*time.Millisecond))
+			// The loss is seen by the renewal at half the lease (not_held):
+			// 2 s, so that a slow Release on a loaded machine does not
+			// see the lease run out first (its ctx is then cut, and fn
+			// returns that, not boom).
+		}, api.WithLease(2*time.Second))
 		if !errors.Is(err, boom) || !errors.Is(err, api.ErrLost) {
 			t.Fatalf("WithLock with the lock lost: %v", err)
 		}

@@ -311,9 +311,10 @@ func TestRunWaiterMovesToThePromotedStandby(t *testing.T) {
 		if code != exitOK || p.stdout.String() != "ran\n" {
 			t.Fatalf("baton run: code %d, stdout %q, stderr %q", code, p.stdout.String(), p.stderr.String())
 		}
-		// Failover (< 2 s) and the rest of the holder's 3 s lease: 10 s
-		// leaves room for a loaded machine, not for 20 s on the paused node.
-		if d := time.Since(stopped); d > 10*time.Second {
+		// Failover (< 2 s), the rest of the holder's 3 s lease and the
+		// ping (1 + 2 s): 15 s leaves room for a loaded machine, not for
+		// the 20 s it waited on the paused node.
+		if d := time.Since(stopped); d > 15*time.Second {
 			t.Fatalf("baton run ran COMMAND %v after the active stopped: it waited on the paused node", d)
 		}
 	case <-time.After(bound + 10*time.Second):
