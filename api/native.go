@@ -388,72 +388,50 @@ func (w *nwire) writeLoop() {
 // readLoop matches answers to requests until the connection ends. An
 // error line that answers nothing asked (the node refused the connection:
 // AUTH missing or refused, a line it could not read) is kept as the
-// reason of the end that follows. On a plain TCP connection it reads
-// through readRaw.
+// reason of the end that follows.
 func (w *nwire) readLoop(br *bufio.Reader) {
 	defer close(w.rdone)
 	var refused error
-	if rc := rawConn(w.nc); rc != nil {
-		w.fail(w.readRaw(rc, br, &refused))
-		return
-	}
 	for {
 		line, err := br.ReadSlice('\n')
 		if err != nil {
-			w.fail(readEnd(err, refused))
-			return
-		}
-		if err := w.answer(line[:len(line)-1], &refused); err != nil {
+			switch {
+			case refused != nil:
+				err = refused
+			case errors.Is(err, io.EOF):
+				err = errors.New("the node closed the connection")
+			}
 			w.fail(err)
 			return
 		}
-	}
-}
-
-// readEnd is the reason a connection's reading ended with err: refused,
-// the error line that answered nothing asked, when there was one.
-func readEnd(err, refused error) error {
-	switch {
-	case refused != nil:
-		return refused
-	case errors.Is(err, io.EOF):
-		return errors.New("the node closed the connection")
-	}
-	return err
-}
-
-// answer matches one answer line (without its "\n") to its request and
-// hands it over. An E line that answers nothing asked is kept in
-// *refused; the error is one that ends the connection. It does not end
-// the connection itself: readRaw calls it inside its read of the socket,
-// which a Close would wait for.
-func (w *nwire) answer(line []byte, refused *error) error {
-	a, err := nline.ParseAnswer(string(line))
-	if err != nil {
-		return err
-	}
-	w.mu.Lock()
-	call := w.pop(nid{a.Op, a.Key})
-	if call == nil {
-		w.mu.Unlock()
-		if a.Outcome == nline.Error {
-			*refused = answerError(&a)
-			return nil
+		a, err := nline.ParseAnswer(string(line[:len(line)-1]))
+		if err != nil {
+			w.fail(err)
+			return
 		}
-		return fmt.Errorf("an answer to no request: %q", line)
+		w.mu.Lock()
+		call := w.pop(nid{a.Op, a.Key})
+		if call == nil {
+			w.mu.Unlock()
+			if a.Outcome == nline.Error {
+				refused = answerError(&a)
+				continue
+			}
+			w.fail(fmt.Errorf("an answer to no request: %q", line))
+			return
+		}
+		late := call.late
+		if late == nil {
+			call.ch <- nreply{a: a}
+		}
+		w.mu.Unlock()
+		if late != nil {
+			// A copy of its own: a pointer to a would put every answer
+			// on the heap, not only the late ones.
+			la := a
+			late.late(&la, nil)
+		}
 	}
-	late := call.late
-	if late == nil {
-		call.ch <- nreply{a: a}
-	}
-	w.mu.Unlock()
-	if late != nil {
-		// A copy of its own: a pointer to a would put every answer
-		// on the heap, not only the late ones.
-		la := a
-		late.late(&la, nil)
-	}
-	return nil
 }
 
 // answerError is the *StatusError of an E line (StatusCode 0: no HTTP

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -118,68 +117,6 @@ func TestNativePipelinedOutOfOrder(t *testing.T) {
 	}
 	if l := get(t, a2); l.Token != 8 {
 		t.Fatalf("second acquire of a: %+v", l)
-	}
-}
-
-// Answers are matched whatever pieces they arrive in: a line cut across
-// the node's writes (so across the client's reads of the socket), and
-// several lines in one write. On a plain TCP connection the reader reads
-// the socket itself (readRaw), keeping a cut line's start for the next
-// read.
-func TestNativeAnswersCutAcrossReads(t *testing.T) {
-	f := newFakeNode(t)
-	c := newClient(t, func(c *api.Config) { c.ConnsPerAddress = 1 }, f.Base())
-	ctx := ctxBound(t)
-	fc := f.accept(t)
-	a := acquireAsync(ctx, c, "a")
-	fc.read(t)
-	rel := make(chan error, 1)
-	go func() { rel <- c.Release(ctx, "k", 5) }()
-	fc.read(t)
-	b := acquireAsync(ctx, c, "b")
-	fc.read(t)
-	lines := "R k O|K\nA a OK 7 30 |" + strconv.FormatInt(time.Now().Add(30*time.Second).UnixMilli(), 10) + "\n|" + grantLine("b", 8) + "\n"
-	for _, piece := range strings.Split(lines, "|") {
-		if _, err := fc.nc.Write([]byte(piece)); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond) // each piece a read of its own
-	}
-	if err := <-rel; err != nil {
-		t.Fatalf("release: %v", err)
-	}
-	if l := get(t, a); l.Token != 7 {
-		t.Fatalf("acquire a: token %d, want 7", l.Token)
-	}
-	if l := get(t, b); l.Token != 8 {
-		t.Fatalf("acquire b: token %d, want 8", l.Token)
-	}
-}
-
-// An answer line longer than the reader's buffer ends the connection: the
-// call waiting on it fails as on a broken connection (and moves on to the
-// next, here none), instead of waiting for the rest.
-func TestNativeOverlongAnswerEndsTheConnection(t *testing.T) {
-	f := newFakeNode(t)
-	c := newClient(t, func(c *api.Config) {
-		c.ConnsPerAddress = 1
-		c.ReleaseTimeout = 300 * time.Millisecond
-	}, f.Base())
-	ctx := ctxBound(t)
-	fc := f.accept(t)
-	rel := make(chan error, 1)
-	go func() { rel <- c.Release(ctx, "k", 5) }()
-	fc.read(t)
-	if _, err := fc.nc.Write([]byte("R k E internal " + strings.Repeat("x", 20<<10))); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-rel:
-		if err == nil {
-			t.Fatal("release confirmed by an overlong line")
-		}
-	case <-time.After(bound):
-		t.Fatal("the release still waits on a connection whose answer overflowed")
 	}
 }
 
