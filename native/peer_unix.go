@@ -110,16 +110,18 @@ func (p *peeker) peerGone() bool {
 // read (syscall.RawConn.Read) for the connection's whole life, returning
 // to the poller only to wait. A read that takes fewer bytes than it asked
 // for took all there were: the reader then writes the answers of the
-// lines it dispatched (flushNow) and waits for more without reading again
-// to find the socket empty (EAGAIN), since a byte that arrives after that
-// read wakes the wait (the poller is not re-armed in between, as it is
-// when a raw read begins). Before it writes grants, the flush checks that
-// the client is still there by one more read (check), made after their log
-// wait, instead of a peek: none waiting (EAGAIN), and it waits; bytes,
-// and they are dispatched next; the end of the connection, and the grants
-// are released. A burst dispatches readerBatch lines at most before their
-// answers leave (a reader that writes does not outrun its client's reads
-// into MaxQueue). *authed is as dispatch's.
+// lines it dispatched (flushNow) and reads once more (check) before it
+// waits: none waiting (EAGAIN), and it waits, since a byte or a close
+// that arrives after that read wakes the wait (the poller is not re-armed
+// in between, as it is when a raw read begins); bytes, and they are
+// dispatched next; the end of the connection, and the reader ends. The
+// wait alone would miss a close that came with the bytes just read: it
+// makes no readiness of its own. Before it writes grants, the flush makes
+// that read itself (after their log wait, instead of a peek), so that a
+// grant made as the client went away is released. A burst dispatches
+// readerBatch lines at most before their answers leave (a reader that
+// writes does not outrun its client's reads into MaxQueue). *authed is as
+// dispatch's.
 func (c *conn) readDirect(authed *bool) {
 	buf := make([]byte, MaxLine+2)
 	var r, w int // buf[r:w]: bytes read and not yet dispatched
@@ -127,10 +129,13 @@ func (c *conn) readDirect(authed *bool) {
 	// inBatch: c.reading is set, the answers of the lines dispatched
 	// since the last flush wait for the reader's flushNow.
 	inBatch, stop := false, false
-	// What check found: got bytes into buf[w:], or gotErr.
+	// What check found: got bytes into buf[w:], or gotErr; checked: it
+	// ran since the last flush.
 	var got int
 	var gotErr error
+	var checked bool
 	check := func() (gone bool) {
+		checked = true
 		if got > 0 {
 			return false // as a peek would: a close behind bytes is not seen
 		}
@@ -157,7 +162,7 @@ func (c *conn) readDirect(authed *bool) {
 	}
 	flush := func(chk func() bool) {
 		inBatch = false
-		got, gotErr = 0, nil
+		got, gotErr, checked = 0, nil, false
 		c.flushNow(true, chk)
 	}
 	// lines dispatches the complete lines of buf[r:w], which arrived at
@@ -203,11 +208,23 @@ func (c *conn) readDirect(authed *bool) {
 		if !lines(c.s.now()) {
 			return false, true
 		}
-		if !short || !inBatch {
-			return short, false
+		if !short {
+			return false, false
 		}
 		// The socket had no more bytes: the answers leave now.
-		flush(check)
+		if inBatch {
+			flush(check)
+		} else {
+			got, gotErr, checked = 0, nil, false
+		}
+		if !checked {
+			// One more read before the wait, unless the flush made it:
+			// a close that came with these bytes (before the poller
+			// reported them) makes no readiness of its own, so a wait
+			// now would never see it (the connection, and its waiters,
+			// would stay).
+			check()
+		}
 		if gotErr != nil {
 			return false, true
 		}
