@@ -324,7 +324,17 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 		saveHistory(t, c, dir, grants, errs, names)
 	}
 	fenced, figs := checkPerKeyOrder(t, grants, ws)
-	ghosts := len(checkGhostGrants(t, grants, samples.wait()))
+	sampled := samples.wait()
+	ghosts := len(checkGhostGrants(t, grants, sampled))
+	var sightings []history.Sighting
+	for _, s := range sampled {
+		sightings = append(sightings, history.Sighting{Node: s.node, Key: s.key, Token: s.token, Asked: s.asked, Seen: s.seen})
+	}
+	badReleases, fencedReleases := history.CheckReleases(grants, sightings, ws)
+	for _, v := range badReleases {
+		t.Error(v)
+	}
+	fenced += fencedReleases
 	t.Logf("history: grants=%d faults=%d (%s) client_errors=%d violations_inside_fault_windows=%d unreceived_grants_seen=%d violations_outside=%s",
 		len(grants), len(names), strings.Join(names, ", "), len(errs), fenced, ghosts, strconv.FormatBool(t.Failed()))
 	for _, k := range nm.keys {
@@ -355,6 +365,7 @@ type holderSample struct {
 	key     string
 	token   uint64
 	granted time.Time
+	asked   time.Time // when the listing was asked for
 	seen    time.Time
 }
 
@@ -383,6 +394,7 @@ func sampleHolders(c *testCluster, stop <-chan struct{}) *holderSamples {
 				if v, err := c.view(i); err != nil || v.Role != api.RoleActive {
 					continue
 				}
+				asked := time.Now()
 				resp, err := noFollow.Get("http://" + nd.listen + "/locks?limit=1000")
 				if err != nil {
 					continue
@@ -397,7 +409,7 @@ func sampleHolders(c *testCluster, stop <-chan struct{}) *holderSamples {
 				hs.mu.Lock()
 				for _, l := range list.Locks {
 					for _, hd := range l.Holders {
-						hs.samples = append(hs.samples, holderSample{node: i, key: l.Key, token: hd.Token, granted: hd.GrantedAt, seen: seen})
+						hs.samples = append(hs.samples, holderSample{node: i, key: l.Key, token: hd.Token, granted: hd.GrantedAt, asked: asked, seen: seen})
 					}
 				}
 				hs.mu.Unlock()
@@ -459,8 +471,8 @@ func saveHistory(t *testing.T, c *testCluster, dir string, grants []history.Gran
 	var b strings.Builder
 	at := func(tm time.Time) string { return tm.Format("15:04:05.000") }
 	for _, g := range grants {
-		fmt.Fprintf(&b, "%s client=%d %s %s token=%d asked=%s granted=%s ending=%s lost=%q lost_at=%s\n",
-			g.Key, g.Client, g.Mode, strconv.Itoa(g.Limit), g.Token, at(g.Asked), at(g.Granted), at(g.Ending), g.Lost, at(g.LostAt))
+		fmt.Fprintf(&b, "%s client=%d %s %s token=%d asked=%s granted=%s ending=%s released=%s lost=%q lost_at=%s\n",
+			g.Key, g.Client, g.Mode, strconv.Itoa(g.Limit), g.Token, at(g.Asked), at(g.Granted), at(g.Ending), at(g.Released), g.Lost, at(g.LostAt))
 	}
 	files := map[string]string{"faults.txt": strings.Join(faults, "\n") + "\n", "grants.txt": b.String(), "errors.txt": strings.Join(errs, "\n") + "\n"}
 	for _, nd := range c.nodes {

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -42,6 +43,10 @@ type Grant struct {
 	// holds the error's text.
 	Lost   string
 	LostAt time.Time
+	// Released is when the release was answered that it ended the hold
+	// (zero when it was not: an error, or Lost). From then on no active
+	// node may show the grant as a holder (CheckReleases).
+	Released time.Time
 }
 
 func (g Grant) shared() bool { return g.Mode == api.ModeShared }
@@ -194,6 +199,61 @@ func Check(grants []Grant, ws []Window) (bad []string, fenced int, figs map[stri
 		figs[key] = f
 	}
 	return bad, fenced, figs
+}
+
+// Sighting is one holder an active node showed: the grant Token of Key,
+// in a listing asked for at Asked and answered at Seen.
+type Sighting struct {
+	Node        int
+	Key         string
+	Token       uint64
+	Asked, Seen time.Time
+}
+
+// CheckReleases holds the sightings to the rule that a release answered
+// as done is not forgotten (SPEC section 1: nothing a client was told is
+// lost): a node asked, as active, for its holders after the release of a
+// grant was answered must not show that grant holding its key. A sighting
+// that meets a window ws from the release to when it was seen is counted
+// (a failover with async replication may lose a release, a cut-off node
+// still calls itself active) and not reported. It returns one line per
+// grant whose release was forgotten outside the windows, and the count
+// inside them.
+func CheckReleases(grants []Grant, seen []Sighting, ws []Window) (bad []string, fenced int) {
+	at := func(tm time.Time) string { return tm.Format("15:04:05.000") }
+	released := map[uint64]Grant{}
+	for _, g := range grants {
+		if !g.Released.IsZero() {
+			released[g.Token] = g
+		}
+	}
+	// The first sighting of each grant after its release, per window
+	// verdict: one line per forgotten release is enough.
+	first := map[uint64]Sighting{}
+	counted := map[uint64]bool{}
+	for _, s := range seen {
+		g, ok := released[s.Token]
+		if !ok || g.Key != s.Key || !s.Asked.After(g.Released) {
+			continue
+		}
+		if InWindows(ws, g.Released, s.Seen) {
+			if !counted[s.Token] {
+				counted[s.Token] = true
+				fenced++
+			}
+			continue
+		}
+		if f, ok := first[s.Token]; !ok || s.Asked.Before(f.Asked) {
+			first[s.Token] = s
+		}
+	}
+	toks := slices.Sorted(maps.Keys(first))
+	for _, tok := range toks {
+		s, g := first[tok], released[tok]
+		bad = append(bad, fmt.Sprintf("%s: outside any fault window, lost release: %s grant %d (received %s) was answered released at %s, and node %d, active, showed it holding in a listing asked for at %s",
+			g.Key, g.Mode, g.Token, at(g.Granted), at(g.Released), s.Node, at(s.Asked)))
+	}
+	return bad, fenced
 }
 
 // Recorder collects the grants and the errors of concurrent clients.
@@ -360,6 +420,8 @@ func (l Loop) Run(cl *api.Client, id int, stop <-chan struct{}, r *Recorder) {
 		cancel()
 		switch {
 		case g.Lost != "":
+		case err == nil:
+			g.Released = answered
 		case errors.Is(err, api.ErrNotHeld) || errors.Is(err, api.ErrNotHolder):
 			if answered.Before(leaseEnd) {
 				g.Lost, g.LostAt = err.Error(), answered

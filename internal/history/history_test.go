@@ -70,3 +70,39 @@ func TestCheckerCatchesViolations(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckReleasesCatchesForgottenReleases feeds CheckReleases made-up
+// sightings: an active that shows a grant after its release was answered
+// is a lost release outside a window and counted inside one; a listing
+// asked for before the answer, a grant whose release was not answered,
+// and another key's grant are no violation.
+func TestCheckReleasesCatchesForgottenReleases(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	grants := []Grant{
+		{Key: "m", Token: 1, Asked: ms(0), Granted: ms(5), Ending: ms(20), Released: ms(25)},
+		{Key: "m", Token: 2, Asked: ms(30), Granted: ms(35), Ending: ms(40)}, // release not answered
+	}
+	for _, tc := range []struct {
+		name string
+		seen []Sighting
+		bad  bool
+	}{
+		{"shown after the release was answered", []Sighting{{Key: "m", Token: 1, Asked: ms(30), Seen: ms(32)}, {Key: "m", Token: 1, Asked: ms(80), Seen: ms(82)}}, true},
+		{"shown in a listing asked for before the answer", []Sighting{{Key: "m", Token: 1, Asked: ms(24), Seen: ms(27)}}, false},
+		{"shown while the release was not answered", []Sighting{{Key: "m", Token: 2, Asked: ms(60), Seen: ms(62)}}, false},
+		{"another key's grant of that token", []Sighting{{Key: "x", Token: 1, Asked: ms(60), Seen: ms(62)}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad, fenced := CheckReleases(grants, tc.seen, nil)
+			if (len(bad) > 0) != tc.bad || fenced != 0 || len(bad) > 1 {
+				t.Errorf("outside any window: violations %q, fenced %d; want one violation: %v", bad, fenced, tc.bad)
+			}
+			ws := []Window{{Name: "fault", Start: ms(0), End: ms(100)}}
+			bad, fenced = CheckReleases(grants, tc.seen, ws)
+			if len(bad) > 0 || (fenced == 1) != tc.bad || fenced > 1 {
+				t.Errorf("inside a window: violations %q, fenced %d; want one counted: %v", bad, fenced, tc.bad)
+			}
+		})
+	}
+}
