@@ -328,13 +328,16 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	ghosts := len(checkGhostGrants(t, grants, sampled))
 	var sightings []history.Sighting
 	for _, s := range sampled {
-		sightings = append(sightings, history.Sighting{Node: s.node, Key: s.key, Token: s.token, Asked: s.asked, Seen: s.seen})
+		sightings = append(sightings, history.Sighting{Node: s.node, Key: s.key, Limit: s.limit, Mode: s.mode, Token: s.token, Asked: s.asked, Seen: s.seen})
 	}
+	// What the actives showed: a release answered done and then forgotten,
+	// a holder beside a grant a client held.
 	badReleases, fencedReleases := history.CheckReleases(grants, sightings, ws)
-	for _, v := range badReleases {
+	badListings, fencedListings := history.CheckListings(grants, sightings, ws)
+	for _, v := range append(badReleases, badListings...) {
 		t.Error(v)
 	}
-	fenced += fencedReleases
+	fenced += fencedReleases + fencedListings
 	t.Logf("history: grants=%d faults=%d (%s) client_errors=%d violations_inside_fault_windows=%d unreceived_grants_seen=%d violations_outside=%s",
 		len(grants), len(names), strings.Join(names, ", "), len(errs), fenced, ghosts, strconv.FormatBool(t.Failed()))
 	for _, k := range nm.keys {
@@ -363,6 +366,8 @@ const claimWindow = 5*time.Second + time.Second
 type holderSample struct {
 	node    int
 	key     string
+	limit   int
+	mode    string
 	token   uint64
 	granted time.Time
 	asked   time.Time // when the listing was asked for
@@ -409,7 +414,7 @@ func sampleHolders(c *testCluster, stop <-chan struct{}) *holderSamples {
 				hs.mu.Lock()
 				for _, l := range list.Locks {
 					for _, hd := range l.Holders {
-						hs.samples = append(hs.samples, holderSample{node: i, key: l.Key, token: hd.Token, granted: hd.GrantedAt, asked: asked, seen: seen})
+						hs.samples = append(hs.samples, holderSample{node: i, key: l.Key, limit: l.Limit, mode: hd.Mode, token: hd.Token, granted: hd.GrantedAt, asked: asked, seen: seen})
 					}
 				}
 				hs.mu.Unlock()

@@ -11,6 +11,7 @@
 package history
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -206,6 +207,8 @@ func Check(grants []Grant, ws []Window) (bad []string, fenced int, figs map[stri
 type Sighting struct {
 	Node        int
 	Key         string
+	Limit       int    // the key's limit, as the node reported it
+	Mode        string // the holder's mode
 	Token       uint64
 	Asked, Seen time.Time
 }
@@ -252,6 +255,88 @@ func CheckReleases(grants []Grant, seen []Sighting, ws []Window) (bad []string, 
 		s, g := first[tok], released[tok]
 		bad = append(bad, fmt.Sprintf("%s: outside any fault window, lost release: %s grant %d (received %s) was answered released at %s, and node %d, active, showed it holding in a listing asked for at %s",
 			g.Key, g.Mode, g.Token, at(g.Granted), at(g.Released), s.Node, at(s.Asked)))
+	}
+	return bad, fenced
+}
+
+// CheckListings holds each key's holders in one listing of an active node
+// (the sightings of one node asked for at one time), together with every
+// grant a client received before the listing was asked for and did not
+// release before it was answered, to SPEC section 1's admission rule: the
+// server held all of them at once while it answered. It catches a double
+// hold whose other holder no client saw (a grant nobody received, a
+// holder the server kept after its client stopped holding) and one the
+// client spans alone place apart. A listing that meets a window ws from
+// the earliest grant in it to its answer is counted, not reported. It
+// returns one line per listing outside the windows that breaks the rule,
+// and the count inside them.
+func CheckListings(grants []Grant, seen []Sighting, ws []Window) (bad []string, fenced int) {
+	at := func(tm time.Time) string { return tm.Format("15:04:05.000") }
+	byKey := map[string][]Grant{}
+	for _, g := range grants {
+		byKey[g.Key] = append(byKey[g.Key], g)
+	}
+	for _, gs := range byKey {
+		slices.SortFunc(gs, func(a, b Grant) int { return a.Granted.Compare(b.Granted) })
+	}
+	type listing struct {
+		node  int
+		key   string
+		asked time.Time
+	}
+	lists := map[listing][]Sighting{}
+	var order []listing
+	for _, s := range seen {
+		l := listing{s.Node, s.Key, s.Asked}
+		if _, ok := lists[l]; !ok {
+			order = append(order, l)
+		}
+		lists[l] = append(lists[l], s)
+	}
+	for _, l := range order {
+		ss := lists[l]
+		limit, seenAt := max(1, ss[0].Limit), ss[0].Seen
+		held := map[uint64]Grant{}
+		for _, s := range ss {
+			held[s.Token] = Grant{Key: s.Key, Limit: limit, Mode: s.Mode, Token: s.Token, Granted: s.Asked}
+		}
+		gs := byKey[l.key]
+		n, _ := slices.BinarySearchFunc(gs, l.asked, func(g Grant, tm time.Time) int { return g.Granted.Compare(tm) })
+		for _, g := range gs[:n] {
+			if g.Ending.After(seenAt) {
+				held[g.Token] = g
+			}
+		}
+		hs := slices.SortedFunc(maps.Values(held), func(a, b Grant) int { return cmp.Compare(a.Token, b.Token) })
+		over := len(hs) > limit && (limit > 1 || !hs[0].shared())
+		from := l.asked
+		for i, a := range hs {
+			if a.Granted.Before(from) {
+				from = a.Granted
+			}
+			for _, b := range hs[i+1:] {
+				if !together(a, b, limit) {
+					over = true
+				}
+			}
+		}
+		if !over {
+			continue
+		}
+		if InWindows(ws, from, seenAt) {
+			fenced++
+			continue
+		}
+		var with []string
+		for _, h := range hs {
+			who := "shown by the node"
+			if _, ok := held[h.Token]; ok && !h.Asked.IsZero() {
+				who = fmt.Sprintf("received %s, ending %s", at(h.Granted), at(h.Ending))
+			}
+			with = append(with, fmt.Sprintf("%s %d (%s)", h.Mode, h.Token, who))
+		}
+		bad = append(bad, fmt.Sprintf("%s (limit %d): outside any fault window, double hold: node %d, active, answered a listing asked for at %s (answered %s) while holding together %s",
+			l.key, limit, l.node, at(l.asked), at(seenAt), strings.Join(with, ", ")))
 	}
 	return bad, fenced
 }

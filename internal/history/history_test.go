@@ -106,3 +106,50 @@ func TestCheckReleasesCatchesForgottenReleases(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckListingsCatchesDoubleHolds feeds CheckListings made-up
+// listings: an active that shows a holder beside a grant a client
+// received before the listing and still held after it, where the two may
+// not hold together, is a double hold outside a window and counted inside
+// one; holders that may hold together, and grants received after the
+// listing was asked for or released before it was answered, are not.
+func TestCheckListingsCatchesDoubleHolds(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	const sh, ex = api.ModeShared, api.ModeExclusive
+	g := func(key string, limit int, mode string, token uint64, from, to int) Grant {
+		return Grant{Key: key, Limit: limit, Mode: mode, Token: token, Asked: ms(from - 5), Granted: ms(from), Ending: ms(to)}
+	}
+	// sight is a listing asked for at 30 ms and answered at 32 ms.
+	sight := func(key string, limit int, mode string, token uint64) Sighting {
+		return Sighting{Node: 1, Key: key, Limit: limit, Mode: mode, Token: token, Asked: ms(30), Seen: ms(32)}
+	}
+	for _, tc := range []struct {
+		name   string
+		grants []Grant
+		seen   []Sighting
+		bad    bool
+	}{
+		{"a ghost beside a received writer", []Grant{g("m", 1, ex, 2, 10, 50)}, []Sighting{sight("m", 1, ex, 1)}, true},
+		{"a ghost reader beside a received writer", []Grant{g("r", 1, ex, 2, 10, 50)}, []Sighting{sight("r", 1, sh, 1)}, true},
+		{"a fourth holder of a semaphore of 3", []Grant{g("s", 3, ex, 2, 10, 50), g("s", 3, ex, 3, 11, 50)},
+			[]Sighting{sight("s", 3, ex, 1), sight("s", 3, ex, 2), sight("s", 3, ex, 4)}, true},
+		{"the writer itself", []Grant{g("m", 1, ex, 2, 10, 50)}, []Sighting{sight("m", 1, ex, 2)}, false},
+		{"readers together", []Grant{g("r", 1, sh, 2, 10, 50)}, []Sighting{sight("r", 1, sh, 1), sight("r", 1, sh, 2)}, false},
+		{"three holders of a semaphore of 3", []Grant{g("s", 3, ex, 2, 10, 50)}, []Sighting{sight("s", 3, ex, 1), sight("s", 3, ex, 3)}, false},
+		{"a writer received after the listing was asked for", []Grant{g("m", 1, ex, 2, 31, 50)}, []Sighting{sight("m", 1, ex, 1)}, false},
+		{"a writer released before the listing was answered", []Grant{g("m", 1, ex, 2, 10, 31)}, []Sighting{sight("m", 1, ex, 1)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad, fenced := CheckListings(tc.grants, tc.seen, nil)
+			if (len(bad) > 0) != tc.bad || fenced != 0 || len(bad) > 1 {
+				t.Errorf("outside any window: violations %q, fenced %d; want one violation: %v", bad, fenced, tc.bad)
+			}
+			ws := []Window{{Name: "fault", Start: ms(0), End: ms(100)}}
+			bad, fenced = CheckListings(tc.grants, tc.seen, ws)
+			if len(bad) > 0 || (fenced == 1) != tc.bad || fenced > 1 {
+				t.Errorf("inside a window: violations %q, fenced %d; want one counted: %v", bad, fenced, tc.bad)
+			}
+		})
+	}
+}
