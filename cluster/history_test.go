@@ -338,8 +338,8 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 		t.Error(v)
 	}
 	fenced += fencedReleases + fencedListings
-	t.Logf("history: grants=%d faults=%d (%s) client_errors=%d violations_inside_fault_windows=%d unreceived_grants_seen=%d violations_outside=%s",
-		len(grants), len(names), strings.Join(names, ", "), len(errs), fenced, ghosts, strconv.FormatBool(t.Failed()))
+	t.Logf("history: grants=%d faults=%d (%s) client_errors=%d holders_sampled=%d violations_inside_fault_windows=%d unreceived_grants_seen=%d violations_outside=%s",
+		len(grants), len(names), strings.Join(names, ", "), len(errs), len(sightings), fenced, ghosts, strconv.FormatBool(t.Failed()))
 	for _, k := range nm.keys {
 		f := figs[k.Name]
 		t.Logf("key %s (limit %d): grants=%d shared=%d most_holders_together=%d", k.Name, max(1, k.Limit), f.Grants, f.Shared, f.Most)
