@@ -91,8 +91,9 @@ type KeyFigures struct {
 // it was received (never more than the key's limit holders above limit 1;
 // under limit 1 an exclusive holder alone or shared holders only; never a
 // shared beside an exclusive holder); tokens that rise (a grant's token is
-// above the token of every grant received before it was asked for, and of
-// every earlier grant it could not hold beside); no token granted twice;
+// above the token of every grant received before it was asked for, of any
+// key, and of every earlier grant it could not hold beside); no token
+// granted twice;
 // and no lost hold (Grant.Lost). Client-side spans lie inside the
 // server's holds, so every overlap reported is a real one.
 //
@@ -118,6 +119,8 @@ func Check(grants []Grant, ws []Window) (bad []string, fenced int, figs map[stri
 		bad = append(bad, fmt.Sprintf("%s: outside any fault window, lost hold: %s grant %d (asked %s, received %s) was told %q at %s, before its lease could end",
 			g.Key, g.Mode, g.Token, at(g.Asked), at(g.Granted), g.Lost, at(g.LostAt)))
 	}
+	b, f := crossKeyOrder(grants, ws)
+	bad, fenced = append(bad, b...), fenced+f
 	byKey := map[string][]Grant{}
 	for _, g := range grants {
 		byKey[g.Key] = append(byKey[g.Key], g)
@@ -337,6 +340,57 @@ func CheckListings(grants []Grant, seen []Sighting, ws []Window) (bad []string, 
 		}
 		bad = append(bad, fmt.Sprintf("%s (limit %d): outside any fault window, double hold: node %d, active, answered a listing asked for at %s (answered %s) while holding together %s",
 			l.key, limit, l.node, at(l.asked), at(seenAt), strings.Join(with, ", ")))
+	}
+	return bad, fenced
+}
+
+// crossKeyOrder is Check's token order across keys (SPEC section 1: a
+// token is above every token issued before it anywhere in the cluster,
+// across keys): a grant's token is above that of every grant of another key
+// received before it was asked for. (Check's per-key rules judge grants of
+// one key.) It returns the violations outside ws and the count inside.
+func crossKeyOrder(grants []Grant, ws []Window) (bad []string, fenced int) {
+	at := func(tm time.Time) string { return tm.Format("15:04:05.000") }
+	gs := slices.Clone(grants)
+	slices.SortFunc(gs, func(a, b Grant) int { return a.Granted.Compare(b.Granted) })
+	// first[i] is the grant of the highest token among gs[:i+1], second[i]
+	// the highest among those of another key than first[i]'s (nil: none).
+	first, second := make([]*Grant, len(gs)), make([]*Grant, len(gs))
+	for i := range gs {
+		g := &gs[i]
+		var f, sec *Grant
+		if i > 0 {
+			f, sec = first[i-1], second[i-1]
+		}
+		switch {
+		case f == nil || g.Token > f.Token:
+			if f != nil && f.Key != g.Key {
+				sec = f
+			}
+			f = g
+		case g.Key != f.Key && (sec == nil || g.Token > sec.Token):
+			sec = g
+		}
+		first[i], second[i] = f, sec
+	}
+	for _, b := range gs {
+		j, _ := slices.BinarySearchFunc(gs, b.Asked, func(g Grant, tm time.Time) int { return g.Granted.Compare(tm) })
+		if j == 0 {
+			continue
+		}
+		a := first[j-1]
+		if a.Key == b.Key {
+			a = second[j-1]
+		}
+		if a == nil || a.Token < b.Token {
+			continue
+		}
+		if InWindows(ws, a.Granted, b.Granted) {
+			fenced++
+			continue
+		}
+		bad = append(bad, fmt.Sprintf("%s: outside any fault window, %s grant %d of %s (received %s) then %s grant %d of %s (asked %s, received %s): token order across keys broken",
+			b.Key, a.Mode, a.Token, a.Key, at(a.Granted), b.Mode, b.Token, b.Key, at(b.Asked), at(b.Granted)))
 	}
 	return bad, fenced
 }

@@ -44,6 +44,8 @@ func TestCheckerCatchesViolations(t *testing.T) {
 		{"a writer's token below an earlier reader's", []Grant{g("r", 1, sh, 7, 10, 20), g("r", 1, sh, 3, 12, 20), g("r", 1, ex, 6, 24, 40)}, true, 2},
 		{"a writer's token below an earlier writer's, asked before it", []Grant{g("m", 1, ex, 5, 10, 20), early(g("m", 1, ex, 4, 30, 40), 0)}, true, 1},
 		{"a hold the server lost", []Grant{lost(g("m", 1, ex, 1, 10, 20), 25), g("m", 1, ex, 2, 30, 40)}, true, 1},
+		{"token falls across keys", []Grant{g("a", 1, ex, 5, 10, 20), g("b", 1, ex, 4, 30, 40)}, true, 1},
+		{"a lower token of another key asked before the higher was received", []Grant{g("a", 1, ex, 5, 10, 20), early(g("b", 1, ex, 4, 30, 40), 0)}, false, 1},
 		{"a token granted twice", []Grant{g("a", 1, ex, 1, 10, 20), g("b", 1, ex, 1, 30, 40)}, true, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
