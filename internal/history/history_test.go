@@ -155,3 +155,28 @@ func TestCheckListingsCatchesDoubleHolds(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckOrderInJudgesTokenOrderInItsOwnWindows checks that
+// CheckOrderIn counts an overlap inside ws but reports a token that falls
+// inside ws when orderWs has no window there (a failover with async
+// replication may let two holders overlap, never a token fall).
+func TestCheckOrderInJudgesTokenOrderInItsOwnWindows(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	g := func(key string, token uint64, from, to int) Grant {
+		return Grant{Key: key, Mode: api.ModeExclusive, Token: token, Asked: ms(from - 5), Granted: ms(from), Ending: ms(to)}
+	}
+	ws := []Window{{Name: "kill", Start: ms(0), End: ms(100)}}
+	overlap := []Grant{g("m", 1, 10, 50), g("m", 2, 40, 60)}
+	if bad, fenced, _ := CheckOrderIn(overlap, ws, nil); len(bad) > 0 || fenced != 1 {
+		t.Errorf("an overlap inside ws: violations %q, fenced %d; want it counted", bad, fenced)
+	}
+	for _, fall := range [][]Grant{{g("m", 5, 10, 20), g("m", 4, 30, 40)}, {g("a", 5, 10, 20), g("b", 4, 30, 40)}} {
+		if bad, _, _ := CheckOrderIn(fall, ws, nil); len(bad) != 1 {
+			t.Errorf("token %d of %s then %d of %s inside ws only: violations %q; want one", fall[0].Token, fall[0].Key, fall[1].Token, fall[1].Key, bad)
+		}
+		if bad, fenced, _ := CheckOrderIn(fall, ws, ws); len(bad) > 0 || fenced != 1 {
+			t.Errorf("token %d then %d inside both: violations %q, fenced %d; want it counted", fall[0].Token, fall[1].Token, bad, fenced)
+		}
+	}
+}
