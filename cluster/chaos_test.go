@@ -14,7 +14,8 @@ import (
 )
 
 // inject applies one fault of the nemesis and repairs it, and returns its
-// name with the node it hit and when it began. kill, pause and cut hit the active for
+// name with the node it hit, when it began, and the node a cut or
+// cut-standby cut off from its clients and peers (-1 for other faults). kill, pause and cut hit the active for
 // 2*failoverTimeout (a failover each); kill-standby, pause-standby and
 // cut-standby hit a standby drawn by rng for as long; long-pause stops the
 // active for 5*failoverTimeout while the clients go on; cut-link holds
@@ -26,7 +27,7 @@ import (
 // history runs take CHAOS_NODES nodes (default 3), draw from CHAOS_KINDS
 // when it is set, and give CHAOS_STRICT's faults no window (handoff and
 // stop-all never get one).
-func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time) {
+func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time, int) {
 	c.t.Helper()
 	// The active every node agrees on: a node that still says it is the
 	// active after a fault (or already does, alone) is not the one the
@@ -50,7 +51,7 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time) {
 		c.kill9(n)
 		time.Sleep(2 * failoverTimeout)
 		c.start(n)
-		return fmt.Sprintf("%s node %d", f, n), start
+		return fmt.Sprintf("%s node %d", f, n), start, -1
 	case "pause", "pause-standby", "long-pause":
 		n, d := active, 2*failoverTimeout
 		switch f {
@@ -62,7 +63,7 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time) {
 		c.signal(n, syscall.SIGSTOP)
 		time.Sleep(d)
 		c.signal(n, syscall.SIGCONT)
-		return fmt.Sprintf("%s node %d", f, n), start
+		return fmt.Sprintf("%s node %d", f, n), start, -1
 	case "cut", "cut-standby":
 		n := active
 		if f == "cut-standby" {
@@ -71,13 +72,13 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time) {
 		c.nodes[n].proxy.setCut(true)
 		time.Sleep(2 * failoverTimeout)
 		c.nodes[n].proxy.setCut(false)
-		return fmt.Sprintf("%s node %d", f, n), start
+		return fmt.Sprintf("%s node %d", f, n), start, n
 	case "cut-link":
 		p := c.nodes[active].proxy
 		p.hold(streamOf(c.nodes[standby].url), true, true)
 		time.Sleep(2 * failoverTimeout)
 		p.reset()
-		return fmt.Sprintf("cut-link node %d to node %d", active, standby), start
+		return fmt.Sprintf("cut-link node %d to node %d", active, standby), start, -1
 	case "kill-all":
 		for i := range c.nodes {
 			c.kill9(i)
@@ -93,7 +94,7 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time) {
 		for _, i := range order {
 			c.waitHTTP(i)
 		}
-		return "kill-all", start
+		return "kill-all", start, -1
 	case "handoff":
 		// SIGINT: a graceful handoff to the best standby, then the node
 		// comes back (and takes the role back by its priority).
@@ -102,7 +103,7 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time) {
 		}
 		time.Sleep(failoverTimeout)
 		c.start(active)
-		return fmt.Sprintf("handoff node %d", active), start
+		return fmt.Sprintf("handoff node %d", active), start, -1
 	case "handoff-paused":
 		// SIGINT on the active while its successor (the live standby of
 		// highest priority) is stopped: the handoff call gets no answer.
@@ -115,7 +116,7 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time) {
 		time.Sleep(2 * failoverTimeout)
 		c.signal(succ, syscall.SIGCONT)
 		c.start(active)
-		return fmt.Sprintf("handoff-paused node %d, successor %d", active, succ), start
+		return fmt.Sprintf("handoff-paused node %d, successor %d", active, succ), start, -1
 	case "stop-all":
 		// SIGINT every node in a random order (each active hands off to
 		// the next), then start them again in another: the cold start
@@ -133,10 +134,10 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time) {
 		for _, i := range order {
 			c.waitHTTP(i)
 		}
-		return fmt.Sprintf("stop-all, started in order %v", order), start
+		return fmt.Sprintf("stop-all, started in order %v", order), start, -1
 	}
 	c.t.Fatalf("unknown fault %q", f)
-	return "", start
+	return "", start, -1
 }
 
 // chaosFaults draws n faults from kinds (or from the comma-separated
@@ -203,7 +204,8 @@ func TestSyncHistoryChaos(t *testing.T) {
 // on two contended keys and leases well above the claim deadline: most
 // acquires are answered 408, and a grant that such a client never
 // received must not hold its key past the claim deadline
-// (checkGhostGrants), through kills, pauses and cuts of any node.
+// (checkGhostGrants), through kills, pauses and cuts of any node; one the
+// active made while a cut cut it off, past its lease.
 func TestHistoryChaosTimeouts(t *testing.T) {
 	seed := uint64(envInt("CHAOS_SEED", 1))
 	faults := chaosFaults(rand.New(rand.NewPCG(seed, 97)), envInt("CHAOS_FAULTS", 4),

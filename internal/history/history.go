@@ -11,9 +11,11 @@
 package history
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -42,6 +44,10 @@ type Grant struct {
 	// holds the error's text.
 	Lost   string
 	LostAt time.Time
+	// Released is when the release was answered that it ended the hold
+	// (zero when it was not: an error, or Lost). From then on no active
+	// node may show the grant as a holder (CheckReleases).
+	Released time.Time
 }
 
 func (g Grant) shared() bool { return g.Mode == api.ModeShared }
@@ -85,8 +91,9 @@ type KeyFigures struct {
 // it was received (never more than the key's limit holders above limit 1;
 // under limit 1 an exclusive holder alone or shared holders only; never a
 // shared beside an exclusive holder); tokens that rise (a grant's token is
-// above the token of every grant received before it was asked for, and of
-// every earlier grant it could not hold beside); no token granted twice;
+// above the token of every grant received before it was asked for, of any
+// key, and of every earlier grant it could not hold beside); no token
+// granted twice;
 // and no lost hold (Grant.Lost). Client-side spans lie inside the
 // server's holds, so every overlap reported is a real one.
 //
@@ -95,6 +102,16 @@ type KeyFigures struct {
 // fences on tokens); and per key the grants checked and the most holders
 // seen together. With ws empty every violation is reported.
 func Check(grants []Grant, ws []Window) (bad []string, fenced int, figs map[string]KeyFigures) {
+	return CheckOrderIn(grants, ws, ws)
+}
+
+// CheckOrderIn is Check with token order judged outside orderWs rather
+// than ws: tokens rise across failovers and restarts (SPEC section 1, with
+// clocks that agree, as on one machine), where mutual exclusion and holds
+// do not (SPEC section 3, async replication), so a run may give its kills
+// windows for the one and none for the other. A partition (two actives at
+// once) needs a window for both.
+func CheckOrderIn(grants []Grant, ws, orderWs []Window) (bad []string, fenced int, figs map[string]KeyFigures) {
 	at := func(tm time.Time) string { return tm.Format("15:04:05.000") }
 	seen := map[uint64]Grant{}
 	for _, g := range grants {
@@ -112,6 +129,8 @@ func Check(grants []Grant, ws []Window) (bad []string, fenced int, figs map[stri
 		bad = append(bad, fmt.Sprintf("%s: outside any fault window, lost hold: %s grant %d (asked %s, received %s) was told %q at %s, before its lease could end",
 			g.Key, g.Mode, g.Token, at(g.Asked), at(g.Granted), g.Lost, at(g.LostAt)))
 	}
+	b, f := crossKeyOrder(grants, orderWs)
+	bad, fenced = append(bad, b...), fenced+f
 	byKey := map[string][]Grant{}
 	for _, g := range grants {
 		byKey[g.Key] = append(byKey[g.Key], g)
@@ -167,7 +186,7 @@ func Check(grants []Grant, ws []Window) (bad []string, fenced int, figs map[stri
 				before = append(before, top[j-1])
 			}
 			for _, a := range []*Grant{lastShared, lastExcl} {
-				if a != nil && !together(*a, b, limit) {
+				if a != nil && !together(*a, b, limit) && (len(before) == 0 || before[0].Token != a.Token) {
 					before = append(before, *a)
 				}
 			}
@@ -175,7 +194,7 @@ func Check(grants []Grant, ws []Window) (bad []string, fenced int, figs map[stri
 				if a.Token < b.Token {
 					continue
 				}
-				if InWindows(ws, a.Granted, b.Ending) {
+				if InWindows(orderWs, a.Granted, b.Ending) {
 					fenced++
 					continue
 				}
@@ -194,6 +213,196 @@ func Check(grants []Grant, ws []Window) (bad []string, fenced int, figs map[stri
 		figs[key] = f
 	}
 	return bad, fenced, figs
+}
+
+// Sighting is one holder an active node showed: the grant Token of Key,
+// in a listing asked for at Asked and answered at Seen.
+type Sighting struct {
+	Node        int
+	Key         string
+	Limit       int    // the key's limit, as the node reported it
+	Mode        string // the holder's mode
+	Token       uint64
+	Asked, Seen time.Time
+}
+
+// CheckReleases holds the sightings to the rule that a release answered
+// as done is not forgotten (SPEC section 1: nothing a client was told is
+// lost): a node asked, as active, for its holders after the release of a
+// grant was answered must not show that grant holding its key. A sighting
+// that meets a window ws from the release to when it was seen is counted
+// (a failover with async replication may lose a release, a cut-off node
+// still calls itself active) and not reported. It returns one line per
+// grant whose release was forgotten outside the windows, and the count
+// inside them.
+func CheckReleases(grants []Grant, seen []Sighting, ws []Window) (bad []string, fenced int) {
+	at := func(tm time.Time) string { return tm.Format("15:04:05.000") }
+	released := map[uint64]Grant{}
+	for _, g := range grants {
+		if !g.Released.IsZero() {
+			released[g.Token] = g
+		}
+	}
+	// The first sighting of each grant after its release, per window
+	// verdict: one line per forgotten release is enough.
+	first := map[uint64]Sighting{}
+	counted := map[uint64]bool{}
+	for _, s := range seen {
+		g, ok := released[s.Token]
+		if !ok || g.Key != s.Key || !s.Asked.After(g.Released) {
+			continue
+		}
+		if InWindows(ws, g.Released, s.Seen) {
+			if !counted[s.Token] {
+				counted[s.Token] = true
+				fenced++
+			}
+			continue
+		}
+		if f, ok := first[s.Token]; !ok || s.Asked.Before(f.Asked) {
+			first[s.Token] = s
+		}
+	}
+	toks := slices.Sorted(maps.Keys(first))
+	for _, tok := range toks {
+		s, g := first[tok], released[tok]
+		bad = append(bad, fmt.Sprintf("%s: outside any fault window, lost release: %s grant %d (received %s) was answered released at %s, and node %d, active, showed it holding in a listing asked for at %s",
+			g.Key, g.Mode, g.Token, at(g.Granted), at(g.Released), s.Node, at(s.Asked)))
+	}
+	return bad, fenced
+}
+
+// CheckListings holds each key's holders in one listing of an active node
+// (the sightings of one node asked for at one time), together with every
+// grant a client received before the listing was asked for and did not
+// release before it was answered, to SPEC section 1's admission rule: the
+// server held all of them at once while it answered. It catches a double
+// hold whose other holder no client saw (a grant nobody received, a
+// holder the server kept after its client stopped holding) and one the
+// client spans alone place apart. A listing that meets a window ws from
+// the earliest grant in it to its answer is counted, not reported. It
+// returns one line per listing outside the windows that breaks the rule,
+// and the count inside them.
+func CheckListings(grants []Grant, seen []Sighting, ws []Window) (bad []string, fenced int) {
+	at := func(tm time.Time) string { return tm.Format("15:04:05.000") }
+	byKey := map[string][]Grant{}
+	for _, g := range grants {
+		byKey[g.Key] = append(byKey[g.Key], g)
+	}
+	for _, gs := range byKey {
+		slices.SortFunc(gs, func(a, b Grant) int { return a.Granted.Compare(b.Granted) })
+	}
+	type listing struct {
+		node  int
+		key   string
+		asked time.Time
+	}
+	lists := map[listing][]Sighting{}
+	var order []listing
+	for _, s := range seen {
+		l := listing{s.Node, s.Key, s.Asked}
+		if _, ok := lists[l]; !ok {
+			order = append(order, l)
+		}
+		lists[l] = append(lists[l], s)
+	}
+	for _, l := range order {
+		ss := lists[l]
+		limit, seenAt := max(1, ss[0].Limit), ss[0].Seen
+		held := map[uint64]Grant{}
+		for _, s := range ss {
+			held[s.Token] = Grant{Key: s.Key, Limit: limit, Mode: s.Mode, Token: s.Token, Granted: s.Asked}
+		}
+		gs := byKey[l.key]
+		n, _ := slices.BinarySearchFunc(gs, l.asked, func(g Grant, tm time.Time) int { return g.Granted.Compare(tm) })
+		for _, g := range gs[:n] {
+			if g.Ending.After(seenAt) {
+				held[g.Token] = g
+			}
+		}
+		hs := slices.SortedFunc(maps.Values(held), func(a, b Grant) int { return cmp.Compare(a.Token, b.Token) })
+		over := len(hs) > limit && (limit > 1 || !hs[0].shared())
+		from := l.asked
+		for i, a := range hs {
+			if a.Granted.Before(from) {
+				from = a.Granted
+			}
+			for _, b := range hs[i+1:] {
+				if !together(a, b, limit) {
+					over = true
+				}
+			}
+		}
+		if !over {
+			continue
+		}
+		if InWindows(ws, from, seenAt) {
+			fenced++
+			continue
+		}
+		var with []string
+		for _, h := range hs {
+			who := "shown by the node"
+			if _, ok := held[h.Token]; ok && !h.Asked.IsZero() {
+				who = fmt.Sprintf("received %s, ending %s", at(h.Granted), at(h.Ending))
+			}
+			with = append(with, fmt.Sprintf("%s %d (%s)", h.Mode, h.Token, who))
+		}
+		bad = append(bad, fmt.Sprintf("%s (limit %d): outside any fault window, double hold: node %d, active, answered a listing asked for at %s (answered %s) while holding together %s",
+			l.key, limit, l.node, at(l.asked), at(seenAt), strings.Join(with, ", ")))
+	}
+	return bad, fenced
+}
+
+// crossKeyOrder is Check's token order across keys (SPEC section 1: a
+// token is above every token issued before it anywhere in the cluster,
+// across keys): a grant's token is above that of every grant of another key
+// received before it was asked for. (Check's per-key rules judge grants of
+// one key.) It returns the violations outside ws and the count inside.
+func crossKeyOrder(grants []Grant, ws []Window) (bad []string, fenced int) {
+	at := func(tm time.Time) string { return tm.Format("15:04:05.000") }
+	gs := slices.Clone(grants)
+	slices.SortFunc(gs, func(a, b Grant) int { return a.Granted.Compare(b.Granted) })
+	// first[i] is the grant of the highest token among gs[:i+1], second[i]
+	// the highest among those of another key than first[i]'s (nil: none).
+	first, second := make([]*Grant, len(gs)), make([]*Grant, len(gs))
+	for i := range gs {
+		g := &gs[i]
+		var f, sec *Grant
+		if i > 0 {
+			f, sec = first[i-1], second[i-1]
+		}
+		switch {
+		case f == nil || g.Token > f.Token:
+			if f != nil && f.Key != g.Key {
+				sec = f
+			}
+			f = g
+		case g.Key != f.Key && (sec == nil || g.Token > sec.Token):
+			sec = g
+		}
+		first[i], second[i] = f, sec
+	}
+	for _, b := range gs {
+		j, _ := slices.BinarySearchFunc(gs, b.Asked, func(g Grant, tm time.Time) int { return g.Granted.Compare(tm) })
+		if j == 0 {
+			continue
+		}
+		a := first[j-1]
+		if a.Key == b.Key {
+			a = second[j-1]
+		}
+		if a == nil || a.Token < b.Token {
+			continue
+		}
+		if InWindows(ws, a.Granted, b.Granted) {
+			fenced++
+			continue
+		}
+		bad = append(bad, fmt.Sprintf("%s: outside any fault window, %s grant %d of %s (received %s) then %s grant %d of %s (asked %s, received %s): token order across keys broken",
+			b.Key, a.Mode, a.Token, a.Key, at(a.Granted), b.Mode, b.Token, b.Key, at(b.Asked), at(b.Granted)))
+	}
+	return bad, fenced
 }
 
 // Recorder collects the grants and the errors of concurrent clients.
@@ -360,6 +569,8 @@ func (l Loop) Run(cl *api.Client, id int, stop <-chan struct{}, r *Recorder) {
 		cancel()
 		switch {
 		case g.Lost != "":
+		case err == nil:
+			g.Released = answered
 		case errors.Is(err, api.ErrNotHeld) || errors.Is(err, api.ErrNotHolder):
 			if answered.Before(leaseEnd) {
 				g.Lost, g.LostAt = err.Error(), answered
