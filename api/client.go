@@ -820,6 +820,14 @@ func (c *Client) prefer(loc *url.URL) error {
 	return nil
 }
 
+// preferredIs reports whether a is the preferred address (the node a
+// redirect named last).
+func (c *Client) preferredIs(a *address) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.preferred == a
+}
+
 // response is an answer read in full.
 type response struct {
 	status int

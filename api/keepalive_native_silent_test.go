@@ -83,26 +83,24 @@ func silentProxy(t *testing.T, target string, silent *atomic.Bool) string {
 	return ln.Addr().String()
 }
 
-// review2Gate is a standby's native.Gate: it moves every call to active until
+// promotableGate is a standby's native.Gate: it moves every call to active until
 // promoted is set, then serves (the same engine: the grant replicated).
-type review2Gate struct {
+type promotableGate struct {
 	promoted *atomic.Bool
 	active   string
 }
 
-func (g review2Gate) Serving() bool         { return g.promoted.Load() }
-func (g review2Gate) HoldsBack(uint64) bool { return false }
-func (g review2Gate) ActiveNative() string  { return g.active }
+func (g promotableGate) Serving() bool         { return g.promoted.Load() }
+func (g promotableGate) HoldsBack(uint64) bool { return false }
+func (g promotableGate) ActiveNative() string  { return g.active }
 
-// review2: the keep-alive fix of 23bac25 (an unanswered renewal attempt
-// makes the next ones pass over that connection) is HTTP-only:
-// Client.renew passes no avoid to nRenew, and ncall returns ctx's error
-// at an attempt's deadline without marking the connection, so npick
-// picks the preferred (active) node again. Over baton:// every renewal
-// attempt goes to the silent active and the lease is lost though the
-// promoted standby would renew it (as TestKeepAlivePassesOverASilentActive
-// over HTTP). Fails while that is so.
-func TestReview2NativeKeepAlivePassesOverASilentActive(t *testing.T) {
+// Over baton:// too, a keep-alive's renewal attempt left unanswered by a
+// silent active makes the next attempts pass over that connection, to the
+// promoted standby (as TestKeepAlivePassesOverASilentActive over HTTP).
+// It failed when Client.renew gave nRenew no avoid and ncall returned
+// ctx's error without naming its connection: npick picked the preferred
+// (active) node again and the lease was lost.
+func TestNativeKeepAlivePassesOverASilentActive(t *testing.T) {
 	srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
 	var silent, promoted atomic.Bool
 	proxy := silentProxy(t, srv.Native, &silent)
@@ -112,7 +110,7 @@ func TestReview2NativeKeepAlivePassesOverASilentActive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	standby := native.New(srv.eng, native.Config{Gate: review2Gate{&promoted, proxy}})
+	standby := native.New(srv.eng, native.Config{Gate: promotableGate{&promoted, proxy}})
 	done := make(chan struct{})
 	go func() { defer close(done); _ = standby.Serve(ln) }()
 	t.Cleanup(func() { standby.Close(); <-done })
