@@ -1,9 +1,9 @@
-// Client.close() with an acquire still in flight (review2): close() does
-// not wait for it, and what that acquire holds afterwards is never ended:
-// cut off after close(), its settle is skipped (_settle returns when
-// closed); granted after close(), its Lock cannot be released (release
-// rejects "closed"). Either way the lock is held by nobody until its
-// lease (30 s by default) ends. These tests fail while that is so.
+// Client.close() with an acquire still in flight: close() does not wait
+// for it, but what that acquire holds afterwards is still ended: cut off
+// after close(), it is settled; granted after close(), its Lock can be
+// released. They failed when _settle returned once closed and release
+// rejected "closed" (and baton-node closed its transport at close()):
+// the lock was held by nobody until its lease (30 s by default) ended.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client } from './client.mjs';
