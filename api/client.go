@@ -820,6 +820,14 @@ func (c *Client) prefer(loc *url.URL) error {
 	return nil
 }
 
+// preferredIs reports whether a is the preferred address (the node a
+// redirect named last).
+func (c *Client) preferredIs(a *address) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.preferred == a
+}
+
 // response is an answer read in full.
 type response struct {
 	status int
@@ -1006,8 +1014,10 @@ func (c *Client) call(ctx context.Context, method, pathQuery string, hdr http.He
 // callAvoiding is call whose first attempt passes over the connection
 // avoid (nil: none), as pick does after a failure: the connection a
 // caller's earlier call left unanswered (a silent node: paused, or cut
-// off without a reset). A 307 naming avoid's node lifts it, as it does
-// for a release. It also returns the connection of its last attempt (nil
+// off without a reset). A 307 naming another node than avoid's lifts it;
+// one naming avoid's node (a standby that has not yet seen the failover)
+// does not, or the next attempt would wait on the silent node again. It
+// also returns the connection of its last attempt (nil
 // when none was sent), for the caller's next call to avoid.
 func (c *Client) callAvoiding(ctx context.Context, method, pathQuery string, hdr http.Header, avoid *slot) (*response, *slot, error) {
 	if c.native {
@@ -1049,8 +1059,10 @@ func (c *Client) callAvoiding(ctx context.Context, method, pathQuery string, hdr
 			if pathQuery, err = c.redirect(s, pathQuery, r); err != nil {
 				return nil, s, err
 			}
-			if avoid != nil && avoid == given {
-				avoid, given = nil, nil // the node named is the one to ask
+			if avoid != nil && avoid == given && !c.preferredIs(avoid.addr) {
+				// another node is named: the one to ask (a standby that
+				// still names the silent node is asked again instead)
+				avoid, given = nil, nil
 			}
 			continue
 		}

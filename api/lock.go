@@ -725,12 +725,11 @@ func (c *Client) Renew(ctx context.Context, key string, token uint64, lease time
 }
 
 // renew is Renew whose first attempt passes over the connection avoid
-// (callAvoiding); it returns the connection of its last attempt. Over the
-// native protocol avoid is not used (nil is returned).
+// (callAvoiding, ncall over the native protocol); it returns the
+// connection of its last attempt.
 func (c *Client) renew(ctx context.Context, key string, token uint64, lease time.Duration, avoid *slot) (*Grant, *slot, error) {
 	if c.native {
-		g, err := c.nRenew(ctx, key, token, lease)
-		return g, nil, err
+		return c.nRenew(ctx, key, token, lease, avoid)
 	}
 	q := url.Values{"token": {strconv.FormatUint(token, 10)}}
 	if lease > 0 {

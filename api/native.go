@@ -1025,62 +1025,76 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 // ncall makes a request that is safe to repeat (renew, forced release):
 // on a connection failure it moves on to the next connection, failing
 // after as many attempts as there are connections; M answers are
-// followed. It returns the first answer that is not an M.
-func (c *Client) ncall(ctx context.Context, what string, id nid, line []byte) (nline.Answer, string, error) {
+// followed. It returns the first answer that is not an M. Its first
+// attempt passes over the connection avoid (nil: none), as npick does
+// after a failure: the one a caller's earlier call left unanswered (a
+// silent node); an M naming another node than avoid's lifts it. It also
+// returns the slot of its last attempt (nil when none was sent), also
+// when ctx ended before that attempt was answered, for the caller's next
+// call to avoid (as callAvoiding).
+func (c *Client) ncall(ctx context.Context, what string, id nid, line []byte, avoid *slot) (nline.Answer, string, *slot, error) {
 	attempts, redirects := 0, 0
 	max := c.numConns()
-	var avoid *slot
+	given := avoid
+	var last *slot
 	for {
 		s, w, err := c.npick(ctx, avoid, false, id, time.Time{})
 		if err != nil {
-			return nline.Answer{}, "", err
+			return nline.Answer{}, "", last, err
 		}
+		last = s
 		a, err := w.do(ctx, id, line, nil, 0)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nline.Answer{}, "", ctx.Err()
+				return nline.Answer{}, "", s, ctx.Err()
 			}
 			if c.ctx.Err() != nil {
-				return nline.Answer{}, "", ErrClosed
+				return nline.Answer{}, "", s, ErrClosed
 			}
 			c.nbroken(s, w)
 			if se := refusal(err); se != nil {
-				return nline.Answer{}, "", se // not served
+				return nline.Answer{}, "", s, se // not served
 			}
 			if attempts++; attempts >= max {
-				return nline.Answer{}, "", fmt.Errorf("%w: %s: %d attempts failed, last: %w", ErrUnavailable, what, attempts, err)
+				return nline.Answer{}, "", s, fmt.Errorf("%w: %s: %d attempts failed, last: %w", ErrUnavailable, what, attempts, err)
 			}
-			avoid = s
+			avoid, given = s, nil
 			continue
 		}
 		if a.Outcome == nline.Moved {
 			if redirects++; redirects > maxRedirects {
-				return nline.Answer{}, "", fmt.Errorf("baton: %s: more than %d redirects", what, maxRedirects)
+				return nline.Answer{}, "", s, fmt.Errorf("baton: %s: more than %d redirects", what, maxRedirects)
 			}
 			if err := c.nmove(s, a.Addr); err != nil {
-				return nline.Answer{}, "", err
+				return nline.Answer{}, "", s, err
 			}
-			avoid = nil
+			if avoid != nil && (avoid != given || !c.preferredIs(avoid.addr)) {
+				// the node named is the one to ask; but a caller's silent
+				// node named again is still passed over
+				avoid, given = nil, nil
+			}
 			continue
 		}
-		return a, w.node, nil
+		return a, w.node, s, nil
 	}
 }
 
-// nRenew is Renew over the native protocol.
-func (c *Client) nRenew(ctx context.Context, key string, token uint64, lease time.Duration) (*Grant, error) {
+// nRenew is Renew over the native protocol; its first attempt passes over
+// the connection avoid (ncall), and it returns the slot of its last
+// attempt.
+func (c *Client) nRenew(ctx context.Context, key string, token uint64, lease time.Duration, avoid *slot) (*Grant, *slot, error) {
 	if err := checkNativeKey(key); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	raw := nline.Escape(key)
-	a, node, err := c.ncall(ctx, "renew "+fmt.Sprintf("%q", key), nid{nline.OpRenew, raw}, nline.AppendRenew(nil, raw, token, lease))
+	a, node, s, err := c.ncall(ctx, "renew "+fmt.Sprintf("%q", key), nid{nline.OpRenew, raw}, nline.AppendRenew(nil, raw, token, lease), avoid)
 	if err != nil {
-		return nil, err
+		return nil, s, err
 	}
 	if a.Outcome != nline.OK {
-		return nil, answerError(&a)
+		return nil, s, answerError(&a)
 	}
-	return &Grant{Key: key, Token: a.Token, Lease: a.Lease.Seconds(), ExpiresAt: a.Expires, Node: node}, nil
+	return &Grant{Key: key, Token: a.Token, Lease: a.Lease.Seconds(), ExpiresAt: a.Expires, Node: node}, s, nil
 }
 
 // nForceRelease is ForceRelease over the native protocol.
@@ -1089,7 +1103,7 @@ func (c *Client) nForceRelease(ctx context.Context, key string) error {
 		return err
 	}
 	raw := nline.Escape(key)
-	a, _, err := c.ncall(ctx, "force release "+fmt.Sprintf("%q", key), nid{nline.OpRelease, raw}, nline.AppendForceRelease(nil, raw))
+	a, _, _, err := c.ncall(ctx, "force release "+fmt.Sprintf("%q", key), nid{nline.OpRelease, raw}, nline.AppendForceRelease(nil, raw), nil)
 	if err != nil {
 		return err
 	}

@@ -36,51 +36,87 @@ func (l *appendHookLog) Append(rec []byte) (uint64, error) {
 // goroutine that steps down.
 func TestGrantNowTakesItsGenerationUnderTheShardLock(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	log := &appendHookLog{}
-	e := newEngine(t, Config{Shards: 1, Log: log})
-	defer e.Close()
+	forceInterleaving(t, func() (string, bool) {
+		log := &appendHookLog{}
+		e := newEngine(t, Config{Shards: 1, Log: log})
+		defer e.Close()
 
-	stepped := make(chan struct{})
-	// First grant: in its Append (shard locked) start the step-down, which
-	// blocks on the shard for more than the mutex's 1 ms starvation bound.
-	log.onAppend = func() {
-		log.onAppend = nil
-		go func() {
-			// Blocks on the shard first (Demote would mark the engine
-			// inactive before it takes the shard, refusing the second
-			// acquire): any call that locks the shard.
-			_, _, _ = e.ReleaseNoWait("zzz", 1)
-			e.Demote()
-			e.Diverged()
-			close(stepped)
+		stepped := make(chan struct{})
+		started := false // the step-down goroutine: waited for
+		defer func() {
+			if started {
+				<-stepped
+			}
 		}()
-		time.Sleep(3 * time.Millisecond)
-	}
-	res, p := e.AcquireFunc(AcquireRequest{Key: "a", Lease: time.Minute}, func(AcquireResult) bool { return true })
-	if p != nil || res.Err() != nil {
-		t.Skipf("first acquire: parked %v, err %v", p != nil, res.Err())
-	}
-	// Second grant, same shard: its Append yields, so that the step-down
-	// goroutine, woken by the first Unlock, finds the shard locked again
-	// and marks the mutex starving; the Unlock after this grant hands off.
-	log.onAppend = func() {
-		log.onAppend = nil
-		runtime.Gosched()
-	}
-	res, p = e.AcquireFunc(AcquireRequest{Key: "b", Lease: time.Minute}, func(AcquireResult) bool { return true })
-	if p != nil || res.Err() != nil {
-		t.Skipf("the interleaving was not reached: second acquire parked %v, err %v", p != nil, res.Err())
-	}
-	select {
-	case <-stepped:
-	default:
-		t.Skip("the interleaving was not reached: the step-down came after the grant's answer was made")
-	}
-	g, err := res.Settle()
-	if !errors.Is(err, ErrReplaced) {
-		t.Fatalf("a grant made before the node stepped down (Demote, Diverged) settled as %+v, %v; want ErrReplaced: its generation was read after the shard was unlocked", g, err)
-	}
+		// First grant: in its Append (shard locked) start the step-down, which
+		// blocks on the shard for more than the mutex's 1 ms starvation bound.
+		log.onAppend = func() {
+			log.onAppend = nil
+			started = true
+			go func() {
+				// Blocks on the shard first (Demote would mark the engine
+				// inactive before it takes the shard, refusing the second
+				// acquire): any call that locks the shard.
+				_, _, _ = e.ReleaseNoWait("zzz", 1)
+				e.Demote()
+				e.Diverged()
+				close(stepped)
+			}()
+			time.Sleep(3 * time.Millisecond)
+		}
+		res, p := e.AcquireFunc(AcquireRequest{Key: "a", Lease: time.Minute}, func(AcquireResult) bool { return true })
+		if p != nil || res.Err() != nil {
+			t.Fatalf("first acquire: parked %v, err %v", p != nil, res.Err())
+		}
+		// Second grant, same shard: its Append yields, so that the step-down
+		// goroutine, woken by the first Unlock, finds the shard locked again
+		// and marks the mutex starving; the Unlock after this grant hands off.
+		log.onAppend = func() {
+			log.onAppend = nil
+			runtime.Gosched()
+		}
+		res, p = e.AcquireFunc(AcquireRequest{Key: "b", Lease: time.Minute}, func(AcquireResult) bool { return true })
+		if p != nil || res.Err() != nil {
+			return fmt.Sprintf("second acquire parked %v, err %v", p != nil, res.Err()), false
+		}
+		select {
+		case <-stepped:
+		default:
+			return "the step-down came after the grant's answer was made", false
+		}
+		g, err := res.Settle()
+		if !errors.Is(err, ErrReplaced) {
+			t.Fatalf("a grant made before the node stepped down (Demote, Diverged) settled as %+v, %v; want ErrReplaced: its generation was read after the shard was unlocked", g, err)
+		}
+		return "", true
+	})
 }
+
+// forceInterleaving runs attempt, which sets up a forced interleaving and
+// checks what follows it, until one attempt reaches the interleaving
+// (attempt returns true), up to interleavingAttempts times; it fails the
+// test if none did (why: the last attempt's reason), as a check that
+// skipped itself would pass unnoticed.
+func forceInterleaving(t *testing.T, attempt func() (why string, reached bool)) {
+	t.Helper()
+	var why string
+	for i := 0; i < interleavingAttempts; i++ {
+		var reached bool
+		if why, reached = attempt(); reached {
+			if i > 0 {
+				t.Logf("the interleaving was reached at attempt %d", i+1)
+			}
+			return
+		}
+		if t.Failed() {
+			return
+		}
+	}
+	t.Fatalf("the interleaving was not reached in %d attempts (last: %s)", interleavingAttempts, why)
+}
+
+// interleavingAttempts bounds forceInterleaving's attempts.
+const interleavingAttempts = 50
 
 // termLog is a memLog with cluster.SyncLog's step-down rule: a Wait
 // reads the engine's generation as it begins and, once the record is
@@ -116,42 +152,52 @@ func (l *termLog) Wait(idx uint64) error {
 // TestGrantNowTakesItsGenerationUnderTheShardLock.
 func TestReleaseMadeBeforeAStepDownIsNotAnsweredAsDone(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	log := &termLog{}
-	e := newEngine(t, Config{Shards: 1, Log: log})
-	log.e = e
-	defer e.Close()
+	forceInterleaving(t, func() (string, bool) {
+		log := &termLog{}
+		e := newEngine(t, Config{Shards: 1, Log: log})
+		log.e = e
+		defer e.Close()
 
-	stepped := make(chan struct{})
-	log.onAppend = func() {
-		log.onAppend = nil
-		go func() {
-			_, _, _ = e.ReleaseNoWait("zzz", 1) // blocks on the shard
-			e.Demote()
-			e.Diverged()
-			close(stepped)
+		stepped := make(chan struct{})
+		started := false // the step-down goroutine: waited for
+		defer func() {
+			if started {
+				<-stepped
+			}
 		}()
-		time.Sleep(3 * time.Millisecond)
-	}
-	res, p := e.AcquireFunc(AcquireRequest{Key: "k", Lease: time.Minute}, func(AcquireResult) bool { return true })
-	if p != nil || res.Err() != nil {
-		t.Skipf("acquire: parked %v, err %v", p != nil, res.Err())
-	}
-	log.onAppend = func() {
-		log.onAppend = nil
-		runtime.Gosched()
-	}
-	err := e.Release("k", res.g.Token)
-	select {
-	case <-stepped:
-	default:
-		t.Skipf("the interleaving was not reached (release: %v)", err)
-	}
-	if err == nil {
-		t.Fatal("a release made before the node stepped down (Demote, Diverged before its log wait began) was answered as done; want ErrReplaced, as a renewal gets")
-	}
-	if !errors.Is(err, ErrReplaced) {
-		t.Fatalf("release: %v, want ErrReplaced", err)
-	}
+		log.onAppend = func() {
+			log.onAppend = nil
+			started = true
+			go func() {
+				_, _, _ = e.ReleaseNoWait("zzz", 1) // blocks on the shard
+				e.Demote()
+				e.Diverged()
+				close(stepped)
+			}()
+			time.Sleep(3 * time.Millisecond)
+		}
+		res, p := e.AcquireFunc(AcquireRequest{Key: "k", Lease: time.Minute}, func(AcquireResult) bool { return true })
+		if p != nil || res.Err() != nil {
+			t.Fatalf("acquire: parked %v, err %v", p != nil, res.Err())
+		}
+		log.onAppend = func() {
+			log.onAppend = nil
+			runtime.Gosched()
+		}
+		err := e.Release("k", res.g.Token)
+		select {
+		case <-stepped:
+		default:
+			return fmt.Sprintf("release: %v", err), false
+		}
+		if err == nil {
+			t.Fatal("a release made before the node stepped down (Demote, Diverged before its log wait began) was answered as done; want ErrReplaced, as a renewal gets")
+		}
+		if !errors.Is(err, ErrReplaced) {
+			t.Fatalf("release: %v, want ErrReplaced", err)
+		}
+		return "", true
+	})
 }
 
 // TestAReleaseWaitingAcrossAStepDownIsReplaced: a release or an

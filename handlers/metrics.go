@@ -325,15 +325,34 @@ func (m *Metrics) Delivered(key string, token uint64) { m.delivered(key, token) 
 // OnClusterChange counts a cluster change as cluster.Config.OnChange tells
 // it: kind "promote" counts in baton_promotions_total, "handoff" (this
 // node handed the active role on) in baton_role_handoffs_total and
-// "step_down" in baton_step_downs_total. Other kinds count nowhere.
+// "step_down" in baton_step_downs_total. Other kinds count nowhere. A
+// "handoff" or "step_down" (this node is no longer the active) drops the
+// lock handoffs still waiting for their delivery (see dropHandoffs).
 func (m *Metrics) OnClusterChange(kind string) {
 	switch kind {
 	case "promote":
 		m.promotions.Inc()
 	case "handoff":
 		m.roleHandoffs.Inc()
+		m.dropHandoffs()
 	case "step_down":
 		m.stepDowns.Inc()
+		m.dropHandoffs()
+	}
+}
+
+// dropHandoffs forgets every lock handoff in progress: once this node is
+// no longer the active, its events are not counted (OnEvent) and its
+// state may be replaced (a resync), so the release or expiry that would
+// end a pending grant's entry may never be seen; kept, the entries would
+// stay for good and keep their shards off the n == 0 fast path.
+func (m *Metrics) dropHandoffs() {
+	for i := range m.handoffs {
+		sh := &m.handoffs[i]
+		sh.mu.Lock()
+		clear(sh.m)
+		sh.n.Store(0)
+		sh.mu.Unlock()
 	}
 }
 

@@ -459,6 +459,33 @@ func TestHandoffObservedOnce(t *testing.T) {
 	}
 }
 
+// TestHandoffPendingDroppedWhenTheRoleIsLeft: a handoff pending when the
+// node stops being the active (a step-down, whose resync replaces the
+// engine's state, or a handoff of the role) is dropped: the release that
+// would end it may never be seen (a standby counts no events), and the
+// entry stayed for good (the key's shard lost its fast path). A delivery
+// of that token afterwards observes nothing.
+func TestHandoffPendingDroppedWhenTheRoleIsLeft(t *testing.T) {
+	for _, kind := range []string{"step_down", "handoff"} {
+		m := handlers.NewMetrics()
+		at := time.Now().UnixNano()
+		ev := func(kind engine.EventKind, key string, token uint64, waiters int) {
+			m.OnEvent(engine.Event{Kind: kind, Key: key, Token: token, Waiters: waiters, At: at})
+		}
+		ev(engine.EventGrant, "k", 1, 0)
+		ev(engine.EventRelease, "k", 1, 1)
+		ev(engine.EventGrant, "k", 2, 0)   // a handoff, pending its delivery
+		ev(engine.EventRelease, "j", 7, 1) // a step open on another key
+		m.OnClusterChange(kind)
+		m.Delivered("k", 2)
+		ev(engine.EventGrant, "j", 8, 0)
+		m.Delivered("j", 8)
+		if n := histCount(t, m, "baton_handoff_seconds", ""); n != 0 {
+			t.Fatalf("after %s: %d handoffs observed from before it, want 0", kind, n)
+		}
+	}
+}
+
 // TestHandoffCountsEveryWaiterOfAStep: every waiter granted in one hand-on
 // step (a writer's release, then the shared waiters it lets in, made with
 // the step's one clock reading) counts its own handoff, from the release

@@ -423,8 +423,12 @@ type answer struct {
 	// the role holder waits for before it writes the answer (one wait for a
 	// batch); op and rawKey make its
 	// line, or the E line when the log cannot write it.
-	logged     engine.LogIndex
-	gen        uint64 // a release's or renewal's: the Engine.Generation it was made in (see Engine.Replaced)
+	logged engine.LogIndex
+	// gen is a release's Engine.Generation as its change was made
+	// (ReleaseNoWait); a renewal's as read just before its change (as
+	// engine.Renew does): a reset in between makes Engine.Replaced report
+	// true and the renewal unconfirmed, never the reverse.
+	gen        uint64
 	op, rawKey string
 	start      instant // when its line arrived (metrics)
 }

@@ -55,8 +55,9 @@ export declare class Client extends FetchClient {
   readonly transport: "http2" | "fetch";
   /**
    * As baton.js's close() (later calls reject "closed"; resolves once the
-   * releases and settles in flight have ended), then closes the HTTP/2
-   * connections: a call still waiting fails with them.
+   * releases and settles in flight have ended). The HTTP/2 connections
+   * close once no acquire or withLock is in flight either, so that what
+   * one leaves held after close() is still settled or released.
    */
   close(): Promise<void>;
 }

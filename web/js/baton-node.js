@@ -201,12 +201,46 @@ export class Client extends FetchClient {
 
   /**
    * As baton.js's close() (later calls reject "closed"; resolves when the
-   * releases and settles in flight have ended), then closes the HTTP/2
-   * connections: a call still waiting fails with them.
+   * releases and settles in flight have ended). The HTTP/2 connections
+   * close once no acquire (or withLock's acquire and release) is in flight
+   * either: what one of them leaves held after close() is settled or
+   * released over them (a closed transport would leave it held by nobody).
    * @returns {Promise<void>}
    */
   async close() {
     await super.close();
-    this._h2?.close();
+    this._end();
+  }
+
+  /** Closes the transport once the client is closed and nothing is in flight. */
+  _end() {
+    if (this._closed && !this._busy.size && !this._calls) this._h2?.close();
+  }
+
+  /**
+   * baton.js's, counted in flight (close() ends the connections after it).
+   * @param {() => Promise<any>} f
+   */
+  async _counted(f) {
+    this._calls = (this._calls || 0) + 1;
+    try {
+      return await f();
+    } finally {
+      this._calls--;
+      this._end();
+    }
+  }
+
+  /** @type {FetchClient['acquire']} */
+  acquire(key, options) { return this._counted(() => super.acquire(key, options)); }
+
+  /** @type {FetchClient['withLock']} */
+  withLock(key, fn, options) { return this._counted(() => super.withLock(key, fn, options)); }
+
+  /** @param {Promise<void>} p */
+  _track(p) {
+    super._track(p);
+    p.catch(() => {}).then(() => setImmediate(() => this._end()));
+    return p;
   }
 }

@@ -117,8 +117,10 @@ export declare class Client {
    * acquires an abort or "unavailable" cut off have ended, each within its
    * 5 s of retries. Await it before a process or a serverless function
    * ends, or a release may be lost with it. A call still waiting (an
-   * acquire) is neither waited for nor stopped: abort it first. Locks are
-   * not released (their leases run out); their keepAlive ends.
+   * acquire) is neither waited for nor stopped: abort it first; cut off
+   * after close(), it is still settled in the background. Locks are not
+   * released (their leases run out); their keepAlive ends; Lock.release
+   * (and withLock's) still works after close().
    */
   close(): Promise<void>;
 }

@@ -279,7 +279,6 @@ export class Client {
    * @type {(key: string, pathQuery: string, headers: Record<string, string>, token: number) => void}
    */
   _settle(key, pathQuery, headers, token) {
-    if (this._closed) return;
     const u = new URL(pathQuery, 'http://x');
     u.searchParams.set('wait', '0.001');
     const end = Date.now() + RELEASE_FOR_MS;
@@ -522,6 +521,7 @@ export class Lock {
     if (this._released) return;
     this._released = true;
     this._halt();
-    await this._c.release(this.key, this.token);
+    const c = this._c;
+    await c._track(c._release(this.key, this.token));
   }
 }
