@@ -3,6 +3,7 @@ package handlers
 import (
 	"hash/maphash"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -93,10 +94,8 @@ type handedOn struct {
 
 // without returns p without the grant of token, in place.
 func without(p []handedOn, token uint64) []handedOn {
-	for i := range p {
-		if p[i].token == token {
-			return append(p[:i], p[i+1:]...)
-		}
+	if i := slices.IndexFunc(p, func(g handedOn) bool { return g.token == token }); i >= 0 {
+		return slices.Delete(p, i, i+1)
 	}
 	return p
 }
@@ -450,10 +449,10 @@ func (m *Metrics) delivered(key string, token uint64) {
 	var from int64
 	found := false
 	if h, ok := sh.m[key]; ok {
-		for _, g := range h.pending {
+		for i, g := range h.pending {
 			if g.token == token {
 				from, found = g.from, true
-				h.pending = without(h.pending, token)
+				h.pending = slices.Delete(h.pending, i, i+1)
 				sh.put(key, h)
 				break
 			}
