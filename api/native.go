@@ -526,7 +526,8 @@ func (c *Client) nbroken(s *slot, w *nwire) {
 
 // npick returns a live native connection, round-robin, as pick does for
 // HTTP (the preferred address first; avoid only when there is another;
-// waiting for a dial in progress; ErrUnavailable with none). For an
+// waiting for a dial in progress; a dial at once of those that are down,
+// then ErrUnavailable, with none: noConnLocked). For an
 // acquire (acquire set, its (op, key) in id) it prefers a connection with
 // no acquire of the same key waiting: a node serves a connection's
 // acquires of one key one after the other. A wait for a connection ends
@@ -543,6 +544,7 @@ func (c *Client) npick(ctx context.Context, avoid *slot, acquire bool, id nid, u
 // (every live candidate had one).
 func (c *Client) npickBusy(ctx context.Context, avoid *slot, acquire bool, id nid, until time.Time) (*slot, *nwire, bool, error) {
 	var timeout <-chan time.Time
+	redialed := false
 	for {
 		var buf [8]npicked
 		c.mu.Lock()
@@ -566,7 +568,7 @@ func (c *Client) npickBusy(ctx context.Context, avoid *slot, acquire bool, id ni
 			}
 			return cands[0].s, cands[0].w, true, nil
 		}
-		ch, err := c.noConnLocked()
+		ch, err := c.noConnLocked(&redialed)
 		c.mu.Unlock()
 		if err != nil {
 			return nil, nil, false, err
