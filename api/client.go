@@ -102,7 +102,8 @@ type Config struct {
 	// DialTimeout bounds one connection attempt (TCP and TLS). 0 = 5 s.
 	DialTimeout time.Duration
 	// ReconnectInterval is the pause between attempts to redial a broken
-	// connection. 0 = 3 s.
+	// connection. 0 = 3 s. A call that finds no connection up and none
+	// dialling has every one that is down dialled at once (once per call).
 	ReconnectInterval time.Duration
 	// ReleaseRetry is the pause between release attempts. 0 = 200 ms.
 	ReleaseRetry time.Duration
@@ -585,8 +586,11 @@ const (
 // connection is dialled and waited for, and past maxExtra the call queues
 // for a stream of a full connection (the transport holds it until one
 // ends). While no connection is up but one is being dialled it waits for
-// that dial; with none up and none dialling it fails with ErrUnavailable.
+// that dial; with none up and none dialling it has those that are down
+// dialled at once, and fails with ErrUnavailable when they fail too
+// (noConnLocked).
 func (c *Client) pick(ctx context.Context, avoid *slot, long bool) (*slot, *http.ClientConn, error) {
+	redialed := false
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -627,7 +631,7 @@ func (c *Client) pick(ctx context.Context, avoid *slot, long bool) (*slot, *http
 				return chosen, cc, nil
 			}
 		}
-		ch, err := c.noConnLocked()
+		ch, err := c.noConnLocked(&redialed)
 		c.mu.Unlock()
 		if err != nil {
 			return nil, nil, err
@@ -692,13 +696,35 @@ func (c *Client) candidatesLocked(avoid *slot) []*slot {
 
 // noConnLocked is what a call does when candidatesLocked has none: wait
 // for the returned channel (the next slot state change) while a dial is in
-// progress, else fail with ErrUnavailable and the last connection error;
-// but when a node refused the client's token (a native connection's AUTH),
-// with that refusal, a *StatusError that Is ErrUnauthorized only, as the
-// 401 of the HTTP path is: waiting or retrying would not change it.
-func (c *Client) noConnLocked() (<-chan struct{}, error) {
+// progress; else, the first time for this call (*redialed false), ask
+// every connection that is down to dial now, and wait for those dials;
+// else fail with ErrUnavailable and the last connection error, which is
+// then that of a dial made for this call; but when a node refused the
+// client's token (a native connection's AUTH), with that refusal, a
+// *StatusError that Is ErrUnauthorized only, as the 401 of the HTTP path
+// is: waiting or retrying would not change it. A connection that is down
+// otherwise waits up to ReconnectInterval for its next dial: a call made
+// meanwhile failed with the error of the connection's end (the nodes
+// killed), though the nodes were back and answering.
+func (c *Client) noConnLocked(redialed *bool) (<-chan struct{}, error) {
 	if anyDialing(c.slots) {
 		return c.changed, nil
+	}
+	if !*redialed {
+		*redialed = true
+		asked := false
+		for _, s := range c.slots {
+			if s.state == slotDown && !s.extra && refusal(s.lastErr) == nil {
+				select {
+				case s.redial <- struct{}{}:
+				default:
+				}
+				asked = true
+			}
+		}
+		if asked {
+			return c.changed, nil
+		}
 	}
 	var lastErr error
 	for _, s := range c.slots {

@@ -147,8 +147,12 @@ var (
 // grant made meanwhile), failing only after as many attempts as the client
 // has connections; a reset of its stream alone (REFUSED_STREAM from a node
 // or proxy past its stream limit) is repeated too, up to 10 times; a 307 is
-// followed to the active node; a poll_timeout is resumed. No repeat can
-// queue it twice or make it wait behind its own grant. A grant answered
+// followed to the active node; a poll_timeout is resumed. An attempt with
+// a wait that has no answer 3 s after its wait ran out (acquireGrace: a
+// node paused, or cut off without a reset) counts as failed too: the next
+// connection is asked, for what is left of the wait (1 ms: once, without
+// queueing), a 307 naming the silent node not followed back to it. No
+// repeat can queue it twice or make it wait behind its own grant. A grant answered
 // to a repeat may predate it: it is renewed once before Acquire returns,
 // so that the Lock counts its lease from no later than the node does.
 //
@@ -215,6 +219,11 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	attempts, redirects, resets, restarts := 0, 0, 0, 0
 	max := c.numConns()
 	var avoid *slot
+	// silent is the connection of the last attempt that got no answer
+	// within its wait and acquireGrace: a 307 naming its node keeps it
+	// avoided (a standby names the paused active until it promotes).
+	var silent *slot
+	wait := o.wait // the wait pathQuery names (0: none)
 	var unavailableSince time.Time
 	asked := false // a request went out: the node may hold a place or a grant
 	start := time.Now()
@@ -234,7 +243,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 		if since.IsZero() {
 			since = sent
 		}
-		r, err := c.sendAcquire(ctx, s, cc, pathQuery, hdr)
+		r, err := c.sendAcquire(ctx, s, cc, pathQuery, hdr, attemptLimit(wait))
 		served(&unavailableSince, sent)
 		if err != nil {
 			var ce *errConn
@@ -256,6 +265,16 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
 			}
 			avoid = s
+			if errors.Is(err, errNoAnswer) {
+				// The wait ran out on a silent node: the next attempt
+				// (same Idempotency-Key: it finds a grant that node
+				// made and replicated) waits only what is left of it.
+				silent = s
+				wait = leftOf(o.wait, start)
+				if pathQuery, err = setWait(pathQuery, wait); err != nil {
+					return nil, err
+				}
+			}
 			continue
 		}
 		switch r.status {
@@ -264,7 +283,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			if err != nil {
 				return nil, err
 			}
-			return l.grantSince(ctx, since, sent)
+			return l.grantSince(ctx, since, sent, silent)
 		case http.StatusTemporaryRedirect:
 			if redirects++; redirects > maxRedirects {
 				// The nodes still name an active that does not answer
@@ -287,7 +306,9 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 				// granted nothing: the next one starts the count.
 				since = time.Time{}
 			}
-			avoid = nil
+			if avoid == nil || avoid != silent || !c.preferredIs(avoid.addr) {
+				avoid = nil // else a 307 named the silent node again
+			}
 			continue
 		case http.StatusGone:
 			se := statusError(r)
@@ -302,6 +323,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			if pathQuery, err = withWait(pathQuery, left); err != nil {
 				return nil, err
 			}
+			wait = left
 			hdr = http.Header{HeaderIdempotencyKey: {newKey()}}
 			avoid, redirects, since = nil, 0, time.Time{}
 			continue
@@ -367,6 +389,46 @@ func afresh(err error, wait time.Duration, start time.Time, restarts *int) (time
 	return left, true, nil
 }
 
+// acquireGrace is how long an acquire attempt that names a wait is given
+// beyond it before the client takes its node for silent (paused, or cut
+// off without a reset, whose connections stay open until a PING fails:
+// PingInterval + PingTimeout, 20 s by default; over baton://, none) and
+// moves on to the next connection (SPEC section 4), with what is left of
+// the wait. A node answers at the end of the wait at the latest: a grant
+// at its last moment waits for sync_standbys up to sync_timeout (1 s by
+// default) first.
+const acquireGrace = 3 * time.Second
+
+// attemptLimit bounds one acquire attempt that names wait: wait +
+// acquireGrace; 0 (no bound but ctx and the connection's) without a wait.
+func attemptLimit(wait time.Duration) time.Duration {
+	if wait <= 0 {
+		return 0
+	}
+	return wait + acquireGrace
+}
+
+// leftOf is what is left at least of wait since start for an attempt
+// after a silent one: a millisecond once it ran out (ask once more, do
+// not queue).
+func leftOf(wait time.Duration, start time.Time) time.Duration {
+	return max(wait-time.Since(start), time.Millisecond)
+}
+
+// setWait returns the acquire pathQuery with its wait set to d (> 0),
+// everything else kept: a repeat under the same Idempotency-Key may
+// shorten its wait.
+func setWait(pathQuery string, d time.Duration) (string, error) {
+	u, err := url.Parse(pathQuery)
+	if err != nil {
+		return "", fmt.Errorf("baton: acquire: %w", err)
+	}
+	q := u.Query()
+	q.Set("wait", seconds(d))
+	u.RawQuery = q.Encode()
+	return u.RequestURI(), nil
+}
+
 // withWait returns the acquire pathQuery with its wait set to d (0: none)
 // and without a redirect's ticket (which named the earlier acquire).
 func withWait(pathQuery string, d time.Duration) (string, error) {
@@ -391,10 +453,21 @@ func withWait(pathQuery string, d time.Duration) (string, error) {
 // Lock-Token arrived is released, and an outcome that did not arrive is
 // settled by the Idempotency-Key (settleAcquire), both in the background;
 // only an answer read in full that is neither a grant, a poll_timeout nor
-// a 503 needs nothing.
-func (c *Client) sendAcquire(ctx context.Context, s *slot, cc *http.ClientConn, pathQuery string, hdr http.Header) (*response, error) {
+// a 503 needs nothing. With limit > 0, a request still unanswered after
+// limit is cancelled too, and fails as an *errConn that Is errNoAnswer:
+// the node is silent; the outcome is unknown, and the caller's next
+// attempt asks again under the same Idempotency-Key.
+func (c *Client) sendAcquire(ctx context.Context, s *slot, cc *http.ClientConn, pathQuery string, hdr http.Header, limit time.Duration) (*response, error) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	var expired atomic.Bool
+	if limit > 0 {
+		t := time.AfterFunc(limit, func() {
+			expired.Store(true)
+			cancel()
+		})
+		defer t.Stop()
+	}
 	stop := context.AfterFunc(ctx, cancel)
 	closing := context.AfterFunc(c.ctx, cancel)
 	defer closing()
@@ -415,6 +488,9 @@ func (c *Client) sendAcquire(ctx context.Context, s *slot, cc *http.ClientConn, 
 	}
 	if c.ctx.Err() != nil {
 		return nil, ErrClosed
+	}
+	if err != nil && expired.Load() {
+		return nil, &errConn{err: fmt.Errorf("%w (its wait + %v) from %s: %w", errNoAnswer, acquireGrace, s.addr.base.Host, err)}
 	}
 	if err != nil && errors.Is(err, context.Canceled) {
 		return nil, &errConn{err: err}
@@ -564,8 +640,11 @@ func (c *Client) newLock(r *response, sent time.Time) (*Lock, error) {
 // attempt parked for long), renewed at once: the renewal's send is then
 // where it counts from. A renewal refused means the grant ended before
 // its answer arrived: ErrGrantEnded. Any other failure (or none within a
-// quarter lease) leaves the lease counted from since.
-func (l *Lock) grantSince(ctx context.Context, since, sent time.Time) (*Lock, error) {
+// quarter lease) leaves the lease counted from since. The renewal passes
+// over silent, the connection of an earlier attempt that got no answer
+// (nil: none): the node that answered the grant is the active, and the
+// renewal would wait the quarter lease on the paused node named before.
+func (l *Lock) grantSince(ctx context.Context, since, sent time.Time, silent *slot) (*Lock, error) {
 	if !since.Before(sent) {
 		return l, nil
 	}
@@ -573,7 +652,7 @@ func (l *Lock) grantSince(ctx context.Context, since, sent time.Time) (*Lock, er
 	// Bounded as one attempt of the keep-alive.
 	rctx, cancel := context.WithTimeout(ctx, max(l.lease/4, 100*time.Millisecond))
 	defer cancel()
-	if err := l.Renew(rctx, 0); errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotHolder) {
+	if _, err := l.renew(rctx, 0, silent); errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotHolder) {
 		return nil, fmt.Errorf("%w: %q token %d: %w", ErrGrantEnded, l.Key, l.Token, err)
 	}
 	return l, nil

@@ -526,7 +526,8 @@ func (c *Client) nbroken(s *slot, w *nwire) {
 
 // npick returns a live native connection, round-robin, as pick does for
 // HTTP (the preferred address first; avoid only when there is another;
-// waiting for a dial in progress; ErrUnavailable with none). For an
+// waiting for a dial in progress; a dial at once of those that are down,
+// then ErrUnavailable, with none: noConnLocked). For an
 // acquire (acquire set, its (op, key) in id) it prefers a connection with
 // no acquire of the same key waiting: a node serves a connection's
 // acquires of one key one after the other. A wait for a connection ends
@@ -543,6 +544,7 @@ func (c *Client) npick(ctx context.Context, avoid *slot, acquire bool, id nid, u
 // (every live candidate had one).
 func (c *Client) npickBusy(ctx context.Context, avoid *slot, acquire bool, id nid, until time.Time) (*slot, *nwire, bool, error) {
 	var timeout <-chan time.Time
+	redialed := false
 	for {
 		var buf [8]npicked
 		c.mu.Lock()
@@ -566,7 +568,7 @@ func (c *Client) npickBusy(ctx context.Context, avoid *slot, acquire bool, id ni
 			}
 			return cands[0].s, cands[0].w, true, nil
 		}
-		ch, err := c.noConnLocked()
+		ch, err := c.noConnLocked(&redialed)
 		c.mu.Unlock()
 		if err != nil {
 			return nil, nil, false, err
@@ -697,6 +699,51 @@ func (q *nacq) line(b []byte, wait time.Duration) []byte {
 // answer leaves on the node is settled (nsettle).
 func (q *nacq) late(a *nline.Answer, _ error) { q.c.nsettle(q, a) }
 
+// nattemptLate is the nlate of an acquire attempt with a limit (nAcquire):
+// its late answer is settled as q's (nsettle) when the caller gave up on
+// ctx, and dropped when the limit passed (the node was silent): the next
+// attempts ask again under the same id, and when the acquire gives up it
+// settles the id. Settling the silent node's late grant would release the
+// grant a later attempt got under the same id from the promoted standby.
+// The answer may come before do returns: it is kept until decide.
+type nattemptLate struct {
+	q       *nacq
+	mu      sync.Mutex
+	decided bool
+	settle  bool
+	kept    *nline.Answer // an answer that came before decide
+	came    bool
+}
+
+func (l *nattemptLate) late(a *nline.Answer, _ error) {
+	l.mu.Lock()
+	if !l.decided {
+		if a != nil {
+			ac := *a
+			l.kept = &ac
+		}
+		l.came = true
+		l.mu.Unlock()
+		return
+	}
+	settle := l.settle
+	l.mu.Unlock()
+	if settle {
+		l.q.late(a, nil)
+	}
+}
+
+// decide says what a late answer gets: settled (settle) or dropped.
+func (l *nattemptLate) decide(settle bool) {
+	l.mu.Lock()
+	l.decided, l.settle = true, settle
+	came, a := l.came, l.kept
+	l.mu.Unlock()
+	if came && settle {
+		l.q.late(a, nil)
+	}
+}
+
 // nAcquire is Acquire over the native protocol.
 func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner string) (*Lock, error) {
 	if err := checkNativeKey(key); err != nil {
@@ -710,6 +757,8 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 	attempts, redirects := 0, 0
 	max := 0 // c.numConns() when an attempt has failed: the bound on attempts
 	var avoid *slot
+	var silent *slot // as in Acquire: the last attempt's that got no answer
+	wait := q.wait   // the wait line names (0: none)
 	var unavailableSince time.Time
 	repeat := false // an attempt went out: the id may hold a grant or a place
 	start, restarts := time.Now(), 0
@@ -729,18 +778,29 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			since = sent
 		}
 		var a nline.Answer
+		// An attempt with a wait is bounded (attemptLimit): a node that
+		// is paused never answers, and nothing pings its connection.
+		var late nlate = q
+		var bounded *nattemptLate
+		if limit := attemptLimit(wait); limit > 0 {
+			bounded = &nattemptLate{q: q}
+			late = bounded
+		}
 		if busy && repeat {
 			sw, done, derr := c.nsolo(ctx, s)
 			if err = derr; err == nil {
 				w = sw
-				a, err = w.do(ctx, id, line, q, 0)
+				a, err = w.do(ctx, id, line, late, attemptLimit(wait))
 				done()
 			}
 		} else {
-			a, err = w.do(ctx, id, line, q, 0)
+			a, err = w.do(ctx, id, line, late, attemptLimit(wait))
 		}
 		repeat = true
 		served(&unavailableSince, sent)
+		if bounded != nil && err != nil {
+			bounded.decide(!errors.Is(err, errNoAnswer))
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -758,9 +818,19 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			attempts++
 			if attempts >= max {
 				c.nsettle(q, nil) // as in Acquire: a grant may be lost with the connection
+				if errors.Is(err, errNoAnswer) {
+					err = fmt.Errorf("%w (its wait + %v) from %s", err, acquireGrace, s.addr.base.Host)
+				}
 				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
 			}
 			avoid = s
+			if errors.Is(err, errNoAnswer) {
+				// As in Acquire: the next attempt (same id) waits only
+				// what is left of the wait.
+				silent = s
+				wait = leftOf(o.wait, start)
+				line = q.line(buf[:0], wait)
+			}
 			continue
 		}
 		switch a.Outcome {
@@ -769,7 +839,7 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 				Key: key, Token: a.Token, Lease: a.Lease, ExpiresAt: a.Expires, Node: w.node,
 				c: c, lease: a.Lease, expiry: a.Expires, deadline: sent.Add(a.Lease), lost: make(chan struct{}),
 			}
-			return l.grantSince(ctx, since, sent)
+			return l.grantSince(ctx, since, sent, silent)
 		case nline.Timeout:
 			return nil, &StatusError{Code: CodeTimeout, Message: "the wait ran out before the lock was granted; nothing is held"}
 		case nline.Moved:
@@ -792,7 +862,9 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			if since.Equal(sent) {
 				since = time.Time{} // as in Acquire
 			}
-			avoid = nil
+			if avoid == nil || avoid != silent || !c.preferredIs(avoid.addr) {
+				avoid = nil // else an M named the silent node again
+			}
 			continue
 		}
 		se := answerError(&a)
@@ -803,6 +875,7 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			q = &nacq{c: c, key: key, raw: q.raw, lease: q.lease, wait: left, opts: q.opts}
 			q.opts.ID = newKey()
 			line = q.line(buf[:0], q.wait)
+			wait = left
 			avoid, redirects, repeat, since = nil, 0, false, time.Time{}
 			continue
 		}

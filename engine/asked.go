@@ -32,13 +32,17 @@ func (e *KeyReusedError) Is(target error) bool { return target == ErrKeyReused }
 // asked sets what t's acquire asked for from r, the record that queued or
 // granted it (RecEnqueue, RecGrant, or a snapshot's RecOutcome). A record
 // that carries Asked (a snapshot's, whose Lease may be a renewal's and
-// whose outcome has no Owner) gives the fingerprints as they were taken;
-// a RecOutcome without it (an older snapshot's) leaves nothing to compare.
-// s.mu is held.
+// whose outcome has no Owner) gives the fingerprints as they were taken,
+// but for a lease named by none when it says LeaseDefaulted (see
+// askedRecord); a RecOutcome without it (an older snapshot's) leaves
+// nothing to compare. s.mu is held.
 func (t *ticket) asked(r *Record) {
 	switch {
 	case r.Asked != 0:
 		t.leaseSum, t.ownerSum = uint32(r.Asked), uint32(r.Asked>>32)
+		if r.LeaseDefaulted {
+			t.leaseSum = leaseSum(0)
+		}
 	case r.Kind == RecOutcome:
 		t.limit = 0
 		return
@@ -55,6 +59,25 @@ func (t *ticket) askedSum() uint64 {
 		return 0
 	}
 	return uint64(t.ownerSum)<<32 | uint64(t.leaseSum)
+}
+
+// askedRecord is the Record.Asked and Record.LeaseDefaulted a snapshot
+// writes for t; def is this node's lease_default. An acquire that named
+// no lease is written with def's fingerprint and LeaseDefaulted, which a
+// reader takes for none (asked). A node of a version before
+// LeaseDefaulted skips that tag and compares a repeat on the lease it
+// fills in, as it always did: written as none (leaseSum(0)), the
+// fingerprint matched no lease there, and every repeat of such an
+// acquire (a client's retry after a failover or a handoff to it, the
+// settling repeat of a cancelled acquire) was refused 422
+// idempotency_key_reused, field lease, by an old node that had installed
+// a newer node's snapshot during a rolling upgrade.
+func (t *ticket) askedRecord(def time.Duration) (asked uint64, defaulted bool) {
+	sum := t.askedSum()
+	if sum == 0 || t.leaseSum != leaseSum(0) {
+		return sum, false
+	}
+	return uint64(t.ownerSum)<<32 | uint64(leaseSum(def)), true
 }
 
 // askedLease is the lease r's acquire named: 0 when it named none (Lease

@@ -273,3 +273,55 @@ func TestIDRepeatWithoutLeaseAfterFailoverToAnotherDefault(t *testing.T) {
 		check("after a snapshot", snap)
 	})
 }
+
+// TestSnapshotAskedReadByAnOlderNode: a snapshot wrote the fingerprint of
+// an acquire that named no lease as "no lease" (leaseSum(0)) in Asked. A
+// node of the version before Record.LeaseDefaulted skips that tag and
+// compares a repeat on the lease it fills in (its lease_default): none of
+// them matched, and an old node that had installed a newer node's
+// snapshot (a rolling upgrade: the upgraded node active, the old one
+// resyncing from it) refused every repeat of such an acquire 422
+// idempotency_key_reused, field lease. The snapshot now writes the
+// writer's lease_default's fingerprint there, and LeaseDefaulted, which a
+// current reader takes for none (the repeat's checks after a snapshot are
+// TestIDRepeatWithoutLeaseAfterFailoverToAnotherDefault's). The older
+// reader's rule is restated here: Asked's low 32 bits against
+// leaseSum(the lease it fills in).
+func TestSnapshotAskedReadByAnOlderNode(t *testing.T) {
+	const def = 30 * time.Second
+	e := newEngine(t, Config{LeaseDefault: def})
+	defer e.Close()
+	mustAcquire(t, e, AcquireRequest{Key: "none", ID: "n1"})
+	mustAcquire(t, e, AcquireRequest{Key: "named", ID: "h1", Lease: time.Hour})
+	// An outcome remembered for an acquire that named no lease: timed out.
+	if _, err := e.Acquire(context.Background(), AcquireRequest{Key: "none", ID: "t1", Wait: time.Millisecond}); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("acquire of a held key with a 1 ms wait: %v, want ErrTimeout", err)
+	}
+	seen := map[string]Record{}
+	e.SnapshotRecords(func(_ int, rec []byte) {
+		r, err := DecodeRecord(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.WaiterID != "" {
+			seen[r.WaiterID] = r
+		}
+	}, func(int) {})
+	for id, lease := range map[string]time.Duration{"n1": def, "t1": def, "h1": time.Hour} {
+		r, ok := seen[id]
+		if !ok || r.Asked == 0 {
+			t.Fatalf("%s: no snapshot record with Asked: %+v", id, r)
+		}
+		if got, want := uint32(r.Asked), leaseSum(lease); got != want {
+			t.Errorf("%s (%v record): lease fingerprint %#x, want %#x (%v, as an older node fills it in)", id, r.Kind, got, want, lease)
+		}
+		if r.LeaseDefaulted != (lease == def) {
+			t.Errorf("%s (%v record): LeaseDefaulted %v", id, r.Kind, r.LeaseDefaulted)
+		}
+		var tk ticket
+		tk.asked(&r)
+		if named := tk.leaseSum != leaseSum(0); named != (lease != def) {
+			t.Errorf("%s (%v record): read back as a named lease: %v", id, r.Kind, named)
+		}
+	}
+}

@@ -103,8 +103,11 @@ type Config struct {
 	// succeeds again, with nil: once per change, not per write. While it
 	// fails, grants that need the mark raised are refused (ErrUnavailable)
 	// though the log may still write, so this is the one place that can
-	// say why. It is called with the mark's mutex held, perhaps with a key's
-	// shard locked: it must not block or call back into the Engine.
+	// say why. It is called from a goroutine of the Engine's own, in order,
+	// with no lock of the Engine held (the failure is seen under a key's
+	// shard lock, by a grant): it may block (a log handler writing to a
+	// slow disk) and holds up only its later calls; Close waits for a
+	// call in progress.
 	OnTokenMark func(err error)
 	// RepairTokenMark starts the engine even when the token high-water
 	// mark in DataDir is corrupt (New fails with a *TokenMarkError
@@ -630,10 +633,14 @@ func New(cfg Config) (*Engine, error) {
 		s.timer = time.AfterFunc(time.Hour, s.fire)
 		s.timer.Stop()
 	}
-	e.bg.Add(1)
+	e.bg.Add(2)
 	go func() {
 		defer e.bg.Done()
 		tok.run(e.stop, func() uint64 { return uint64(e.now().wall / 1e3) })
+	}()
+	go func() {
+		defer e.bg.Done()
+		tok.reportRun(e.stop)
 	}()
 	return e, nil
 }

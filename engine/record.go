@@ -145,7 +145,10 @@ type Record struct {
 	// RecEnqueue). A repeat under its waiter ID is compared on what the
 	// client sent (no lease), not on that default, which another node may
 	// set differently. Records written before it existed lack it: their
-	// Lease counts as asked.
+	// Lease counts as asked. With Asked (a snapshot's RecGrant or
+	// RecOutcome), the lease fingerprint in Asked is then the writing
+	// node's lease_default's, for readers that predate this field, and
+	// is read as none (ticket.askedRecord).
 	LeaseDefaulted bool
 }
 

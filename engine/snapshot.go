@@ -39,7 +39,8 @@ func (e *Engine) SnapshotRecords(emit func(shard int, rec []byte), done func(sha
 			lk.each(func(h *hold) {
 				r := Record{Kind: RecGrant, Key: lk.key, Token: h.token, Lease: h.lease, At: now.wallAt(h.granted), Expires: now.wallAt(h.expires), Owner: lk.owner(h), Mode: mode, Limit: limit}
 				if t := h.holder; t != nil {
-					r.WaiterID, r.Until, r.Asked = t.id, now.wallAt(t.claimBy), t.askedSum()
+					r.WaiterID, r.Until = t.id, now.wallAt(t.claimBy)
+					r.Asked, r.LeaseDefaulted = t.askedRecord(e.cfg.LeaseDefault)
 				}
 				put(i, &r)
 			})
@@ -49,7 +50,8 @@ func (e *Engine) SnapshotRecords(emit func(shard int, rec []byte), done func(sha
 			}
 		}
 		for _, t := range s.tickets {
-			r := Record{Kind: RecOutcome, Key: t.key, WaiterID: t.id, Until: now.wallAt(t.dl.when), Mode: t.mode, Limit: recLimit(int(t.limit)), Asked: t.askedSum()}
+			r := Record{Kind: RecOutcome, Key: t.key, WaiterID: t.id, Until: now.wallAt(t.dl.when), Mode: t.mode, Limit: recLimit(int(t.limit))}
+			r.Asked, r.LeaseDefaulted = t.askedRecord(e.cfg.LeaseDefault)
 			switch t.state {
 			case tTimedOut:
 				r.Outcome = OutcomeTimeout

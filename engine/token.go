@@ -44,6 +44,14 @@ type tokens struct {
 	failing  atomic.Bool     // the last write of the file failed
 	onHealth func(err error) // Config.OnTokenMark: failing's changes
 
+	// changes holds failing's changes not yet given to onHealth, in
+	// order; told wakes reportRun. persist queues them (under mu, perhaps
+	// under a shard's lock): onHealth, which logs, runs in reportRun with
+	// no lock held.
+	hmu     sync.Mutex
+	changes []error
+	told    chan struct{}
+
 	// stride and offset: with stride above 1, every token issued is
 	// offset modulo stride (see Engine.SetTokenClass).
 	stride, offset atomic.Uint64
@@ -78,7 +86,7 @@ func (e *TokenMarkError) Error() string {
 // *TokenMarkError, or with repair dropped (written anew as 0: see
 // Config.RepairTokenMark).
 func openTokens(dataDir string, margin time.Duration, repair bool) (*tokens, error) {
-	t := &tokens{margin: uint64(margin.Microseconds()), kick: make(chan struct{}, 1)}
+	t := &tokens{margin: uint64(margin.Microseconds()), kick: make(chan struct{}, 1), told: make(chan struct{}, 1)}
 	if t.margin == 0 {
 		t.margin = 1
 	}
@@ -169,13 +177,13 @@ func (t *tokens) persist(c uint64) error {
 		c = MaxToken - 1
 	}
 	if err := t.write(c); err != nil {
-		if !t.failing.Swap(true) && t.onHealth != nil {
-			t.onHealth(err)
+		if !t.failing.Swap(true) {
+			t.report(err)
 		}
 		return err
 	}
-	if t.failing.Swap(false) && t.onHealth != nil {
-		t.onHealth(nil)
+	if t.failing.Swap(false) {
+		t.report(nil)
 	}
 	t.ceiling.Store(c)
 	return nil
@@ -221,6 +229,40 @@ func (t *tokens) run(stop <-chan struct{}, nowMicros func() uint64) {
 			return
 		case <-t.kick:
 			_ = t.persist(max(t.last.Load(), nowMicros()) + t.margin)
+		}
+	}
+}
+
+// report queues a change of failing (err, nil when writing works again)
+// for onHealth, which reportRun calls. It never blocks.
+func (t *tokens) report(err error) {
+	if t.onHealth == nil {
+		return
+	}
+	t.hmu.Lock()
+	t.changes = append(t.changes, err)
+	t.hmu.Unlock()
+	select {
+	case t.told <- struct{}{}:
+	default:
+	}
+}
+
+// reportRun gives the changes report queued to onHealth, in order, with
+// no lock held, until stop is closed. It is owned by Engine.
+func (t *tokens) reportRun(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.told:
+		}
+		t.hmu.Lock()
+		changes := t.changes
+		t.changes = nil
+		t.hmu.Unlock()
+		for _, err := range changes {
+			t.onHealth(err)
 		}
 	}
 }

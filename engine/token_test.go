@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -339,16 +338,12 @@ func TestTokenMarkUnwritableIsUnavailable(t *testing.T) {
 // TestTokenMarkFailureIsReported: a token high-water mark that cannot be
 // written refused every grant (503) while nothing said why: the log
 // wrote on, so no log line, no baton_log_failures_total. Config.OnTokenMark
-// now hears of the failure once, with its error, and of the recovery once.
+// now hears of the failure once, with its error, and of the recovery once
+// (from the engine's own goroutine: tokenMarkCalls waits for it).
 func TestTokenMarkFailureIsReported(t *testing.T) {
 	dir := t.TempDir()
-	var mu sync.Mutex
-	var calls []error
-	e := newEngine(t, Config{DataDir: dir, TokenMargin: 50 * time.Microsecond, OnTokenMark: func(err error) {
-		mu.Lock()
-		calls = append(calls, err)
-		mu.Unlock()
-	}})
+	calls := make(chan error, 16)
+	e := newEngine(t, Config{DataDir: dir, TokenMargin: 50 * time.Microsecond, OnTokenMark: func(err error) { calls <- err }})
 	defer e.Close()
 	mustAcquire(t, e, AcquireRequest{Key: "a"})
 	block := filepath.Join(dir, tokenFile+".tmp")
@@ -361,19 +356,75 @@ func TestTokenMarkFailureIsReported(t *testing.T) {
 			t.Fatalf("acquire with the mark unwritable: %v, want ErrUnavailable", err)
 		}
 	}
-	mu.Lock()
-	if len(calls) != 1 || calls[0] == nil || !strings.Contains(calls[0].Error(), "token high-water mark") {
-		t.Fatalf("OnTokenMark calls while failing: %v; want one, with the write's error", calls)
+	if err := tokenMarkCall(t, calls); err == nil || !strings.Contains(err.Error(), "token high-water mark") {
+		t.Fatalf("OnTokenMark while failing: %v; want the write's error", err)
 	}
-	mu.Unlock()
 	if err := os.Remove(block); err != nil {
 		t.Fatal(err)
 	}
 	mustAcquire(t, e, AcquireRequest{Key: "free"})
 	mustAcquire(t, e, AcquireRequest{Key: "free2"})
-	mu.Lock()
-	defer mu.Unlock()
-	if len(calls) != 2 || calls[1] != nil {
-		t.Fatalf("OnTokenMark calls after the recovery: %v; want the failure, then one nil", calls)
+	if err := tokenMarkCall(t, calls); err != nil {
+		t.Fatalf("OnTokenMark after the recovery: %v; want nil", err)
+	}
+	e.Close() // waits for the engine's goroutines: every call was made
+	if len(calls) != 0 {
+		t.Fatalf("%d more OnTokenMark calls; want the failure and the recovery only, once each", len(calls))
+	}
+}
+
+// tokenMarkCall returns the next OnTokenMark call's error from calls, or
+// fails t when none comes within a bound meant for a stuck engine only.
+func tokenMarkCall(t *testing.T, calls <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-calls:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("no OnTokenMark call")
+		return nil
+	}
+}
+
+// TestTokenMarkReportedOutsideTheShardLock: OnTokenMark was called by the
+// grant that saw the mark's write fail, with the key's shard locked and
+// the mark's mutex held, so a callback that blocked (baton logs it through
+// slog: a handler writing to a stuck disk or pipe) held up that acquire and
+// every call on its shard, and every grant needing the mark. It is now
+// called from the engine's own goroutine: the acquire is answered (503)
+// while the callback still blocks.
+func TestTokenMarkReportedOutsideTheShardLock(t *testing.T) {
+	dir := t.TempDir()
+	entered := make(chan error, 4)
+	unblock := make(chan struct{})
+	e := newEngine(t, Config{DataDir: dir, TokenMargin: 50 * time.Microsecond, OnTokenMark: func(err error) {
+		entered <- err
+		<-unblock
+	}})
+	defer e.Close()
+	defer close(unblock) // before Close, which waits for the callback
+	mustAcquire(t, e, AcquireRequest{Key: "a"})
+	if err := os.Mkdir(filepath.Join(dir, tokenFile+".tmp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Millisecond) // the wall clock passes the ceiling: the grant must write the mark
+	res := make(chan error, 1)
+	go func() {
+		_, err := e.Acquire(context.Background(), AcquireRequest{Key: "free"})
+		res <- err
+	}()
+	if err := tokenMarkCall(t, entered); err == nil {
+		t.Fatal("OnTokenMark called with nil; want the write's error")
+	}
+	select {
+	case err := <-res:
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("acquire with the mark unwritable: %v, want ErrUnavailable", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the acquire is held up by a blocked OnTokenMark: it was called under the shard's lock")
+	}
+	if _, err := e.Status("free"); err != nil {
+		t.Fatalf("status of a key while OnTokenMark blocks: %v", err)
 	}
 }
