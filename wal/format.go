@@ -171,17 +171,21 @@ func (fr *frameReader) next() (index uint64, rec []byte, err error) {
 	if length == 0 {
 		// Append refuses empty records, so a zero length is the zeros
 		// written ahead of the records (Config.Preallocate) or left by a
-		// file system after a crash, or damage.
+		// file system after a crash, or damage. A header across a sector
+		// boundary whose first sector never reached the disk reads as a
+		// zero length too, with the checksum that did (its first bytes are
+		// the zeros written ahead): blank from its start to the sector's
+		// end, a torn write.
+		blank := fr.blankSector(h, nil)
 		if sum == 0 {
-			blank := fr.blankSector(h, nil)
 			if zeros, err := fr.onlyZerosFollow(); err != nil {
 				return 0, nil, err
 			} else if zeros {
 				return 0, nil, io.EOF // the end of the log
 			}
-			if blank {
-				return 0, nil, &errTorn{fr.off, "a sector of the last write is blank"}
-			}
+		}
+		if blank {
+			return 0, nil, &errTorn{fr.off, "a sector of the last write is blank"}
 		}
 		return 0, nil, &errDamage{fr.off, "frame of length 0"}
 	}
