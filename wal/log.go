@@ -217,12 +217,32 @@ func (l *Log) load() error {
 	for i := 0; i < len(segs); i++ {
 		s, last := segs[i], i == len(segs)-1
 		var expect uint64
-		if i > 0 {
+		if i > 0 && s.first > l.snapIndex+1 {
+			// The records before s.first are needed (and must end where
+			// it begins) only where the snapshot does not hold them.
 			expect = next
 		}
 		off, n, err := scanSegment(s, expect)
 		if err == nil {
 			next, end = n, off
+			continue
+		}
+		if !last && segs[i+1].first <= l.snapIndex+1 && !isReadError(err) {
+			// The snapshot holds every record of s: s is what a process
+			// that stopped before removing it after the snapshot (or a
+			// removal that failed) left, needed by nothing. It goes, with
+			// the older ones, as the snapshot would have removed them.
+			for _, old := range segs[:i+1] {
+				if err := removeIfExists(old.path); err != nil {
+					return fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, l.cfg.Dir, err)
+				}
+			}
+			if err := syncDir(l.cfg.Dir); err != nil {
+				return fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, l.cfg.Dir, err)
+			}
+			l.log.Warn("wal: damage in a segment whose records the newest snapshot holds; it and the older segments are removed",
+				"file", s.path, "snapshot", l.snapIndex, "reason", err.Error())
+			segs, i = segs[i+1:], -1
 			continue
 		}
 		var torn *errTorn
@@ -325,6 +345,14 @@ func (l *Log) load() error {
 	l.written, l.synced = next-1, next-1
 	l.writeOff, l.syncOff = end, end
 	return nil
+}
+
+// isReadError reports whether err, from scanSegment, is an error of the
+// file system rather than a judgement of the bytes read.
+func isReadError(err error) bool {
+	var torn *errTorn
+	var d *errDamage
+	return !errors.As(err, &torn) && !errors.As(err, &d)
 }
 
 func cmpUint(a, b uint64) int {

@@ -1,0 +1,140 @@
+package wal
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestDamageInASegmentTheSnapshotHolds: a segment whose records the
+// newest snapshot holds all of is left on the disk when the process stops
+// between the snapshot's rename and the removal of what it replaces (or
+// the removal fails). Damage in it is in nothing the log still needs:
+// Open starts (it refused to), drops that segment and the older ones with
+// a warning, and keeps every record after the snapshot, with Repair too
+// (which cut the log at the damage and then, the log ending before the
+// snapshot, dropped every record after it).
+func TestDamageInASegmentTheSnapshotHolds(t *testing.T) {
+	t.Run("cut short", testCoveredSegmentCutShort)
+	for _, repair := range []bool{false, true} {
+		dir := t.TempDir()
+		cfg := testConfig(t, dir)
+		cfg.SegmentSize = 4096
+		l := mustOpen(t, cfg)
+		const n, snap = 400, 300
+		for i := 1; i <= n; i++ {
+			appendWait(t, l, rec(i))
+		}
+		old := map[string][]byte{}
+		for _, s := range segments(t, dir) {
+			b, err := os.ReadFile(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			old[s] = b
+		}
+		saveState(t, l, snap)
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// The removal that did not happen: the segments are back, the
+		// second one damaged in its middle.
+		for s, b := range old {
+			if err := os.WriteFile(s, b, 0o640); err != nil {
+				t.Fatal(err)
+			}
+		}
+		all := segments(t, dir)
+		if third, _ := parseName(filepath.Base(all[2]), segmentExt); third > snap+1 {
+			t.Fatalf("the third segment begins at record %d: the second is not held whole by the snapshot at %d", third, snap)
+		}
+		data := bytes.Clone(old[all[1]])
+		offs := frameOffsets(t, data)
+		data[offs[2]+frameHeader] ^= 0x40
+		if err := os.WriteFile(all[1], data, 0o640); err != nil {
+			t.Fatal(err)
+		}
+
+		cfg.Repair = repair
+		var logs bytes.Buffer
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		l, err := Open(cfg)
+		if err != nil {
+			t.Fatalf("repair %v: Open with damage in a segment the snapshot holds: %v", repair, err)
+		}
+		loadState(t, l, snap)
+		checkRecords(t, replayAll(t, l, snap+1), snap+1, n)
+		if i := appendWait(t, l, rec(n+1)); i != n+1 {
+			t.Fatalf("next Append got %d, want %d", i, n+1)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range all[:2] {
+			if _, err := os.Stat(s); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("repair %v: %s (held by the snapshot, damaged or older) still there (%v)", repair, s, err)
+			}
+		}
+		if !strings.Contains(logs.String(), all[1]) || !strings.Contains(logs.String(), "snapshot") {
+			t.Fatalf("repair %v: no warning naming %s: %q", repair, all[1], logs.String())
+		}
+	}
+}
+
+// testCoveredSegmentCutShort: the last segment the snapshot holds whole,
+// cut short (its last records gone, as zeros would read): the next
+// segment begins after a gap, but in records the snapshot holds. Open
+// starts with every record after the snapshot (it refused: "segment
+// starts at record ...").
+func testCoveredSegmentCutShort(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	cfg.SegmentSize = 4096
+	l := mustOpen(t, cfg)
+	const n, snap = 400, 300
+	for i := 1; i <= n; i++ {
+		appendWait(t, l, rec(i))
+	}
+	old := map[string][]byte{}
+	for _, s := range segments(t, dir) {
+		b, err := os.ReadFile(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old[s] = b
+	}
+	saveState(t, l, snap)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for s, b := range old {
+		if err := os.WriteFile(s, b, 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := segments(t, dir)
+	k := -1 // the last segment the snapshot holds whole
+	for i := 0; i+1 < len(all); i++ {
+		if next, _ := parseName(filepath.Base(all[i+1]), segmentExt); next <= snap+1 {
+			k = i
+		}
+	}
+	if k < 0 {
+		t.Fatalf("no segment held whole by the snapshot at %d: %v", snap, all)
+	}
+	offs := frameOffsets(t, old[all[k]])
+	if err := os.Truncate(all[k], offs[len(offs)-2]); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(cfg)
+	if err != nil {
+		t.Fatalf("Open with a cut segment the snapshot holds: %v", err)
+	}
+	defer l.Close()
+	loadState(t, l, snap)
+	checkRecords(t, replayAll(t, l, snap+1), snap+1, n)
+}
