@@ -59,6 +59,30 @@ func TestDamageInASegmentTheSnapshotHolds(t *testing.T) {
 			t.Fatal(err)
 		}
 
+		if !repair {
+			// With the snapshot damaged too, nothing is removed on its word:
+			// the damage stops Open, as before.
+			snapPath := filepath.Join(dir, fileName(snap, snapshotExt))
+			sb, err := os.ReadFile(snapPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := bytes.Clone(sb)
+			bad[headerSize+10] ^= 1
+			if err := os.WriteFile(snapPath, bad, 0o640); err != nil {
+				t.Fatal(err)
+			}
+			var ce *CorruptError
+			if _, err := Open(cfg); !errors.As(err, &ce) || ce.File != all[1] {
+				t.Fatalf("Open with the snapshot damaged too = %v; want the segment's damage", err)
+			}
+			if _, err := os.Stat(all[0]); err != nil {
+				t.Fatalf("%s removed on the word of a damaged snapshot: %v", all[0], err)
+			}
+			if err := os.WriteFile(snapPath, sb, 0o640); err != nil {
+				t.Fatal(err)
+			}
+		}
 		cfg.Repair = repair
 		var logs bytes.Buffer
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))

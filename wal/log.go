@@ -227,7 +227,7 @@ func (l *Log) load() error {
 			next, end = n, off
 			continue
 		}
-		if !last && segs[i+1].first <= l.snapIndex+1 && !isReadError(err) {
+		if !last && segs[i+1].first <= l.snapIndex+1 && !isReadError(err) && l.snapshotVerifies() {
 			// The snapshot holds every record of s: s is what a process
 			// that stopped before removing it after the snapshot (or a
 			// removal that failed) left, needed by nothing. It goes, with
@@ -345,6 +345,19 @@ func (l *Log) load() error {
 	l.written, l.synced = next-1, next-1
 	l.writeOff, l.syncOff = end, end
 	return nil
+}
+
+// snapshotVerifies reports whether the newest snapshot file is whole
+// (LoadSnapshot's check): only then may what it holds be removed.
+func (l *Log) snapshotVerifies() bool {
+	path := l.path(fileName(l.snapIndex, snapshotExt))
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	_, err = verifySnapshot(f, path, l.snapIndex)
+	return err == nil
 }
 
 // isReadError reports whether err, from scanSegment, is an error of the
