@@ -42,7 +42,8 @@ func TestDamageInASegmentTheSnapshotHolds(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The removal that did not happen: the segments are back, the
-		// second one damaged in its middle.
+		// second one damaged in its middle, in a frame's length (the
+		// frames after it cannot be found: it cannot be passed over).
 		for s, b := range old {
 			if err := os.WriteFile(s, b, 0o640); err != nil {
 				t.Fatal(err)
@@ -54,7 +55,7 @@ func TestDamageInASegmentTheSnapshotHolds(t *testing.T) {
 		}
 		data := bytes.Clone(old[all[1]])
 		offs := frameOffsets(t, data)
-		data[offs[2]+frameHeader] ^= 0x40
+		data[offs[2]] ^= 0x40
 		if err := os.WriteFile(all[1], data, 0o640); err != nil {
 			t.Fatal(err)
 		}
@@ -161,4 +162,83 @@ func testCoveredSegmentCutShort(t *testing.T) {
 	defer l.Close()
 	loadState(t, l, snap)
 	checkRecords(t, replayAll(t, l, snap+1), snap+1, n)
+}
+
+// TestDamagedRecordTheSnapshotHolds: a record the newest snapshot holds,
+// in the segment that goes on past the snapshot, whose payload is damaged
+// (its length verifies, so the next frame is found): Open passes it over
+// with a warning and the records after the snapshot replay; it refused
+// to start, and Repair cut the log there and, the log then ending before
+// the snapshot, dropped every record after the snapshot.
+func TestDamagedRecordTheSnapshotHolds(t *testing.T) {
+	for _, repair := range []bool{false, true} {
+		dir := t.TempDir()
+		cfg := testConfig(t, dir)
+		cfg.SegmentSize = 4096
+		l := mustOpen(t, cfg)
+		const n = 400
+		for i := 1; i <= n; i++ {
+			appendWait(t, l, rec(i))
+		}
+		all := segments(t, dir)
+		seg := all[len(all)-3]
+		first, _ := parseName(filepath.Base(seg), segmentExt)
+		snap := first + 3 // the segment holds records on both sides of it
+		saveState(t, l, snap)
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := segments(t, dir); got[0] != seg {
+			t.Fatalf("segments after the snapshot at %d: %v; want them from %s", snap, got, seg)
+		}
+		data, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		offs := frameOffsets(t, data)
+		data[offs[1]+frameHeader+2] ^= 0x10 // record first+1's payload
+		if err := os.WriteFile(seg, data, 0o640); err != nil {
+			t.Fatal(err)
+		}
+
+		if !repair {
+			// Not on the word of a damaged snapshot: the damage stops
+			// Open, as before (--repair-log starts from the log alone).
+			snapPath := filepath.Join(dir, fileName(snap, snapshotExt))
+			sb, err := os.ReadFile(snapPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := bytes.Clone(sb)
+			bad[headerSize+10] ^= 1
+			if err := os.WriteFile(snapPath, bad, 0o640); err != nil {
+				t.Fatal(err)
+			}
+			var ce *CorruptError
+			if _, err := Open(cfg); !errors.As(err, &ce) || ce.File != seg || ce.Index != first+1 {
+				t.Fatalf("Open with the snapshot damaged too = %v; want the damage of record %d", err, first+1)
+			}
+			if err := os.WriteFile(snapPath, sb, 0o640); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg.Repair = repair
+		var logs bytes.Buffer
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		l, err = Open(cfg)
+		if err != nil {
+			t.Fatalf("repair %v: Open with a damaged record the snapshot holds: %v", repair, err)
+		}
+		loadState(t, l, snap)
+		checkRecords(t, replayAll(t, l, snap+1), int(snap)+1, n)
+		if err := l.Replay(first, func(uint64, []byte) error { return nil }); err == nil {
+			t.Fatalf("repair %v: Replay from record %d passed over the damaged record %d", repair, first, first+1)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(logs.String(), "passed over") || !strings.Contains(logs.String(), seg) {
+			t.Fatalf("repair %v: no warning naming %s: %q", repair, seg, logs.String())
+		}
+	}
 }

@@ -93,7 +93,10 @@
 // of (a process that stopped between a snapshot and the removal of what
 // it replaces leaves them) are needed by nothing: damage in one removes
 // it and the older ones, with a warning, and a gap between them is no
-// damage.
+// damage. A record the snapshot holds whose payload fails its checksum
+// while its length verifies (the next frame is found) is passed over,
+// with a warning, in the segment that goes on past the snapshot too; so
+// does Replay with records below the index it starts from.
 //
 // # Snapshot file
 //

@@ -222,7 +222,16 @@ func (l *Log) load() error {
 			// it begins) only where the snapshot does not hold them.
 			expect = next
 		}
-		off, n, err := scanSegment(s, expect)
+		off, n, passed, err := scanSegment(s, expect, l.snapIndex)
+		if len(passed) > 0 && !l.snapshotVerifies() {
+			// Not on the word of a damaged snapshot: the records are
+			// needed then (--repair-log starts from the log alone).
+			off, n, passed, err = scanSegment(s, expect, 0)
+		}
+		if len(passed) > 0 {
+			l.log.Warn("wal: damaged records that the newest snapshot holds are passed over",
+				"file", s.path, "records", passed, "snapshot", l.snapIndex)
+		}
 		if err == nil {
 			next, end = n, off
 			continue
@@ -379,32 +388,35 @@ func cmpUint(a, b uint64) int {
 }
 
 // scanSegment checks one segment. expect, when not 0, is the index its
-// first record must have (the end of the previous segment). It returns
-// the end of its good frames, the index after its last good record, and
-// nil at a clean end, an *errTorn, an *errDamage, or a read error.
-func scanSegment(s segment, expect uint64) (end int64, next uint64, err error) {
+// first record must have (the end of the previous segment); records up
+// to skip (the snapshot's) whose payload is damaged are passed over
+// (frameReader.skip). It returns the end of its good frames, the index
+// after its last good record, the records passed over, and nil at a
+// clean end, an *errTorn, an *errDamage, or a read error.
+func scanSegment(s segment, expect, skip uint64) (end int64, next uint64, passed []uint64, err error) {
 	if expect == 0 {
 		expect = s.first
 	}
 	f, err := os.Open(s.path)
 	if err != nil {
-		return 0, expect, err
+		return 0, expect, nil, err
 	}
 	defer f.Close()
 	first, err := readSegmentHeader(f, s)
 	if err != nil {
-		return 0, expect, err
+		return 0, expect, nil, err
 	}
 	if first != expect {
-		return 0, expect, &errDamage{0, fmt.Sprintf("segment starts at record %d, the previous one ends before record %d", first, expect)}
+		return 0, expect, nil, &errDamage{0, fmt.Sprintf("segment starts at record %d, the previous one ends before record %d", first, expect)}
 	}
 	fr := newFrameReader(f, headerSize, first)
+	fr.skip = skip
 	for {
 		if _, _, err := fr.next(); err != nil {
 			if err == io.EOF {
 				err = nil
 			}
-			return fr.off, fr.index, err
+			return fr.off, fr.index, fr.skipped, err
 		}
 	}
 }
@@ -1132,6 +1144,7 @@ func replaySegment(s segment, from, last uint64, final bool, fn func(uint64, []b
 	defer f.Close()
 	first, err := readSegmentHeader(f, s)
 	fr := newFrameReader(f, headerSize, first)
+	fr.skip = from - 1 // the records before from are not asked for
 	for err == nil && fr.index <= last {
 		var index uint64
 		var rec []byte
