@@ -155,7 +155,25 @@ func testCoveredSegmentCutShort(t *testing.T) {
 	if err := os.Truncate(all[k], offs[len(offs)-2]); err != nil {
 		t.Fatal(err)
 	}
-	l, err := Open(cfg)
+	// Not on the word of a damaged snapshot: the gap stops Open.
+	snapPath := filepath.Join(dir, fileName(snap, snapshotExt))
+	sb, err := os.ReadFile(snapPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := bytes.Clone(sb)
+	bad[headerSize+10] ^= 1
+	if err := os.WriteFile(snapPath, bad, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	var ce *CorruptError
+	if _, err := Open(cfg); !errors.As(err, &ce) || ce.File != all[k+1] {
+		t.Fatalf("Open with the snapshot damaged too = %v; want the gap before %s", err, all[k+1])
+	}
+	if err := os.WriteFile(snapPath, sb, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open(cfg)
 	if err != nil {
 		t.Fatalf("Open with a cut segment the snapshot holds: %v", err)
 	}

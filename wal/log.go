@@ -217,10 +217,13 @@ func (l *Log) load() error {
 	for i := 0; i < len(segs); i++ {
 		s, last := segs[i], i == len(segs)-1
 		var expect uint64
-		if i > 0 && s.first > l.snapIndex+1 {
+		if i > 0 {
+			expect = next
+		}
+		if i > 0 && expect != s.first && s.first <= l.snapIndex+1 && l.snapshotVerifies() {
 			// The records before s.first are needed (and must end where
 			// it begins) only where the snapshot does not hold them.
-			expect = next
+			expect = 0
 		}
 		off, n, passed, err := scanSegment(s, expect, l.snapIndex)
 		if len(passed) > 0 && !l.snapshotVerifies() {
