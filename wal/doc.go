@@ -96,7 +96,9 @@
 // damage. A record the snapshot holds whose payload fails its checksum
 // while its length verifies (the next frame is found) is passed over,
 // with a warning, in the segment that goes on past the snapshot too; so
-// does Replay with records below the index it starts from.
+// does Replay with records below the index it starts from. Open takes
+// the snapshot's word for these only when its file verifies whole
+// (LoadSnapshot's check, made then and only then).
 //
 // # Snapshot file
 //
