@@ -1110,8 +1110,9 @@ func (l *Log) FirstIndex() uint64 {
 // Replay calls fn for every written record from index from on, in order.
 // rec is valid only during the call. It reads what was written when it
 // began. Errors: ErrCompacted when from is below FirstIndex (load the
-// snapshot first), a *CorruptError if a file changed since Open, or fn's
-// error, which stops it.
+// snapshot first), a *CorruptError if a file changed since Open (a
+// record below from whose payload is damaged, its length verifying, is
+// passed over: it is not asked for), or fn's error, which stops it.
 func (l *Log) Replay(from uint64, fn func(index uint64, rec []byte) error) error {
 	from = max(from, 1)
 	l.segMu.Lock()
