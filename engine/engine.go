@@ -1124,7 +1124,7 @@ func (s *shard) repeat(t *ticket, now stamp, done Receiver, o *AcquireResult) *W
 		idx := t.idx
 		if t.claimBy != 0 {
 			// The claim deadline ends: the repeat takes the grant.
-			r := Record{Kind: RecClaim, Key: lk.key, Token: t.token, WaiterID: t.id}
+			r := Record{Kind: RecClaim, Key: lk.key, Token: t.token, WaiterID: t.id, At: now.wall}
 			var err error
 			if idx, err = s.record(&r); err != nil {
 				s.mu.Unlock()

@@ -56,7 +56,7 @@ const (
 	RecDetach RecordKind = 8
 	// RecClaim: the claim deadline of the grant Token on Key, made to
 	// WaiterID's detached request, is now Until; 0: a repeat claimed the
-	// grant, and its lease alone decides again.
+	// grant at At, and its lease alone decides again.
 	RecClaim RecordKind = 9
 	// RecOutcome: WaiterID's outcome on Key (Outcome) is remembered until
 	// Until, for repeats with the same Idempotency-Key; with what its

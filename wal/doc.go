@@ -89,7 +89,16 @@
 // last — cannot come from an interrupted append: Open returns a
 // *CorruptError and starts nothing, unless Config.Repair, which keeps the
 // records before the damage and drops the rest, with a warning that names
-// what it dropped.
+// what it dropped. Segments whose records the newest snapshot holds all
+// of (a process that stopped between a snapshot and the removal of what
+// it replaces leaves them) are needed by nothing: damage in one removes
+// it and the older ones, with a warning, and a gap between them is no
+// damage. A record the snapshot holds whose payload fails its checksum
+// while its length verifies (the next frame is found) is passed over,
+// with a warning, in the segment that goes on past the snapshot too; so
+// does Replay with records below the index it starts from. Open takes
+// the snapshot's word for these only when its file verifies whole
+// (LoadSnapshot's check, made then and only then).
 //
 // # Snapshot file
 //

@@ -137,7 +137,16 @@ type frameReader struct {
 	buf   []byte
 	h     [frameHeader]byte
 	idx   [8]byte // frameCRC's scratch
+	// skip: a record at or below it whose payload fails its checksum
+	// while its length verifies (so that the next frame is found) is
+	// passed over, its index appended to skipped: nobody needs it (the
+	// snapshot holds it, or the reader's caller asked for later ones).
+	skip    uint64
+	skipped []uint64
 }
+
+// errPassed is next's own signal that it passed over a record (skip).
+var errPassed = errors.New("wal: record passed over")
 
 func newFrameReader(r io.Reader, off int64, first uint64) *frameReader {
 	return &frameReader{r: bufio.NewReaderSize(r, 64<<10), off: off, index: first}
@@ -148,6 +157,15 @@ func newFrameReader(r io.Reader, off int64, first uint64) *frameReader {
 // *errTorn or *errDamage (whose offset is the frame's start), or the read
 // error of the underlying reader.
 func (fr *frameReader) next() (index uint64, rec []byte, err error) {
+	for {
+		if index, rec, err = fr.frame(); err != errPassed {
+			return index, rec, err
+		}
+	}
+}
+
+// frame is next for one frame; errPassed when it passed over a record.
+func (fr *frameReader) frame() (index uint64, rec []byte, err error) {
 	h := fr.h[:]
 	n, err := io.ReadFull(fr.r, h)
 	switch {
@@ -171,17 +189,21 @@ func (fr *frameReader) next() (index uint64, rec []byte, err error) {
 	if length == 0 {
 		// Append refuses empty records, so a zero length is the zeros
 		// written ahead of the records (Config.Preallocate) or left by a
-		// file system after a crash, or damage.
+		// file system after a crash, or damage. A header across a sector
+		// boundary whose first sector never reached the disk reads as a
+		// zero length too, with the checksum that did (its first bytes are
+		// the zeros written ahead): blank from its start to the sector's
+		// end, a torn write.
+		blank := fr.blankSector(h, nil)
 		if sum == 0 {
-			blank := fr.blankSector(h, nil)
 			if zeros, err := fr.onlyZerosFollow(); err != nil {
 				return 0, nil, err
 			} else if zeros {
 				return 0, nil, io.EOF // the end of the log
 			}
-			if blank {
-				return 0, nil, &errTorn{fr.off, "a sector of the last write is blank"}
-			}
+		}
+		if blank {
+			return 0, nil, &errTorn{fr.off, "a sector of the last write is blank"}
 		}
 		return 0, nil, &errDamage{fr.off, "frame of length 0"}
 	}
@@ -195,6 +217,12 @@ func (fr *frameReader) next() (index uint64, rec []byte, err error) {
 		return 0, nil, err
 	}
 	if frameCRC(h[:4], fr.index, rec, fr.idx[:]) != sum {
+		if fr.index <= fr.skip {
+			fr.skipped = append(fr.skipped, fr.index)
+			fr.index++
+			fr.off += frameHeader + int64(length)
+			return 0, nil, errPassed
+		}
 		if torn, err := fr.unfinished(h, rec); err != nil {
 			return 0, nil, err
 		} else if torn != "" {

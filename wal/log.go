@@ -220,9 +220,41 @@ func (l *Log) load() error {
 		if i > 0 {
 			expect = next
 		}
-		off, n, err := scanSegment(s, expect)
+		if i > 0 && expect != s.first && s.first <= l.snapIndex+1 && l.snapshotVerifies() {
+			// The records before s.first are needed (and must end where
+			// it begins) only where the snapshot does not hold them.
+			expect = 0
+		}
+		off, n, passed, err := scanSegment(s, expect, l.snapIndex)
+		if len(passed) > 0 && !l.snapshotVerifies() {
+			// Not on the word of a damaged snapshot: the records are
+			// needed then (--repair-log starts from the log alone).
+			off, n, passed, err = scanSegment(s, expect, 0)
+		}
+		if len(passed) > 0 {
+			l.log.Warn("wal: damaged records that the newest snapshot holds are passed over",
+				"file", s.path, "records", passed, "snapshot", l.snapIndex)
+		}
 		if err == nil {
 			next, end = n, off
+			continue
+		}
+		if !last && segs[i+1].first <= l.snapIndex+1 && !isReadError(err) && l.snapshotVerifies() {
+			// The snapshot holds every record of s: s is what a process
+			// that stopped before removing it after the snapshot (or a
+			// removal that failed) left, needed by nothing. It goes, with
+			// the older ones, as the snapshot would have removed them.
+			for _, old := range segs[:i+1] {
+				if err := removeIfExists(old.path); err != nil {
+					return fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, l.cfg.Dir, err)
+				}
+			}
+			if err := syncDir(l.cfg.Dir); err != nil {
+				return fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, l.cfg.Dir, err)
+			}
+			l.log.Warn("wal: damage in a segment whose records the newest snapshot holds; it and the older segments are removed",
+				"file", s.path, "snapshot", l.snapIndex, "reason", err.Error())
+			segs, i = segs[i+1:], -1
 			continue
 		}
 		var torn *errTorn
@@ -327,6 +359,27 @@ func (l *Log) load() error {
 	return nil
 }
 
+// snapshotVerifies reports whether the newest snapshot file is whole
+// (LoadSnapshot's check): only then may what it holds be removed.
+func (l *Log) snapshotVerifies() bool {
+	path := l.path(fileName(l.snapIndex, snapshotExt))
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	_, err = verifySnapshot(f, path, l.snapIndex)
+	return err == nil
+}
+
+// isReadError reports whether err, from scanSegment, is an error of the
+// file system rather than a judgement of the bytes read.
+func isReadError(err error) bool {
+	var torn *errTorn
+	var d *errDamage
+	return !errors.As(err, &torn) && !errors.As(err, &d)
+}
+
 func cmpUint(a, b uint64) int {
 	switch {
 	case a < b:
@@ -338,32 +391,35 @@ func cmpUint(a, b uint64) int {
 }
 
 // scanSegment checks one segment. expect, when not 0, is the index its
-// first record must have (the end of the previous segment). It returns
-// the end of its good frames, the index after its last good record, and
-// nil at a clean end, an *errTorn, an *errDamage, or a read error.
-func scanSegment(s segment, expect uint64) (end int64, next uint64, err error) {
+// first record must have (the end of the previous segment); records up
+// to skip (the snapshot's) whose payload is damaged are passed over
+// (frameReader.skip). It returns the end of its good frames, the index
+// after its last good record, the records passed over, and nil at a
+// clean end, an *errTorn, an *errDamage, or a read error.
+func scanSegment(s segment, expect, skip uint64) (end int64, next uint64, passed []uint64, err error) {
 	if expect == 0 {
 		expect = s.first
 	}
 	f, err := os.Open(s.path)
 	if err != nil {
-		return 0, expect, err
+		return 0, expect, nil, err
 	}
 	defer f.Close()
 	first, err := readSegmentHeader(f, s)
 	if err != nil {
-		return 0, expect, err
+		return 0, expect, nil, err
 	}
 	if first != expect {
-		return 0, expect, &errDamage{0, fmt.Sprintf("segment starts at record %d, the previous one ends before record %d", first, expect)}
+		return 0, expect, nil, &errDamage{0, fmt.Sprintf("segment starts at record %d, the previous one ends before record %d", first, expect)}
 	}
 	fr := newFrameReader(f, headerSize, first)
+	fr.skip = skip
 	for {
 		if _, _, err := fr.next(); err != nil {
 			if err == io.EOF {
 				err = nil
 			}
-			return fr.off, fr.index, err
+			return fr.off, fr.index, fr.skipped, err
 		}
 	}
 }
@@ -1054,8 +1110,9 @@ func (l *Log) FirstIndex() uint64 {
 // Replay calls fn for every written record from index from on, in order.
 // rec is valid only during the call. It reads what was written when it
 // began. Errors: ErrCompacted when from is below FirstIndex (load the
-// snapshot first), a *CorruptError if a file changed since Open, or fn's
-// error, which stops it.
+// snapshot first), a *CorruptError if a file changed since Open (a
+// record below from whose payload is damaged, its length verifying, is
+// passed over: it is not asked for), or fn's error, which stops it.
 func (l *Log) Replay(from uint64, fn func(index uint64, rec []byte) error) error {
 	from = max(from, 1)
 	l.segMu.Lock()
@@ -1091,6 +1148,7 @@ func replaySegment(s segment, from, last uint64, final bool, fn func(uint64, []b
 	defer f.Close()
 	first, err := readSegmentHeader(f, s)
 	fr := newFrameReader(f, headerSize, first)
+	fr.skip = from - 1 // the records before from are not asked for
 	for err == nil && fr.index <= last {
 		var index uint64
 		var rec []byte

@@ -1,0 +1,51 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestClaimEventHasItsTime: a grant made while its waiter was away (its
+// poll ended) and claimed by the waiter's repeat is reported as a claim
+// event at the time of the repeat, like every other event (it was
+// reported at the Unix epoch: its record carried no time).
+func TestClaimEventHasItsTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var claims []Event
+		cfg := pollConfig()
+		cfg.OnEvent = func(ev Event) {
+			if ev.Kind == EventClaim {
+				mu.Lock()
+				claims = append(claims, ev)
+				mu.Unlock()
+			}
+		}
+		e := newEngine(t, cfg)
+		defer e.Close()
+		const key = "k"
+		h := mustAcquire(t, e, AcquireRequest{Key: key})
+		a := goAcquire(e, context.Background(), AcquireRequest{Key: key, ID: "a"})
+		synctest.Wait()
+		time.Sleep(10 * time.Second) // a's poll ends: it is away, its place kept
+		synctest.Wait()
+		wantErr(t, "a", answered(t, "a", a).err, ErrPollTimeout)
+		if err := e.Release(key, h.Token); err != nil { // granted to a, awaiting its claim
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		at := time.Now()
+		g := mustAcquire(t, e, AcquireRequest{Key: key, ID: "a"}) // the claim
+		mu.Lock()
+		defer mu.Unlock()
+		if len(claims) != 1 || claims[0].Token != g.Token {
+			t.Fatalf("claim events %+v; want one for token %d", claims, g.Token)
+		}
+		if got := time.Unix(0, claims[0].At); !got.Equal(at) {
+			t.Fatalf("claim event at %v; want the repeat's time %v", got.UTC(), at.UTC())
+		}
+	})
+}
