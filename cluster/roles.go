@@ -185,6 +185,11 @@ func (n *Node) loop() {
 func (n *Node) step(now time.Time, r *request) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.logWrites() {
+		n.logBad = time.Time{}
+	} else if n.logBad.IsZero() {
+		n.logBad = now
+	}
 	v := n.gather(now, r)
 	a := decide(v)
 	n.apply(now, v, a)
@@ -203,7 +208,9 @@ func (n *Node) gather(now time.Time, r *request) view {
 		uptime: now.Sub(n.started), sinceAsked: now.Sub(n.asked), failoverTimeout: n.cfg.FailoverTimeout,
 		moving: n.moving, closing: n.closing, followers: n.hub.synced(), req: r,
 		wasSynced: n.everSynced, followed: n.everFollowed, fetching: n.fetching, unfetchable: maps.Clone(n.unfetchable),
+		sinceLogHandoff: now.Sub(n.logHandoff),
 	}
+	v.logFailing = v.self.LogFailing
 	if res := n.resumed.Load(); res != 0 {
 		resumedAt := n.base.Add(time.Duration(res))
 		for _, p := range n.peers {
@@ -279,7 +286,15 @@ func (n *Node) apply(now time.Time, v view, a action) {
 			n.mu.Unlock()
 		}()
 	case actHandOff:
-		if n.startHandoff(now, a.to, v.req) {
+		r := v.req
+		if r == nil {
+			// The loop's own decision (ruleLogFailing): nobody waits
+			// for its answer.
+			n.log.Warn("handing off: "+a.why, "to", a.to, "failing_since", n.logBad)
+			n.logHandoff = now
+			r = &request{kind: reqHandoff, ctx: n.ctx, reply: make(chan reply, 1)}
+		}
+		if n.startHandoff(now, a.to, r) {
 			return // answered by finishHandoff
 		}
 		rep.err = errors.New("no synced standby to hand off to")
