@@ -240,8 +240,8 @@ type Status struct {
 	LastIndex uint64 `json:"last_index"`
 	LogEpoch  uint64 `json:"log_epoch"`
 	// LogFailing: the node's log has refused writes for a failover
-	// timeout or more (a full disk): it refuses every change, so it is
-	// handed no active role.
+	// timeout or more (and the log's FailTimeout; see logFailAfter): a
+	// full disk; it refuses every change, so it is handed no active role.
 	LogFailing bool `json:"log_failing,omitempty"`
 }
 
@@ -685,7 +685,19 @@ func (n *Node) statusLocked() Status {
 	last, m := n.tail.position()
 	return Status{URL: n.cfg.Self, Role: role, Active: n.active, Priority: n.self, Epoch: n.epoch,
 		HasState: n.hasState, LastToken: n.eng.LastToken(), StateToken: n.stateToken.Load(), Native: n.cfg.Native,
-		LastIndex: last, LogEpoch: m.epoch, LogFailing: !n.logBad.IsZero() && time.Since(n.logBad) >= n.cfg.FailoverTimeout}
+		LastIndex: last, LogEpoch: m.epoch, LogFailing: !n.logBad.IsZero() && time.Since(n.logBad) >= n.logFailAfter()}
+}
+
+// logFailAfter is how long the log must have failed before the node counts
+// as failing (Status.LogFailing): a failover timeout, and long enough for
+// every change caught by the failure to have been answered (the log's
+// FailTimeout, and a heartbeat): a grant among them is then marked for a
+// take-back (engine.Engine.Undelivered) that a handoff passes on.
+func (n *Node) logFailAfter() time.Duration {
+	if n.wal == nil {
+		return n.cfg.FailoverTimeout
+	}
+	return max(n.cfg.FailoverTimeout, n.wal.FailTimeout()+n.cfg.Heartbeat)
 }
 
 // logWrites reports whether this node's log writes (a node without a log

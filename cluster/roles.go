@@ -100,6 +100,9 @@ type request struct {
 	// ctx bounds a handoff's call to the successor.
 	ctx   context.Context
 	reply chan reply
+	// undelivered (reqPromote): the grants the node handing off could not
+	// take back (engine.Engine.Undelivered), for engine.Engine.Promote.
+	undelivered []engine.Grant
 }
 
 type reqKind int
@@ -129,11 +132,11 @@ type handoffDone struct {
 
 // ask posts r to the role loop and waits for its answer, or for ctx (the
 // caller's) or the node to end.
-func (n *Node) ask(ctx context.Context, kind reqKind, peer string) reply {
+func (n *Node) ask(ctx context.Context, kind reqKind, peer string, undelivered ...engine.Grant) reply {
 	if n.ctx == nil {
 		return reply{err: errors.New("the node is not started")}
 	}
-	r := request{kind: kind, peer: peer, ctx: ctx, reply: make(chan reply, 1)}
+	r := request{kind: kind, peer: peer, ctx: ctx, reply: make(chan reply, 1), undelivered: undelivered}
 	select {
 	case n.requests <- r:
 	case <-ctx.Done():
@@ -262,7 +265,11 @@ func (n *Node) apply(now time.Time, v view, a action) {
 				p.status.Role, p.status.Active, p.contact = api.RoleStandby, n.cfg.Self, now
 			}
 		}
-		n.promoteLocked(a.why, how, a.epoch)
+		var undelivered []engine.Grant
+		if v.req != nil {
+			undelivered = v.req.undelivered
+		}
+		n.promoteLocked(a.why, how, a.epoch, undelivered...)
 	case actFetch:
 		n.fetching = true
 		n.wg.Add(1)
@@ -308,7 +315,7 @@ func (n *Node) apply(now time.Time, v view, a action) {
 // promoteLocked makes this node the active with epoch; how tells the engine
 // whether the old active is gone or hands off (see engine.Promotion). n.mu
 // is held.
-func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64) {
+func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64, undelivered ...engine.Grant) {
 	n.stopFollowingLocked()
 	// The stream reader applies nothing more (applyFrame checks its
 	// context under applyMu): the engine is promoted with exactly its log.
@@ -321,7 +328,10 @@ func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64) {
 	if err := n.eng.StartEpoch(epoch, n.cfg.Self); err != nil {
 		n.log.Error("the epoch's record could not be logged; standbys will resync by snapshot", "epoch", epoch, "err", err)
 	}
-	first := n.eng.Promote(how)
+	first := n.eng.Promote(how, undelivered...)
+	if len(undelivered) > 0 {
+		n.log.Warn("took back the grants the node handing off could not", "grants", len(undelivered))
+	}
 	n.hasState = true
 	n.setRole(api.RoleActive)
 	n.setActive(n.cfg.Self)
@@ -483,6 +493,14 @@ func (n *Node) startHandoff(now time.Time, to string, r *request) bool {
 	n.eng.Demote()
 	through := n.wal.LastIndex() // every record of the demoted engine
 	q := url.Values{"from": {n.cfg.Self}, "through": {strconv.FormatUint(through, 10)}}
+	if !n.logWrites() {
+		// Grants this node could not take back, its log refusing the
+		// releases, which its standbys may hold (see Undelivered): the
+		// successor takes them back.
+		for _, g := range n.eng.Undelivered() {
+			q.Add("undelivered", strconv.FormatUint(g.Token, 10)+" "+g.Key)
+		}
+	}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()

@@ -1210,6 +1210,30 @@ func (s *shard) retake(lk *lock, token uint64, t *ticket, now stamp) bool {
 	return true
 }
 
+// Undelivered returns the grants this engine could not take back although
+// nobody was told of them: their record was handed to the log, the log
+// failed to write it, and then refused the release too (retake). The log
+// writes them if it recovers, and a replication stream fed by it may have
+// sent them already: a node that hands its role off with its log failing
+// passes them to its successor (Promote), or they would hold their keys
+// there until their leases end. It walks every key: call it only then.
+func (e *Engine) Undelivered() []Grant {
+	var out []Grant
+	for i := range e.shards {
+		s := &e.shards[i]
+		s.mu.Lock()
+		for _, lk := range s.locks {
+			lk.each(func(h *hold) {
+				if h.dl.retake {
+					out = append(out, Grant{Key: lk.key, Token: h.token})
+				}
+			})
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
+
 // Abandon releases a grant that Acquire returned but that the caller could
 // not deliver to its client (the connection was gone). The lock passes to the
 // next waiter at once, and the grant's waiter ID (if any) is forgotten so a
