@@ -84,4 +84,8 @@ type PeerView struct {
 	// replication lag in records is the active's LastIndex minus it.
 	// Absent otherwise.
 	AckedIndex *uint64 `json:"acked_index,omitempty"`
+	// LogFailing reports, as the node's last status said, that its log
+	// has refused writes for a failover timeout or more (a full disk): it
+	// refuses every change and is handed no active role. Absent otherwise.
+	LogFailing bool `json:"log_failing,omitempty"`
 }

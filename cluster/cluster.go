@@ -239,6 +239,10 @@ type Status struct {
 	// the node's log position.
 	LastIndex uint64 `json:"last_index"`
 	LogEpoch  uint64 `json:"log_epoch"`
+	// LogFailing: the node's log has refused writes for a failover
+	// timeout or more (and the log's FailTimeout; see logFailAfter): a
+	// full disk; it refuses every change, so it is handed no active role.
+	LogFailing bool `json:"log_failing,omitempty"`
 }
 
 // peer is another node as this one sees it.
@@ -323,9 +327,13 @@ type Node struct {
 	// unfetchable: peers whose records endpoint refused this node's log
 	// position (diverged); cleared once synced or promoted.
 	unfetchable map[string]bool
-	moving      bool          // a handoff or step-down is under way
-	changed     chan struct{} // closed and replaced when active changes
-	closing     bool
+	// logBad is when this node first saw its log fail,
+	// zero while it writes; logHandoff is the last handoff it started
+	// because of that (see view.logFailing).
+	logBad, logHandoff time.Time
+	moving             bool          // a handoff or step-down is under way
+	changed            chan struct{} // closed and replaced when active changes
+	closing            bool
 
 	requests chan request     // role changes asked of the loop
 	handed   chan handoffDone // handoffs' answers, back to the loop
@@ -636,7 +644,7 @@ func (n *Node) View() api.ClusterView {
 	last, _ := n.tail.position()
 	v := api.ClusterView{Self: n.cfg.Self, Role: n.role, Active: n.active, LastToken: n.eng.LastToken(), Epoch: n.epoch,
 		LastIndex: last, SyncStandbys: n.cfg.SyncStandbys, SyncDegraded: n.role == api.RoleActive && n.degraded.Load()}
-	self := api.PeerView{URL: n.cfg.Self, Priority: n.self, Role: n.role, Live: true, LastContact: &now, LastIndex: last}
+	self := api.PeerView{URL: n.cfg.Self, Priority: n.self, Role: n.role, Live: true, LastContact: &now, LastIndex: last, LogFailing: n.statusLocked().LogFailing}
 	v.Peers = append(v.Peers, self)
 	acked := n.hub.acked()
 	for _, p := range n.peers {
@@ -647,7 +655,7 @@ func (n *Node) View() api.ClusterView {
 			}
 			c := p.contact
 			pv.LastContact = &c
-			pv.LastIndex = p.status.LastIndex
+			pv.LastIndex, pv.LogFailing = p.status.LastIndex, p.status.LogFailing
 		}
 		if a, ok := acked[p.url]; ok {
 			pv.AckedIndex = &a
@@ -677,7 +685,27 @@ func (n *Node) statusLocked() Status {
 	last, m := n.tail.position()
 	return Status{URL: n.cfg.Self, Role: role, Active: n.active, Priority: n.self, Epoch: n.epoch,
 		HasState: n.hasState, LastToken: n.eng.LastToken(), StateToken: n.stateToken.Load(), Native: n.cfg.Native,
-		LastIndex: last, LogEpoch: m.epoch}
+		LastIndex: last, LogEpoch: m.epoch, LogFailing: !n.logBad.IsZero() && time.Since(n.logBad) >= n.logFailAfter()}
+}
+
+// logFailAfter is how long the log must have failed before the node counts
+// as failing (Status.LogFailing): a failover timeout, and long enough for
+// every change caught by the failure to have been answered (the log's
+// FailTimeout, and a heartbeat): a grant among them is then marked for a
+// take-back (engine.Engine.Undelivered) that a handoff passes on.
+func (n *Node) logFailAfter() time.Duration {
+	if n.wal == nil {
+		return n.cfg.FailoverTimeout
+	}
+	return max(n.cfg.FailoverTimeout, n.wal.FailTimeout()+n.cfg.Heartbeat)
+}
+
+// logWrites reports whether this node's log writes (a node without a log
+// always does). The token high-water mark, beside it on the same disk, is
+// left out: its failure is cleared only by a write a grant asks for, so a
+// standby would count as failing until it were the active again.
+func (n *Node) logWrites() bool {
+	return n.wal == nil || n.wal.Healthy()
 }
 
 // live reports whether p was heard from within the failover timeout. n.mu

@@ -5,7 +5,10 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/baton-io/baton/engine"
 )
 
 // Handler returns the peer endpoints, to be mounted at PathPrefix. With
@@ -80,7 +83,17 @@ func (n *Node) servePromote(w http.ResponseWriter, r *http.Request) {
 		n.mu.Lock()
 	}
 	n.mu.Unlock()
-	rep := n.ask(r.Context(), reqPromote, from)
+	var undelivered []engine.Grant
+	for _, u := range q["undelivered"] {
+		tok, key, ok := strings.Cut(u, " ")
+		t, err := strconv.ParseUint(tok, 10, 64)
+		if !ok || err != nil || engine.CheckKey(key) != nil {
+			http.Error(w, "undelivered: want <token> <key>", http.StatusBadRequest)
+			return
+		}
+		undelivered = append(undelivered, engine.Grant{Key: key, Token: t})
+	}
+	rep := n.ask(r.Context(), reqPromote, from, undelivered...)
 	if rep.err != nil {
 		n.log.Warn("promotion by handoff refused", "from", from, "err", rep.err)
 		writeJSON(w, http.StatusConflict, n.status())

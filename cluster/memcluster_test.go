@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -127,6 +128,9 @@ type memNode struct {
 	tr      *http.Transport
 	started bool
 	closed  bool
+	// diskFull makes every write of the node's log fail (ENOSPC), as a
+	// full disk does, while it is set (fullFile).
+	diskFull atomic.Bool
 
 	mu      sync.Mutex
 	changes []string // OnChange kinds, in order
@@ -200,6 +204,7 @@ func (c *memCluster) open(i int) {
 	}
 	wc := wal.DefaultConfig(filepath.Join(mn.dir, "log"))
 	wc.Logger = c.log.With("node", i)
+	wc.WrapFile = func(_ string, f wal.File) wal.File { return &fullFile{File: f, full: &mn.diskFull} }
 	l, err := wal.Open(wc)
 	if err != nil {
 		t.Fatal(err)
@@ -250,6 +255,26 @@ func (c *memCluster) open(i int) {
 	}
 	mn.srv.Config.Handler = mn.node.Handler()
 	mn.srv.Start()
+}
+
+// fullFile is a log file whose writes fail with ENOSPC while full is set.
+type fullFile struct {
+	wal.File
+	full *atomic.Bool
+}
+
+func (f *fullFile) Write(p []byte) (int, error) {
+	if f.full.Load() {
+		return 0, syscall.ENOSPC
+	}
+	return f.File.Write(p)
+}
+
+func (f *fullFile) WriteAt(p []byte, off int64) (int, error) {
+	if f.full.Load() {
+		return 0, syscall.ENOSPC
+	}
+	return f.File.WriteAt(p, off)
 }
 
 // replayLog replays l into the standby engine eng as a node's start does
@@ -661,5 +686,39 @@ func TestMemRestartedNewerStateIsNotOverwrittenByAStaleActive(t *testing.T) {
 	}
 	if st := c.nodes[0].node.status(); st.Epoch <= stale.Epoch {
 		t.Errorf("node 0's epoch %d after the handoff, not above %d, its epoch as the stale active", st.Epoch, stale.Epoch)
+	}
+}
+
+// An active whose disk is full refuses every change; it hands its role to
+// its best standby (ruleLogFailing) instead of keeping the cluster from
+// changing anything for as long as the disk stays full. The grant caught
+// by the failure (answered ErrUnavailable: nothing changed) reached the
+// standbys before the active's write failed; the successor takes it back
+// as it is promoted (it held the key for its hour-long lease). Once the
+// disk has room, node 0 syncs and takes its role back.
+func TestMemActiveWithAFullDiskHandsOffWithoutItsUnansweredGrant(t *testing.T) {
+	c := newMemCluster(t, 3)
+	c.start(0, 1, 2)
+	c.waitActive(0)
+	g := c.grant(0, "held")
+	c.waitFor("the grant replicated", func() bool { return c.holds(1, "held") == g.Token && c.holds(2, "held") == g.Token })
+	c.nodes[0].diskFull.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := c.nodes[0].eng.Acquire(ctx, engine.AcquireRequest{Key: "k", Lease: time.Hour})
+	if !errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("acquire on a full disk: %v, want ErrUnavailable", err)
+	}
+	c.waitActive(1, 1, 2)
+	if got := c.holds(1, "k"); got != 0 {
+		t.Errorf("the successor holds k with %d, a grant answered ErrUnavailable", got)
+	}
+	if got := c.holds(1, "held"); got != g.Token {
+		t.Errorf("the successor holds held with %d, want %d", got, g.Token)
+	}
+	c.nodes[0].diskFull.Store(false)
+	c.waitActive(0)
+	if got := c.holds(0, "k"); got != 0 {
+		t.Errorf("node 0, active again, holds k with %d", got)
 	}
 }

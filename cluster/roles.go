@@ -100,6 +100,9 @@ type request struct {
 	// ctx bounds a handoff's call to the successor.
 	ctx   context.Context
 	reply chan reply
+	// undelivered (reqPromote): the grants the node handing off could not
+	// take back (engine.Engine.Undelivered), for engine.Engine.Promote.
+	undelivered []engine.Grant
 }
 
 type reqKind int
@@ -129,11 +132,11 @@ type handoffDone struct {
 
 // ask posts r to the role loop and waits for its answer, or for ctx (the
 // caller's) or the node to end.
-func (n *Node) ask(ctx context.Context, kind reqKind, peer string) reply {
+func (n *Node) ask(ctx context.Context, kind reqKind, peer string, undelivered ...engine.Grant) reply {
 	if n.ctx == nil {
 		return reply{err: errors.New("the node is not started")}
 	}
-	r := request{kind: kind, peer: peer, ctx: ctx, reply: make(chan reply, 1)}
+	r := request{kind: kind, peer: peer, ctx: ctx, reply: make(chan reply, 1), undelivered: undelivered}
 	select {
 	case n.requests <- r:
 	case <-ctx.Done():
@@ -185,6 +188,11 @@ func (n *Node) loop() {
 func (n *Node) step(now time.Time, r *request) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.logWrites() {
+		n.logBad = time.Time{}
+	} else if n.logBad.IsZero() {
+		n.logBad = now
+	}
 	v := n.gather(now, r)
 	a := decide(v)
 	n.apply(now, v, a)
@@ -203,7 +211,9 @@ func (n *Node) gather(now time.Time, r *request) view {
 		uptime: now.Sub(n.started), sinceAsked: now.Sub(n.asked), failoverTimeout: n.cfg.FailoverTimeout,
 		moving: n.moving, closing: n.closing, followers: n.hub.synced(), req: r,
 		wasSynced: n.everSynced, followed: n.everFollowed, fetching: n.fetching, unfetchable: maps.Clone(n.unfetchable),
+		sinceLogHandoff: now.Sub(n.logHandoff),
 	}
+	v.logFailing = v.self.LogFailing
 	if res := n.resumed.Load(); res != 0 {
 		resumedAt := n.base.Add(time.Duration(res))
 		for _, p := range n.peers {
@@ -255,7 +265,11 @@ func (n *Node) apply(now time.Time, v view, a action) {
 				p.status.Role, p.status.Active, p.contact = api.RoleStandby, n.cfg.Self, now
 			}
 		}
-		n.promoteLocked(a.why, how, a.epoch)
+		var undelivered []engine.Grant
+		if v.req != nil {
+			undelivered = v.req.undelivered
+		}
+		n.promoteLocked(a.why, how, a.epoch, undelivered...)
 	case actFetch:
 		n.fetching = true
 		n.wg.Add(1)
@@ -279,7 +293,15 @@ func (n *Node) apply(now time.Time, v view, a action) {
 			n.mu.Unlock()
 		}()
 	case actHandOff:
-		if n.startHandoff(now, a.to, v.req) {
+		r := v.req
+		if r == nil {
+			// The loop's own decision (ruleLogFailing): nobody waits
+			// for its answer.
+			n.log.Warn("handing off: "+a.why, "to", a.to, "failing_since", n.logBad)
+			n.logHandoff = now
+			r = &request{kind: reqHandoff, ctx: n.ctx, reply: make(chan reply, 1)}
+		}
+		if n.startHandoff(now, a.to, r) {
 			return // answered by finishHandoff
 		}
 		rep.err = errors.New("no synced standby to hand off to")
@@ -293,7 +315,7 @@ func (n *Node) apply(now time.Time, v view, a action) {
 // promoteLocked makes this node the active with epoch; how tells the engine
 // whether the old active is gone or hands off (see engine.Promotion). n.mu
 // is held.
-func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64) {
+func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64, undelivered ...engine.Grant) {
 	n.stopFollowingLocked()
 	// The stream reader applies nothing more (applyFrame checks its
 	// context under applyMu): the engine is promoted with exactly its log.
@@ -306,7 +328,10 @@ func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64) {
 	if err := n.eng.StartEpoch(epoch, n.cfg.Self); err != nil {
 		n.log.Error("the epoch's record could not be logged; standbys will resync by snapshot", "epoch", epoch, "err", err)
 	}
-	first := n.eng.Promote(how)
+	first := n.eng.Promote(how, undelivered...)
+	if len(undelivered) > 0 {
+		n.log.Warn("took back the grants the node handing off could not", "grants", len(undelivered))
+	}
 	n.hasState = true
 	n.setRole(api.RoleActive)
 	n.setActive(n.cfg.Self)
@@ -468,6 +493,14 @@ func (n *Node) startHandoff(now time.Time, to string, r *request) bool {
 	n.eng.Demote()
 	through := n.wal.LastIndex() // every record of the demoted engine
 	q := url.Values{"from": {n.cfg.Self}, "through": {strconv.FormatUint(through, 10)}}
+	if !n.logWrites() {
+		// Grants this node could not take back, its log refusing the
+		// releases, which its standbys may hold (see Undelivered): the
+		// successor takes them back.
+		for _, g := range n.eng.Undelivered() {
+			q.Add("undelivered", strconv.FormatUint(g.Token, 10)+" "+g.Key)
+		}
+	}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()

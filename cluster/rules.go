@@ -52,6 +52,12 @@ type view struct {
 	// unfetchable are the peers that refused to serve this node's tail
 	// (their logs diverged from this one): not waited for.
 	unfetchable map[string]bool
+	// logFailing (self.LogFailing): this node's log has
+	// refused writes for a failover timeout or more (a full disk), so as
+	// the active it refuses every change. sinceLogHandoff is the time
+	// since it last handed its role off for that (large if never).
+	logFailing      bool
+	sinceLogHandoff time.Duration
 }
 
 // peerView is one other node as this one sees it.
@@ -111,6 +117,10 @@ type action struct {
 //     (rulePaused);
 //   - an active steps down to a live active that keeps its state against
 //     it (ruleTwoActives, keepsState);
+//   - an active whose log has failed for a failover timeout hands off to
+//     its best synced standby whose log writes, at most once a failover
+//     timeout (ruleLogFailing); a node whose log fails neither asks for
+//     the role nor takes it in a handoff;
 //   - a node on a cold start that has not followed anyone yet and whose
 //     state is newer than the best live active's (a higher state token:
 //     it holds grants the active lacks) promotes itself instead of
@@ -150,6 +160,16 @@ func decide(v view) action {
 	if v.role == api.RoleActive {
 		if best >= 0 && !keepsState(v.self, v.peers[best].Status) {
 			return action{kind: actStepDown, to: v.peers[best].URL, why: "two actives: " + keptBecause(v.peers[best].Status, v.self)}
+		}
+		if v.logFailing && v.sinceLogHandoff > v.failoverTimeout {
+			// ruleLogFailing: an active whose log cannot write refuses
+			// every change for as long as the failure lasts (SPEC section
+			// 1: nothing is answered that the log does not hold), while a
+			// synced standby could serve them: it hands the role over,
+			// at most once a failover timeout.
+			if to := v.successor(""); to != "" {
+				return action{kind: actHandOff, to: to, why: "this node's log cannot write (a full disk?): a synced standby takes over"}
+			}
 		}
 		return action{kind: actStay, why: "active"}
 	}
@@ -195,7 +215,7 @@ func decide(v view) action {
 		if best >= 0 && v.peers[best].URL != f.URL && !keepsState(f.Status, v.peers[best].Status) {
 			return action{kind: actFollow, to: v.peers[best].URL, why: "a newer active appeared"}
 		}
-		if v.synced && v.self.Priority < f.Priority && v.sinceAsked > v.failoverTimeout {
+		if v.synced && v.self.Priority < f.Priority && v.sinceAsked > v.failoverTimeout && !v.logFailing {
 			return action{kind: actAskHandoff, to: f.URL, why: "synced, and of higher priority than the active"}
 		}
 		return action{kind: actStay, why: "following the active"}
@@ -313,6 +333,9 @@ func decideRequest(v view) action {
 		if v.role != api.RoleStandby || v.following != r.peer || !v.synced {
 			return action{kind: actRefuse, why: "not a synced standby of " + r.peer}
 		}
+		if v.logFailing {
+			return action{kind: actRefuse, why: "this node's log cannot write"}
+		}
 		return action{kind: actPromote, epoch: v.maxEpoch() + 1, why: "handoff from " + r.peer}
 	case reqHandoff:
 		if v.role != api.RoleActive || v.moving {
@@ -338,7 +361,7 @@ func decideRequest(v view) action {
 }
 
 // successor picks the synced follower to hand off to: to, if it is one;
-// with to empty, the one of highest priority. "" = none.
+// with to empty, the one of highest priority whose log writes. "" = none.
 func (v view) successor(to string) string {
 	best, prio := "", -1
 	for _, u := range v.followers {
@@ -348,7 +371,7 @@ func (v view) successor(to string) string {
 			}
 			continue
 		}
-		if p := v.peer(u); p != nil && (prio < 0 || p.Priority < prio) {
+		if p := v.peer(u); p != nil && !p.LogFailing && (prio < 0 || p.Priority < prio) {
 			best, prio = u, p.Priority
 		}
 	}

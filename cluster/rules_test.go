@@ -542,3 +542,38 @@ func TestRuleRestartNewerNotWhenTheActiveReplacedThisNode(t *testing.T) {
 	v.self.LogEpoch = 6 // this node's log is of a later epoch
 	wantAction(t, v, actPromote, "")
 }
+
+// ruleLogFailing: an active whose log cannot write (a full disk) refuses
+// every change for as long as that lasts; it hands its role to a synced
+// standby whose log writes, at most once a failover timeout. It stayed
+// the active, and the cluster refused every change while two standbys
+// could serve.
+func TestRuleActiveWhoseLogFailsHandsOff(t *testing.T) {
+	v := standbyView(livePeer("a", 0, api.RoleStandby, 10), livePeer("c", 2, api.RoleStandby, 10))
+	v.role, v.self.Role, v.sinceLogHandoff = api.RoleActive, api.RoleActive, 10*ft
+	v.followers = []string{"a", "c"}
+	wantAction(t, v, actStay, "") // the log writes
+	v.logFailing = true
+	wantAction(t, v, actHandOff, "a")
+	v.peers[0].LogFailing = true
+	wantAction(t, v, actHandOff, "c") // a's log fails too
+	v.sinceLogHandoff = ft / 2
+	wantAction(t, v, actStay, "") // handed off less than a failover timeout ago
+	v.sinceLogHandoff, v.followers = 10*ft, []string{"a"}
+	wantAction(t, v, actStay, "") // no synced standby whose log writes
+}
+
+// A standby whose log cannot write neither asks for the active role nor
+// takes it in a handoff: it would refuse every change (and hand the role
+// back a failover timeout later).
+func TestRuleStandbyWhoseLogFailsTakesNoRole(t *testing.T) {
+	v := standbyView(livePeer("b", 2, api.RoleActive, 10))
+	v.following, v.synced, v.logFailing = "b", true, true
+	wantAction(t, v, actStay, "")
+	v.req = &request{kind: reqPromote, peer: "b"}
+	wantAction(t, v, actRefuse, "")
+	v.logFailing = false
+	wantAction(t, v, actPromote, "")
+	v.req = nil
+	wantAction(t, v, actAskHandoff, "b")
+}

@@ -1187,6 +1187,17 @@ func (s *shard) takeBack(lk *lock, token uint64, t *ticket, now stamp) bool {
 			return false
 		}
 	}
+	return s.retake(lk, token, t, now)
+}
+
+// retake is takeBack once the answers are counted: it releases the grant
+// (token) and forgets its ticket t, and reports whether it did either.
+// When the log refuses the release (it cannot write: the grant's own
+// record is then pending in it too, and is written if the log recovers),
+// the slot's deadline retries it every logRetry (expire), for the grant
+// must not outlive the failure: nobody was told of it, and its waiter
+// was told that nothing changed. s.mu is held.
+func (s *shard) retake(lk *lock, token uint64, t *ticket, now stamp) bool {
 	if h := lk.find(token); h != nil {
 		// The release names the waiter ID, which is forgotten with it.
 		r := Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}
@@ -1194,7 +1205,8 @@ func (s *shard) takeBack(lk *lock, token uint64, t *ticket, now stamp) bool {
 			r.WaiterID = t.id
 		}
 		if _, err := s.record(&r); err != nil {
-			// Not logged, not made: the grant ends at its lease.
+			h.dl.retake = true
+			s.retryLater(&h.dl, now)
 			return false
 		}
 		s.apply(lk, &r, now)
@@ -1203,6 +1215,30 @@ func (s *shard) takeBack(lk *lock, token uint64, t *ticket, now stamp) bool {
 		s.retire(t, tForget, now)
 	}
 	return true
+}
+
+// Undelivered returns the grants this engine could not take back although
+// nobody was told of them: their record was handed to the log, the log
+// failed to write it, and then refused the release too (retake). The log
+// writes them if it recovers, and a replication stream fed by it may have
+// sent them already: a node that hands its role off with its log failing
+// passes them to its successor (Promote), or they would hold their keys
+// there until their leases end. It walks every key: call it only then.
+func (e *Engine) Undelivered() []Grant {
+	var out []Grant
+	for i := range e.shards {
+		s := &e.shards[i]
+		s.mu.Lock()
+		for _, lk := range s.locks {
+			lk.each(func(h *hold) {
+				if h.dl.retake {
+					out = append(out, Grant{Key: lk.key, Token: h.token})
+				}
+			})
+		}
+		s.mu.Unlock()
+	}
+	return out
 }
 
 // Abandon releases a grant that Acquire returned but that the caller could
@@ -1669,6 +1705,7 @@ func (s *shard) endGrant(lk *lock, h *hold, now stamp, kind EventKind, forced bo
 	}
 	s.setToken(lk, h, 0)
 	s.heap.remove(&h.dl)
+	h.dl.retake = false
 	if t := h.holder; t != nil {
 		t.claimBy, t.token = 0, 0
 		h.holder = nil
@@ -1810,6 +1847,7 @@ func (s *shard) armLease(h *hold) {
 	if !s.e.active.Load() {
 		return
 	}
+	h.dl.retake = false
 	when := h.expires
 	if t := h.holder; t != nil && t.claimBy != 0 && t.claimBy < when {
 		when = t.claimBy
@@ -1905,6 +1943,21 @@ func (s *shard) due(now stamp) {
 // expire takes back lk's slot h whose lease ran out (or whose grant to a
 // detached waiter was never claimed) and hands it on.
 func (s *shard) expire(lk *lock, h *hold, now stamp) {
+	if h.dl.retake {
+		// The take-back of an undeliverable grant, again (retake); not
+		// if a repeat of its waiter ID was answered with it since: that
+		// client holds it, until its lease.
+		h.dl.retake = false
+		if t := h.holder; t != nil && t.answers > 0 {
+			s.armLease(h)
+			return
+		}
+		if s.retake(lk, h.token, h.holder, now) {
+			s.grantNext(lk, now)
+			s.dropIfIdle(lk)
+		}
+		return
+	}
 	if h.token == 0 {
 		// A grant to the next waiter that the log refused: again.
 		s.grantNext(lk, now)

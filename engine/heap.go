@@ -7,9 +7,13 @@ package engine
 // arming a deadline allocates nothing; it is 32 bytes, since every held key
 // carries one.
 type deadline struct {
-	when  int64 // monotonic nanoseconds (Clock)
-	idx   int32 // position in the heap; -1 when not in it
-	owner any   // *lock, *slot, *waiter or *ticket
+	when int64 // monotonic nanoseconds (Clock)
+	idx  int32 // position in the heap; -1 when not in it
+	// retake, on a holder slot's deadline: it retries the take-back of
+	// an undeliverable grant whose release the log refused (see
+	// shard.retake), not the lease's end. In what was padding.
+	retake bool
+	owner  any // *lock, *slot, *waiter or *ticket
 }
 
 // deadlines is a binary min-heap on when. One per shard, under the shard's

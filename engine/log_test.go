@@ -596,3 +596,68 @@ func TestWaitSayingReplacedLeavesTheGrantToTheGenerationRule(t *testing.T) {
 		wantErr(t, "a grant answered on a node that stepped down", answered(t, "d", d).err, ErrReplaced)
 	})
 }
+
+// A grant whose record the log took but could not write is answered
+// ErrUnavailable ("nothing was changed"), and its take-back is a release
+// the log must take too. A failed log refuses every append (wal.Log), so
+// the release was dropped and the grant stood unknown to anyone until its
+// lease ended; once the disk had room again, the log wrote the pending
+// grant record: a holder nobody was told of, for the whole lease (an hour
+// with lease=3600), also after a restart. The take-back is tried again
+// until the log takes it; a repeat of the waiter ID answered with the
+// grant in between keeps it.
+func TestUnwrittenGrantIsReleasedOnceTheLogTakesAppendsAgain(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		id     string
+		repeat bool // a repeat of the ID is answered before the retry
+	}{
+		{"without id", "", false},
+		{"with id", "w", false},
+		{"with id, repeated after the recovery", "w", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				log := &memLog{}
+				e := newEngine(t, Config{Shards: 1, Log: log})
+				defer e.Close()
+				req := AcquireRequest{Key: "k", Lease: time.Hour, ID: c.id}
+				// The disk fills while the grant's record waits to be
+				// written: the write fails, and from then on the log
+				// refuses every append until it can write again.
+				open := log.hold()
+				log.mu.Lock()
+				log.waitErr = errDiskFull
+				log.mu.Unlock()
+				a := goAcquire(e, context.Background(), req)
+				synctest.Wait()
+				parked(t, "the acquire whose grant is not written yet", a)
+				log.setRefuse(func(RecordKind) bool { return true })
+				open()
+				synctest.Wait()
+				wantErr(t, "acquire whose grant could not be written", answered(t, "a", a).err, ErrUnavailable)
+				// Room again: the pending grant record is written.
+				log.mu.Lock()
+				log.waitErr, log.refuse = nil, nil
+				log.mu.Unlock()
+				if c.repeat {
+					r := mustAcquire(t, e, req)
+					time.Sleep(time.Second)
+					synctest.Wait()
+					wantHolder(t, e, "k", r.Token, 0)
+					return
+				}
+				time.Sleep(time.Second)
+				synctest.Wait()
+				wantHolder(t, e, "k", 0, 0)
+				if got := recKinds(log.take(t)); got != "grant,release" {
+					t.Fatalf("log %s; want grant,release (the unanswered grant taken back)", got)
+				}
+				g := mustAcquire(t, e, req)
+				if err := e.Release("k", g.Token); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}

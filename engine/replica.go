@@ -193,7 +193,14 @@ const (
 // max(every token seen, now + TokenMargin), which is above any token the
 // old active can have issued unreplicated when clocks agree (SPEC section
 // 1). It returns the first token the node may issue.
-func (e *Engine) Promote(how Promotion) uint64 {
+//
+// undelivered are grants to take back as the promotion's first changes,
+// each by a release that names its waiter ID: the ones the node that
+// hands off could not take back itself (Undelivered). They are released
+// under their shard's lock before anything else of the shard is served,
+// so a repeat of their waiter ID queues anew and is never answered with
+// a grant taken back after.
+func (e *Engine) Promote(how Promotion, undelivered ...Grant) uint64 {
 	now := e.now()
 	reserve := uint64(addSat(now.wall, int64(e.cfg.TokenMargin)) / 1e3)
 	e.tokens.observe(reserve)
@@ -212,6 +219,20 @@ func (e *Engine) Promote(how Promotion) uint64 {
 	for i := range e.shards {
 		s := &e.shards[i]
 		s.mu.Lock()
+		for _, g := range undelivered {
+			lk := s.locks[g.Key]
+			if e.shard(g.Key) != s || lk == nil {
+				continue
+			}
+			if h := lk.find(g.Token); h != nil {
+				r := Record{Kind: RecRelease, Key: lk.key, Token: g.Token, At: now.wall}
+				if t := h.holder; t != nil {
+					r.WaiterID = t.id
+				}
+				_, _ = s.record(&r)
+				s.apply(lk, &r, now)
+			}
+		}
 		for _, lk := range s.locks {
 			var next *waiter
 			for w := lk.head; w != nil; w = next {

@@ -323,3 +323,71 @@ func TestPromoteKeepsAWaiterResumedMeanwhile(t *testing.T) {
 		t.Fatalf("the resumed waiter's request was never answered; %s holder %+v, %d waiters", k1, st.Holder, st.Waiters)
 	}
 }
+
+// failingFwdLog is a fwdLog whose disk fills: once failing, Wait fails and
+// Append takes only allow more records (handed to the log, and so to the
+// standby, before the failed write), then refuses every one, as wal.Log.
+type failingFwdLog struct {
+	fwdLog
+	failing bool
+	allow   int
+}
+
+func (l *failingFwdLog) Append(rec []byte) (uint64, error) {
+	l.fwdLog.mu.Lock()
+	refuse := l.failing && l.allow == 0
+	if l.failing && l.allow > 0 {
+		l.allow--
+	}
+	l.fwdLog.mu.Unlock()
+	if refuse {
+		return 0, errDiskFull
+	}
+	return l.fwdLog.Append(rec)
+}
+
+func (l *failingFwdLog) Wait(uint64) error {
+	l.fwdLog.mu.Lock()
+	defer l.fwdLog.mu.Unlock()
+	if l.failing {
+		return errDiskFull
+	}
+	return nil
+}
+
+// A grant whose record reached the standby while the active's own write
+// failed, answered ErrUnavailable ("nothing was changed"), could not be
+// taken back by the active (its log refused the release): the standby
+// held it, and kept it when it took the role over (a handoff away from
+// the failing log, or a failover), for the grant's whole lease, while the
+// client had been told that nothing changed. The active lists it
+// (Undelivered) and the successor takes it back as it is promoted; a
+// repeat of its waiter ID then gets a grant of its own.
+func TestUndeliveredGrantIsTakenBackByTheSuccessor(t *testing.T) {
+	b := newEngine(t, Config{Standby: true})
+	defer b.Close()
+	log := &failingFwdLog{fwdLog: fwdLog{t: t, dst: b}}
+	a := newEngine(t, Config{Log: log})
+	defer a.Close()
+	log.mu.Lock()
+	log.failing, log.allow = true, 1
+	log.mu.Unlock()
+	req := AcquireRequest{Key: "k", ID: "w", Lease: time.Hour}
+	_, err := a.Acquire(context.Background(), req)
+	wantErr(t, "acquire whose grant could not be written", err, ErrUnavailable)
+	st, err := b.Status("k")
+	if err != nil || st.Holder == nil {
+		t.Fatalf("the standby does not hold the grant it replicated (%+v, %v): the test no longer sets up the fault", st, err)
+	}
+	ghost := st.Holder.Token
+	und := a.Undelivered()
+	if len(und) != 1 || und[0].Key != "k" || und[0].Token != ghost {
+		t.Fatalf("Undelivered() = %+v, want the grant of k with token %d", und, ghost)
+	}
+	a.Demote()
+	b.Promote(Handoff, a.Undelivered()...)
+	wantHolder(t, b, "k", 0, 0)
+	if g := mustAcquire(t, b, req); g.Token == ghost {
+		t.Fatalf("the repeat of w got the grant taken back (%d)", g.Token)
+	}
+}

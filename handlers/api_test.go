@@ -781,6 +781,8 @@ func TestBadInput(t *testing.T) {
 		{"repeated query parameter", "POST", "/locks/k?lease=1&lease=2", "", nil, 400, "lease"},
 		{"repeated token", "DELETE", "/locks/h?token=" + ht + "&token=" + ht, "", nil, 400, "token"},
 		{"Idempotency-Key too long", "POST", "/locks/k", "", []string{api.HeaderIdempotencyKey, strings.Repeat("x", 300)}, 400, api.HeaderIdempotencyKey},
+		{"Idempotency-Key empty", "POST", "/locks/k", "", []string{api.HeaderIdempotencyKey, ""}, 400, api.HeaderIdempotencyKey},
+		{"Idempotency-Key of blanks", "POST", "/locks/k", "", []string{api.HeaderIdempotencyKey, "  "}, 400, api.HeaderIdempotencyKey},
 		{"status with a parameter", "GET", "/locks/h?lease=1", "", nil, 400, "lease"},
 		{"two Lock-Token headers", "DELETE", "/locks/h", "", []string{api.HeaderLockToken, ht, api.HeaderLockToken, "1"}, 400, "token"},
 		{"two Lock-Token headers, the holder's second", "DELETE", "/locks/h", "", []string{api.HeaderLockToken, "1", api.HeaderLockToken, ht}, 400, "token"},

@@ -25,8 +25,10 @@ type lockParams struct {
 	Lease given[float64]
 	Wait  given[float64]
 	Token given[uint64]
-	// ID is the Idempotency-Key header.
-	ID string
+	// ID is the Idempotency-Key header; IDGiven: the header was sent
+	// (an empty one too, which validate refuses).
+	ID      string
+	IDGiven bool
 	// Ticket is a server ticket carried by a redirect (query only).
 	Ticket string
 	// Owner, Mode and Limit of an acquire (checked as they are set).
@@ -62,8 +64,8 @@ func (p *lockParams) validate() error {
 		return badRequest("wait", "must be 0 (no limit) or more seconds")
 	case p.Token.Set && (p.Token.V == 0 || p.Token.V >= api.MaxToken):
 		return badRequest("token", "must be a fencing token: an integer from 1 to 2^53-1")
-	case p.ID != "" && !engine.ValidID(p.ID):
-		return badRequest(api.HeaderIdempotencyKey, fmt.Sprintf("must be at most %d printable ASCII characters", engine.MaxIDBytes))
+	case p.IDGiven && !engine.ValidID(p.ID):
+		return badRequest(api.HeaderIdempotencyKey, fmt.Sprintf("must be 1 to %d printable ASCII characters (leave the header out for none)", engine.MaxIDBytes))
 	}
 	return nil
 }
@@ -110,7 +112,7 @@ func (s *Server) readLockParams(w http.ResponseWriter, r *http.Request) (lockPar
 	if ids := r.Header.Values(api.HeaderIdempotencyKey); len(ids) > 1 {
 		return p, badRequest(api.HeaderIdempotencyKey, "is given more than once")
 	} else if len(ids) == 1 {
-		p.ID = ids[0]
+		p.ID, p.IDGiven = ids[0], true
 	}
 	names := allowed[r.Method]
 	var from sources

@@ -1077,6 +1077,10 @@ func (l *Log) run() {
 	}
 }
 
+// FailTimeout is Config.FailTimeout: once the log fails, every Wait for a
+// record appended before the failure has returned within it.
+func (l *Log) FailTimeout() time.Duration { return l.cfg.FailTimeout }
+
 // Healthy reports whether the log can write now.
 func (l *Log) Healthy() bool {
 	l.mu.Lock()

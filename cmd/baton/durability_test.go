@@ -330,9 +330,11 @@ func TestFullDiskRefusesChanges(t *testing.T) {
 	// Changes until one is refused: the log's buffered tail may take a
 	// few before its write fails.
 	var res *http.Response
+	refused := ""
 	for i := 0; ; i++ {
 		var body string
-		res, body = get(t, http.MethodPost, fmt.Sprintf("%s/locks/full%d?lease=600&wait=0.001", n.url, i))
+		refused = fmt.Sprintf("full%d", i)
+		res, body = get(t, http.MethodPost, fmt.Sprintf("%s/locks/%s?lease=600&wait=0.001", n.url, refused))
 		if res.StatusCode == http.StatusServiceUnavailable {
 			if !strings.Contains(body, api.CodeUnavailable) {
 				t.Fatalf("503 without code %q: %s", api.CodeUnavailable, body)
@@ -375,6 +377,15 @@ func TestFullDiskRefusesChanges(t *testing.T) {
 	if m := scrape(t, n.url); m["baton_log_healthy"] != 1 {
 		t.Fatalf("baton_log_healthy = %v after recovery, want 1", m["baton_log_healthy"])
 	}
+	// The acquire answered 503 holds nothing once the log writes again:
+	// its grant, caught by the failure, was taken back (it held the key,
+	// unknown to anyone, for its 600 s lease).
+	eventually(t, "the refused acquire's key free after recovery", func() string {
+		if st := n.status(refused); st.Holder != nil {
+			return fmt.Sprintf("%s held by %d, whose acquire was answered 503", refused, st.Holder.Token)
+		}
+		return ""
+	})
 	if res, body := get(t, http.MethodDelete, fmt.Sprintf("%s/locks/held?token=%d", n.url, held.Token)); res.StatusCode != http.StatusOK {
 		t.Fatalf("release after recovery: %d %s", res.StatusCode, body)
 	}
