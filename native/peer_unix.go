@@ -56,7 +56,7 @@ func newPeeker(nc net.Conn) *peeker {
 		p.direct = true
 		p.write = func(fd uintptr) bool {
 			for p.wrote < len(p.buf) {
-				n, err := syscall.Write(int(fd), p.buf[p.wrote:])
+				n, err := sysWrite(int(fd), p.buf[p.wrote:])
 				if n > 0 {
 					p.wrote += n
 				}
@@ -143,7 +143,7 @@ func (c *conn) readDirect(authed *bool) {
 			return true
 		}
 		for {
-			n, err := syscall.Read(fd, buf[w:])
+			n, err := sysRead(fd, buf[w:])
 			switch {
 			case err == syscall.EINTR:
 				continue
@@ -241,7 +241,7 @@ func (c *conn) readDirect(authed *bool) {
 		c.idling.Store(true)
 		defer c.idling.Store(false)
 		for {
-			n, err := syscall.Read(fd, buf[w:])
+			n, err := sysRead(fd, buf[w:])
 			switch {
 			case err == syscall.EINTR:
 				continue

@@ -25,10 +25,33 @@ type File interface {
 }
 
 // osFile is a File whose Sync is fdatasync(2): the data and the size, not
-// the times.
-type osFile struct{ *os.File }
+// the times. A segment's (newOSFile) can also write as a raw system call
+// (writeAtQuick).
+type osFile struct {
+	*os.File
+	q *quickFile // nil: writeAtQuick is WriteAt
+}
+
+// newOSFile returns the osFile of a segment f, with its quickFile.
+func newOSFile(f *os.File) osFile { return osFile{f, newQuick(f)} }
 
 func (f osFile) Sync() error { return fdatasync(f.File) }
+
+// quickWriter is a File that can write without the runtime's system call
+// bookkeeping (see Log.quick): a segment's osFile, not a Config.WrapFile
+// wrapper.
+type quickWriter interface {
+	writeAtQuick(b []byte, off int64) (int, error)
+}
+
+// writeAtQuick is WriteAt for the log's leader, made as raw system calls
+// where quick_linux.go is built. Only one goroutine at a time may call it.
+func (f osFile) writeAtQuick(b []byte, off int64) (int, error) {
+	if f.q == nil {
+		return f.WriteAt(b, off)
+	}
+	return f.q.writeAt(f.File, b, off)
+}
 
 const lockName = "LOCK"
 
@@ -63,7 +86,7 @@ func lockDir(dir string) (*os.File, error) {
 		_, err = f.WriteAt(pid, 0)
 	}
 	if err == nil {
-		err = osFile{f}.Sync()
+		err = osFile{File: f}.Sync()
 	}
 	if err != nil {
 		f.Close()
