@@ -258,7 +258,9 @@ type nemesis struct {
 // past its claim deadline (checkGhostGrants). It returns the per-key
 // figures.
 func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
-	c := newCluster(t, envInt("CHAOS_NODES", 3), true, nm.extra...)
+	// CHAOS_FLAGS: more flags for every node (space-separated, after
+	// nm.extra: later flags win), such as "--fsync always".
+	c := newCluster(t, envInt("CHAOS_NODES", 3), true, append(slices.Clone(nm.extra), strings.Fields(os.Getenv("CHAOS_FLAGS"))...)...)
 	all := make([]int, len(c.nodes))
 	for i := range all {
 		all[i] = i
@@ -298,7 +300,7 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	settle := 4*failoverTimeout + 10*heartbeat
 	// A graceful handoff loses nothing and gets no window; CHAOS_STRICT
 	// (comma-separated fault names) takes the windows of more faults away.
-	strict := []string{"handoff", "stop-all"}
+	strict := []string{"handoff", "stop-all", "sigint-all"}
 	if s := os.Getenv("CHAOS_STRICT"); s != "" {
 		strict = append(strict, strings.Split(s, ",")...)
 	}
@@ -307,7 +309,7 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	// once: only the faults that can make two actives (a node that does
 	// not run or is cut off while the others go on) window token order.
 	partitions := map[string]bool{"pause": true, "long-pause": true, "pause-standby": true, "cut": true,
-		"cut-standby": true, "cut-link": true, "handoff-paused": true}
+		"cut-standby": true, "cut-link": true, "handoff-paused": true, "pause-edge": true, "kill-pause-next": true}
 	var ws, orderWs []history.Window
 	var names []string
 	var cuts []cutOff
