@@ -159,20 +159,20 @@ func nodeLogs(c *testCluster) []string {
 }
 
 // loggedFault is a fault a node's log shows: its window, when the line
-// that shows it was logged, and for a promotion by failover whether the
-// active the node followed before had been taken down (SIGKILL or SIGINT,
-// the harness' "=== signal" lines) since down.
+// that shows it was logged, and when the node it is about (for a gap the
+// node itself, for a promotion by failover the active it followed) was
+// last taken down or stopped before it (SIGKILL, SIGINT or SIGSTOP: the
+// harness' "=== signal" lines; zero if never).
 type loggedFault struct {
-	w        history.Window
-	at       time.Time
-	failover bool
-	down     time.Time // zero: the active followed was not taken down before the promotion
+	w    history.Window
+	at   time.Time
+	down time.Time
 }
 
 var (
 	selfLine      = regexp.MustCompile(`msg="cluster node started" self=(\S+)`)
 	followingLine = regexp.MustCompile(`msg="following the active" active=(\S+)`)
-	downLine      = regexp.MustCompile(`^=== signal (killed|interrupt) to node \d+ at (\S+)`)
+	downLine      = regexp.MustCompile(`^=== signal (killed|interrupt|stopped \(signal\)) to node \d+ at (\S+)`)
 )
 
 // loggedFaults returns the faults the nodes' logs (logs[i] is node i's)
@@ -181,7 +181,7 @@ var (
 // failover timeout before it: the silence it waited for), each window
 // until settle after the line.
 func loggedFaults(logs []string, settle time.Duration) []loggedFault {
-	// When each node (by its advertised URL) was last taken down.
+	// When each node (by its advertised URL) was taken down or stopped.
 	downs := map[string][]time.Time{}
 	for _, log := range logs {
 		if m := selfLine.FindStringSubmatch(log); m != nil {
@@ -194,9 +194,20 @@ func loggedFaults(logs []string, settle time.Duration) []loggedFault {
 			}
 		}
 	}
+	lastDown := func(url string, at time.Time) (last time.Time) {
+		for _, d := range downs[url] {
+			if d.Before(at) {
+				last = d
+			}
+		}
+		return last
+	}
 	var fs []loggedFault
 	for i, log := range logs {
-		followed := ""
+		self, followed := "", ""
+		if m := selfLine.FindStringSubmatch(log); m != nil {
+			self = m[1]
+		}
 		for _, line := range strings.Split(log, "\n") {
 			tm := logTime.FindStringSubmatch(line)
 			if tm == nil {
@@ -208,16 +219,10 @@ func loggedFaults(logs []string, settle time.Duration) []loggedFault {
 			}
 			if m := pausedLine.FindStringSubmatch(line); m != nil {
 				if gap, err := time.ParseDuration(m[1]); err == nil {
-					fs = append(fs, loggedFault{w: history.Window{Name: fmt.Sprintf("node %d did not run for %s", i, m[1]), Start: at.Add(-gap), End: at.Add(settle)}, at: at})
+					fs = append(fs, loggedFault{history.Window{Name: fmt.Sprintf("node %d did not run for %s", i, m[1]), Start: at.Add(-gap), End: at.Add(settle)}, at, lastDown(self, at)})
 				}
 			} else if failoverLog.MatchString(line) {
-				f := loggedFault{w: history.Window{Name: fmt.Sprintf("node %d promoted by failover", i), Start: at.Add(-failoverTimeout), End: at.Add(settle)}, at: at, failover: true}
-				for _, d := range downs[followed] {
-					if d.Before(at) {
-						f.down = d
-					}
-				}
-				fs = append(fs, f)
+				fs = append(fs, loggedFault{history.Window{Name: fmt.Sprintf("node %d promoted by failover", i), Start: at.Add(-failoverTimeout), End: at.Add(settle)}, at, lastDown(followed, at)})
 			} else if m := followingLine.FindStringSubmatch(line); m != nil {
 				followed = m[1]
 			}
@@ -227,20 +232,21 @@ func loggedFaults(logs []string, settle time.Duration) []loggedFault {
 }
 
 // unforcedFaults returns the windows of the faults the nodes' logs show in
-// a run with a nemesis (loggedFaults), but for a strict fault's own
-// failover: a promotion by failover logged inside the span of a fault that
+// a run with a nemesis (loggedFaults), but for a strict fault's own: a
+// promotion by failover or a gap logged inside the span of a fault that
 // has no window (strict, each from the fault to the end of its settling),
-// by a node whose active had been taken down in that span (kill -9 of the
-// active), is promised to lose nothing. Every other is a partition too: a
-// node starved past failover_timeout by a loaded machine while it runs is
-// silent to its peers, which promote a standby beside it (SPEC section 3)
-// as they would for a pause, in or out of an injected fault's span.
+// about a node the harness took down or stopped in that span (kill -9 of
+// the active, a strict pause), is promised to lose nothing. Every other is
+// a partition: a node starved past failover_timeout by a loaded machine
+// while it runs is silent to its peers, which promote a standby beside it
+// (SPEC section 3) as they would for a pause, in or out of an injected
+// fault's span.
 func unforcedFaults(logs []string, settle time.Duration, strict []history.Window) []history.Window {
 	var ws []history.Window
 	for _, f := range loggedFaults(logs, settle) {
 		own := false
 		for _, s := range strict {
-			if f.failover && history.InWindows([]history.Window{s}, f.at, f.at) && !f.down.Before(s.Start) {
+			if history.InWindows([]history.Window{s}, f.at, f.at) && !f.down.Before(s.Start) {
 				own = true
 			}
 		}
@@ -781,6 +787,24 @@ func TestLoadFailoverInAChaosRunGetsAWindow(t *testing.T) {
 			Lost: "baton: 404 not_held: nobody holds the lock", LostAt: at("19:18.800")}
 		if bad, _, _ := history.CheckOrderIn([]history.Grant{lost}, ws, ws); len(bad) != 1 {
 			t.Errorf("windows %v: a hold lost through the kill's own failover gave %q, want it reported", ws, bad)
+		}
+	})
+
+	t.Run("seed 2411: a strict pause's own gap", func(t *testing.T) {
+		// CHAOS_STRICT=pause-standby: node 1, stopped for 1.2 s, logs
+		// its gap on resume; the run promised no loss through it.
+		logs := []string{
+			started(0),
+			started(1) + "=== signal stopped (signal) to node 1 at 2026-12-02T06:29:08.117019699Z\n" +
+				`time=2026-12-02T06:29:09.326Z level=WARN msg="this node did not run for longer than failover_timeout: not serving until every peer has been polled again" gap=1.253s` + "\n",
+			started(2),
+		}
+		strict := []history.Window{{Name: "pause-standby node 1", Start: at("29:08.117"), End: at("29:09.320").Add(settle)}}
+		if ws := unforcedFaults(logs, settle, strict); len(ws) > 0 {
+			t.Errorf("windows %v for the strict pause's own gap, want none", ws)
+		}
+		if ws := unforcedFaults(logs, settle, nil); len(ws) != 1 {
+			t.Errorf("windows %v for a gap outside any strict span, want one", ws)
 		}
 	})
 }
