@@ -160,9 +160,9 @@ func nodeLogs(c *testCluster) []string {
 
 // loggedFault is a fault a node's log shows: its window, when the line
 // that shows it was logged, and when the node it is about (for a gap the
-// node itself, for a promotion by failover the active it followed) was
-// last taken down or stopped before it (SIGKILL, SIGINT or SIGSTOP: the
-// harness' "=== signal" lines; zero if never).
+// node itself, for a promotion by failover the node or the active it
+// followed, the later) was last taken down or stopped before it (SIGKILL,
+// SIGINT or SIGSTOP: the harness' "=== signal" lines; zero if never).
 type loggedFault struct {
 	w    history.Window
 	at   time.Time
@@ -202,6 +202,12 @@ func loggedFaults(logs []string, settle time.Duration) []loggedFault {
 		}
 		return last
 	}
+	later := func(a, b time.Time) time.Time {
+		if a.After(b) {
+			return a
+		}
+		return b
+	}
 	var fs []loggedFault
 	for i, log := range logs {
 		self, followed := "", ""
@@ -222,7 +228,7 @@ func loggedFaults(logs []string, settle time.Duration) []loggedFault {
 					fs = append(fs, loggedFault{history.Window{Name: fmt.Sprintf("node %d did not run for %s", i, m[1]), Start: at.Add(-gap), End: at.Add(settle)}, at, lastDown(self, at)})
 				}
 			} else if failoverLog.MatchString(line) {
-				fs = append(fs, loggedFault{history.Window{Name: fmt.Sprintf("node %d promoted by failover", i), Start: at.Add(-failoverTimeout), End: at.Add(settle)}, at, lastDown(followed, at)})
+				fs = append(fs, loggedFault{history.Window{Name: fmt.Sprintf("node %d promoted by failover", i), Start: at.Add(-failoverTimeout), End: at.Add(settle)}, at, later(lastDown(followed, at), lastDown(self, at))})
 			} else if m := followingLine.FindStringSubmatch(line); m != nil {
 				followed = m[1]
 			}
@@ -805,6 +811,12 @@ func TestLoadFailoverInAChaosRunGetsAWindow(t *testing.T) {
 		}
 		if ws := unforcedFaults(logs, settle, nil); len(ws) != 1 {
 			t.Errorf("windows %v for a gap outside any strict span, want one", ws)
+		}
+		// Had node 1 promoted itself on resume, beside node 0, alive: the
+		// strict pause's own failover too.
+		logs[1] = started(1) + following("29:07.000", 0) + "=== signal stopped (signal) to node 1 at 2026-12-02T06:29:08.117019699Z\n" + failover("29:09.400")
+		if ws := unforcedFaults(logs, settle, strict); len(ws) > 0 {
+			t.Errorf("windows %v for the paused node's own failover, want none", ws)
 		}
 	})
 }
