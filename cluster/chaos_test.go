@@ -23,10 +23,17 @@ import (
 // ways; every other link stays up) for 2*failoverTimeout, then drops it;
 // kill-all kills every node with SIGKILL and starts them again together;
 // handoff ends the active with SIGINT and starts it again; stop-all ends
-// every node with SIGINT and starts them again one after another. The
+// every node with SIGINT and starts them again one after another;
+// sigint-all sends SIGINT to every node at once and starts them together;
+// pause-edge stops the active for a time drawn around failoverTimeout
+// (0.75 to 1.25 of it: a failover or none); kill-pause-next kills the
+// active with SIGKILL and, while the successor (the live standby of
+// highest priority) waits out failoverTimeout to take over, stops that
+// successor for failoverTimeout, then starts the killed node again. The
 // history runs take CHAOS_NODES nodes (default 3), draw from CHAOS_KINDS
-// when it is set, and give CHAOS_STRICT's faults no window (handoff and
-// stop-all never get one).
+// when it is set, and give CHAOS_STRICT's faults no window (handoff,
+// stop-all and sigint-all never get one); CHAOS_FLAGS adds flags to every
+// node (runHistory).
 func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time, int) {
 	c.t.Helper()
 	// The active every node agrees on: a node that still says it is the
@@ -79,6 +86,47 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time, int) 
 		time.Sleep(2 * failoverTimeout)
 		p.reset()
 		return fmt.Sprintf("cut-link node %d to node %d", active, standby), start, -1
+	case "pause-edge":
+		d := failoverTimeout*3/4 + time.Duration(rng.IntN(int(failoverTimeout/2)))
+		c.signal(active, syscall.SIGSTOP)
+		time.Sleep(d)
+		c.signal(active, syscall.SIGCONT)
+		return fmt.Sprintf("pause-edge node %d for %s", active, d), start, -1
+	case "kill-pause-next":
+		succ := 0
+		if succ == active {
+			succ = 1
+		}
+		c.kill9(active)
+		before := failoverTimeout/2 + time.Duration(rng.IntN(int(failoverTimeout*7/10)))
+		time.Sleep(before)
+		c.signal(succ, syscall.SIGSTOP)
+		time.Sleep(failoverTimeout)
+		c.signal(succ, syscall.SIGCONT)
+		c.start(active)
+		return fmt.Sprintf("kill-pause-next node %d, successor %d stopped %s after", active, succ, before), start, -1
+	case "sigint-all":
+		for i := range c.nodes {
+			c.signal(i, syscall.SIGINT)
+		}
+		for i, nd := range c.nodes {
+			select {
+			case <-nd.exited:
+			case <-time.After(15 * time.Second):
+				c.t.Fatalf("node %d did not exit after SIGINT:\n%s", i, nd.log)
+			}
+			if code := nd.cmd.ProcessState.ExitCode(); code != 0 {
+				c.t.Errorf("node %d exited %d after SIGINT, want 0", i, code)
+			}
+		}
+		order := rng.Perm(len(c.nodes))
+		for _, i := range order {
+			c.launch(i)
+		}
+		for _, i := range order {
+			c.waitHTTP(i)
+		}
+		return "sigint-all", start, -1
 	case "kill-all":
 		for i := range c.nodes {
 			c.kill9(i)

@@ -241,7 +241,7 @@ func TestClaimDeadlineSurvivesHandoff(t *testing.T) {
 				received = append(received, history.Grant{Key: "k", Token: b.grant.Token})
 			}
 			close(stop)
-			if !checkGhostGrants(t, received, samples.wait(), 0, nil)[ghost.Token] {
+			if !checkGhostGrants(t, received, samples.wait(), 0, nil, nil)[ghost.Token] {
 				t.Errorf("the checker never saw the unclaimed grant %d", ghost.Token)
 			}
 		})

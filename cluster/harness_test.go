@@ -155,7 +155,7 @@ func (c *testCluster) waitHTTP(i int) {
 func (c *testCluster) signal(i int, sig syscall.Signal) {
 	c.t.Helper()
 	nd := c.nodes[i]
-	fmt.Fprintf(nd.log, "=== signal %v to node %d\n", sig, i)
+	fmt.Fprintf(nd.log, "=== signal %v to node %d at %s\n", sig, i, time.Now().UTC().Format(time.RFC3339Nano))
 	if err := nd.cmd.Process.Signal(sig); err != nil {
 		c.t.Fatalf("signal %v to node %d: %v", sig, i, err)
 	}
