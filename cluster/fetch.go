@@ -29,7 +29,7 @@ func (n *Node) serveRecords(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "from, index, epoch: required (a peer's URL, its log's last index and epoch)", http.StatusBadRequest)
 		return
 	}
-	if !n.tail.agrees(index, mark{epoch: epoch, by: q.Get("by")}) && !(index == 0 && n.wal.FirstIndex() == 1) {
+	if !n.agrees(index, mark{epoch: epoch, by: q.Get("by")}) && !(index == 0 && n.wal.FirstIndex() == 1) {
 		http.Error(w, "this log does not agree with yours at your index, or no longer holds what follows", http.StatusConflict)
 		return
 	}
@@ -76,6 +76,57 @@ func (n *Node) serveRecords(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	_ = sw.flush()
+}
+
+// agrees reports whether a log whose last index is index, under mark m,
+// is a prefix of this node's log, which still holds the records after
+// index: the tail's answer (tail.agrees) for the indexes it holds; for an
+// older index, the mark in force there read from this log's records. The
+// tail holds only what was appended since this node started or last
+// installed a snapshot, and a peer about to be promoted may be further
+// behind than that: refused, it would promote itself without the records
+// this node holds (it takes a node that refuses for one whose log
+// diverged, see decide).
+func (n *Node) agrees(index uint64, m mark) bool {
+	if n.tail.agrees(index, m) {
+		return true
+	}
+	first, before := n.tail.held()
+	if index+1 >= first || index+1 < n.wal.FirstIndex() {
+		return false // the tail's answer stands, or the records are gone
+	}
+	// The mark in force at index is the one in force at first-1 (before)
+	// unless an epoch began between them; then it is the last mark at or
+	// below index, if this log still holds it.
+	found, at := false, mark{}
+	scan := func(from, to uint64, fn func(mark)) bool {
+		errDone := errors.New("done")
+		err := n.wal.Replay(from, func(i uint64, rec []byte) error {
+			if i > to {
+				return errDone
+			}
+			if len(rec) > 1 && engine.RecordKind(rec[1]) == engine.RecEpoch {
+				r, err := engine.DecodeRecord(rec)
+				if err != nil {
+					return err
+				}
+				fn(mark{index: i, epoch: r.Epoch, by: r.Owner})
+			}
+			return nil
+		})
+		return err == nil || errors.Is(err, errDone)
+	}
+	if !scan(index+1, first-1, func(mark) { found = true }) {
+		return false
+	}
+	if !found {
+		return before.same(m)
+	}
+	found = false
+	if !scan(n.wal.FirstIndex(), index, func(k mark) { found, at = true, k }) {
+		return false
+	}
+	return found && at.same(m)
 }
 
 // fetchTail brings the records this node lacks from peer's log into its

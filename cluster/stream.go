@@ -251,7 +251,7 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 	index, ierr := strconv.ParseUint(q.Get("index"), 10, 64)
 	epoch, eerr := strconv.ParseUint(q.Get("epoch"), 10, 64)
-	resume := ierr == nil && eerr == nil && n.tail.agrees(index, mark{epoch: epoch, by: q.Get("by")})
+	resume := ierr == nil && eerr == nil && n.agrees(index, mark{epoch: epoch, by: q.Get("by")})
 
 	f := newFollower(from)
 	n.hub.add(f)

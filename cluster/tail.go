@@ -192,6 +192,14 @@ func (t *tail) agrees(index uint64, m mark) bool {
 	return t.markAtLocked(index).same(m)
 }
 
+// held returns the index of the oldest record the tail holds (last+1
+// when it holds none) and the epoch mark in force just before it.
+func (t *tail) held() (first uint64, before mark) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.first, t.before
+}
+
 // same reports whether a and b mark the same epoch of the same node (the
 // index of a mark loaded from a dump is not known).
 func (a mark) same(b mark) bool { return a.epoch == b.epoch && a.by == b.by }
