@@ -1723,6 +1723,16 @@ func (s *shard) endGrant(lk *lock, h *hold, now stamp, kind EventKind, forced bo
 func (s *shard) grantNext(lk *lock, now stamp) {
 	for lk.head != nil && lk.canGrant(lk.head.mode) {
 		w := lk.head
+		if w.waitUntil != 0 && now.mono >= w.waitUntil {
+			// Its wait ran out before its deadline was handled (a
+			// promotion grants what the replica holds before any timer
+			// runs; a paused process handles an earlier lease end
+			// first): it times out, never granted (SPEC section 1).
+			if !s.timeOut(w, now) {
+				return
+			}
+			continue
+		}
 		r := Record{Kind: RecGrant, Key: lk.key, Lease: w.lease, At: now.wall, Expires: now.wallAt(after(now.mono, w.lease)), WaiterID: w.t.id, Owner: w.owner, Mode: w.mode, Limit: recLimit(lk.limit()), LeaseDefaulted: w.defaulted}
 		if w.state == detached {
 			// Its request is gone, its repeat is due within the grace: the
@@ -1978,20 +1988,9 @@ func (s *shard) expire(lk *lock, h *hold, now stamp) {
 func (s *shard) waiterDeadline(w *waiter, now stamp) {
 	switch {
 	case w.waitUntil != 0 && now.mono >= w.waitUntil:
-		r := Record{Kind: RecTimeout, Key: w.lk.key, WaiterID: w.t.id, At: now.wall, Until: now.wallAt(after(now.mono, s.e.cfg.Retention))}
-		idx, err := s.record(&r)
-		if err != nil {
-			s.retryLater(&w.dl, now)
+		lk := w.lk
+		if !s.timeOut(w, now) {
 			return
-		}
-		queuedReq := w.state == queued
-		lk, t := w.lk, w.t
-		s.apply(lk, &r, now)
-		// The timeout is answered, to the waiter and to a repeat of its
-		// ID, once its record is written (settle), like every change.
-		t.idx = idx
-		if queuedReq {
-			w.deliver(AcquireResult{err: ErrTimeout, idx: idx, gen: s.e.resets.Load(), s: s, t: t})
 		}
 		s.grantNext(lk, now) // the waiters it held back
 		s.dropIfIdle(lk)
@@ -2014,6 +2013,30 @@ func (s *shard) waiterDeadline(w *waiter, now stamp) {
 	default:
 		s.schedule(w)
 	}
+}
+
+// timeOut ends the wait of w, which ran out at or before now: a RecTimeout
+// (its outcome kept for Retention, for a repeat of its ID) is written,
+// applied and answered to w's parked request, if any. It reports false,
+// with nothing changed and the timeout retried on w's deadline, when the
+// log refused the record. The caller hands lk on. s.mu is held.
+func (s *shard) timeOut(w *waiter, now stamp) bool {
+	r := Record{Kind: RecTimeout, Key: w.lk.key, WaiterID: w.t.id, At: now.wall, Until: now.wallAt(after(now.mono, s.e.cfg.Retention))}
+	idx, err := s.record(&r)
+	if err != nil {
+		s.retryLater(&w.dl, now)
+		return false
+	}
+	queuedReq := w.state == queued
+	t := w.t
+	s.apply(w.lk, &r, now)
+	// The timeout is answered, to the waiter and to a repeat of its ID,
+	// once its record is written (settle), like every change.
+	t.idx = idx
+	if queuedReq {
+		w.deliver(AcquireResult{err: ErrTimeout, idx: idx, gen: s.e.resets.Load(), s: s, t: t})
+	}
+	return true
 }
 
 func (s *shard) emit(ev Event) {
