@@ -68,10 +68,12 @@ export class Node {
     this.exited = new Promise((resolve) => this.proc.once('exit', resolve));
     this.proc.stdout.on('data', (d) => { this.out += d; });
     this.proc.stderr.on('data', (d) => { this.out += d; });
-    await waitFor(this.url + ' answering', 10000, async () => {
-      if (this.proc.exitCode !== null) throw new Error('baton exited: ' + this.out);
-      return this.ready(this.url);
-    });
+    let up = false;
+    // A node that exits before it answers ends the wait at once.
+    const died = this.exited.then(() => { if (!up) throw new Error('baton exited: ' + this.out); });
+    died.catch(() => {});
+    await Promise.race([died, waitFor(this.url + ' answering', 10000, () => this.ready(this.url))]);
+    up = true;
     return this;
   }
 
@@ -107,9 +109,18 @@ export class Node {
 
 /** Starts a single node; t.after stops it. */
 export async function startNode(t, opts = {}) {
-  const n = new Node({ port: await freePort(opts.host), ...opts });
-  t.after(() => n.cleanup());
-  return n.start();
+  for (let attempt = 1; ; attempt++) {
+    const n = new Node({ port: await freePort(opts.host), ...opts });
+    t.after(() => n.cleanup());
+    try {
+      return await n.start();
+    } catch (e) {
+      // The free port was taken before the node bound it (by another
+      // process's outgoing connection, say): the node starts on another.
+      if (opts.port === undefined && attempt < 3 && /address already in use/.test(n.out)) continue;
+      throw e;
+    }
+  }
 }
 
 /** Fast cluster timings. */
