@@ -195,9 +195,10 @@ func parseAddress(s string) (*url.URL, error) {
 // by one goroutine that dials it, waits for it to break (the ClientConn's
 // state hook reports Err() != nil: peer gone, PING unanswered, GOAWAY
 // finished), and redials every ReconnectInterval. Calls pick a live
-// connection round-robin (preferring the active node once a 307 named it)
-// and reserve one of its HTTP/2 streams; when every connection of the
-// node is at its stream limit for the call, pick adds an extra connection
+// connection round-robin (preferring the active node once a 307 named it
+// or it served a change: answered) and reserve one of its HTTP/2 streams;
+// when every connection of the node is at its stream limit for the call,
+// pick adds an extra connection
 // (kept by its own goroutine, closed once idle).
 type Client struct {
 	cfg       Config
@@ -846,8 +847,25 @@ func (c *Client) prefer(loc *url.URL) error {
 	return nil
 }
 
+// answered makes the node of s the preferred address (the one calls ask
+// first), as a redirect naming it does: it has just served a change (a
+// grant, a release, a renewal, a forced release), which only the active
+// node does. Without it, after an acquire that moved on from a silent
+// active (paused) to the promoted standby and was granted there, the
+// calls that followed still went to the silent node first (a release
+// lost releaseAttempt there, an acquire its wait + acquireGrace). Reads
+// are not counted: a standby serves them. Same rule over HTTP (a 2xx)
+// and baton:// (an O answer).
+func (c *Client) answered(s *slot) {
+	c.mu.Lock()
+	if !c.closed && c.preferred != s.addr {
+		c.preferred = s.addr
+	}
+	c.mu.Unlock()
+}
+
 // preferredIs reports whether a is the preferred address (the node a
-// redirect named last).
+// redirect or a served change named last).
 func (c *Client) preferredIs(a *address) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -1091,6 +1109,9 @@ func (c *Client) callAvoiding(ctx context.Context, method, pathQuery string, hdr
 				avoid, given = nil, nil
 			}
 			continue
+		}
+		if method != http.MethodGet && r.status/100 == 2 {
+			c.answered(s)
 		}
 		return r, s, nil
 	}

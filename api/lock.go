@@ -279,6 +279,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 		}
 		switch r.status {
 		case http.StatusOK:
+			c.answered(s)
 			l, err := c.newLock(r, sent)
 			if err != nil {
 				return nil, err
@@ -726,6 +727,7 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 				avoid = s
 			case err != nil:
 			case r.status == http.StatusOK:
+				c.answered(s)
 				return nil
 			case r.status == http.StatusTemporaryRedirect:
 				if redirects++; redirects > maxRedirects {

@@ -835,6 +835,7 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 		}
 		switch a.Outcome {
 		case nline.OK:
+			c.answered(s)
 			l := &Lock{
 				Key: key, Token: a.Token, Lease: a.Lease, ExpiresAt: a.Expires, Node: w.node,
 				c: c, lease: a.Lease, expiry: a.Expires, deadline: sent.Add(a.Lease), lost: make(chan struct{}),
@@ -966,6 +967,7 @@ func (c *Client) naskAgain(q *nacq) uint64 {
 			case err != nil:
 				avoid = s
 			case a.Outcome == nline.OK:
+				c.answered(s)
 				return a.Token
 			case a.Outcome == nline.Moved:
 				redirects++
@@ -1044,6 +1046,7 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 				avoid = s
 			case err != nil:
 			case a.Outcome == nline.OK:
+				c.answered(s)
 				return nil
 			case a.Outcome == nline.Moved:
 				if redirects++; redirects > maxRedirects {
@@ -1147,6 +1150,9 @@ func (c *Client) ncall(ctx context.Context, what string, id nid, line []byte, av
 				avoid, given = nil, nil
 			}
 			continue
+		}
+		if a.Outcome == nline.OK {
+			c.answered(s)
 		}
 		return a, w.node, s, nil
 	}
