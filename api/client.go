@@ -72,6 +72,7 @@ const (
 	DefaultDialTimeout       = 5 * time.Second
 	DefaultPingInterval      = 15 * time.Second
 	DefaultPingTimeout       = 5 * time.Second
+	DefaultAcquireGrace      = 3 * time.Second
 )
 
 // maxBody bounds the answers the client reads, in bytes.
@@ -115,6 +116,18 @@ type Config struct {
 	// The native protocol has no ping: its connections rely on TCP
 	// keep-alive (30 s with the default dialer).
 	PingInterval, PingTimeout time.Duration
+	// AcquireGrace is how long an acquire attempt that names a wait
+	// (WithWait) is given beyond that wait before its node is taken for
+	// silent (paused, or cut off without a reset) and the next connection
+	// is asked, for what is left of the wait. A node answers by the end
+	// of the wait, but a grant made at its last moment first waits for
+	// the cluster's sync_standbys, up to its sync_timeout: set
+	// AcquireGrace to at least sync_timeout + 2 s (a margin for the
+	// network and a loaded node), else such a grant is taken for a
+	// silent node's and the acquire moves on (the grant is then
+	// released). 0 = 3 s (DefaultAcquireGrace), which suits the default
+	// sync_timeout of 1 s. Negative: NewClient fails.
+	AcquireGrace time.Duration
 	// DialContext, if set, opens the TCP connections (tests, custom
 	// networks). Default: a net.Dialer.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -135,6 +148,7 @@ func DefaultConfig() Config {
 		ReleaseTimeout:    DefaultReleaseTimeout,
 		PingInterval:      DefaultPingInterval,
 		PingTimeout:       DefaultPingTimeout,
+		AcquireGrace:      DefaultAcquireGrace,
 	}
 	if v := SplitAddresses(os.Getenv(EnvAddr)); len(v) > 0 {
 		cfg.Addresses = v
@@ -274,6 +288,10 @@ func NewClient(cfg Config) (*Client, error) {
 	setDefault(&cfg.ReleaseTimeout, DefaultReleaseTimeout)
 	setDefault(&cfg.PingInterval, DefaultPingInterval)
 	setDefault(&cfg.PingTimeout, DefaultPingTimeout)
+	if cfg.AcquireGrace < 0 {
+		return nil, fmt.Errorf("baton: AcquireGrace must be >= 0 (0: the default, %v), got %v", DefaultAcquireGrace, cfg.AcquireGrace)
+	}
+	setDefault(&cfg.AcquireGrace, DefaultAcquireGrace)
 	if cfg.ConnsPerAddress < 0 {
 		return nil, fmt.Errorf("baton: ConnsPerAddress must be >= 0, got %d", cfg.ConnsPerAddress)
 	}
@@ -853,7 +871,7 @@ func (c *Client) prefer(loc *url.URL) error {
 // node does. Without it, after an acquire that moved on from a silent
 // active (paused) to the promoted standby and was granted there, the
 // calls that followed still went to the silent node first (a release
-// lost releaseAttempt there, an acquire its wait + acquireGrace). Reads
+// lost releaseAttempt there, an acquire its wait + AcquireGrace). Reads
 // are not counted: a standby serves them. Same rule over HTTP (a 2xx)
 // and baton:// (an O answer).
 func (c *Client) answered(s *slot) {
