@@ -72,6 +72,7 @@ const (
 	DefaultDialTimeout       = 5 * time.Second
 	DefaultPingInterval      = 15 * time.Second
 	DefaultPingTimeout       = 5 * time.Second
+	DefaultAcquireGrace      = 3 * time.Second
 )
 
 // maxBody bounds the answers the client reads, in bytes.
@@ -115,6 +116,18 @@ type Config struct {
 	// The native protocol has no ping: its connections rely on TCP
 	// keep-alive (30 s with the default dialer).
 	PingInterval, PingTimeout time.Duration
+	// AcquireGrace is how long an acquire attempt that names a wait
+	// (WithWait) is given beyond that wait before its node is taken for
+	// silent (paused, or cut off without a reset) and the next connection
+	// is asked, for what is left of the wait. A node answers by the end
+	// of the wait, but a grant made at its last moment first waits for
+	// the cluster's sync_standbys, up to its sync_timeout: set
+	// AcquireGrace to at least sync_timeout + 2 s (a margin for the
+	// network and a loaded node), else such a grant is taken for a
+	// silent node's and the acquire moves on (the grant is then
+	// released). 0 = 3 s (DefaultAcquireGrace), which suits the default
+	// sync_timeout of 1 s. Negative: NewClient fails.
+	AcquireGrace time.Duration
 	// DialContext, if set, opens the TCP connections (tests, custom
 	// networks). Default: a net.Dialer.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -135,6 +148,7 @@ func DefaultConfig() Config {
 		ReleaseTimeout:    DefaultReleaseTimeout,
 		PingInterval:      DefaultPingInterval,
 		PingTimeout:       DefaultPingTimeout,
+		AcquireGrace:      DefaultAcquireGrace,
 	}
 	if v := SplitAddresses(os.Getenv(EnvAddr)); len(v) > 0 {
 		cfg.Addresses = v
@@ -195,9 +209,10 @@ func parseAddress(s string) (*url.URL, error) {
 // by one goroutine that dials it, waits for it to break (the ClientConn's
 // state hook reports Err() != nil: peer gone, PING unanswered, GOAWAY
 // finished), and redials every ReconnectInterval. Calls pick a live
-// connection round-robin (preferring the active node once a 307 named it)
-// and reserve one of its HTTP/2 streams; when every connection of the
-// node is at its stream limit for the call, pick adds an extra connection
+// connection round-robin (preferring the active node once a 307 named it
+// or it served a change: answered) and reserve one of its HTTP/2 streams;
+// when every connection of the node is at its stream limit for the call,
+// pick adds an extra connection
 // (kept by its own goroutine, closed once idle).
 type Client struct {
 	cfg       Config
@@ -273,6 +288,10 @@ func NewClient(cfg Config) (*Client, error) {
 	setDefault(&cfg.ReleaseTimeout, DefaultReleaseTimeout)
 	setDefault(&cfg.PingInterval, DefaultPingInterval)
 	setDefault(&cfg.PingTimeout, DefaultPingTimeout)
+	if cfg.AcquireGrace < 0 {
+		return nil, fmt.Errorf("baton: AcquireGrace must be >= 0 (0: the default, %v), got %v", DefaultAcquireGrace, cfg.AcquireGrace)
+	}
+	setDefault(&cfg.AcquireGrace, DefaultAcquireGrace)
 	if cfg.ConnsPerAddress < 0 {
 		return nil, fmt.Errorf("baton: ConnsPerAddress must be >= 0, got %d", cfg.ConnsPerAddress)
 	}
@@ -846,8 +865,25 @@ func (c *Client) prefer(loc *url.URL) error {
 	return nil
 }
 
+// answered makes the node of s the preferred address (the one calls ask
+// first), as a redirect naming it does: it has just served a change (a
+// grant, a release, a renewal, a forced release), which only the active
+// node does. Without it, after an acquire that moved on from a silent
+// active (paused) to the promoted standby and was granted there, the
+// calls that followed still went to the silent node first (a release
+// lost releaseAttempt there, an acquire its wait + AcquireGrace). Reads
+// are not counted: a standby serves them. Same rule over HTTP (a 2xx)
+// and baton:// (an O answer).
+func (c *Client) answered(s *slot) {
+	c.mu.Lock()
+	if !c.closed && c.preferred != s.addr {
+		c.preferred = s.addr
+	}
+	c.mu.Unlock()
+}
+
 // preferredIs reports whether a is the preferred address (the node a
-// redirect named last).
+// redirect or a served change named last).
 func (c *Client) preferredIs(a *address) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -1091,6 +1127,9 @@ func (c *Client) callAvoiding(ctx context.Context, method, pathQuery string, hdr
 				avoid, given = nil, nil
 			}
 			continue
+		}
+		if method != http.MethodGet && r.status/100 == 2 {
+			c.answered(s)
 		}
 		return r, s, nil
 	}

@@ -148,10 +148,11 @@ var (
 // has connections; a reset of its stream alone (REFUSED_STREAM from a node
 // or proxy past its stream limit) is repeated too, up to 10 times; a 307 is
 // followed to the active node; a poll_timeout is resumed. An attempt with
-// a wait that has no answer 3 s after its wait ran out (acquireGrace: a
-// node paused, or cut off without a reset) counts as failed too: the next
-// connection is asked, for what is left of the wait (1 ms: once, without
-// queueing), a 307 naming the silent node not followed back to it. No
+// a wait that has no answer Config.AcquireGrace (3 s by default) after
+// its wait ran out (a node paused, or cut off without a reset) counts as
+// failed too: the next connection is asked, for what is left of the wait
+// (1 ms: once, without queueing), a 307 naming the silent node not
+// followed back to it. No
 // repeat can queue it twice or make it wait behind its own grant. A grant answered
 // to a repeat may predate it: it is renewed once before Acquire returns,
 // so that the Lock counts its lease from no later than the node does.
@@ -220,7 +221,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	max := c.numConns()
 	var avoid *slot
 	// silent is the connection of the last attempt that got no answer
-	// within its wait and acquireGrace: a 307 naming its node keeps it
+	// within its wait and AcquireGrace: a 307 naming its node keeps it
 	// avoided (a standby names the paused active until it promotes).
 	var silent *slot
 	wait := o.wait // the wait pathQuery names (0: none)
@@ -243,7 +244,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 		if since.IsZero() {
 			since = sent
 		}
-		r, err := c.sendAcquire(ctx, s, cc, pathQuery, hdr, attemptLimit(wait))
+		r, err := c.sendAcquire(ctx, s, cc, pathQuery, hdr, c.attemptLimit(wait))
 		served(&unavailableSince, sent)
 		if err != nil {
 			var ce *errConn
@@ -279,6 +280,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 		}
 		switch r.status {
 		case http.StatusOK:
+			c.answered(s)
 			l, err := c.newLock(r, sent)
 			if err != nil {
 				return nil, err
@@ -389,23 +391,15 @@ func afresh(err error, wait time.Duration, start time.Time, restarts *int) (time
 	return left, true, nil
 }
 
-// acquireGrace is how long an acquire attempt that names a wait is given
-// beyond it before the client takes its node for silent (paused, or cut
-// off without a reset, whose connections stay open until a PING fails:
-// PingInterval + PingTimeout, 20 s by default; over baton://, none) and
-// moves on to the next connection (SPEC section 4), with what is left of
-// the wait. A node answers at the end of the wait at the latest: a grant
-// at its last moment waits for sync_standbys up to sync_timeout (1 s by
-// default) first.
-const acquireGrace = 3 * time.Second
-
 // attemptLimit bounds one acquire attempt that names wait: wait +
-// acquireGrace; 0 (no bound but ctx and the connection's) without a wait.
-func attemptLimit(wait time.Duration) time.Duration {
+// Config.AcquireGrace (the time the client gives a node beyond the wait
+// before it takes it for silent); 0 (no bound but ctx and the
+// connection's) without a wait.
+func (c *Client) attemptLimit(wait time.Duration) time.Duration {
 	if wait <= 0 {
 		return 0
 	}
-	return wait + acquireGrace
+	return wait + c.cfg.AcquireGrace
 }
 
 // leftOf is what is left at least of wait since start for an attempt
@@ -490,7 +484,7 @@ func (c *Client) sendAcquire(ctx context.Context, s *slot, cc *http.ClientConn, 
 		return nil, ErrClosed
 	}
 	if err != nil && expired.Load() {
-		return nil, &errConn{err: fmt.Errorf("%w (its wait + %v) from %s: %w", errNoAnswer, acquireGrace, s.addr.base.Host, err)}
+		return nil, &errConn{err: fmt.Errorf("%w (its wait + %v) from %s: %w", errNoAnswer, c.cfg.AcquireGrace, s.addr.base.Host, err)}
 	}
 	if err != nil && errors.Is(err, context.Canceled) {
 		return nil, &errConn{err: err}
@@ -726,6 +720,7 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 				avoid = s
 			case err != nil:
 			case r.status == http.StatusOK:
+				c.answered(s)
 				return nil
 			case r.status == http.StatusTemporaryRedirect:
 				if redirects++; redirects > maxRedirects {

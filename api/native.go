@@ -782,7 +782,7 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 		// is paused never answers, and nothing pings its connection.
 		var late nlate = q
 		var bounded *nattemptLate
-		if limit := attemptLimit(wait); limit > 0 {
+		if limit := c.attemptLimit(wait); limit > 0 {
 			bounded = &nattemptLate{q: q}
 			late = bounded
 		}
@@ -790,11 +790,11 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			sw, done, derr := c.nsolo(ctx, s)
 			if err = derr; err == nil {
 				w = sw
-				a, err = w.do(ctx, id, line, late, attemptLimit(wait))
+				a, err = w.do(ctx, id, line, late, c.attemptLimit(wait))
 				done()
 			}
 		} else {
-			a, err = w.do(ctx, id, line, late, attemptLimit(wait))
+			a, err = w.do(ctx, id, line, late, c.attemptLimit(wait))
 		}
 		repeat = true
 		served(&unavailableSince, sent)
@@ -819,7 +819,7 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			if attempts >= max {
 				c.nsettle(q, nil) // as in Acquire: a grant may be lost with the connection
 				if errors.Is(err, errNoAnswer) {
-					err = fmt.Errorf("%w (its wait + %v) from %s", err, acquireGrace, s.addr.base.Host)
+					err = fmt.Errorf("%w (its wait + %v) from %s", err, c.cfg.AcquireGrace, s.addr.base.Host)
 				}
 				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
 			}
@@ -835,6 +835,7 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 		}
 		switch a.Outcome {
 		case nline.OK:
+			c.answered(s)
 			l := &Lock{
 				Key: key, Token: a.Token, Lease: a.Lease, ExpiresAt: a.Expires, Node: w.node,
 				c: c, lease: a.Lease, expiry: a.Expires, deadline: sent.Add(a.Lease), lost: make(chan struct{}),
@@ -966,6 +967,7 @@ func (c *Client) naskAgain(q *nacq) uint64 {
 			case err != nil:
 				avoid = s
 			case a.Outcome == nline.OK:
+				c.answered(s)
 				return a.Token
 			case a.Outcome == nline.Moved:
 				redirects++
@@ -1044,6 +1046,7 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 				avoid = s
 			case err != nil:
 			case a.Outcome == nline.OK:
+				c.answered(s)
 				return nil
 			case a.Outcome == nline.Moved:
 				if redirects++; redirects > maxRedirects {
@@ -1147,6 +1150,9 @@ func (c *Client) ncall(ctx context.Context, what string, id nid, line []byte, av
 				avoid, given = nil, nil
 			}
 			continue
+		}
+		if a.Outcome == nline.OK {
+			c.answered(s)
 		}
 		return a, w.node, s, nil
 	}

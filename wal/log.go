@@ -825,6 +825,10 @@ func (l *Log) gather() {
 // zeros is the source of fillZeros.
 var zeros = make([]byte, 64<<10)
 
+// replayHook, if set (tests only), is called by Replay between its reads
+// of the last written index and of the segment list.
+var replayHook func()
+
 // fillZeros writes zero bytes to f from off to end and returns the offset
 // where they stop: end, or where a write failed.
 func fillZeros(f File, off, end int64) int64 {
@@ -1142,12 +1146,20 @@ func (l *Log) FirstIndex() uint64 {
 // passed over: it is not asked for), or fn's error, which stops it.
 func (l *Log) Replay(from uint64, fn func(index uint64, rec []byte) error) error {
 	from = max(from, 1)
-	l.segMu.Lock()
-	segs := slices.Clone(l.segs)
-	l.segMu.Unlock()
+	// written before the segments: a segment a record up to last is in
+	// is listed before that record is written (cut lists it while it is
+	// the writer), so the copy holds it. Read the other way round, a cut
+	// and a write between the two reads left last past the copy's final
+	// segment, taken for a segment that ends too soon.
 	l.mu.Lock()
 	last := l.written
 	l.mu.Unlock()
+	if replayHook != nil {
+		replayHook()
+	}
+	l.segMu.Lock()
+	segs := slices.Clone(l.segs)
+	l.segMu.Unlock()
 	if from > last {
 		return nil
 	}

@@ -98,3 +98,90 @@ func TestAcquireWithAWaitMovesOnFromAPausedActive(t *testing.T) {
 		})
 	}
 }
+
+// After an acquire moved on from a paused active (SIGSTOP) to the
+// promoted standby and was granted there, the client's later calls go to
+// that node first: its grant made it the node the client asks. Only a
+// redirect did that: the release that followed went to the paused node
+// first (and lost an attempt there), and so did the next acquire, which
+// waited there for its wait + the grace. Here the next acquire names a
+// wait of a minute and is given 15 s: it is granted by the promoted node
+// only if it is not sent to the paused one first. The client knows only
+// the standby at first; its redirect (an M over baton://) names the
+// active, which the client then prefers, as a program's would.
+func TestCallsAfterAFailoverGoToTheNodeThatGranted(t *testing.T) {
+	for _, proto := range []string{"http", "native"} {
+		t.Run(proto, func(t *testing.T) {
+			needBinary(t)
+			const host = "127.0.0.28"
+			a1, a2 := testproc.FreeAddr(t, host), testproc.FreeAddr(t, host)
+			na1, na2 := testproc.FreeAddr(t, host), testproc.FreeAddr(t, host)
+			peers := "--peers=http://" + a1 + ",http://" + a2
+			n1 := startServeAt(t, a1, t.TempDir(), nil, peers, "--advertise=http://"+a1, "--native-listen", na1)
+			n2 := startServeAt(t, a2, t.TempDir(), nil, peers, "--advertise=http://"+a2, "--native-listen", na2)
+			eventually(t, "the standby synced", func() string {
+				if res, _ := get(t, "GET", n2.url+"/locks"); res.Header.Get(api.HeaderReplicaLag) == "" {
+					return "not yet"
+				}
+				return ""
+			})
+			cfg := api.DefaultConfig()
+			cfg.Addresses = []string{n2.url}
+			// The paused node's connections stay open for the test (as
+			// over baton://, which has no PING): a failed PING (after
+			// 15 + 5 s by default) would close them and hide which node
+			// the client asks first.
+			cfg.PingInterval = 10 * time.Minute
+			if proto == "native" {
+				cfg.Addresses = []string{"baton://" + na2}
+			}
+			c, err := api.NewClient(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			// The standby redirects: the client prefers the active.
+			warm, err := c.Acquire(t.Context(), "warm", api.WithWait(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := warm.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+
+			if err := n1.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			testproc.WaitStopped(t, n1.cmd.Process.Pid)
+			t.Cleanup(func() { _ = n1.cmd.Process.Signal(syscall.SIGCONT) })
+
+			const patience = 15 * time.Second // no room for a minute's wait on the paused node
+			ctx, cancel := context.WithTimeout(t.Context(), patience)
+			defer cancel()
+			l, err := c.Acquire(ctx, "free", api.WithWait(2*time.Second), api.WithLease(time.Minute))
+			if err != nil {
+				t.Fatalf("acquire with the active paused: %v; want a grant from the promoted standby", err)
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatalf("release of the promoted node's grant: %v", err)
+			}
+			if st := n2.status("free"); st.Holder != nil {
+				t.Fatalf("free still held on the promoted node after its release: %+v", st.Holder)
+			}
+
+			ctx, cancel = context.WithTimeout(t.Context(), patience)
+			defer cancel()
+			next, err := c.Acquire(ctx, "next", api.WithWait(time.Minute), api.WithLease(time.Minute))
+			if err != nil {
+				t.Fatalf("the next acquire: %v; want a grant from the promoted node, asked first (it was sent to the paused node, where a minute's wait + the grace is longer than %v)", err, patience)
+			}
+			if st := n2.status("next"); st.Holder == nil || st.Holder.Token != next.Token {
+				t.Fatalf("the promoted node's holder of next: %+v, want token %d", st.Holder, next.Token)
+			}
+			if err := next.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			_ = n1.cmd.Process.Kill()
+		})
+	}
+}

@@ -39,6 +39,11 @@ type snapshotter struct {
 	index    uint64     // the log index of the last snapshot (0: none yet)
 	atBytes  uint64     // wal Stats.Bytes when it was taken
 	lastSize uint64     // its size in bytes
+	// failedSince is when the first of the snapshots failing since the
+	// last one saved failed (zero: the last one did not fail); failures
+	// counts them. Only the first failure and the recovery are logged.
+	failedSince time.Time
+	failures    int
 
 	stop chan struct{}
 	done chan struct{}
@@ -91,8 +96,10 @@ func (s *snapshotter) due() bool {
 }
 
 // save takes a snapshot now at the log's last index, unless the last
-// snapshot is already there. Errors are logged and returned; the log and
-// its older snapshot stay as they were.
+// snapshot is already there. Errors are returned; the log and its older
+// snapshot stay as they were. Of a run of failures only the first is
+// logged, and the save that ends it (run calls save every check while
+// the log is failed).
 func (s *snapshotter) save() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -107,10 +114,18 @@ func (s *snapshotter) save() error {
 		return s.dump(io.MultiWriter(w, &size))
 	})
 	if err != nil {
-		s.log.Error("snapshot of the log failed; the log keeps growing until one succeeds", "index", index, "err", err)
+		if s.failures == 0 {
+			s.failedSince = start
+			s.log.Error("snapshot of the log failed; the log keeps growing until one succeeds (trying again every check, logged once)", "index", index, "err", err)
+		}
+		s.failures++
 		return err
 	}
 	s.index, s.atBytes, s.lastSize = index, bytes, uint64(size)
+	if s.failures > 0 {
+		s.log.Info("snapshot of the log: saving works again", "failed_since", s.failedSince, "failed_attempts", s.failures)
+		s.failures, s.failedSince = 0, time.Time{}
+	}
 	s.log.Info("snapshot of the log saved", "index", index, "bytes", uint64(size), "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -306,3 +306,85 @@ func TestDamagedSnapshotRefused(t *testing.T) {
 		t.Fatalf("after: %+v %v; the change after the snapshot is in the log and must be kept", st, err)
 	}
 }
+
+// levelCounter is a slog.Handler that counts the records of each level.
+type levelCounter struct {
+	mu sync.Mutex
+	n  map[slog.Level]int
+}
+
+func (c *levelCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (c *levelCounter) Handle(_ context.Context, r slog.Record) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[r.Level]++
+	return nil
+}
+func (c *levelCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *levelCounter) WithGroup(string) slog.Handler      { return c }
+
+func (c *levelCounter) count(l slog.Level) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[l]
+}
+
+// TestSnapshotFailuresLoggedOnce: while snapshots keep failing (every
+// check of the snapshotter tries again), the failure is logged once, when
+// it begins, and the recovery once, when a snapshot is saved again; they
+// were logged at every check.
+func TestSnapshotFailuresLoggedOnce(t *testing.T) {
+	leakCheck(t)
+	cfg := wal.DefaultConfig(t.TempDir())
+	cfg.Logger = quietLog()
+	l, err := wal.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var attempts atomic.Int32
+	var failing atomic.Bool
+	failing.Store(true)
+	dump := func(w io.Writer) error {
+		attempts.Add(1)
+		if failing.Load() {
+			return errors.New("disk full")
+		}
+		_, err := io.WriteString(w, "state")
+		return err
+	}
+	logs := &levelCounter{n: map[slog.Level]int{}}
+	s := startSnapshotter(l, dump, slog.New(logs), 1, time.Millisecond, snapshotStart{})
+	stopped := false
+	defer func() {
+		if !stopped {
+			s.close()
+		}
+	}()
+	wait := func(what string, done func() bool) {
+		t.Helper()
+		for end := time.Now().Add(10 * time.Second); !done(); time.Sleep(time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	if _, err := l.Append([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	wait("5 failed snapshots", func() bool { return attempts.Load() >= 5 })
+	if n := logs.count(slog.LevelError); n != 1 {
+		t.Fatalf("%d error lines after %d failed snapshots; want 1", n, attempts.Load())
+	}
+	failing.Store(false)
+	wait("a snapshot saved", func() bool { idx, _, err := l.LoadSnapshot(); return err == nil && idx == 1 })
+	wait("the recovery and save logged", func() bool { return logs.count(slog.LevelInfo) >= 2 })
+	s.close()
+	stopped = true
+	if e, i := logs.count(slog.LevelError), logs.count(slog.LevelInfo); e != 1 || i != 2 {
+		t.Fatalf("%d error and %d info lines; want 1 (the first failure) and 2 (the recovery, the snapshot saved)", e, i)
+	}
+}
