@@ -99,6 +99,7 @@ export class Client {
     /** @type {Set<Promise<void>>} what close() waits for */
     this._busy = new Set();
     this._closed = false;
+    this._shut = new AbortController();
   }
 
   _open() {
@@ -118,6 +119,7 @@ export class Client {
    */
   async close() {
     this._closed = true;
+    this._shut.abort();
     while (this._busy.size) await Promise.all(this._busy);
   }
 
@@ -489,8 +491,9 @@ export class Lock {
   keepAlive() {
     let ka = this._ka;
     const stop = () => { if (ka && this._ka === ka) { ka.abort(); this._ka = null; } };
-    if (ka || this._released || this.lost.aborted) return stop;
+    if (ka || this._released || this.lost.aborted || this._c._closed) return stop;
     ka = this._ka = new AbortController();
+    this._c._shut.signal.addEventListener('abort', stop, { signal: ka.signal });
     (async () => {
       while (!ka.signal.aborted) {
         const lease = this.lease * 1000;
