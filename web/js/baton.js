@@ -113,10 +113,7 @@ export class Client {
     return p;
   }
 
-  /**
-   * Refuses later calls ("closed"); resolves when the releases and settles
-   * of cut-off acquires in flight end (each within 5 s of retries).
-   */
+  /** Refuses later calls ("closed"), ends keepAlives; resolves once releases and settles end. */
   async close() {
     this._closed = true;
     this._shut.abort();
@@ -428,7 +425,8 @@ export class Lock {
     this.node = g.node;
     this._ac = new AbortController();
     this.lost = this._ac.signal;
-    this._released = false;
+    /** @type {Promise<void> | null} */
+    this._released = null;
     /** @type {ReturnType<typeof setTimeout> | undefined} */
     this._timer = undefined;
     /** @type {AbortController | null} */
@@ -515,14 +513,10 @@ export class Lock {
     return stop;
   }
 
-  /**
-   * As Client.release, and stops the renewals; a second call resolves at once.
-   */
-  async release() {
-    if (this._released) return;
-    this._released = true;
+  /** As Client.release, and stops renewals; a call after a failure tries again. */
+  release() {
     this._halt();
     const c = this._c;
-    await c._track(c._release(this.key, this.token));
+    return this._released ||= c._track(c._release(this.key, this.token)).catch((e) => { this._released = null; throw e; });
   }
 }
