@@ -662,7 +662,7 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) (int, error) {
 			return
 		}
 		started <- nil
-		exited <- cmd.Wait()
+		exited <- group.wait()
 	}()
 	startErr := <-started
 	running := group.started(startErr)
@@ -677,6 +677,8 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) (int, error) {
 		// The guard could not start COMMAND (it said why) or was
 		// killed first: nothing to signal; its end comes below.
 		sigs = nil
+	} else if js := group.jobSignals(); len(js) > 0 {
+		signal.Notify(sigs, js...)
 	}
 
 	var waitErr error
