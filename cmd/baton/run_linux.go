@@ -130,8 +130,16 @@ func (g *commandGroup) wait() error {
 		switch info.Code {
 		case cldStopped:
 			// Taken off the child's state, or the next look sees it again.
+			// Only a stop of job control (Ctrl+Z, a read or write of the
+			// terminal from the background) stops baton's job: an
+			// operator's SIGSTOP of the group leaves baton renewing, as
+			// a SIGCONT that only the group gets would otherwise let
+			// COMMAND run on under a stopped baton.
 			if unix.Waitid(unix.P_PID, pid, &took, unix.WSTOPPED|unix.WNOHANG, nil) == nil && took.Code == cldStopped {
-				g.suspend()
+				switch syscall.Signal(siStatus(&took)) {
+				case syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU:
+					g.suspend()
+				}
 			}
 			continue
 		case cldContinued:
@@ -143,6 +151,15 @@ func (g *commandGroup) wait() error {
 	return g.cmd.Wait()
 }
 
+// siStatus returns si_status of a SIGCHLD siginfo (for CLD_STOPPED, the
+// signal that stopped the child), which x/sys/unix leaves unnamed: after
+// si_signo, si_errno and si_code (int32 each, in some order) comes a union
+// aligned as a pointer, where si_pid and si_uid (int32) precede it.
+func siStatus(info *unix.Siginfo) int32 {
+	a := unsafe.Alignof(uintptr(0))
+	return *(*int32)(unsafe.Add(unsafe.Pointer(info), (12+a-1)/a*a+8))
+}
+
 // suspend stops baton's job while COMMAND's group is stopped: the whole
 // group (COMMAND itself may have ignored the SIGTSTP) is stopped for
 // good, the terminal given back to baton's group, and baton's group
@@ -152,8 +169,14 @@ func (g *commandGroup) wait() error {
 func (g *commandGroup) suspend() {
 	g.signal(syscall.SIGSTOP)
 	g.done()
+	// The stop takes baton's threads only after kill returns (this one
+	// ran on and continued COMMAND at once): the SIGCONT that ends it is
+	// waited for.
+	cont := make(chan os.Signal, 1)
+	signal.Notify(cont, syscall.SIGCONT)
+	defer signal.Stop(cont)
 	_ = syscall.Kill(0, syscall.SIGSTOP)
-	// Continued.
+	<-cont
 	if g.tty >= 0 {
 		if pg, err := tcgetpgrp(g.tty); err == nil && pg == syscall.Getpgrp() {
 			setForeground(g.tty, g.cmd.Process.Pid)

@@ -272,7 +272,7 @@ func TestRunStopsWithCommand(t *testing.T) {
 	url := startNode(t)
 	c := apiClient(t, url)
 	p := &runProc{stdout: newSyncBuffer(), stderr: newSyncBuffer(), exited: make(chan struct{})}
-	p.cmd = exec.Command(batonBin, "run", "g/tstp", "--lease", "30", "--", "sh", "-c", `sleep 300 & echo $!; wait`)
+	p.cmd = exec.Command(batonBin, "run", "g/tstp", "--lease", "4", "--", "sh", "-c", `sleep 300 & echo $!; wait`)
 	p.cmd.Env = cleanEnv(api.EnvAddr + "=" + url)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	p.cmd.WaitDelay = time.Second
@@ -304,6 +304,36 @@ func TestRunStopsWithCommand(t *testing.T) {
 	_ = syscall.Kill(-baton, syscall.SIGCONT) // bg
 	waitState(t, sleeper, "S", "COMMAND's sleep after SIGCONT")
 	waitState(t, baton, "SR", "baton after SIGCONT")
+
+	// An operator's SIGSTOP of COMMAND's group is no job control: baton
+	// runs on and renews (a SIGCONT to the group alone must not find
+	// COMMAND running under a stopped baton).
+	group, err := syscall.Getpgid(sleeper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Status(t.Context(), "g/tstp")
+	if err != nil || st.Holder == nil {
+		t.Fatalf("status: %+v, %v", st, err)
+	}
+	_ = syscall.Kill(-group, syscall.SIGSTOP)
+	waitState(t, sleeper, "T", "COMMAND's sleep after SIGSTOP")
+	deadline := time.Now().Add(bound)
+	for {
+		now, err := c.Status(t.Context(), "g/tstp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now.Holder != nil && now.Holder.Token == st.Holder.Token && now.Holder.ExpiresAt.After(st.Holder.ExpiresAt) {
+			break // renewed
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not renewed while COMMAND's group is stopped by SIGSTOP: %+v (baton in state %q)", now.Holder, procState(baton))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = syscall.Kill(-group, syscall.SIGCONT)
+	waitState(t, sleeper, "S", "COMMAND's sleep after the operator's SIGCONT")
 
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	if code := p.waitExit(t, "SIGTERM"); code != 128+int(syscall.SIGTERM) {
