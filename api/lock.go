@@ -1017,8 +1017,8 @@ func (l *Lock) keepAliveEnded() {
 // WithLock acquires key (see Acquire for opts and errors), keeps it alive
 // in the background, and runs fn with the fencing token and a context that
 // is cancelled (cause: an error that Is ErrLost) if the lock is lost. When
-// fn returns, the lock is released (retried for up to 5 s, even if ctx has
-// ended). It returns fn's error, joined with an error that Is ErrLost if
+// fn returns, or panics, the lock is released (retried for up to 5 s, even
+// if ctx has ended; a panic goes on after the release). It returns fn's error, joined with an error that Is ErrLost if
 // the lock was lost while fn ran, and with the release's error if the
 // release failed.
 func (c *Client) WithLock(ctx context.Context, key string, fn func(ctx context.Context, token uint64) error, opts ...AcquireOption) error {
@@ -1038,7 +1038,19 @@ func (c *Client) WithLock(ctx context.Context, key string, fn func(ctx context.C
 		case <-fctx.Done():
 		}
 	}()
+	returned := false
+	defer func() {
+		if !returned {
+			// fn panicked (or called runtime.Goexit): the lock is
+			// released on the way up. A net/http server recovers a
+			// handler's panic and goes on, and the keep-alive, whose
+			// context never ends, held the lock for as long as the
+			// Client lived.
+			_ = l.Release(context.WithoutCancel(ctx))
+		}
+	}()
 	ferr := fn(fctx, l.Token)
+	returned = true
 	lostErr := l.Err()
 	rerr := l.Release(context.WithoutCancel(ctx))
 	cancel(nil)

@@ -243,6 +243,34 @@ func TestProtoWithLock(t *testing.T) {
 	})
 }
 
+// A panic in WithLock's fn (a net/http handler's, which the server
+// recovers, and the process goes on) releases the lock on its way up: the
+// keep-alive, whose context never ends, held it for as long as the Client
+// lived.
+func TestProtoWithLockPanicReleases(t *testing.T) {
+	eachProto(t, func(t *testing.T, proto string) {
+		srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
+		c := newClient(t, nil, srv.Base(proto))
+		hc := newClient(t, nil, srv.URL)
+		ctx := ctxBound(t)
+		var got uint64
+		func() {
+			defer func() {
+				if r := recover(); r != "boom" {
+					t.Errorf("recovered %v, want the panic of fn", r)
+				}
+			}()
+			_ = c.WithLock(ctx, "k", func(ctx context.Context, token uint64) error {
+				got = token
+				panic("boom")
+			}, api.WithLease(time.Minute))
+		}()
+		if st := status(t, hc, "k"); got == 0 || st.Holder != nil {
+			t.Fatalf("token %d: still held after fn panicked: %+v", got, st.Holder)
+		}
+	})
+}
+
 // Shared modes, limits, owners and forced releases, over both protocols.
 func TestProtoModesAndOwner(t *testing.T) {
 	eachProto(t, func(t *testing.T, proto string) {

@@ -642,6 +642,12 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) (int, error) {
 	}
 
 	var group commandGroup
+	// From here on a SIGTSTP (Ctrl+Z) waits in sigs too, and is forwarded
+	// once COMMAND runs: caught only when COMMAND starts, one that came
+	// just before stopped baton alone.
+	if js := group.jobSignals(); len(js) > 0 {
+		signal.Notify(sigs, js...)
+	}
 	cmd := group.command(command, cio.stdin)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = cio.stdin, cio.stdout, cio.stderr
 	env := append(cio.environ(), "BATON_KEY="+key, "BATON_TOKEN="+strconv.FormatUint(l.Token, 10))
@@ -662,7 +668,7 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) (int, error) {
 			return
 		}
 		started <- nil
-		exited <- cmd.Wait()
+		exited <- group.wait()
 	}()
 	startErr := <-started
 	running := group.started(startErr)

@@ -52,7 +52,8 @@ lease while it runs, release when it ends, and exit with its status (128+N
 if killed by signal N, 127 if it could not be started). If the lock is
 lost, COMMAND's process group gets SIGTERM (SIGKILL after --kill-after)
 and baton exits 4. COMMAND runs in a process group of its own: SIGTERM,
-SIGHUP, SIGINT and SIGQUIT sent to baton reach the whole group. A signal
+SIGHUP, SIGINT and SIGQUIT sent to baton reach the whole group; Ctrl+Z
+stops it and baton together (Linux). A signal
 that comes before COMMAND runs (while waiting, or with the grant) ends the
 wait: COMMAND does not start and the lock is released. If baton dies, the
 group is killed (Linux). Exits 3 when --wait ran out.`,

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // guardCommand is the hidden subcommand that runs between `baton run` and
@@ -94,18 +96,113 @@ func (g *commandGroup) signal(sig syscall.Signal) {
 	_ = syscall.Kill(-g.cmd.Process.Pid, sig)
 }
 
+// jobSignals are the signals that baton forwards to COMMAND's group once
+// it runs, besides those that end it: SIGTSTP (Ctrl+Z while baton's group
+// has the terminal) stops COMMAND, and wait then stops baton (stopped by
+// it, baton left COMMAND running with nobody renewing its lease).
+func (g *commandGroup) jobSignals() []os.Signal { return []os.Signal{syscall.SIGTSTP} }
+
+// Child states of waitid (si_code of SIGCHLD), which x/sys/unix lacks.
+const (
+	cldStopped   = 5
+	cldContinued = 6
+)
+
+// wait waits for COMMAND's end as cmd.Wait does, and meanwhile keeps
+// baton's job stopped whenever COMMAND's group is: when the guard stops
+// (Ctrl+Z while COMMAND has the terminal, or a forwarded SIGTSTP), suspend
+// stops baton too, so that the shell sees the job stopped and gets the
+// terminal back, and no lease is renewed for a COMMAND that does not run.
+// Before, baton ran on: the shell waited for it, the terminal hung with a
+// stopped foreground group, and the lock was renewed for ever.
+func (g *commandGroup) wait() error {
+	pid := g.cmd.Process.Pid
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WSTOPPED|unix.WCONTINUED|unix.WNOWAIT, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			break
+		}
+		var took unix.Siginfo
+		switch info.Code {
+		case cldStopped:
+			// Taken off the child's state, or the next look sees it again.
+			// Only a stop of job control (Ctrl+Z, a read or write of the
+			// terminal from the background) stops baton's job: an
+			// operator's SIGSTOP of the group leaves baton renewing, as
+			// a SIGCONT that only the group gets would otherwise let
+			// COMMAND run on under a stopped baton.
+			if unix.Waitid(unix.P_PID, pid, &took, unix.WSTOPPED|unix.WNOHANG, nil) == nil && took.Code == cldStopped {
+				switch syscall.Signal(siStatus(&took)) {
+				case syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU:
+					g.suspend()
+				}
+			}
+			continue
+		case cldContinued:
+			_ = unix.Waitid(unix.P_PID, pid, &took, unix.WCONTINUED|unix.WNOHANG, nil)
+			continue
+		}
+		break // it ended: cmd.Wait reaps it
+	}
+	return g.cmd.Wait()
+}
+
+// siStatus returns si_status of a SIGCHLD siginfo (for CLD_STOPPED, the
+// signal that stopped the child), which x/sys/unix leaves unnamed: after
+// si_signo, si_errno and si_code (int32 each, in some order) comes a union
+// aligned as a pointer, where si_pid and si_uid (int32) precede it.
+func siStatus(info *unix.Siginfo) int32 {
+	a := unsafe.Alignof(uintptr(0))
+	return *(*int32)(unsafe.Add(unsafe.Pointer(info), (12+a-1)/a*a+8))
+}
+
+// suspend stops baton's job while COMMAND's group is stopped: the whole
+// group (COMMAND itself may have ignored the SIGTSTP) is stopped for
+// good, the terminal given back to baton's group, and baton's group
+// stopped, which the shell reports as a stopped job. When the job is
+// continued (fg, bg), COMMAND's group gets the terminal back if baton
+// has it (fg) and is continued.
+func (g *commandGroup) suspend() {
+	g.signal(syscall.SIGSTOP)
+	g.done()
+	// The stop takes baton's threads only after kill returns (this one
+	// ran on and continued COMMAND at once): the SIGCONT that ends it is
+	// waited for.
+	cont := make(chan os.Signal, 1)
+	signal.Notify(cont, syscall.SIGCONT)
+	defer signal.Stop(cont)
+	_ = syscall.Kill(0, syscall.SIGSTOP)
+	<-cont
+	if g.tty >= 0 {
+		if pg, err := tcgetpgrp(g.tty); err == nil && pg == syscall.Getpgrp() {
+			setForeground(g.tty, g.cmd.Process.Pid)
+		}
+	}
+	g.signal(syscall.SIGCONT)
+}
+
 // done gives the terminal's foreground back to baton's group after COMMAND
 // ended (the shell, or a script, that runs baton reads the terminal next).
 func (g *commandGroup) done() {
 	if g.tty < 0 {
 		return
 	}
-	// baton is a background group now: a tcsetpgrp would stop it with
+	setForeground(g.tty, syscall.Getpgrp())
+}
+
+// setForeground makes the process group pg the foreground group of the
+// terminal tty.
+func setForeground(tty, pg int) {
+	// baton may be a background group: a tcsetpgrp would stop it with
 	// SIGTTOU unless that is ignored.
 	signal.Ignore(syscall.SIGTTOU)
 	defer signal.Reset(syscall.SIGTTOU)
-	pg := int32(syscall.Getpgrp())
-	_, _, _ = syscall.Syscall(syscall.SYS_IOCTL, uintptr(g.tty), syscall.TIOCSPGRP, uintptr(unsafe.Pointer(&pg)))
+	p := int32(pg)
+	_, _, _ = syscall.Syscall(syscall.SYS_IOCTL, uintptr(tty), syscall.TIOCSPGRP, uintptr(unsafe.Pointer(&p)))
 }
 
 func tcgetpgrp(fd int) (int, error) {

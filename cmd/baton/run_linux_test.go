@@ -232,3 +232,113 @@ func TestRunSignalsTheWholeGroup(t *testing.T) {
 		waitGone(t, pid, "after baton was killed")
 	})
 }
+
+// procState is the state letter of pid in /proc (R, S, T, Z, ...), "" when
+// it is gone.
+func procState(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 {
+		return f[0]
+	}
+	return ""
+}
+
+// waitState waits until pid is in one of the states (procState letters).
+func waitState(t *testing.T, pid int, states, what string) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		st := procState(pid)
+		if st != "" && strings.Contains(states, st) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: process %d is in state %q, want one of %q", what, pid, st, states)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Ctrl+Z stops baton's job as a whole: a SIGTSTP to baton (the terminal's,
+// when baton's group is the foreground) stops COMMAND's group and baton,
+// and SIGCONT (fg, bg) continues both. Stopped by it, baton left COMMAND
+// running with nobody renewing the lease: the lock ran out under it.
+func TestRunStopsWithCommand(t *testing.T) {
+	needBinary(t)
+	url := startNode(t)
+	c := apiClient(t, url)
+	p := &runProc{stdout: newSyncBuffer(), stderr: newSyncBuffer(), exited: make(chan struct{})}
+	p.cmd = exec.Command(batonBin, "run", "g/tstp", "--lease", "4", "--", "sh", "-c", `sleep 300 & echo $!; wait`)
+	p.cmd.Env = cleanEnv(api.EnvAddr + "=" + url)
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	p.cmd.WaitDelay = time.Second
+	// A group of its own, as a shell's job: baton stops its group.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.exited)
+		err := p.cmd.Wait()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			p.code = ee.ExitCode()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT)
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	})
+	sleeper := pidLine(t, p)
+	baton := p.cmd.Process.Pid
+
+	_ = syscall.Kill(-baton, syscall.SIGTSTP) // Ctrl+Z to baton's job
+	waitState(t, baton, "T", "baton after SIGTSTP")
+	waitState(t, sleeper, "T", "COMMAND's sleep while baton is stopped")
+
+	_ = syscall.Kill(-baton, syscall.SIGCONT) // bg
+	waitState(t, sleeper, "S", "COMMAND's sleep after SIGCONT")
+	waitState(t, baton, "SR", "baton after SIGCONT")
+
+	// An operator's SIGSTOP of COMMAND's group is no job control: baton
+	// runs on and renews (a SIGCONT to the group alone must not find
+	// COMMAND running under a stopped baton).
+	group, err := syscall.Getpgid(sleeper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Status(t.Context(), "g/tstp")
+	if err != nil || st.Holder == nil {
+		t.Fatalf("status: %+v, %v", st, err)
+	}
+	_ = syscall.Kill(-group, syscall.SIGSTOP)
+	waitState(t, sleeper, "T", "COMMAND's sleep after SIGSTOP")
+	deadline := time.Now().Add(bound)
+	for {
+		now, err := c.Status(t.Context(), "g/tstp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now.Holder != nil && now.Holder.Token == st.Holder.Token && now.Holder.ExpiresAt.After(st.Holder.ExpiresAt) {
+			break // renewed
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not renewed while COMMAND's group is stopped by SIGSTOP: %+v (baton in state %q)", now.Holder, procState(baton))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = syscall.Kill(-group, syscall.SIGCONT)
+	waitState(t, sleeper, "S", "COMMAND's sleep after the operator's SIGCONT")
+
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.waitExit(t, "SIGTERM"); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("exit %d, want %d; stderr %q", code, 128+int(syscall.SIGTERM), p.stderr.String())
+	}
+	waitGone(t, sleeper, "after a forwarded SIGTERM")
+	noHolderWithin(t, c, "g/tstp", time.Second)
+}

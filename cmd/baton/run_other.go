@@ -27,6 +27,11 @@ func (g *commandGroup) signal(sig syscall.Signal) { _ = g.cmd.Process.Signal(sig
 
 func (g *commandGroup) done() {}
 
+// jobSignals: no job control here.
+func (g *commandGroup) jobSignals() []os.Signal { return nil }
+
+func (g *commandGroup) wait() error { return g.cmd.Wait() }
+
 func runGuard(args []string) int {
 	fmt.Fprintln(os.Stderr, "baton: "+guardCommand+" is internal to baton run on Linux")
 	return exitUsage

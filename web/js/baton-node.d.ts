@@ -11,8 +11,10 @@ export type { ClientOptions, AcquireOptions, Grant, Holder, LockStatus, LockList
 export interface NodeClientOptions extends ClientOptions {
   /**
    * "http2" (default): calls multiplexed on two HTTP/2 connections per
-   * origin (h2c to http://, h2 by ALPN to https://); "fetch": the
-   * runtime's fetch, as baton.js. A `fetch` option wins over both.
+   * origin (h2c to http://, h2 by ALPN to https://), each pinged every 5 s
+   * while calls are in flight and closed when a PING goes unanswered 5 s
+   * (a silent node: its calls move on); "fetch": the runtime's fetch, as
+   * baton.js. A `fetch` option wins over both.
    */
   transport?: "http2" | "fetch";
   /**

@@ -16,6 +16,15 @@ export { BatonError, Lock } from './baton.js';
 
 /** Connections kept to each origin, used in turn (SPEC section 4: two). */
 const CONNECTIONS = 2;
+/**
+ * ms: a connection with calls in flight is pinged every PING_MS, and one
+ * whose PING is not answered within PING_MS is closed (its calls fail and
+ * move on, as over a broken one). A node that went silent (paused, its
+ * host gone, a link cut without a reset) otherwise held a waiting acquire
+ * for ever, also once the new active had granted it (as the Go client's
+ * HTTP/2 pings).
+ */
+const PING_MS = 5000;
 /** The most redirects one call follows, as fetch. */
 const MAX_FOLLOW = 20;
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
@@ -68,7 +77,8 @@ const inFlight = Symbol('inFlight');
  * an Answer (a Response's status, headers, url, text; no request body: no
  * baton call has one). It follows redirects like fetch (the Authorization
  * header is dropped across origins; `redirect: "manual"` returns them).
- * A connection that closes is replaced at the next call; an aborted
+ * A connection that closes is replaced at the next call; one with calls in
+ * flight that leaves a PING unanswered (PING_MS) is closed; an aborted
  * `signal` resets the stream and rejects with its reason. Connections hold
  * the process open only while a call is in flight; `close()` ends them.
  * @param {import('node:tls').ConnectionOptions} [tls] options of the TLS
@@ -96,9 +106,33 @@ export function http2Transport(tls) {
       fresh.on('close', drop);
       /** @type {any} */ (fresh)[inFlight] = 0;
       fresh.unref();
+      const beat = setInterval(() => ping(fresh, origin), PING_MS);
+      beat.unref();
+      fresh.on('close', () => clearInterval(beat));
       p.conns[i] = s = fresh;
     }
     return s;
+  }
+
+  /**
+   * Pings s if it has calls in flight; closes it when no answer comes
+   * within PING_MS.
+   * @param {any} s
+   * @param {string} origin
+   */
+  function ping(s, origin) {
+    if (!s[inFlight] || s.destroyed || s.closed) return;
+    const silent = setTimeout(() => s.destroy(new Error(origin + ': no answer to an HTTP/2 PING within ' + PING_MS + ' ms')), PING_MS);
+    silent.unref();
+    try {
+      s.ping((/** @type {Error | null} */ err) => {
+        clearTimeout(silent);
+        if (err && !s.destroyed && !s.closed) s.destroy(err); // not a PING cancelled by close()
+      });
+    } catch (e) {
+      clearTimeout(silent);
+      s.destroy(e);
+    }
   }
 
   /**

@@ -1,11 +1,10 @@
 // baton.js: the official JavaScript client of baton (SPEC section 4), an ES
 // module with no dependency: fetch, AbortSignal, crypto.randomUUID, timers.
-// Types: /baton.d.ts. `await client.close()` before a process (say a
-// serverless function) ends: it waits for releases being retried.
+// Types: /baton.d.ts. Await close() before a process ends (see there).
 
-// ms: a failed address is skipped SKIP_MS; a release (or _settle) retried
-// every RELEASE_RETRY_MS for RELEASE_FOR_MS, each attempt cut at ATTEMPT_MS; a
-// call pauses ROUND_MS after a round of addresses that all failed.
+// ms: a failed address skipped SKIP_MS; releases (and _settle) retried every
+// RELEASE_RETRY_MS for RELEASE_FOR_MS, attempts cut at ATTEMPT_MS; a call
+// pauses ROUND_MS after a round of failed addresses.
 const SKIP_MS = 3000, RELEASE_RETRY_MS = 200, RELEASE_FOR_MS = 5000, ATTEMPT_MS = 1000, ROUND_MS = 200;
 /** The most redirected 401s a call repeats to the active itself. */
 const MAX_REDIRECTS = 10;
@@ -80,7 +79,7 @@ const unavailable = (what, cause) => new BatonError(0, 'unavailable', what + ': 
 
 /** @typedef {{ base: string, downUntil: number }} Addr */
 
-/** A client of a baton cluster; close() waits for its background releases and settles. */
+/** A client of a baton cluster. */
 export class Client {
   /** @param {ClientOptions} options */
   constructor({ addresses, token, fetch: f, retryFor } = /** @type {any} */ ({})) {
@@ -100,6 +99,7 @@ export class Client {
     /** @type {Set<Promise<void>>} what close() waits for */
     this._busy = new Set();
     this._closed = false;
+    this._shut = new AbortController();
   }
 
   _open() {
@@ -113,16 +113,14 @@ export class Client {
     return p;
   }
 
-  /**
-   * Refuses later calls ("closed"); resolves when the releases and settles
-   * of cut-off acquires in flight end (each within 5 s of retries).
-   */
+  /** Refuses later calls ("closed"), ends keepAlives; resolves once releases and settles end. */
   async close() {
     this._closed = true;
+    this._shut.abort();
     while (this._busy.size) await Promise.all(this._busy);
   }
 
-  /** The active once known, else round robin, skipping failed addresses. */
+  /** The active once known, else round robin over addresses not failed. */
   _pick() {
     const now = Date.now();
     if (this._active && this._active.downUntil <= now) return this._active;
@@ -232,8 +230,7 @@ export class Client {
    * the wait), "invalid_argument" (400, `field`), "limit_mismatch" (409),
    * "too_many_waiters" (429), "unauthorized" (401), "unavailable" (no node
    * answered), "closed". An aborted `signal` rejects with its reason (the
-   * server drops the waiter).
-   * A grant an abort or "unavailable" cut off is released in the background.
+   * server drops the waiter). A grant that or "unavailable" cut off is released.
    * @param {string} key
    * @param {AcquireOptions} [options]
    * @returns {Promise<Lock>}
@@ -272,10 +269,9 @@ export class Client {
   }
 
   /**
-   * Ends in the background what a cut-off acquire may hold, as the Go
-   * client does: the grant `token` (NaN or 0: unknown), else the acquire is
-   * asked again under its Idempotency-Key with a wait of 1 ms for up to 5 s:
-   * the node answers the grant it made (released) or 408/410 (none held).
+   * Releases in the background what a cut-off acquire may hold: the grant
+   * `token`, else (NaN, 0) what a repeat under its Idempotency-Key with a
+   * 1 ms wait finds, asked for up to 5 s (408/410: none held).
    * @type {(key: string, pathQuery: string, headers: Record<string, string>, token: number) => void}
    */
   _settle(key, pathQuery, headers, token) {
@@ -331,7 +327,7 @@ export class Client {
     const path = lockPath(key);
     const end = Date.now() + RELEASE_FOR_MS;
     let maybeSent = false;
-    for (;;) {
+    for (let redirects = 0; ;) {
       /** @type {BatonError} */
       let err;
       const addr = this._pick();
@@ -339,6 +335,7 @@ export class Client {
         const res = await this._fetchOne(addr, 'DELETE', path, { 'Lock-Token': String(token) }, AbortSignal.timeout(ATTEMPT_MS));
         this._follow(res);
         if (res.ok) { await res.text(); return; }
+        if (res.redirected && res.status === 401 && this.token && redirects++ < MAX_REDIRECTS) { await res.text(); continue; }
         err = await statusError(res);
         if ((res.status === 404 || res.status === 409) && maybeSent) return;
         if (res.status < 500) throw err;
@@ -428,7 +425,8 @@ export class Lock {
     this.node = g.node;
     this._ac = new AbortController();
     this.lost = this._ac.signal;
-    this._released = false;
+    /** @type {Promise<void> | null} */
+    this._released = null;
     /** @type {ReturnType<typeof setTimeout> | undefined} */
     this._timer = undefined;
     /** @type {AbortController | null} */
@@ -491,8 +489,9 @@ export class Lock {
   keepAlive() {
     let ka = this._ka;
     const stop = () => { if (ka && this._ka === ka) { ka.abort(); this._ka = null; } };
-    if (ka || this._released || this.lost.aborted) return stop;
+    if (ka || this._released || this.lost.aborted || this._c._closed) return stop;
     ka = this._ka = new AbortController();
+    this._c._shut.signal.addEventListener('abort', stop, { signal: ka.signal });
     (async () => {
       while (!ka.signal.aborted) {
         const lease = this.lease * 1000;
@@ -514,14 +513,10 @@ export class Lock {
     return stop;
   }
 
-  /**
-   * Releases the lock (as Client.release) and stops its renewals. A second call resolves at once.
-   */
-  async release() {
-    if (this._released) return;
-    this._released = true;
+  /** As Client.release, and stops renewals; a call after a failure tries again. */
+  release() {
     this._halt();
     const c = this._c;
-    await c._track(c._release(this.key, this.token));
+    return this._released ||= c._track(c._release(this.key, this.token)).catch((e) => { this._released = null; throw e; });
   }
 }

@@ -159,6 +159,18 @@ test('unauthorized: 401 without the token, calls work with it', async (t) => {
   assert.match(js.headers.get('content-type'), /^text\/javascript/);
 });
 
+test('a Lock.release that failed is made by the next call', async (t) => {
+  const n = await startNode(t, { env: { BATON_AUTH_TOKENS: 'js-secret' } });
+  const c = new Client({ addresses: [n.url], token: 'js-secret' });
+  const l = await c.acquire('again/1', { lease: 60 });
+  c.token = 'rotated-too-early';
+  await rejectsWith(l.release(), 401, 'unauthorized');
+  c.token = 'js-secret';
+  await l.release(); // not "released" by the failed call: asked again
+  assert.equal((await c.status('again/1')).holder, null);
+  await l.release(); // released: nothing more to do
+});
+
 test('unavailable: no node answers', async (t) => {
   const port = await freePort();
   const c = new Client({ addresses: [`http://127.0.0.1:${port}`], retryFor: 300 });

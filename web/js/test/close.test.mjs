@@ -4,6 +4,7 @@
 // and refuses every call after it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { Client, BatonError } from './client.mjs';
 import { listenProxy } from './harness.mjs';
 
@@ -76,4 +77,30 @@ test('after close every call rejects "closed" and changes nothing', async (t) =>
   await assert.rejects(c.withLock('k', () => 1), closed);
   assert.deepEqual(n.posts, []);
   assert.deepEqual(n.released, []);
+});
+
+// A process that closes its client with a lock still kept alive (left to
+// run out, as after an error) ends: close() ends the keepAlive, whose
+// timer to the next renewal (half of a 120 s lease) held Node open.
+test('close ends the keepAlive of a held lock: the process exits', async (t) => {
+  const { url } = await listenProxy(t, async (req, res) => {
+    for await (const _ of req); // eslint-disable-line no-unused-vars
+    res.writeHead(200, { 'content-type': 'application/json', 'lock-token': '5' });
+    res.end(JSON.stringify({ key: 'k', token: 5, lease: 120, expires_at: new Date(Date.now() + 120000).toISOString() }));
+  });
+  const start = Date.now();
+  const script = `import { Client } from ${JSON.stringify(new URL('./client.mjs', import.meta.url).href)};
+const c = new Client({ addresses: [process.argv[1]] });
+const l = await c.acquire('k', { lease: 120 });
+l.keepAlive();
+await c.close();
+l.keepAlive(); // after close: ends at once too
+`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script, url], { stdio: ['ignore', 'inherit', 'inherit'] });
+  t.after(() => child.kill('SIGKILL'));
+  const code = await Promise.race([
+    new Promise((resolve) => child.once('exit', resolve)),
+    new Promise((resolve) => setTimeout(resolve, 20000, 'still running 20 s after close()').unref()),
+  ]);
+  assert.equal(code, 0, 'after ' + (Date.now() - start) + ' ms');
 });

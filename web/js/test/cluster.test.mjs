@@ -108,3 +108,16 @@ test('after a 307 the client talks to the active directly, with its token', asyn
   assert.equal(seen.length, 1, 'calls after the 307 still went to the standby: ' + seen.join(' '));
   assert.equal((await a.get('/locks/via/1')).holder, null);
 });
+
+test('a release that a standby redirects is made on the active, with the token', async (t) => {
+  const [a, b] = await startPair(t, [], 'js-token');
+  // The active first: the acquire reaches it without a 307, so the client
+  // does not know it is the active, and the release goes to the standby
+  // next (round robin), whose 307 fetch follows without Authorization.
+  const c = new Client({ addresses: [a.url, b.url], token: 'js-token' });
+  t.after(() => c.close());
+  const l = await c.acquire('rel/307', { lease: 60 });
+  await l.release();
+  assert.equal((await a.get('/locks/rel/307')).holder, null);
+  await c.release('rel/307', l.token).then(() => assert.fail('a second release resolved'), (e) => assert.equal(e.code, 'not_held'));
+});
