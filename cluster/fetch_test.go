@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,9 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/wal"
 )
 
 // A node serves the records a peer lacks (GET /_cluster/records, fetched
@@ -106,5 +110,64 @@ func testRecordsFromTheLog(t *testing.T, handoffs bool) {
 	c.nodes[1].node.serveRecords(rec, httptest.NewRequest(http.MethodGet, "/_cluster/records?"+q.Encode(), nil))
 	if rec.Code != http.StatusConflict {
 		t.Fatalf("records after %d under another node's mark: %d, want 409", behind, rec.Code)
+	}
+}
+
+// The standby promoted after a failover fetches what it lacks from the
+// most advanced live node even when that node's log no longer holds the
+// records after the standby's position: a snapshot of its log removed
+// them (cmd/baton saves one every 16 MB of log), or it installed one. That
+// node then sends a snapshot, and the records after it. Found in review:
+// it answered 409, the standby took it for a diverged log (unfetchable)
+// and promoted itself without the grants only the other standby had
+// acknowledged (sync_standbys 1), which that standby then lost too as it
+// resynced from it. A position under another epoch's mark is still
+// refused.
+func TestMemPromotionFetchesASnapshotWhenThePeersLogBeginsAfterIt(t *testing.T) {
+	c := newMemClusterLog(t, 3, func(wc *wal.Config) { wc.SegmentSize = 4096 },
+		func(cfg *Config) { cfg.SyncStandbys, cfg.TailBytes = 1, 1 })
+	c.start(0, 1, 2)
+	c.waitActive(0)
+	c.grant(0, "before")
+	// Node 1's stream is held back: the grants below are answered once
+	// node 2 has them.
+	c.links.holdStream(1, true)
+	var gs []engine.Grant
+	for k := range 200 {
+		gs = append(gs, c.grant(0, fmt.Sprintf("lock-%03d", k)))
+	}
+	behind, m := c.nodes[1].node.tail.position()
+	l2 := c.nodes[2].wal
+	err := l2.SaveSnapshot(l2.LastIndex(), func(w io.Writer) error {
+		_, err := c.nodes[2].eng.WriteDump(w, l2.LastIndex)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, _ := c.nodes[2].node.tail.held(); l2.FirstIndex() <= behind+1 || first <= behind+1 {
+		t.Fatalf("the test's premise: node 2's log holds %d.. (its tail %d..), not only after node 1's index %d",
+			l2.FirstIndex(), first, behind)
+	}
+
+	// Under another epoch's mark, node 1's log would have diverged from
+	// node 2's: refused, no snapshot.
+	q := url.Values{"from": {c.urls[1]}, "index": {strconv.FormatUint(behind, 10)},
+		"epoch": {strconv.FormatUint(m.epoch, 10)}, "by": {"http://elsewhere"}}
+	rec := httptest.NewRecorder()
+	c.nodes[2].node.serveRecords(rec, httptest.NewRequest(http.MethodGet, "/_cluster/records?"+q.Encode(), nil))
+	if rec.Code != http.StatusConflict {
+		t.Fatalf("records after %d under another node's mark: %d, want 409", behind, rec.Code)
+	}
+
+	c.crash(0)
+	c.links.holdStream(1, false)
+	c.waitActive(1, 1, 2)
+	for i := 1; i <= 2; i++ {
+		for _, g := range gs {
+			if got := c.holds(i, g.Key); got != g.Token {
+				t.Fatalf("node %d: %s held by %d, want %d (answered with node 2's acknowledgement)", i, g.Key, got, g.Token)
+			}
+		}
 	}
 }

@@ -169,6 +169,14 @@ func (t *tail) position() (uint64, mark) {
 	return t.last, t.markAtLocked(t.last)
 }
 
+// markAt is the mark in force at index i, which is at or after the
+// tail's first index - 1.
+func (t *tail) markAt(i uint64) mark {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.markAtLocked(i)
+}
+
 func (t *tail) markAtLocked(i uint64) mark {
 	m := t.before
 	for _, k := range t.marks {
