@@ -113,7 +113,9 @@ func (n *Node) serveRecords(w http.ResponseWriter, r *http.Request) {
 // agrees reports whether a log whose last index is index, under mark m,
 // is a prefix of this node's log, which still holds the records after
 // index: the tail's answer (tail.agrees) for the indexes it holds; for an
-// older index, the mark in force there read from this log's records. The
+// older index, the mark in force there as the tail knows it
+// (tail.markKnown: since this node started or installed a snapshot), else
+// as read from this log's records. The
 // tail holds only what was appended since this node started or last
 // installed a snapshot, and a peer about to be promoted may be further
 // behind than that: refused, it would promote itself without the records
@@ -126,6 +128,9 @@ func (n *Node) agrees(index uint64, m mark) bool {
 	first, before := n.tail.held()
 	if index+1 >= first || index+1 < n.wal.FirstIndex() {
 		return false // the tail's answer stands, or the records are gone
+	}
+	if k, ok := n.tail.markKnown(index); ok {
+		return k.same(m)
 	}
 	// The mark in force at index is the one in force at first-1 (before)
 	// unless an epoch began between them; then it is the last mark at or
@@ -173,12 +178,13 @@ func (n *Node) scanMarks(from, to uint64, fn func(mark)) error {
 // m, is a prefix of this node's log that ends before the records this
 // node still holds begin (in its log or its tail), so that only a
 // snapshot of this node's state brings it up to date: an empty log is;
-// another is when the mark in force where this log's records begin is m
-// (a node writes one mark per epoch, at one index: m's record is then at
-// or below index in both logs, and no epoch began since). When an epoch
-// began between the start of this log's records and that of its tail,
-// the mark in force before them is not known here: false, as for a log
-// that diverged.
+// another is when the mark in force at index in this log is m, as the
+// tail knows it (tail.markKnown), or else when the mark in force where
+// this log's records begin is m (a node writes one mark per epoch, at one
+// index: m's record is then at or below index in both logs, and no epoch
+// began since). When neither is known (index is before this node's start
+// or last install, and an epoch began between the start of this log's
+// records and that of its tail): false, as for a log that diverged.
 func (n *Node) behindLog(index uint64, m mark) bool {
 	for range 3 { // again if a snapshot removed records meanwhile
 		start := n.wal.FirstIndex()
@@ -189,8 +195,11 @@ func (n *Node) behindLog(index uint64, m mark) bool {
 		if index == 0 {
 			return true
 		}
-		if first <= start {
-			return n.tail.markAt(start - 1).same(m)
+		if k, ok := n.tail.markKnown(index); ok {
+			return k.same(m)
+		}
+		if k, ok := n.tail.markKnown(start - 1); ok {
+			return k.same(m)
 		}
 		found := false
 		err := n.scanMarks(start, first-1, func(mark) { found = true })
