@@ -37,7 +37,9 @@
 //     one; otherwise, once the node has listened for FailoverTimeout, the
 //     highest-priority live node that holds state (or any, when none does)
 //     promotes itself, after fetching the log records the most advanced
-//     live node holds beyond its own (promotion never with less); on a
+//     live node holds beyond its own, or its snapshot and the records
+//     after it when its log no longer holds them (promotion never with
+//     less); on a
 //     cold start (no node followed or was an active since this one
 //     started) the node with the most advanced log is elected instead,
 //     ties by priority.

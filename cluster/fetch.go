@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,16 +12,21 @@ import (
 	"strconv"
 
 	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/wal"
 )
 
 // serveRecords is GET /_cluster/records?from=&index=&epoch=&by= on any
 // node: the records of its log after index, up to its last index when
 // asked, in the stream's frames (a begin frame with resume_from = index+1,
-// then record frames; the body ends after the last). It answers 409 when
-// its log does not agree with the asker's at index (the asker's position:
-// epoch and by of the mark in force there), or no longer holds what
-// follows. A standby about to be promoted fetches the tail it lacks from
-// the most advanced live node with it ("promotion never with less").
+// then record frames; the body ends after the last). When its log no
+// longer holds the records after index (a snapshot of it removed them, or
+// it installed one) and the asker's log is a prefix of it (behindLog), it
+// sends a snapshot of its state instead (a begin frame with resume_from 0
+// and a snapshot frame), then the records after the snapshot. It answers
+// 409 when its log does not agree with the asker's at index (the asker's
+// position: epoch and by of the mark in force there), or cannot tell. A
+// standby about to be promoted fetches the tail it lacks from the most
+// advanced live node with it ("promotion never with less").
 func (n *Node) serveRecords(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	index, ierr := strconv.ParseUint(q.Get("index"), 10, 64)
@@ -29,10 +35,28 @@ func (n *Node) serveRecords(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "from, index, epoch: required (a peer's URL, its log's last index and epoch)", http.StatusBadRequest)
 		return
 	}
-	if !n.agrees(index, mark{epoch: epoch, by: q.Get("by")}) && !(index == 0 && n.wal.FirstIndex() == 1) {
-		http.Error(w, "this log does not agree with yours at your index, or no longer holds what follows", http.StatusConflict)
-		return
+	m := mark{epoch: epoch, by: q.Get("by")}
+	snap := false
+	if !n.agrees(index, m) && !(index == 0 && n.wal.FirstIndex() == 1) {
+		if !n.behindLog(index, m) {
+			http.Error(w, "this log does not agree with yours at your index, or no longer holds what follows and cannot tell that yours is a prefix of it", http.StatusConflict)
+			return
+		}
+		snap = true
 	}
+	begin := frame{kind: frameBegin, lastToken: n.eng.LastToken(), stateToken: n.stateToken.Load(), resumeFrom: index + 1}
+	var dump bytes.Buffer
+	var base uint64
+	if snap {
+		var err error
+		if base, err = n.eng.WriteDump(&dump, n.wal.LastIndex); err != nil {
+			n.log.Error("snapshot for a peer's fetch failed", "peer", q.Get("from"), "err", err)
+			http.Error(w, "snapshot: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		begin.resumeFrom = 0 // the asker's log is replaced
+	}
+	// Read after the dump: every shard's dump index is at most until.
 	until, _ := n.tail.position()
 	w.Header().Set("Content-Type", streamType)
 	w.WriteHeader(http.StatusOK)
@@ -40,8 +64,16 @@ func (n *Node) serveRecords(w http.ResponseWriter, r *http.Request) {
 	if _, err := sw.bw.WriteString(streamMagic); err != nil {
 		return
 	}
-	if sw.frame(&frame{kind: frameBegin, lastToken: n.eng.LastToken(), stateToken: n.stateToken.Load(), resumeFrom: index + 1}) != nil {
+	if sw.frame(&begin) != nil {
 		return
+	}
+	if snap {
+		if sw.frame(&frame{kind: frameSnapshot, index: base, data: dump.Bytes()}) != nil {
+			return
+		}
+		index = base
+		n.log.Info("a peer's fetch gets a snapshot: this log no longer holds the records after its index",
+			"peer", q.Get("from"), "its_index", q.Get("index"), "index", base, "bytes", dump.Len())
 	}
 	cursor := index + 1
 	var recs []tailRec
@@ -81,7 +113,9 @@ func (n *Node) serveRecords(w http.ResponseWriter, r *http.Request) {
 // agrees reports whether a log whose last index is index, under mark m,
 // is a prefix of this node's log, which still holds the records after
 // index: the tail's answer (tail.agrees) for the indexes it holds; for an
-// older index, the mark in force there read from this log's records. The
+// older index, the mark in force there as the tail knows it
+// (tail.markKnown: since this node started or installed a snapshot), else
+// as read from this log's records. The
 // tail holds only what was appended since this node started or last
 // installed a snapshot, and a peer about to be promoted may be further
 // behind than that: refused, it would promote itself without the records
@@ -95,42 +129,93 @@ func (n *Node) agrees(index uint64, m mark) bool {
 	if index+1 >= first || index+1 < n.wal.FirstIndex() {
 		return false // the tail's answer stands, or the records are gone
 	}
+	if k, ok := n.tail.markKnown(index); ok {
+		return k.same(m)
+	}
 	// The mark in force at index is the one in force at first-1 (before)
 	// unless an epoch began between them; then it is the last mark at or
 	// below index, if this log still holds it.
 	found, at := false, mark{}
-	scan := func(from, to uint64, fn func(mark)) bool {
-		errDone := errors.New("done")
-		err := n.wal.Replay(from, func(i uint64, rec []byte) error {
-			if i > to {
-				return errDone
-			}
-			if len(rec) > 1 && engine.RecordKind(rec[1]) == engine.RecEpoch {
-				r, err := engine.DecodeRecord(rec)
-				if err != nil {
-					return err
-				}
-				fn(mark{index: i, epoch: r.Epoch, by: r.Owner})
-			}
-			return nil
-		})
-		return err == nil || errors.Is(err, errDone)
-	}
-	if !scan(index+1, first-1, func(mark) { found = true }) {
+	if n.scanMarks(index+1, first-1, func(mark) { found = true }) != nil {
 		return false
 	}
 	if !found {
 		return before.same(m)
 	}
 	found = false
-	if !scan(n.wal.FirstIndex(), index, func(k mark) { found, at = true, k }) {
+	if n.scanMarks(n.wal.FirstIndex(), index, func(k mark) { found, at = true, k }) != nil {
 		return false
 	}
 	return found && at.same(m)
 }
 
+// scanMarks calls fn with each epoch mark of this node's log records from
+// index from to index to, in order. Errors: the log's (wal.ErrCompacted
+// when from is below its first index), or a mark record that does not
+// decode.
+func (n *Node) scanMarks(from, to uint64, fn func(mark)) error {
+	errDone := errors.New("done")
+	err := n.wal.Replay(from, func(i uint64, rec []byte) error {
+		if i > to {
+			return errDone
+		}
+		if len(rec) > 1 && engine.RecordKind(rec[1]) == engine.RecEpoch {
+			r, err := engine.DecodeRecord(rec)
+			if err != nil {
+				return err
+			}
+			fn(mark{index: i, epoch: r.Epoch, by: r.Owner})
+		}
+		return nil
+	})
+	if errors.Is(err, errDone) {
+		return nil
+	}
+	return err
+}
+
+// behindLog reports whether a log whose last index is index, under mark
+// m, is a prefix of this node's log that ends before the records this
+// node still holds begin (in its log or its tail), so that only a
+// snapshot of this node's state brings it up to date: an empty log is;
+// another is when the mark in force at index in this log is m, as the
+// tail knows it (tail.markKnown), or else when the mark in force where
+// this log's records begin is m (a node writes one mark per epoch, at one
+// index: m's record is then at or below index in both logs, and no epoch
+// began since). When neither is known (index is before this node's start
+// or last install, and an epoch began between the start of this log's
+// records and that of its tail): false, as for a log that diverged.
+func (n *Node) behindLog(index uint64, m mark) bool {
+	for range 3 { // again if a snapshot removed records meanwhile
+		start := n.wal.FirstIndex()
+		first, before := n.tail.held()
+		if index+1 >= start || index+1 >= first {
+			return false // the records after index are held: agrees answers
+		}
+		if index == 0 {
+			return true
+		}
+		if k, ok := n.tail.markKnown(index); ok {
+			return k.same(m)
+		}
+		if k, ok := n.tail.markKnown(start - 1); ok {
+			return k.same(m)
+		}
+		found := false
+		err := n.scanMarks(start, first-1, func(mark) { found = true })
+		if errors.Is(err, wal.ErrCompacted) {
+			continue
+		}
+		return err == nil && !found && before.same(m)
+	}
+	return false
+}
+
 // fetchTail brings the records this node lacks from peer's log into its
-// own, through the stream's apply path, and reports how many came.
+// own, through the stream's apply path, and reports how many came: after
+// a snapshot of the peer's state, which replaces this node's log and
+// state, when the peer's log no longer holds the records after this
+// node's (see serveRecords).
 func (n *Node) fetchTail(ctx context.Context, peer string) (int, error) {
 	last, m := n.tail.position()
 	q := url.Values{"from": {n.cfg.Self}, "index": {strconv.FormatUint(last, 10)},
@@ -154,7 +239,7 @@ func (n *Node) fetchTail(ctx context.Context, peer string) (int, error) {
 	}
 	var f frame
 	begun, got := false, 0
-	var dumps engine.Dumps // none: the records are all applied
+	var dumps engine.Dumps // of the snapshot installed, until its records are past
 	var dumpMax uint64
 	for {
 		err := readFrame(br, &f)
@@ -164,11 +249,14 @@ func (n *Node) fetchTail(ctx context.Context, peer string) (int, error) {
 		if err != nil {
 			return got, err
 		}
-		if f.kind != frameBegin && f.kind != frameRecord {
+		if f.kind != frameBegin && f.kind != frameRecord && f.kind != frameSnapshot {
 			return got, fmt.Errorf("%w: %c frame in a records answer", errFrame, f.kind)
 		}
 		if err := n.applyFrame(ctx, &f, &begun, &dumps, &dumpMax, &last); err != nil {
 			return got, err
+		}
+		if f.kind == frameSnapshot {
+			n.log.Info("installed a peer's snapshot before promoting: its log no longer holds the records after this one's", "from", peer, "index", f.index)
 		}
 		if f.kind == frameRecord {
 			got++

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,9 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/wal"
 )
 
 // A node serves the records a peer lacks (GET /_cluster/records, fetched
@@ -106,5 +110,154 @@ func testRecordsFromTheLog(t *testing.T, handoffs bool) {
 	c.nodes[1].node.serveRecords(rec, httptest.NewRequest(http.MethodGet, "/_cluster/records?"+q.Encode(), nil))
 	if rec.Code != http.StatusConflict {
 		t.Fatalf("records after %d under another node's mark: %d, want 409", behind, rec.Code)
+	}
+}
+
+// The standby promoted after a failover fetches what it lacks from the
+// most advanced live node even when that node's log no longer holds the
+// records after the standby's position: a snapshot of its log removed
+// them (cmd/baton saves one every 16 MB of log), or it installed one. That
+// node then sends a snapshot, and the records after it. Found in review:
+// it answered 409, the standby took it for a diverged log (unfetchable)
+// and promoted itself without the grants only the other standby had
+// acknowledged (sync_standbys 1), which that standby then lost too as it
+// resynced from it. A position under another epoch's mark is still
+// refused.
+func TestMemPromotionFetchesASnapshotWhenThePeersLogBeginsAfterIt(t *testing.T) {
+	c := newMemClusterLog(t, 3, func(wc *wal.Config) { wc.SegmentSize = 4096 },
+		func(cfg *Config) { cfg.SyncStandbys, cfg.TailBytes = 1, 1 })
+	c.start(0, 1, 2)
+	c.waitActive(0)
+	c.grant(0, "before")
+	// Node 1's stream is held back: the grants below are answered once
+	// node 2 has them.
+	c.links.holdStream(1, true)
+	var gs []engine.Grant
+	for k := range 200 {
+		gs = append(gs, c.grant(0, fmt.Sprintf("lock-%03d", k)))
+	}
+	behind, m := c.nodes[1].node.tail.position()
+	l2 := c.nodes[2].wal
+	err := l2.SaveSnapshot(l2.LastIndex(), func(w io.Writer) error {
+		_, err := c.nodes[2].eng.WriteDump(w, l2.LastIndex)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, _ := c.nodes[2].node.tail.held(); l2.FirstIndex() <= behind+1 || first <= behind+1 {
+		t.Fatalf("the test's premise: node 2's log holds %d.. (its tail %d..), not only after node 1's index %d",
+			l2.FirstIndex(), first, behind)
+	}
+
+	// Under another epoch's mark, node 1's log would have diverged from
+	// node 2's: refused, no snapshot.
+	q := url.Values{"from": {c.urls[1]}, "index": {strconv.FormatUint(behind, 10)},
+		"epoch": {strconv.FormatUint(m.epoch, 10)}, "by": {"http://elsewhere"}}
+	rec := httptest.NewRecorder()
+	c.nodes[2].node.serveRecords(rec, httptest.NewRequest(http.MethodGet, "/_cluster/records?"+q.Encode(), nil))
+	if rec.Code != http.StatusConflict {
+		t.Fatalf("records after %d under another node's mark: %d, want 409", behind, rec.Code)
+	}
+
+	c.crash(0)
+	c.links.holdStream(1, false)
+	c.waitActive(1, 1, 2)
+	for i := 1; i <= 2; i++ {
+		for _, g := range gs {
+			if got := c.holds(i, g.Key); got != g.Token {
+				t.Fatalf("node %d: %s held by %d, want %d (answered with node 2's acknowledgement)", i, g.Key, got, g.Token)
+			}
+		}
+	}
+}
+
+// A node knows the epoch mark in force at every index since it started or
+// last installed a snapshot, even once its tail has evicted the records
+// there and the mark was in the snapshot, not in its log's records. Found
+// in review: node 1 installed node 0's snapshot, was promoted after node
+// 0's crash and wrote on past its tail's size; node 0's position (its
+// last index, under its own epoch) was then taken for a diverged log: the
+// mark in force there was looked for in node 1's log records, which begin
+// after the snapshot that holds it. Node 0 answered 409 for the fetch
+// before a promotion (and took a snapshot instead of resuming its
+// stream).
+func TestRecordsServedAfterAnInstallPastTheTail(t *testing.T) {
+	c := newMemClusterLog(t, 2, func(wc *wal.Config) { wc.SegmentSize = 4096 },
+		func(cfg *Config) { cfg.SyncStandbys, cfg.TailBytes = 1, 1 })
+	c.start(0)
+	c.waitActive(0, 0)
+	for k := range 100 {
+		c.grant(0, fmt.Sprintf("alone-%d", k))
+	}
+	l0 := c.nodes[0].wal
+	err := l0.SaveSnapshot(l0.LastIndex(), func(w io.Writer) error {
+		_, err := c.nodes[0].eng.WriteDump(w, l0.LastIndex)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.start(1) // node 0's log no longer holds its first records: a snapshot
+	c.waitActive(0)
+	if c.nodes[1].node.installs.Load() == 0 {
+		t.Fatal("the test's premise: node 1 synced by installing node 0's snapshot")
+	}
+	for k := range 5 {
+		c.grant(0, fmt.Sprintf("e1-%d", k))
+	}
+	pos, m := c.nodes[0].node.tail.position()
+	c.crash(0)
+	c.waitActive(1, 1)
+	for k := range 5 {
+		c.grant(1, fmt.Sprintf("e2-%d", k))
+	}
+	l1 := c.nodes[1].wal
+	if first, _ := c.nodes[1].node.tail.held(); l1.FirstIndex() > pos+1 || first <= pos+2 {
+		t.Fatalf("the test's premise: node 1's log holds %d.., its tail %d.., node 0's position %d", l1.FirstIndex(), first, pos)
+	}
+
+	q := url.Values{"from": {c.urls[0]}, "index": {strconv.FormatUint(pos, 10)},
+		"epoch": {strconv.FormatUint(m.epoch, 10)}, "by": {m.by}}
+	rec := httptest.NewRecorder()
+	c.nodes[1].node.serveRecords(rec, httptest.NewRequest(http.MethodGet, "/_cluster/records?"+q.Encode(), nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("records after %d under node 0's mark (node 1's log: %d..%d): %d %s, want 200",
+			pos, l1.FirstIndex(), l1.LastIndex(), rec.Code, rec.Body)
+	}
+	br := bufio.NewReader(rec.Body)
+	if _, err := br.Discard(len(streamMagic)); err != nil {
+		t.Fatal(err)
+	}
+	want := pos + 1
+	var f frame
+	for {
+		err := readFrame(br, &f)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.kind == frameBegin && f.resumeFrom == pos+1 {
+			continue
+		}
+		if f.kind != frameRecord || f.index != want {
+			t.Fatalf("frame %c index %d resume_from %d, want record %d", f.kind, f.index, f.resumeFrom, want)
+		}
+		want++
+	}
+	if want != l1.LastIndex()+1 {
+		t.Fatalf("records %d..%d served, want %d..%d", pos+1, want-1, pos+1, l1.LastIndex())
+	}
+
+	// Under the epoch node 1 began, that position would have diverged.
+	e2 := c.nodes[1].eng.Epoch()
+	q.Set("epoch", strconv.FormatUint(e2.Epoch, 10))
+	q.Set("by", e2.By)
+	rec = httptest.NewRecorder()
+	c.nodes[1].node.serveRecords(rec, httptest.NewRequest(http.MethodGet, "/_cluster/records?"+q.Encode(), nil))
+	if rec.Code != http.StatusConflict {
+		t.Fatalf("records after %d under node 1's own mark: %d, want 409", pos, rec.Code)
 	}
 }

@@ -8,6 +8,7 @@ package cluster
 // (harness_test.go) stay the outer tier: kill -9, SIGSTOP, real binaries.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,11 @@ type links struct {
 	addrs map[string]int // listen address -> node index
 	cut   map[[2]int]bool
 	conns map[[2]int]map[net.Conn]struct{}
+	// held are the nodes whose replication stream is held back
+	// (holdStream); changed is closed and replaced when held or a
+	// connection's closing changes.
+	held    map[int]bool
+	changed chan struct{}
 }
 
 var errCut = errors.New("link cut by the test")
@@ -100,17 +106,73 @@ func (l *links) setCut(a, b int, cut bool) {
 	}
 }
 
+// holdStream holds back (hold) or releases the replication stream node i
+// reads: its connection to the active delivers nothing while held, though
+// the node's polls and calls go on, as a proxy holding one link back does
+// (proxy.hold). What the active sent meanwhile is read once released,
+// unless the connection is closed first.
+func (l *links) holdStream(i int, hold bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held == nil {
+		l.held = map[int]bool{}
+	}
+	l.held[i] = hold
+	l.wakeLocked()
+}
+
+func (l *links) wakeLocked() {
+	if l.changed != nil {
+		close(l.changed)
+	}
+	l.changed = make(chan struct{})
+}
+
 type trackedConn struct {
 	net.Conn
 	l    *links
 	k    [2]int
 	once sync.Once
+	// stream: the connection carries a replication stream (its request
+	// was GET /_cluster/stream); closed: Close was called. Under l.mu.
+	stream, closed bool
+}
+
+func (c *trackedConn) Write(p []byte) (int, error) {
+	if bytes.HasPrefix(p, []byte("GET /_cluster/stream")) {
+		c.l.mu.Lock()
+		c.stream = true
+		c.l.mu.Unlock()
+	}
+	return c.Conn.Write(p)
+}
+
+// Read waits while the connection is a held stream (links.holdStream).
+func (c *trackedConn) Read(p []byte) (int, error) {
+	for {
+		c.l.mu.Lock()
+		held, closed := c.stream && c.l.held[c.k[0]], c.closed
+		if c.l.changed == nil {
+			c.l.changed = make(chan struct{})
+		}
+		ch := c.l.changed
+		c.l.mu.Unlock()
+		if closed {
+			return 0, net.ErrClosed
+		}
+		if !held {
+			return c.Conn.Read(p)
+		}
+		<-ch
+	}
 }
 
 func (c *trackedConn) Close() error {
 	c.once.Do(func() {
 		c.l.mu.Lock()
 		delete(c.l.conns[c.k], c)
+		c.closed = true
+		c.l.wakeLocked()
 		c.l.mu.Unlock()
 	})
 	return c.Conn.Close()
@@ -158,6 +220,8 @@ type memCluster struct {
 	opts []func(*Config)
 	// onEvent, if set before open, sees every node's engine events.
 	onEvent func(node int, ev engine.Event)
+	// logOpt, if set, changes every node's log Config.
+	logOpt func(*wal.Config)
 }
 
 // newMemCluster sets up n nodes, priority in index order, started by
@@ -165,9 +229,16 @@ type memCluster struct {
 // (goleak).
 func newMemCluster(t testing.TB, n int, opts ...func(*Config)) *memCluster {
 	t.Helper()
+	return newMemClusterLog(t, n, nil, opts...)
+}
+
+// newMemClusterLog is newMemCluster with logOpt changing each node's log
+// Config (nil: none).
+func newMemClusterLog(t testing.TB, n int, logOpt func(*wal.Config), opts ...func(*Config)) *memCluster {
+	t.Helper()
 	leaks := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, leaks) })
-	c := &memCluster{t: t, opts: opts, links: &links{addrs: map[string]int{}, cut: map[[2]int]bool{}, conns: map[[2]int]map[net.Conn]struct{}{}}}
+	c := &memCluster{t: t, opts: opts, logOpt: logOpt, links: &links{addrs: map[string]int{}, cut: map[[2]int]bool{}, conns: map[[2]int]map[net.Conn]struct{}{}}}
 	for i := range n {
 		mn := &memNode{i: i}
 		mn.srv = httptest.NewUnstartedServer(nil)
@@ -205,6 +276,9 @@ func (c *memCluster) open(i int) {
 	wc := wal.DefaultConfig(filepath.Join(mn.dir, "log"))
 	wc.Logger = c.log.With("node", i)
 	wc.WrapFile = func(_ string, f wal.File) wal.File { return &fullFile{File: f, full: &mn.diskFull} }
+	if c.logOpt != nil {
+		c.logOpt(&wc)
+	}
 	l, err := wal.Open(wc)
 	if err != nil {
 		t.Fatal(err)

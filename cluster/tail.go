@@ -59,6 +59,15 @@ type tail struct {
 	// record. Bytes once written are never changed; an arena is freed
 	// when none of its records is held or read any more.
 	arena []byte
+
+	// The marks are known at every index from base on, held or not:
+	// baseMark is the one in force at base (where the tail was last
+	// reset), past those of the records evicted since, in index order
+	// (at most maxPastMarks: the oldest move base on). base is noBase
+	// when none is known (the log was replaced without a reset).
+	base     uint64
+	baseMark mark
+	past     []mark
 }
 
 // tailArena is the size of the tail's arenas, in bytes.
@@ -66,6 +75,13 @@ const tailArena = 64 << 10
 
 // tailBlock is the number of records of a block of the tail.
 const tailBlock = 1024
+
+// maxPastMarks bounds the marks of evicted records the tail keeps (one per
+// promotion seen).
+const maxPastMarks = 1024
+
+// noBase is tail.base when no mark is known.
+const noBase = ^uint64(0)
 
 // at returns the k-th held record (0: the oldest). t.mu is held.
 func (t *tail) at(k int) *tailRec {
@@ -115,6 +131,7 @@ func (t *tail) reset(last uint64, m mark) {
 	t.drop()
 	t.bytes, t.marks = 0, nil
 	t.first, t.last, t.before = last+1, last, m
+	t.base, t.baseMark, t.past = last, m, nil
 	t.wakeLocked()
 }
 
@@ -127,6 +144,7 @@ func (t *tail) add(index uint64, rec []byte) {
 		t.drop()
 		t.bytes, t.marks = 0, nil
 		t.first, t.before = index, mark{}
+		t.base, t.baseMark, t.past = noBase, mark{}, nil
 	}
 	if cap(t.arena)-len(t.arena) < len(rec) {
 		t.arena = make([]byte, 0, max(tailArena, len(rec)))
@@ -148,6 +166,13 @@ func (t *tail) add(index uint64, rec []byte) {
 		if len(t.marks) > 0 && t.marks[0].index == old.index {
 			t.before = t.marks[0]
 			t.marks = t.marks[1:]
+			if t.base != noBase {
+				t.past = append(t.past, t.before)
+				if len(t.past) > maxPastMarks {
+					t.base, t.baseMark = t.past[0].index, t.past[0]
+					t.past = t.past[1:]
+				}
+			}
 		}
 	}
 	t.wakeLocked()
@@ -178,6 +203,26 @@ func (t *tail) markAtLocked(i uint64) mark {
 		m = k
 	}
 	return m
+}
+
+// markKnown returns the mark in force at index i, if the tail knows it:
+// i is at most the log's last index and not before where the tail was
+// last reset (the node's start, or a snapshot installed), whether or not
+// the tail still holds the record at i.
+func (t *tail) markKnown(i uint64) (mark, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.base == noBase || i < t.base || i > t.last {
+		return mark{}, false
+	}
+	m := t.baseMark
+	for _, k := range t.past {
+		if k.index > i {
+			return m, true
+		}
+		m = k
+	}
+	return t.markAtLocked(i), true
 }
 
 // agrees reports whether a log whose last index is index, under mark m,
