@@ -1078,7 +1078,9 @@ func (c *Client) call(ctx context.Context, method, pathQuery string, hdr http.He
 // caller's earlier call left unanswered (a silent node: paused, or cut
 // off without a reset). A 307 naming another node than avoid's lifts it;
 // one naming avoid's node (a standby that has not yet seen the failover)
-// does not, or the next attempt would wait on the silent node again. It
+// does not, or the next attempt would wait on the silent node again. A
+// connection that fails within the call is passed over until the next
+// 307, whichever node that names. It
 // also returns the connection of its last attempt (nil
 // when none was sent), for the caller's next call to avoid.
 func (c *Client) callAvoiding(ctx context.Context, method, pathQuery string, hdr http.Header, avoid *slot) (*response, *slot, error) {
@@ -1121,9 +1123,11 @@ func (c *Client) callAvoiding(ctx context.Context, method, pathQuery string, hdr
 			if pathQuery, err = c.redirect(s, pathQuery, r); err != nil {
 				return nil, s, err
 			}
-			if avoid != nil && avoid == given && !c.preferredIs(avoid.addr) {
-				// another node is named: the one to ask (a standby that
-				// still names the silent node is asked again instead)
+			if avoid != nil && (avoid != given || !c.preferredIs(avoid.addr)) {
+				// the node named is the one to ask, also when this call's
+				// connection to it broke (it is dialled again: prefer);
+				// but a caller's silent node named again is still passed
+				// over (as ncall)
 				avoid, given = nil, nil
 			}
 			continue

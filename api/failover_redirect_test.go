@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -283,5 +285,46 @@ func TestAcquirePatienceStartsAgainOnceServed(t *testing.T) {
 	}
 	if l.Token == 0 || n.Load() != 5 {
 		t.Fatalf("token %d after %d attempts, want a token after 5", l.Token, n.Load())
+	}
+}
+
+// A renewal whose connection to the active broke (a proxy in front of it
+// reset every connection: TestHistoryChaos seed 2503, cut-link) is
+// redirected by a standby to that same active, now being dialled again:
+// the 307 must send the next attempt there. The attempt that failed made
+// the call pass over that connection, and only a 307 naming another node
+// lifted that over HTTP (baton:// lifted it on any M), so every attempt
+// went back to the standby and the renewal failed with "more than 10
+// redirects" while the active was up.
+func TestRenewFollowsRedirectToTheActiveAfterItsConnectionBroke(t *testing.T) {
+	type connKey struct{}
+	var broke atomic.Bool
+	var renewed atomic.Int64
+	active := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPatch {
+			return // /healthz
+		}
+		if !broke.Swap(true) {
+			r.Context().Value(connKey{}).(net.Conn).Close() // the reset
+			return
+		}
+		renewed.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"key":"k","token":7,"lease":60,"expires_at":"2030-01-01T00:00:00Z"}`)
+	}))
+	active.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, c)
+	}
+	active.Config.Protocols = new(http.Protocols)
+	active.Config.Protocols.SetUnencryptedHTTP2(true)
+	active.Start()
+	t.Cleanup(active.Close)
+	standby, hits := staleStandby(t, active.URL, 0)
+	c := newClient(t, nil, standby.URL)
+	if _, err := c.Renew(ctxBound(t), "k", 7, time.Minute); err != nil {
+		t.Fatalf("renew after the active's connection broke (%d redirects by the standby): %v", hits.Load(), err)
+	}
+	if !broke.Load() || renewed.Load() != 1 {
+		t.Fatalf("broken=%v renewed=%d, want the first attempt broken and one renewal", broke.Load(), renewed.Load())
 	}
 }
