@@ -197,9 +197,9 @@ const (
 // undelivered are grants to take back as the promotion's first changes,
 // each by a release that names its waiter ID: the ones the node that
 // hands off could not take back itself (Undelivered). They are released
-// under their shard's lock before anything else of the shard is served,
-// so a repeat of their waiter ID queues anew and is never answered with
-// a grant taken back after.
+// before the engine serves anything (it serves a shard while Promote
+// still goes through the others), so a repeat of their waiter ID queues
+// anew and is never answered with a grant taken back after.
 func (e *Engine) Promote(how Promotion, undelivered ...Grant) uint64 {
 	now := e.now()
 	reserve := uint64(addSat(now.wall, int64(e.cfg.TokenMargin)) / 1e3)
@@ -214,16 +214,14 @@ func (e *Engine) Promote(how Promotion, undelivered ...Grant) uint64 {
 		_, _ = s.record(&Record{Kind: RecReserve, Token: max(reserve, e.tokens.last.Load())})
 		s.mu.Unlock()
 	}
-	e.active.Store(true)
-	grace := after(now.mono, e.cfg.PollGrace)
-	for i := range e.shards {
-		s := &e.shards[i]
+	// The undelivered grants are taken back before the engine serves:
+	// it serves every shard once active is set, while the loop below has
+	// yet to reach it, and a repeat of such a grant's waiter ID would be
+	// answered with the grant, released just after.
+	for _, g := range undelivered {
+		s := e.shard(g.Key)
 		s.mu.Lock()
-		for _, g := range undelivered {
-			lk := s.locks[g.Key]
-			if e.shard(g.Key) != s || lk == nil {
-				continue
-			}
+		if lk := s.locks[g.Key]; lk != nil {
 			if h := lk.find(g.Token); h != nil {
 				r := Record{Kind: RecRelease, Key: lk.key, Token: g.Token, At: now.wall}
 				if t := h.holder; t != nil {
@@ -233,6 +231,13 @@ func (e *Engine) Promote(how Promotion, undelivered ...Grant) uint64 {
 				s.apply(lk, &r, now)
 			}
 		}
+		s.mu.Unlock()
+	}
+	e.active.Store(true)
+	grace := after(now.mono, e.cfg.PollGrace)
+	for i := range e.shards {
+		s := &e.shards[i]
+		s.mu.Lock()
 		for _, lk := range s.locks {
 			var next *waiter
 			for w := lk.head; w != nil; w = next {

@@ -391,3 +391,52 @@ func TestUndeliveredGrantIsTakenBackByTheSuccessor(t *testing.T) {
 		t.Fatalf("the repeat of w got the grant taken back (%d)", g.Token)
 	}
 }
+
+// Promote serves calls from its first shard on while it still goes
+// through the others, so the grants to take back (undelivered) must be
+// taken back before it serves any: a repeat of the waiter ID of one in a
+// later shard, made while an earlier shard was promoted, was answered
+// with that grant, which Promote then released: the client held a lock
+// that the node had handed on (two holders once a waiter queued).
+func TestPromoteTakesBackUndeliveredBeforeServing(t *testing.T) {
+	log := &hookLog{}
+	b := newEngine(t, Config{Standby: true, Shards: 2, Log: log})
+	defer b.Close()
+	k0, k1 := keyInShard(t, b, 0, "zero-"), keyInShard(t, b, 1, "one-")
+	now := time.Now()
+	lease := now.Add(time.Minute).UnixNano()
+	for _, r := range []Record{
+		{Kind: RecGrant, Key: k0, Token: 100, WaiterID: "v", Lease: time.Minute, Expires: lease},
+		{Kind: RecGrant, Key: k1, Token: 101, WaiterID: "w", Lease: time.Minute, Expires: lease},
+	} {
+		r.At = now.UnixNano()
+		if err := b.Replay(AppendRecord(nil, &r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var repeated bool
+	var res AcquireResult
+	log.hook = func(rec []byte) {
+		r, err := DecodeRecord(rec)
+		if err != nil || repeated || r.Kind != RecRelease || r.Key != k0 {
+			return
+		}
+		// Shard 0's undelivered grant is taken back (this record is its
+		// release), shard 1's not yet: the client of "w" repeats now.
+		repeated = true
+		var p *Waiting
+		res, p = b.AcquireFunc(AcquireRequest{Key: k1, ID: "w", Lease: time.Minute}, func(AcquireResult) bool { return false })
+		if p != nil {
+			p.Cancel()
+		}
+	}
+	b.Promote(Handoff, Grant{Key: k0, Token: 100}, Grant{Key: k1, Token: 101})
+	if !repeated {
+		t.Fatal("the test's premise: Promote wrote no release of the undelivered grant of " + k0)
+	}
+	if g, err := res.Settle(); err == nil {
+		// Answered with a grant: the node must still hold it.
+		wantHolder(t, b, k1, g.Token, 0)
+	}
+	wantHolder(t, b, k0, 0, 0)
+}
