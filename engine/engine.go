@@ -682,6 +682,8 @@ func (e *Engine) LastToken() uint64 { return e.tokens.last.Load() }
 // high-water mark (a file in Config.DataDir) succeeded. While it fails
 // (disk full, a write error), a grant that needs the mark raised is
 // refused with ErrUnavailable, though the log itself may still write.
+// While it fails the engine writes the mark again every second, whatever
+// its role, so it turns true once the disk takes it again.
 func (e *Engine) TokenMarkWritable() bool { return !e.tokens.failing.Load() }
 
 // Counts returns the keys that exist (held or with waiters) and the waiters
