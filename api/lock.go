@@ -181,7 +181,12 @@ var (
 // cancel op, so when ctx ends Acquire returns at once but its request
 // stays queued on the node (a waiter that went away would have to close
 // the whole connection, and with it every other waiter on it); when its
-// grant comes, it is released at once. WithWait bounds how long it stays.
+// grant comes, it is released at once. WithWait bounds how long it stays;
+// without WithWait, a ctx with a deadline names the time left until it
+// (rounded up to a millisecond) as the wait, so the node drops the waiter
+// when ctx ends (ctx's error is returned, as over HTTP), and a ctx without
+// one leaves it queued until granted or the node's wait_max. A deadline
+// beyond the node's wait_max is not sent: asked again without a wait.
 func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption) (*Lock, error) {
 	var o acquireOpts
 	for _, f := range opts {
@@ -400,6 +405,21 @@ func (c *Client) attemptLimit(wait time.Duration) time.Duration {
 		return 0
 	}
 	return wait + c.cfg.AcquireGrace
+}
+
+// ctxWait is the wait that a baton:// acquire without WithWait names when
+// ctx has a deadline (ok false: none): the time left until it, rounded up
+// to a whole millisecond, at least 1 ms. The native protocol has no
+// cancel, so without it a waiter whose caller gave up stayed queued on
+// the node until granted (and released at once), delaying the waiters
+// behind it and counting toward max_waiters.
+func ctxWait(ctx context.Context) (time.Duration, bool) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return 0, false
+	}
+	left := (time.Until(d) + time.Millisecond - 1).Truncate(time.Millisecond)
+	return max(left, time.Millisecond), true
 }
 
 // leftOf is what is left at least of wait since start for an attempt

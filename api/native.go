@@ -33,7 +33,8 @@ import (
 //
 // The native protocol has no cancel op: an acquire whose ctx ends leaves
 // its request on the node, and a grant that answers it later is released
-// at once (see Acquire); its wait (WithWait) bounds how long it stays.
+// at once (see Acquire); its wait (WithWait, else ctx's deadline:
+// ctxWait) bounds how long it stays.
 
 // checkNativeKey refuses, before anything is sent, a key that a node
 // would refuse by closing the connection (an empty key, invalid UTF-8, a
@@ -749,6 +750,10 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 	if err := checkNativeKey(key); err != nil {
 		return nil, err
 	}
+	derived := false // o.wait is ctx's deadline (ctxWait), not WithWait's
+	if o.wait == 0 {
+		o.wait, derived = ctxWait(ctx)
+	}
 	q := &nacq{c: c, key: key, raw: nline.Escape(key), lease: o.lease, wait: o.wait,
 		opts: nline.AcquireOptions{ID: newKey(), Owner: owner, Mode: o.mode, Limit: o.limit}}
 	id := nid{nline.OpAcquire, q.raw}
@@ -842,6 +847,13 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			}
 			return l.grantSince(ctx, since, sent, silent)
 		case nline.Timeout:
+			if derived {
+				// The wait was ctx's deadline, which the node's timer
+				// (started later, rounded up) does not precede: ctx's
+				// error, as without the wait.
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
 			return nil, &StatusError{Code: CodeTimeout, Message: "the wait ran out before the lock was granted; nothing is held"}
 		case nline.Moved:
 			if redirects++; redirects > maxRedirects {
@@ -878,6 +890,14 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			line = q.line(buf[:0], q.wait)
 			wait = left
 			avoid, redirects, repeat, since = nil, 0, false, time.Time{}
+			continue
+		}
+		if derived && se.Code == CodeInvalidArgument && se.Field == "wait" {
+			// ctx's deadline is beyond the node's wait_max: asked
+			// again (the refusal left nothing) without a wait, which
+			// the node bounds by wait_max.
+			o.wait, derived, q.wait, wait = 0, false, 0, 0
+			line = q.line(buf[:0], 0)
 			continue
 		}
 		if a.Code != CodeUnavailable {

@@ -86,7 +86,7 @@ func grantLine(key string, token uint64) string {
 func TestNativePipelinedOutOfOrder(t *testing.T) {
 	f := newFakeNode(t)
 	c := newClient(t, func(c *api.Config) { c.ConnsPerAddress = 1 }, f.Base())
-	ctx := ctxBound(t)
+	ctx := t.Context() // no deadline: the lines checked name no wait (ctxWait)
 	fc := f.accept(t)
 	a1 := acquireAsync(ctx, c, "a")
 	if l := fc.read(t); !strings.HasPrefix(l, "A a - - id=") {
@@ -263,7 +263,7 @@ var idRE = regexp.MustCompile(`A k - - id=(\S+)`)
 func TestNativeAcquireMovesOnWithSameID(t *testing.T) {
 	srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
 	hc := newClient(t, nil, srv.URL)
-	ctx := ctxBound(t)
+	ctx := t.Context() // no deadline: the lines checked name no wait (ctxWait)
 	holder, err := hc.Acquire(ctx, "k")
 	if err != nil {
 		t.Fatal(err)
@@ -506,7 +506,9 @@ func TestNativeCancelledThenBroken(t *testing.T) {
 	}
 	var d recordingDialer
 	c := newClient(t, func(c *api.Config) { c.DialContext = d.dial }, srv.Base("native"))
-	actx, cancel := context.WithCancel(ctx)
+	// No deadline: an acquire without a wait (a deadline would be sent
+	// as its wait).
+	actx, cancel := context.WithCancel(t.Context())
 	res := acquireAsync(actx, c, "k")
 	waitWaiters(t, hc, "k", 1)
 	cancel()
@@ -568,7 +570,7 @@ func BenchmarkNativeCycle(b *testing.B) {
 func TestNativeAcquireAfterMovedActiveDies(t *testing.T) {
 	f1, f2 := newFakeNode(t), newFakeNode(t)
 	c := newClient(t, nil, f1.Base(), f2.Base())
-	ctx := ctxBound(t)
+	ctx := t.Context() // no deadline: the lines checked name no wait (ctxWait)
 	type got struct {
 		node int
 		line string
@@ -634,7 +636,7 @@ func TestNativeAcquireAfterMovedActiveDies(t *testing.T) {
 func TestNativeAcquireWaitsOutAFailover(t *testing.T) {
 	f := newFakeNode(t)
 	c := newClient(t, func(c *api.Config) { c.ConnsPerAddress = 1 }, f.Base())
-	ctx := ctxBound(t)
+	ctx := t.Context() // no deadline: the lines checked name no wait (ctxWait)
 	fc := f.accept(t)
 	got := make(chan error, 1)
 	go func() {
@@ -777,7 +779,7 @@ func TestNativeRepeatNotBehindSameKey(t *testing.T) {
 func TestNativeSettleNotBehindSameKey(t *testing.T) {
 	f := newLineNode(t)
 	c := newClient(t, func(c *api.Config) { c.ReconnectInterval = time.Hour }, f.Base())
-	ctx := ctxBound(t)
+	ctx := t.Context() // no deadline: the lines checked name no wait (ctxWait)
 	f.upOnTwo(t, c)
 	xctx, cancel := context.WithCancel(ctx)
 	x := acquireAsync(xctx, c, "k")

@@ -326,6 +326,11 @@ type Node struct {
 	// stream since Start (its state may have been replaced, in part, since
 	// the replay of its own log).
 	everFollowed bool
+	// streamBreaks counts the replication streams that broke in a row
+	// since streamBrokeSince (logged once, at the first; see
+	// streamWorksLocked); 0 while the stream works.
+	streamBreaks     int
+	streamBrokeSince time.Time
 	// unfetchable: peers whose records endpoint refused this node's log
 	// position (diverged); cleared once synced or promoted.
 	unfetchable map[string]bool

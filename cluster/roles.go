@@ -381,6 +381,19 @@ func (n *Node) stepDownLocked(other string) {
 	n.followLocked(other)
 }
 
+// streamWorksLocked notes that the stream from active works: a batch of
+// its records was written to this node's log, or a heartbeat came with
+// nothing left to write. Breaks before it are logged as ended. n.mu is
+// held.
+func (n *Node) streamWorksLocked(active string) {
+	if n.streamBreaks == 0 {
+		return
+	}
+	n.log.Info("replication stream works again", "active", active,
+		"broken_since", n.streamBrokeSince, "breaks", n.streamBreaks)
+	n.streamBreaks, n.streamBrokeSince = 0, time.Time{}
+}
+
 // stopFollowingLocked ends the stream reader, if any. n.mu is held.
 func (n *Node) stopFollowingLocked() {
 	if n.stopSync != nil {
@@ -412,7 +425,17 @@ func (n *Node) followLocked(other string) {
 			if errors.As(err, &mv) {
 				n.log.Info("the active handed its role on", "active", other, "to", mv.to, "epoch", mv.epoch)
 			} else {
-				n.log.Warn("replication stream ended", "active", other, "err", err)
+				// A stream that keeps breaking (this node's disk full) is
+				// reopened every few hundred ms: logged when it starts
+				// and when it works again (streamWorksLocked).
+				if n.streamBreaks == 0 {
+					n.streamBrokeSince = time.Now()
+					n.log.Warn("replication stream ended", "active", other, "err", err,
+						"note", "until it works again, further breaks are logged at debug")
+				} else {
+					n.log.Debug("replication stream ended again", "active", other, "err", err, "breaks", n.streamBreaks+1)
+				}
+				n.streamBreaks++
 			}
 			if p := n.peerByURL(other); p != nil {
 				// Not to be followed or redirected to until it answers a

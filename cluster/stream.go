@@ -478,6 +478,7 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 			p.contact, p.heard = now, true
 		}
 		n.applied = last
+		n.streamWorksLocked(active)
 		close(n.appliedCh)
 		n.appliedCh = make(chan struct{})
 		if n.synced {
@@ -564,6 +565,9 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 			n.markSyncedLocked(active, "installed the active's snapshot", last)
 		case frameHeartbeat:
 			n.activeLast = f.index
+			if batch == 0 && n.synced {
+				n.streamWorksLocked(active)
+			}
 		}
 		if n.synced {
 			n.replicaAt = now

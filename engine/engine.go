@@ -682,6 +682,8 @@ func (e *Engine) LastToken() uint64 { return e.tokens.last.Load() }
 // high-water mark (a file in Config.DataDir) succeeded. While it fails
 // (disk full, a write error), a grant that needs the mark raised is
 // refused with ErrUnavailable, though the log itself may still write.
+// While it fails the engine writes the mark again every second, whatever
+// its role, so it turns true once the disk takes it again.
 func (e *Engine) TokenMarkWritable() bool { return !e.tokens.failing.Load() }
 
 // Counts returns the keys that exist (held or with waiters) and the waiters
@@ -720,17 +722,26 @@ func keyHash(key string) uint64 {
 // CheckKey reports whether key is a valid lock name: 1 to MaxKeyBytes bytes
 // of UTF-8 with no control characters. The error is an *ArgError for "key".
 func CheckKey(key string) error {
-	switch {
-	case key == "":
+	if key == "" {
 		return argErr("key", "must not be empty")
-	case len(key) > MaxKeyBytes:
-		return argErr("key", "is %d bytes; at most %d are allowed", len(key), MaxKeyBytes)
-	case !utf8.ValidString(key):
-		return argErr("key", "is not valid UTF-8")
 	}
-	for _, r := range key {
+	return CheckKeyText("key", key)
+}
+
+// CheckKeyText checks s, a key or a part of one (a listing's prefix, the
+// key a page starts after), against the rules of CheckKey but the first:
+// s may be empty. A string that breaks them is one no key has or starts
+// with. The error is an *ArgError naming field.
+func CheckKeyText(field, s string) error {
+	switch {
+	case len(s) > MaxKeyBytes:
+		return argErr(field, "is %d bytes; at most %d are allowed", len(s), MaxKeyBytes)
+	case !utf8.ValidString(s):
+		return argErr(field, "is not valid UTF-8")
+	}
+	for _, r := range s {
 		if r < 0x20 || (r >= 0x7f && r < 0xa0) {
-			return argErr("key", "contains the control character %U", r)
+			return argErr(field, "contains the control character %U", r)
 		}
 	}
 	return nil

@@ -220,15 +220,31 @@ func (t *tokens) write(v uint64) error {
 	return nil
 }
 
-// run extends the ceiling in the background whenever next asks, until stop
-// is closed. It is owned by Engine.
+// tokenMarkRetry is how often run writes the high-water mark again while
+// its last write failed.
+const tokenMarkRetry = time.Second
+
+// run extends the ceiling in the background whenever next asks, and
+// while the last write failed tries it again every tokenMarkRetry, until
+// stop is closed. It is owned by Engine. The retry is what clears failing
+// on a node that grants nothing (a standby, or an active without
+// acquires): only a write ends it, and only a grant asked for one, so a
+// node that was active when its disk filled kept reporting the mark
+// unwritable (baton_log_healthy 0) as a standby after the disk had room.
 func (t *tokens) run(stop <-chan struct{}, nowMicros func() uint64) {
+	retry := time.NewTicker(tokenMarkRetry)
+	defer retry.Stop()
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.kick:
 			_ = t.persist(max(t.last.Load(), nowMicros()) + t.margin)
+		case <-retry.C:
+			if t.failing.Load() {
+				// Above the ceiling in any case, so that it is written.
+				_ = t.persist(max(t.last.Load(), nowMicros(), t.ceiling.Load()) + t.margin)
+			}
 		}
 	}
 }

@@ -428,3 +428,36 @@ func TestTokenMarkReportedOutsideTheShardLock(t *testing.T) {
 		t.Fatalf("status of a key while OnTokenMark blocks: %v", err)
 	}
 }
+
+// TestTokenMarkWritableAgainAsStandby: a node whose mark write failed
+// while it was active, and that then became a standby, reported the mark
+// unwritable (baton_log_healthy 0) after the disk had room again: only a
+// grant that raised the mark cleared it, and a standby grants nothing.
+// The engine now writes the mark again while it fails, whatever its role.
+func TestTokenMarkWritableAgainAsStandby(t *testing.T) {
+	dir := t.TempDir()
+	e := newEngine(t, Config{DataDir: dir, TokenMargin: 50 * time.Microsecond})
+	defer e.Close()
+	mustAcquire(t, e, AcquireRequest{Key: "a"})
+	block := filepath.Join(dir, tokenFile+".tmp")
+	if err := os.Mkdir(block, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Millisecond) // past the ceiling: the next grant needs a new mark
+	if _, err := e.Acquire(context.Background(), AcquireRequest{Key: "free"}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("acquire with the mark unwritable: %v, want ErrUnavailable", err)
+	}
+	e.Demote()
+	if e.TokenMarkWritable() {
+		t.Fatal("TokenMarkWritable with the mark unwritable")
+	}
+	if err := os.Remove(block); err != nil {
+		t.Fatal(err)
+	}
+	// A bound for a stuck engine only; the retry comes every second.
+	for deadline := time.Now().Add(10 * time.Second); !e.TokenMarkWritable(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a standby still reports the token mark unwritable after the disk took writes again")
+		}
+	}
+}

@@ -512,8 +512,8 @@ const (
 //	@Tags			locks
 //	@Produce		json
 //	@Produce		plain
-//	@Param			prefix	query		string	false	"only keys that start with this"
-//	@Param			after	query		string	false	"only keys after this one, in byte order: the last key of the previous page"
+//	@Param			prefix	query		string	false	"only keys that start with this (UTF-8 without control characters, as a key)"
+//	@Param			after	query		string	false	"only keys after this one, in byte order: the last key of the previous page (UTF-8 without control characters, as a key)"
 //	@Param			limit	query		integer	false	"at most this many entries (1-10000, default 100)"
 //	@Success		200		{object}	api.LockList
 //	@Header			200		{number}	Baton-Replica-Lag	"on a standby: seconds since its replica was last known current"
@@ -538,6 +538,14 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	prefix, after := q.Get("prefix"), q.Get("after")
+	for _, p := range [...]struct{ field, v string }{{"prefix", prefix}, {"after", after}} {
+		// Keys are UTF-8 without control characters: a prefix or an
+		// after that breaks the key rules is a mistake, not an empty list.
+		if err := engine.CheckKeyText(p.field, p.v); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	total := 0
 	var all []engine.LockInfo
 	s.eng.Range(func(li engine.LockInfo) bool {

@@ -120,7 +120,7 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 			log.Error("token high-water mark: write failed; refusing grants until it can be written", "data_dir", cfg.DataDir, "err", err)
 			return
 		}
-		log.Info("token high-water mark: written again; granting", "data_dir", cfg.DataDir)
+		log.Info("token high-water mark: written again", "data_dir", cfg.DataDir)
 	}
 	single := len(cfg.Peers) == 0
 	// Every node writes its own log: a single node's changes, a cluster

@@ -1,0 +1,78 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/baton-io/baton/engine"
+)
+
+// logLines is a slog handler's output, read while the nodes write it.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// count returns the lines holding every one of parts.
+func (l *logLines) count(parts ...string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := 0
+	for _, line := range strings.Split(l.buf.String(), "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			k++
+		}
+	}
+	return k
+}
+
+// A standby whose disk is full breaks its replication stream at every
+// record it cannot write and opens it again a few hundred ms later: the
+// break is logged once when it starts, and once more when the stream
+// works again (every break was logged as a warning).
+func TestMemStandbyFullDiskStreamLoggedOnce(t *testing.T) {
+	var lines logLines
+	c := newMemCluster(t, 2, func(cfg *Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(&lines, &slog.HandlerOptions{Level: slog.LevelInfo})).With("self", cfg.Self)
+	})
+	c.start(0, 1)
+	c.waitActive(0)
+	g := c.grant(0, "a")
+	c.waitFor("the grant replicated", func() bool { return c.holds(1, "a") == g.Token })
+	standby := c.nodes[1]
+	breaks := func() int {
+		standby.node.mu.Lock()
+		defer standby.node.mu.Unlock()
+		return standby.node.streamBreaks
+	}
+	standby.diskFull.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// Its answer does not matter: the record reaches the standby.
+	_, _ = c.nodes[0].eng.Acquire(ctx, engine.AcquireRequest{Key: "b", Lease: time.Minute})
+	c.waitFor("three breaks of the standby's stream", func() bool { return breaks() >= 3 })
+	self := "self=" + standby.url
+	if n := lines.count(self, "replication stream ended"); n != 1 {
+		t.Errorf("%d warnings of the standby's stream ending over %d breaks, want 1", n, breaks())
+	}
+	standby.diskFull.Store(false)
+	c.waitFor("the stream working again", func() bool { return breaks() == 0 })
+	if n := lines.count(self, "replication stream works again"); n != 1 {
+		t.Errorf("%d logs of the stream working again, want 1", n)
+	}
+}
