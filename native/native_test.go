@@ -491,39 +491,51 @@ func TestAuth(t *testing.T) {
 }
 
 // TestClientThatNeverReads: a client that pipelines requests and never
-// reads its answers is closed once MaxQueue answers wait; its waiters
-// leave; other connections are served throughout.
+// reads its answers is closed once its answers back up into the server
+// (its reader pauses at MaxQueue/2 of them, and the socket takes nothing
+// more); its waiters leave; other connections are served throughout. On
+// a connection that is not a *net.TCPConn too (as over TLS).
 func TestClientThatNeverReads(t *testing.T) {
-	e := newEnv(t, engine.Config{}, native.Config{MaxQueue: 64})
-	h := e.dial()
-	h.send("A slow 10 -")
-	tok := grant(t, h.read(), "slow")
+	for _, tc := range []struct {
+		name string
+		wrap func(net.Listener) net.Listener
+	}{
+		{"direct", nil},
+		{"wrapped", func(ln net.Listener) net.Listener { return wrapConns{ln} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnvOn(t, engine.Config{}, native.Config{MaxQueue: 64}, tc.wrap)
+			h := e.dial()
+			h.send("A slow 10 -")
+			tok := grant(t, h.read(), "slow")
 
-	flood := e.dial()
-	flood.send("A slow 10 -")
-	waitFor(t, func() bool { li, _ := e.eng.Status("slow"); return li.Waiters == 1 })
-	// Each release of a key nobody holds is answered at once: the answers
-	// fill the socket buffers, then the queue.
-	line := []byte(strings.Repeat("R nobody 1\n", 1000))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = flood.nc.SetWriteDeadline(time.Now().Add(20 * time.Second))
-		for {
-			if _, err := flood.nc.Write(line); err != nil {
-				return
+			flood := e.dial()
+			flood.send("A slow 10 -")
+			waitFor(t, func() bool { li, _ := e.eng.Status("slow"); return li.Waiters == 1 })
+			// Each release of a key nobody holds is answered at once: the answers
+			// fill the socket buffers, then the queue.
+			line := []byte(strings.Repeat("R nobody 1\n", 1000))
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = flood.nc.SetWriteDeadline(time.Now().Add(20 * time.Second))
+				for {
+					if _, err := flood.nc.Write(line); err != nil {
+						return
+					}
+				}
+			}()
+			waitFor(t, func() bool { li, _ := e.eng.Status("slow"); return li.Waiters == 0 })
+			wg.Wait()
+			h.send("R slow " + strconv.FormatUint(tok, 10))
+			if line := h.read(); line != "R slow OK" {
+				t.Fatal(line)
 			}
-		}
-	}()
-	waitFor(t, func() bool { li, _ := e.eng.Status("slow"); return li.Waiters == 0 })
-	wg.Wait()
-	h.send("R slow " + strconv.FormatUint(tok, 10))
-	if line := h.read(); line != "R slow OK" {
-		t.Fatal(line)
-	}
-	if li, _ := e.eng.Status("slow"); li.Holder != nil {
-		t.Fatalf("the closed connection's waiter got the lock: %+v", li.Holder)
+			if li, _ := e.eng.Status("slow"); li.Holder != nil {
+				t.Fatalf("the closed connection's waiter got the lock: %+v", li.Holder)
+			}
+		})
 	}
 }
 
