@@ -122,11 +122,6 @@ type Server struct {
 	cancel context.CancelFunc
 	epoch  time.Time // the origin of now (with Go's monotonic reading)
 
-	// batch is how many answers may wait for the reader's own write
-	// (readerBatch, less with a small MaxQueue); pauseAt how many make the
-	// reader pause (MaxQueue/2).
-	batch, pauseAt int
-
 	// releasers: per slot of key hashes, the connection whose reader is
 	// releasing a key of that slot now and writes the grants its release
 	// hands on (see handOn).
@@ -138,6 +133,11 @@ type Server struct {
 	conns  map[*conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
+
+	// batch is how many answers may wait for the reader's own write
+	// (readerBatch, less with a small MaxQueue); pauseAt how many make the
+	// reader pause (MaxQueue/2).
+	batch, pauseAt int
 }
 
 // New returns a server for eng.
@@ -348,14 +348,6 @@ type conn struct {
 	// the lines it has read and writes their answers itself after
 	// (flushNow). Either way push does not wake the writer.
 	writing, reading bool
-	// paused: the reader waits for the role holder to take the queue
-	// (pause); the one that takes it signals resume.
-	paused bool
-	resume chan struct{}
-	// wstart is when the writer's current blocking write of the socket
-	// began (an instant, plus 1), 0 while it is in none: a paused reader
-	// tells from it a client that reads nothing (writeBlocking).
-	wstart atomic.Int64
 
 	// collecting: the reader is releasing a key of the slot it holds in
 	// Server.releasers; handed are the connections to whose queues the
@@ -384,6 +376,16 @@ type conn struct {
 	// check, while the reader holds the role from inside its read of the
 	// socket, is its test that the client is still there (flushOut).
 	check func() bool
+	// The fields of a burst the client reads slowly (last: the ones
+	// above keep their places). paused, under c.mu: the reader waits
+	// for the role holder to take the queue (pause); the one that takes
+	// it signals resume.
+	paused bool
+	resume chan struct{}
+	// wstart is when the writer's current blocking write of the socket
+	// began (an instant, plus 1), 0 while it is in none: a paused reader
+	// tells from it a client that reads nothing (writeBlocking).
+	wstart atomic.Int64
 }
 
 // keyCache remembers recent keys as sent on a connection (a few, by a hash
