@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,13 @@ type env struct {
 
 func newEnv(t testing.TB, cfg engine.Config, ncfg native.Config) *env {
 	t.Helper()
+	return newEnvOn(t, cfg, ncfg, nil)
+}
+
+// newEnvOn is newEnv with the server's listener wrapped by wrap (when not
+// nil).
+func newEnvOn(t testing.TB, cfg engine.Config, ncfg native.Config, wrap func(net.Listener) net.Listener) *env {
+	t.Helper()
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
 	}
@@ -42,6 +50,9 @@ func newEnv(t testing.TB, cfg engine.Config, ncfg native.Config) *env {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		ln = wrap(ln)
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -480,39 +491,51 @@ func TestAuth(t *testing.T) {
 }
 
 // TestClientThatNeverReads: a client that pipelines requests and never
-// reads its answers is closed once MaxQueue answers wait; its waiters
-// leave; other connections are served throughout.
+// reads its answers is closed once its answers back up into the server
+// (its reader pauses at MaxQueue/2 of them, and the socket takes nothing
+// more); its waiters leave; other connections are served throughout. On
+// a connection that is not a *net.TCPConn too (as over TLS).
 func TestClientThatNeverReads(t *testing.T) {
-	e := newEnv(t, engine.Config{}, native.Config{MaxQueue: 64})
-	h := e.dial()
-	h.send("A slow 10 -")
-	tok := grant(t, h.read(), "slow")
+	for _, tc := range []struct {
+		name string
+		wrap func(net.Listener) net.Listener
+	}{
+		{"direct", nil},
+		{"wrapped", func(ln net.Listener) net.Listener { return wrapConns{ln} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnvOn(t, engine.Config{}, native.Config{MaxQueue: 64}, tc.wrap)
+			h := e.dial()
+			h.send("A slow 10 -")
+			tok := grant(t, h.read(), "slow")
 
-	flood := e.dial()
-	flood.send("A slow 10 -")
-	waitFor(t, func() bool { li, _ := e.eng.Status("slow"); return li.Waiters == 1 })
-	// Each release of a key nobody holds is answered at once: the answers
-	// fill the socket buffers, then the queue.
-	line := []byte(strings.Repeat("R nobody 1\n", 1000))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = flood.nc.SetWriteDeadline(time.Now().Add(20 * time.Second))
-		for {
-			if _, err := flood.nc.Write(line); err != nil {
-				return
+			flood := e.dial()
+			flood.send("A slow 10 -")
+			waitFor(t, func() bool { li, _ := e.eng.Status("slow"); return li.Waiters == 1 })
+			// Each release of a key nobody holds is answered at once: the answers
+			// fill the socket buffers, then the queue.
+			line := []byte(strings.Repeat("R nobody 1\n", 1000))
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = flood.nc.SetWriteDeadline(time.Now().Add(20 * time.Second))
+				for {
+					if _, err := flood.nc.Write(line); err != nil {
+						return
+					}
+				}
+			}()
+			waitFor(t, func() bool { li, _ := e.eng.Status("slow"); return li.Waiters == 0 })
+			wg.Wait()
+			h.send("R slow " + strconv.FormatUint(tok, 10))
+			if line := h.read(); line != "R slow OK" {
+				t.Fatal(line)
 			}
-		}
-	}()
-	waitFor(t, func() bool { li, _ := e.eng.Status("slow"); return li.Waiters == 0 })
-	wg.Wait()
-	h.send("R slow " + strconv.FormatUint(tok, 10))
-	if line := h.read(); line != "R slow OK" {
-		t.Fatal(line)
-	}
-	if li, _ := e.eng.Status("slow"); li.Holder != nil {
-		t.Fatalf("the closed connection's waiter got the lock: %+v", li.Holder)
+			if li, _ := e.eng.Status("slow"); li.Holder != nil {
+				t.Fatalf("the closed connection's waiter got the lock: %+v", li.Holder)
+			}
+		})
 	}
 }
 
@@ -630,6 +653,110 @@ func TestBurstLargerThanMaxQueue(t *testing.T) {
 	if err := <-sent; err != nil {
 		t.Fatalf("write: %v", err)
 	}
+}
+
+// TestBurstReadLate: a client that sends a burst of lines far larger than
+// MaxQueue at once and reads its answers a moment late, once the answers
+// have filled the sockets' buffers and MaxQueue/2 of them wait in the
+// server, is served: the server stops taking its lines while the answers
+// wait for the client to read them, rather than queue answers until
+// MaxQueue and close the connection as one that does not read them. The
+// sockets' buffers are small so that the answers back up into the server
+// early; the lines are releases of keys nobody holds, answered at once
+// without the log. With a MaxQueue smaller than the reader's batch of
+// answers too, and on a connection that is not a *net.TCPConn (as over
+// TLS: the reader reads through a bufio.Reader, the writer writes all).
+func TestBurstReadLate(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		maxQueue int
+		wrap     func(net.Listener) net.Listener
+	}{
+		{"direct", native.DefaultMaxQueue, smallSendBuffers},
+		{"direct,MaxQueue=64", 64, smallSendBuffers},
+		{"wrapped", native.DefaultMaxQueue, func(ln net.Listener) net.Listener { return wrapConns{smallSendBuffers(ln)} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			maxQueue := tc.maxQueue
+			var answers answerCount
+			e := newEnvOn(t, engine.Config{}, native.Config{MaxQueue: maxQueue, Metrics: &answers}, tc.wrap)
+			c := e.dial()
+			if err := c.nc.(*net.TCPConn).SetReadBuffer(lateReadBuffer); err != nil {
+				t.Fatal(err)
+			}
+			// Long keys: the buffers hold fewer answers.
+			pad := strings.Repeat("k", 200)
+			key := func(i int) string { return pad + strconv.Itoa(i) }
+			n := 3 * native.DefaultMaxQueue
+			lines := make([]string, n)
+			for i := range lines {
+				lines[i] = "R " + key(i) + " 1"
+			}
+			sent := make(chan error, 1)
+			go func() {
+				_, err := c.nc.Write([]byte(strings.Join(lines, "\n") + "\n"))
+				sent <- err
+			}()
+			// The server has answered MaxQueue/2 lines and the client has
+			// read none: the answers fill the buffers and wait in the
+			// server. The client reads them a moment later.
+			waitFor(t, func() bool { return answers.n.Load() >= int64(maxQueue/2) })
+			time.Sleep(100 * time.Millisecond)
+			for i := range n {
+				line := c.read()
+				if !strings.HasPrefix(line, "R "+key(i)+" E not_held ") {
+					t.Fatalf("answer %d: %q", i, line)
+				}
+			}
+			if err := <-sent; err != nil {
+				t.Fatalf("write: %v", err)
+			}
+		})
+	}
+}
+
+// wrapConns wraps the connections its listener accepts in a type of
+// their own, which the server cannot write to without waiting (as a TLS
+// connection).
+type wrapConns struct{ net.Listener }
+
+func (l wrapConns) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return struct{ net.Conn }{nc}, nil
+}
+
+// answerCount counts the answers a server made (native.Metrics).
+type answerCount struct{ n atomic.Int64 }
+
+func (a *answerCount) ObserveNative(string, string, time.Duration) { a.n.Add(1) }
+func (a *answerCount) Delivered(string, uint64)                    {}
+
+// smallBuffer is the size (bytes) asked for the send buffers of
+// smallSendBuffers; lateReadBuffer for the receive buffer of
+// TestBurstReadLate's client (not smaller: a window under two segments
+// of the loopback's would hold the answers up by a delayed
+// acknowledgment each).
+const (
+	smallBuffer    = 8 << 10
+	lateReadBuffer = 64 << 10
+)
+
+// smallSendBuffers wraps ln so that the connections it accepts have a
+// send buffer of smallBuffer (the kernel's autotuning would let it grow
+// to megabytes of answers). They stay *net.TCPConn.
+func smallSendBuffers(ln net.Listener) net.Listener { return smallSendLn{ln} }
+
+type smallSendLn struct{ net.Listener }
+
+func (l smallSendLn) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(smallBuffer)
+	}
+	return nc, err
 }
 
 // TestGrantRacingCloseIsReleased: a waiter's client closes its connection

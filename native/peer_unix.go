@@ -119,9 +119,9 @@ func (p *peeker) peerGone() bool {
 // makes no readiness of its own. Before it writes grants, the flush makes
 // that read itself (after their log wait, instead of a peek), so that a
 // grant made as the client went away is released. A burst dispatches
-// readerBatch lines at most before their answers leave (a reader that
-// writes does not outrun its client's reads into MaxQueue). *authed is as
-// dispatch's.
+// Server.batch lines at most before their answers leave, and pauses
+// while they cannot leave (pause: a reader that writes does not outrun
+// its client's reads into MaxQueue). *authed is as dispatch's.
 func (c *conn) readDirect(authed *bool) {
 	buf := make([]byte, MaxLine+2)
 	var r, w int // buf[r:w]: bytes read and not yet dispatched
@@ -171,8 +171,11 @@ func (c *conn) readDirect(authed *bool) {
 	// reader stops.
 	lines := func(start instant) bool {
 		for {
-			if inBatch && c.queued() >= readerBatch {
+			if inBatch && c.queued() >= c.s.batch {
 				flush(nil)
+				if c.pause() {
+					return false
+				}
 			}
 			i := bytes.IndexByte(buf[r:w], '\n')
 			if i < 0 {

@@ -16,9 +16,12 @@
 // another connection writes that grant too; both write without waiting
 // for the socket and leave what it does not take to the writer, which
 // otherwise writes what other goroutines queue (and everything over TLS).
-// Nothing else runs per connection or per request: an acquire starts
-// with engine.AcquireTo, and one that parks is the engine's waiter plus
-// a callback that queues its result. The role holder settles each
+// A reader whose connection has MaxQueue/2 answers waiting for the
+// client to read the ones before them takes no more lines until they
+// are written (pause): MaxQueue bounds what a client leaves unread, not
+// what it sends at once. Nothing else runs per connection or per
+// request: an acquire starts with engine.AcquireTo, and one that parks is
+// the engine's waiter plus a callback that queues its result. The role holder settles each
 // acquire's result (it waits for the grant's log record) before it writes
 // the answer. A connection's
 // acquires of the same key run one after the other, so that they are
@@ -94,7 +97,12 @@ type Config struct {
 	Metrics Metrics
 	// MaxQueue is the number of answers a connection may have waiting to
 	// be written (and acquires of one key waiting their turn) before the
-	// server closes it: a client that sends and never reads. Default
+	// server closes it: a client that sends and never reads. It bounds
+	// what a client leaves unread, not what it sends at once: once
+	// MaxQueue/2 answers wait for the client to read the ones before them,
+	// the server takes no more of its lines until they are written; a
+	// connection whose socket then takes nothing for a second (stallTime),
+	// or whose parked acquires' answers fill the queue, is closed. Default
 	// DefaultMaxQueue.
 	MaxQueue int
 	// Logger receives internal errors; nil means slog.Default().
@@ -125,6 +133,11 @@ type Server struct {
 	conns  map[*conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
+
+	// batch is how many answers may wait for the reader's own write
+	// (readerBatch, less with a small MaxQueue); pauseAt how many make the
+	// reader pause (MaxQueue/2).
+	batch, pauseAt int
 }
 
 // New returns a server for eng.
@@ -136,6 +149,8 @@ func New(eng *engine.Engine, cfg Config) *Server {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.pauseAt = max(1, cfg.MaxQueue/2)
+	s.batch = max(1, min(readerBatch, cfg.MaxQueue/4))
 	s.auth = digests(cfg.AuthTokens)
 	s.admin = digests(cfg.AdminTokens)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -361,6 +376,16 @@ type conn struct {
 	// check, while the reader holds the role from inside its read of the
 	// socket, is its test that the client is still there (flushOut).
 	check func() bool
+	// The fields of a burst the client reads slowly (last: the ones
+	// above keep their places). paused, under c.mu: the reader waits
+	// for the role holder to take the queue (pause); the one that takes
+	// it signals resume.
+	paused bool
+	resume chan struct{}
+	// wstart is when the writer's current blocking write of the socket
+	// began (an instant, plus 1), 0 while it is in none: a paused reader
+	// tells from it a client that reads nothing (writeBlocking).
+	wstart atomic.Int64
 }
 
 // keyCache remembers recent keys as sent on a connection (a few, by a hash
@@ -434,7 +459,7 @@ type answer struct {
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, chains: map[string]*request{}, wake: make(chan struct{}, 1), peer: newPeeker(nc)}
+	c := &conn{s: s, nc: nc, chains: map[string]*request{}, wake: make(chan struct{}, 1), resume: make(chan struct{}, 1), peer: newPeeker(nc)}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	return c
 }
@@ -456,7 +481,7 @@ func (c *conn) readLoop() {
 		return
 	}
 	br := bufio.NewReaderSize(c.nc, MaxLine+2)
-	for {
+	for n := 1; ; n++ {
 		line, err := br.ReadSlice('\n')
 		if err != nil {
 			if errors.Is(err, bufio.ErrBufferFull) {
@@ -465,6 +490,11 @@ func (c *conn) readLoop() {
 			return
 		}
 		if c.dispatch(line[:len(line)-1], &authed, c.s.now()) {
+			return
+		}
+		if n%c.s.batch == 0 && c.pause() {
+			// (A line adds one answer to the queue at most: it holds
+			// pauseAt+batch, 3/4 of MaxQueue, at most from the reader.)
 			return
 		}
 	}
@@ -619,23 +649,91 @@ func (c *conn) queued() int {
 }
 
 // readerBatch is how many answers may wait for the reader's own write
-// (while it still has lines to read) before the writer is woken for them.
+// (while it still has lines to read) before the writer is woken for them
+// (Server.batch: fewer with a MaxQueue under 4*readerBatch).
 const readerBatch = 256
 
 // wakesWriterLocked reports whether an answer just queued must wake the
 // writer (c.mu held): not while someone holds the writing role (it looks
 // at the queue again before it lets go), nor while the reader still has
 // lines to read (it writes their answers when it runs out), unless
-// readerBatch answers wait already: the writer then starts on them, so
+// Server.batch answers wait already: the writer then starts on them, so
 // that a burst of lines larger than MaxQueue from a client that reads
-// its answers is not taken for a client that does not read them.
+// its answers is not taken for a client that does not read them (and the
+// reader pauses if they still wait: pause).
 func (c *conn) wakesWriterLocked() bool {
-	return !c.writing && (!c.reading || len(c.queue) >= readerBatch)
+	return !c.writing && (!c.reading || len(c.queue) >= c.s.batch)
+}
+
+// stallTime is how long a paused reader (pause) lets the writer's socket
+// take nothing before it closes the connection as one whose client does
+// not read its answers.
+const stallTime = time.Second
+
+// stallChunk is the most the writer writes in one blocking write once the
+// socket did not take all at once (writeBlocking): a write that waits
+// stallTime took less than that.
+const stallChunk = 16 << 10
+
+// pause holds the reader back, between two lines, while Server.pauseAt
+// answers or more wait to be written: the client has not read the ones
+// before them yet, and the reader takes none of its lines meanwhile, so
+// that a burst larger than MaxQueue from a client that reads its answers
+// slowly is not taken for one that does not read them. It returns false
+// once the role holder has taken the queue (turn) and the reader goes on;
+// true when the connection ends meanwhile, or when the writer's socket
+// took nothing for stallTime (a client that does not read: it closes the
+// connection, and its waiters leave). The reader calls it holding no
+// lock and not the writing role; it costs one hold of c.mu when the queue
+// is short.
+func (c *conn) pause() (stop bool) {
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for c.ctx.Err() == nil {
+		c.mu.Lock()
+		if closed := c.closed; closed || len(c.queue) < c.s.pauseAt {
+			c.paused = false
+			c.mu.Unlock()
+			return closed
+		}
+		c.paused = true
+		n := len(c.queue)
+		c.mu.Unlock()
+		c.poke() // whoever holds the role may be past its last look
+		left := stallTime
+		if ws := c.wstart.Load(); ws != 0 {
+			left -= time.Duration(c.s.now() - instant(ws-1))
+		}
+		if left <= 0 {
+			c.closeUnread("queued", n, "unread_for", stallTime.String())
+			return true
+		}
+		if t == nil {
+			t = time.NewTimer(left)
+		} else {
+			t.Reset(left)
+		}
+		select {
+		case <-c.resume:
+		case <-t.C:
+		case <-c.ctx.Done():
+		}
+	}
+	return true
 }
 
 // overflow closes a connection that has MaxQueue answers waiting to be
 // written (or acquires waiting their turn): its waiters leave.
-func (c *conn) overflow() {
+func (c *conn) overflow() { c.closeUnread("queued", c.s.cfg.MaxQueue) }
+
+// closeUnread closes a connection whose client does not read its answers
+// (overflow, pause), logging why (attrs, slog's key-value pairs): its
+// waiters leave.
+func (c *conn) closeUnread(attrs ...any) {
 	c.mu.Lock()
 	first := !c.closed
 	c.closed = true
@@ -643,7 +741,7 @@ func (c *conn) overflow() {
 	if !first {
 		return
 	}
-	c.s.log.Warn("native connection closed: it does not read its answers", "remote", c.nc.RemoteAddr().String(), "queued", c.s.cfg.MaxQueue)
+	c.s.log.Warn(unreadMsg, append([]any{"remote", c.nc.RemoteAddr().String()}, attrs...)...)
 	if c.idling.Load() {
 		// Maybe on the reader, inside its raw read of the socket,
 		// which Close would wait for: a deadline in the past ends its
@@ -655,6 +753,10 @@ func (c *conn) overflow() {
 	}
 	c.cancel()
 }
+
+// unreadMsg is the log message of a connection closed because its client
+// does not read its answers.
+const unreadMsg = "native connection closed: it does not read its answers"
 
 // writeLoop writes queued answers that the reader does not write itself
 // (see flushNow) until the connection ends, then writes what is
@@ -698,7 +800,7 @@ func (c *conn) writeLoop() {
 	overflowed := c.overflowed
 	c.mu.Unlock()
 	if overflowed {
-		c.s.log.Warn("native connection closed: it does not read its answers", "remote", c.nc.RemoteAddr().String(), "queued", c.s.cfg.MaxQueue)
+		c.s.log.Warn(unreadMsg, "remote", c.nc.RemoteAddr().String(), "queued", c.s.cfg.MaxQueue)
 	}
 	// The connection's waiters leave their queues; a result delivered
 	// before is in the queue, taken below (Done refuses the later ones).
@@ -820,6 +922,13 @@ func (c *conn) turn(block bool) {
 		// loop writes the other.
 		batch := c.queue
 		c.queue = c.spare[:0]
+		if c.paused {
+			c.paused = false
+			select {
+			case c.resume <- struct{}{}:
+			default:
+			}
+		}
 		c.mu.Unlock()
 		c.format(batch)
 		c.spare = batch
@@ -943,7 +1052,7 @@ func (c *conn) flushOut(block bool) bool {
 	var n int
 	if c.werr == nil {
 		if block {
-			n, c.werr = c.nc.Write(out)
+			n, c.werr = c.writeBlocking(out)
 		} else {
 			n, c.werr = c.peer.writeNow(out)
 		}
@@ -961,6 +1070,34 @@ func (c *conn) flushOut(block bool) bool {
 	}
 	*c.out = out[:0]
 	return true
+}
+
+// writeBlocking writes b, waiting for the socket as long as it takes
+// (the writer's flushOut, c.wmu held): on a plain TCP connection first as
+// much as the socket takes at once (a raw write, as the reader's), then
+// the rest in blocking writes of stallChunk bytes at most, each marked in
+// c.wstart while it lasts, so that a paused reader can tell a client that
+// reads nothing from one that reads slowly (pause). It returns the bytes
+// written and the error that ended the write.
+func (c *conn) writeBlocking(b []byte) (int, error) {
+	n := 0
+	if c.peer.direct {
+		m, err := c.peer.writeNow(b)
+		n = max(m, 0)
+		if err != nil || n == len(b) {
+			return n, err
+		}
+	}
+	for n < len(b) {
+		c.wstart.Store(int64(c.s.now()) + 1)
+		m, err := c.nc.Write(b[n:min(len(b), n+stallChunk)])
+		c.wstart.Store(0)
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // peerGone reports whether the client has closed its side of the

@@ -33,8 +33,8 @@ go vet ./...
 echo "== go test -race (all packages but the cluster)"
 go test -race -count=1 $(go list ./... | grep -v '/cluster$')
 
-echo "== go test ./wal without -race (its raw pwrite on Linux: the race detector builds take the ordinary call)"
-go test -count=1 ./wal/
+echo "== go test ./wal ./native without -race (the log's raw pwrite and the native socket's raw reads and writes on Linux: the race detector builds take the ordinary calls; and native at full speed, where its server outruns a client's reads)"
+go test -count=1 ./wal/ ./native/
 
 echo "== go test -race ./cluster (real baton processes, kill -9, SIGSTOP, cut links)"
 go test -race -count=1 -p 1 -v ./cluster
