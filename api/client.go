@@ -876,10 +876,23 @@ func (c *Client) prefer(loc *url.URL) error {
 // and baton:// (an O answer).
 func (c *Client) answered(s *slot) {
 	c.mu.Lock()
-	if !c.closed && c.preferred != s.addr {
+	if !c.closed {
 		c.preferred = s.addr
 	}
 	c.mu.Unlock()
+}
+
+// stillSilent is the one rule, over HTTP and baton://, for a connection an
+// attempt passes over (avoid) once a 307 or an M arrived (prefer has taken
+// the node it names): it stays passed over only when it is silent (the
+// connection that left an earlier attempt of the caller unanswered: a
+// paused node) and the redirect named its node again (a standby that has
+// not yet seen the failover), or the next attempt would wait on the
+// silent node again. Any other redirect lifts it: the node named is the
+// one to ask, also when this call's connection to it broke (it is
+// dialled again).
+func (c *Client) stillSilent(avoid, silent *slot) bool {
+	return avoid != nil && avoid == silent && c.preferredIs(avoid.addr)
 }
 
 // preferredIs reports whether a is the preferred address (the node a
@@ -1123,11 +1136,7 @@ func (c *Client) callAvoiding(ctx context.Context, method, pathQuery string, hdr
 			if pathQuery, err = c.redirect(s, pathQuery, r); err != nil {
 				return nil, s, err
 			}
-			if avoid != nil && (avoid != given || !c.preferredIs(avoid.addr)) {
-				// the node named is the one to ask, also when this call's
-				// connection to it broke (it is dialled again: prefer);
-				// but a caller's silent node named again is still passed
-				// over (as ncall)
+			if avoid != nil && !c.stillSilent(avoid, given) {
 				avoid, given = nil, nil
 			}
 			continue

@@ -313,8 +313,8 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 				// granted nothing: the next one starts the count.
 				since = time.Time{}
 			}
-			if avoid == nil || avoid != silent || !c.preferredIs(avoid.addr) {
-				avoid = nil // else a 307 named the silent node again
+			if !c.stillSilent(avoid, silent) {
+				avoid = nil
 			}
 			continue
 		case http.StatusGone:

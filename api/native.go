@@ -875,8 +875,8 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			if since.Equal(sent) {
 				since = time.Time{} // as in Acquire
 			}
-			if avoid == nil || avoid != silent || !c.preferredIs(avoid.addr) {
-				avoid = nil // else an M named the silent node again
+			if !c.stillSilent(avoid, silent) {
+				avoid = nil
 			}
 			continue
 		}
@@ -1164,9 +1164,7 @@ func (c *Client) ncall(ctx context.Context, what string, id nid, line []byte, av
 			if err := c.nmove(s, a.Addr); err != nil {
 				return nline.Answer{}, "", s, err
 			}
-			if avoid != nil && (avoid != given || !c.preferredIs(avoid.addr)) {
-				// the node named is the one to ask; but a caller's silent
-				// node named again is still passed over
+			if avoid != nil && !c.stillSilent(avoid, given) {
 				avoid, given = nil, nil
 			}
 			continue
