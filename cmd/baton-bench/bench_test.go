@@ -486,7 +486,7 @@ func TestAnalyzeSlotsPairsTheReleaseThatLetAGrantIn(t *testing.T) {
 		{token: 13, waitStart: 4 * ms, granted: 15 * ms, released: 16 * ms},
 		{token: 14, shared: true, waitStart: 17 * ms, granted: 18 * ms, released: 19 * ms},
 	}
-	grants, waits, handoffs := analyzeSlots(recs, 0, 100*ms, 4)
+	grants, waits, handoffs := analyzeSlots(recs, 0, 100*ms, 4, 5)
 	if grants != 5 || len(waits) != 5 {
 		t.Fatalf("grants %d, waits %v", grants, waits)
 	}
@@ -502,7 +502,20 @@ func TestAnalyzeSlotsPairsTheReleaseThatLetAGrantIn(t *testing.T) {
 		{token: 21, shared: true, waitStart: 0, granted: 2 * ms, released: 8 * ms},
 		{token: 22, shared: true, waitStart: 3 * ms, granted: 9 * ms, released: 10 * ms},
 	}
-	if _, _, handoffs = analyzeSlots(recs, 0, 100*ms, 2); !slices.Equal(handoffs, []int64{4 * ms}) {
+	if _, _, handoffs = analyzeSlots(recs, 0, 100*ms, 2, 3); !slices.Equal(handoffs, []int64{4 * ms}) {
 		t.Errorf("semaphore handoffs %v, want [4ms]", handoffs)
+	}
+	// A limit of 2 for 2 clients never binds: client 0's acquire, sent at
+	// 1 ms and granted at 7 ms, waited for no release, though client 1
+	// made three cycles meanwhile (its requests were slow, not queued).
+	recs = []grantRec{
+		{client: 0, token: 30, shared: true, waitStart: 0, granted: ms / 2, released: ms / 2},
+		{client: 1, token: 31, shared: true, waitStart: 0, granted: 1 * ms, released: 2 * ms},
+		{client: 1, token: 32, shared: true, waitStart: 2 * ms, granted: 3 * ms, released: 4 * ms},
+		{client: 1, token: 33, shared: true, waitStart: 4 * ms, granted: 5 * ms, released: 6 * ms},
+		{client: 0, token: 34, shared: true, waitStart: 1 * ms, granted: 7 * ms, released: 8 * ms},
+	}
+	if _, _, handoffs = analyzeSlots(recs, 0, 100*ms, 2, 2); len(handoffs) != 0 {
+		t.Errorf("handoffs %v with as many slots as clients and no writer, want none", handoffs)
 	}
 }

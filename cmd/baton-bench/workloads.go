@@ -673,7 +673,7 @@ func runModes(ctx context.Context, e *runEnv, mode func(i int, n int64) acqMode)
 			shared++
 		}
 	}
-	grants, waits, handoffs := analyzeSlots(all, w.start, w.end, limit)
+	grants, waits, handoffs := analyzeSlots(all, w.start, w.end, limit, c)
 	r := e.result(c)
 	r.OpsS = float64(grants) / e.cfg.duration.Seconds()
 	r.P50, r.P99, r.P999 = percentiles(waits)
@@ -703,8 +703,15 @@ func runModes(ctx context.Context, e *runEnv, mode func(i int, n int64) acqMode)
 // limit-th latest release among them). A grant counts as waiting when
 // its acquire was sent before that release was answered; one sent later
 // was granted without waiting. Times are the client's: a release is
-// answered, a grant received.
-func analyzeSlots(all []grantRec, start, end int64, limit int) (grants int, waits, handoffs []int64) {
+// answered, a grant received. With limit c or more (c clients, each
+// holding one grant at most) no grant waits for a slot, and the limit is
+// not looked at: on the client's clock, a grant whose acquire took long
+// would seem to wait for the releases of the other clients' cycles made
+// meanwhile.
+func analyzeSlots(all []grantRec, start, end int64, limit, c int) (grants int, waits, handoffs []int64) {
+	if limit >= c {
+		limit = 0
+	}
 	all = slices.Clone(all)
 	slices.SortFunc(all, func(a, b grantRec) int { return cmp.Compare(a.token, b.token) })
 	var lastAll, lastExcl int64    // latest release of every earlier grant, of the earlier exclusive ones
