@@ -146,7 +146,7 @@ func NewMetrics() *Metrics {
 	})
 	m.handoffSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "baton", Name: "handoff_seconds",
-		Help:    "Time from the release or lease expiry of a lock to the moment the grant of a waiter it let in was written to that holder's connection, in seconds; each waiter let in counts (several shared ones at once).",
+		Help:    "Time from the release or lease expiry of a lock to the moment the grant of a waiter it let in was written to that holder's connection (over HTTP/2: its HEADERS frame, with Lock-Token; the body's DATA frame follows), in seconds; each waiter let in counts (several shared ones at once).",
 		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
 	})
 	m.role = prometheus.NewGaugeVec(prometheus.GaugeOpts{

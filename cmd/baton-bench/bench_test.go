@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -467,5 +468,54 @@ func TestParked(t *testing.T) {
 		if d := num(t, m, "drain_s"); d <= 0 || num(t, m, "ops_s") <= 0 {
 			t.Errorf("drain_s=%v ops_s=%v", d, m["ops_s"])
 		}
+	}
+}
+
+func TestAnalyzeSlotsPairsTheReleaseThatLetAGrantIn(t *testing.T) {
+	ms := int64(time.Millisecond)
+	// A read/write lock (limit 4): exclusive 10 holds; shared 11 and 12
+	// wait behind it and are let in by its release (answered at 10 ms);
+	// 11 releases at once (11 ms), before 12's grant arrives (13 ms);
+	// exclusive 13 waits for 11 and 12 and is let in by 12's release
+	// (14 ms); shared 14 is sent after 13's release was answered and is
+	// granted at once, not a handoff.
+	recs := []grantRec{
+		{token: 10, waitStart: 0, granted: 1 * ms, released: 10 * ms},
+		{token: 11, shared: true, waitStart: 2 * ms, granted: 10*ms + ms/2, released: 11 * ms},
+		{token: 12, shared: true, waitStart: 3 * ms, granted: 13 * ms, released: 14 * ms},
+		{token: 13, waitStart: 4 * ms, granted: 15 * ms, released: 16 * ms},
+		{token: 14, shared: true, waitStart: 17 * ms, granted: 18 * ms, released: 19 * ms},
+	}
+	grants, waits, handoffs := analyzeSlots(recs, 0, 100*ms, 4, 5)
+	if grants != 5 || len(waits) != 5 {
+		t.Fatalf("grants %d, waits %v", grants, waits)
+	}
+	// 12's handoff is from 10's release (3 ms), not from 11's (2 ms).
+	if want := []int64{ms / 2, 3 * ms, 1 * ms}; !slices.Equal(handoffs, want) {
+		t.Errorf("handoffs %v, want %v", handoffs, want)
+	}
+
+	// A semaphore of 2, every grant shared: 22 is let in by the first
+	// release of 20 and 21 (20's, at 5 ms), not by 21's later one (8 ms).
+	recs = []grantRec{
+		{token: 20, shared: true, waitStart: 0, granted: 1 * ms, released: 5 * ms},
+		{token: 21, shared: true, waitStart: 0, granted: 2 * ms, released: 8 * ms},
+		{token: 22, shared: true, waitStart: 3 * ms, granted: 9 * ms, released: 10 * ms},
+	}
+	if _, _, handoffs = analyzeSlots(recs, 0, 100*ms, 2, 3); !slices.Equal(handoffs, []int64{4 * ms}) {
+		t.Errorf("semaphore handoffs %v, want [4ms]", handoffs)
+	}
+	// A limit of 2 for 2 clients never binds: client 0's acquire, sent at
+	// 1 ms and granted at 7 ms, waited for no release, though client 1
+	// made three cycles meanwhile (its requests were slow, not queued).
+	recs = []grantRec{
+		{client: 0, token: 30, shared: true, waitStart: 0, granted: ms / 2, released: ms / 2},
+		{client: 1, token: 31, shared: true, waitStart: 0, granted: 1 * ms, released: 2 * ms},
+		{client: 1, token: 32, shared: true, waitStart: 2 * ms, granted: 3 * ms, released: 4 * ms},
+		{client: 1, token: 33, shared: true, waitStart: 4 * ms, granted: 5 * ms, released: 6 * ms},
+		{client: 0, token: 34, shared: true, waitStart: 1 * ms, granted: 7 * ms, released: 8 * ms},
+	}
+	if _, _, handoffs = analyzeSlots(recs, 0, 100*ms, 2, 2); len(handoffs) != 0 {
+		t.Errorf("handoffs %v with as many slots as clients and no writer, want none", handoffs)
 	}
 }

@@ -14,11 +14,11 @@ import (
 )
 
 // The bench's own handoff figure (analyzeSlots, analyzeGrants) is taken
-// on the client: from the latest release answered before a grant to the
-// grant received. It counts every grant whose acquire was in flight when
-// some release was answered, whether or not the server queued it, and
-// it includes both answers' trips through the client's and the server's
-// scheduling. The node's own histogram baton_handoff_seconds (GET
+// on the client: from the answer to the release that let a grant in (by
+// token order) to the grant received. Which grants waited it can only
+// guess (the acquire was sent before that answer), and it includes both
+// answers' trips through the client's and the server's scheduling. The
+// node's own histogram baton_handoff_seconds (GET
 // /metrics) times only grants that waited in the queue: from the release
 // to the grant written to its holder's connection. serverHandoffWindow
 // reads it at the start and the end of the measured window, so that a

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -651,8 +652,8 @@ var errNeedsCluster = errors.New("needs a cluster")
 // the semaphore workload (every acquire shared, limit --sem-limit) and the
 // read-heavy mix (rwmix: --shared-pct shared, the rest exclusive, limit
 // C). ops_s is grants/s; latencies are the acquire's; handoff is, for a
-// grant that waited for a release, the time from the latest release
-// answered before it to the grant being received (analyzeSlots).
+// grant that waited for a release, the time from the release that let it
+// in being answered to the grant being received (analyzeSlots).
 func runModes(ctx context.Context, e *runEnv, mode func(i int, n int64) acqMode) (*Result, error) {
 	c := e.cfg.c
 	set, w, err := e.timed(ctx, c)
@@ -661,6 +662,7 @@ func runModes(ctx context.Context, e *runEnv, mode func(i int, n int64) acqMode)
 	}
 	defer set.Close()
 	srvHandoff := serverHandoffWindow(ctx, e.tgt, w.start, w.end)
+	limit := mode(0, 0).limit // the same for every acquire
 	all := e.cycles(ctx, set, c, e.key("m", 0), w, mode)
 	if err := e.err(); err != nil {
 		return nil, err
@@ -671,7 +673,7 @@ func runModes(ctx context.Context, e *runEnv, mode func(i int, n int64) acqMode)
 			shared++
 		}
 	}
-	grants, waits, handoffs := analyzeSlots(all, w.start, w.end)
+	grants, waits, handoffs := analyzeSlots(all, w.start, w.end, limit, c)
 	r := e.result(c)
 	r.OpsS = float64(grants) / e.cfg.duration.Seconds()
 	r.P50, r.P99, r.P999 = percentiles(waits)
@@ -689,26 +691,56 @@ func runModes(ctx context.Context, e *runEnv, mode func(i int, n int64) acqMode)
 	return r, nil
 }
 
-// analyzeSlots measures the grants of one key with several holders,
-// received within [start, end): their number, their acquire latencies, and
-// for each grant that waited for a release (its acquire was sent before
-// the latest release answered before the grant) the handoff from that
-// release to the grant (clamped at 0, as in analyzeGrants).
-func analyzeSlots(all []grantRec, start, end int64) (grants int, waits, handoffs []int64) {
-	rel := make([]int64, len(all))
-	for i, g := range all {
-		rel[i] = g.released
+// analyzeSlots measures the grants of one key with several holders and
+// the given limit, received within [start, end): their number, their
+// acquire latencies, and for each grant that waited for a release the
+// handoff from the release that let it in to the grant (clamped at 0, as
+// in analyzeGrants). The grants are taken in token order (the server's
+// grant order) and the release that let grant i in is the last of those
+// that had to end first: for an exclusive grant, every earlier grant's;
+// for a shared one, the latest earlier exclusive grant's, and, when i or
+// more earlier grants exist, the one that brought them below limit (the
+// limit-th latest release among them). A grant counts as waiting when
+// its acquire was sent before that release was answered; one sent later
+// was granted without waiting. Times are the client's: a release is
+// answered, a grant received. With limit c or more (c clients, each
+// holding one grant at most) no grant waits for a slot, and the limit is
+// not looked at: on the client's clock, a grant whose acquire took long
+// would seem to wait for the releases of the other clients' cycles made
+// meanwhile.
+func analyzeSlots(all []grantRec, start, end int64, limit, c int) (grants int, waits, handoffs []int64) {
+	if limit >= c {
+		limit = 0
 	}
-	slices.Sort(rel)
+	all = slices.Clone(all)
+	slices.SortFunc(all, func(a, b grantRec) int { return cmp.Compare(a.token, b.token) })
+	var lastAll, lastExcl int64    // latest release of every earlier grant, of the earlier exclusive ones
+	top := make([]int64, 0, limit) // the limit latest releases of the earlier grants, ascending
 	for _, g := range all {
-		if g.granted < start || g.granted >= end {
-			continue
+		if g.granted >= start && g.granted < end {
+			grants++
+			waits = append(waits, g.granted-g.waitStart)
+			freed := lastAll
+			if g.shared {
+				freed = lastExcl
+				if limit > 0 && len(top) == limit {
+					freed = max(freed, top[0])
+				}
+			}
+			if freed > g.waitStart {
+				handoffs = append(handoffs, max(0, g.granted-freed))
+			}
 		}
-		grants++
-		waits = append(waits, g.granted-g.waitStart)
-		i := sort.Search(len(rel), func(i int) bool { return rel[i] >= g.granted }) - 1
-		if i >= 0 && rel[i] > g.waitStart {
-			handoffs = append(handoffs, max(0, g.granted-rel[i]))
+		lastAll = max(lastAll, g.released)
+		if !g.shared {
+			lastExcl = max(lastExcl, g.released)
+		}
+		if limit > 0 && (len(top) < limit || g.released > top[0]) {
+			if len(top) == limit {
+				top = slices.Delete(top, 0, 1)
+			}
+			i, _ := slices.BinarySearch(top, g.released)
+			top = slices.Insert(top, i, g.released)
 		}
 	}
 	return grants, waits, handoffs
