@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -267,6 +268,27 @@ func TestProtoWithLockPanicReleases(t *testing.T) {
 		}()
 		if st := status(t, hc, "k"); got == 0 || st.Holder != nil {
 			t.Fatalf("token %d: still held after fn panicked: %+v", got, st.Holder)
+		}
+	})
+}
+
+// WithLimit(0) is refused as any limit out of 1 to MaxLimit is, and
+// nothing is queued or held: it was sent as no limit, and granted under
+// the key's limit.
+func TestProtoLimitZeroRefused(t *testing.T) {
+	eachProto(t, func(t *testing.T, proto string) {
+		srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
+		c := newClient(t, nil, srv.Base(proto))
+		hc := newClient(t, nil, srv.URL)
+		ctx := ctxBound(t)
+		for _, n := range []int{0, -1, api.MaxLimit + 1} {
+			l, err := c.Acquire(ctx, "lim", api.WithLimit(n))
+			if !errors.Is(err, api.ErrInvalidArgument) || !strings.Contains(err.Error(), "limit") {
+				t.Errorf("WithLimit(%d): lock %v, err %v; want ErrInvalidArgument naming limit", n, l, err)
+			}
+		}
+		if st := status(t, hc, "lim"); len(st.Holders) != 0 || st.Waiters != 0 {
+			t.Errorf("after refused acquires: %+v, want the key free", st)
 		}
 	})
 }
