@@ -57,7 +57,7 @@ func (n *Node) poll(p *peer) {
 			if d := peersDiffer(st, Status{Peers: n.cfg.Peers}); d != differ {
 				differ = d
 				if d {
-					n.log.Error("peer lists the peers in another order or other peers: every node must have the same peers list, whose order is the priorities (until then the two may both take the active role, and ties between them are broken by URL)",
+					n.log.Warn("peer lists the peers in another order or other peers: every node must have the same peers list, whose order is the priorities (until they do, as in a rolling change of the list, the two may both take the active role, and ties between them are broken by URL)",
 						"peer", p.url, "its_peers", st.Peers, "our_peers", n.cfg.Peers)
 				} else {
 					n.log.Info("peer lists the same peers as this node again", "peer", p.url)

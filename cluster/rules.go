@@ -216,9 +216,11 @@ func decide(v view) action {
 		if best >= 0 && v.peers[best].URL != f.URL && !keepsState(f.Status, v.peers[best].Status) {
 			return action{kind: actFollow, to: v.peers[best].URL, why: "a newer active appeared"}
 		}
-		if v.synced && v.self.Priority < f.Priority && v.sinceAsked > v.failoverTimeout && !v.logFailing && !peersDiffer(v.self, f.Status) {
-			// (Not when the active's peers list differs from this node's:
-			// it ranks the two otherwise and would refuse, every time.)
+		if v.synced && v.self.Priority < f.Priority && v.sinceAsked > v.failoverTimeout && !v.logFailing &&
+			(!peersDiffer(v.self, f.Status) || listedBefore(f.Peers, v.self.URL, f.URL)) {
+			// (When the active's peers list differs from this node's, only
+			// if that list too puts this node first: else the active
+			// refuses, every time.)
 			return action{kind: actAskHandoff, to: f.URL, why: "synced, and of higher priority than the active"}
 		}
 		return action{kind: actStay, why: "following the active"}
@@ -447,6 +449,13 @@ func keepsState(a, b Status) bool {
 		return a.URL < b.URL
 	}
 	return a.Priority < b.Priority
+}
+
+// listedBefore reports whether a stands before b in peers (a node of
+// higher priority by that list); false when a is not in it.
+func listedBefore(peers []string, a, b string) bool {
+	i, j := slices.Index(peers, a), slices.Index(peers, b)
+	return i >= 0 && (j < 0 || i < j)
 }
 
 // peersDiffer reports whether a and b are nodes whose peers lists differ
