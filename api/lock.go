@@ -1086,6 +1086,11 @@ func (c *Client) WithLock(ctx context.Context, key string, fn func(ctx context.C
 		if errors.Is(rerr, ErrNotHeld) || errors.Is(rerr, ErrNotHolder) {
 			rerr = nil
 		}
+		if errors.Is(ferr, lostErr) {
+			// fn returned the loss itself (context.Cause of its ctx):
+			// joined again, its message came twice.
+			return errors.Join(ferr, rerr)
+		}
 		return errors.Join(ferr, lostErr, rerr)
 	}
 	return errors.Join(ferr, rerr)

@@ -244,6 +244,30 @@ func TestProtoWithLock(t *testing.T) {
 	})
 }
 
+// WithLock whose fn returns the cause of its context's end, the loss
+// itself, reports the loss once: it was joined to itself, and its
+// message came twice.
+func TestProtoWithLockReturningTheLossReportsItOnce(t *testing.T) {
+	eachProto(t, func(t *testing.T, proto string) {
+		srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
+		c := newClient(t, nil, srv.Base(proto))
+		ctx := ctxBound(t)
+		err := c.WithLock(ctx, "k", func(ctx context.Context, token uint64) error {
+			if err := c.Release(ctx, "k", token); err != nil { // from under it
+				return err
+			}
+			<-ctx.Done()
+			return context.Cause(ctx)
+		}, api.WithLease(2*time.Second)) // as in TestProtoWithLock
+		if !errors.Is(err, api.ErrLost) {
+			t.Fatalf("WithLock with the lock lost: %v, want ErrLost", err)
+		}
+		if n := strings.Count(err.Error(), "lock lost"); n != 1 {
+			t.Errorf("WithLock's error says %d times that the lock was lost, want once:\n%v", n, err)
+		}
+	})
+}
+
 // A panic in WithLock's fn (a net/http handler's, which the server
 // recovers, and the process goes on) releases the lock on its way up: the
 // keep-alive, whose context never ends, held it for as long as the Client
