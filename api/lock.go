@@ -25,6 +25,7 @@ type acquireOpts struct {
 	owner       *string // nil: DefaultOwner
 	mode        string
 	limit       int
+	limitSet    bool // WithLimit was given (limit 0 included)
 }
 
 // WithOwner labels the holder (and the waiter) for people: 1 to
@@ -52,9 +53,10 @@ func WithShared() AcquireOption { return WithMode(ModeShared) }
 // MaxLimit): above 1 the key is a counting semaphore, in the default mode
 // as in the shared one. The first acquire of a free key sets it; another
 // limit while the key exists is refused with ErrLimitMismatch. Without it
-// the key's limit applies (1 for a free key).
+// the key's limit applies (1 for a free key). A limit outside 1 to
+// MaxLimit, 0 included, fails Acquire with ErrInvalidArgument.
 func WithLimit(n int) AcquireOption {
-	return func(o *acquireOpts) { o.limit = n }
+	return func(o *acquireOpts) { o.limit, o.limitSet = n, true }
 }
 
 // DefaultOwner is the owner Acquire sends without WithOwner: the host
@@ -194,6 +196,11 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	}
 	if o.lease < 0 || o.wait < 0 {
 		return nil, fmt.Errorf("%w: lease and wait must not be negative", ErrInvalidArgument)
+	}
+	if o.limitSet && (o.limit < 1 || o.limit > MaxLimit) {
+		// 0 would be sent as no limit at all (the key's), where the
+		// server refuses limit=0.
+		return nil, fmt.Errorf("%w: limit: must be an integer from 1 to %d, got %d", ErrInvalidArgument, MaxLimit, o.limit)
 	}
 	owner := DefaultOwner()
 	if o.owner != nil {
@@ -1078,6 +1085,11 @@ func (c *Client) WithLock(ctx context.Context, key string, fn func(ctx context.C
 	if lostErr != nil {
 		if errors.Is(rerr, ErrNotHeld) || errors.Is(rerr, ErrNotHolder) {
 			rerr = nil
+		}
+		if errors.Is(ferr, lostErr) {
+			// fn returned the loss itself (context.Cause of its ctx):
+			// joined again, its message came twice.
+			return errors.Join(ferr, rerr)
 		}
 		return errors.Join(ferr, lostErr, rerr)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -243,6 +244,30 @@ func TestProtoWithLock(t *testing.T) {
 	})
 }
 
+// WithLock whose fn returns the cause of its context's end, the loss
+// itself, reports the loss once: it was joined to itself, and its
+// message came twice.
+func TestProtoWithLockReturningTheLossReportsItOnce(t *testing.T) {
+	eachProto(t, func(t *testing.T, proto string) {
+		srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
+		c := newClient(t, nil, srv.Base(proto))
+		ctx := ctxBound(t)
+		err := c.WithLock(ctx, "k", func(ctx context.Context, token uint64) error {
+			if err := c.Release(ctx, "k", token); err != nil { // from under it
+				return err
+			}
+			<-ctx.Done()
+			return context.Cause(ctx)
+		}, api.WithLease(2*time.Second)) // as in TestProtoWithLock
+		if !errors.Is(err, api.ErrLost) {
+			t.Fatalf("WithLock with the lock lost: %v, want ErrLost", err)
+		}
+		if n := strings.Count(err.Error(), "lock lost"); n != 1 {
+			t.Errorf("WithLock's error says %d times that the lock was lost, want once:\n%v", n, err)
+		}
+	})
+}
+
 // A panic in WithLock's fn (a net/http handler's, which the server
 // recovers, and the process goes on) releases the lock on its way up: the
 // keep-alive, whose context never ends, held it for as long as the Client
@@ -267,6 +292,27 @@ func TestProtoWithLockPanicReleases(t *testing.T) {
 		}()
 		if st := status(t, hc, "k"); got == 0 || st.Holder != nil {
 			t.Fatalf("token %d: still held after fn panicked: %+v", got, st.Holder)
+		}
+	})
+}
+
+// WithLimit(0) is refused as any limit out of 1 to MaxLimit is, and
+// nothing is queued or held: it was sent as no limit, and granted under
+// the key's limit.
+func TestProtoLimitZeroRefused(t *testing.T) {
+	eachProto(t, func(t *testing.T, proto string) {
+		srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
+		c := newClient(t, nil, srv.Base(proto))
+		hc := newClient(t, nil, srv.URL)
+		ctx := ctxBound(t)
+		for _, n := range []int{0, -1, api.MaxLimit + 1} {
+			l, err := c.Acquire(ctx, "lim", api.WithLimit(n))
+			if !errors.Is(err, api.ErrInvalidArgument) || !strings.Contains(err.Error(), "limit") {
+				t.Errorf("WithLimit(%d): lock %v, err %v; want ErrInvalidArgument naming limit", n, l, err)
+			}
+		}
+		if st := status(t, hc, "lim"); len(st.Holders) != 0 || st.Waiters != 0 {
+			t.Errorf("after refused acquires: %+v, want the key free", st)
 		}
 	})
 }

@@ -245,6 +245,10 @@ type Status struct {
 	// timeout or more (and the log's FailTimeout; see logFailAfter): a
 	// full disk; it refuses every change, so it is handed no active role.
 	LogFailing bool `json:"log_failing,omitempty"`
+	// Peers is the node's peers list (Config.Peers), in its order: every
+	// node must have the same one, since its order is the priorities
+	// (see peersDiffer). Absent from a node of an older version.
+	Peers []string `json:"peers,omitempty"`
 }
 
 // peer is another node as this one sees it.
@@ -692,7 +696,8 @@ func (n *Node) statusLocked() Status {
 	last, m := n.tail.position()
 	return Status{URL: n.cfg.Self, Role: role, Active: n.active, Priority: n.self, Epoch: n.epoch,
 		HasState: n.hasState, LastToken: n.eng.LastToken(), StateToken: n.stateToken.Load(), Native: n.cfg.Native,
-		LastIndex: last, LogEpoch: m.epoch, LogFailing: !n.logBad.IsZero() && time.Since(n.logBad) >= n.logFailAfter()}
+		LastIndex: last, LogEpoch: m.epoch, LogFailing: !n.logBad.IsZero() && time.Since(n.logBad) >= n.logFailAfter(),
+		Peers: n.cfg.Peers}
 }
 
 // logFailAfter is how long the log must have failed before the node counts

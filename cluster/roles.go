@@ -20,7 +20,7 @@ import (
 func (n *Node) poll(p *peer) {
 	t := time.NewTicker(n.cfg.Heartbeat)
 	defer t.Stop()
-	refused := false
+	refused, differ := false, false
 	for {
 		sent := time.Now()
 		st, err := n.fetchStatus(p.url)
@@ -54,6 +54,15 @@ func (n *Node) poll(p *peer) {
 			refused = true
 		} else if err == nil {
 			refused = false
+			if d := peersDiffer(st, Status{Peers: n.cfg.Peers}); d != differ {
+				differ = d
+				if d {
+					n.log.Warn("peer lists the peers in another order or other peers: every node must have the same peers list, whose order is the priorities (until they do, as in a rolling change of the list, the two may both take the active role, and ties between them are broken by URL)",
+						"peer", p.url, "its_peers", st.Peers, "our_peers", n.cfg.Peers)
+				} else {
+					n.log.Info("peer lists the same peers as this node again", "peer", p.url)
+				}
+			}
 		}
 		select {
 		case <-n.ctx.Done():

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -215,7 +216,11 @@ func decide(v view) action {
 		if best >= 0 && v.peers[best].URL != f.URL && !keepsState(f.Status, v.peers[best].Status) {
 			return action{kind: actFollow, to: v.peers[best].URL, why: "a newer active appeared"}
 		}
-		if v.synced && v.self.Priority < f.Priority && v.sinceAsked > v.failoverTimeout && !v.logFailing {
+		if v.synced && v.self.Priority < f.Priority && v.sinceAsked > v.failoverTimeout && !v.logFailing &&
+			(!peersDiffer(v.self, f.Status) || listedBefore(f.Peers, v.self.URL, f.URL)) {
+			// (When the active's peers list differs from this node's, only
+			// if that list too puts this node first: else the active
+			// refuses, every time.)
 			return action{kind: actAskHandoff, to: f.URL, why: "synced, and of higher priority than the active"}
 		}
 		return action{kind: actStay, why: "following the active"}
@@ -421,7 +426,10 @@ func (v view) maxEpoch() uint64 {
 //     state. It is the node that served last: the renewals and releases
 //     it answered (which move no state token) are kept, and a successor
 //     that a handoff just promoted is never taken for the stale one.
-//   - Equal epochs too: the higher priority, the lower Priority, keeps.
+//   - Equal epochs too: the higher priority, the lower Priority, keeps;
+//     but when the two nodes' peers lists differ (a configuration
+//     mistake: each ranks itself by its own list, and both would keep),
+//     the lower URL keeps, which both see alike.
 //
 // For two different nodes exactly one of keepsState(a, b) and
 // keepsState(b, a) is true. Nothing in it depends on when a heartbeat
@@ -437,7 +445,25 @@ func keepsState(a, b Status) bool {
 	if a.Epoch != b.Epoch {
 		return a.Epoch > b.Epoch
 	}
+	if peersDiffer(a, b) {
+		return a.URL < b.URL
+	}
 	return a.Priority < b.Priority
+}
+
+// listedBefore reports whether a stands before b in peers (a node of
+// higher priority by that list); false when a is not in it.
+func listedBefore(peers []string, a, b string) bool {
+	i, j := slices.Index(peers, a), slices.Index(peers, b)
+	return i >= 0 && (j < 0 || i < j)
+}
+
+// peersDiffer reports whether a and b are nodes whose peers lists differ
+// (in their members or their order), as far as both say: their
+// priorities then contradict each other, so that each may rank itself
+// above the other.
+func peersDiffer(a, b Status) bool {
+	return a.Peers != nil && b.Peers != nil && !slices.Equal(a.Peers, b.Peers)
 }
 
 // keptBecause names the rule of keepsState by which a keeps its state
@@ -448,6 +474,8 @@ func keptBecause(a, b Status) string {
 		return "the other's state token is higher (its state is newer)"
 	case a.Epoch != b.Epoch:
 		return "equal state tokens, and the other's epoch is higher (it was promoted later)"
+	case peersDiffer(a, b):
+		return "equal state tokens and epochs, the peers lists differ, and the other's URL is lower"
 	default:
 		return "equal state tokens and epochs, and the other's priority is higher"
 	}

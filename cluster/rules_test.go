@@ -197,6 +197,20 @@ func TestRuleAskHandoffWhenSyncedAndOfHigherPriority(t *testing.T) {
 	wantAction(t, v, actStay, "") // the active's priority is higher
 }
 
+// A standby whose peers list differs from the active's asks it for a
+// handoff only if the active's list too ranks the standby first (as when
+// a node is added at the end of the list, one node at a time): otherwise
+// the active refuses it, every time.
+func TestRuleAskHandoffWhenThePeersListsDiffer(t *testing.T) {
+	v := standbyView(livePeer("b", 2, api.RoleActive, 10))
+	v.following, v.synced = "b", true
+	v.self.Peers = []string{"a", "s", "b", "d"}
+	v.peers[0].Peers = []string{"a", "s", "b"}
+	wantAction(t, v, actAskHandoff, "b")
+	v.peers[0].Peers = []string{"a", "b", "s"}
+	wantAction(t, v, actStay, "")
+}
+
 func TestRuleWaitWhileTheFollowedNodeHandsOff(t *testing.T) {
 	// a answers as a standby (it demoted its engine for a handoff); its
 	// successor is not yet seen as active: wait, promote nothing.

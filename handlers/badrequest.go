@@ -232,10 +232,15 @@ func requestLineError(read, reason string) (api.Error, http.Header) {
 			continue // not a request line (a header's)
 		}
 		target, proto, ok := strings.Cut(rest, " ")
+		if i := strings.LastIndexByte(rest, ' '); ok && !strings.HasPrefix(proto, "HTTP/") && strings.HasPrefix(rest[i+1:], "HTTP/") {
+			// A target with a space in it (a key that is not
+			// percent-encoded): the protocol is the last field.
+			target, proto = rest[:i], rest[i+1:]
+		}
 		if !ok || !strings.HasPrefix(proto, "HTTP/") {
 			continue
 		}
-		if _, err := url.ParseRequestURI(target); err == nil {
+		if _, err := url.ParseRequestURI(target); err == nil && !strings.Contains(target, " ") {
 			continue
 		}
 		e := targetError(target)
@@ -350,7 +355,7 @@ func trimTo(s string, n int) string {
 // targetError names what is wrong with a request target that
 // url.ParseRequestURI refuses.
 func targetError(target string) api.Error {
-	path, _, _ := strings.Cut(target, "?")
+	path, query, _ := strings.Cut(target, "?")
 	field, what := "path", "the path"
 	if key, ok := strings.CutPrefix(path, "/locks/"); ok {
 		field, what = "key", "the key"
@@ -363,6 +368,12 @@ func targetError(target string) api.Error {
 	}
 	if i := strings.IndexFunc(path, func(r rune) bool { return r < 0x20 || r == 0x7f }); i >= 0 {
 		return api.Error{Code: api.CodeInvalidArgument, Field: field, Message: fmt.Sprintf("%s: contains the control character %U", field, path[i])}
+	}
+	if strings.Contains(path, " ") {
+		return api.Error{Code: api.CodeInvalidArgument, Field: field, Message: field + ": contains a space; write it as %20"}
+	}
+	if strings.Contains(query, " ") {
+		return api.Error{Code: api.CodeInvalidArgument, Field: "query", Message: "query: contains a space; write it as %20"}
 	}
 	return api.Error{Code: api.CodeInvalidArgument, Field: field, Message: field + ": is not a valid URL path (" + what + " must be percent-encoded)"}
 }

@@ -285,7 +285,8 @@ func newModeFlags(fs *pflag.FlagSet) *modeFlags {
 // holderLimit is --limit: an integer from 1 to api.MaxLimit. The flag
 // checks it, so that a bad value is a usage error naming --limit (exit 2);
 // as an int flag "--limit 0" was taken as "not given" (api.WithLimit(0)
-// sends no limit), where the server refuses limit=0.
+// sent no limit then; it is refused now), where the server refuses
+// limit=0.
 type holderLimit int
 
 func (l *holderLimit) String() string { return strconv.Itoa(int(*l)) }

@@ -56,6 +56,11 @@ func TestBadPathNamesKey(t *testing.T) {
 		{"DELETE /locks/a/%2?token=5 HTTP/1.1\r\nHost: x\r\n\r\n", "key", `key: has a bad percent-encoding ("%2"`},
 		{"GET /locks/a\x01 HTTP/1.1\r\nHost: x\r\n\r\n", "key", "key: contains the control character U+0001"},
 		{"GET /x%zz HTTP/1.1\r\nHost: x\r\n\r\n", "path", `path: has a bad percent-encoding ("%zz"`},
+		// A space in the key (not percent-encoded) was "too long to name
+		// its fault".
+		{"POST /locks/a b HTTP/1.1\r\nHost: x\r\n\r\n", "key", "key: contains a space; write it as %20"},
+		{"POST /locks/my key?lease=5 HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\n\r\n", "key", "key: contains a space"},
+		{"POST /locks/k?owner=a b HTTP/1.1\r\nHost: x\r\n\r\n", "query", "query: contains a space; write it as %20"},
 		{"POST /locks/good HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\nPOST /locks/good%zz HTTP/1.1\r\nHost: x\r\n\r\n", "key", `key: has a bad percent-encoding ("%zz"`},
 		// A header net/http refuses is named too.
 		{"POST /locks/k HTTP/1.1\r\nHost: x\r\nIdempotency-Key: a\x1fb\r\n\r\n", "Idempotency-Key", "Idempotency-Key: contains the control character U+001F"},
