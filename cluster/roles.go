@@ -515,6 +515,18 @@ func (n *Node) startHandoff(now time.Time, to string, r *request) bool {
 	n.moving = true
 	n.eng.Demote()
 	through := n.wal.LastIndex() // every record of the demoted engine
+	if !n.logWrites() {
+		// The stream passes on only what this log wrote (see
+		// tail.readWritten): the successor gets the changes up to there,
+		// and those after it, not written, are this node's alone. Their
+		// answers, once the log writes them, must not say they were
+		// made: a new generation has them answered as replaced (the
+		// client asks the successor again), as after a step-down.
+		if w := n.wal.Written(); w < through {
+			through = w
+			n.eng.Diverged()
+		}
+	}
 	q := url.Values{"from": {n.cfg.Self}, "through": {strconv.FormatUint(through, 10)}}
 	if !n.logWrites() {
 		// Grants this node could not take back, its log refusing the

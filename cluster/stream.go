@@ -26,7 +26,11 @@ import (
 // resumes from there when its log agrees and still holds what follows (in
 // the tail, or in its log's segments), and otherwise sends a snapshot
 // (a state dump) first, which the standby installs as its own log's
-// snapshot (wal.Log.Install).
+// snapshot (wal.Log.Install). It sends only what its own log has written
+// (tail.readWritten; a snapshot once the log holds every change in it): a
+// change whose write fails is answered as not made (503), and a standby
+// that a failover promotes must not hold it (a ghost grant, held for its
+// whole lease by nobody).
 
 // streamBatch is about how many bytes of records the active reads from
 // the tail for one write.
@@ -278,9 +282,20 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 		n.log.Info("standby resumes from its log", "standby", from, "from_index", cursor)
 	} else {
 		var dump bytes.Buffer
-		base, err := n.eng.WriteDump(&dump, n.wal.LastIndex)
+		var top uint64 // the highest shard's index: the dump holds its changes
+		base, err := n.eng.WriteDump(&dump, func() uint64 {
+			i := n.wal.LastIndex()
+			top = max(top, i)
+			return i
+		})
 		if err != nil {
 			n.log.Error("snapshot for a standby failed", "standby", from, "err", err)
+			return
+		}
+		// As records do, the snapshot goes only once this log has written
+		// every change it holds (see readWritten).
+		if err := n.wal.Wait(top); err != nil {
+			n.log.Warn("snapshot for a standby: this node's log does not write its changes", "standby", from, "err", err)
 			return
 		}
 		if sw.frame(&begin) != nil || sw.frame(&frame{kind: frameSnapshot, index: base, data: dump.Bytes()}) != nil {
@@ -305,8 +320,8 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 	var recs []tailRec
 	for {
 		var more <-chan struct{}
-		var ok bool
-		recs, more, ok = n.tail.read(cursor, streamBatch, recs)
+		var pending, ok bool
+		recs, more, pending, ok = n.tail.readWritten(cursor, streamBatch, recs)
 		if !ok {
 			// Older than the tail holds: from the log's segments.
 			err := n.wal.Replay(cursor, func(i uint64, rec []byte) error {
@@ -348,12 +363,57 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		}
+		if pending {
+			// Records appended that this node's log has not written yet:
+			// they go once it has (more), never before. A record whose
+			// write fails is answered as not made, and a standby that a
+			// failover promotes must not hold it. Those of the changes
+			// that clients wait for are written by their Waits; the
+			// others (a waiter's place, a lease that ran out) are written
+			// by the log's goroutine, asked to once they waited
+			// streamLinger (and again after each write that did not
+			// cover them).
+			linger.Reset(streamLinger)
+			select {
+			case <-more:
+				linger.Stop()
+				continue
+			case <-linger.C:
+				n.wal.WriteSoon()
+			case <-hb.C:
+				linger.Stop()
+				if !n.heartbeat(sw, &cur) {
+					return
+				}
+				continue
+			case <-f.done:
+				linger.Stop()
+				f.end(sw)
+				return
+			case <-r.Context().Done():
+				linger.Stop()
+				return
+			}
+			select {
+			case <-more:
+			case <-hb.C:
+				if !n.heartbeat(sw, &cur) {
+					return
+				}
+			case <-f.done:
+				f.end(sw)
+				return
+			case <-r.Context().Done():
+				return
+			}
+			continue
+		}
 		select {
 		case <-more:
 			// Changes that follow within streamLinger go out with this
 			// one, in one write and one read on the standby, instead of
 			// one each. An end of the stream cuts the wait short; what is
-			// appended is still written first (a handoff waits for it).
+			// written is still sent first (a handoff waits for it).
 			// With sync_standbys the changes wait for the standbys: no
 			// linger, the acknowledgements batch them instead; the
 			// goroutines about to append (requests answered by the same
@@ -372,10 +432,7 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 				linger.Stop()
 			}
 		case <-hb.C:
-			n.mu.Lock()
-			cur = n.epoch
-			n.mu.Unlock()
-			if sw.frame(&frame{kind: frameHeartbeat, epoch: cur, lastToken: n.eng.LastToken(), index: n.wal.LastIndex()}) != nil || sw.flush() != nil {
+			if !n.heartbeat(sw, &cur) {
 				return
 			}
 		case <-f.done:
@@ -385,6 +442,16 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// heartbeat writes a heartbeat frame to a standby's stream: the epoch
+// (cur, updated), the last token and the index this node's log has
+// written. It reports whether the write succeeded.
+func (n *Node) heartbeat(sw *streamWriter, cur *uint64) bool {
+	n.mu.Lock()
+	*cur = n.epoch
+	n.mu.Unlock()
+	return sw.frame(&frame{kind: frameHeartbeat, epoch: *cur, lastToken: n.eng.LastToken(), index: n.wal.Written()}) == nil && sw.flush() == nil
 }
 
 // follow reads the active's stream into this node's log and engine until
