@@ -837,3 +837,26 @@ func TestMemKilledActiveWithAFullDiskLeavesNoGhostGrant(t *testing.T) {
 		t.Errorf("the promoted standby holds held with %d, want %d", got, g.Token)
 	}
 }
+
+// A standby whose log cannot write (its disk full) does not win a failover
+// beside a live standby whose log writes (ruleFailoverLogWrites): node 1
+// promoted by priority and refused every change until it could hand off.
+func TestMemFailoverPassesOverAStandbyWhoseLogFails(t *testing.T) {
+	c := newMemCluster(t, 3)
+	c.start(0, 1, 2)
+	c.waitActive(0)
+	g := c.grant(0, "held")
+	c.waitFor("the grant replicated", func() bool { return c.holds(1, "held") == g.Token && c.holds(2, "held") == g.Token })
+	c.nodes[1].diskFull.Store(true)
+	c.grant(0, "later") // node 1's write of it fails
+	c.waitFor("node 1 says its log fails", func() bool { return c.nodes[1].node.status().LogFailing })
+	c.crash(0)
+	c.waitActive(2, 1, 2)
+	if got := c.nodes[1].changed("promote"); got != 0 {
+		t.Errorf("node 1, whose log fails, promoted %d times", got)
+	}
+	if got := c.holds(2, "held"); got != g.Token {
+		t.Errorf("node 2 holds held with %d, want %d", got, g.Token)
+	}
+	c.nodes[1].diskFull.Store(false)
+}
