@@ -123,11 +123,12 @@ type reply struct {
 // handoffDone is the end of a handoff's call to its successor, which runs
 // off the loop and reports back to it.
 type handoffDone struct {
-	to    string
-	st    Status // the successor's Status once promoted
-	err   error
-	start time.Time
-	reply chan reply
+	to      string
+	st      Status // the successor's Status once promoted
+	through uint64 // the successor applied the stream through this index
+	err     error
+	start   time.Time
+	reply   chan reply
 }
 
 // ask posts r to the role loop and waits for its answer, or for ctx (the
@@ -541,7 +542,7 @@ func (n *Node) startHandoff(now time.Time, to string, r *request) bool {
 		defer n.wg.Done()
 		st, err := n.callPromote(r.ctx, to, q)
 		select {
-		case n.handed <- handoffDone{to: to, st: st, err: err, start: now, reply: r.reply}:
+		case n.handed <- handoffDone{to: to, st: st, through: through, err: err, start: now, reply: r.reply}:
 		case <-n.ctx.Done():
 		}
 	}()
@@ -576,7 +577,10 @@ func (n *Node) finishHandoff(d handoffDone) {
 		return
 	}
 	if d.err == nil {
-		n.hub.moveAll(d.to, d.st.Epoch)
+		n.hub.moveAll(d.to, d.st.Epoch, d.through)
+		if n.cfg.SyncStandbys > 0 {
+			n.wakeAcked() // the successor's word counts as its acknowledgement
+		}
 	} else {
 		n.hub.closeAll()
 	}

@@ -42,6 +42,14 @@ type hub struct {
 
 	mu sync.Mutex
 	fs map[*follower]struct{}
+	// moved holds the last acknowledgement of each standby whose stream
+	// a handoff ended (moveAll), by URL: one sent before the successor
+	// promoted itself may arrive after, and the changes made before the
+	// engine was demoted still wait for it (it counted nowhere, and they
+	// waited sync_timeout and degraded the node for nothing). It counts
+	// as a stream's until this node serves streams again (add) or stops
+	// (closeAll).
+	moved map[string]uint64
 	// ackedTo is the highest index that need standbys (by URL: a standby
 	// may have two streams for a moment) acknowledged over the streams
 	// open now; 0 with need 0. Written under mu, whenever the streams or
@@ -60,14 +68,19 @@ func (h *hub) resyncLocked() {
 	// The highest acknowledgement of each standby, by URL.
 	best := h.scratch[:0]
 	urls := make([]string, 0, 8)
-	for f := range h.fs {
-		a := f.acked.Load()
-		if i := slices.Index(urls, f.url); i >= 0 {
+	count := func(url string, a uint64) {
+		if i := slices.Index(urls, url); i >= 0 {
 			best[i] = max(best[i], a)
-			continue
+			return
 		}
-		urls = append(urls, f.url)
+		urls = append(urls, url)
 		best = append(best, a)
+	}
+	for f := range h.fs {
+		count(f.url, f.acked.Load())
+	}
+	for url, a := range h.moved {
+		count(url, a)
 	}
 	h.scratch = best
 	if len(best) < h.need {
@@ -102,6 +115,7 @@ func newFollower(u string) *follower {
 func (h *hub) add(f *follower) {
 	h.mu.Lock()
 	h.fs[f] = struct{}{}
+	h.moved = nil // the active again: a new term's acknowledgements
 	h.resyncLocked()
 	h.mu.Unlock()
 }
@@ -119,6 +133,7 @@ func (h *hub) closeAll() {
 	h.mu.Lock()
 	fs := h.fs
 	h.fs = map[*follower]struct{}{}
+	h.moved = nil
 	h.resyncLocked()
 	h.mu.Unlock()
 	for f := range fs {
@@ -130,11 +145,18 @@ func (h *hub) closeAll() {
 // handoff has just made the active with epoch: each standby follows it at
 // once instead of learning of it from its next poll (its calls wait for
 // an active meanwhile, and with sync_standbys the new active's changes
-// wait for a standby).
-func (h *hub) moveAll(to string, epoch uint64) {
+// wait for a standby). The successor promoted itself with every record
+// through index through written to its log: that counts as its
+// acknowledgement; the standbys' acknowledgements still count, and those
+// that arrive later too (hub.moved).
+func (h *hub) moveAll(to string, epoch, through uint64) {
 	h.mu.Lock()
 	fs := h.fs
 	h.fs = map[*follower]struct{}{}
+	h.moved = map[string]uint64{to: through}
+	for f := range fs {
+		h.moved[f.url] = max(h.moved[f.url], f.acked.Load())
+	}
 	h.resyncLocked()
 	h.mu.Unlock()
 	for f := range fs {
