@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -1183,7 +1184,9 @@ func (l *Log) FirstIndex() uint64 {
 // Replay calls fn for every written record from index from on, in order.
 // rec is valid only during the call. It reads what was written when it
 // began. Errors: ErrCompacted when from is below FirstIndex (load the
-// snapshot first), a *CorruptError if a file changed since Open (a
+// snapshot first), or when a snapshot removed a segment it was about to
+// read (ask again: from is then below FirstIndex, or what follows is
+// still held), a *CorruptError if a file changed since Open (a
 // record below from whose payload is damaged, its length verifying, is
 // passed over: it is not asked for), or fn's error, which stops it.
 func (l *Log) Replay(from uint64, fn func(index uint64, rec []byte) error) error {
@@ -1213,6 +1216,10 @@ func (l *Log) Replay(from uint64, fn func(index uint64, rec []byte) error) error
 			continue
 		}
 		if err := replaySegment(s, from, last, i == len(segs)-1, fn, l.cfg.RepairHint); err != nil {
+			if errors.Is(err, fs.ErrNotExist) && l.FirstIndex() > s.first {
+				// A snapshot removed the segment since the list was read.
+				return fmt.Errorf("%w: %w", ErrCompacted, err)
+			}
 			return err
 		}
 	}
