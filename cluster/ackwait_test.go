@@ -219,3 +219,38 @@ func TestAckWaitBegunAfterAStepDownDoesNotWait(t *testing.T) {
 
 // errBox lets an atomic.Value hold a nil error.
 type errBox struct{ err error }
+
+// A handoff ends the streams (moveAll) once the successor has promoted
+// itself; an acknowledgement a standby sent before that may arrive after.
+// It was dropped (no stream of that URL any more), so the changes made
+// just before the engine was demoted waited sync_timeout and degraded the
+// node for nothing. It counts now, and the successor's promotion counts
+// as its acknowledgement through the index it applied.
+func TestAckArrivingAfterAHandoffMovedTheStreamsCounts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := ackNode(2, "http://a", "http://b")
+		eng, err := engine.New(engine.Config{Standby: true, DataDir: ""}) // as Demote leaves it
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer eng.Close()
+		n.eng = eng
+		n.ack("http://b", 3)
+		w := waiting(n, 5)
+		synctest.Wait()
+		n.hub.moveAll("http://a", 2, 5) // a promoted with everything through 5
+		n.wakeAcked()
+		synctest.Wait()
+		if w.Load() {
+			t.Fatalf("woken with one standby of two at 5")
+		}
+		n.ack("http://b", 5) // sent before the handoff ended, read after
+		synctest.Wait()
+		if !w.Load() || n.degraded.Load() {
+			t.Errorf("acknowledged by b after the streams moved, and by a's promotion: done %v, degraded %v; want done, not degraded", w.Load(), n.degraded.Load())
+		}
+		close(n.quit)
+		n.stopAcks()
+		synctest.Wait()
+	})
+}

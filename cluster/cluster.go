@@ -439,6 +439,7 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 	em := eng.Epoch()
 	n.tail.reset(n.wal.LastIndex(), mark{epoch: em.Epoch, by: em.By})
 	n.wal.SetTap(n.tail.add)
+	n.wal.SetWriteTap(n.tail.wrote)
 	n.watch = time.AfterFunc(time.Hour, n.watchAcks)
 	n.watch.Stop()
 	n.quit = make(chan struct{})
@@ -529,6 +530,7 @@ func (n *Node) Close(ctx context.Context) error {
 	n.mu.Unlock()
 	n.wg.Wait()
 	n.wal.SetTap(nil)
+	n.wal.SetWriteTap(nil)
 	return err
 }
 

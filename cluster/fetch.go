@@ -121,39 +121,61 @@ func (n *Node) serveRecords(w http.ResponseWriter, r *http.Request) {
 // behind than that: refused, it would promote itself without the records
 // this node holds (it takes a node that refuses for one whose log
 // diverged, see decide).
+//
+// A scan that a snapshot cut short (it removed segments meanwhile:
+// wal.ErrCompacted) is made again; it answered false, so the fetch was
+// answered 409 and the asker passed this node over until it synced.
 func (n *Node) agrees(index uint64, m mark) bool {
+	for range 3 {
+		ok, err := n.agreesOnce(index, m)
+		if !errors.Is(err, wal.ErrCompacted) {
+			return ok
+		}
+	}
+	return false
+}
+
+// agreesOnce is agrees, with the error of its scan of this log's marks.
+func (n *Node) agreesOnce(index uint64, m mark) (bool, error) {
 	if n.tail.agrees(index, m) {
-		return true
+		return true, nil
 	}
 	first, before := n.tail.held()
 	if index+1 >= first || index+1 < n.wal.FirstIndex() {
-		return false // the tail's answer stands, or the records are gone
+		return false, nil // the tail's answer stands, or the records are gone
 	}
 	if k, ok := n.tail.markKnown(index); ok {
-		return k.same(m)
+		return k.same(m), nil
 	}
 	// The mark in force at index is the one in force at first-1 (before)
 	// unless an epoch began between them; then it is the last mark at or
 	// below index, if this log still holds it.
 	found, at := false, mark{}
-	if n.scanMarks(index+1, first-1, func(mark) { found = true }) != nil {
-		return false
+	if err := n.scanMarks(index+1, first-1, func(mark) { found = true }); err != nil {
+		return false, err
 	}
 	if !found {
-		return before.same(m)
+		return before.same(m), nil
 	}
 	found = false
-	if n.scanMarks(n.wal.FirstIndex(), index, func(k mark) { found, at = true, k }) != nil {
-		return false
+	if err := n.scanMarks(n.wal.FirstIndex(), index, func(k mark) { found, at = true, k }); err != nil {
+		return false, err
 	}
-	return found && at.same(m)
+	return found && at.same(m), nil
 }
+
+// scanHook, if set (tests only), is called by scanMarks with its from
+// before it reads the log.
+var scanHook func(from uint64)
 
 // scanMarks calls fn with each epoch mark of this node's log records from
 // index from to index to, in order. Errors: the log's (wal.ErrCompacted
 // when from is below its first index), or a mark record that does not
 // decode.
 func (n *Node) scanMarks(from, to uint64, fn func(mark)) error {
+	if scanHook != nil {
+		scanHook(from)
+	}
 	errDone := errors.New("done")
 	err := n.wal.Replay(from, func(i uint64, rec []byte) error {
 		if i > to {

@@ -261,3 +261,67 @@ func TestRecordsServedAfterAnInstallPastTheTail(t *testing.T) {
 		t.Fatalf("records after %d under node 1's own mark: %d, want 409", pos, rec.Code)
 	}
 }
+
+// agrees reads the mark in force at a peer's index from this node's log
+// when its tail does not know it; a snapshot that removes segments between
+// its reading of the log's first index and its scan (here: just before the
+// scan from there) made the scan fail (wal.ErrCompacted), and agrees
+// answered false: the fetch was answered 409 (a diverged log), and the
+// peer passed this node over until it synced. The scan is made again.
+func TestAgreesScansAgainAfterASnapshotRemovedSegments(t *testing.T) {
+	wc := wal.DefaultConfig(t.TempDir())
+	wc.SegmentSize = 4096
+	l, err := wal.Open(wc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	add := func(r engine.Record) uint64 {
+		t.Helper()
+		i, err := l.Append(engine.AppendRecord(nil, &r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Wait(i); err != nil {
+			t.Fatal(err)
+		}
+		return i
+	}
+	fill := func(k int) {
+		for i := range k {
+			add(engine.Record{Kind: engine.RecGrant, Key: fmt.Sprintf("key-%04d", i), Token: uint64(i + 1), Lease: time.Minute})
+		}
+	}
+	add(engine.Record{Kind: engine.RecEpoch, Epoch: 1, Owner: "http://a"})
+	fill(200)
+	second := add(engine.Record{Kind: engine.RecEpoch, Epoch: 2, Owner: "http://a"})
+	fill(50)
+	index := l.LastIndex() // the peer's position, under epoch 2's mark
+	fill(50)
+	add(engine.Record{Kind: engine.RecEpoch, Epoch: 3, Owner: "http://b"})
+	fill(50)
+	if l.FirstIndex() != 1 {
+		t.Fatal("the test's premise: the log begins at 1")
+	}
+	n := &Node{wal: l, tail: newTail(1)}
+	n.tail.reset(l.LastIndex(), mark{epoch: 3, by: "http://b"}) // as at a restart: no mark known before
+	snapped := false
+	scanHook = func(from uint64) {
+		if from == 1 && !snapped {
+			snapped = true
+			if err := l.SaveSnapshot(second-1, func(io.Writer) error { return nil }); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer func() { scanHook = nil }()
+	if !n.agrees(index, mark{epoch: 2, by: "http://a"}) {
+		t.Errorf("agrees(%d, epoch 2) = false after a snapshot removed the segments before epoch 2's mark at %d", index, second)
+	}
+	if !snapped || l.FirstIndex() <= 1 || l.FirstIndex() > second {
+		t.Errorf("the test's premise: the snapshot removed the segments before %d (snapshot taken %v, log begins at %d)", second, snapped, l.FirstIndex())
+	}
+	if n.agrees(index, mark{epoch: 1, by: "http://a"}) {
+		t.Errorf("agrees(%d, epoch 1) = true, a mark not in force there", index)
+	}
+}

@@ -766,10 +766,10 @@ func TestMemRestartedNewerStateIsNotOverwrittenByAStaleActive(t *testing.T) {
 // An active whose disk is full refuses every change; it hands its role to
 // its best standby (ruleLogFailing) instead of keeping the cluster from
 // changing anything for as long as the disk stays full. The grant caught
-// by the failure (answered ErrUnavailable: nothing changed) reached the
-// standbys before the active's write failed; the successor takes it back
-// as it is promoted (it held the key for its hour-long lease). Once the
-// disk has room, node 0 syncs and takes its role back.
+// by the failure (answered ErrUnavailable: nothing changed) never reaches
+// the standbys, which receive only what the active's log wrote (it once
+// did, and the successor had to take it back as it was promoted). Once
+// the disk has room, node 0 syncs and takes its role back.
 func TestMemActiveWithAFullDiskHandsOffWithoutItsUnansweredGrant(t *testing.T) {
 	c := newMemCluster(t, 3)
 	c.start(0, 1, 2)
@@ -795,4 +795,68 @@ func TestMemActiveWithAFullDiskHandsOffWithoutItsUnansweredGrant(t *testing.T) {
 	if got := c.holds(0, "k"); got != 0 {
 		t.Errorf("node 0, active again, holds k with %d", got)
 	}
+}
+
+// The ghost grant of a full disk (sync_standbys 0): an acquire whose grant
+// the active's log cannot write is answered ErrUnavailable ("nothing
+// changed"). Its record reached the standbys before the write failed (the
+// stream sent what was appended), and when the active was killed rather
+// than handing off (which passes the grant on for a take-back), the
+// promoted standby held a lock its client had been told it did not get,
+// for the grant's whole lease. The stream now sends only what the
+// active's log has written. The failover timeout is long, so that the
+// active is killed before its failing log makes it hand off.
+func TestMemKilledActiveWithAFullDiskLeavesNoGhostGrant(t *testing.T) {
+	c := newMemClusterLog(t, 2, func(wc *wal.Config) { wc.FailTimeout = 100 * time.Millisecond },
+		func(cfg *Config) { cfg.FailoverTimeout = 2 * time.Second })
+	c.start(0, 1)
+	c.waitActive(0)
+	g := c.grant(0, "held")
+	c.waitFor("the grant replicated", func() bool { return c.holds(1, "held") == g.Token })
+	c.nodes[0].diskFull.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := c.nodes[0].eng.Acquire(ctx, engine.AcquireRequest{Key: "k", Lease: time.Hour})
+	if !errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("acquire on a full disk: %v, want ErrUnavailable", err)
+	}
+	if got := c.nodes[0].changed("handoff"); got != 0 {
+		t.Fatalf("the test's premise: node 0 handed off (%d) before it was killed", got)
+	}
+	// Killed (crash), with its disk writable again once cut off, so that
+	// its log closes cleanly; nothing it writes then reaches node 1.
+	c.isolate(0, true)
+	c.nodes[0].diskFull.Store(false)
+	c.closeNode(0)
+	c.isolate(0, false)
+	c.waitActive(1, 1)
+	if got := c.holds(1, "k"); got != 0 {
+		t.Errorf("the promoted standby holds k with %d, a grant answered ErrUnavailable", got)
+	}
+	if got := c.holds(1, "held"); got != g.Token {
+		t.Errorf("the promoted standby holds held with %d, want %d", got, g.Token)
+	}
+}
+
+// A standby whose log cannot write (its disk full) does not win a failover
+// beside a live standby whose log writes (ruleFailoverLogWrites): node 1
+// promoted by priority and refused every change until it could hand off.
+func TestMemFailoverPassesOverAStandbyWhoseLogFails(t *testing.T) {
+	c := newMemCluster(t, 3)
+	c.start(0, 1, 2)
+	c.waitActive(0)
+	g := c.grant(0, "held")
+	c.waitFor("the grant replicated", func() bool { return c.holds(1, "held") == g.Token && c.holds(2, "held") == g.Token })
+	c.nodes[1].diskFull.Store(true)
+	c.grant(0, "later") // node 1's write of it fails
+	c.waitFor("node 1 says its log fails", func() bool { return c.nodes[1].node.status().LogFailing })
+	c.crash(0)
+	c.waitActive(2, 1, 2)
+	if got := c.nodes[1].changed("promote"); got != 0 {
+		t.Errorf("node 1, whose log fails, promoted %d times", got)
+	}
+	if got := c.holds(2, "held"); got != g.Token {
+		t.Errorf("node 2 holds held with %d, want %d", got, g.Token)
+	}
+	c.nodes[1].diskFull.Store(false)
 }

@@ -132,11 +132,12 @@ type reply struct {
 // handoffDone is the end of a handoff's call to its successor, which runs
 // off the loop and reports back to it.
 type handoffDone struct {
-	to    string
-	st    Status // the successor's Status once promoted
-	err   error
-	start time.Time
-	reply chan reply
+	to      string
+	st      Status // the successor's Status once promoted
+	through uint64 // the successor applied the stream through this index
+	err     error
+	start   time.Time
+	reply   chan reply
 }
 
 // ask posts r to the role loop and waits for its answer, or for ctx (the
@@ -524,6 +525,18 @@ func (n *Node) startHandoff(now time.Time, to string, r *request) bool {
 	n.moving = true
 	n.eng.Demote()
 	through := n.wal.LastIndex() // every record of the demoted engine
+	if !n.logWrites() {
+		// The stream passes on only what this log wrote (see
+		// tail.readWritten): the successor gets the changes up to there,
+		// and those after it, not written, are this node's alone. Their
+		// answers, once the log writes them, must not say they were
+		// made: a new generation has them answered as replaced (the
+		// client asks the successor again), as after a step-down.
+		if w := n.wal.Written(); w < through {
+			through = w
+			n.eng.Diverged()
+		}
+	}
 	q := url.Values{"from": {n.cfg.Self}, "through": {strconv.FormatUint(through, 10)}}
 	if !n.logWrites() {
 		// Grants this node could not take back, its log refusing the
@@ -538,7 +551,7 @@ func (n *Node) startHandoff(now time.Time, to string, r *request) bool {
 		defer n.wg.Done()
 		st, err := n.callPromote(r.ctx, to, q)
 		select {
-		case n.handed <- handoffDone{to: to, st: st, err: err, start: now, reply: r.reply}:
+		case n.handed <- handoffDone{to: to, st: st, through: through, err: err, start: now, reply: r.reply}:
 		case <-n.ctx.Done():
 		}
 	}()
@@ -573,7 +586,10 @@ func (n *Node) finishHandoff(d handoffDone) {
 		return
 	}
 	if d.err == nil {
-		n.hub.moveAll(d.to, d.st.Epoch)
+		n.hub.moveAll(d.to, d.st.Epoch, d.through)
+		if n.cfg.SyncStandbys > 0 {
+			n.wakeAcked() // the successor's word counts as its acknowledgement
+		}
 	} else {
 		n.hub.closeAll()
 	}

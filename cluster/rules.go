@@ -138,6 +138,8 @@ type action struct {
 //     node holds, and no live node of higher priority may promote
 //     (ruleFailover); it first fetches the records the most advanced live
 //     node holds beyond its log (actFetch: promotion never with less).
+//     A node whose log fails gives way to a live node whose log writes,
+//     whatever their priorities (ruleFailoverLogWrites);
 //     On a cold start (this node has neither followed nor been an active
 //     since it started) the node with the most advanced log is elected
 //     instead, ties by priority (ruleColdStart).
@@ -302,8 +304,21 @@ func decide(v view) action {
 		return action{kind: actStay, why: "never promote with empty state while another node holds state"}
 	}
 	for _, p := range v.peers {
-		if p.Priority < v.self.Priority && p.live && !(p.refused && agreeing) && (p.HasState || !someoneHasState) {
+		if p.Priority < v.self.Priority && p.live && !(p.refused && agreeing) && (p.HasState || !someoneHasState) && (!p.LogFailing || v.logFailing) {
 			return action{kind: actStay, why: "a live node of higher priority promotes itself"}
+		}
+	}
+	if v.logFailing {
+		// ruleFailoverLogWrites: a node whose log cannot write would
+		// refuse every change as the active (and hand the role on a
+		// failover timeout later): a live node whose log writes, of any
+		// priority, promotes instead (the rule above lets it pass over
+		// this one). Alone, or beside nodes whose logs fail too, it
+		// promotes: the service runs while one node lives.
+		for _, p := range v.peers {
+			if p.live && !p.refused && !p.LogFailing && (p.HasState || !someoneHasState) {
+				return action{kind: actStay, why: "this node's log cannot write: a live node whose log writes promotes itself"}
+			}
 		}
 	}
 	// Promotion never with less: first the records the most advanced live

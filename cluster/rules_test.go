@@ -591,3 +591,27 @@ func TestRuleStandbyWhoseLogFailsTakesNoRole(t *testing.T) {
 	v.req = nil
 	wantAction(t, v, actAskHandoff, "b")
 }
+
+// ruleFailoverLogWrites: with the active gone, a standby whose log cannot
+// write (a full disk) gives way to a live standby whose log writes, of any
+// priority; it promoted by priority, then refused every change. Alone, or
+// beside nodes whose logs fail too, it still promotes (the service runs
+// while one node lives).
+func TestRuleFailoverPrefersAStandbyWhoseLogWrites(t *testing.T) {
+	v := standbyView(deadPeer("a", 0), livePeer("c", 2, api.RoleStandby, 10))
+	v.logFailing, v.self.LogFailing = true, true
+	wantAction(t, v, actStay, "") // c's log writes: c promotes
+	v.peers[1].LogFailing = true
+	wantAction(t, v, actPromote, "") // c's log fails too: by priority
+	v.peers[1].live, v.peers[1].recent, v.peers[1].LogFailing = false, false, false
+	wantAction(t, v, actPromote, "") // alone
+
+	// As c: the live node of higher priority (this one, b) fails to write.
+	w := standbyView(deadPeer("a", 0), livePeer("b", 0, api.RoleStandby, 10))
+	w.self.Priority = 2
+	wantAction(t, w, actStay, "") // b promotes
+	w.peers[1].LogFailing = true
+	wantAction(t, w, actPromote, "")
+	w.logFailing, w.self.LogFailing = true, true
+	wantAction(t, w, actStay, "") // both fail: b promotes, by priority
+}

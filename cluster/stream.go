@@ -26,7 +26,11 @@ import (
 // resumes from there when its log agrees and still holds what follows (in
 // the tail, or in its log's segments), and otherwise sends a snapshot
 // (a state dump) first, which the standby installs as its own log's
-// snapshot (wal.Log.Install).
+// snapshot (wal.Log.Install). It sends only what its own log has written
+// (tail.readWritten; a snapshot once the log holds every change in it): a
+// change whose write fails is answered as not made (503), and a standby
+// that a failover promotes must not hold it (a ghost grant, held for its
+// whole lease by nobody).
 
 // streamBatch is about how many bytes of records the active reads from
 // the tail for one write.
@@ -38,6 +42,14 @@ type hub struct {
 
 	mu sync.Mutex
 	fs map[*follower]struct{}
+	// moved holds the last acknowledgement of each standby whose stream
+	// a handoff ended (moveAll), by URL: one sent before the successor
+	// promoted itself may arrive after, and the changes made before the
+	// engine was demoted still wait for it (it counted nowhere, and they
+	// waited sync_timeout and degraded the node for nothing). It counts
+	// as a stream's until this node serves streams again (add) or stops
+	// (closeAll).
+	moved map[string]uint64
 	// ackedTo is the highest index that need standbys (by URL: a standby
 	// may have two streams for a moment) acknowledged over the streams
 	// open now; 0 with need 0. Written under mu, whenever the streams or
@@ -56,14 +68,19 @@ func (h *hub) resyncLocked() {
 	// The highest acknowledgement of each standby, by URL.
 	best := h.scratch[:0]
 	urls := make([]string, 0, 8)
-	for f := range h.fs {
-		a := f.acked.Load()
-		if i := slices.Index(urls, f.url); i >= 0 {
+	count := func(url string, a uint64) {
+		if i := slices.Index(urls, url); i >= 0 {
 			best[i] = max(best[i], a)
-			continue
+			return
 		}
-		urls = append(urls, f.url)
+		urls = append(urls, url)
 		best = append(best, a)
+	}
+	for f := range h.fs {
+		count(f.url, f.acked.Load())
+	}
+	for url, a := range h.moved {
+		count(url, a)
 	}
 	h.scratch = best
 	if len(best) < h.need {
@@ -98,6 +115,7 @@ func newFollower(u string) *follower {
 func (h *hub) add(f *follower) {
 	h.mu.Lock()
 	h.fs[f] = struct{}{}
+	h.moved = nil // the active again: a new term's acknowledgements
 	h.resyncLocked()
 	h.mu.Unlock()
 }
@@ -115,6 +133,7 @@ func (h *hub) closeAll() {
 	h.mu.Lock()
 	fs := h.fs
 	h.fs = map[*follower]struct{}{}
+	h.moved = nil
 	h.resyncLocked()
 	h.mu.Unlock()
 	for f := range fs {
@@ -126,11 +145,18 @@ func (h *hub) closeAll() {
 // handoff has just made the active with epoch: each standby follows it at
 // once instead of learning of it from its next poll (its calls wait for
 // an active meanwhile, and with sync_standbys the new active's changes
-// wait for a standby).
-func (h *hub) moveAll(to string, epoch uint64) {
+// wait for a standby). The successor promoted itself with every record
+// through index through written to its log: that counts as its
+// acknowledgement; the standbys' acknowledgements still count, and those
+// that arrive later too (hub.moved).
+func (h *hub) moveAll(to string, epoch, through uint64) {
 	h.mu.Lock()
 	fs := h.fs
 	h.fs = map[*follower]struct{}{}
+	h.moved = map[string]uint64{to: through}
+	for f := range fs {
+		h.moved[f.url] = max(h.moved[f.url], f.acked.Load())
+	}
 	h.resyncLocked()
 	h.mu.Unlock()
 	for f := range fs {
@@ -278,9 +304,20 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 		n.log.Info("standby resumes from its log", "standby", from, "from_index", cursor)
 	} else {
 		var dump bytes.Buffer
-		base, err := n.eng.WriteDump(&dump, n.wal.LastIndex)
+		var top uint64 // the highest shard's index: the dump holds its changes
+		base, err := n.eng.WriteDump(&dump, func() uint64 {
+			i := n.wal.LastIndex()
+			top = max(top, i)
+			return i
+		})
 		if err != nil {
 			n.log.Error("snapshot for a standby failed", "standby", from, "err", err)
+			return
+		}
+		// As records do, the snapshot goes only once this log has written
+		// every change it holds (see readWritten).
+		if err := n.wal.Wait(top); err != nil {
+			n.log.Warn("snapshot for a standby: this node's log does not write its changes", "standby", from, "err", err)
 			return
 		}
 		if sw.frame(&begin) != nil || sw.frame(&frame{kind: frameSnapshot, index: base, data: dump.Bytes()}) != nil {
@@ -305,8 +342,8 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 	var recs []tailRec
 	for {
 		var more <-chan struct{}
-		var ok bool
-		recs, more, ok = n.tail.read(cursor, streamBatch, recs)
+		var pending, ok bool
+		recs, more, pending, ok = n.tail.readWritten(cursor, streamBatch, recs)
 		if !ok {
 			// Older than the tail holds: from the log's segments.
 			err := n.wal.Replay(cursor, func(i uint64, rec []byte) error {
@@ -348,12 +385,57 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		}
+		if pending {
+			// Records appended that this node's log has not written yet:
+			// they go once it has (more), never before. A record whose
+			// write fails is answered as not made, and a standby that a
+			// failover promotes must not hold it. Those of the changes
+			// that clients wait for are written by their Waits; the
+			// others (a waiter's place, a lease that ran out) are written
+			// by the log's goroutine, asked to once they waited
+			// streamLinger (and again after each write that did not
+			// cover them).
+			linger.Reset(streamLinger)
+			select {
+			case <-more:
+				linger.Stop()
+				continue
+			case <-linger.C:
+				n.wal.WriteSoon()
+			case <-hb.C:
+				linger.Stop()
+				if !n.heartbeat(sw, &cur) {
+					return
+				}
+				continue
+			case <-f.done:
+				linger.Stop()
+				f.end(sw)
+				return
+			case <-r.Context().Done():
+				linger.Stop()
+				return
+			}
+			select {
+			case <-more:
+			case <-hb.C:
+				if !n.heartbeat(sw, &cur) {
+					return
+				}
+			case <-f.done:
+				f.end(sw)
+				return
+			case <-r.Context().Done():
+				return
+			}
+			continue
+		}
 		select {
 		case <-more:
 			// Changes that follow within streamLinger go out with this
 			// one, in one write and one read on the standby, instead of
 			// one each. An end of the stream cuts the wait short; what is
-			// appended is still written first (a handoff waits for it).
+			// written is still sent first (a handoff waits for it).
 			// With sync_standbys the changes wait for the standbys: no
 			// linger, the acknowledgements batch them instead; the
 			// goroutines about to append (requests answered by the same
@@ -372,10 +454,7 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 				linger.Stop()
 			}
 		case <-hb.C:
-			n.mu.Lock()
-			cur = n.epoch
-			n.mu.Unlock()
-			if sw.frame(&frame{kind: frameHeartbeat, epoch: cur, lastToken: n.eng.LastToken(), index: n.wal.LastIndex()}) != nil || sw.flush() != nil {
+			if !n.heartbeat(sw, &cur) {
 				return
 			}
 		case <-f.done:
@@ -385,6 +464,16 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// heartbeat writes a heartbeat frame to a standby's stream: the epoch
+// (cur, updated), the last token and the index this node's log has
+// written. It reports whether the write succeeded.
+func (n *Node) heartbeat(sw *streamWriter, cur *uint64) bool {
+	n.mu.Lock()
+	*cur = n.epoch
+	n.mu.Unlock()
+	return sw.frame(&frame{kind: frameHeartbeat, epoch: *cur, lastToken: n.eng.LastToken(), index: n.wal.Written()}) == nil && sw.flush() == nil
 }
 
 // follow reads the active's stream into this node's log and engine until

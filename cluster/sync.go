@@ -265,6 +265,9 @@ func (h *hub) ack(from string, index uint64) {
 			f.ack(index)
 		}
 	}
+	if a, ok := h.moved[from]; ok && index > a {
+		h.moved[from] = index
+	}
 	h.resyncLocked()
 }
 

@@ -54,6 +54,13 @@ type tail struct {
 	marks   []mark // marks of the held records, in index order
 	waiting bool
 	ch      chan struct{} // closed on add while waiting
+	// written is the last index the log has written (its write tap,
+	// wal.Log.SetWriteTap); at most last. The active streams only the
+	// records up to it (readWritten): wch is closed when it rises while
+	// wwaiting.
+	written  uint64
+	wwaiting bool
+	wch      chan struct{}
 	// arena holds the copies of the records added last, one after the
 	// other: one allocation per tailArena bytes instead of one per
 	// record. Bytes once written are never changed; an arena is freed
@@ -121,7 +128,7 @@ func (t *tail) drop() {
 }
 
 func newTail(max int) *tail {
-	return &tail{max: max, first: 1, ch: make(chan struct{})}
+	return &tail{max: max, first: 1, ch: make(chan struct{}), wch: make(chan struct{})}
 }
 
 // reset empties the tail: the log's last index is last, under mark m.
@@ -131,8 +138,27 @@ func (t *tail) reset(last uint64, m mark) {
 	t.drop()
 	t.bytes, t.marks = 0, nil
 	t.first, t.last, t.before = last+1, last, m
+	t.written = last
 	t.base, t.baseMark, t.past = last, m, nil
 	t.wakeLocked()
+	t.wroteLocked()
+}
+
+// wrote records that the log has written every record up to index (the
+// log's write tap).
+func (t *tail) wrote(index uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.written = index
+	t.wroteLocked()
+}
+
+func (t *tail) wroteLocked() {
+	if t.wwaiting {
+		close(t.wch)
+		t.wch = make(chan struct{})
+		t.wwaiting = false
+	}
 }
 
 // add appends the record at index (the log's tap).
@@ -144,6 +170,7 @@ func (t *tail) add(index uint64, rec []byte) {
 		t.drop()
 		t.bytes, t.marks = 0, nil
 		t.first, t.before = index, mark{}
+		t.written = index - 1
 		t.base, t.baseMark, t.past = noBase, mark{}, nil
 	}
 	if cap(t.arena)-len(t.arena) < len(rec) {
@@ -269,6 +296,38 @@ func (t *tail) read(from uint64, max int, into []tailRec) (recs []tailRec, more 
 		t.waiting = true
 	}
 	return into, t.ch, true
+}
+
+// readWritten is read for a stream to a standby: only the records the
+// log has written (up to t.written). When none of them is left from
+// from, more is closed once the log writes more, if pending reports
+// records appended but not written yet, and otherwise once a record is
+// appended.
+func (t *tail) readWritten(from uint64, max int, into []tailRec) (recs []tailRec, more <-chan struct{}, pending, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if from < t.first {
+		return into[:0], nil, false, false
+	}
+	into = into[:0]
+	size := 0
+	for k := int(from - t.first); k < t.n && (size < max || len(into) == 0); k++ {
+		r := t.at(k)
+		if r.index > t.written {
+			break
+		}
+		into = append(into, *r)
+		size += len(r.rec)
+	}
+	if len(into) > 0 {
+		return into, t.ch, false, true
+	}
+	if from <= t.last {
+		t.wwaiting = true
+		return into, t.wch, true, true
+	}
+	t.waiting = true
+	return into, t.ch, false, true
 }
 
 // appendedAt returns when the record at index was appended (Unix ns); for

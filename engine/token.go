@@ -209,15 +209,30 @@ func (t *tokens) write(v uint64) error {
 		err = os.Rename(tmp, t.path)
 	}
 	if err == nil {
-		if d, derr := os.Open(filepath.Dir(t.path)); derr == nil {
-			_ = d.Sync()
-			_ = d.Close()
-		}
+		// The rename is durable only once the directory is: a failure
+		// here is a failed write (the ceiling is not raised, the write is
+		// tried again), or a power loss could bring back the older mark
+		// and a restart repeat tokens above it.
+		err = syncDir(filepath.Dir(t.path))
 	}
 	if err != nil {
 		return fmt.Errorf("writing the token high-water mark: %w", err)
 	}
 	return nil
+}
+
+// syncDir fsyncs the directory dir (a rename in it is then durable). A
+// variable for tests.
+var syncDir = func(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // tokenMarkRetry is how often run writes the high-water mark again while

@@ -461,3 +461,28 @@ func TestTokenMarkWritableAgainAsStandby(t *testing.T) {
 		}
 	}
 }
+
+// A high-water mark whose rename could not be made durable (the fsync of
+// its directory failed) is a failed write: the ceiling is not raised (the
+// write is tried again, and the engine reports the mark unwritable). The
+// failure was ignored, so tokens were issued up to a ceiling that a
+// power loss could take back with the rename.
+func TestTokenMarkDirectorySyncFailureIsAFailedWrite(t *testing.T) {
+	tk, err := openTokens(t.TempDir(), time.Millisecond, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := syncDir
+	defer func() { syncDir = old }()
+	syncDir = func(string) error { return errors.New("fsync of the directory: input/output error") }
+	if err := tk.persist(1000); err == nil {
+		t.Errorf("persist with the directory's fsync failing: nil error, want the failure")
+	}
+	if c := tk.ceiling.Load(); c >= 1000 {
+		t.Errorf("ceiling %d after a failed directory fsync, want below 1000", c)
+	}
+	syncDir = old
+	if err := tk.persist(1000); err != nil || tk.ceiling.Load() != 1000 {
+		t.Errorf("persist once the directory syncs: %v, ceiling %d; want nil, 1000", err, tk.ceiling.Load())
+	}
+}

@@ -212,6 +212,9 @@ func (fr *frameReader) frame() (index uint64, rec []byte, err error) {
 	}
 	rec = fr.buf[:length]
 	if n, err := io.ReadFull(fr.r, rec); err == io.EOF || err == io.ErrUnexpectedEOF {
+		if fr.successorIn(rec[:n]) {
+			return 0, nil, &errDamage{fr.off, fmt.Sprintf("frame length %d runs past the end of the file, over the next record, whole", length)}
+		}
 		return 0, nil, &errTorn{fr.off, fmt.Sprintf("file ends %d of %d bytes into the record", n, length)}
 	} else if err != nil {
 		return 0, nil, err
@@ -234,6 +237,31 @@ func (fr *frameReader) frame() (index uint64, rec []byte, err error) {
 	fr.index++
 	fr.off += frameHeader + int64(length)
 	return index, rec, nil
+}
+
+// successorIn reports whether b, what follows the header of the frame
+// at fr.off up to the end of the file, holds the next record's frame
+// whole and verifying (its index is in its checksum). The frame's length
+// then cannot be that of a write cut by a crash, whose bytes after the
+// header are a prefix of its own payload: the length was damaged after
+// it was written (a damaged length passes its check byte once in 256),
+// and cutting the log there would drop records written before it.
+func (fr *frameReader) successorIn(b []byte) bool {
+	var idx [8]byte
+	for o := 0; o+frameHeader < len(b); o++ {
+		h := b[o : o+frameHeader]
+		if crc8(h[:3]) != h[3] {
+			continue
+		}
+		n := int(uint32(h[0]) | uint32(h[1])<<8 | uint32(h[2])<<16)
+		if n == 0 || o+frameHeader+n > len(b) {
+			continue
+		}
+		if frameCRC(h[:4], fr.index+1, b[o+frameHeader:o+frameHeader+n], idx[:]) == binary.LittleEndian.Uint32(h[4:]) {
+			return true
+		}
+	}
+	return false
 }
 
 // sectorSize is the unit a disk writes whole or not at all.

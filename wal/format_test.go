@@ -292,3 +292,48 @@ func TestDamageInAnEarlierSegment(t *testing.T) {
 		t.Fatalf("Open with the first segments gone and no snapshot = %v, want records missing", err)
 	}
 }
+
+// A damaged length that passes its check byte (one damage in 256) and
+// runs past the end of the last segment is damage, not a torn tail: the
+// whole records written after it are there, which a write cut by a crash
+// cannot leave (what follows a torn frame's header is its own payload).
+// It was cut off as a torn tail at Open, with every record after it.
+func TestDamagedLengthPastTheEndIsCorruption(t *testing.T) {
+	src := t.TempDir()
+	cfg := testConfig(t, src)
+	cfg.Preallocate = 0 // the file ends at the last record
+	const n = 50
+	last := writeLog(t, cfg, n)
+	data, err := os.ReadFile(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs := frameOffsets(t, data)
+	const bad = 20
+	at := offs[bad-1]
+	damaged := bytes.Clone(data)
+	long := len(data) // past the end of the file
+	damaged[at], damaged[at+1], damaged[at+2] = byte(long), byte(long>>8), byte(long>>16)
+	damaged[at+3] = crc8(damaged[at : at+3])
+	dir := t.TempDir()
+	path := filepath.Join(dir, filepath.Base(last))
+	if err := os.WriteFile(path, damaged, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(testConfig(t, dir))
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.Offset != at || ce.Index != bad {
+		t.Fatalf("Open with record %d's length damaged past the end = %v, want a *CorruptError at offset %d, record %d", bad, err, at, bad)
+	}
+	// The last record's length damaged the same way is a torn tail still:
+	// nothing whole follows it.
+	tail := bytes.Clone(data)
+	at = offs[n-1]
+	tail[at], tail[at+1], tail[at+2] = byte(long), byte(long>>8), byte(long>>16)
+	tail[at+3] = crc8(tail[at : at+3])
+	dir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, filepath.Base(last)), tail, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	reopenHas(t, testConfig(t, dir), n-1)
+}

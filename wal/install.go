@@ -100,7 +100,8 @@ func (l *Log) install(index uint64, write func(io.Writer) error) error {
 	l.mu.Lock()
 	l.active = f
 	l.next, l.bufFirst = index+1, index+1
-	l.written, l.synced = index, index
+	l.synced = index
+	l.setWritten(index)
 	l.writeOff, l.syncOff = headerSize, headerSize
 	l.allocEnd = headerSize // a new segment: nothing written ahead yet
 	l.retained = l.retained[:0]

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -89,6 +90,8 @@ type Log struct {
 	waiters int
 	// tap sees every appended record (SetTap); nil: none.
 	tap func(index uint64, rec []byte)
+	// writeTap sees every rise of written (SetWriteTap); nil: none.
+	writeTap func(last uint64)
 	// SyncAlways group commit (see gather): the Waits expected at the
 	// next fsync (those in Wait when the last one ended: the clients it
 	// answered, who come back, and those that came during it) and how
@@ -561,6 +564,46 @@ func (l *Log) SetTap(tap func(index uint64, rec []byte)) {
 	l.mu.Unlock()
 }
 
+// SetWriteTap makes tap see the log's last written index each time the
+// records up to it are written (and fsynced in SyncAlways mode: as Wait
+// reports them), or the log is replaced by Install: a replication stream
+// that passes on only what this log has written follows it (a record the
+// log then fails to write was answered as not made, and must not reach a
+// standby that a failover may promote). It is called under the log's
+// append mutex, in order with SetTap's calls, so it must be quick and
+// must not call the Log. nil removes it.
+func (l *Log) SetWriteTap(tap func(last uint64)) {
+	l.mu.Lock()
+	l.writeTap = tap
+	l.mu.Unlock()
+}
+
+// setWritten records that the records up to last are written. l.mu held.
+func (l *Log) setWritten(last uint64) {
+	l.written = last
+	if l.writeTap != nil {
+		l.writeTap(last)
+	}
+}
+
+// Written is the index of the last record written (and fsynced in
+// SyncAlways mode): what Wait reports as done.
+func (l *Log) Written() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.doneIndex()
+}
+
+// WriteSoon asks the log's goroutine to write the records appended so
+// far that nobody waits for, and returns at once; a writer at work
+// already writes them (a replication stream waiting for them uses it).
+func (l *Log) WriteSoon() {
+	select {
+	case l.flushNow <- struct{}{}:
+	default:
+	}
+}
+
 func checkRecord(rec []byte) error {
 	if len(rec) == 0 {
 		return ErrEmptyRecord
@@ -750,7 +793,7 @@ func (l *Log) lead(yield bool) {
 		n := last - first + 1
 		l.writeOff += int64(len(batch))
 		l.allocEnd = max(l.allocEnd, l.writeOff)
-		l.written = last
+		l.setWritten(last)
 		l.stats.Writes++
 		l.stats.RecordsWritten += n
 		l.stats.Bytes += uint64(len(batch))
@@ -1037,7 +1080,7 @@ func (l *Log) recover() bool {
 	}
 	l.writeOff = base + int64(len(data))
 	l.allocEnd = l.writeOff // the truncation took the zeros ahead
-	l.written = last
+	l.setWritten(last)
 	l.stats.Writes++
 	l.stats.RecordsWritten += last - first + 1
 	l.stats.Bytes += uint64(len(data) - kept)
@@ -1141,7 +1184,9 @@ func (l *Log) FirstIndex() uint64 {
 // Replay calls fn for every written record from index from on, in order.
 // rec is valid only during the call. It reads what was written when it
 // began. Errors: ErrCompacted when from is below FirstIndex (load the
-// snapshot first), a *CorruptError if a file changed since Open (a
+// snapshot first), or when a snapshot removed a segment it was about to
+// read (ask again: from is then below FirstIndex, or what follows is
+// still held), a *CorruptError if a file changed since Open (a
 // record below from whose payload is damaged, its length verifying, is
 // passed over: it is not asked for), or fn's error, which stops it.
 func (l *Log) Replay(from uint64, fn func(index uint64, rec []byte) error) error {
@@ -1171,6 +1216,10 @@ func (l *Log) Replay(from uint64, fn func(index uint64, rec []byte) error) error
 			continue
 		}
 		if err := replaySegment(s, from, last, i == len(segs)-1, fn, l.cfg.RepairHint); err != nil {
+			if errors.Is(err, fs.ErrNotExist) && l.FirstIndex() > s.first {
+				// A snapshot removed the segment since the list was read.
+				return fmt.Errorf("%w: %w", ErrCompacted, err)
+			}
 			return err
 		}
 	}

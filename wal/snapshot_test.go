@@ -214,3 +214,33 @@ func TestSnapshotNeverAheadOfTheLogOnDisk(t *testing.T) {
 		})
 	}
 }
+
+// A snapshot that removes the segments a Replay has listed but not yet
+// opened makes it return ErrCompacted, as when they were gone before it
+// began: its callers (the cluster's scan of epoch marks for a peer's
+// fetch) ask again. It returned the file's "no such file", which the
+// fetch answered 409 (a diverged log), and the peer was passed over.
+func TestReplayOfASegmentRemovedMeanwhileIsCompacted(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	cfg.SegmentSize = 4096
+	l := mustOpen(t, cfg)
+	defer l.Close()
+	for i := 1; i <= 500; i++ {
+		appendWait(t, l, rec(i))
+	}
+	if len(segments(t, dir)) < 3 {
+		t.Fatal("the test's premise: three segments or more")
+	}
+	saved := false
+	err := l.Replay(1, func(i uint64, _ []byte) error {
+		if !saved {
+			saved = true
+			saveState(t, l, 400) // removes the segments wholly at or below 400
+		}
+		return nil
+	})
+	if !errors.Is(err, ErrCompacted) {
+		t.Fatalf("Replay across a snapshot's removal of its segments = %v, want ErrCompacted", err)
+	}
+}
