@@ -24,7 +24,8 @@ const DefaultEventLogSize = 1024
 type EventLog struct {
 	mu      sync.Mutex
 	ring    []logEntry
-	next    uint64        // Seq of the next event; the first is 1
+	first   uint64        // Seq of the first event of this feed
+	next    uint64        // Seq of the next event
 	wake    chan struct{} // closed by the next Add when waiting is set
 	waiting bool
 	done    chan struct{}
@@ -38,12 +39,21 @@ type logEntry struct {
 }
 
 // NewEventLog returns an EventLog that keeps the last size events (size <=
-// 0 means DefaultEventLogSize).
-func NewEventLog(size int) *EventLog {
+// 0 means DefaultEventLogSize), numbered from 1.
+func NewEventLog(size int) *EventLog { return NewEventLogFrom(size, 1) }
+
+// NewEventLogFrom is NewEventLog numbering its events from first (0 is
+// taken as 1). A node passes its start time in microseconds, so that every
+// Seq of a run is above every Seq of the node's earlier runs (which
+// numbered fewer events than microseconds went by): a client that resumes
+// with a Seq of an earlier run is told this run's events from the first,
+// instead of missing those numbered up to its Seq (see Resume).
+func NewEventLogFrom(size int, first uint64) *EventLog {
 	if size <= 0 {
 		size = DefaultEventLogSize
 	}
-	return &EventLog{ring: make([]logEntry, size), next: 1, wake: make(chan struct{}), done: make(chan struct{})}
+	first = max(first, 1)
+	return &EventLog{ring: make([]logEntry, size), first: first, next: first, wake: make(chan struct{}), done: make(chan struct{})}
 }
 
 // Add records a lock event. Its signature fits engine.Config.OnEvent; it
@@ -79,11 +89,30 @@ func (l *EventLog) add(ev *engine.Event, ext *api.Event) {
 	l.mu.Unlock()
 }
 
-// Last returns the Seq of the newest event, 0 if there is none.
+// Last returns the Seq of the newest event; with none yet, the one
+// before the first (0 for a feed numbered from 1).
 func (l *EventLog) Last() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.next - 1
+}
+
+// Resume returns where a feed resumed after the Seq n that a client names
+// (?since=, Last-Event-ID) starts, and whether this feed can start there:
+// n itself when this feed numbered it (or will next), the Seq before this
+// feed's first when n is below it (a Seq of an earlier run of the node:
+// every event of this run is new to the client), and false when n is
+// above every Seq numbered yet (not this feed's: the caller picks a start).
+func (l *EventLog) Resume(n uint64) (uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case n > l.next-1:
+		return 0, false
+	case n < l.first-1:
+		return l.first - 1, true
+	}
+	return n, true
 }
 
 // Since returns up to max events (max <= 0: every one the ring holds)
@@ -98,11 +127,15 @@ func (l *EventLog) Since(since uint64, max int) (evs []api.Event, missed, upto, 
 	if since >= last {
 		return nil, 0, since, last
 	}
-	first := since + 1
-	if n := uint64(len(l.ring)); last-since > n {
+	from := since + 1 // this feed's first Seq after since
+	if from < l.first {
+		from = l.first
+	}
+	first := from
+	if n := uint64(len(l.ring)); last-first >= n {
 		first = last - n + 1
 	}
-	missed = first - since - 1
+	missed = first - from
 	upto = last
 	if max > 0 {
 		upto = min(last, first+uint64(max)-1)
@@ -258,9 +291,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, badRequest(p.field, "must be an event Seq (an unsigned integer)"))
 			return
 		}
-		// A Seq from before a restart of this node: start afresh.
-		if n <= last {
-			since = n
+		// A Seq of an earlier run of this node resumes at this run's
+		// first event (numbered above it: it was not missed); one above
+		// every Seq yet starts afresh.
+		if at, ok := lg.Resume(n); ok {
+			since = at
 		}
 	}
 	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
