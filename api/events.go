@@ -25,9 +25,9 @@ type Event struct {
 	// Seq numbers the node's events without gaps, from the process's
 	// start time in microseconds: every Seq of a run is above every Seq
 	// of the node's earlier runs. A stream resumes after the Seq in
-	// Last-Event-ID; one of an earlier run resumes at the first event of
-	// this run. Each node numbers its own feed: a Seq means nothing to
-	// another node.
+	// Last-Event-ID; a Seq this run did not number (an earlier run's,
+	// another node's: each node numbers its own feed) resumes at this
+	// run's first event still kept.
 	Seq uint64 `json:"seq"`
 	// Kind is one of the Event* constants.
 	Kind string `json:"kind"`

@@ -98,21 +98,19 @@ func (l *EventLog) Last() uint64 {
 }
 
 // Resume returns where a feed resumed after the Seq n that a client names
-// (?since=, Last-Event-ID) starts, and whether this feed can start there:
-// n itself when this feed numbered it (or will next), the Seq before this
-// feed's first when n is below it (a Seq of an earlier run of the node:
-// every event of this run is new to the client), and false when n is
-// above every Seq numbered yet (not this feed's: the caller picks a start).
-func (l *EventLog) Resume(n uint64) (uint64, bool) {
+// (?since=, Last-Event-ID) starts: n itself when this feed numbered it (or
+// will next), otherwise the Seq before this feed's first, so that the
+// client gets every event still kept. A Seq this feed did not number is an
+// earlier run's of the node (below its first) or another node's (either
+// side; a clock stepped back between two runs puts an earlier run's above
+// too): none of this run's events can be known to the client.
+func (l *EventLog) Resume(n uint64) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch {
-	case n > l.next-1:
-		return 0, false
-	case n < l.first-1:
-		return l.first - 1, true
+	if n < l.first-1 || n > l.next-1 {
+		return l.first - 1
 	}
-	return n, true
+	return n
 }
 
 // Since returns up to max events (max <= 0: every one the ring holds)
@@ -291,12 +289,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, badRequest(p.field, "must be an event Seq (an unsigned integer)"))
 			return
 		}
-		// A Seq of an earlier run of this node resumes at this run's
-		// first event (numbered above it: it was not missed); one above
-		// every Seq yet starts afresh.
-		if at, ok := lg.Resume(n); ok {
-			since = at
-		}
+		// A Seq this run did not number (an earlier run's, another
+		// node's) resumes at this run's first event: all are new.
+		since = lg.Resume(n)
 	}
 	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		evs, missed, _, last := lg.Since(since, 0)

@@ -178,3 +178,26 @@ func TestEventsResumeWithASeqOfAnEarlierRun(t *testing.T) {
 	}
 	check("a stream with Last-Event-ID 5", evs, missed)
 }
+
+// TestEventsResumeWithASeqNotOfThisFeed: a Seq above every Seq of the feed
+// (another node's, whose run began later, or an earlier run's of a node
+// whose clock stepped back) resumes at the feed's first event too: the
+// client can know none of them. It started at the last 100 events, and
+// silently skipped the ones before.
+func TestEventsResumeWithASeqNotOfThisFeed(t *testing.T) {
+	const first, n = 1000, 150
+	e := newWebEnv(t, handlers.Config{Events: handlers.NewEventLogFrom(1024, first)})
+	for range n {
+		e.events.AddEvent(api.Event{Kind: api.EventPromote, Node: "http://n"})
+	}
+	res := e.do(t, http.MethodGet, "/events?since=5000000", nil)
+	var l api.EventList
+	err := json.NewDecoder(res.Body).Decode(&l)
+	res.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Events) != n || l.Events[0].Seq != first || l.Missed != 0 {
+		t.Errorf("GET /events?since=5000000 (not a Seq of this feed, %d to %d): %d events from %d, missed %d; want all %d", first, first+n-1, len(l.Events), l.Events[0].Seq, l.Missed, n)
+	}
+}
