@@ -22,8 +22,12 @@ const (
 // Event is one entry of a node's recent-events feed, GET /events: a state
 // change of one lock, or a change of the cluster's roles.
 type Event struct {
-	// Seq numbers the node's events from 1 without gaps; it restarts with
-	// the process. A stream resumes after the Seq in Last-Event-ID.
+	// Seq numbers the node's events without gaps, from the process's
+	// start time in microseconds: every Seq of a run is above every Seq
+	// of the node's earlier runs. A stream resumes after the Seq in
+	// Last-Event-ID; a Seq this run did not number (an earlier run's,
+	// another node's: each node numbers its own feed) resumes at this
+	// run's first event still kept.
 	Seq uint64 `json:"seq"`
 	// Kind is one of the Event* constants.
 	Kind string `json:"kind"`
@@ -65,6 +69,7 @@ type EventList struct {
 	// Missed counts the events after since that are no longer kept, of
 	// every key: with ?key= an upper bound for that key's.
 	Missed uint64 `json:"missed"`
-	// Last is the Seq of the newest event (0 if none): the next since.
+	// Last is the Seq of the newest event (with none yet, the one before
+	// the first): the next since.
 	Last uint64 `json:"last"`
 }

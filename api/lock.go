@@ -156,8 +156,11 @@ var (
 // (1 ms: once, without queueing), a 307 naming the silent node not
 // followed back to it. No
 // repeat can queue it twice or make it wait behind its own grant. A grant answered
-// to a repeat may predate it: it is renewed once before Acquire returns,
-// so that the Lock counts its lease from no later than the node does.
+// to a repeat may predate it, and one answered half its lease or more
+// after its request went out (a wait in the queue) would count its lease
+// from that send: either is renewed once before Acquire returns, so that
+// the Lock counts its lease from no later than the node does, and a
+// KeepAlive does not find it run out.
 //
 // Errors: ErrTimeout (the wait ran out: not granted), ErrLimit,
 // ErrLimitMismatch (WithLimit named another limit than the key's),
@@ -665,8 +668,14 @@ func (c *Client) newLock(r *response, sent time.Time) (*Lock, error) {
 // over silent, the connection of an earlier attempt that got no answer
 // (nil: none): the node that answered the grant is the active, and the
 // renewal would wait the quarter lease on the paused node named before.
+//
+// A grant answered half a lease or more after its attempt was sent (it
+// waited in the queue) is renewed at once too: its lease runs from the
+// grant on the node, but counted from the send it has (nearly) run out
+// here, and the keep-alive, finding it run out, marked the lock lost
+// before trying a renewal.
 func (l *Lock) grantSince(ctx context.Context, since, sent time.Time, silent *slot) (*Lock, error) {
-	if !since.Before(sent) {
+	if !since.Before(sent) && time.Since(sent) < l.lease/2 {
 		return l, nil
 	}
 	l.deadline = since.Add(l.lease)

@@ -89,7 +89,11 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 		t.state, t.w = tWaiting, w
 		s.heap.remove(&t.dl)
 		lk.enqueue(w)
-		s.e.waiters.Add(1)
+		if s.admitted {
+			s.admitted = false // counted by the acquire (admit)
+		} else {
+			s.e.waiters.Add(1)
+		}
 		s.schedule(w)
 		if s.e.cfg.OnEvent != nil {
 			s.emit(Event{Kind: EventEnqueue, Key: lk.key, WaiterID: t.id, Lease: r.Lease, At: r.At, WaitUntil: r.WaitUntil, Waiters: lk.n, Owner: r.Owner, Mode: r.Mode, Limit: lk.limit()})

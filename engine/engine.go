@@ -309,6 +309,10 @@ type shard struct {
 	// newest is the highest token of a grant applied to the shard's keys
 	// since the last Reset (see NewestGrant).
 	newest uint64
+	// admitted is set by an acquire that counted the waiter it is about
+	// to queue in Engine.waiters (admit); the enqueue's apply then does
+	// not count it again, and clears it.
+	admitted bool
 }
 
 // lock is one key with holders, waiters, or both. Its first holder slot
@@ -1023,11 +1027,11 @@ func (e *Engine) acquire(req *AcquireRequest, done Receiver, o *AcquireResult) *
 	lk := s.locks[req.Key]
 	limit := req.Limit
 	if lk == nil {
-		if e.keys.Load() >= int64(e.cfg.MaxKeys) {
+		if !admit(&e.keys, e.cfg.MaxKeys) {
 			s.mu.Unlock()
 			return fail(ErrTooManyKeys)
 		}
-		lk = s.lockFor(req.Key)
+		lk = s.newLock(req.Key)
 		if limit == 0 {
 			limit = 1
 		}
@@ -1042,11 +1046,39 @@ func (e *Engine) acquire(req *AcquireRequest, done Receiver, o *AcquireResult) *
 		s.grantNow(lk, req, lease, limit, now, o)
 		return nil
 	}
-	if lk.n >= e.cfg.MaxWaitersPerKey || e.waiters.Load() >= int64(e.cfg.MaxWaiters) {
+	if lk.n >= e.cfg.MaxWaitersPerKey || !admit(&e.waiters, e.cfg.MaxWaiters) {
 		s.mu.Unlock()
 		return fail(ErrTooManyWaiters)
 	}
+	// The waiter is counted: its enqueue's apply does not count it again.
+	s.admitted = true
 	return s.enqueue(lk, req, lease, wait, limit, now, done, o)
+}
+
+// unadmit takes back the count of a waiter admitted (s.admitted) but not
+// queued. s.mu is held.
+func (s *shard) unadmit() {
+	if s.admitted {
+		s.admitted = false
+		s.e.waiters.Add(-1)
+	}
+}
+
+// admit counts one more key or waiter in n when it stays within max, and
+// reports whether it did. The check and the count are one step: checked
+// under a shard's lock and counted later, acquires on keys of two shards
+// both passed the check for the last place, and MaxKeys or MaxWaiters was
+// exceeded (dflockd's audit, bug 8: "check-then-increment is not atomic").
+func admit(n *atomic.Int64, max int) bool {
+	for {
+		v := n.Load()
+		if v >= int64(max) {
+			return false
+		}
+		if n.CompareAndSwap(v, v+1) {
+			return true
+		}
+	}
 }
 
 // grantNow grants req a free lk at once and puts the result in o. s.mu is
@@ -1096,12 +1128,14 @@ func (s *shard) enqueue(lk *lock, req *AcquireRequest, lease, wait time.Duration
 		r.WaitUntil = now.wallAt(after(now.mono, wait))
 	}
 	if _, err := s.record(&r); err != nil {
+		s.unadmit()
 		s.dropIfIdle(lk)
 		s.mu.Unlock()
 		o.err = err
 		return nil
 	}
 	w := s.apply(lk, &r, now)
+	s.unadmit() // when the apply did not queue it
 	// The request parks on w: an active's own part of the change.
 	p := s.park(w, now, done)
 	s.mu.Unlock()

@@ -146,14 +146,21 @@ func (e *Engine) NewestGrant() uint64 {
 func (s *shard) lockFor(key string) *lock {
 	lk := s.locks[key]
 	if lk == nil {
-		// The key is copied: the caller's string may share its memory with
-		// a whole request (an HTTP request line), which a held key would
-		// otherwise keep alive.
-		lk = &lock{key: strings.Clone(key), hold: hold{dl: deadline{idx: -1}}}
-		lk.dl.owner = lk
-		s.locks[lk.key] = lk
 		s.e.keys.Add(1)
+		lk = s.newLock(key)
 	}
+	return lk
+}
+
+// newLock adds the lock of key, a key s does not have, already counted in
+// Engine.keys. s.mu is held.
+func (s *shard) newLock(key string) *lock {
+	// The key is copied: the caller's string may share its memory with a
+	// whole request (an HTTP request line), which a held key would
+	// otherwise keep alive.
+	lk := &lock{key: strings.Clone(key), hold: hold{dl: deadline{idx: -1}}}
+	lk.dl.owner = lk
+	s.locks[lk.key] = lk
 	return lk
 }
 

@@ -24,7 +24,8 @@ const DefaultEventLogSize = 1024
 type EventLog struct {
 	mu      sync.Mutex
 	ring    []logEntry
-	next    uint64        // Seq of the next event; the first is 1
+	first   uint64        // Seq of the first event of this feed
+	next    uint64        // Seq of the next event
 	wake    chan struct{} // closed by the next Add when waiting is set
 	waiting bool
 	done    chan struct{}
@@ -38,12 +39,21 @@ type logEntry struct {
 }
 
 // NewEventLog returns an EventLog that keeps the last size events (size <=
-// 0 means DefaultEventLogSize).
-func NewEventLog(size int) *EventLog {
+// 0 means DefaultEventLogSize), numbered from 1.
+func NewEventLog(size int) *EventLog { return NewEventLogFrom(size, 1) }
+
+// NewEventLogFrom is NewEventLog numbering its events from first (0 is
+// taken as 1). A node passes its start time in microseconds, so that every
+// Seq of a run is above every Seq of the node's earlier runs (which
+// numbered fewer events than microseconds went by): a client that resumes
+// with a Seq of an earlier run is told this run's events from the first,
+// instead of missing those numbered up to its Seq (see Resume).
+func NewEventLogFrom(size int, first uint64) *EventLog {
 	if size <= 0 {
 		size = DefaultEventLogSize
 	}
-	return &EventLog{ring: make([]logEntry, size), next: 1, wake: make(chan struct{}), done: make(chan struct{})}
+	first = max(first, 1)
+	return &EventLog{ring: make([]logEntry, size), first: first, next: first, wake: make(chan struct{}), done: make(chan struct{})}
 }
 
 // Add records a lock event. Its signature fits engine.Config.OnEvent; it
@@ -79,11 +89,28 @@ func (l *EventLog) add(ev *engine.Event, ext *api.Event) {
 	l.mu.Unlock()
 }
 
-// Last returns the Seq of the newest event, 0 if there is none.
+// Last returns the Seq of the newest event; with none yet, the one
+// before the first (0 for a feed numbered from 1).
 func (l *EventLog) Last() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.next - 1
+}
+
+// Resume returns where a feed resumed after the Seq n that a client names
+// (?since=, Last-Event-ID) starts: n itself when this feed numbered it (or
+// will next), otherwise the Seq before this feed's first, so that the
+// client gets every event still kept. A Seq this feed did not number is an
+// earlier run's of the node (below its first) or another node's (either
+// side; a clock stepped back between two runs puts an earlier run's above
+// too): none of this run's events can be known to the client.
+func (l *EventLog) Resume(n uint64) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n < l.first-1 || n > l.next-1 {
+		return l.first - 1
+	}
+	return n
 }
 
 // Since returns up to max events (max <= 0: every one the ring holds)
@@ -98,11 +125,15 @@ func (l *EventLog) Since(since uint64, max int) (evs []api.Event, missed, upto, 
 	if since >= last {
 		return nil, 0, since, last
 	}
-	first := since + 1
-	if n := uint64(len(l.ring)); last-since > n {
+	from := since + 1 // this feed's first Seq after since
+	if from < l.first {
+		from = l.first
+	}
+	first := from
+	if n := uint64(len(l.ring)); last-first >= n {
 		first = last - n + 1
 	}
-	missed = first - since - 1
+	missed = first - from
 	upto = last
 	if max > 0 {
 		upto = min(last, first+uint64(max)-1)
@@ -258,10 +289,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, badRequest(p.field, "must be an event Seq (an unsigned integer)"))
 			return
 		}
-		// A Seq from before a restart of this node: start afresh.
-		if n <= last {
-			since = n
-		}
+		// A Seq this run did not number (an earlier run's, another
+		// node's) resumes at this run's first event: all are new.
+		since = lg.Resume(n)
 	}
 	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		evs, missed, _, last := lg.Since(since, 0)

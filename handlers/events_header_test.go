@@ -115,3 +115,89 @@ func TestEventsLastEventIDWinsOverSince(t *testing.T) {
 		t.Errorf("a bad Last-Event-ID beside a good since: %s %s; want 400 naming Last-Event-ID", res.Status, body)
 	}
 }
+
+// TestEventsResumeWithASeqOfAnEarlierRun: a node numbers its feed from its
+// start time, so a client that resumes with a Seq of the node's earlier
+// run (an EventSource reconnecting after a restart, with Last-Event-ID or
+// its URL's ?since=) names a Seq below this run's first. It gets every
+// event of this run, none counted as missed. (The feed ignored that the
+// Seq was not its own: it sent the ring's slots below its first event as
+// events and counted them missed; numbered from 1 in every run, it skipped
+// this run's events up to the Seq, the "watch missed" class of
+// NVIDIA/OpenShell#3209's review and grafana/grafana#130332.)
+func TestEventsResumeWithASeqOfAnEarlierRun(t *testing.T) {
+	const first = 1000
+	e := newWebEnv(t, handlers.Config{Events: handlers.NewEventLogFrom(64, first)})
+	for range 10 {
+		e.events.AddEvent(api.Event{Kind: api.EventPromote, Node: "http://n"})
+	}
+	check := func(how string, evs []api.Event, missed uint64) {
+		t.Helper()
+		if len(evs) != 10 || evs[0].Seq != first || evs[9].Seq != first+9 || missed != 0 {
+			seqs := make([]uint64, len(evs))
+			for i, ev := range evs {
+				seqs[i] = ev.Seq
+			}
+			t.Errorf("%s after Seq 5 of an earlier run: seqs %v, missed %d; want %d to %d, none missed", how, seqs, missed, first, first+9)
+		}
+	}
+	evs, missed, _, _ := e.events.Since(5, 0)
+	check("Since", evs, missed)
+
+	res := e.do(t, http.MethodGet, "/events?since=5", nil)
+	var l api.EventList
+	err := json.NewDecoder(res.Body).Decode(&l)
+	res.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("GET /events?since=5", l.Events, l.Missed)
+
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, e.srv.URL+"/events", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", "5")
+	res, err = e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	evs, missed = nil, 0
+	for len(evs) < 10 && sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			var ev api.Event
+			if err := json.Unmarshal([]byte(data), &ev); err != nil {
+				t.Fatal(err)
+			}
+			if ev.Seq == 0 {
+				missed++ // a gap
+				continue
+			}
+			evs = append(evs, ev)
+		}
+	}
+	check("a stream with Last-Event-ID 5", evs, missed)
+}
+
+// TestEventsResumeWithASeqNotOfThisFeed: a Seq above every Seq of the feed
+// (another node's, whose run began later, or an earlier run's of a node
+// whose clock stepped back) resumes at the feed's first event too: the
+// client can know none of them. It started at the last 100 events, and
+// silently skipped the ones before.
+func TestEventsResumeWithASeqNotOfThisFeed(t *testing.T) {
+	const first, n = 1000, 150
+	e := newWebEnv(t, handlers.Config{Events: handlers.NewEventLogFrom(1024, first)})
+	for range n {
+		e.events.AddEvent(api.Event{Kind: api.EventPromote, Node: "http://n"})
+	}
+	res := e.do(t, http.MethodGet, "/events?since=5000000", nil)
+	var l api.EventList
+	err := json.NewDecoder(res.Body).Decode(&l)
+	res.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Events) != n || l.Events[0].Seq != first || l.Missed != 0 {
+		t.Errorf("GET /events?since=5000000 (not a Seq of this feed, %d to %d): %d events from %d, missed %d; want all %d", first, first+n-1, len(l.Events), l.Events[0].Seq, l.Missed, n)
+	}
+}

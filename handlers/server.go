@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -548,20 +547,8 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	total := 0
-	var all []engine.LockInfo
-	s.eng.Range(func(li engine.LockInfo) bool {
-		if strings.HasPrefix(li.Key, prefix) {
-			total++
-			if li.Key > after {
-				all = append(all, li)
-			}
-		}
-		return true
-	})
-	slices.SortFunc(all, func(a, b engine.LockInfo) int { return strings.Compare(a.Key, b.Key) })
-	out := api.LockList{Locks: make([]api.LockStatus, 0, min(limit, len(all))), Total: total}
-	page := all[:min(limit, len(all))]
+	page, total := s.eng.Page(prefix, after, limit)
+	out := api.LockList{Locks: make([]api.LockStatus, 0, len(page)), Total: total}
 	if wantsText(r) {
 		// One line per lock: key, the holder's token (- when free) and the
 		// number of waiters, separated by tabs (keys hold no control

@@ -27,7 +27,10 @@ type webEnv struct {
 
 func newWebEnv(t *testing.T, hcfg handlers.Config) *webEnv {
 	t.Helper()
-	ev := handlers.NewEventLog(64)
+	ev := hcfg.Events
+	if ev == nil {
+		ev = handlers.NewEventLog(64)
+	}
 	cfg := engine.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.OnEvent = ev.Add

@@ -112,7 +112,8 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 
 	n.metrics = handlers.NewMetrics()
 	n.metrics.Registry().MustRegister(walCollector{l: n.wal, markOK: func() bool { return n.eng == nil || n.eng.TokenMarkWritable() }})
-	n.events = handlers.NewEventLog(handlers.DefaultEventLogSize)
+	// Numbered from the start time: above every Seq of an earlier run.
+	n.events = handlers.NewEventLogFrom(handlers.DefaultEventLogSize, uint64(time.Now().UnixMicro()))
 	ec := cfg.engineConfig()
 	ec.OnEvent = n.onEvent
 	ec.OnTokenMark = func(err error) {

@@ -223,14 +223,14 @@ export class Client {
 
   /**
    * Takes the lock `key`, waiting in its queue up to `wait` seconds (0 or
-   * absent: no limit). One Idempotency-Key across retries, 307s and the
-   * runtime's re-sends (never queued twice); a poll_timeout resumes the
-   * place; grant_ended (ran out unclaimed) starts anew (new key, the wait
-   * left). Errors: "timeout" (408, not granted; so is a grant_ended past
-   * the wait), "invalid_argument" (400, `field`), "limit_mismatch" (409),
-   * "too_many_waiters" (429), "unauthorized" (401), "unavailable" (no node
-   * answered), "closed". An aborted `signal` rejects with its reason (the
-   * server drops the waiter). A grant that or "unavailable" cut off is released.
+   * absent: no limit). One Idempotency-Key across retries, 307s and
+   * re-sends (never queued twice); a poll_timeout resumes the place;
+   * grant_ended (ran out unclaimed) starts anew (new key, the wait left).
+   * Errors: "timeout" (408, not granted; also a grant_ended past the wait),
+   * "invalid_argument" (400, `field`), "limit_mismatch" (409),
+   * "too_many_waiters" (429), "unauthorized" (401), "unavailable", "closed".
+   * An aborted `signal` rejects with its reason (the waiter is dropped); a
+   * grant it or "unavailable" cut off is released.
    * @param {string} key
    * @param {AcquireOptions} [options]
    * @returns {Promise<Lock>}
@@ -251,7 +251,12 @@ export class Client {
           const u = new URL(res.url);
           pathQuery = u.pathname + u.search; // a handoff's ticket stays with the acquire
         }
-        if (res.ok) return new Lock(this, await res.json(), sent);
+        if (res.ok) {
+          // Waited half its lease or more: renewed now (lost at once before).
+          const g = await res.json(), late = Date.now() - sent >= g.lease * 500, l = new Lock(this, g, late ? Date.now() : sent);
+          if (late) await l.renew().catch(() => l._watch(sent + g.lease * 1000));
+          return l;
+        }
         err = await statusError(res);
         if (signal?.aborted) throw signal.reason; // a poll_timeout's body cut off
       } catch (e) {
@@ -269,9 +274,9 @@ export class Client {
   }
 
   /**
-   * Releases in the background what a cut-off acquire may hold: the grant
-   * `token`, else (NaN, 0) what a repeat under its Idempotency-Key with a
-   * 1 ms wait finds, asked for up to 5 s (408/410: none held).
+   * Releases in the background what a cut-off acquire may hold: `token`,
+   * else what a repeat under its Idempotency-Key with a 1 ms wait finds
+   * (asked for up to 5 s; 408/410: none held).
    * @type {(key: string, pathQuery: string, headers: Record<string, string>, token: number) => void}
    */
   _settle(key, pathQuery, headers, token) {
@@ -309,10 +314,9 @@ export class Client {
   }
 
   /**
-   * Releases the lock `key` held under `token` (it passes to the next
-   * waiter), retried every 200 ms for 5 s until a node confirms it;
-   * "not_held" (404) and "not_holder" (409) end it (errors unless an
-   * earlier attempt failed or got a 5xx, and may have released it).
+   * Releases the lock `key` held under `token`, retried every 200 ms for
+   * 5 s until confirmed; "not_held" (404) and "not_holder" (409) end it
+   * (errors unless an earlier attempt failed or got a 5xx).
    * Errors: those two, "invalid_argument", "unavailable", "closed".
    * @param {string} key
    * @param {number} token
@@ -351,10 +355,9 @@ export class Client {
   }
 
   /**
-   * Runs `fn(lock)` holding `key` (options as acquire), renewed while `fn`
-   * runs (`lock.lost` aborts if it is lost), then released. Resolves to what
-   * `fn` returns; rejects with `fn`'s error, else the loss ("lost",
-   * "not_held", "not_holder"), else the release's error.
+   * Runs `fn(lock)` holding `key` (options as acquire), renewed meanwhile
+   * (`lock.lost` aborts if lost), then released. Resolves to what `fn`
+   * returns; rejects with `fn`'s error, else the loss, else the release's.
    * @template T
    * @param {string} key
    * @param {(lock: Lock) => Promise<T> | T} fn
@@ -480,10 +483,9 @@ export class Lock {
   }
 
   /**
-   * Renews the lock in the background at half its lease until released,
-   * lost or the client closed (a failed renewal retried until the lease
-   * ends). Returns a function that stops it (the lock stays held until its
-   * lease ends); a second call while one runs changes nothing.
+   * Renews at half the lease until released, lost or closed (a failure
+   * retried until the lease ends). Returns a function that stops it (the
+   * lock stays held); a second call changes nothing.
    * @returns {() => void}
    */
   keepAlive() {
