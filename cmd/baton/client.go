@@ -678,7 +678,6 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) (int, error) {
 		}
 		return exitNoCommand, fmt.Errorf("cannot start COMMAND: %w", startErr)
 	}
-	defer group.done()
 	if !running {
 		// The guard could not start COMMAND (it said why) or was
 		// killed first: nothing to signal; its end comes below.
@@ -710,6 +709,11 @@ loop:
 			group.signal(s.(syscall.Signal))
 		}
 	}
+	// COMMAND ended: the terminal goes back to baton's group, and a
+	// Ctrl+Z during the final release (up to 10 s when no node answers)
+	// stops baton; it was caught for COMMAND's group and dropped.
+	group.done()
+	defer group.stopOnJobSignals()()
 	signalled := lostErr != nil
 	if lostErr == nil {
 		lostErr = l.Err()
