@@ -78,6 +78,9 @@ type clientFlags struct {
 	fs        *pflag.FlagSet
 	addr      []string
 	authToken string
+	// acquireGrace is --acquire-grace (acquire, run; 0: the library's
+	// default): api.Config.AcquireGrace.
+	acquireGrace durationValue
 }
 
 func newClientFlags(cmd string, cio cliIO) *clientFlags {
@@ -88,6 +91,11 @@ func newClientFlags(cmd string, cio cliIO) *clientFlags {
 	f.fs.StringVar(&f.authToken, "auth-token", "", "bearer token (env BATON_AUTH_TOKEN)")
 	f.fs.Usage = func() { printHelp(cio.stdout, cmd, f.fs) }
 	return f
+}
+
+// graceFlag adds --acquire-grace, for the commands that acquire.
+func (f *clientFlags) graceFlag() {
+	f.fs.Var(&f.acquireGrace, "acquire-grace", fmt.Sprintf("with --wait: how long a node may take beyond the wait to answer before it counts as silent (paused) and the next node is asked; at least the cluster's sync_timeout + 2s (default %v)", api.DefaultAcquireGrace))
 }
 
 // client builds the api.Client from the flags and the environment.
@@ -103,6 +111,7 @@ func (f *clientFlags) client(cio cliIO) (*api.Client, error) {
 		// after each second of silence.
 		PingInterval: cliPingInterval,
 		PingTimeout:  cliPingTimeout,
+		AcquireGrace: time.Duration(f.acquireGrace),
 	}
 	from := api.EnvAddr
 	if len(f.addr) > 0 {
@@ -320,6 +329,7 @@ func cmdAcquire(ctx context.Context, args []string, cio cliIO) error {
 	var lease, wait durationValue
 	f.fs.Var(&lease, "lease", "lease (default: the server's lease_default)")
 	f.fs.Var(&wait, "wait", "longest wait in the queue; 0 = no limit")
+	f.graceFlag()
 	modes := newModeFlags(f.fs)
 	if err := f.parse(args); err != nil {
 		return err
@@ -561,6 +571,7 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) (int, error) {
 	f.fs.Var(&lease, "lease", "lease, renewed every half lease while COMMAND runs (default: the server's lease_default)")
 	f.fs.Var(&wait, "wait", "longest wait in the queue; 0 = no limit")
 	f.fs.Var(&killAfter, "kill-after", "when the lock is lost: SIGKILL this long after SIGTERM if COMMAND still runs")
+	f.graceFlag()
 	modes := newModeFlags(f.fs)
 	noDash := !slices.Contains(args, "--")
 	// Without --, COMMAND's own flags would be taken for baton's: they are
