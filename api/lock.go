@@ -236,15 +236,16 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	// since is the send of the first attempt whose outcome is unknown: a
 	// grant answered to a repeat may date from then (grantSince).
 	var since time.Time
+	var last *address // the node of the last attempt
 	for {
 		s, cc, err := c.pick(ctx, avoid, true)
 		if err != nil {
 			if asked && ctx.Err() != nil {
-				c.settleAcquire(pathQuery, hdr, 0)
+				c.settleAcquire(pathQuery, hdr, 0, last)
 			}
 			return nil, err
 		}
-		asked = true
+		asked, last = true, s.addr
 		sent := time.Now()
 		if since.IsZero() {
 			since = sent
@@ -257,7 +258,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 				return nil, err
 			}
 			if again, serr := streamRetry(ctx, ce, &resets); serr != nil {
-				c.settleAcquire(pathQuery, hdr, 0)
+				c.settleAcquire(pathQuery, hdr, 0, s.addr)
 				return nil, serr
 			} else if again {
 				avoid = nil
@@ -267,7 +268,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			if attempts >= max {
 				// The node may have made a grant whose answer was lost
 				// with the connection: settled as after a cancel.
-				c.settleAcquire(pathQuery, hdr, 0)
+				c.settleAcquire(pathQuery, hdr, 0, s.addr)
 				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
 			}
 			avoid = s
@@ -300,7 +301,9 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 					return nil, fmt.Errorf("%w: acquire %q: more than %d redirects", ErrUnavailable, key, maxRedirects)
 				}
 				if err := sleep(ctx, redirectPause); err != nil {
-					c.settleAcquire(pathQuery, hdr, 0)
+					// A node that redirects granted nothing: the
+					// preferred one (named last) is asked.
+					c.settleAcquire(pathQuery, hdr, 0, nil)
 					return nil, err
 				}
 				redirects = 0
@@ -349,11 +352,11 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			if !unavailableFor(&unavailableSince) {
 				// A node that resumed from a pause may still keep a
 				// grant for the repeat: settled as after a cancel.
-				c.settleAcquire(pathQuery, hdr, 0)
+				c.settleAcquire(pathQuery, hdr, 0, s.addr)
 				return nil, statusError(r)
 			}
 			if err := sleep(ctx, retryAfter(r.header, time.Second)); err != nil {
-				c.settleAcquire(pathQuery, hdr, 0)
+				c.settleAcquire(pathQuery, hdr, 0, s.addr)
 				return nil, err
 			}
 			avoid, redirects = s, 0
@@ -490,13 +493,13 @@ func (c *Client) sendAcquire(ctx context.Context, s *slot, cc *http.ClientConn, 
 		// ctx ended.
 		switch tok := grantToken(r); {
 		case tok != 0:
-			c.settleAcquire(pathQuery, hdr, tok)
+			c.settleAcquire(pathQuery, hdr, tok, s.addr)
 		case err != nil, isPollTimeout(r), r.status == http.StatusServiceUnavailable:
 			// No answer; or a poll_timeout (the node keeps the place for
 			// a grace, and may grant it meanwhile); or a 503, which a
 			// node resuming from a pause answers to a grant it keeps for
 			// the repeat.
-			c.settleAcquire(pathQuery, hdr, 0)
+			c.settleAcquire(pathQuery, hdr, 0, s.addr)
 		}
 		return nil, ctx.Err()
 	}
@@ -555,7 +558,14 @@ const settleWait = "0.001"
 // free key may be granted afresh; that grant is released at once too.
 // Asking is bounded by ReleaseTimeout, the release by another. The
 // goroutine is the Client's: Close waits for it.
-func (c *Client) settleAcquire(pathQuery string, hdr http.Header, token uint64) {
+//
+// at is the node the acquire's last attempt went to (nil: not known), the
+// one that may hold its place or grant, and that granted token: the
+// repeat asks it first, and the release goes to the node that granted,
+// where a not_held or not_holder from another node is no answer (two
+// actives at once, a split brain: the node the Client came to prefer meanwhile
+// knows nothing of the grant, and it stayed held for its lease).
+func (c *Client) settleAcquire(pathQuery string, hdr http.Header, token uint64, at *address) {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
@@ -567,27 +577,28 @@ func (c *Client) settleAcquire(pathQuery string, hdr http.Header, token uint64) 
 		defer c.settling.Done()
 		key := lockKeyFromPath(pathQuery)
 		if token == 0 {
-			token = c.askAgain(pathQuery, hdr)
+			token, at = c.askAgain(pathQuery, hdr, at)
 		}
 		if token == 0 {
 			return
 		}
 		rctx, cancel := context.WithTimeout(c.ctx, c.cfg.ReleaseTimeout)
 		defer cancel()
-		_ = c.Release(rctx, key, token)
+		_ = c.release(rctx, key, token, at)
 	}()
 }
 
 // askAgain repeats a cancelled acquire under its Idempotency-Key with a
 // wait of settleWait until the node gives a definite answer, for at most
-// ReleaseTimeout. It returns the token of a grant, or 0 when nothing is
-// held under this acquire (or no answer came in time).
-func (c *Client) askAgain(pathQuery string, hdr http.Header) uint64 {
+// ReleaseTimeout, each attempt asking at first (nil: the preferred node).
+// It returns the token of a grant and the node that granted it, or 0 when
+// nothing is held under this acquire (or no answer came in time).
+func (c *Client) askAgain(pathQuery string, hdr http.Header, at *address) (uint64, *address) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.ReleaseTimeout)
 	defer cancel()
 	u, err := url.Parse(pathQuery)
 	if err != nil {
-		return 0
+		return 0, nil
 	}
 	q := u.Query()
 	q.Set("wait", settleWait)
@@ -595,20 +606,20 @@ func (c *Client) askAgain(pathQuery string, hdr http.Header) uint64 {
 	pq := u.RequestURI()
 	for {
 		actx, acancel := context.WithTimeout(ctx, releaseAttempt)
-		r, err := c.call(actx, http.MethodPost, pq, hdr)
+		r, s, err := c.callAt(actx, http.MethodPost, pq, hdr, nil, at)
 		acancel()
 		if err == nil {
 			if r.status == http.StatusOK {
-				return grantToken(r)
+				return grantToken(r), s.addr
 			}
 			if r.status < 500 && r.status != http.StatusTooManyRequests {
 				// 408, 409 superseded, 410 grant_ended, 4xx: nothing
 				// is held under this Idempotency-Key.
-				return 0
+				return 0, nil
 			}
 		}
 		if sleep(ctx, c.cfg.ReleaseRetry) != nil {
-			return 0
+			return 0, nil
 		}
 	}
 }
@@ -710,6 +721,15 @@ const releaseAttempt = time.Second
 // at once, when the node refuses the Config.Token; else the last failure
 // (wrapping ErrUnavailable) or ctx's error.
 func (c *Client) Release(ctx context.Context, key string, token uint64) error {
+	return c.release(ctx, key, token, nil)
+}
+
+// release is Release of a grant made by the node from (nil: not known):
+// each round of attempts asks from first, and a not_held or not_holder
+// ends it only when from answered it, or a node it redirected to (a node
+// that from was not asked through may be another active, in a split brain,
+// that knows nothing of the grant): else it is retried as after no answer.
+func (c *Client) release(ctx context.Context, key string, token uint64, from *address) error {
 	if c.native {
 		return c.nRelease(ctx, key, token)
 	}
@@ -720,8 +740,14 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 	var last error
 	redirects := 0
 	var avoid *slot
+	want := from     // the node a round asks first (nil after a 307)
+	var via *address // the node this round asked first
 	for {
-		s, cc, err := c.pick(ctx, avoid, false)
+		s, cc, err := c.pickAt(ctx, want, avoid, false)
+		want = nil
+		if err == nil && via == nil {
+			via = s.addr
+		}
 		if err == nil {
 			var r *response
 			// One attempt may not eat the whole window: a connection
@@ -758,6 +784,11 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 				// there went unanswered before (avoid would skip it).
 				avoid = nil
 				continue
+			case (r.status == http.StatusNotFound || r.status == http.StatusConflict) && from != nil && via != from:
+				// Not the node that granted, nor one it named: that
+				// node is asked again (also after it failed).
+				err = statusError(r)
+				avoid = nil
 			case r.status == http.StatusNotFound || r.status == http.StatusConflict:
 				if ambiguous {
 					return nil
@@ -771,6 +802,7 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 			}
 		}
 		redirects = 0 // not a redirect: the next attempt counts anew
+		want, via = from, nil
 		if errors.Is(err, ErrClosed) {
 			return err
 		}
