@@ -115,6 +115,7 @@ type Lock struct {
 	lease    time.Duration // current lease (after renewals)
 	expiry   time.Time     // server's expiry after the latest renewal
 	deadline time.Time     // local, conservative: when the lease surely ran out
+	asleep   time.Duration // suspended() when deadline was set (left)
 	released bool
 	lost     chan struct{}
 	lostErr  error
@@ -649,8 +650,30 @@ func (c *Client) newLock(r *response, sent time.Time) (*Lock, error) {
 		lease:     lease,
 		expiry:    g.ExpiresAt,
 		deadline:  sent.Add(lease),
+		asleep:    suspended(),
 		lost:      make(chan struct{}),
 	}, nil
+}
+
+// suspended is how long the machine has been suspended since it booted
+// (suspendedSinceBoot; a variable for tests).
+var suspended = suspendedSinceBoot
+
+// leftLocked is how much of the lease is left by the local count (l.mu
+// held): the time until deadline, less the time the machine was suspended
+// since deadline was set. Go's monotonic clock, and every timer with it,
+// stands still during a suspend (Linux), while the node's clock runs on:
+// after a laptop resumed, the deadline alone still said held of a lease
+// that the node had ended in the meantime.
+func (l *Lock) leftLocked() time.Duration {
+	return time.Until(l.deadline) - (suspended() - l.asleep)
+}
+
+// left is leftLocked, taking l.mu.
+func (l *Lock) left() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leftLocked()
 }
 
 // grantSince completes a Lock answered to the attempt sent at sent, the
@@ -673,7 +696,7 @@ func (l *Lock) grantSince(ctx context.Context, since, sent time.Time, silent *sl
 	if !since.Before(sent) {
 		return l, nil
 	}
-	l.deadline = since.Add(l.lease)
+	l.deadline, l.asleep = since.Add(l.lease), suspended()
 	// Bounded as one attempt of the keep-alive.
 	rctx, cancel := context.WithTimeout(ctx, max(l.lease/4, 100*time.Millisecond))
 	defer cancel()
@@ -912,7 +935,7 @@ func (l *Lock) renew(ctx context.Context, lease time.Duration, avoid *slot) (*sl
 		lease = l.lease
 	}
 	l.mu.Unlock()
-	sent := time.Now()
+	sent, asleep := time.Now(), suspended()
 	g, s, err := l.c.renew(ctx, l.Key, l.Token, lease, avoid)
 	if err != nil {
 		if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotHolder) {
@@ -923,7 +946,7 @@ func (l *Lock) renew(ctx context.Context, lease time.Duration, avoid *slot) (*sl
 	l.mu.Lock()
 	l.lease = time.Duration(g.Lease * float64(time.Second))
 	l.expiry = g.ExpiresAt
-	l.deadline = sent.Add(l.lease)
+	l.deadline, l.asleep = sent.Add(l.lease), asleep
 	l.mu.Unlock()
 	return s, nil
 }
@@ -938,7 +961,10 @@ func (l *Lock) Expiry() time.Time {
 
 // Lost returns a channel that is closed when the lock is known to be lost:
 // a renewal was refused (ErrNotHeld, ErrNotHolder), the keep-alive could not
-// renew before the lease ran out, or the Client was closed under a running
+// renew before the lease ran out (on Linux counting the time the machine
+// was suspended, which Go's monotonic clock leaves out: after a resume the
+// keep-alive finds within a second that a longer suspend ended the lease),
+// or the Client was closed under a running
 // keep-alive. Without KeepAlive only Renew detects a loss. A lock that was
 // released is not "lost": the channel stays open.
 func (l *Lock) Lost() <-chan struct{} { return l.lost }
@@ -1010,12 +1036,19 @@ func (l *Lock) stopKeepAlive() {
 func (l *Lock) keepAlive(ctx context.Context) {
 	for {
 		l.mu.Lock()
-		lease, deadline := l.lease, l.deadline
+		lease, left, slept := l.lease, l.leftLocked(), suspended()-l.asleep
 		l.mu.Unlock()
-		next := deadline.Add(-lease / 2)
-		if sleep(ctx, time.Until(next)) != nil {
-			l.keepAliveEnded()
+		if left <= 0 && slept > 0 {
+			l.markLost(fmt.Errorf("the lease ran out while this machine was suspended (%v)", slept.Round(time.Millisecond)))
 			return
+		}
+		if wait := left - lease/2; wait > 0 {
+			// In steps: a suspend during the sleep is seen after it.
+			if sleep(ctx, min(wait, suspendCheck)) != nil {
+				l.keepAliveEnded()
+				return
+			}
+			continue
 		}
 		retry := min(max(lease/10, 10*time.Millisecond), time.Second)
 		// avoid is the connection an attempt of this round left
@@ -1028,8 +1061,7 @@ func (l *Lock) keepAlive(ctx context.Context) {
 		for {
 			// One attempt gets at most a quarter lease, so that a
 			// silent connection leaves time for another.
-			attempt := time.Now().Add(max(lease/4, 100*time.Millisecond))
-			actx, acancel := context.WithDeadline(ctx, minTime(deadline, attempt))
+			actx, acancel := context.WithTimeout(ctx, min(l.left(), max(lease/4, 100*time.Millisecond)))
 			s, err := l.renew(actx, lease, avoid)
 			silent := actx.Err() != nil && ctx.Err() == nil
 			acancel()
@@ -1046,11 +1078,11 @@ func (l *Lock) keepAlive(ctx context.Context) {
 				l.keepAliveEnded()
 				return
 			}
-			if !time.Now().Before(deadline) {
+			if l.left() <= 0 {
 				l.markLost(fmt.Errorf("lease ran out before a renewal succeeded: %w", err))
 				return
 			}
-			if sleep(ctx, min(retry, time.Until(deadline))) != nil {
+			if sleep(ctx, min(retry, l.left())) != nil {
 				l.keepAliveEnded()
 				return
 			}
