@@ -115,7 +115,10 @@ type Lock struct {
 	lease    time.Duration // current lease (after renewals)
 	expiry   time.Time     // server's expiry after the latest renewal
 	deadline time.Time     // local, conservative: when the lease surely ran out
-	asleep   time.Duration // suspended() when deadline was set (left)
+	// asleep is suspended() when deadline was set (leftLocked), read
+	// from KeepAlive on only: two system calls, kept off the path of an
+	// acquire (a suspend between the grant and KeepAlive is not counted).
+	asleep time.Duration
 	released bool
 	lost     chan struct{}
 	lostErr  error
@@ -650,7 +653,6 @@ func (c *Client) newLock(r *response, sent time.Time) (*Lock, error) {
 		lease:     lease,
 		expiry:    g.ExpiresAt,
 		deadline:  sent.Add(lease),
-		asleep:    suspended(),
 		lost:      make(chan struct{}),
 	}, nil
 }
@@ -696,7 +698,7 @@ func (l *Lock) grantSince(ctx context.Context, since, sent time.Time, silent *sl
 	if !since.Before(sent) {
 		return l, nil
 	}
-	l.deadline, l.asleep = since.Add(l.lease), suspended()
+	l.deadline = since.Add(l.lease)
 	// Bounded as one attempt of the keep-alive.
 	rctx, cancel := context.WithTimeout(ctx, max(l.lease/4, 100*time.Millisecond))
 	defer cancel()
@@ -1010,6 +1012,7 @@ func (l *Lock) KeepAlive(ctx context.Context) {
 	}
 	c.wg.Add(1)
 	c.mu.Unlock()
+	l.asleep = suspended()
 	kctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	l.kaStop, l.kaDone = stop, done

@@ -843,7 +843,7 @@ func (c *Client) nAcquire(ctx context.Context, key string, o acquireOpts, owner 
 			c.answered(s)
 			l := &Lock{
 				Key: key, Token: a.Token, Lease: a.Lease, ExpiresAt: a.Expires, Node: w.node,
-				c: c, lease: a.Lease, expiry: a.Expires, deadline: sent.Add(a.Lease), asleep: suspended(), lost: make(chan struct{}),
+				c: c, lease: a.Lease, expiry: a.Expires, deadline: sent.Add(a.Lease), lost: make(chan struct{}),
 			}
 			return l.grantSince(ctx, since, sent, silent)
 		case nline.Timeout:
