@@ -118,7 +118,7 @@ type Lock struct {
 	// asleep is suspended() when deadline was set (leftLocked), read
 	// from KeepAlive on only: two system calls, kept off the path of an
 	// acquire (a suspend between the grant and KeepAlive is not counted).
-	asleep time.Duration
+	asleep   time.Duration
 	released bool
 	lost     chan struct{}
 	lostErr  error
