@@ -698,13 +698,15 @@ func (c *Client) stillUp(p picked) bool {
 func (c *Client) candidatesLocked(avoid *slot, want *address) []*slot {
 	var cands []*slot
 	waitPreferred := false
-	p := c.preferred
+	p, wait := c.preferred, true
 	if want != nil {
-		p = want
+		// Asked first when up, never waited for: it may be a node that
+		// is gone (a failover) while the active is up.
+		p, wait = want, false
 	}
 	if p != nil && (avoid == nil || avoid.addr != p) {
 		cands = upSlots(p.slots)
-		waitPreferred = len(cands) == 0 && anyDialing(p.slots)
+		waitPreferred = wait && len(cands) == 0 && anyDialing(p.slots)
 	}
 	if len(cands) == 0 && !waitPreferred {
 		cands = upSlots(c.slots)

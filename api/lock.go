@@ -118,7 +118,10 @@ type Lock struct {
 	// asleep is suspended() when deadline was set (leftLocked), read
 	// from KeepAlive on only: two system calls, kept off the path of an
 	// acquire (a suspend between the grant and KeepAlive is not counted).
-	asleep   time.Duration
+	asleep time.Duration
+	// from is the node that granted the lock or renewed it last (nil
+	// over baton://): Release asks it first (Client.release).
+	from     *address
 	released bool
 	lost     chan struct{}
 	lostErr  error
@@ -295,6 +298,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			if err != nil {
 				return nil, err
 			}
+			l.from = s.addr
 			return l.grantSince(ctx, since, sent, silent)
 		case http.StatusTemporaryRedirect:
 			if redirects++; redirects > maxRedirects {
@@ -901,17 +905,21 @@ func (c *Client) renew(ctx context.Context, key string, token uint64, lease time
 }
 
 // Release releases the lock (see Client.Release: retried for up to 5 s)
-// and stops its keep-alive. A second call returns nil. Errors: ErrNotHeld,
-// ErrNotHolder (the lock was lost before), ErrUnavailable, ctx's error.
+// and stops its keep-alive. It asks first the node that granted or last
+// renewed the lock, where a not_held or not_holder from another node not
+// reached through it does not end it (two actives at once: the other one
+// knows nothing of the grant). A second call returns nil. Errors:
+// ErrNotHeld, ErrNotHolder (the lock was lost before), ErrUnavailable,
+// ctx's error.
 func (l *Lock) Release(ctx context.Context) error {
 	l.stopKeepAlive()
 	l.mu.Lock()
-	done := l.released
+	done, from := l.released, l.from
 	l.mu.Unlock()
 	if done {
 		return nil
 	}
-	err := l.c.Release(ctx, l.Key, l.Token)
+	err := l.c.release(ctx, l.Key, l.Token, from)
 	if err == nil || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotHolder) {
 		l.mu.Lock()
 		l.released = true
@@ -949,6 +957,9 @@ func (l *Lock) renew(ctx context.Context, lease time.Duration, avoid *slot) (*sl
 	l.lease = time.Duration(g.Lease * float64(time.Second))
 	l.expiry = g.ExpiresAt
 	l.deadline, l.asleep = sent.Add(l.lease), asleep
+	if s != nil && !l.c.native {
+		l.from = s.addr
+	}
 	l.mu.Unlock()
 	return s, nil
 }

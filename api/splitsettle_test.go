@@ -112,3 +112,52 @@ func TestSettleGoesToTheNodeThatGranted(t *testing.T) {
 		})
 	}
 }
+
+// Lock.Release goes to the node that granted the lock, also when the
+// client talks to another node meanwhile (two actives at once, the other
+// of which holds the key for someone else): sent to the preferred node,
+// it was refused not_holder there, Release returned ErrNotHolder, and the
+// lock stayed held on the node that granted it for its whole lease.
+func TestLockReleaseGoesToTheNodeThatGranted(t *testing.T) {
+	var aURL, bURL atomic.Value
+	redirect := func(self *atomic.Value) func(http.Handler) http.Handler {
+		return func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				to := map[string]string{"/locks/to-a": aURL.Load().(string), "/locks/to-b": bURL.Load().(string)}[r.URL.Path]
+				if to != "" && to != self.Load().(string) {
+					http.Redirect(w, r, to+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+					return
+				}
+				h.ServeHTTP(w, r)
+			})
+		}
+	}
+	a := startServer(t, engine.Config{}, redirect(&aURL))
+	b := startServer(t, engine.Config{}, redirect(&bURL))
+	aURL.Store(a.URL)
+	bURL.Store(b.URL)
+	ctx := ctxBound(t)
+	other := newClient(t, nil, b.URL)
+	if _, err := other.Acquire(ctx, "sb", api.WithLease(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	onA := newClient(t, nil, a.URL)
+	c := newClient(t, nil, a.URL, b.URL)
+	if l, err := c.Acquire(ctx, "to-a"); err != nil || !strings.HasPrefix(l.Node, a.URL) {
+		t.Fatalf("to-a: %+v, %v; want a grant by %s", l, err, a.URL)
+	}
+	l, err := c.Acquire(ctx, "sb", api.WithLease(time.Minute))
+	if err != nil || !strings.HasPrefix(l.Node, a.URL) {
+		t.Fatalf("sb: %+v, %v; want a grant by %s", l, err, a.URL)
+	}
+	// The client comes to prefer b (it served a change).
+	if l, err := c.Acquire(ctx, "to-b"); err != nil || !strings.HasPrefix(l.Node, b.URL) {
+		t.Fatalf("to-b: %+v, %v; want a grant by %s", l, err, b.URL)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("release of the grant of %s: %v", a.URL, err)
+	}
+	if st := status(t, onA, "sb"); st.Holder != nil {
+		t.Fatalf("sb still held on the node that granted it, token %d, after its release", st.Holder.Token)
+	}
+}
