@@ -609,6 +609,13 @@ const (
 // dialled at once, and fails with ErrUnavailable when they fail too
 // (noConnLocked).
 func (c *Client) pick(ctx context.Context, avoid *slot, long bool) (*slot, *http.ClientConn, error) {
+	return c.pickAt(ctx, nil, avoid, long)
+}
+
+// pickAt is pick with want (nil: none) in place of the preferred address:
+// the node a call must ask first (the one that granted what a settle
+// releases).
+func (c *Client) pickAt(ctx context.Context, want *address, avoid *slot, long bool) (*slot, *http.ClientConn, error) {
 	redialed := false
 	for {
 		c.mu.Lock()
@@ -616,7 +623,7 @@ func (c *Client) pick(ctx context.Context, avoid *slot, long bool) (*slot, *http
 			c.mu.Unlock()
 			return nil, nil, ErrClosed
 		}
-		if cands := c.candidatesLocked(avoid); len(cands) > 0 {
+		if cands := c.candidatesLocked(avoid, want); len(cands) > 0 {
 			n := uint64(len(cands))
 			start := c.rr
 			c.rr++
@@ -687,12 +694,19 @@ func (c *Client) stillUp(p picked) bool {
 // other. When avoid is the preferred address's, that node is what failed
 // (a silent active leaves every connection to it open): the call goes to
 // the other addresses, whose 307 names the active again, or the new one.
-func (c *Client) candidatesLocked(avoid *slot) []*slot {
+// want, if not nil, stands in for the preferred address (pickAt).
+func (c *Client) candidatesLocked(avoid *slot, want *address) []*slot {
 	var cands []*slot
 	waitPreferred := false
-	if p := c.preferred; p != nil && (avoid == nil || avoid.addr != p) {
+	p, wait := c.preferred, true
+	if want != nil {
+		// Asked first when up, never waited for: it may be a node that
+		// is gone (a failover) while the active is up.
+		p, wait = want, false
+	}
+	if p != nil && (avoid == nil || avoid.addr != p) {
 		cands = upSlots(p.slots)
-		waitPreferred = len(cands) == 0 && anyDialing(p.slots)
+		waitPreferred = wait && len(cands) == 0 && anyDialing(p.slots)
 	}
 	if len(cands) == 0 && !waitPreferred {
 		cands = upSlots(c.slots)
@@ -1097,6 +1111,12 @@ func (c *Client) call(ctx context.Context, method, pathQuery string, hdr http.He
 // also returns the connection of its last attempt (nil
 // when none was sent), for the caller's next call to avoid.
 func (c *Client) callAvoiding(ctx context.Context, method, pathQuery string, hdr http.Header, avoid *slot) (*response, *slot, error) {
+	return c.callAt(ctx, method, pathQuery, hdr, avoid, nil)
+}
+
+// callAt is callAvoiding whose first attempt asks want (nil: the
+// preferred address) first (pickAt).
+func (c *Client) callAt(ctx context.Context, method, pathQuery string, hdr http.Header, avoid *slot, want *address) (*response, *slot, error) {
 	if c.native {
 		return nil, nil, httpOnly(method + " " + pathQuery)
 	}
@@ -1105,7 +1125,8 @@ func (c *Client) callAvoiding(ctx context.Context, method, pathQuery string, hdr
 	given := avoid
 	var last *slot
 	for {
-		s, cc, err := c.pick(ctx, avoid, false)
+		s, cc, err := c.pickAt(ctx, want, avoid, false)
+		want = nil
 		if err != nil {
 			return nil, last, err
 		}

@@ -19,3 +19,12 @@ func LockDeadline(l *Lock) time.Time {
 	defer l.mu.Unlock()
 	return l.deadline
 }
+
+// SetSuspended replaces, for the test t, the clock of how long the machine
+// was suspended since it booted (Linux: CLOCK_BOOTTIME - CLOCK_MONOTONIC).
+// Call it before the Locks it concerns are made.
+func SetSuspended(t testing.TB, f func() time.Duration) {
+	old := suspended
+	suspended = f
+	t.Cleanup(func() { suspended = old })
+}

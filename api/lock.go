@@ -117,6 +117,13 @@ type Lock struct {
 	lease    time.Duration // current lease (after renewals)
 	expiry   time.Time     // server's expiry after the latest renewal
 	deadline time.Time     // local, conservative: when the lease surely ran out
+	// asleep is suspended() when deadline was set (leftLocked), read
+	// from KeepAlive on only: two system calls, kept off the path of an
+	// acquire (a suspend between the grant and KeepAlive is not counted).
+	asleep time.Duration
+	// from is the node that granted the lock or renewed it last (nil
+	// over baton://): Release asks it first (Client.release).
+	from     *address
 	released bool
 	lost     chan struct{}
 	lostErr  error
@@ -246,15 +253,16 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	// since is the send of the first attempt whose outcome is unknown: a
 	// grant answered to a repeat may date from then (grantSince).
 	var since time.Time
+	var last *address // the node of the last attempt
 	for {
 		s, cc, err := c.pick(ctx, avoid, true)
 		if err != nil {
 			if asked && ctx.Err() != nil {
-				c.settleAcquire(pathQuery, hdr, 0)
+				c.settleAcquire(pathQuery, hdr, 0, last)
 			}
 			return nil, err
 		}
-		asked = true
+		asked, last = true, s.addr
 		sent := time.Now()
 		if since.IsZero() {
 			since = sent
@@ -267,7 +275,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 				return nil, err
 			}
 			if again, serr := streamRetry(ctx, ce, &resets); serr != nil {
-				c.settleAcquire(pathQuery, hdr, 0)
+				c.settleAcquire(pathQuery, hdr, 0, s.addr)
 				return nil, serr
 			} else if again {
 				avoid = nil
@@ -277,7 +285,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			if attempts >= max {
 				// The node may have made a grant whose answer was lost
 				// with the connection: settled as after a cancel.
-				c.settleAcquire(pathQuery, hdr, 0)
+				c.settleAcquire(pathQuery, hdr, 0, s.addr)
 				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
 			}
 			avoid = s
@@ -300,6 +308,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			if err != nil {
 				return nil, err
 			}
+			l.from = s.addr
 			return l.grantSince(ctx, since, sent, silent)
 		case http.StatusTemporaryRedirect:
 			if redirects++; redirects > maxRedirects {
@@ -310,7 +319,9 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 					return nil, fmt.Errorf("%w: acquire %q: more than %d redirects", ErrUnavailable, key, maxRedirects)
 				}
 				if err := sleep(ctx, redirectPause); err != nil {
-					c.settleAcquire(pathQuery, hdr, 0)
+					// A node that redirects granted nothing: the
+					// preferred one (named last) is asked.
+					c.settleAcquire(pathQuery, hdr, 0, nil)
 					return nil, err
 				}
 				redirects = 0
@@ -359,11 +370,11 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			if !unavailableFor(&unavailableSince) {
 				// A node that resumed from a pause may still keep a
 				// grant for the repeat: settled as after a cancel.
-				c.settleAcquire(pathQuery, hdr, 0)
+				c.settleAcquire(pathQuery, hdr, 0, s.addr)
 				return nil, statusError(r)
 			}
 			if err := sleep(ctx, retryAfter(r.header, time.Second)); err != nil {
-				c.settleAcquire(pathQuery, hdr, 0)
+				c.settleAcquire(pathQuery, hdr, 0, s.addr)
 				return nil, err
 			}
 			avoid, redirects = s, 0
@@ -500,13 +511,13 @@ func (c *Client) sendAcquire(ctx context.Context, s *slot, cc *http.ClientConn, 
 		// ctx ended.
 		switch tok := grantToken(r); {
 		case tok != 0:
-			c.settleAcquire(pathQuery, hdr, tok)
+			c.settleAcquire(pathQuery, hdr, tok, s.addr)
 		case err != nil, isPollTimeout(r), r.status == http.StatusServiceUnavailable:
 			// No answer; or a poll_timeout (the node keeps the place for
 			// a grace, and may grant it meanwhile); or a 503, which a
 			// node resuming from a pause answers to a grant it keeps for
 			// the repeat.
-			c.settleAcquire(pathQuery, hdr, 0)
+			c.settleAcquire(pathQuery, hdr, 0, s.addr)
 		}
 		return nil, ctx.Err()
 	}
@@ -565,7 +576,14 @@ const settleWait = "0.001"
 // free key may be granted afresh; that grant is released at once too.
 // Asking is bounded by ReleaseTimeout, the release by another. The
 // goroutine is the Client's: Close waits for it.
-func (c *Client) settleAcquire(pathQuery string, hdr http.Header, token uint64) {
+//
+// at is the node the acquire's last attempt went to (nil: not known), the
+// one that may hold its place or grant, and that granted token: the
+// repeat asks it first, and the release goes to the node that granted,
+// where a not_held or not_holder from another node is no answer (two
+// actives at once, a split brain: the node the Client came to prefer meanwhile
+// knows nothing of the grant, and it stayed held for its lease).
+func (c *Client) settleAcquire(pathQuery string, hdr http.Header, token uint64, at *address) {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
@@ -577,27 +595,28 @@ func (c *Client) settleAcquire(pathQuery string, hdr http.Header, token uint64) 
 		defer c.settling.Done()
 		key := lockKeyFromPath(pathQuery)
 		if token == 0 {
-			token = c.askAgain(pathQuery, hdr)
+			token, at = c.askAgain(pathQuery, hdr, at)
 		}
 		if token == 0 {
 			return
 		}
 		rctx, cancel := context.WithTimeout(c.ctx, c.cfg.ReleaseTimeout)
 		defer cancel()
-		_ = c.Release(rctx, key, token)
+		_ = c.release(rctx, key, token, at)
 	}()
 }
 
 // askAgain repeats a cancelled acquire under its Idempotency-Key with a
 // wait of settleWait until the node gives a definite answer, for at most
-// ReleaseTimeout. It returns the token of a grant, or 0 when nothing is
-// held under this acquire (or no answer came in time).
-func (c *Client) askAgain(pathQuery string, hdr http.Header) uint64 {
+// ReleaseTimeout, each attempt asking at first (nil: the preferred node).
+// It returns the token of a grant and the node that granted it, or 0 when
+// nothing is held under this acquire (or no answer came in time).
+func (c *Client) askAgain(pathQuery string, hdr http.Header, at *address) (uint64, *address) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.ReleaseTimeout)
 	defer cancel()
 	u, err := url.Parse(pathQuery)
 	if err != nil {
-		return 0
+		return 0, nil
 	}
 	q := u.Query()
 	q.Set("wait", settleWait)
@@ -605,20 +624,20 @@ func (c *Client) askAgain(pathQuery string, hdr http.Header) uint64 {
 	pq := u.RequestURI()
 	for {
 		actx, acancel := context.WithTimeout(ctx, releaseAttempt)
-		r, err := c.call(actx, http.MethodPost, pq, hdr)
+		r, s, err := c.callAt(actx, http.MethodPost, pq, hdr, nil, at)
 		acancel()
 		if err == nil {
 			if r.status == http.StatusOK {
-				return grantToken(r)
+				return grantToken(r), s.addr
 			}
 			if r.status < 500 && r.status != http.StatusTooManyRequests {
 				// 408, 409 superseded, 410 grant_ended, 4xx: nothing
 				// is held under this Idempotency-Key.
-				return 0
+				return 0, nil
 			}
 		}
 		if sleep(ctx, c.cfg.ReleaseRetry) != nil {
-			return 0
+			return 0, nil
 		}
 	}
 }
@@ -650,6 +669,27 @@ func (c *Client) newLock(r *response, sent time.Time) (*Lock, error) {
 		deadline:  sent.Add(lease),
 		lost:      make(chan struct{}),
 	}, nil
+}
+
+// suspended is how long the machine has been suspended since it booted
+// (suspendedSinceBoot; a variable for tests).
+var suspended = suspendedSinceBoot
+
+// leftLocked is how much of the lease is left by the local count (l.mu
+// held): the time until deadline, less the time the machine was suspended
+// since deadline was set. Go's monotonic clock, and every timer with it,
+// stands still during a suspend (Linux), while the node's clock runs on:
+// after a laptop resumed, the deadline alone still said held of a lease
+// that the node had ended in the meantime.
+func (l *Lock) leftLocked() time.Duration {
+	return time.Until(l.deadline) - (suspended() - l.asleep)
+}
+
+// left is leftLocked, taking l.mu.
+func (l *Lock) left() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leftLocked()
 }
 
 // grantSince completes a Lock answered to the attempt sent at sent, the
@@ -726,6 +766,15 @@ const releaseAttempt = time.Second
 // at once, when the node refuses the Config.Token; else the last failure
 // (wrapping ErrUnavailable) or ctx's error.
 func (c *Client) Release(ctx context.Context, key string, token uint64) error {
+	return c.release(ctx, key, token, nil)
+}
+
+// release is Release of a grant made by the node from (nil: not known):
+// each round of attempts asks from first, and a not_held or not_holder
+// ends it only when from answered it, or a node it redirected to (a node
+// that from was not asked through may be another active, in a split brain,
+// that knows nothing of the grant): else it is retried as after no answer.
+func (c *Client) release(ctx context.Context, key string, token uint64, from *address) error {
 	if c.native {
 		return c.nRelease(ctx, key, token)
 	}
@@ -736,8 +785,14 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 	var last error
 	redirects := 0
 	var avoid *slot
+	want := from     // the node a round asks first (nil after a 307)
+	var via *address // the node this round asked first
 	for {
-		s, cc, err := c.pick(ctx, avoid, false)
+		s, cc, err := c.pickAt(ctx, want, avoid, false)
+		want = nil
+		if err == nil && via == nil {
+			via = s.addr
+		}
 		if err == nil {
 			var r *response
 			// One attempt may not eat the whole window: a connection
@@ -774,6 +829,11 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 				// there went unanswered before (avoid would skip it).
 				avoid = nil
 				continue
+			case (r.status == http.StatusNotFound || r.status == http.StatusConflict) && from != nil && via != from:
+				// Not the node that granted, nor one it named: that
+				// node is asked again (also after it failed).
+				err = statusError(r)
+				avoid = nil
 			case r.status == http.StatusNotFound || r.status == http.StatusConflict:
 				if ambiguous {
 					return nil
@@ -787,6 +847,7 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 			}
 		}
 		redirects = 0 // not a redirect: the next attempt counts anew
+		want, via = from, nil
 		if errors.Is(err, ErrClosed) {
 			return err
 		}
@@ -860,17 +921,21 @@ func (c *Client) renew(ctx context.Context, key string, token uint64, lease time
 }
 
 // Release releases the lock (see Client.Release: retried for up to 5 s)
-// and stops its keep-alive. A second call returns nil. Errors: ErrNotHeld,
-// ErrNotHolder (the lock was lost before), ErrUnavailable, ctx's error.
+// and stops its keep-alive. It asks first the node that granted or last
+// renewed the lock, where a not_held or not_holder from another node not
+// reached through it does not end it (two actives at once: the other one
+// knows nothing of the grant). A second call returns nil. Errors:
+// ErrNotHeld, ErrNotHolder (the lock was lost before), ErrUnavailable,
+// ctx's error.
 func (l *Lock) Release(ctx context.Context) error {
 	l.stopKeepAlive()
 	l.mu.Lock()
-	done := l.released
+	done, from := l.released, l.from
 	l.mu.Unlock()
 	if done {
 		return nil
 	}
-	err := l.c.Release(ctx, l.Key, l.Token)
+	err := l.c.release(ctx, l.Key, l.Token, from)
 	if err == nil || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotHolder) {
 		l.mu.Lock()
 		l.released = true
@@ -896,7 +961,7 @@ func (l *Lock) renew(ctx context.Context, lease time.Duration, avoid *slot) (*sl
 		lease = l.lease
 	}
 	l.mu.Unlock()
-	sent := time.Now()
+	sent, asleep := time.Now(), suspended()
 	g, s, err := l.c.renew(ctx, l.Key, l.Token, lease, avoid)
 	if err != nil {
 		if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotHolder) {
@@ -907,7 +972,10 @@ func (l *Lock) renew(ctx context.Context, lease time.Duration, avoid *slot) (*sl
 	l.mu.Lock()
 	l.lease = time.Duration(g.Lease * float64(time.Second))
 	l.expiry = g.ExpiresAt
-	l.deadline = sent.Add(l.lease)
+	l.deadline, l.asleep = sent.Add(l.lease), asleep
+	if s != nil && !l.c.native {
+		l.from = s.addr
+	}
 	l.mu.Unlock()
 	return s, nil
 }
@@ -922,7 +990,10 @@ func (l *Lock) Expiry() time.Time {
 
 // Lost returns a channel that is closed when the lock is known to be lost:
 // a renewal was refused (ErrNotHeld, ErrNotHolder), the keep-alive could not
-// renew before the lease ran out, or the Client was closed under a running
+// renew before the lease ran out (on Linux counting the time the machine
+// was suspended, which Go's monotonic clock leaves out: after a resume the
+// keep-alive finds within a second that a longer suspend ended the lease),
+// or the Client was closed under a running
 // keep-alive. Without KeepAlive only Renew detects a loss. A lock that was
 // released is not "lost": the channel stays open.
 func (l *Lock) Lost() <-chan struct{} { return l.lost }
@@ -968,6 +1039,7 @@ func (l *Lock) KeepAlive(ctx context.Context) {
 	}
 	c.wg.Add(1)
 	c.mu.Unlock()
+	l.asleep = suspended()
 	kctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	l.kaStop, l.kaDone = stop, done
@@ -994,12 +1066,19 @@ func (l *Lock) stopKeepAlive() {
 func (l *Lock) keepAlive(ctx context.Context) {
 	for {
 		l.mu.Lock()
-		lease, deadline := l.lease, l.deadline
+		lease, left, slept := l.lease, l.leftLocked(), suspended()-l.asleep
 		l.mu.Unlock()
-		next := deadline.Add(-lease / 2)
-		if sleep(ctx, time.Until(next)) != nil {
-			l.keepAliveEnded()
+		if left <= 0 && slept > 0 {
+			l.markLost(fmt.Errorf("the lease ran out while this machine was suspended (%v)", slept.Round(time.Millisecond)))
 			return
+		}
+		if wait := left - lease/2; wait > 0 {
+			// In steps: a suspend during the sleep is seen after it.
+			if sleep(ctx, min(wait, suspendCheck)) != nil {
+				l.keepAliveEnded()
+				return
+			}
+			continue
 		}
 		retry := min(max(lease/10, 10*time.Millisecond), time.Second)
 		// avoid is the connection an attempt of this round left
@@ -1012,8 +1091,7 @@ func (l *Lock) keepAlive(ctx context.Context) {
 		for {
 			// One attempt gets at most a quarter lease, so that a
 			// silent connection leaves time for another.
-			attempt := time.Now().Add(max(lease/4, 100*time.Millisecond))
-			actx, acancel := context.WithDeadline(ctx, minTime(deadline, attempt))
+			actx, acancel := context.WithTimeout(ctx, min(l.left(), max(lease/4, 100*time.Millisecond)))
 			s, err := l.renew(actx, lease, avoid)
 			silent := actx.Err() != nil && ctx.Err() == nil
 			acancel()
@@ -1030,11 +1108,11 @@ func (l *Lock) keepAlive(ctx context.Context) {
 				l.keepAliveEnded()
 				return
 			}
-			if !time.Now().Before(deadline) {
+			if l.left() <= 0 {
 				l.markLost(fmt.Errorf("lease ran out before a renewal succeeded: %w", err))
 				return
 			}
-			if sleep(ctx, min(retry, time.Until(deadline))) != nil {
+			if sleep(ctx, min(retry, l.left())) != nil {
 				l.keepAliveEnded()
 				return
 			}

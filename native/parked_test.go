@@ -1,6 +1,7 @@
 package native_test
 
 import (
+	"net"
 	"runtime"
 	"strconv"
 	"strings"
@@ -187,5 +188,54 @@ func TestParkedAcquireMovedOnDemote(t *testing.T) {
 	}
 	if li, _ := e.eng.Status("d"); li.Waiters != 1 {
 		t.Fatalf("%d waiters after the handoff; want the moved one kept", li.Waiters)
+	}
+}
+
+// TestGrantsToParkedAcquiresNeverOverflow: a client that pipelines more
+// acquires than MaxQueue, all of which park, and reads slowly, gets every
+// grant when the holders release at once: the answers to its own parked
+// acquires are bounded by what it sent, and never count as unread answers
+// past MaxQueue. They closed the connection: its waiters left, and the
+// grants that did not fit were handed on to nobody.
+func TestGrantsToParkedAcquiresNeverOverflow(t *testing.T) {
+	const n = 2000
+	e := newEnvOn(t, engine.Config{}, native.Config{MaxQueue: 64}, smallSendBuffers)
+	h := e.dial()
+	lines := make([]string, n)
+	for i := range lines {
+		lines[i] = "A parked/" + strconv.Itoa(i) + " 60 -"
+	}
+	h.send(lines...)
+	rel := make([]string, 0, n)
+	for range n {
+		line := h.read()
+		key := strings.Fields(line)[1]
+		rel = append(rel, "R "+key+" "+strconv.FormatUint(grant(t, line, key), 10))
+	}
+	w := e.dial()
+	// A slow reader: its socket takes little before the client reads.
+	if tc, ok := w.nc.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(smallBuffer)
+	}
+	w.send(lines...)
+	waitFor(t, func() bool { _, ws := e.eng.Counts(); return ws == n })
+	h.send(rel...)
+	for range n {
+		if line := h.read(); !strings.HasSuffix(line, " OK") {
+			t.Fatalf("release: %q", line)
+		}
+	}
+	got := 0
+	for range n {
+		line, err := w.br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after %d of %d grants: %v (the connection was closed)", got, n, err)
+		}
+		key := strings.Fields(line)[1]
+		grant(t, strings.TrimSuffix(line, "\n"), key)
+		got++
+	}
+	if keys, _ := e.eng.Counts(); keys != n {
+		t.Fatalf("%d keys held, want %d (every grant with the slow reader)", keys, n)
 	}
 }

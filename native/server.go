@@ -100,10 +100,12 @@ type Config struct {
 	// server closes it: a client that sends and never reads. It bounds
 	// what a client leaves unread, not what it sends at once: once
 	// MaxQueue/2 answers wait for the client to read the ones before them,
-	// the server takes no more of its lines until they are written; a
-	// connection whose socket then takes nothing for a second (stallTime),
-	// or whose parked acquires' answers fill the queue, is closed. Default
-	// DefaultMaxQueue.
+	// the server takes no more of its lines until they are written, and a
+	// connection whose socket then takes nothing for a second (stallTime)
+	// is closed. The answers to parked acquires do not count against it:
+	// each parked acquire has one, bounded by what the client sent (and
+	// max_waiters), and a grant among them is never refused for room.
+	// Default DefaultMaxQueue.
 	MaxQueue int
 	// Logger receives internal errors; nil means slog.Default().
 	Logger *slog.Logger
@@ -334,9 +336,12 @@ type conn struct {
 	// chains holds, per key, the connection's acquire of it that runs
 	// now (parked, or answered and not yet written); the ones waiting
 	// their turn hang off it (request.after).
-	chains     map[string]*request
-	chained    int  // requests waiting their turn in chains
-	overflowed bool // closed for a full queue from Done (logged by the writer)
+	chains  map[string]*request
+	chained int // requests waiting their turn in chains
+	// owed is how many answers in queue are those of parked acquires
+	// (Done): bounded by the acquires the client sent, they never count
+	// against MaxQueue.
+	owed int
 	// idling: the reader is dispatching and flushing from inside its
 	// raw read of the socket (readDirect), which holds the socket: Close
 	// would wait for it.
@@ -623,12 +628,17 @@ func (c *conn) push(a answer) bool {
 // waiting their turn); wake is whether the writer must be woken. The
 // caller passes full and wake to afterQueue once it has released c.mu.
 func (c *conn) queueLocked(a answer) (taken, full, wake bool) {
-	if c.closed || len(c.queue)+c.chained >= c.s.cfg.MaxQueue {
+	if c.closed || c.unreadLocked() >= c.s.cfg.MaxQueue {
 		return false, !c.closed, false
 	}
 	c.queue = append(c.queue, a)
 	return true, false, c.wakesWriterLocked()
 }
+
+// unreadLocked is what counts against MaxQueue (c.mu held): the answers
+// waiting to be written but those of parked acquires (owed), and the
+// acquires waiting their turn.
+func (c *conn) unreadLocked() int { return len(c.queue) - c.owed + c.chained }
 
 // afterQueue ends a queueLocked, without c.mu: a full queue closes the
 // connection (overflow), an answer the writer must see wakes it.
@@ -797,11 +807,7 @@ func (c *conn) writeLoop() {
 		}
 	}
 	c.chains, c.chained = nil, 0
-	overflowed := c.overflowed
 	c.mu.Unlock()
-	if overflowed {
-		c.s.log.Warn(unreadMsg, "remote", c.nc.RemoteAddr().String(), "queued", c.s.cfg.MaxQueue)
-	}
 	// The connection's waiters leave their queues; a result delivered
 	// before is in the queue, taken below (Done refuses the later ones).
 	for _, p := range parked {
@@ -810,7 +816,7 @@ func (c *conn) writeLoop() {
 	c.wmu.Lock()
 	c.mu.Lock()
 	left := c.queue
-	c.queue = nil
+	c.queue, c.owed = nil, 0
 	c.mu.Unlock()
 	// Grants written to the buffer and not sent (a write that failed, or
 	// the reader's short write the loop could not finish) are released.
@@ -921,7 +927,7 @@ func (c *conn) turn(block bool) {
 		// The two slices take turns: senders append to one while this
 		// loop writes the other.
 		batch := c.queue
-		c.queue = c.spare[:0]
+		c.queue, c.owed = c.spare[:0], 0
 		if c.paused {
 			c.paused = false
 			select {
@@ -1191,7 +1197,7 @@ func (c *conn) acquireInTurn(r *request, pre *answer, start instant) {
 		return // the connection is ending: nobody reads the answer
 	}
 	if run := c.chains[r.rawKey]; run != nil {
-		if len(c.queue)+c.chained >= c.s.cfg.MaxQueue {
+		if c.unreadLocked() >= c.s.cfg.MaxQueue {
 			// Acquires piling up behind a parked one count against the
 			// same bound as unread answers.
 			c.mu.Unlock()
@@ -1277,20 +1283,20 @@ func (c *conn) nextLocked(r *request) *request {
 // Done is AcquireTo's callback for r (engine.Receiver): it runs with the
 // key's shard locked (it takes c.mu and nothing else) and queues the
 // result for the writer, which settles and answers it and then starts
-// the connection's next acquire of the key. It refuses the result (a grant is then handed
-// on by the engine) when the connection is closed or its queue is full.
+// the connection's next acquire of the key. It refuses the result (a
+// grant is then handed on by the engine) only when the connection is
+// closed: a full queue takes it too (owed), as each parked acquire has
+// one answer, and a client that reads slowly is not closed for the grants
+// its own acquires were made.
 func (r *request) Done(res engine.AcquireResult) bool {
 	c := r.c
 	c.mu.Lock()
-	if c.closed || len(c.queue)+c.chained >= c.s.cfg.MaxQueue {
-		full := !c.closed
-		c.closed = true
-		c.overflowed = c.overflowed || full
+	if c.closed {
 		c.mu.Unlock()
-		c.cancel() // the writer ends the connection
 		return false
 	}
 	c.queue = append(c.queue, answer{r: r, res: res, parked: true})
+	c.owed++
 	wake := c.wakesWriterLocked()
 	c.mu.Unlock()
 	if wake && c.peer.direct {

@@ -78,6 +78,9 @@ type clientFlags struct {
 	fs        *pflag.FlagSet
 	addr      []string
 	authToken string
+	// acquireGrace is --acquire-grace (acquire, run; 0: the library's
+	// default): api.Config.AcquireGrace.
+	acquireGrace durationValue
 }
 
 func newClientFlags(cmd string, cio cliIO) *clientFlags {
@@ -88,6 +91,11 @@ func newClientFlags(cmd string, cio cliIO) *clientFlags {
 	f.fs.StringVar(&f.authToken, "auth-token", "", "bearer token (env BATON_AUTH_TOKEN)")
 	f.fs.Usage = func() { printHelp(cio.stdout, cmd, f.fs) }
 	return f
+}
+
+// graceFlag adds --acquire-grace, for the commands that acquire.
+func (f *clientFlags) graceFlag() {
+	f.fs.Var(&f.acquireGrace, "acquire-grace", fmt.Sprintf("with --wait: how long a node may take beyond the wait to answer before it counts as silent (paused) and the next node is asked; at least the cluster's sync_timeout + 2s (default %v)", api.DefaultAcquireGrace))
 }
 
 // client builds the api.Client from the flags and the environment.
@@ -103,6 +111,7 @@ func (f *clientFlags) client(cio cliIO) (*api.Client, error) {
 		// after each second of silence.
 		PingInterval: cliPingInterval,
 		PingTimeout:  cliPingTimeout,
+		AcquireGrace: time.Duration(f.acquireGrace),
 	}
 	from := api.EnvAddr
 	if len(f.addr) > 0 {
@@ -321,6 +330,7 @@ func cmdAcquire(ctx context.Context, args []string, cio cliIO) error {
 	var lease, wait durationValue
 	f.fs.Var(&lease, "lease", "lease (default: the server's lease_default)")
 	f.fs.Var(&wait, "wait", "longest wait in the queue; 0 = no limit")
+	f.graceFlag()
 	modes := newModeFlags(f.fs)
 	if err := f.parse(args); err != nil {
 		return err
@@ -562,6 +572,7 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) (int, error) {
 	f.fs.Var(&lease, "lease", "lease, renewed every half lease while COMMAND runs (default: the server's lease_default)")
 	f.fs.Var(&wait, "wait", "longest wait in the queue; 0 = no limit")
 	f.fs.Var(&killAfter, "kill-after", "when the lock is lost: SIGKILL this long after SIGTERM if COMMAND still runs")
+	f.graceFlag()
 	modes := newModeFlags(f.fs)
 	noDash := !slices.Contains(args, "--")
 	// Without --, COMMAND's own flags would be taken for baton's: they are
@@ -679,7 +690,6 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) (int, error) {
 		}
 		return exitNoCommand, fmt.Errorf("cannot start COMMAND: %w", startErr)
 	}
-	defer group.done()
 	if !running {
 		// The guard could not start COMMAND (it said why) or was
 		// killed first: nothing to signal; its end comes below.
@@ -711,6 +721,11 @@ loop:
 			group.signal(s.(syscall.Signal))
 		}
 	}
+	// COMMAND ended: the terminal goes back to baton's group, and a
+	// Ctrl+Z during the final release (up to 10 s when no node answers)
+	// stops baton; it was caught for COMMAND's group and dropped.
+	group.done()
+	defer group.stopOnJobSignals()()
 	signalled := lostErr != nil
 	if lostErr == nil {
 		lostErr = l.Err()

@@ -102,6 +102,34 @@ func (g *commandGroup) signal(sig syscall.Signal) {
 // it, baton left COMMAND running with nobody renewing its lease).
 func (g *commandGroup) jobSignals() []os.Signal { return []os.Signal{syscall.SIGTSTP} }
 
+// stopOnJobSignals is called once COMMAND ended: until the returned func
+// is called, a SIGTSTP (Ctrl+Z during the final release) stops baton, as
+// it stops any program, and SIGCONT (fg, bg) continues it. The signal was
+// caught for COMMAND's group (jobSignals), and once a Go program caught
+// SIGTSTP, signal.Reset does not give it back its default action (the
+// runtime drops it then): the stop is made here, with SIGSTOP.
+func (g *commandGroup) stopOnJobSignals() func() {
+	tstp := make(chan os.Signal, 1)
+	signal.Notify(tstp, syscall.SIGTSTP)
+	quit, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		for {
+			select {
+			case <-tstp:
+				_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(tstp)
+		close(quit)
+		<-ended
+	}
+}
+
 // Child states of waitid (si_code of SIGCHLD), which x/sys/unix lacks.
 const (
 	cldStopped   = 5

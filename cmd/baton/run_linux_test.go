@@ -342,3 +342,85 @@ func TestRunStopsWithCommand(t *testing.T) {
 	waitGone(t, sleeper, "after a forwarded SIGTERM")
 	noHolderWithin(t, c, "g/tstp", time.Second)
 }
+
+// A Ctrl+Z that comes after COMMAND ended, while baton's final release
+// waits for a node that does not answer (here: paused), stops baton as it
+// stops any program; SIGCONT continues it, and the release completes.
+// SIGTSTP stayed caught for COMMAND's group, which was gone: the stop was
+// dropped and baton ran on through its up to 10 s of release retries.
+func TestRunStopsDuringTheFinalRelease(t *testing.T) {
+	needBinary(t)
+	n := startServe(t, t.TempDir(), nil)
+	endFile := t.TempDir() + "/end"
+	p := &runProc{stdout: newSyncBuffer(), stderr: newSyncBuffer(), exited: make(chan struct{})}
+	p.cmd = exec.Command(batonBin, "run", "g/tstp-end", "--lease", "30", "--",
+		"sh", "-c", `echo $$; while [ ! -e "$0" ]; do sleep 0.02; done`, endFile)
+	p.cmd.Env = cleanEnv(api.EnvAddr + "=" + n.url)
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	p.cmd.WaitDelay = time.Second
+	// A group of its own, as a shell's job.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.exited)
+		err := p.cmd.Wait()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			p.code = ee.ExitCode()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = n.cmd.Process.Signal(syscall.SIGCONT)
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT)
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	})
+	sh := pidLine(t, p)
+	guard := parentOf(t, sh)
+	baton := p.cmd.Process.Pid
+
+	if err := n.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, n.cmd.Process.Pid, "T", "the node after SIGSTOP")
+	if err := os.WriteFile(endFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, guard, "COMMAND's guard after COMMAND ended")
+	// Ctrl+Z until baton stops: one that came before baton saw COMMAND's
+	// end went to COMMAND's group.
+	deadline := time.Now().Add(bound)
+	for procState(baton) != "T" {
+		if time.Now().After(deadline) || !alive(baton) {
+			t.Fatalf("baton in state %q after SIGTSTPs during its final release, want T (stopped); stderr %q", procState(baton), p.stderr.String())
+		}
+		_ = syscall.Kill(baton, syscall.SIGTSTP)
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = n.cmd.Process.Signal(syscall.SIGCONT)
+	_ = syscall.Kill(baton, syscall.SIGCONT)
+	if code := p.waitExit(t, "after SIGCONT"); code != 0 {
+		t.Fatalf("exit %d, want 0; stderr %q", code, p.stderr.String())
+	}
+	if st := n.status("g/tstp-end"); st.Holder != nil {
+		t.Fatalf("still held after baton run ended: %+v; stderr %q", st.Holder, p.stderr.String())
+	}
+}
+
+// parentOf returns the parent process ID of pid.
+func parentOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ppid
+}

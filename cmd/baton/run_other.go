@@ -30,6 +30,8 @@ func (g *commandGroup) done() {}
 // jobSignals: no job control here.
 func (g *commandGroup) jobSignals() []os.Signal { return nil }
 
+func (g *commandGroup) stopOnJobSignals() func() { return func() {} }
+
 func (g *commandGroup) wait() error { return g.cmd.Wait() }
 
 func runGuard(args []string) int {

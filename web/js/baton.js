@@ -90,7 +90,7 @@ export class Client {
     /** @type {Addr[]} */
     this._addrs = list.map((a) => ({ base: normalize(String(a).trim()), downUntil: 0 }));
     this._next = 0;
-    /** @type {Addr | null} the active, once a 307 named it */
+    /** @type {Addr | null} the active, once a 307 named it or it served a change */
     this._active = null;
     /** The bearer token of every call; may be changed at any time. */
     this.token = token || '';
@@ -132,9 +132,7 @@ export class Client {
         return a;
       }
     }
-    const a = this._addrs[this._next];
-    this._next = (this._next + 1) % n;
-    return a;
+    return this._addrs[this._next++ % n];
   }
 
   /** @param {Addr} a */
@@ -143,12 +141,9 @@ export class Client {
     if (this._active === a) this._active = null;
   }
 
-  /**
-   * Remembers where a redirected call went: that node is the active.
-   * @param {Response} res
-   */
-  _follow(res) {
-    if (!res.redirected || !res.url) return;
+  /** @type {(res: Response, addr: Addr) => void} The active: a 307's target, else addr after a change (2xx). */
+  _follow(res, addr) {
+    if (!res.redirected || !res.url) { if (res.ok) this._active = addr; return; }
     const u = new URL(res.url);
     const base = u.origin + u.pathname.replace(/\/locks\/.*$/, '');
     this._active = this._addrs.find((a) => a.base === base) || { base, downUntil: 0 };
@@ -187,12 +182,10 @@ export class Client {
         last = e;
       }
       if (res) {
-        if (res.redirected && (o.pin || res.status === 401)) {
-          this._follow(res);
-          if (res.status === 401 && this.token && redirects++ < MAX_REDIRECTS) {
-            await res.text();
-            continue;
-          }
+        if (o.pin || res.status === 401) this._follow(res, addr);
+        if (res.redirected && res.status === 401 && this.token && redirects++ < MAX_REDIRECTS) {
+          await res.text();
+          continue;
         }
         if (res.status !== 503) return res;
         last = await statusError(res);
@@ -337,7 +330,7 @@ export class Client {
       const addr = this._pick();
       try {
         const res = await this._fetchOne(addr, 'DELETE', path, { 'Lock-Token': String(token) }, AbortSignal.timeout(ATTEMPT_MS));
-        this._follow(res);
+        this._follow(res, addr);
         if (res.ok) { await res.text(); return; }
         if (res.redirected && res.status === 401 && this.token && redirects++ < MAX_REDIRECTS) { await res.text(); continue; }
         err = await statusError(res);

@@ -121,3 +121,40 @@ test('a release that a standby redirects is made on the active, with the token',
   assert.equal((await a.get('/locks/rel/307')).holder, null);
   await c.release('rel/307', l.token).then(() => assert.fail('a second release resolved'), (e) => assert.equal(e.code, 'not_held'));
 });
+
+// The node that answered a change (a 2xx to an acquire, renewal or
+// release) is the active: after a failover the calls that follow go to the
+// new active first, as the Go client's (SPEC section 4), not round robin
+// to the dead node once its skip (3 s) is over.
+test('after a failover the release and the next acquire go to the node that granted', async (t) => {
+  const [a, b] = await startPair(t);
+  // A proxy in front of the first active: it records what reaches it and
+  // cuts the call off once that node is gone.
+  const seen = [];
+  const proxy = await listenProxy(t, (req, res) => {
+    seen.push(req.method + ' ' + req.url);
+    const up = http.request(a.url + req.url, { method: req.method, headers: endToEnd(req.headers) }, (r) => {
+      res.writeHead(r.statusCode, endToEnd(r.headers));
+      r.pipe(res);
+    });
+    up.on('error', (e) => res.destroy(e));
+    req.pipe(up);
+  });
+  const c = new Client({ addresses: [proxy.url, b.url] });
+  t.after(() => c.close());
+  const l1 = await c.acquire('fo/1', { lease: 60 });
+  assert.equal((await a.get('/locks/fo/1')).holder.token, l1.token);
+  await sleep(400); // a few heartbeats: the standby has the state
+  await a.kill();
+  await waitFor('the standby promoted', 10000, async () => (await b.get('/cluster')).role === 'active');
+  const l2 = await c.acquire('fo/2', { lease: 60 });
+  assert.equal((await b.get('/locks/fo/2')).holder.token, l2.token);
+  await sleep(3500); // the dead node's skip is over
+  const before = seen.length;
+  await l2.release();
+  const l3 = await c.acquire('fo/3', { lease: 60 });
+  await l3.release();
+  await l1.release().catch(() => {});
+  assert.deepEqual(seen.slice(before), [], 'calls after the grant by the new active went to the dead node');
+  assert.equal((await b.get('/locks/fo/3')).holder, null);
+});
