@@ -7,7 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client } from './client.mjs';
-import { listenProxy } from './harness.mjs';
+import { listenProxy, waitFor } from './harness.mjs';
 
 /**
  * A fake node: a POST whose wait is 0.001 (a settle) is granted token 9;
@@ -48,7 +48,7 @@ test('an acquire cut off after close() is still settled', async (t) => {
   await c.close(); // resolves at once: an acquire is not waited for
   ac.abort(new Error('gave up')); // the function's own deadline, say
   await assert.rejects(acquiring, /gave up/);
-  await new Promise((r) => setTimeout(r, 500));
+  await waitFor('the settle', 10000, async () => n.released.length > 0);
   assert.deepEqual(n.released, [9], 'the grant the node made for the cut-off acquire was never settled: held by nobody for its lease');
 });
 
