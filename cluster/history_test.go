@@ -364,6 +364,9 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	// CHAOS_FLAGS: more flags for every node (space-separated, after
 	// nm.extra: later flags win), such as "--fsync always".
 	c := newCluster(t, envInt("CHAOS_NODES", 3), true, append(slices.Clone(nm.extra), strings.Fields(os.Getenv("CHAOS_FLAGS"))...)...)
+	if diskFaults(nm.faults) {
+		c.mountDataDirs()
+	}
 	all := make([]int, len(c.nodes))
 	for i := range all {
 		all[i] = i
