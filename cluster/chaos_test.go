@@ -32,7 +32,8 @@ import (
 // sigint-all sends SIGINT to every node at once and starts them together;
 // full-disk fills the file system of the active's data_dir (each node's
 // is a tmpfs of its own in a run that draws it: mountDataDirs) for
-// 2*failoverTimeout from the first write that fails, then frees it;
+// 2*failoverTimeout from the first write that fails (of its log or its
+// token high-water mark), then frees it;
 // full-disk-standby a standby's;
 // old-copy copies the active's data_dir (stopped meanwhile: a crash-
 // consistent copy, as a VM or volume snapshot is), lets it serve on for
@@ -164,8 +165,9 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time, int) 
 		}
 		free := c.fillDisk(n)
 		// A few records fit in the log's last page still: the fault
-		// lasts from the first write that fails (at most 10 s on).
-		failed := c.waitLog(n, "wal: write failed", 10*time.Second)
+		// lasts from the first write that fails, of the log or of the
+		// token high-water mark (at most 10 s on).
+		failed := c.waitLog(n, "write failed", 10*time.Second)
 		time.Sleep(2 * failoverTimeout)
 		free()
 		if !failed {
