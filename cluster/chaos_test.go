@@ -446,3 +446,25 @@ func copyTree(src, dst string) error {
 		return out.Close()
 	})
 }
+
+// TestDiskHistoryChaos is the sync_standbys 1 history run under disk
+// faults, none with a window: a full disk on the active (it refuses
+// changes and hands its role to a synced standby: ruleLogFailing) or on a
+// standby, and a node restarted on an old copy of its data_dir (the
+// active: a kill, which sync_standbys 1 survives; a standby: it syncs
+// from the active). Each node's data_dir is a tmpfs of its own (root, as
+// CI runs). CHAOS_FAULTS (default 4) and CHAOS_SEED (default 1, which
+// draws each kind once) as in TestHistoryChaos.
+func TestDiskHistoryChaos(t *testing.T) {
+	seed := uint64(envInt("CHAOS_SEED", 1))
+	kinds := []string{"full-disk", "full-disk-standby", "old-copy", "old-copy-standby"}
+	faults := chaosFaults(rand.New(rand.NewPCG(seed, 139)), envInt("CHAOS_FAULTS", 4), kinds...)
+	t.Logf("seed %d: faults %s", seed, strings.Join(faults, ", "))
+	strict := map[string]bool{}
+	for _, k := range kinds {
+		strict[k] = true
+	}
+	runHistory(t, nemesis{keys: chaosKeys, clients: 10, hold: 5 * time.Millisecond, longHold: 3 * time.Second, longShare: 0.05,
+		faults: faults, seed: seed, native: true, lease: 2 * time.Second, renewEvery: 500 * time.Millisecond,
+		extra: syncFlags, strict: strict})
+}
