@@ -163,7 +163,7 @@ func nodeLogs(c *testCluster) []string {
 // made it ("=== signal" lines; zero if never): for a gap, the node stopped
 // (SIGSTOP: a restarted process has no gap from its kill); for a promotion
 // by failover, that or the active it followed taken down (SIGKILL, SIGINT)
-// or stopped, the later.
+// or stopped while it followed it, the later.
 type loggedFault struct {
 	w    history.Window
 	at   time.Time
@@ -199,10 +199,11 @@ func loggedFaults(logs []string, settle time.Duration) []loggedFault {
 			}
 		}
 	}
-	// lastDown: the last SIGSTOP (stops only) or any of the three before at.
-	lastDown := func(url string, at time.Time, stops bool) (last time.Time) {
+	// lastDown: the last SIGSTOP (stops only) or any of the three after
+	// since and before at.
+	lastDown := func(url string, since, at time.Time, stops bool) (last time.Time) {
 		for _, d := range downs[url] {
-			if d.at.Before(at) && (d.stop || !stops) {
+			if d.at.Before(at) && d.at.After(since) && (d.stop || !stops) {
 				last = d.at
 			}
 		}
@@ -217,6 +218,7 @@ func loggedFaults(logs []string, settle time.Duration) []loggedFault {
 	var fs []loggedFault
 	for i, log := range logs {
 		self, followed := "", ""
+		var followedAt time.Time // when this node began to follow followed
 		if m := selfLine.FindStringSubmatch(log); m != nil {
 			self = m[1]
 		}
@@ -231,12 +233,12 @@ func loggedFaults(logs []string, settle time.Duration) []loggedFault {
 			}
 			if m := pausedLine.FindStringSubmatch(line); m != nil {
 				if gap, err := time.ParseDuration(m[1]); err == nil {
-					fs = append(fs, loggedFault{history.Window{Name: fmt.Sprintf("node %d did not run for %s", i, m[1]), Start: at.Add(-gap), End: at.Add(settle)}, at, lastDown(self, at, true)})
+					fs = append(fs, loggedFault{history.Window{Name: fmt.Sprintf("node %d did not run for %s", i, m[1]), Start: at.Add(-gap), End: at.Add(settle)}, at, lastDown(self, time.Time{}, at, true)})
 				}
 			} else if failoverLog.MatchString(line) {
-				fs = append(fs, loggedFault{history.Window{Name: fmt.Sprintf("node %d promoted by failover", i), Start: at.Add(-failoverTimeout), End: at.Add(settle)}, at, later(lastDown(followed, at, false), lastDown(self, at, true))})
+				fs = append(fs, loggedFault{history.Window{Name: fmt.Sprintf("node %d promoted by failover", i), Start: at.Add(-failoverTimeout), End: at.Add(settle)}, at, later(lastDown(followed, followedAt, at, false), lastDown(self, time.Time{}, at, true))})
 			} else if m := followingLine.FindStringSubmatch(line); m != nil {
-				followed = m[1]
+				followed, followedAt = m[1], at
 			}
 		}
 	}
@@ -904,6 +906,33 @@ func TestLoadFailoverInAChaosRunGetsAWindow(t *testing.T) {
 		logs[1] = started(1) + following("29:07.000", 0) + "=== signal stopped (signal) to node 1 at 2026-12-02T06:29:08.117019699Z\n" + failover("29:09.400")
 		if ws := unforcedFaults(logs, settle, strict); len(ws) > 0 {
 			t.Errorf("windows %v for the paused node's own failover, want none", ws)
+		}
+	})
+
+	t.Run("seed 2617: a failover from an active restarted since", func(t *testing.T) {
+		// TestHistoryChaos CHAOS_SEED=2617 (CHAOS_FAULTS=40, load
+		// average 25): stop-all (strict) took node 1 down and started it
+		// again; then a handoff (strict) moved the role from node 0 to
+		// node 1, which node 2 followed, and 470 ms later, not hearing
+		// node 1 for a failover timeout, node 2 promoted itself beside
+		// it. Node 1's SIGINT of the stop-all, in that fault's span, made
+		// it the stop-all's own failover: no window, and node 1's grant,
+		// told not_held by node 2 (which kept its state), a lost hold.
+		// The node went down before node 2 followed it: a partition.
+		logs := []string{
+			started(0) + "=== signal interrupt to node 0 at 2026-12-02T06:19:20.256Z\n",
+			started(1) + "=== signal interrupt to node 1 at 2026-12-02T06:19:05.100Z\n" + started(1),
+			started(2) + following("19:19.110", 0) + following("19:21.416", 1) + failover("19:21.886"),
+		}
+		strict := []history.Window{
+			{Name: "stop-all", Start: at("19:04.704"), End: at("19:18.995").Add(settle)},
+			{Name: "handoff node 0", Start: at("19:20.256"), End: at("19:30.924").Add(settle)},
+		}
+		ws := unforcedFaults(logs, settle, strict)
+		lost := history.Grant{Key: "m", Client: 3, Mode: api.ModeExclusive, Limit: 1, Token: 1796206761938407, Asked: at("19:21.828"), Granted: at("19:22.131"), Ending: at("19:24.131"),
+			Lost: "baton: 404 not_held: nobody holds the lock", LostAt: at("19:22.513")}
+		if bad, _, _ := history.CheckOrderIn([]history.Grant{lost}, ws, ws); len(bad) > 0 {
+			t.Errorf("windows %v: %q", ws, bad)
 		}
 	})
 
