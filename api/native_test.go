@@ -812,3 +812,70 @@ func TestNativeSettleNotBehindSameKey(t *testing.T) {
 		t.Fatalf("other acquire: token %d, want 8", l.Token)
 	}
 }
+
+// An acquire whose attempt a silent node left unanswered (stopped, its
+// socket open) and whose next attempt another node answered T (its wait
+// ran out) releases the grant the silent node makes late for that
+// attempt: the caller holds nothing under the acquire's id. In
+// TestHistoryChaosTimeouts (CHAOS_NODES=5 CHAOS_SEED=2607) a node stopped
+// with such acquires in its socket granted them as it resumed, won the
+// split brain, and three grants that no client held kept their keys for
+// their 12 s lease.
+func TestNativeLateGrantOfAGivenUpAcquireReleased(t *testing.T) {
+	f1, f2 := newFakeNode(t), newFakeNode(t)
+	c := newClient(t, func(c *api.Config) { c.AcquireGrace = 100 * time.Millisecond }, f1.Base(), f2.Base())
+	type got struct {
+		node int
+		line string
+	}
+	lines := make(chan got, 8)
+	conns := []*fakeConn{f1.accept(t), f2.accept(t)}
+	for i, fc := range conns {
+		go func() {
+			for {
+				l, err := fc.br.ReadString('\n')
+				if err != nil {
+					return
+				}
+				lines <- got{i, strings.TrimSuffix(l, "\n")}
+			}
+		}()
+	}
+	next := func() got {
+		t.Helper()
+		select {
+		case g := <-lines:
+			return g
+		case <-time.After(bound):
+			t.Fatal("no request line")
+		}
+		return got{}
+	}
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(t.Context(), "k", api.WithWait(100*time.Millisecond))
+		res <- err
+	}()
+	first := next()
+	if !strings.HasPrefix(first.line, "A k ") {
+		t.Fatalf("first line %q", first.line)
+	}
+	silent, other := first.node, 1-first.node
+	// The silent node says nothing past the attempt's limit (its wait +
+	// AcquireGrace): the acquire asks the other node under the same id.
+	again := next()
+	if again.node != other || !strings.HasPrefix(again.line, "A k ") {
+		t.Fatalf("after the silent attempt: node %d got %q, want node %d to get the acquire", again.node, again.line, other)
+	}
+	conns[other].send(t, "A k T")
+	if err := <-res; !errors.Is(err, api.ErrTimeout) {
+		t.Fatalf("acquire: %v, want ErrTimeout", err)
+	}
+	// The silent node resumes and grants the first attempt.
+	conns[silent].send(t, grantLine("k", 77))
+	rel := next()
+	if rel.line != "R k 77" {
+		t.Fatalf("node %d got %q after the late grant, want its release R k 77", rel.node, rel.line)
+	}
+	conns[rel.node].send(t, "R k OK")
+}

@@ -1,9 +1,14 @@
 package cluster_test
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +30,16 @@ import (
 // handoff ends the active with SIGINT and starts it again; stop-all ends
 // every node with SIGINT and starts them again one after another;
 // sigint-all sends SIGINT to every node at once and starts them together;
+// full-disk fills the file system of the active's data_dir (each node's
+// is a tmpfs of its own in a run that draws it: mountDataDirs) for
+// 2*failoverTimeout from the first write that fails (of its log or its
+// token high-water mark), then frees it;
+// full-disk-standby a standby's;
+// old-copy copies the active's data_dir (stopped meanwhile: a crash-
+// consistent copy, as a VM or volume snapshot is), lets it serve on for
+// 2*failoverTimeout, kills it with SIGKILL and starts it again a failover
+// timeout later on the old copy (a node restored from a backup, a disk
+// rolled back); old-copy-standby a standby;
 // pause-edge stops the active for a time drawn around failoverTimeout
 // (0.75 to 1.25 of it: a failover or none); kill-pause-next kills the
 // active with SIGKILL and, while the successor (the live standby of
@@ -143,6 +158,34 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time, int) 
 			c.waitHTTP(i)
 		}
 		return "kill-all", start, -1
+	case "full-disk", "full-disk-standby":
+		n := active
+		if f == "full-disk-standby" {
+			n = standby
+		}
+		free := c.fillDisk(n)
+		// A few records fit in the log's last page still: the fault
+		// lasts from the first write that fails, of the log or of the
+		// token high-water mark (at most 10 s on).
+		failed := c.waitLog(n, "write failed", 10*time.Second)
+		time.Sleep(2 * failoverTimeout)
+		free()
+		if !failed {
+			return fmt.Sprintf("%s node %d (no write failed)", f, n), start, -1
+		}
+		return fmt.Sprintf("%s node %d", f, n), start, -1
+	case "old-copy", "old-copy-standby":
+		n := active
+		if f == "old-copy-standby" {
+			n = standby
+		}
+		old := c.copyDataDir(n)
+		time.Sleep(2 * failoverTimeout)
+		c.kill9(n)
+		c.restoreDataDir(n, old)
+		time.Sleep(failoverTimeout)
+		c.start(n)
+		return fmt.Sprintf("%s node %d", f, n), start, -1
 	case "handoff":
 		// SIGINT: a graceful handoff to the best standby, then the node
 		// comes back (and takes the role back by its priority).
@@ -261,4 +304,167 @@ func TestHistoryChaosTimeouts(t *testing.T) {
 	t.Logf("seed %d: faults %s", seed, strings.Join(faults, ", "))
 	runHistory(t, nemesis{keys: []history.KeySpec{{Name: "m"}, {Name: "rw", Shared: 0.5}}, clients: 10, hold: 30 * time.Millisecond,
 		faults: faults, seed: seed, native: true, wait: 100 * time.Millisecond})
+}
+
+// diskFaults reports whether faults holds a fault that fills a data_dir's
+// file system (full-disk, full-disk-standby).
+func diskFaults(faults []string) bool {
+	return slices.ContainsFunc(faults, func(f string) bool { return strings.HasPrefix(f, "full-disk") })
+}
+
+// mountDataDirs mounts a tmpfs of its own on every node's data_dir (before
+// the nodes start), so that fillDisk fills one node's file system only.
+// It needs root, as the wal and cmd tests that mount do (CI runs as root).
+func (c *testCluster) mountDataDirs() {
+	c.t.Helper()
+	for _, nd := range c.nodes {
+		if err := syscall.Mount("tmpfs", nd.dir, "tmpfs", 0, "size=64m"); err != nil {
+			c.t.Fatalf("mount a tmpfs on node %d's data_dir %s (full-disk faults need root, as CI runs): %v", nd.i, nd.dir, err)
+		}
+		dir := nd.dir
+		c.t.Cleanup(func() {
+			// Lazily: the nodes, stopped by a later cleanup, still have
+			// their files open.
+			if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+				c.t.Errorf("unmount %s: %v", dir, err)
+			}
+		})
+	}
+}
+
+// fillDisk fills node i's data_dir file system (mountDataDirs) with a
+// file until a write fails for want of space, and returns the function
+// that removes it.
+func (c *testCluster) fillDisk(i int) (free func()) {
+	c.t.Helper()
+	path := filepath.Join(c.nodes[i].dir, "filler")
+	fmt.Fprintf(c.nodes[i].log, "=== disk full on node %d at %s\n", i, time.Now().UTC().Format(time.RFC3339Nano))
+	f, err := os.Create(path)
+	if err != nil {
+		c.t.Fatalf("fill node %d's disk: %v", i, err)
+	}
+	chunk := make([]byte, 64<<10)
+	for len(chunk) > 0 {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				c.t.Fatalf("fill node %d's disk: %v", i, err)
+			}
+			chunk = chunk[:len(chunk)/2]
+		}
+	}
+	if err := f.Close(); err != nil && !errors.Is(err, syscall.ENOSPC) {
+		c.t.Fatalf("fill node %d's disk: %v", i, err)
+	}
+	return func() {
+		c.t.Helper()
+		if err := os.Remove(path); err != nil {
+			c.t.Fatalf("free node %d's disk: %v", i, err)
+		}
+		fmt.Fprintf(c.nodes[i].log, "=== disk freed on node %d at %s\n", i, time.Now().UTC().Format(time.RFC3339Nano))
+	}
+}
+
+// waitLog waits until node i's log has a line with text after its last
+// "=== " line (the harness' mark of a fault), at most bound, and
+// reports whether it came.
+func (c *testCluster) waitLog(i int, text string, bound time.Duration) bool {
+	for deadline := time.Now().Add(bound); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		l := c.nodes[i].log.String()
+		if strings.Contains(l[max(0, strings.LastIndex(l, "\n=== ")):], text) {
+			return true
+		}
+	}
+	return false
+}
+
+// copyDataDir copies node i's data_dir while the node is stopped (SIGSTOP
+// for the copy, a few milliseconds: every write(2) it made is in the
+// copy, as in a crash-consistent snapshot of its volume) and returns the
+// copy's directory.
+func (c *testCluster) copyDataDir(i int) string {
+	c.t.Helper()
+	dst := c.t.TempDir()
+	c.signal(i, syscall.SIGSTOP)
+	err := copyTree(c.nodes[i].dir, dst)
+	c.signal(i, syscall.SIGCONT)
+	if err != nil {
+		c.t.Fatalf("copy node %d's data_dir: %v", i, err)
+	}
+	return dst
+}
+
+// restoreDataDir replaces node i's data_dir (the node is down) by the copy
+// old (copyDataDir).
+func (c *testCluster) restoreDataDir(i int, old string) {
+	c.t.Helper()
+	dir := c.nodes[i].dir
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	if err := copyTree(old, dir); err != nil {
+		c.t.Fatalf("restore node %d's data_dir: %v", i, err)
+	}
+	fmt.Fprintf(c.nodes[i].log, "=== data_dir of node %d restored from an old copy at %s\n", i, time.Now().UTC().Format(time.RFC3339Nano))
+}
+
+// copyTree copies the directories and regular files under src into dst.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o750)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		in, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
+}
+
+// TestDiskHistoryChaos is the sync_standbys 1 history run under disk
+// faults, none with a window: a full disk on the active (it refuses
+// changes and hands its role to a synced standby: ruleLogFailing) or on a
+// standby, and a node restarted on an old copy of its data_dir (the
+// active: a kill, which sync_standbys 1 survives; a standby: it syncs
+// from the active). Each node's data_dir is a tmpfs of its own (root, as
+// CI runs). CHAOS_FAULTS (default 4) and CHAOS_SEED (default 1, which
+// draws each kind once) as in TestHistoryChaos.
+func TestDiskHistoryChaos(t *testing.T) {
+	seed := uint64(envInt("CHAOS_SEED", 1))
+	kinds := []string{"full-disk", "full-disk-standby", "old-copy", "old-copy-standby"}
+	faults := chaosFaults(rand.New(rand.NewPCG(seed, 139)), envInt("CHAOS_FAULTS", 4), kinds...)
+	t.Logf("seed %d: faults %s", seed, strings.Join(faults, ", "))
+	strict := map[string]bool{}
+	for _, k := range kinds {
+		strict[k] = true
+	}
+	runHistory(t, nemesis{keys: chaosKeys, clients: 10, hold: 5 * time.Millisecond, longHold: 3 * time.Second, longShare: 0.05,
+		faults: faults, seed: seed, native: true, lease: 2 * time.Second, renewEvery: 500 * time.Millisecond,
+		extra: syncFlags, strict: strict})
 }

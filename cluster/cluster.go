@@ -715,11 +715,14 @@ func (n *Node) logFailAfter() time.Duration {
 }
 
 // logWrites reports whether this node's log writes (a node without a log
-// always does). The token high-water mark, beside it on the same disk, is
-// left out: its failure is cleared only by a write a grant asks for, so a
-// standby would count as failing until it were the active again.
+// always does) and so does its token high-water mark, beside it on the
+// same disk: an active that cannot write the mark refuses every grant
+// (engine.ErrUnavailable) though its log may write on, as a full disk does
+// to the mark's new file before it fills the log's last page. The engine
+// writes a failed mark again every second whatever the node's role, so a
+// standby counts as failing only while its disk refuses the mark.
 func (n *Node) logWrites() bool {
-	return n.wal == nil || n.wal.Healthy()
+	return (n.wal == nil || n.wal.Healthy()) && n.eng.TokenMarkWritable()
 }
 
 // live reports whether p was heard from within the failover timeout. n.mu

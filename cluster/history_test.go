@@ -163,7 +163,7 @@ func nodeLogs(c *testCluster) []string {
 // made it ("=== signal" lines; zero if never): for a gap, the node stopped
 // (SIGSTOP: a restarted process has no gap from its kill); for a promotion
 // by failover, that or the active it followed taken down (SIGKILL, SIGINT)
-// or stopped, the later.
+// or stopped while it followed it, the later.
 type loggedFault struct {
 	w    history.Window
 	at   time.Time
@@ -199,10 +199,11 @@ func loggedFaults(logs []string, settle time.Duration) []loggedFault {
 			}
 		}
 	}
-	// lastDown: the last SIGSTOP (stops only) or any of the three before at.
-	lastDown := func(url string, at time.Time, stops bool) (last time.Time) {
+	// lastDown: the last SIGSTOP (stops only) or any of the three after
+	// since and before at.
+	lastDown := func(url string, since, at time.Time, stops bool) (last time.Time) {
 		for _, d := range downs[url] {
-			if d.at.Before(at) && (d.stop || !stops) {
+			if d.at.Before(at) && d.at.After(since) && (d.stop || !stops) {
 				last = d.at
 			}
 		}
@@ -217,6 +218,7 @@ func loggedFaults(logs []string, settle time.Duration) []loggedFault {
 	var fs []loggedFault
 	for i, log := range logs {
 		self, followed := "", ""
+		var followedAt time.Time // when this node began to follow followed
 		if m := selfLine.FindStringSubmatch(log); m != nil {
 			self = m[1]
 		}
@@ -231,12 +233,12 @@ func loggedFaults(logs []string, settle time.Duration) []loggedFault {
 			}
 			if m := pausedLine.FindStringSubmatch(line); m != nil {
 				if gap, err := time.ParseDuration(m[1]); err == nil {
-					fs = append(fs, loggedFault{history.Window{Name: fmt.Sprintf("node %d did not run for %s", i, m[1]), Start: at.Add(-gap), End: at.Add(settle)}, at, lastDown(self, at, true)})
+					fs = append(fs, loggedFault{history.Window{Name: fmt.Sprintf("node %d did not run for %s", i, m[1]), Start: at.Add(-gap), End: at.Add(settle)}, at, lastDown(self, time.Time{}, at, true)})
 				}
 			} else if failoverLog.MatchString(line) {
-				fs = append(fs, loggedFault{history.Window{Name: fmt.Sprintf("node %d promoted by failover", i), Start: at.Add(-failoverTimeout), End: at.Add(settle)}, at, later(lastDown(followed, at, false), lastDown(self, at, true))})
+				fs = append(fs, loggedFault{history.Window{Name: fmt.Sprintf("node %d promoted by failover", i), Start: at.Add(-failoverTimeout), End: at.Add(settle)}, at, later(lastDown(followed, followedAt, at, false), lastDown(self, time.Time{}, at, true))})
 			} else if m := followingLine.FindStringSubmatch(line); m != nil {
-				followed = m[1]
+				followed, followedAt = m[1], at
 			}
 		}
 	}
@@ -265,6 +267,50 @@ func unforcedFaults(logs []string, settle time.Duration, strict []history.Window
 		if !own {
 			f.w.Name += " (from the nodes' logs)"
 			ws = append(ws, f.w)
+		}
+	}
+	return ws
+}
+
+// staggeredRestarts returns a window for each restart of every node
+// among the strict faults (kill-all, stop-all, sigint-all: no window,
+// the nodes come back together) whose nodes' logs show them started
+// further apart than the cold start's listen (3*failoverTimeout): a
+// loaded machine's, the first elected itself alone, with a log that may
+// be behind the others' (no quorum, SPEC section 3), and the others,
+// starting while it answered slowly, elected themselves beside it: a
+// partition, from the first start to the strict window's end (settle
+// after the fault).
+func staggeredRestarts(logs []string, strict []history.Window) []history.Window {
+	var ws []history.Window
+	for _, s := range strict {
+		if !strings.HasPrefix(s.Name, "kill-all") && !strings.HasPrefix(s.Name, "stop-all") && !strings.HasPrefix(s.Name, "sigint-all") {
+			continue
+		}
+		var first, last time.Time
+		started := 0
+		for _, log := range logs {
+			for _, line := range strings.Split(log, "\n") {
+				tm := logTime.FindStringSubmatch(line)
+				if tm == nil || !selfLine.MatchString(line) {
+					continue
+				}
+				at, err := time.Parse(time.RFC3339Nano, tm[1])
+				if err != nil || at.Before(s.Start) || at.After(s.End) {
+					continue
+				}
+				if started++; first.IsZero() || at.Before(first) {
+					first = at
+				}
+				if at.After(last) {
+					last = at
+				}
+				break
+			}
+		}
+		if started == len(logs) && last.Sub(first) > 3*failoverTimeout {
+			ws = append(ws, history.Window{Name: fmt.Sprintf("%s: the nodes started %v apart (from the nodes' logs)", s.Name, last.Sub(first).Round(time.Millisecond)),
+				Start: first, End: s.End})
 		}
 	}
 	return ws
@@ -364,6 +410,9 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	// CHAOS_FLAGS: more flags for every node (space-separated, after
 	// nm.extra: later flags win), such as "--fsync always".
 	c := newCluster(t, envInt("CHAOS_NODES", 3), true, append(slices.Clone(nm.extra), strings.Fields(os.Getenv("CHAOS_FLAGS"))...)...)
+	if diskFaults(nm.faults) {
+		c.mountDataDirs()
+	}
 	all := make([]int, len(c.nodes))
 	for i := range all {
 		all[i] = i
@@ -460,12 +509,16 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 		}
 		ws, orderWs = append(ws, w), append(orderWs, w)
 	}
+	for _, w := range staggeredRestarts(nodeLogs(c), strictWs) {
+		names = append(names, w.Name+" from "+w.Start.Format("15:04:05.000")+" to "+w.End.Format("15:04:05.000"))
+		ws, orderWs = append(ws, w), append(orderWs, w)
+	}
 	fenced, figs := checkOrderIn(t, grants, ws, orderWs)
 	sampled := samples.wait()
 	if dir := os.Getenv("HISTORY_DIR"); dir != "" {
 		saveHistory(t, c, dir, grants, errs, names, sampled)
 	}
-	ghosts := len(checkGhostGrants(t, grants, sampled, len(c.nodes), cuts, abandonedGrants(errs)))
+	ghosts := len(checkGhostGrants(t, grants, sampled, len(c.nodes), append(cuts, killedNodes(nodeLogs(c))...), abandonedGrants(errs)))
 	var sightings []history.Sighting
 	for _, s := range sampled {
 		sightings = append(sightings, history.Sighting{Node: s.node, Key: s.key, Limit: s.limit, Mode: s.mode, Token: s.token, Asked: s.asked, Seen: s.seen})
@@ -583,6 +636,27 @@ type cutOff struct {
 	from, to time.Time
 }
 
+// killedNodes returns, for each SIGKILL the harness sent (the "=== signal
+// killed" lines of logs[i], node i's), a cutOff of that node at that
+// moment: a grant it made up to cutSlack before may have been answered
+// into a connection that died with it, and comes back from its log when
+// it restarts (SPEC section 1, Durability) while its client, whose
+// attempts failed, settled nothing before a node served again (see
+// checkGhostGrants).
+func killedNodes(logs []string) []cutOff {
+	var out []cutOff
+	for i, log := range logs {
+		for _, line := range strings.Split(log, "\n") {
+			if d := downLine.FindStringSubmatch(line); d != nil && d[1] == "killed" {
+				if at, err := time.Parse(time.RFC3339Nano, d[2]); err == nil {
+					out = append(out, cutOff{node: i, from: at, to: at})
+				}
+			}
+		}
+	}
+	return out
+}
+
 // cutSlack is how long before a cut a grant's answer may still have been
 // on its way through the proxy the cut closed.
 const cutSlack = time.Second
@@ -601,6 +675,13 @@ const cutSlack = time.Second
 // answered there (408: nothing held). When the partition heals in the cut
 // node's favour, nobody holds what it kept: only the lease ends it, as it
 // ends any grant whose answer the network lost (SPEC section 3).
+//
+// So is a grant made by a node of nodes just before it was killed
+// (killedNodes: cutSlack before its SIGKILL): its answer may have died
+// with it while its client's attempts failed, and the restarted node
+// replays the grant from its log with its lease; the client's settling
+// repeat (5 s) may end before any node serves again (kill-all under
+// load), so nobody releases it.
 //
 // So is a grant its client received and gave up on (abandoned, the tokens
 // of the client errors grantEnded matches): a repeat of its acquire was
@@ -856,6 +937,33 @@ func TestLoadFailoverInAChaosRunGetsAWindow(t *testing.T) {
 		}
 	})
 
+	t.Run("seed 2617: a failover from an active restarted since", func(t *testing.T) {
+		// TestHistoryChaos CHAOS_SEED=2617 (CHAOS_FAULTS=40, load
+		// average 25): stop-all (strict) took node 1 down and started it
+		// again; then a handoff (strict) moved the role from node 0 to
+		// node 1, which node 2 followed, and 470 ms later, not hearing
+		// node 1 for a failover timeout, node 2 promoted itself beside
+		// it. Node 1's SIGINT of the stop-all, in that fault's span, made
+		// it the stop-all's own failover: no window, and node 1's grant,
+		// told not_held by node 2 (which kept its state), a lost hold.
+		// The node went down before node 2 followed it: a partition.
+		logs := []string{
+			started(0) + "=== signal interrupt to node 0 at 2026-12-02T06:19:20.256Z\n",
+			started(1) + "=== signal interrupt to node 1 at 2026-12-02T06:19:05.100Z\n" + started(1),
+			started(2) + following("19:19.110", 0) + following("19:21.416", 1) + failover("19:21.886"),
+		}
+		strict := []history.Window{
+			{Name: "stop-all", Start: at("19:04.704"), End: at("19:18.995").Add(settle)},
+			{Name: "handoff node 0", Start: at("19:20.256"), End: at("19:30.924").Add(settle)},
+		}
+		ws := unforcedFaults(logs, settle, strict)
+		lost := history.Grant{Key: "m", Client: 3, Mode: api.ModeExclusive, Limit: 1, Token: 1796206761938407, Asked: at("19:21.828"), Granted: at("19:22.131"), Ending: at("19:24.131"),
+			Lost: "baton: 404 not_held: nobody holds the lock", LostAt: at("19:22.513")}
+		if bad, _, _ := history.CheckOrderIn([]history.Grant{lost}, ws, ws); len(bad) > 0 {
+			t.Errorf("windows %v: %q", ws, bad)
+		}
+	})
+
 	t.Run("seed 2415: a gap after a strict restart", func(t *testing.T) {
 		// TestHistoryChaosTimeouts, CHAOS_NODES=5 CHAOS_SEED=2415: after
 		// sigint-all (strict), node 4, restarted and starved, logged a
@@ -916,6 +1024,99 @@ func TestGhostCheckHoldsAnAbandonedGrantToItsLease(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			bad, ghosts := ghostViolations(nil, []holderSample{tc.s}, 5, nil, tc.abandoned)
 			if (len(bad) > 0) != tc.bad || !ghosts[token] {
+				t.Errorf("violations %q, ghosts %v; want a violation: %v", bad, ghosts, tc.bad)
+			}
+		})
+	}
+}
+
+// TestStaggeredRestartGetsAWindow replays TestHistoryChaos CHAOS_SEED=2615
+// (CHAOS_KINDS=sigint-all,kill-all,stop-all CHAOS_STRICT=kill-all, load
+// average 25 on two cores): after sigint-all the nodes, launched
+// together, started serving 2.9 s apart; node 1, first, with the log
+// furthest behind, elected itself alone after its 1.8 s listen, node 2
+// elected itself beside it (starting, it did not hear node 1 for a failover
+// timeout) and node 0, with the most advanced log, a second later beside
+// both; node 0 granted m (token ...890) just before it stepped down, and
+// the answer reached its client after node 2's grant of m (...485):
+// "token order broken" outside any window. A restart whose nodes started
+// further apart than the cold start's listen is a partition, with its
+// window; one whose nodes started together keeps none.
+func TestStaggeredRestartGetsAWindow(t *testing.T) {
+	at := func(s string) time.Time {
+		tm, err := time.Parse(time.RFC3339Nano, "2026-12-02T10:"+s+"Z")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm
+	}
+	started := func(i int, tm string) string {
+		return fmt.Sprintf(`time=2026-12-02T10:%sZ level=INFO msg="cluster node started" self=http://127.0.0.%d:1000 priority=%d peers=3`+"\n", tm, i+1, i)
+	}
+	settle := 4*failoverTimeout + 10*heartbeat
+	strict := []history.Window{{Name: "sigint-all", Start: at("15:24.427"), End: at("15:39.591").Add(settle)}}
+	grants := []history.Grant{
+		{Key: "m", Client: 9, Mode: api.ModeExclusive, Limit: 1, Token: 1796206540233485, Asked: at("15:39.889"), Granted: at("15:40.339"), Ending: at("15:40.344"), Released: at("15:40.841")},
+		{Key: "m", Client: 0, Mode: api.ModeExclusive, Limit: 1, Token: 1796206540051890, Asked: at("15:34.200"), Granted: at("15:40.725"), Ending: at("15:36.200")},
+	}
+	for _, tc := range []struct {
+		name   string
+		starts [3]string
+		bad    bool
+	}{
+		{"started 2.9 s apart", [3]string{"15:37.211", "15:34.280", "15:36.213"}, false},
+		{"started together", [3]string{"15:34.411", "15:34.280", "15:35.213"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs []string
+			for i, s := range tc.starts {
+				logs = append(logs, started(i, "15:20.000")+fmt.Sprintf("=== signal interrupt to node %d at 2026-12-02T10:15:24.43Z\n", i)+started(i, s))
+			}
+			ws := staggeredRestarts(logs, strict)
+			bad, _, _ := history.CheckOrderIn(grants, ws, ws)
+			if (len(bad) > 0) != tc.bad {
+				t.Errorf("windows %v: violations %q, want some: %v", ws, bad, tc.bad)
+			}
+		})
+	}
+}
+
+// TestGhostCheckHoldsAGrantMadeJustBeforeAKillToItsLease replays
+// TestHistoryChaosTimeouts CHAOS_SEED=2618 (CHAOS_FAULTS=16, every kind):
+// node 0 granted m (token ...333, node 0's class) 12 ms before kill-all
+// killed every node; the clients' attempts failed (connection reset), the
+// nodes served again 6 s later, and node 0, active again, held the grant,
+// replayed from its log, to its 12 s lease: reported as a ghost past the
+// claim deadline. Such a grant is held to its lease; one made by another
+// node, or by node 0 well before its kill, to the claim deadline.
+func TestGhostCheckHoldsAGrantMadeJustBeforeAKillToItsLease(t *testing.T) {
+	kill := time.Date(2026, 12, 2, 10, 23, 7, 986_000_000, time.UTC)
+	logs := []string{
+		"=== start node 0\n=== signal killed to node 0 at " + kill.Format(time.RFC3339Nano) + "\n=== start node 0\n",
+		"=== start node 1\n",
+		"=== start node 2\n",
+	}
+	kills := killedNodes(logs)
+	if len(kills) != 1 || kills[0].node != 0 || !kills[0].from.Equal(kill) {
+		t.Fatalf("killedNodes = %+v, want node 0 at %s", kills, kill)
+	}
+	ghost := func(token uint64, granted, seen time.Duration) holderSample {
+		return holderSample{node: 0, key: "m", mode: "exclusive", token: token, granted: kill.Add(granted), expires: kill.Add(granted + 12*time.Second), seen: kill.Add(seen)}
+	}
+	const node0, node1 = 1796206987974333, 1796206987974334 // token % 3: 0, 1
+	for _, tc := range []struct {
+		name string
+		s    holderSample
+		bad  bool
+	}{
+		{"made by the killed node just before, seen within its lease", ghost(node0, -12*time.Millisecond, 11963*time.Millisecond), false},
+		{"made by the killed node just before, seen past its lease", ghost(node0, -12*time.Millisecond, 14*time.Second), true},
+		{"made by another node", ghost(node1, -12*time.Millisecond, 11963*time.Millisecond), true},
+		{"made well before the kill", ghost(node0, -3*time.Second, 8*time.Second), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad, ghosts := ghostViolations(nil, []holderSample{tc.s}, 3, kills, nil)
+			if (len(bad) > 0) != tc.bad || !ghosts[tc.s.token] {
 				t.Errorf("violations %q, ghosts %v; want a violation: %v", bad, ghosts, tc.bad)
 			}
 		})

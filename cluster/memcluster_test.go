@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -859,4 +860,51 @@ func TestMemFailoverPassesOverAStandbyWhoseLogFails(t *testing.T) {
 		t.Errorf("node 2 holds held with %d, want %d", got, g.Token)
 	}
 	c.nodes[1].diskFull.Store(false)
+}
+
+// An active that cannot write its token high-water mark (a full disk: the
+// log's last page still takes records, the mark's new file does not)
+// refuses every grant (ErrUnavailable) while its log writes on; it hands
+// its role to its best standby as for a failing log (ruleLogFailing), or
+// no lock could be taken for as long as the disk stayed full (the
+// history run TestSyncHistoryChaos CHAOS_SEED=2613 CHAOS_KINDS=full-disk:
+// no grant for 11 s, every time, with two healthy standbys). Once the
+// mark writes again node 0 takes its role back.
+func TestMemActiveWhoseTokenMarkFailsHandsOff(t *testing.T) {
+	c := newMemCluster(t, 3)
+	c.start(0, 1, 2)
+	c.waitActive(0)
+	g := c.grant(0, "held")
+	c.waitFor("the grant replicated", func() bool { return c.holds(1, "held") == g.Token && c.holds(2, "held") == g.Token })
+	// The mark's temporary file cannot be created: its write fails
+	// (EISDIR), even as root, and the log writes on.
+	block := filepath.Join(c.nodes[0].dir, "token-hwm.tmp")
+	if err := os.Mkdir(block, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	// Grants go on up to the ceiling written before (a second ahead).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for k := 0; ; k++ {
+		_, err := c.nodes[0].eng.Acquire(ctx, engine.AcquireRequest{Key: fmt.Sprintf("k%d", k), Lease: time.Hour})
+		if errors.Is(err, engine.ErrUnavailable) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("acquire k%d while the mark fails: %v, want a grant or ErrUnavailable", k, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !c.nodes[0].wal.Healthy() {
+		t.Fatal("node 0's log stopped writing too: the test is about the mark alone")
+	}
+	c.waitActive(1, 1, 2)
+	c.grant(1, "after")
+	if err := os.Remove(block); err != nil {
+		t.Fatal(err)
+	}
+	c.waitActive(0)
+	if got := c.holds(0, "held"); got != g.Token {
+		t.Errorf("node 0, active again, holds held with %d, want %d", got, g.Token)
+	}
 }

@@ -53,9 +53,10 @@ type view struct {
 	// unfetchable are the peers that refused to serve this node's tail
 	// (their logs diverged from this one): not waited for.
 	unfetchable map[string]bool
-	// logFailing (self.LogFailing): this node's log has
-	// refused writes for a failover timeout or more (a full disk), so as
-	// the active it refuses every change. sinceLogHandoff is the time
+	// logFailing (self.LogFailing): this node's log, or its token
+	// high-water mark, has refused writes for a failover timeout or more
+	// (a full disk), so as the active it refuses every change (every
+	// grant, for the mark). sinceLogHandoff is the time
 	// since it last handed its role off for that (large if never).
 	logFailing      bool
 	sinceLogHandoff time.Duration
