@@ -166,20 +166,32 @@ func (c *Config) Validate() error {
 	if !seen[c.Self] {
 		return fmt.Errorf("advertise: %q is not in peers %v", c.Self, c.Peers)
 	}
-	if c.Heartbeat < MinHeartbeat {
-		return fmt.Errorf("heartbeat: must be at least %v (each heartbeat polls every peer), got %v", MinHeartbeat, c.Heartbeat)
+	if err := c.ValidateTimings(); err != nil {
+		return err
 	}
 	if c.SyncStandbys < 0 || c.SyncStandbys > len(c.Peers)-1 {
 		return fmt.Errorf("sync_standbys: must be between 0 and the number of other peers (%d), got %d", len(c.Peers)-1, c.SyncStandbys)
+	}
+	if c.TailBytes < 0 {
+		return fmt.Errorf("tail_bytes: must not be negative, got %d", c.TailBytes)
+	}
+	return nil
+}
+
+// ValidateTimings reports the first invalid timing (heartbeat,
+// failover_timeout, sync_timeout) by its config key. Validate calls it; a
+// single node (no peers) calls it alone, so that a setting no cluster
+// would take is refused at start there too instead of when peers are
+// added.
+func (c *Config) ValidateTimings() error {
+	if c.Heartbeat < MinHeartbeat {
+		return fmt.Errorf("heartbeat: must be at least %v (each heartbeat polls every peer), got %v", MinHeartbeat, c.Heartbeat)
 	}
 	if c.SyncTimeout < 0 || c.SyncTimeout > time.Minute {
 		return fmt.Errorf("sync_timeout: must be between 1ms and 1m (0: the default, %v), got %v", DefaultSyncTimeout, c.SyncTimeout)
 	}
 	if c.SyncTimeout > 0 && c.SyncTimeout < time.Millisecond {
 		return fmt.Errorf("sync_timeout: must be between 1ms and 1m (0: the default, %v), got %v", DefaultSyncTimeout, c.SyncTimeout)
-	}
-	if c.TailBytes < 0 {
-		return fmt.Errorf("tail_bytes: must not be negative, got %d", c.TailBytes)
 	}
 	if c.FailoverTimeout < 2*c.Heartbeat {
 		return fmt.Errorf("failover_timeout: must be at least two heartbeats (%v), got %v", 2*c.Heartbeat, c.FailoverTimeout)

@@ -532,14 +532,19 @@ func (c *serveConfig) validate() error {
 	if len(c.Peers) == 0 && c.SyncStandbys != 0 {
 		return fmt.Errorf("sync_standbys: must be 0 on a single node (no peers), got %d", c.SyncStandbys)
 	}
-	if len(c.Peers) > 0 {
-		for i, p := range c.Peers {
-			c.Peers[i] = strings.TrimRight(strings.TrimSpace(p), "/")
-		}
-		cc := c.clusterConfig()
-		if err := cc.Validate(); err != nil {
-			return err
-		}
+	for i, p := range c.Peers {
+		c.Peers[i] = strings.TrimRight(strings.TrimSpace(p), "/")
+	}
+	// A single node checks the timings alone: heartbeat 2s with
+	// failover_timeout 1s was accepted there and refused only once peers
+	// were added.
+	cc := c.clusterConfig()
+	check := cc.Validate
+	if len(c.Peers) == 0 {
+		check = cc.ValidateTimings
+	}
+	if err := check(); err != nil {
+		return err
 	}
 	if err := checkDataDir(c.DataDir); err != nil {
 		return err

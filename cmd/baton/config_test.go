@@ -146,3 +146,29 @@ func TestConfigFileListWhereOneValue(t *testing.T) {
 		t.Errorf("auth_tokens: [a, b]: %v, %q", err, cfg.AuthTokens)
 	}
 }
+
+// The peer timings are refused on a single node as they are in a cluster:
+// heartbeat 2s with failover_timeout 1s, a heartbeat under 10ms, or a
+// sync_timeout over 1m started a node without peers and were refused only
+// once peers were added (SPEC section 5: an invalid setting is refused at
+// start with a message that names it).
+func TestConfigTimingsRefusedWithoutPeers(t *testing.T) {
+	dir := t.TempDir()
+	base := []string{"--data-dir", dir, "--listen", "127.0.0.1:7070"}
+	if _, err := loadConfig(base, nil); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	for _, tc := range []struct {
+		args []string
+		key  string
+	}{
+		{[]string{"--heartbeat", "2s", "--failover-timeout", "1s"}, "failover_timeout"},
+		{[]string{"--heartbeat", "1ns"}, "heartbeat"},
+		{[]string{"--heartbeat", "-1s"}, "heartbeat"},
+		{[]string{"--sync-timeout", "2m"}, "sync_timeout"},
+	} {
+		if _, err := loadConfig(append(slices.Clone(base), tc.args...), nil); err == nil || !strings.HasPrefix(err.Error(), tc.key+":") {
+			t.Errorf("%v: %v, want an error naming %s", tc.args, err, tc.key)
+		}
+	}
+}

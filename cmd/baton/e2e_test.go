@@ -524,7 +524,7 @@ func TestInvalidConfigRefusesToStart(t *testing.T) {
 func TestConfigStarts(t *testing.T) {
 	needBinary(t)
 	file := writeYAML(t, "wait_max: 0\npoll_timeout: 0\nlog_format: json\n")
-	n := startServe(t, t.TempDir(), []string{"BATON_ADDR=http://127.0.0.1:1", "BATON_AUTH_TOKEN=x", "BATON_KEY=k", "BATON_TOKEN=1"}, "--config", file, "--heartbeat", "0")
+	n := startServe(t, t.TempDir(), []string{"BATON_ADDR=http://127.0.0.1:1", "BATON_AUTH_TOKEN=x", "BATON_KEY=k", "BATON_TOKEN=1"}, "--config", file, "--poll-timeout", "0")
 	if code := n.stop(); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
