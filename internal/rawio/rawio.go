@@ -18,3 +18,16 @@ import "net"
 // package doc) when it is a *net.TCPConn and the build has them; c itself
 // otherwise. Deadlines, Close and every other method are c's.
 func Wrap(c net.Conn) net.Conn { return wrap(c) }
+
+// Listener returns ln whose accepted connections are Wrap's.
+func Listener(ln net.Listener) net.Listener { return listener{ln} }
+
+type listener struct{ net.Listener }
+
+func (l listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return Wrap(c), nil
+}

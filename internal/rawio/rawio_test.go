@@ -120,3 +120,37 @@ func TestWrapLeavesOtherConnections(t *testing.T) {
 		t.Fatal("Wrap changed a connection that is not a *net.TCPConn")
 	}
 }
+
+// Listener's connections are Wrap's, and carry bytes both ways.
+func TestListenerWraps(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := Listener(inner)
+	defer ln.Close()
+	go func() {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = c.Write([]byte("ping"))
+		_, _ = io.Copy(io.Discard, c)
+	}()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, tcp := c.(*net.TCPConn); tcp == Raw {
+		t.Fatalf("accepted %T, raw system calls in this build: %v", c, Raw)
+	}
+	var b [4]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil || string(b[:]) != "ping" {
+		t.Fatalf("read %q, %v", b, err)
+	}
+	if _, err := c.Write([]byte("pong")); err != nil {
+		t.Fatal(err)
+	}
+}
