@@ -66,6 +66,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -77,6 +78,7 @@ import (
 
 	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/internal/rawio"
 	"github.com/baton-io/baton/wal"
 )
 
@@ -428,7 +430,7 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 		tr.MaxIdleConnsPerHost = 8
 		tr.ResponseHeaderTimeout = 0
 		n.client = &http.Client{Transport: tr, Timeout: cfg.FailoverTimeout}
-		n.stream = &http.Client{Transport: http1Only(tr)}
+		n.stream = &http.Client{Transport: rawDial(http1Only(tr).(*http.Transport))}
 	}
 	for i, p := range cfg.Peers {
 		if p == cfg.Self {
@@ -637,6 +639,24 @@ func http1Only(rt http.RoundTripper) http.RoundTripper {
 	}
 	tc.NextProtos = []string{"http/1.1"}
 	tr.TLSClientConfig = tc
+	return tr
+}
+
+// rawDial makes tr's connections read and write with raw system calls
+// (rawio): a standby's stream and acknowledgement connections, which wake
+// it for every batch of its active's changes. It returns tr.
+func rawDial(tr *http.Transport) *http.Transport {
+	dial := tr.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return rawio.Wrap(c), nil
+	}
 	return tr
 }
 

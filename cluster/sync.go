@@ -2,10 +2,12 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/internal/rawio"
 	"github.com/baton-io/baton/wal"
 )
 
@@ -329,6 +332,12 @@ func (n *Node) serveAck(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	br := brw.Reader
+	if br.Buffered() == 0 {
+		// The acknowledgements are read with raw system calls (rawio):
+		// with sync_standbys, the active waits for them, idle, many
+		// times a second.
+		br.Reset(rawio.Wrap(socket(conn)))
+	}
 	var b [8]byte
 	for {
 		if _, err := io.ReadFull(br, b[:]); err != nil {
@@ -345,6 +354,20 @@ func (n *Node) serveAck(w http.ResponseWriter, r *http.Request) {
 		}
 		n.ack(from, index)
 	}
+}
+
+// socket returns the connection under c when c is a plain (not TLS)
+// connection wrapped by the server's listener (it has NetConn, as
+// handlers.BadRequestListener's do): its bytes are the socket's. c
+// otherwise.
+func socket(c net.Conn) net.Conn {
+	if _, ok := c.(*tls.Conn); ok {
+		return c
+	}
+	if u, ok := c.(interface{ NetConn() net.Conn }); ok {
+		return u.NetConn()
+	}
+	return c
 }
 
 // headerHas reports whether the comma-separated header key of h lists

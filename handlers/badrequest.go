@@ -95,6 +95,11 @@ func (c *badRequestConn) CloseWrite() error {
 	return nil
 }
 
+// NetConn returns the connection under the wrapper (as a *tls.Conn's
+// does): a handler that took the connection over (Hijack) may read and
+// write it directly, past the request reading this wrapper watches.
+func (c *badRequestConn) NetConn() net.Conn { return c.Conn }
+
 func (c *badRequestConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	switch {

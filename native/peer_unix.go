@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"syscall"
+
+	"github.com/baton-io/baton/internal/rawio"
 )
 
 // peeker answers peerGone for one connection. Its raw connection and the
@@ -56,7 +58,7 @@ func newPeeker(nc net.Conn) *peeker {
 		p.direct = true
 		p.write = func(fd uintptr) bool {
 			for p.wrote < len(p.buf) {
-				n, err := sysWrite(int(fd), p.buf[p.wrote:])
+				n, err := rawio.Write(int(fd), p.buf[p.wrote:])
 				if n > 0 {
 					p.wrote += n
 				}
@@ -143,7 +145,7 @@ func (c *conn) readDirect(authed *bool) {
 			return true
 		}
 		for {
-			n, err := sysRead(fd, buf[w:])
+			n, err := rawio.Read(fd, buf[w:])
 			switch {
 			case err == syscall.EINTR:
 				continue
@@ -244,7 +246,7 @@ func (c *conn) readDirect(authed *bool) {
 		c.idling.Store(true)
 		defer c.idling.Store(false)
 		for {
-			n, err := sysRead(fd, buf[w:])
+			n, err := rawio.Read(fd, buf[w:])
 			switch {
 			case err == syscall.EINTR:
 				continue

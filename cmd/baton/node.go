@@ -21,6 +21,7 @@ import (
 	"github.com/baton-io/baton/cluster"
 	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/handlers"
+	"github.com/baton-io/baton/internal/rawio"
 	"github.com/baton-io/baton/native"
 	"github.com/baton-io/baton/wal"
 )
@@ -234,6 +235,7 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 	n.srv.TLSConfig, _ = cfg.tlsConfig() // loaded once already by validate
 	n.useTLS = n.srv.TLSConfig != nil    // read before Serve: ServeTLS writes to it
 	srv, ln, useTLS := n.srv, n.ln, n.useTLS
+	ln = rawio.Listener(ln) // read(2) and write(2) without waking sysmon
 	if !useTLS {
 		ln = handlers.BadRequestListener(ln) // baton's 400 for a path net/http cannot parse
 	}
