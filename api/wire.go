@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // This file holds the wire types of the HTTP API (SPEC section 2): the JSON
 // bodies the server reads and writes. The server's handlers and this client
@@ -96,10 +99,26 @@ type Holder struct {
 	Lease     float64   `json:"lease"`
 	ExpiresAt time.Time `json:"expires_at"`
 	GrantedAt time.Time `json:"granted_at"`
-	// Owner is the label the acquire carried; absent without one.
-	Owner string `json:"owner,omitempty"`
+	// Owner is the label the acquire carried; null when it carried none
+	// ("" in Go).
+	Owner string `json:"owner,omitempty" extensions:"x-nullable"`
 	// Mode is ModeExclusive or ModeShared.
 	Mode string `json:"mode"`
+}
+
+// MarshalJSON writes h with every field SPEC section 2 lists for a holder,
+// "owner" as null when the acquire carried none (rather than leaving it
+// out, so that a reader finds each field of the documented shape).
+func (h Holder) MarshalJSON() ([]byte, error) {
+	type fields Holder // without this method
+	var owner *string
+	if h.Owner != "" {
+		owner = &h.Owner
+	}
+	return json.Marshal(struct {
+		fields
+		Owner *string `json:"owner"`
+	}{fields(h), owner})
 }
 
 // LockStatus is the answer to GET /locks/{key}, and one entry of LockList.

@@ -61,7 +61,8 @@ export interface Holder {
   lease: number;
   expires_at: string;
   granted_at: string;
-  owner?: string;
+  /** The acquire's owner label; null when it carried none. */
+  owner: string | null;
   mode?: "exclusive" | "shared";
 }
 
