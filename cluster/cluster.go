@@ -264,6 +264,11 @@ type Status struct {
 	// different ones never compare their logs (see foreign). Absent while
 	// it has none.
 	ClusterID string `json:"cluster_id,omitempty"`
+	// Settled: the node has synced with an active, or been one, since it
+	// started, so that its ClusterID is the one of the cluster running
+	// now (a node started on another cluster's data_dir is not settled
+	// until it has synced and adopted its active's ID).
+	Settled bool `json:"settled,omitempty"`
 }
 
 // peer is another node as this one sees it.
@@ -720,7 +725,7 @@ func (n *Node) statusLocked() Status {
 	return Status{URL: n.cfg.Self, Role: role, Active: n.active, Priority: n.self, Epoch: n.epoch,
 		HasState: n.hasState, LastToken: n.eng.LastToken(), StateToken: n.stateToken.Load(), Native: n.cfg.Native,
 		LastIndex: last, LogEpoch: m.epoch, LogFailing: !n.logBad.IsZero() && time.Since(n.logBad) >= n.logFailAfter(),
-		Peers: n.cfg.Peers, ClusterID: n.clusterID}
+		Peers: n.cfg.Peers, ClusterID: n.clusterID, Settled: n.everSynced}
 }
 
 // logFailAfter is how long the log must have failed before the node counts

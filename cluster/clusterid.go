@@ -107,7 +107,7 @@ func (n *Node) setClusterIDLocked(id, why string) {
 		n.log.Error("the cluster ID could not be written to data_dir", "file", n.cfg.IDFile, "cluster_id", id, "err", err)
 	}
 	if old != "" {
-		n.log.Error("this node's data_dir held the state of another cluster: replaced by the active's",
+		n.log.Error("this node's cluster ID differed from its active's: its state was replaced by the active's, and it takes the active's ID (its data_dir held another cluster's state, or the cluster split at its first start)",
 			"data_dir_cluster_id", old, "cluster_id", id, "file", n.cfg.IDFile, "why", why)
 		return
 	}

@@ -222,3 +222,30 @@ func TestMemForeignDataDirDoesNotWipeTheCluster(t *testing.T) {
 		t.Errorf("node 2's ID file holds %q (%v), want B's %q", got, err, bID)
 	}
 }
+
+// A node started on another cluster's data_dir while no active is live
+// (the active died before it synced): it does not win the election by
+// its priority. It defers to a node of another ID that has synced or
+// been active since it started (Settled), and such a node, at its
+// failover, does not defer to it.
+func TestRuleNoPromotionOnAForeignDataDirBesideASettledNode(t *testing.T) {
+	// The foreign node: a cold start, priority 0, beside a settled node
+	// of another ID (the last active is dead).
+	c := livePeer("c", 2, api.RoleStandby, 5)
+	c.ClusterID = idB
+	v := standbyView(deadPeer("b", 1), c)
+	v.wasSynced, v.self.Priority, v.self.ClusterID = false, 0, idA
+	wantAction(t, v, actPromote, "") // one ID each, and this node's priority is the higher
+	v.peers[1].Settled = true
+	wantAction(t, v, actStay, "")
+
+	// The settled node at its failover, beside the foreign one of higher
+	// priority.
+	a := livePeer("a", 0, api.RoleStandby, 500)
+	a.ClusterID = idA
+	w := standbyView(a, deadPeer("b", 1))
+	w.self.Priority, w.self.ClusterID, w.self.Settled = 2, idB, true
+	wantAction(t, w, actPromote, "")
+	w.peers[0].ClusterID = idB // the same ID: it defers by priority, as before
+	wantAction(t, w, actStay, "")
+}

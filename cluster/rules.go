@@ -145,8 +145,9 @@ type action struct {
 //     instead, ties by priority (ruleColdStart).
 //   - logs of two cluster IDs (foreign) are never compared: no
 //     restart-newer, fetch or cold-start "most advanced log" against a
-//     node of another ID (of two IDs, the one more live nodes hold wins a
-//     cold start, ties by priority); two actives of different IDs are
+//     node of another ID (at a cold start a node defers to a Settled node
+//     of another ID, which at its failover does not defer to it; between
+//     unsettled ones the ID more live nodes hold wins, ties by priority); two actives of different IDs are
 //     settled by keepsState as any two (a fresh cluster split at its
 //     first start: the newer state keeps, SPEC section 3); a standby of another ID
 //     than the live active's follows it and replaces its state with the
@@ -316,8 +317,14 @@ func decide(v view) action {
 				continue
 			}
 			if foreign(p.Status, v.self) {
-				// Logs of two cluster IDs are not compared: the ID more
+				// Logs of two cluster IDs are not compared. A node of
+				// another ID that has synced or been active since it
+				// started (Settled) holds the running cluster's ID: this
+				// node's data_dir is the foreign one. Else the ID more
 				// live nodes hold is elected, ties by priority.
+				if p.Settled {
+					return action{kind: actStay, why: "a live node of another cluster ID has synced or been active since it started: this node's data_dir is the foreign one"}
+				}
 				hp, hs := v.holders(p.ClusterID), v.holders(v.self.ClusterID)
 				if hp > hs || (hp == hs && p.Priority < v.self.Priority) {
 					return action{kind: actStay, why: "a live node of another cluster ID, held by more live nodes (or as many, of higher priority), is elected"}
@@ -344,7 +351,11 @@ func decide(v view) action {
 		return action{kind: actStay, why: "never promote with empty state while another node holds state"}
 	}
 	for _, p := range v.peers {
-		if p.Priority < v.self.Priority && p.live && !(p.refused && agreeing) && (p.HasState || !someoneHasState) && (!p.LogFailing || v.logFailing) {
+		if p.Priority < v.self.Priority && p.live && !(p.refused && agreeing) && (p.HasState || !someoneHasState) && (!p.LogFailing || v.logFailing) &&
+			(p.Settled || !foreign(p.Status, v.self)) {
+			// (Not a node of another cluster ID that has not synced since
+			// it started: its data_dir is another cluster's, and it defers
+			// to this one, which synced, in the cold-start rule above.)
 			return action{kind: actStay, why: "a live node of higher priority promotes itself"}
 		}
 	}
