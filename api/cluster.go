@@ -39,6 +39,10 @@ type ClusterView struct {
 	// changes (a standby's holds the active's records at the active's
 	// indexes), a single node's included.
 	LastIndex uint64 `json:"last_index"`
+	// ClusterID is this node's cluster ID (32 hex digits), kept in its
+	// data_dir: a node never compares its log with one of another ID.
+	// Empty while the node has none (it adopts its active's).
+	ClusterID string `json:"cluster_id,omitempty"`
 	// SyncStandbys is the sync_standbys setting: how many standbys must
 	// have written a change to their logs before it is answered.
 	SyncStandbys int `json:"sync_standbys"`
@@ -88,4 +92,8 @@ type PeerView struct {
 	// has refused writes for a failover timeout or more (a full disk): it
 	// refuses every change and is handed no active role. Absent otherwise.
 	LogFailing bool `json:"log_failing,omitempty"`
+	// ClusterID is the node's cluster ID as its last status said (this
+	// node's own for itself); one that differs from the active's is
+	// replaced once the node syncs. Absent while unknown or none.
+	ClusterID string `json:"cluster_id,omitempty"`
 }

@@ -50,6 +50,12 @@
 // A handoff's call to the successor runs off the loop, which applies its
 // answer (the successor announced, or the role taken back).
 //
+// Every data_dir keeps a cluster ID (Config.IDFile): created by the first
+// active, adopted by a node without one once it syncs with its active. No
+// rule compares the logs of nodes whose IDs differ (a data_dir copied from
+// another cluster): such a standby follows the live active and takes its
+// snapshot and ID (see foreign and decide).
+//
 // Two actives (a partition, a paused process) are resolved by keepsState,
 // a pure function of the two nodes' statuses, never by the timing of a
 // heartbeat: the one whose state is older (the lower state token: the
@@ -133,6 +139,11 @@ type Config struct {
 	// before the active goes on without them (sync_timeout); 0 means
 	// DefaultSyncTimeout.
 	SyncTimeout time.Duration
+	// IDFile is the file that keeps this node's cluster ID, in its
+	// data_dir (IDFileName); "" keeps it in memory only. A data_dir
+	// without one adopts the ID of the first active it syncs with, or
+	// creates one when this node is the first active (see foreign).
+	IDFile string
 	// TailBytes bounds the recent records kept in memory for the
 	// standbys' streams (older ones are read from the log's segments);
 	// 0 means DefaultTailBytes.
@@ -263,6 +274,15 @@ type Status struct {
 	// node must have the same one, since its order is the priorities
 	// (see peersDiffer). Absent from a node of an older version.
 	Peers []string `json:"peers,omitempty"`
+	// ClusterID is the node's cluster ID (its data_dir's): nodes with
+	// different ones never compare their logs (see foreign). Absent while
+	// it has none.
+	ClusterID string `json:"cluster_id,omitempty"`
+	// Settled: the node has synced with an active, or been one, since it
+	// started, so that its ClusterID is the one of the cluster running
+	// now (a node started on another cluster's data_dir is not settled
+	// until it has synced and adopted its active's ID).
+	Settled bool `json:"settled,omitempty"`
 }
 
 // peer is another node as this one sees it.
@@ -339,6 +359,7 @@ type Node struct {
 	activeLast uint64             // the active's last index, from its last heartbeat
 	asked      time.Time          // last handoff request to the active
 	everSynced bool               // followed an active (synced) or was one since Start
+	clusterID  string             // this node's cluster ID (Config.IDFile); "" none yet
 	fetching   bool               // fetching the log's tail before a promotion (actFetch)
 	// everFollowed: this node has started to read an active's replication
 	// stream since Start (its state may have been replaced, in part, since
@@ -461,6 +482,11 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 		cfg.Sync.node.Store(n)
 	}
 	n.hasState = n.wal.LastIndex() > 0
+	id, err := readClusterID(cfg.IDFile)
+	if err != nil {
+		return nil, err
+	}
+	n.clusterID = id
 	n.epoch = em.Epoch
 	// The state token of the replayed state: grants replayed before New
 	// reached no Node's OnEvent. A node that comes back with grants the
@@ -688,8 +714,8 @@ func (n *Node) View() api.ClusterView {
 	now := time.Now()
 	last, _ := n.tail.position()
 	v := api.ClusterView{Self: n.cfg.Self, Role: n.role, Active: n.active, LastToken: n.eng.LastToken(), Epoch: n.epoch,
-		LastIndex: last, SyncStandbys: n.cfg.SyncStandbys, SyncDegraded: n.role == api.RoleActive && n.degraded.Load()}
-	self := api.PeerView{URL: n.cfg.Self, Priority: n.self, Role: n.role, Live: true, LastContact: &now, LastIndex: last, LogFailing: n.statusLocked().LogFailing}
+		LastIndex: last, ClusterID: n.clusterID, SyncStandbys: n.cfg.SyncStandbys, SyncDegraded: n.role == api.RoleActive && n.degraded.Load()}
+	self := api.PeerView{URL: n.cfg.Self, Priority: n.self, Role: n.role, Live: true, LastContact: &now, LastIndex: last, LogFailing: n.statusLocked().LogFailing, ClusterID: n.clusterID}
 	v.Peers = append(v.Peers, self)
 	acked := n.hub.acked()
 	for _, p := range n.peers {
@@ -700,7 +726,7 @@ func (n *Node) View() api.ClusterView {
 			}
 			c := p.contact
 			pv.LastContact = &c
-			pv.LastIndex, pv.LogFailing = p.status.LastIndex, p.status.LogFailing
+			pv.LastIndex, pv.LogFailing, pv.ClusterID = p.status.LastIndex, p.status.LogFailing, p.status.ClusterID
 		}
 		if a, ok := acked[p.url]; ok {
 			pv.AckedIndex = &a
@@ -731,7 +757,7 @@ func (n *Node) statusLocked() Status {
 	return Status{URL: n.cfg.Self, Role: role, Active: n.active, Priority: n.self, Epoch: n.epoch,
 		HasState: n.hasState, LastToken: n.eng.LastToken(), StateToken: n.stateToken.Load(), Native: n.cfg.Native,
 		LastIndex: last, LogEpoch: m.epoch, LogFailing: !n.logBad.IsZero() && time.Since(n.logBad) >= n.logFailAfter(),
-		Peers: n.cfg.Peers}
+		Peers: n.cfg.Peers, ClusterID: n.clusterID, Settled: n.everSynced}
 }
 
 // logFailAfter is how long the log must have failed before the node counts

@@ -306,6 +306,7 @@ func (c *memCluster) open(i int) {
 	cfg := Config{
 		Self: mn.url, Peers: c.urls, Heartbeat: memHeartbeat, FailoverTimeout: memFailover,
 		Secret: "mem-secret", Transport: mn.tr, Logger: c.log.With("node", i), Log: l, Sync: sl,
+		IDFile: filepath.Join(mn.dir, IDFileName),
 		OnChange: func(kind, _, _ string) {
 			mn.mu.Lock()
 			mn.changes = append(mn.changes, kind)

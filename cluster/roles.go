@@ -343,6 +343,11 @@ func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64, und
 		n.log.Warn("took back the grants the node handing off could not", "grants", len(undelivered))
 	}
 	n.hasState = true
+	if n.clusterID == "" {
+		// The first active of a cluster (or the first of a data_dir an
+		// older baton wrote) creates its ID; its standbys adopt it.
+		n.setClusterIDLocked(newClusterID(), "the first active of this cluster")
+	}
 	n.setRole(api.RoleActive)
 	n.setActive(n.cfg.Self)
 	n.log.Info("promoted to active", "why", why, "epoch", n.epoch, "first_token", first)

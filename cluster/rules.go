@@ -144,6 +144,15 @@ type action struct {
 //     On a cold start (this node has neither followed nor been an active
 //     since it started) the node with the most advanced log is elected
 //     instead, ties by priority (ruleColdStart).
+//   - logs of two cluster IDs (foreign) are never compared: no
+//     restart-newer, fetch or cold-start "most advanced log" against a
+//     node of another ID (at a cold start a node defers to a Settled node
+//     of another ID, which at its failover does not defer to it; between
+//     unsettled ones the ID more live nodes hold wins, ties by priority); two actives of different IDs are
+//     settled by keepsState as any two (a fresh cluster split at its
+//     first start: the newer state keeps, SPEC section 3); a standby of another ID
+//     than the live active's follows it and replaces its state with the
+//     active's snapshot, adopting its ID once synced (ruleForeignFollow).
 func decide(v view) action {
 	if v.req != nil {
 		return decideRequest(v)
@@ -177,7 +186,8 @@ func decide(v view) action {
 		}
 		return action{kind: actStay, why: "active"}
 	}
-	if best >= 0 && !v.wasSynced && !v.followed && v.self.StateToken > v.peers[best].StateToken && v.self.LogEpoch >= v.peers[best].LogEpoch {
+	if best >= 0 && !v.wasSynced && !v.followed && !foreign(v.self, v.peers[best].Status) &&
+		v.self.StateToken > v.peers[best].StateToken && v.self.LogEpoch >= v.peers[best].LogEpoch {
 		// ruleRestartNewer: this node came back (a cold start: it has
 		// neither followed nor been an active since it started) with
 		// grants the live active lacks: it was started while this node
@@ -194,7 +204,15 @@ func decide(v view) action {
 		// Not when the active's log is of a later epoch than this node's:
 		// it was promoted by a node that knew this node's last promotion
 		// (it had followed this node, or one that had), so this node is the
-		// one that was replaced. The replayed state token counts every
+		// one that was replaced.
+		//
+		// Never against an active of another cluster ID (foreign): this
+		// node's log is then another cluster's (a data_dir copied from
+		// it), whose state tokens and epochs say nothing of this one's.
+		// It follows the active instead, which replaces that state with
+		// a snapshot of its own (ruleForeignFollow, below).
+		//
+		// The replayed state token counts every
 		// grant of the log, the ones this node made as a replaced active
 		// while it did not know it yet (a pause; OnEvent leaves them out
 		// of the state token, and they reached no client); they must not
@@ -208,7 +226,7 @@ func decide(v view) action {
 			return action{kind: actStay, why: "listening after start: restarted with a newer state than the active's"}
 		}
 		for _, p := range v.peers {
-			if p.live && !p.refused && p.Role != api.RoleActive && keepsState(p.Status, v.self) {
+			if p.live && !p.refused && p.Role != api.RoleActive && !foreign(p.Status, v.self) && keepsState(p.Status, v.self) {
 				return action{kind: actStay, why: "restarted with grants the active lacks, as a live node that keeps its state against this one: it promotes"}
 			}
 		}
@@ -235,6 +253,17 @@ func decide(v view) action {
 	}
 	if best >= 0 {
 		if v.following != v.peers[best].URL {
+			if foreign(v.self, v.peers[best].Status) {
+				// ruleForeignFollow: this node's data_dir holds another
+				// cluster's ID and state (copied from it, or a disk of
+				// another cluster mounted here). The live active serves
+				// this cluster's clients and its state is the one they
+				// were answered from: this node follows it, gets its
+				// snapshot (never a resume: serveStream) and adopts its
+				// ID once synced, replacing the foreign state, with an
+				// ERROR log naming both IDs (setClusterIDLocked).
+				return action{kind: actFollow, to: v.peers[best].URL, why: fmt.Sprintf("the best live active, of cluster ID %s; this node's data_dir holds cluster ID %s: its state is replaced by the active's", v.peers[best].ClusterID, v.self.ClusterID)}
+			}
 			return action{kind: actFollow, to: v.peers[best].URL, why: "the best live active"}
 		}
 		return action{kind: actStay, why: "following the active"}
@@ -285,7 +314,25 @@ func decide(v view) action {
 		// ties by priority; the others follow it, and a node of higher
 		// priority takes the role through a handoff once synced.
 		for _, p := range v.peers {
-			if p.live && !(p.refused && agreeing) && (logAhead(p.Status, v.self) || (!logAhead(v.self, p.Status) && p.Priority < v.self.Priority)) {
+			if !p.live || (p.refused && agreeing) {
+				continue
+			}
+			if foreign(p.Status, v.self) {
+				// Logs of two cluster IDs are not compared. A node of
+				// another ID that has synced or been active since it
+				// started (Settled) holds the running cluster's ID: this
+				// node's data_dir is the foreign one. Else the ID more
+				// live nodes hold is elected, ties by priority.
+				if p.Settled {
+					return action{kind: actStay, why: "a live node of another cluster ID has synced or been active since it started: this node's data_dir is the foreign one"}
+				}
+				hp, hs := v.holders(p.ClusterID), v.holders(v.self.ClusterID)
+				if hp > hs || (hp == hs && p.Priority < v.self.Priority) {
+					return action{kind: actStay, why: "a live node of another cluster ID, held by more live nodes (or as many, of higher priority), is elected"}
+				}
+				continue
+			}
+			if logAhead(p.Status, v.self) || (!logAhead(v.self, p.Status) && p.Priority < v.self.Priority) {
 				return action{kind: actStay, why: "a live node with a more advanced log (or as advanced, of higher priority) is elected"}
 			}
 		}
@@ -305,7 +352,11 @@ func decide(v view) action {
 		return action{kind: actStay, why: "never promote with empty state while another node holds state"}
 	}
 	for _, p := range v.peers {
-		if p.Priority < v.self.Priority && p.live && !(p.refused && agreeing) && (p.HasState || !someoneHasState) && (!p.LogFailing || v.logFailing) {
+		if p.Priority < v.self.Priority && p.live && !(p.refused && agreeing) && (p.HasState || !someoneHasState) && (!p.LogFailing || v.logFailing) &&
+			(p.Settled || !foreign(p.Status, v.self)) {
+			// (Not a node of another cluster ID that has not synced since
+			// it started: its data_dir is another cluster's, and it defers
+			// to this one, which synced, in the cold-start rule above.)
 			return action{kind: actStay, why: "a live node of higher priority promotes itself"}
 		}
 	}
@@ -328,7 +379,7 @@ func decide(v view) action {
 	// is not waited for: the split-brain rule settles the two states.
 	var most *peerView
 	for i, p := range v.peers {
-		if p.live && !v.unfetchable[p.URL] && logAhead(p.Status, v.self) && (most == nil || logAhead(p.Status, most.Status)) {
+		if p.live && !v.unfetchable[p.URL] && !foreign(p.Status, v.self) && logAhead(p.Status, v.self) && (most == nil || logAhead(p.Status, most.Status)) {
 			most = &v.peers[i]
 		}
 	}
@@ -411,6 +462,21 @@ func (v view) peer(u string) *peerView {
 	return nil
 }
 
+// holders counts the nodes, this one and its live peers that do not
+// refuse it, whose cluster ID is id.
+func (v view) holders(id string) int {
+	k := 0
+	if v.self.ClusterID == id {
+		k++
+	}
+	for _, p := range v.peers {
+		if p.live && !p.refused && p.ClusterID == id {
+			k++
+		}
+	}
+	return k
+}
+
 // allHeard reports whether every peer is live.
 func (v view) allHeard() bool {
 	for _, p := range v.peers {
@@ -446,6 +512,16 @@ func (v view) maxEpoch() uint64 {
 //     but when the two nodes' peers lists differ (a configuration
 //     mistake: each ranks itself by its own list, and both would keep),
 //     the lower URL keeps, which both see alike.
+//
+// Two actives of different cluster IDs (foreign) are settled by the same
+// rule: they arise from a fresh cluster split at its first start (each
+// side created an ID), where the side that granted must keep its grants
+// (SPEC section 3) as in any split brain; the one that steps down gets
+// the other's snapshot and adopts its ID. (A node started on another
+// cluster's data_dir does not become an active beside a live one: no
+// rule lets it claim a newer state against a node of another ID.) State
+// tokens rise with the clock on every cluster, so the comparison stays
+// deterministic and exactly one of the two keeps.
 //
 // For two different nodes exactly one of keepsState(a, b) and
 // keepsState(b, a) is true. Nothing in it depends on when a heartbeat

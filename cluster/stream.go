@@ -277,7 +277,13 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 	index, ierr := strconv.ParseUint(q.Get("index"), 10, 64)
 	epoch, eerr := strconv.ParseUint(q.Get("epoch"), 10, 64)
-	resume := ierr == nil && eerr == nil && n.agrees(index, mark{epoch: epoch, by: q.Get("by")})
+	n.mu.Lock()
+	id := n.clusterID
+	n.mu.Unlock()
+	// A standby of another cluster ID gets a snapshot: its log is of
+	// another cluster, whatever its position says.
+	theirs := r.Header.Get(headerClusterID)
+	resume := ierr == nil && eerr == nil && (theirs == "" || theirs == id) && n.agrees(index, mark{epoch: epoch, by: q.Get("by")})
 
 	f := newFollower(from)
 	n.hub.add(f)
@@ -285,6 +291,9 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 
 	w.Header().Set("Content-Type", streamType)
 	w.Header().Set(syncHeader, strconv.Itoa(n.cfg.SyncStandbys))
+	if id != "" {
+		w.Header().Set(headerClusterID, id)
+	}
 	w.WriteHeader(http.StatusOK)
 	sw := &streamWriter{bw: bufio.NewWriterSize(w, 64<<10), rc: http.NewResponseController(w)}
 	if _, err := sw.bw.WriteString(streamMagic); err != nil {
@@ -486,6 +495,11 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 	if err != nil {
 		return err
 	}
+	n.mu.Lock()
+	if n.clusterID != "" {
+		req.Header.Set(headerClusterID, n.clusterID)
+	}
+	n.mu.Unlock()
 	resp, err := n.stream.Do(req)
 	if err != nil {
 		return err
@@ -505,6 +519,8 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 	if string(magic) != streamMagic {
 		return fmt.Errorf("stream: begins with %q, want %q: run the same baton version on every node", magic, streamMagic)
 	}
+	// The active's cluster ID, which this node adopts once synced.
+	activeID := resp.Header.Get(headerClusterID)
 	n.mu.Lock()
 	p := n.peerByURL(active)
 	n.mu.Unlock()
@@ -647,11 +663,11 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 			n.stateToken.Store(f.stateToken)
 			if f.resumeFrom > 0 {
 				n.resumes.Add(1)
-				n.markSyncedLocked(active, "resumed from its log", last)
+				n.markSyncedLocked(active, activeID, "resumed from its log", last)
 			}
 		case frameSnapshot:
 			n.installs.Add(1)
-			n.markSyncedLocked(active, "installed the active's snapshot", last)
+			n.markSyncedLocked(active, activeID, "installed the active's snapshot", last)
 		case frameHeartbeat:
 			n.activeLast = f.index
 			if batch == 0 && n.synced {
@@ -677,8 +693,12 @@ func (e *movedError) Error() string {
 }
 
 // markSyncedLocked records that this standby's log agrees with the
-// active's through index last. n.mu is held.
-func (n *Node) markSyncedLocked(active, how string, last uint64) {
+// active's through index last, and adopts the active's cluster ID (id;
+// "" from an active of an older baton): only now, once its state is the
+// active's, so that a data_dir never holds this cluster's ID with
+// another cluster's log. n.mu is held.
+func (n *Node) markSyncedLocked(active, id, how string, last uint64) {
+	n.setClusterIDLocked(id, "synced with the active "+active+": "+how)
 	n.synced, n.hasState, n.everSynced = true, true, true
 	n.unfetchable = nil
 	n.applied = last

@@ -209,6 +209,7 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 		}
 		cc.Logger = log
 		cc.Log, cc.Sync = n.wal, n.sync
+		cc.IDFile = filepath.Join(cfg.DataDir, cluster.IDFileName)
 		cc.OnRole = n.metrics.SetRole
 		cc.OnChange = func(kind, node, msg string) {
 			n.metrics.OnClusterChange(kind)
