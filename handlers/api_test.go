@@ -860,6 +860,10 @@ func TestLimits(t *testing.T) {
 		if r.code != http.StatusTooManyRequests || r.errBody(t).Code != code {
 			t.Fatalf("want 429 %s, got %d %s", code, r.code, r.body)
 		}
+		// RFC 6585 section 4: a 429 may say how long to wait before a repeat.
+		if ra := r.hdr.Get("Retry-After"); ra != "1" {
+			t.Errorf("Retry-After %q, want \"1\"", ra)
+		}
 	}
 	t.Run("max_keys", func(t *testing.T) {
 		e := newEnv(t, engine.Config{MaxKeys: 2}, handlers.Config{})
