@@ -735,6 +735,8 @@ func TestBadInput(t *testing.T) {
 		{"lease +Inf", "POST", "/locks/k?lease=%2BInf", "", nil, 400, "lease"},
 		{"lease abc", "POST", "/locks/k?lease=abc", "", nil, 400, "lease"},
 		{"lease empty", "POST", "/locks/k?lease=", "", nil, 400, "lease"},
+		{"list limit empty", "GET", "/locks?limit=", "", nil, 400, "limit"},
+		{"events since empty", "GET", "/events?since=", "", nil, 400, "since"},
 		{"lease 1e308", "POST", "/locks/k?lease=1e308", "", nil, 400, "lease"},
 		{"lease 0 in body", "POST", "/locks/k", `{"lease":0}`, nil, 400, "lease"},
 		{"lease string in body", "POST", "/locks/k", `{"lease":"abc"}`, nil, 400, "lease"},

@@ -224,8 +224,22 @@ func strictQuery(r *http.Request, route string, names ...string) (url.Values, er
 		if len(vals) != 1 {
 			return nil, badRequest(name, "is given more than once")
 		}
+		if err := checkEmpty(name, vals[0]); err != nil {
+			return nil, err
+		}
 	}
 	return q, nil
+}
+
+// checkEmpty is THE rule for a parameter given with an empty value
+// ("?limit=", "?since=", "?lease="): it is bad input (SPEC section 2: a 400
+// that names the field), not its default, which leaving it out gives; only
+// prefix and after, where "" is a value (every key), take it.
+func checkEmpty(name, v string) error {
+	if v != "" || name == "prefix" || name == "after" {
+		return nil
+	}
+	return badRequest(name, "is empty (leave it out for its default)")
 }
 
 // notParameter is the error of a query parameter that route (a call:
@@ -266,6 +280,9 @@ func unescapeQuery(v string) (string, error) {
 }
 
 func (p *lockParams) set(name, v string) error {
+	if err := checkEmpty(name, v); err != nil {
+		return err
+	}
 	switch name {
 	case "lease", "wait":
 		f, err := parseSeconds(name, v)
