@@ -1078,3 +1078,18 @@ func TestPollTimeoutSaysWhetherThePlaceIsKept(t *testing.T) {
 	}
 	e.release("pt", held.Token)
 }
+
+// TestEmptyLockTokenHeader: an empty Lock-Token header is a 400 that says
+// the header is empty, not that no token was given.
+func TestEmptyLockTokenHeader(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	g := e.acquire("/locks/h")
+	for _, method := range []string{http.MethodDelete, http.MethodPatch} {
+		r := e.do(method, "/locks/h", "", api.HeaderLockToken, "")
+		eb := r.errBody(t)
+		if r.code != http.StatusBadRequest || eb.Field != "token" || !strings.Contains(eb.Message, "empty") {
+			t.Errorf("%s with an empty Lock-Token: %d %s, want 400 saying token is empty", method, r.code, r.body)
+		}
+	}
+	e.release("h", g.Token)
+}

@@ -128,13 +128,17 @@ func (s *Server) readLockParams(w http.ResponseWriter, r *http.Request) (lockPar
 			return p, err
 		}
 	}
-	if h := r.Header.Get(api.HeaderLockToken); h != "" {
+	if hv := r.Header.Values(api.HeaderLockToken); len(hv) > 0 {
+		h := hv[0]
 		if i := index(names, "token"); i >= 0 {
 			if len(r.Header.Values(api.HeaderLockToken)) > 1 {
 				return p, badRequest("token", "is given more than once (Lock-Token header)")
 			}
 			if from[i] != "" {
 				return p, badRequest("token", "is given both in the "+from[i]+" and in the Lock-Token header")
+			}
+			if h == "" {
+				return p, badRequest("token", "is empty (the Lock-Token header)")
 			}
 			if err := p.set("token", h); err != nil {
 				return p, err
@@ -239,7 +243,7 @@ func checkEmpty(name, v string) error {
 	if v != "" || name == "prefix" || name == "after" {
 		return nil
 	}
-	return badRequest(name, "is empty (leave it out for its default)")
+	return badRequest(name, "is empty (give a value, or leave the parameter out)")
 }
 
 // notParameter is the error of a query parameter that route (a call:
