@@ -307,6 +307,11 @@ func formatValue(v any) string {
 		parts := make([]string, len(v))
 		for i, x := range v {
 			parts[i] = formatValue(x)
+			if s, ok := x.(string); ok && (s == "" || s != strings.TrimSpace(s) || strings.ContainsAny(s, `,[]{}:"`)) {
+				// Quoted as YAML would need it: [""] read "[]", an
+				// empty list, which is not what was given.
+				parts[i] = strconv.Quote(s)
+			}
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
 	case map[string]any: // a YAML mapping, written back as one
