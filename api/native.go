@@ -592,18 +592,19 @@ func (c *Client) npickBusy(ctx context.Context, avoid *slot, acquire bool, id ni
 // errSoloDone ends a connection of nsolo once its attempt is over.
 var errSoloDone = errors.New("baton: the attempt on a connection of its own is over")
 
-// nsolo dials a connection of its own to s's node, for one attempt of a
-// repeated acquire (or of its settling repeat) when every live connection
-// to the node has an acquire of the same key waiting. A node serves a
-// connection's acquires of one key one after the other, and the repeat's
+// nsolo dials a connection of its own to s's node, for one attempt of an
+// acquire (or of its settling repeat) when every live connection to the
+// node has an acquire of the same key waiting. A node serves a
+// connection's acquires of one key one after the other: behind another
+// acquire of the key, a first attempt would not reach the node's queue
+// (its wait would not start) until that one ended, and a repeat, whose
 // id may already hold a grant or a place on the node (granted, or kept
-// over a failover or a handoff, before the repeat): behind another
-// acquire of the key, which itself waits for that grant, the repeat would
-// get its own grant only once its lease had run out (and then
-// grant_ended). done ends the connection: call it once the attempt has an
-// answer or was given up (a waiter given up leaves the node's queue with
-// the connection, as over a broken one). The connection also ends with
-// the client.
+// over a failover or a handoff, before the repeat), would get its own
+// grant only once its lease had run out (and then grant_ended), the
+// other acquire waiting for that grant. done ends the connection: call it
+// once the attempt has an answer or was given up (a waiter given up
+// leaves the node's queue with the connection, as over a broken one). The
+// connection also ends with the client.
 func (c *Client) nsolo(ctx context.Context, s *slot) (w *nwire, done func(), err error) {
 	dctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
 	w, err = c.ndial(dctx, s.addr.base)
@@ -794,7 +795,6 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 	var silent *slot // as in Acquire: the last attempt's that got no answer
 	wait := q.wait   // the wait line names (0: none)
 	var unavailableSince time.Time
-	repeat := false // an attempt went out: the id may hold a grant or a place
 	start, restarts := time.Now(), 0
 	var since time.Time // as in Acquire: see grantSince
 	for {
@@ -820,7 +820,7 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 			bounded = &nattemptLate{q: q}
 			late = bounded
 		}
-		if busy && repeat {
+		if busy {
 			sw, done, derr := c.nsolo(ctx, s)
 			if err = derr; err == nil {
 				w = sw
@@ -830,7 +830,6 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 		} else {
 			a, err = w.do(ctx, id, line, late, c.attemptLimit(wait))
 		}
-		repeat = true
 		served(&unavailableSince, sent)
 		if bounded != nil && err != nil {
 			bounded.decide(!errors.Is(err, errNoAnswer))
@@ -921,7 +920,7 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 			q.opts.ID = newKey()
 			line = q.line(buf[:0], q.wait)
 			wait = left
-			avoid, redirects, repeat, since = nil, 0, false, time.Time{}
+			avoid, redirects, since = nil, 0, time.Time{}
 			continue
 		}
 		if derived && se.Code == CodeInvalidArgument && se.Field == "wait" {

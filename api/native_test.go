@@ -82,7 +82,9 @@ func grantLine(key string, token uint64) string {
 
 // Requests are pipelined on one connection: every line goes out before
 // any answer comes; answers in any order reach their callers, matched by
-// (op, key), and in order for the same (op, key).
+// (op, key), and in order for the same (op, key). An acquire of a key
+// that has one waiting on every connection goes out on a connection of
+// its own (a node serves a connection's acquires of a key in turn).
 func TestNativePipelinedOutOfOrder(t *testing.T) {
 	f := newFakeNode(t)
 	c := newClient(t, func(c *api.Config) { c.ConnsPerAddress = 1 }, f.Base())
@@ -97,17 +99,26 @@ func TestNativePipelinedOutOfOrder(t *testing.T) {
 		t.Fatalf("second line %q", l)
 	}
 	a2 := acquireAsync(ctx, c, "a")
-	if l := fc.read(t); !strings.HasPrefix(l, "A a - - id=") {
-		t.Fatalf("third line %q", l)
+	solo := f.accept(t)
+	if l := solo.read(t); !strings.HasPrefix(l, "A a - - id=") {
+		t.Fatalf("line on a connection of its own %q", l)
 	}
-	rel := make(chan error, 1)
+	rel, rel2 := make(chan error, 1), make(chan error, 1)
 	go func() { rel <- c.Release(ctx, "c d", 9) }()
 	if l := fc.read(t); l != "R c%20d 9" {
+		t.Fatalf("third line %q", l)
+	}
+	go func() { rel2 <- c.Release(ctx, "c d", 10) }()
+	if l := fc.read(t); l != "R c%20d 10" {
 		t.Fatalf("fourth line %q", l)
 	}
-	fc.send(t, "R c%20d OK", "A b T", grantLine("a", 7), grantLine("a", 8))
+	solo.send(t, grantLine("a", 8))
+	fc.send(t, "R c%20d OK", "R c%20d E not_held nobody holds it", "A b T", grantLine("a", 7))
 	if err := <-rel; err != nil {
 		t.Fatalf("release: %v", err)
+	}
+	if err := <-rel2; !errors.Is(err, api.ErrNotHeld) {
+		t.Fatalf("second release of the key: %v, want ErrNotHeld", err)
 	}
 	if r := <-b; !errors.Is(r.err, api.ErrTimeout) {
 		t.Fatalf("acquire b: %v, want ErrTimeout", r.err)

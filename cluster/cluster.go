@@ -116,7 +116,8 @@ type Config struct {
 	// OnRole, if set, is called with the new role on every role change.
 	OnRole func(role string)
 	// OnChange, if set, is told of every promotion ("promote"), handoff
-	// ("handoff") and step-down ("step_down"): kind, the node concerned,
+	// ("handoff"), step-down ("step_down") and replacement of this node's
+	// state by the active's snapshot ("reset"): kind, the node concerned,
 	// and a sentence. It must not block.
 	OnChange func(kind, node, message string)
 	// Native is this node's native protocol address (host:port) as clients

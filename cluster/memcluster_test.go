@@ -645,6 +645,16 @@ func TestMemHealedCutLeavesTheNewerState(t *testing.T) {
 				// snapshot.
 				t.Errorf("the older side's divergent log was resumed, not replaced by a snapshot")
 			}
+			if tc.olderGrants {
+				// Its feed says that what it told before (its own grant
+				// of "lost") is of a state it discarded.
+				c.nodes[tc.older].mu.Lock()
+				changes := strings.Join(c.nodes[tc.older].changes, " ")
+				c.nodes[tc.older].mu.Unlock()
+				if i := strings.LastIndex(changes, "step_down"); i < 0 || !strings.Contains(changes[i:], api.EventReset) {
+					t.Errorf("the older side's changes %q: no %s after its step_down", changes, api.EventReset)
+				}
+			}
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
 )
 
@@ -668,6 +669,10 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 		case frameSnapshot:
 			n.installs.Add(1)
 			n.markSyncedLocked(active, activeID, "installed the active's snapshot", last)
+			// This node's state was replaced: what its feed said before
+			// (after a step-down, the grants and expiries of a state it
+			// discarded) is not the cluster's history.
+			n.notify(api.EventReset, n.cfg.Self, fmt.Sprintf("state replaced by a snapshot of %s's (index %d): the events before this one are of the state this node held before, which the cluster may never have had", active, last))
 		case frameHeartbeat:
 			n.activeLast = f.index
 			if batch == 0 && n.synced {

@@ -735,6 +735,8 @@ func TestBadInput(t *testing.T) {
 		{"lease +Inf", "POST", "/locks/k?lease=%2BInf", "", nil, 400, "lease"},
 		{"lease abc", "POST", "/locks/k?lease=abc", "", nil, 400, "lease"},
 		{"lease empty", "POST", "/locks/k?lease=", "", nil, 400, "lease"},
+		{"list limit empty", "GET", "/locks?limit=", "", nil, 400, "limit"},
+		{"events since empty", "GET", "/events?since=", "", nil, 400, "since"},
 		{"lease 1e308", "POST", "/locks/k?lease=1e308", "", nil, 400, "lease"},
 		{"lease 0 in body", "POST", "/locks/k", `{"lease":0}`, nil, 400, "lease"},
 		{"lease string in body", "POST", "/locks/k", `{"lease":"abc"}`, nil, 400, "lease"},
@@ -859,6 +861,10 @@ func TestLimits(t *testing.T) {
 		t.Helper()
 		if r.code != http.StatusTooManyRequests || r.errBody(t).Code != code {
 			t.Fatalf("want 429 %s, got %d %s", code, r.code, r.body)
+		}
+		// RFC 6585 section 4: a 429 may say how long to wait before a repeat.
+		if ra := r.hdr.Get("Retry-After"); ra != "1" {
+			t.Errorf("Retry-After %q, want \"1\"", ra)
 		}
 	}
 	t.Run("max_keys", func(t *testing.T) {
@@ -1071,4 +1077,19 @@ func TestPollTimeoutSaysWhetherThePlaceIsKept(t *testing.T) {
 		t.Errorf("the waiter with an Idempotency-Key is not kept (%d waiters)", n)
 	}
 	e.release("pt", held.Token)
+}
+
+// TestEmptyLockTokenHeader: an empty Lock-Token header is a 400 that says
+// the header is empty, not that no token was given.
+func TestEmptyLockTokenHeader(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	g := e.acquire("/locks/h")
+	for _, method := range []string{http.MethodDelete, http.MethodPatch} {
+		r := e.do(method, "/locks/h", "", api.HeaderLockToken, "")
+		eb := r.errBody(t)
+		if r.code != http.StatusBadRequest || eb.Field != "token" || !strings.Contains(eb.Message, "empty") {
+			t.Errorf("%s with an empty Lock-Token: %d %s, want 400 saying token is empty", method, r.code, r.body)
+		}
+	}
+	e.release("h", g.Token)
 }

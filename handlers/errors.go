@@ -90,7 +90,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	switch status {
 	case http.StatusInternalServerError:
 		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
-	case http.StatusServiceUnavailable:
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
+		// 503: no active known yet; 429: a limit reached (RFC 6585
+		// section 4). The node cannot know when a key or a place frees; a
+		// second is a pause that lets a release or an expiry come first.
 		w.Header().Set("Retry-After", "1")
 	case http.StatusRequestTimeout:
 		if body.Retry {

@@ -128,13 +128,17 @@ func (s *Server) readLockParams(w http.ResponseWriter, r *http.Request) (lockPar
 			return p, err
 		}
 	}
-	if h := r.Header.Get(api.HeaderLockToken); h != "" {
+	if hv := r.Header.Values(api.HeaderLockToken); len(hv) > 0 {
+		h := hv[0]
 		if i := index(names, "token"); i >= 0 {
 			if len(r.Header.Values(api.HeaderLockToken)) > 1 {
 				return p, badRequest("token", "is given more than once (Lock-Token header)")
 			}
 			if from[i] != "" {
 				return p, badRequest("token", "is given both in the "+from[i]+" and in the Lock-Token header")
+			}
+			if h == "" {
+				return p, badRequest("token", "is empty (the Lock-Token header)")
 			}
 			if err := p.set("token", h); err != nil {
 				return p, err
@@ -224,8 +228,22 @@ func strictQuery(r *http.Request, route string, names ...string) (url.Values, er
 		if len(vals) != 1 {
 			return nil, badRequest(name, "is given more than once")
 		}
+		if err := checkEmpty(name, vals[0]); err != nil {
+			return nil, err
+		}
 	}
 	return q, nil
+}
+
+// checkEmpty is THE rule for a parameter given with an empty value
+// ("?limit=", "?since=", "?lease="): it is bad input (SPEC section 2: a 400
+// that names the field), not its default, which leaving it out gives; only
+// prefix and after, where "" is a value (every key), take it.
+func checkEmpty(name, v string) error {
+	if v != "" || name == "prefix" || name == "after" {
+		return nil
+	}
+	return badRequest(name, "is empty (give a value, or leave the parameter out)")
 }
 
 // notParameter is the error of a query parameter that route (a call:
@@ -266,6 +284,9 @@ func unescapeQuery(v string) (string, error) {
 }
 
 func (p *lockParams) set(name, v string) error {
+	if err := checkEmpty(name, v); err != nil {
+		return err
+	}
 	switch name {
 	case "lease", "wait":
 		f, err := parseSeconds(name, v)

@@ -274,7 +274,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 //	@Failure		410				{object}	api.Error	"grant_ended: the grant of this Idempotency-Key has ended"
 //	@Failure		413				{object}	api.Error	"the body is larger than max_body"
 //	@Failure		422				{object}	api.Error	"idempotency_key_reused: the Idempotency-Key came before with another mode, limit, lease or owner (field names it); nothing changed"
-//	@Failure		429				{object}	api.Error	"too_many_keys or too_many_waiters"
+//	@Failure		429				{object}	api.Error	"too_many_keys or too_many_waiters; see Retry-After"
 //	@Failure		503				{object}	api.Error	"shutting down or no active node known; see Retry-After"
 //	@Security		BearerAuth
 //	@Router			/locks/{key} [post]

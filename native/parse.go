@@ -335,7 +335,7 @@ func fieldName(op string, i int) string {
 
 // durationField reads seconds: "-" (not given, 0), or a decimal with an
 // optional exponent, as HTTP takes them (SPEC section 2b: the same
-// semantics; "30", "0.5", ".5", "1e3"; no sign, hex, Inf or NaN). A lease
+// semantics; "30", "0.5", ".5", "1e3"; no "+", hex, Inf or NaN). A lease
 // must be greater than 0; a wait may be 0 (no limit).
 func durationField(name, v string, zeroOK bool) (time.Duration, error) {
 	if v == "-" {
@@ -358,6 +358,19 @@ func durationField(name, v string, zeroOK bool) (time.Duration, error) {
 
 // durationFloat is durationField for any v but "-".
 func durationFloat(v string, zeroOK bool) (time.Duration, error) {
+	if rest, neg := strings.CutPrefix(v, "-"); neg && decimalSyntax(rest) {
+		// A negative number: refused by the rule HTTP states for it, in
+		// HTTP's words (SPEC section 2b: the same errors), not as a
+		// syntax error. -0 is 0.
+		mantissa, _, _ := strings.Cut(strings.ToLower(rest), "e")
+		if !strings.ContainsAny(mantissa, "123456789") {
+			return durationFloat(rest, zeroOK)
+		}
+		if !zeroOK {
+			return 0, errors.New("must be greater than 0 seconds")
+		}
+		return 0, errors.New("must be 0 (no limit) or more seconds")
+	}
 	if !decimalSyntax(v) {
 		return 0, errors.New("must be a number of seconds or -, got " + quoteShort(v))
 	}

@@ -76,7 +76,7 @@ var settings = []struct {
 	{"lease_default", "lease when an acquire names none (Go duration)", 30 * time.Second},
 	{"lease_max", "largest lease accepted", time.Hour},
 	{"wait_max", "largest wait accepted; 0 = no cap", time.Duration(0)},
-	{"poll_timeout", "end a long poll early with a resumable 408; 0 = never", time.Duration(0)},
+	{"poll_timeout", "end a long poll early with a resumable 408; 0 = never, else at least 100ms", time.Duration(0)},
 	{"max_keys", "keys held or waited for at once", engine.DefaultConfig().MaxKeys},
 	{"max_waiters_per_key", "waiters in one key's queue", engine.DefaultConfig().MaxWaitersPerKey},
 	{"max_waiters", "waiters over all keys", engine.DefaultConfig().MaxWaiters},
@@ -307,6 +307,11 @@ func formatValue(v any) string {
 		parts := make([]string, len(v))
 		for i, x := range v {
 			parts[i] = formatValue(x)
+			if s, ok := x.(string); ok && (s == "" || s != strings.TrimSpace(s) || strings.ContainsAny(s, `,[]{}:"`)) {
+				// Quoted as YAML would need it: [""] read "[]", an
+				// empty list, which is not what was given.
+				parts[i] = strconv.Quote(s)
+			}
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
 	case map[string]any: // a YAML mapping, written back as one
@@ -529,6 +534,9 @@ func (c *serveConfig) validate() error {
 	if c.SyncTimeout <= 0 {
 		return fmt.Errorf("sync_timeout: must be positive (1ms to 1m), got %v", c.SyncTimeout)
 	}
+	if c.PollTimeout > 0 && c.PollTimeout < minPollTimeout {
+		return fmt.Errorf("poll_timeout: must be 0 (never) or at least %v, got %v (each early end costs the client a round trip)", minPollTimeout, c.PollTimeout)
+	}
 	if len(c.Peers) == 0 && c.SyncStandbys != 0 {
 		return fmt.Errorf("sync_standbys: must be 0 on a single node (no peers), got %d", c.SyncStandbys)
 	}
@@ -570,6 +578,10 @@ func (c *serveConfig) validate() error {
 	}
 	return c.engineConfig().Validate()
 }
+
+// minPollTimeout is the shortest poll_timeout accepted: below it the
+// clients and the node would spend their time ending and resuming polls.
+const minPollTimeout = 100 * time.Millisecond
 
 // checkDataDir makes sure dir exists (creating it) and that a file can be
 // written in it, so that an unusable data_dir is refused with the other

@@ -32,13 +32,13 @@ function lockPath(key) {
 function query(params) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) {
-    if (v === undefined || v === null) continue;
+    if (v == null) continue;
     if (typeof v !== 'number' && typeof v !== 'string') {
       throw new BatonError(400, 'invalid_argument', k + ' must be a number or a string, not ' + typeof v, k);
     }
     q.set(k, String(v));
   }
-  const s = q.toString();
+  const s = '' + q;
   return s ? '?' + s : '';
 }
 
@@ -94,7 +94,7 @@ export class Client {
     this._active = null;
     /** The bearer token of every call; may be changed at any time. */
     this.token = token || '';
-    this._fetch = f || ((input, init) => globalThis.fetch(input, init));
+    this._fetch = f || ((i, o) => fetch(i, o));
     this._retryFor = retryFor ?? 10000;
     /** @type {Set<Promise<void>>} what close() waits for */
     this._busy = new Set();
@@ -245,9 +245,10 @@ export class Client {
           pathQuery = u.pathname + u.search; // a handoff's ticket stays with the acquire
         }
         if (res.ok) {
-          // Waited half its lease or more: renewed now (lost at once before).
+          // Waited half its lease or more: renewed now; refused: it ended.
           const g = await res.json(), late = Date.now() - sent >= g.lease * 500, l = new Lock(this, g, late ? Date.now() : sent);
           if (late) await l.renew().catch(() => l._watch(sent + g.lease * 1000));
+          if (l.lost.aborted) throw (asked = false, new BatonError(410, 'grant_ended', 'ended unanswered', undefined, l.lost.reason));
           return l;
         }
         err = await statusError(res);
@@ -282,7 +283,7 @@ export class Client {
           const res = await this._call('POST', u.pathname + u.search, { headers, signal: AbortSignal.timeout(ATTEMPT_MS), pin: true });
           const text = await res.text();
           if (res.ok) token = Number(res.headers.get('Lock-Token')) || JSON.parse(text).token;
-          else if (res.status < 500 && res.status !== 429) return; // 408, 410, 4xx: nothing held
+          else if (res.status < 500 && res.status !== 429) return; // nothing held
         } catch { /* no answer: asked again */ }
         if (!(token > 0)) await sleep(RELEASE_RETRY_MS);
       }
@@ -434,7 +435,7 @@ export class Lock {
   _watch(deadline) {
     clearTimeout(this._timer);
     this._deadline = deadline;
-    this._timer = setTimeout(() => this._lose(new BatonError(0, 'lost', 'lock ' + JSON.stringify(this.key) + ' token ' + this.token + ': the lease ran out before a renewal succeeded')), Math.max(0, deadline - Date.now()));
+    this._timer = setTimeout(() => this._lose(new BatonError(0, 'lost', 'lock ' + JSON.stringify(this.key) + ' token ' + this.token + ': the lease ran out before a renewal succeeded')), deadline - Date.now());
     // In Node the watch keeps no process running.
     /** @type {any} */ (this._timer).unref?.();
   }
@@ -490,7 +491,7 @@ export class Lock {
     (async () => {
       while (!ka.signal.aborted) {
         const lease = this.lease * 1000;
-        await sleep(Math.max(0, this._deadline - lease / 2 - Date.now()), ka.signal);
+        await sleep(this._deadline - lease / 2 - Date.now(), ka.signal);
         const retry = Math.min(Math.max(lease / 10, 10), 1000);
         for (;;) {
           try {
@@ -500,7 +501,7 @@ export class Lock {
             if (ka.signal.aborted || this.lost.aborted || e?.code === 'closed') return;
             const a = this._c._active; // silent: ask the others
             if (e?.name === 'TimeoutError' && a) this._c._down(a);
-            await sleep(Math.min(retry, Math.max(0, this._deadline - Date.now())), ka.signal);
+            await sleep(Math.min(retry, this._deadline - Date.now()), ka.signal);
           }
         }
       }
