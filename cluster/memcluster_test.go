@@ -865,7 +865,7 @@ func TestMemFailoverPassesOverAStandbyWhoseLogFails(t *testing.T) {
 // pending than its tail holds (tail_bytes 1: the waiters' places, which
 // nobody waits for) makes no stream write until it writes them. The
 // stream took the evicted, unwritten record for one of the log's
-// segments', found nothing there and looped at once (about 1.4 million
+// segments, found nothing there and looped at once (about 1.4 million
 // loops a second, each counted as a stream write), without heartbeats
 // and deaf to its end (a handoff, Close, its standby gone), for as long as
 // the disk was full.
