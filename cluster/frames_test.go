@@ -175,3 +175,32 @@ func TestTailAcrossBlocks(t *testing.T) {
 		t.Fatalf("%d blocks for %d records held", len(tl.blocks), held)
 	}
 }
+
+// A record the tail no longer holds (a tail smaller than the records the
+// log has yet to write) but the log has not written is pending, not to be
+// read from the log: its segments do not hold it yet, and a stream that
+// went there found nothing and looped at once, again and again, without
+// a heartbeat and deaf to its end (a handoff, Close, the standby gone)
+// for as long as the log did not write (a stalled or full disk).
+func TestTailEvictedButNotWrittenIsPending(t *testing.T) {
+	tl := newTail(1)
+	tl.reset(0, mark{})
+	tl.add(1, []byte{1, 2})
+	tl.add(2, []byte{1, 2}) // 1 is evicted, neither is written
+	recs, more, pending, ok := tl.readWritten(1, 100, nil)
+	if !ok || !pending || len(recs) != 0 {
+		t.Fatalf("readWritten(1) before the log wrote 1: %d records, pending %v, ok %v; want none, pending, ok", len(recs), pending, ok)
+	}
+	tl.wrote(2)
+	select {
+	case <-more:
+	default:
+		t.Fatal("a stream waiting for the log's write was not woken by it")
+	}
+	if _, _, _, ok := tl.readWritten(1, 100, nil); ok {
+		t.Fatal("readWritten(1) once written but evicted: ok (it is the log's segments' to read)")
+	}
+	if recs, _, _, ok := tl.readWritten(2, 100, nil); !ok || len(recs) != 1 || recs[0].index != 2 {
+		t.Fatalf("readWritten(2) = %v %v", recs, ok)
+	}
+}

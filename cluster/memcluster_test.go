@@ -919,3 +919,54 @@ func TestMemActiveWhoseTokenMarkFailsHandsOff(t *testing.T) {
 		t.Errorf("node 0, active again, holds held with %d, want %d", got, g.Token)
 	}
 }
+
+// An active whose log does not write (its disk full) with more records
+// pending than its tail holds (tail_bytes 1: the waiters' places, which
+// nobody waits for) makes no stream write until it writes them. The
+// stream took the evicted, unwritten record for one of the log's
+// segments, found nothing there and looped at once (about 1.4 million
+// loops a second, each counted as a stream write), without heartbeats
+// and deaf to its end (a handoff, Close, its standby gone), for as long as
+// the disk was full.
+func TestMemStreamWaitsForAFailedLogPastTheTail(t *testing.T) {
+	// A log failing for a minute before node 0 hands off.
+	c := newMemClusterLog(t, 2, func(wc *wal.Config) { wc.FailTimeout = time.Minute }, func(cfg *Config) { cfg.TailBytes = 1 })
+	c.start(0, 1)
+	c.waitActive(0)
+	g := c.grant(0, "h")
+	c.waitFor("the grant replicated", func() bool { return c.holds(1, "h") == g.Token })
+	c.nodes[0].diskFull.Store(true)
+	t.Cleanup(func() {
+		// Room again before the nodes close: node 0's log writes its
+		// records, and closes cleanly.
+		c.nodes[0].diskFull.Store(false)
+		c.waitFor("node 0's log writes again", c.nodes[0].wal.Healthy)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range 3 { // three places in the queue of h: records nobody waits for
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = c.nodes[0].eng.Acquire(ctx, engine.AcquireRequest{Key: "h", Lease: time.Minute, Wait: time.Minute})
+		}()
+	}
+	defer wg.Wait()
+	defer cancel()
+	c.waitFor("three waiters on node 0", func() bool {
+		li, err := c.nodes[0].eng.Status("h")
+		return err == nil && li.Waiters == 3
+	})
+	// No stream write over 20 looks in a row (the stream waits; a
+	// looping one counted thousands between two looks).
+	sent, still := c.nodes[0].node.sentWrites.Load(), 0
+	c.waitFor("node 0's stream to make no write", func() bool {
+		now := c.nodes[0].node.sentWrites.Load()
+		if now != sent {
+			sent, still = now, 0
+		} else {
+			still++
+		}
+		return still >= 20
+	})
+}

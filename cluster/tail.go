@@ -302,11 +302,20 @@ func (t *tail) read(from uint64, max int, into []tailRec) (recs []tailRec, more 
 // log has written (up to t.written). When none of them is left from
 // from, more is closed once the log writes more, if pending reports
 // records appended but not written yet, and otherwise once a record is
-// appended.
+// appended. ok is false when from was evicted and is written (read it
+// from the log's segments); evicted and not written yet, it is pending.
 func (t *tail) readWritten(from uint64, max int, into []tailRec) (recs []tailRec, more <-chan struct{}, pending, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if from < t.first {
+		if from > t.written {
+			// Evicted before the log wrote it (more records wait to be
+			// written than the tail holds): the log's segments hold it
+			// only once it is written. Read from them now, it is not
+			// there, and the stream would loop at once, without a wait.
+			t.wwaiting = true
+			return into[:0], t.wch, true, true
+		}
 		return into[:0], nil, false, false
 	}
 	into = into[:0]
