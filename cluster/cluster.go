@@ -357,7 +357,6 @@ type Node struct {
 	replicaAt  time.Time          // last stream frame since synced; zero = no replica to read (see ReplicaLag)
 	applied    uint64             // the last index of this node's log applied from the stream
 	appliedCh  chan struct{}      // closed and replaced whenever applied rises
-	activeLast uint64             // the active's last index, from its last heartbeat
 	asked      time.Time          // last handoff request to the active
 	everSynced bool               // followed an active (synced) or was one since Start
 	clusterID  string             // this node's cluster ID (Config.IDFile); "" none yet

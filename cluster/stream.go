@@ -674,7 +674,6 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 			// discarded) is not the cluster's history.
 			n.notify(api.EventReset, n.cfg.Self, fmt.Sprintf("state replaced by a snapshot of %s's (index %d): the events before this one are of the state this node held before, which the cluster may never have had", active, last))
 		case frameHeartbeat:
-			n.activeLast = f.index
 			if batch == 0 && n.synced {
 				n.streamWorksLocked(active)
 			}

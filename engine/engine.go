@@ -1265,8 +1265,8 @@ func (s *shard) retake(lk *lock, token uint64, t *ticket, now stamp) bool {
 // Undelivered returns the grants this engine could not take back although
 // nobody was told of them: their record was handed to the log, the log
 // failed to write it, and then refused the release too (retake). The log
-// writes them if it recovers, and a replication stream fed by it may have
-// sent them already: a node that hands its role off with its log failing
+// writes them if it recovers (and a replication stream then sends them,
+// as it sends only what the log wrote): a node that hands its role off with its log failing
 // passes them to its successor (Promote), or they would hold their keys
 // there until their leases end. It walks every key: call it only then.
 func (e *Engine) Undelivered() []Grant {

@@ -595,8 +595,10 @@ func (l *Log) Written() uint64 {
 }
 
 // WriteSoon asks the log's goroutine to write the records appended so
-// far that nobody waits for, and returns at once; a writer at work
-// already writes them (a replication stream waiting for them uses it).
+// far that nobody waits for, and returns at once. A writer at work
+// writes only the batch it took; what was appended after it waits for
+// the next write, so a caller waiting for a record asks again until the
+// written index reaches it (a replication stream waiting for them does).
 func (l *Log) WriteSoon() {
 	select {
 	case l.flushNow <- struct{}{}:
