@@ -47,10 +47,10 @@ type Event struct {
 	// Waiters is the key's queue length after the change.
 	Waiters int `json:"waiters"`
 	// Owner is the holder's or waiter's label (grant, release, expire,
-	// enqueue); absent without one.
+	// enqueue, leave, timeout); absent without one.
 	Owner string `json:"owner,omitempty"`
 	// Mode is ModeExclusive or ModeShared (grant, release, expire,
-	// enqueue).
+	// enqueue, leave, timeout).
 	Mode string `json:"mode,omitempty"`
 	// Limit is the key's holder limit (grant, enqueue).
 	Limit int `json:"limit,omitempty"`

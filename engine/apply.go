@@ -113,11 +113,11 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 			t.state = tTimedOut
 			s.retain(t, now.monoAt(r.Until))
 			if s.e.cfg.OnEvent != nil {
-				s.emit(Event{Kind: EventTimeout, Key: lk.key, WaiterID: t.id, At: r.At, Waiters: lk.n, Waited: time.Duration(at.mono - w.arrived)})
+				s.emit(Event{Kind: EventTimeout, Key: lk.key, WaiterID: t.id, At: r.At, Waiters: lk.n, Waited: time.Duration(at.mono - w.arrived), Owner: w.owner, Mode: w.mode})
 			}
 		} else {
 			if s.e.cfg.OnEvent != nil {
-				s.emit(Event{Kind: EventLeave, Key: lk.key, WaiterID: t.id, At: r.At, Waiters: lk.n})
+				s.emit(Event{Kind: EventLeave, Key: lk.key, WaiterID: t.id, At: r.At, Waiters: lk.n, Owner: w.owner, Mode: w.mode})
 			}
 			s.retire(t, tForget, at)
 		}

@@ -63,9 +63,10 @@ type Event struct {
 	// 0 = no limit.
 	WaitUntil int64
 	// Owner is the holder's or waiter's label (grant, release, expire,
-	// enqueue); "" = none.
+	// enqueue, leave, timeout); "" = none.
 	Owner string `json:",omitempty"`
-	// Mode of the grant or the waiter (grant, release, expire, enqueue).
+	// Mode of the grant or the waiter (grant, release, expire, enqueue,
+	// leave, timeout).
 	Mode Mode `json:",omitempty"`
 	// Limit is the key's holder limit (grant, enqueue).
 	Limit int `json:",omitempty"`

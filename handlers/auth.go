@@ -70,7 +70,7 @@ func (ts *tokenSet) valid(candidate string) bool {
 // 5.3); which of the lines counts is ambiguous, and a proxy in front may
 // check another one than baton, so the request is refused rather than
 // judged by its first line.
-var errRepeatedAuthorization = badRequest("Authorization", "given more than once; send one Authorization: Bearer <token>")
+var errRepeatedAuthorization = badRequest("Authorization", "given more than once; send one Authorization: Bearer TOKEN")
 
 // repeatedAuthorization reports whether r has more than one Authorization
 // field line.
@@ -125,7 +125,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="baton"`)
 		s.writeError(w, r, &httpError{status: http.StatusUnauthorized, body: api.Error{
-			Code: api.CodeUnauthorized, Message: "a valid bearer token is required (Authorization: Bearer <token>)",
+			Code: api.CodeUnauthorized, Message: "a valid bearer token is required (header Authorization: Bearer TOKEN)",
 		}})
 	})
 }

@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"testing"
@@ -62,5 +63,28 @@ func TestRepeatedAuthorizationRefusedForForce(t *testing.T) {
 	r = e.do(http.MethodGet, "/locks/k", "")
 	if err := json.Unmarshal(r.body, &st); err != nil || len(st.Holders) != 1 {
 		t.Errorf("the lock after the refused force: %d %s; want still held", r.code, r.body)
+	}
+}
+
+// TestAuthMessagesReadInJSON: the 401, 403 and 400 of authentication
+// name the header in words that JSON carries as they are. They said
+// "Bearer <token>", which encoding/json (escaping HTML) sends as
+// "Bearer \u003ctoken\u003e": what a curl user saw.
+func TestAuthMessagesReadInJSON(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{AuthTokens: []string{"user"}})
+	e.acquire("/locks/k", "Authorization", "Bearer user")
+	for _, c := range []struct {
+		method, path string
+		hdr          []string
+		code         int
+	}{
+		{http.MethodPost, "/locks/k?wait=0.001", nil, http.StatusUnauthorized},
+		{http.MethodDelete, "/locks/k?force=true", []string{"Authorization", "Bearer user"}, http.StatusForbidden},
+		{http.MethodGet, "/locks", []string{"Authorization", "Bearer user", "Authorization", "Bearer user"}, http.StatusBadRequest},
+	} {
+		r := e.do(c.method, c.path, "", c.hdr...)
+		if r.code != c.code || bytes.Contains(r.body, []byte(`\u00`)) || !bytes.Contains(r.body, []byte("Authorization: Bearer")) {
+			t.Errorf("%s %s: %d %s; want %d naming Authorization: Bearer without \\u escapes", c.method, c.path, r.code, r.body, c.code)
+		}
 	}
 }

@@ -33,7 +33,7 @@ var statusOf = map[string]int{
 }
 
 // errForbidden: a forced release without an admin token.
-var errForbidden = &httpError{status: http.StatusForbidden, body: api.Error{Code: api.CodeForbidden, Message: "a forced release needs one of the node's admin_tokens (Authorization: Bearer <token>)"}}
+var errForbidden = &httpError{status: http.StatusForbidden, body: api.Error{Code: api.CodeForbidden, Message: "a forced release needs one of the node's admin_tokens (header Authorization: Bearer TOKEN)"}}
 
 // httpError is an error the handlers raise themselves (bad input, limits).
 type httpError struct {

@@ -187,7 +187,8 @@ func (e *logEntry) wire() api.Event {
 		Limit:   ev.Limit,
 	}
 	switch ev.Kind {
-	case engine.EventGrant, engine.EventRelease, engine.EventExpire, engine.EventEnqueue:
+	case engine.EventGrant, engine.EventRelease, engine.EventExpire, engine.EventEnqueue,
+		engine.EventLeave, engine.EventTimeout:
 		out.Mode = ev.Mode.String()
 	}
 	if ev.ExpiresAt != 0 {

@@ -162,8 +162,11 @@ func (d *durationValue) Set(s string) error {
 
 func parseSeconds(s string) (time.Duration, error) {
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		if f < 0 || f > (1<<62)/float64(time.Second) {
-			return 0, fmt.Errorf("%q is out of range", s)
+		if f < 0 {
+			return 0, fmt.Errorf("%q is negative", s)
+		}
+		if f > (1<<62)/float64(time.Second) {
+			return 0, fmt.Errorf("%q is out of range (at most %.0f seconds)", s, (1<<62)/float64(time.Second))
 		}
 		d := time.Duration(f * float64(time.Second))
 		if d == 0 && (f != 0 || underflowed(s)) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"testing"
 	"time"
 )
@@ -21,6 +22,18 @@ func TestParseSecondsBelowANanosecond(t *testing.T) {
 		got, err := parseSeconds(c.in)
 		if err != nil || got != c.want {
 			t.Errorf("parseSeconds(%q) = %v, %v; want %v", c.in, got, err, c.want)
+		}
+	}
+}
+
+// A negative number of seconds is called negative, as a negative Go
+// duration is: before, --lease -1 said only that "-1" was out of range
+// while --lease -1s said it was negative.
+func TestParseSecondsNegativeSaysSo(t *testing.T) {
+	for _, in := range []string{"-1", "-0.5", "-1e3", "-1s", "-2m"} {
+		_, err := parseSeconds(in)
+		if err == nil || err.Error() != strconv.Quote(in)+" is negative" {
+			t.Errorf("parseSeconds(%q) error = %v; want %q is negative", in, err, in)
 		}
 	}
 }
