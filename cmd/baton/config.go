@@ -537,6 +537,9 @@ func (c *serveConfig) validate() error {
 	if c.PollTimeout > 0 && c.PollTimeout < minPollTimeout {
 		return fmt.Errorf("poll_timeout: must be 0 (never) or at least %v, got %v (each early end costs the client a round trip)", minPollTimeout, c.PollTimeout)
 	}
+	if c.SyncStandbys < 0 {
+		return fmt.Errorf("sync_standbys: must be 0 or more (the standbys that must have a change before it is answered), got %d", c.SyncStandbys)
+	}
 	if len(c.Peers) == 0 && c.SyncStandbys != 0 {
 		return fmt.Errorf("sync_standbys: must be 0 on a single node (no peers), got %d", c.SyncStandbys)
 	}

@@ -81,6 +81,12 @@ func TestConfigSyncStandbys(t *testing.T) {
 			t.Errorf("%v: %v, want an error naming %s", tc.args, err, tc.key)
 		}
 	}
+	// A negative count is refused as negative, with or without peers: on
+	// a single node it was "must be 0 on a single node", which reads as
+	// if -1 were fine with peers.
+	if _, err := loadConfig([]string{"--data-dir", dir, "--sync-standbys", "-1"}, nil); err == nil || !strings.Contains(err.Error(), "0 or more") {
+		t.Errorf("--sync-standbys -1 on a single node: %v, want sync_standbys: must be 0 or more", err)
+	}
 }
 
 // YAML reads 1e6 (and 1000.0) as a float: an integer setting takes it when
