@@ -132,7 +132,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 
 // mayForce reports whether r may force a release: always when neither
 // auth_tokens nor admin_tokens is set, else only with one of the
-// admin_tokens as its bearer token (errForbidden).
+// admin_tokens as its bearer token (errForbidden; errForbiddenNoAdmin
+// when only auth_tokens is set).
 func (s *Server) mayForce(r *http.Request) error {
 	if s.auth == nil && s.admin == nil {
 		return nil
@@ -140,7 +141,10 @@ func (s *Server) mayForce(r *http.Request) error {
 	if repeatedAuthorization(r) {
 		return errRepeatedAuthorization
 	}
-	if tok, ok := bearer(r); ok && s.admin != nil && s.admin.valid(tok) {
+	if s.admin == nil {
+		return errForbiddenNoAdmin
+	}
+	if tok, ok := bearer(r); ok && s.admin.valid(tok) {
 		return nil
 	}
 	return errForbidden

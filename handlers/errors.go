@@ -35,6 +35,10 @@ var statusOf = map[string]int{
 // errForbidden: a forced release without an admin token.
 var errForbidden = &httpError{status: http.StatusForbidden, body: api.Error{Code: api.CodeForbidden, Message: "a forced release needs one of the node's admin_tokens (header Authorization: Bearer TOKEN)"}}
 
+// errForbiddenNoAdmin: a forced release on a node with auth_tokens and no
+// admin_tokens, where nobody may force.
+var errForbiddenNoAdmin = &httpError{status: http.StatusForbidden, body: api.Error{Code: api.CodeForbidden, Message: "a forced release needs one of the node's admin_tokens (header Authorization: Bearer TOKEN), and this node has none (it has auth_tokens only): set admin_tokens to allow it"}}
+
 // httpError is an error the handlers raise themselves (bad input, limits).
 type httpError struct {
 	status int

@@ -333,3 +333,21 @@ func TestBodyLoneSurrogateEscapeIsRefused(t *testing.T) {
 		e.release("ok", st.Holder.Token)
 	}
 }
+
+// With auth_tokens and no admin_tokens nobody may force a release; the
+// 403 says so (it said "needs one of the node's admin_tokens", of which
+// there were none), and the key keeps its holder.
+func TestHTTPForceReleaseWithoutAdminTokensSaysSo(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{AuthTokens: []string{"user"}})
+	user := []string{"Authorization", "Bearer user"}
+	e.acquire("/locks/k", user...)
+	r := e.do(http.MethodDelete, "/locks/k?force=true", "", user...)
+	if r.code != http.StatusForbidden || r.errBody(t).Code != api.CodeForbidden || !strings.Contains(r.errBody(t).Message, "has none") {
+		t.Errorf("DELETE ?force=true without admin_tokens: %d %s; want 403 saying the node has none", r.code, r.body)
+	}
+	var st api.LockStatus
+	_ = json.Unmarshal(e.do(http.MethodGet, "/locks/k", "", user...).body, &st)
+	if len(st.Holders) != 1 {
+		t.Errorf("after a refused force: %+v; want the holder kept", st)
+	}
+}
