@@ -582,33 +582,8 @@ func TestNativeAcquireAfterMovedActiveDies(t *testing.T) {
 	f1, f2 := newFakeNode(t), newFakeNode(t)
 	c := newClient(t, nil, f1.Base(), f2.Base())
 	ctx := t.Context() // no deadline: the lines checked name no wait (ctxWait)
-	type got struct {
-		node int
-		line string
-	}
-	lines := make(chan got, 8)
 	conns := []*fakeConn{f1.accept(t), f2.accept(t)}
-	for i, fc := range conns {
-		go func() {
-			for {
-				l, err := fc.br.ReadString('\n')
-				if err != nil {
-					return
-				}
-				lines <- got{i, strings.TrimSuffix(l, "\n")}
-			}
-		}()
-	}
-	next := func() got {
-		t.Helper()
-		select {
-		case g := <-lines:
-			return g
-		case <-time.After(bound):
-			t.Fatal("no request line")
-		}
-		return got{}
-	}
+	lines, next := requestLines(t, conns)
 	res := acquireAsync(ctx, c, "k")
 	first := next()
 	m := idRE.FindStringSubmatch(first.line)
@@ -624,7 +599,7 @@ func TestNativeAcquireAfterMovedActiveDies(t *testing.T) {
 	}
 	fakes[y].ln.Close() // the active dies under the acquire
 	conns[y].nc.Close()
-	var again got
+	var again nodeLine
 	select {
 	case again = <-lines:
 	case r := <-res:
@@ -835,33 +810,8 @@ func TestNativeSettleNotBehindSameKey(t *testing.T) {
 func TestNativeLateGrantOfAGivenUpAcquireReleased(t *testing.T) {
 	f1, f2 := newFakeNode(t), newFakeNode(t)
 	c := newClient(t, func(c *api.Config) { c.AcquireGrace = 100 * time.Millisecond }, f1.Base(), f2.Base())
-	type got struct {
-		node int
-		line string
-	}
-	lines := make(chan got, 8)
 	conns := []*fakeConn{f1.accept(t), f2.accept(t)}
-	for i, fc := range conns {
-		go func() {
-			for {
-				l, err := fc.br.ReadString('\n')
-				if err != nil {
-					return
-				}
-				lines <- got{i, strings.TrimSuffix(l, "\n")}
-			}
-		}()
-	}
-	next := func() got {
-		t.Helper()
-		select {
-		case g := <-lines:
-			return g
-		case <-time.After(bound):
-			t.Fatal("no request line")
-		}
-		return got{}
-	}
+	_, next := requestLines(t, conns)
 	res := make(chan error, 1)
 	go func() {
 		_, err := c.Acquire(t.Context(), "k", api.WithWait(100*time.Millisecond))
@@ -889,4 +839,38 @@ func TestNativeLateGrantOfAGivenUpAcquireReleased(t *testing.T) {
 		t.Fatalf("node %d got %q after the late grant, want its release R k 77", rel.node, rel.line)
 	}
 	conns[rel.node].send(t, "R k OK")
+}
+
+// nodeLine is a request line a fake node read, with the node's index.
+type nodeLine struct {
+	node int
+	line string
+}
+
+// requestLines reads the request lines of conns (one fake node each) as
+// they come, into the channel it returns; the function it returns gives
+// the next one, from whichever node, or fails the test after bound.
+func requestLines(t *testing.T, conns []*fakeConn) (<-chan nodeLine, func() nodeLine) {
+	lines := make(chan nodeLine, 8)
+	for i, fc := range conns {
+		go func() {
+			for {
+				l, err := fc.br.ReadString('\n')
+				if err != nil {
+					return
+				}
+				lines <- nodeLine{i, strings.TrimSuffix(l, "\n")}
+			}
+		}()
+	}
+	return lines, func() nodeLine {
+		t.Helper()
+		select {
+		case g := <-lines:
+			return g
+		case <-time.After(bound):
+			t.Fatal("no request line")
+		}
+		return nodeLine{}
+	}
 }
