@@ -131,7 +131,7 @@ func (s *Server) readLockParams(w http.ResponseWriter, r *http.Request) (lockPar
 	if hv := r.Header.Values(api.HeaderLockToken); len(hv) > 0 {
 		h := hv[0]
 		if i := index(names, "token"); i >= 0 {
-			if len(r.Header.Values(api.HeaderLockToken)) > 1 {
+			if len(hv) > 1 {
 				return p, badRequest("token", "is given more than once (Lock-Token header)")
 			}
 			if from[i] != "" {

@@ -17,26 +17,19 @@ const Raw = true
 
 // Read is read(2) on the non-blocking socket fd, as a raw system call: it
 // never waits (syscall.EAGAIN when nothing is there).
-func Read(fd int, p []byte) (int, error) {
-	var ptr unsafe.Pointer
-	if len(p) > 0 {
-		ptr = unsafe.Pointer(&p[0])
-	}
-	n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(ptr), uintptr(len(p)))
-	if e != 0 {
-		return -1, e
-	}
-	return int(n), nil
-}
+func Read(fd int, p []byte) (int, error) { return rawIO(syscall.SYS_READ, fd, p) }
 
 // Write is write(2) on the non-blocking socket fd, as a raw system call:
 // it never waits (syscall.EAGAIN when the socket takes nothing).
-func Write(fd int, p []byte) (int, error) {
+func Write(fd int, p []byte) (int, error) { return rawIO(syscall.SYS_WRITE, fd, p) }
+
+// rawIO is read(2) or write(2) (trap) of p on fd as a raw system call.
+func rawIO(trap uintptr, fd int, p []byte) (int, error) {
 	var ptr unsafe.Pointer
 	if len(p) > 0 {
 		ptr = unsafe.Pointer(&p[0])
 	}
-	n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(ptr), uintptr(len(p)))
+	n, _, e := syscall.RawSyscall(trap, uintptr(fd), uintptr(ptr), uintptr(len(p)))
 	if e != 0 {
 		return -1, e
 	}
