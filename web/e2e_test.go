@@ -1086,3 +1086,56 @@ func TestStatusPageLongOwner(t *testing.T) {
 		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
 	}
 }
+
+// TestStatusPageForceReleaseOfADotSegmentKey: the operator's forced
+// release of the key "x/../y" releases that key, not "y". The page wrote
+// the path with its slashes as they are, and the browser resolved the
+// ".." before the request left (/locks/y?force=true): the row stayed and
+// another lock's holder lost it (found replaying consul#3476 and #1409,
+// keys that a URL path mangles, on every client).
+func TestStatusPageForceReleaseOfADotSegmentKey(t *testing.T) {
+	browserTest(t)
+	n := startNode(t, freeAddr(t, "127.0.26.5"), nil, nil)
+	c, err := api.NewClient(api.Config{Addresses: []string{n.url}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	tokens := map[string]uint64{}
+	for _, key := range []string{"x/../y", "y", "a/./b", "a/b"} {
+		l, err := c.Acquire(ctx, key, api.WithLease(60*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[key] = l.Token
+	}
+	tctx, _ := tab(t)
+	if err := chromedp.Do(tctx, chromedp.Navigate(n.url+"/")); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"x/../y", "a/./b"} {
+		k, _ := json.Marshal(key)
+		waitFor(t, 5*time.Second, "the row of "+key, func() (bool, string) {
+			r := row(t, tctx, key)
+			return r != nil, r.String()
+		})
+		eval[bool](t, tctx, `(() => { window.confirm = () => true; [...document.querySelectorAll('#locks tbody tr')].find((r) => r.dataset.key === `+string(k)+`).querySelector('button.force').click(); return true; })()`)
+		waitFor(t, 15*time.Second, "the forced release frees "+key, func() (bool, string) {
+			st, err := c.Status(ctx, key)
+			if err != nil {
+				return false, err.Error()
+			}
+			return st.Holder == nil, fmt.Sprintf("holder %+v", st.Holder)
+		})
+	}
+	for _, key := range []string{"y", "a/b"} {
+		st, err := c.Status(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Holder == nil || st.Holder.Token != tokens[key] {
+			t.Errorf("%q: holder %+v after the forced releases of other keys; want token %d", key, st.Holder, tokens[key])
+		}
+	}
+}

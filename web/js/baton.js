@@ -9,7 +9,7 @@ const SKIP_MS = 3000, RELEASE_RETRY_MS = 200, RELEASE_FOR_MS = 5000, ATTEMPT_MS 
 /** The most redirected 401s a call repeats to the active itself. */
 const MAX_REDIRECTS = 10;
 
-/** An error from baton or from reaching it (constructor, fields: baton.d.ts). */
+/** An error from baton or from reaching it (see baton.d.ts). */
 export class BatonError extends Error {
   constructor(status, code, message, field, cause) {
     super(message, cause === undefined ? undefined : { cause });
@@ -22,8 +22,8 @@ export class BatonError extends Error {
 
 /** @param {string} key */
 function lockPath(key) {
-  if (typeof key !== 'string' || key === '') {
-    throw new BatonError(400, 'invalid_argument', 'key must be a non-empty string', 'key');
+  if (typeof key !== 'string' || /^\.{0,2}$/.test(key)) {
+    throw new BatonError(400, 'invalid_argument', 'key must be a string, not "", "." or ".."', 'key');
   }
   return '/locks/' + (/(^|\/)\.\.?(\/|$)/.test(key) ? encodeURIComponent(key) : key.split('/').map(encodeURIComponent).join('/'));
 }
@@ -113,7 +113,7 @@ export class Client {
     return p;
   }
 
-  /** Refuses later calls ("closed"), ends keepAlives; resolves once releases and settles end. */
+  /** Refuses later calls, ends keepAlives; resolves once releases and settles end. */
   async close() {
     this._closed = true;
     this._shut.abort();
@@ -380,7 +380,7 @@ export class Client {
    * @param {{ signal?: AbortSignal }} [options]
    * @returns {Promise<LockStatus>}
    */
-  status(key, options = {}) {
+  async status(key, options = {}) {
     return this._get(lockPath(key), options.signal);
   }
 

@@ -432,7 +432,10 @@ async function refreshLocks() {
 async function forceRelease(key, holders) {
   const who = holders === 1 ? 'its holder' : 'all ' + holders + ' holders';
   if (!window.confirm('Force the release of “' + key + '”? This ends ' + who + '’s lease now and moves the queue on.')) return;
-  const path = '/locks/' + key.split('/').map(encodeURIComponent).join('/') + '?force=true';
+  // As baton.js's lockPath: a key with a "." or ".." segment has its
+  // slashes escaped too, or the browser resolves the segment and the call
+  // names another lock ("x/../y" forced the release of "y").
+  const path = '/locks/' + (/(^|\/)\.\.?(\/|$)/.test(key) ? encodeURIComponent(key) : key.split('/').map(encodeURIComponent).join('/')) + '?force=true';
   try {
     const res = await call(path, { method: 'DELETE' });
     if (res.status === 403) {

@@ -92,6 +92,22 @@ test('a key with "." or ".." segments reaches the server as written', async (t) 
   }
 });
 
+test('the keys "." and ".." are refused as invalid, every call alike', async (t) => {
+  // No path carries them through fetch's URL parser: /locks/.. (or
+  // %2E%2E) became "/", so acquire('..') was a 405 on the status page's
+  // route and status('..') a SyntaxError on its HTML; /locks/. became
+  // /locks/, the empty key (consul#3476, #1409: keys a URL path mangles).
+  const n = await startNode(t);
+  const c = new Client({ addresses: [n.url] });
+  for (const key of ['.', '..']) {
+    await rejectsWith(c.acquire(key, { wait: 0.1 }), 400, 'invalid_argument', 'key');
+    await rejectsWith(c.status(key), 400, 'invalid_argument', 'key');
+    await rejectsWith(c.renew(key, 1), 400, 'invalid_argument', 'key');
+    await rejectsWith(c.release(key, 1), 400, 'invalid_argument', 'key');
+  }
+  assert.equal((await c.list()).total, 0);
+});
+
 test('error codes', async (t) => {
   const n = await startNode(t, { args: ['--max-waiters-per-key', '1'] });
   const c = new Client({ addresses: [n.url] });
