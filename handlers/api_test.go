@@ -1093,3 +1093,34 @@ func TestEmptyLockTokenHeader(t *testing.T) {
 	}
 	e.release("h", g.Token)
 }
+
+// TestStalledBodyIsAnswered sends a POST whose body stops short of its
+// Content-Length and never comes: past the body's read deadline the node
+// answers 400 naming body and closes the connection, and nothing is
+// queued or held. (net/http reads what is left of an unread body before
+// it writes an answer; with the deadline lifted it waited for the missing
+// bytes forever, and the sender heard nothing.)
+func TestStalledBodyIsAnswered(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	c, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const req = "POST /locks/stalled HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 20\r\n\r\n{\"lease\""
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	// The limit turns a hang into a failure; the node's deadline is 10 s.
+	_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("no answer and no close: read %q, %v", got, err)
+	}
+	if !bytes.HasPrefix(got, []byte("HTTP/1.1 400 ")) || !bytes.Contains(got, []byte(`"field":"body"`)) {
+		t.Fatalf("answer %q, want a 400 naming body", got)
+	}
+	if st := e.status("stalled"); len(st.Holders) != 0 || st.Waiters != 0 {
+		t.Fatalf("state after the refusal: %+v", st)
+	}
+}

@@ -621,11 +621,17 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 	// Any Content-Type is read as JSON: curl -d sends a form type, and
 	// browsers send text/plain to avoid a CORS preflight.
 	// A body is read under a deadline so that a slow sender cannot hold a
-	// handler; the deadline is lifted again before the long poll.
+	// handler; the deadline is lifted again before the long poll. A body
+	// that could not be read keeps it: before it answers, net/http reads
+	// what is left of a body the handler did not finish, and without the
+	// deadline it waited for bytes that never came (the sender heard
+	// nothing); past it, the 400 is written and the connection closed.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
