@@ -1120,6 +1120,10 @@ func TestStalledBodyIsAnswered(t *testing.T) {
 	if !bytes.HasPrefix(got, []byte("HTTP/1.1 400 ")) || !bytes.Contains(got, []byte(`"field":"body"`)) {
 		t.Fatalf("answer %q, want a 400 naming body", got)
 	}
+	// It says what happened, not the socket's error (addresses, escaped).
+	if !bytes.Contains(got, []byte("did not arrive in full within 10s")) || bytes.Contains(got, []byte("tcp")) {
+		t.Fatalf("answer %q, want it to say the body did not arrive within 10s", got)
+	}
 	if st := e.status("stalled"); len(st.Holders) != 0 || st.Waiters != 0 {
 		t.Fatalf("state after the refusal: %+v", st)
 	}

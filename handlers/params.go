@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -613,7 +614,12 @@ func jsonTypeError(name string) error {
 	return badRequest(name, "must be a JSON number")
 }
 
-// readBody reads at most max bytes of r's body.
+// bodyTimeout is how long a request body may take to arrive, from the
+// start of its read.
+const bodyTimeout = 10 * time.Second
+
+// readBody reads at most max bytes of r's body. A body that does not
+// arrive within bodyTimeout is a 400 naming body.
 func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return nil, nil
@@ -627,7 +633,7 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 	// deadline it waited for bytes that never came (the sender heard
 	// nothing); past it, the 400 is written and the connection closed.
 	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	if err == nil {
 		_ = rc.SetReadDeadline(time.Time{})
@@ -636,6 +642,9 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, err
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, badRequest("body", fmt.Sprintf("did not arrive in full within %v", bodyTimeout))
 		}
 		return nil, badRequest("body", "could not be read: "+err.Error())
 	}
