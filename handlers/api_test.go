@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -1127,4 +1128,38 @@ func TestStalledBodyIsAnswered(t *testing.T) {
 	if st := e.status("stalled"); len(st.Holders) != 0 || st.Waiters != 0 {
 		t.Fatalf("state after the refusal: %+v", st)
 	}
+}
+
+// TestHalfClosedWaiterIsNotAnswered200 queues an HTTP/1.1 acquire whose
+// client then half-closes its connection, which net/http takes for a
+// client gone: the waiter leaves the queue, and the connection is closed
+// without an answer. (The handler wrote nothing for a client gone, and
+// net/http then answered "200 OK" with an empty body, which a client
+// still reading took for a success without a token.)
+func TestHalfClosedWaiterIsNotAnswered200(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	g := e.acquire("/locks/hc?lease=600")
+	c, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "POST /locks/hc HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitWaiters("hc", 1)
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitWaiters("hc", 0)
+	// The limit turns a hang into a failure.
+	_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	got, err := io.ReadAll(c)
+	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("read %q, %v; want the connection closed", got, err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("a waiter gone was answered %q; want no answer", got)
+	}
+	e.release("hc", g.Token)
 }
