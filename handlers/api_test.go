@@ -1163,3 +1163,21 @@ func TestHalfClosedWaiterIsNotAnswered200(t *testing.T) {
 	}
 	e.release("hc", g.Token)
 }
+
+// A token above the range is named in the 400's message as every other
+// refused token is (`got "9007199254740992"`); it said only what a token
+// must be.
+func TestTokenOutOfRangeSaysWhatItGot(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	for _, tc := range []struct{ path, body, got string }{
+		{"/locks/t?token=9007199254740992", "", "9007199254740992"},
+		{"/locks/t", `{"token":9007199254740992}`, "9007199254740992"},
+		{"/locks/t?token=x", "", "x"},
+	} {
+		r := e.do(http.MethodDelete, tc.path, tc.body)
+		want := `token: must be a fencing token: an integer from 1 to 2^53-1, got "` + tc.got + `"`
+		if eb := r.errBody(t); r.code != http.StatusBadRequest || eb.Field != "token" || eb.Message != want {
+			t.Errorf("DELETE %s %s: %d %s, want 400 %s", tc.path, tc.body, r.code, r.body, want)
+		}
+	}
+}

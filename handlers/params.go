@@ -63,8 +63,6 @@ func (p *lockParams) validate() error {
 		return badRequest("lease", "must be greater than 0 seconds")
 	case p.Wait.Set && seconds(p.Wait.V) < 0:
 		return badRequest("wait", "must be 0 (no limit) or more seconds")
-	case p.Token.Set && (p.Token.V == 0 || p.Token.V >= api.MaxToken):
-		return badRequest("token", "must be a fencing token: an integer from 1 to 2^53-1")
 	case p.IDGiven && !engine.ValidID(p.ID):
 		return badRequest(api.HeaderIdempotencyKey, fmt.Sprintf("must be 1 to %d printable ASCII characters (leave the header out for none)", engine.MaxIDBytes))
 	}
@@ -337,10 +335,10 @@ func (p *lockParams) set(name, v string) error {
 		p.Force = true
 	case "token":
 		// Exactly the decimal digits the server wrote: no sign, no space,
-		// no leading zero.
+		// no leading zero; below 2^53.
 		t, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || !tokenSyntax(v) {
-			return badRequest("token", "must be a fencing token: an integer from 1 to 2^53-1, got "+quoteShort(v))
+		if err != nil || !tokenSyntax(v) || t >= api.MaxToken {
+			return engine.BadToken(v)
 		}
 		p.Token = given[uint64]{t, true}
 	}
