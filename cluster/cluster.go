@@ -367,9 +367,12 @@ type Node struct {
 	everFollowed bool
 	// streamBreaks counts the replication streams that broke in a row
 	// since streamBrokeSince (logged once, at the first; see
-	// streamWorksLocked); 0 while the stream works.
+	// streamWorksLocked); 0 while the stream works. streamBrokeFrom is
+	// the active whose stream broke: following it again while the breaks
+	// last is logged at debug too (refollowLocked).
 	streamBreaks     int
 	streamBrokeSince time.Time
+	streamBrokeFrom  string
 	// unfetchable: peers whose records endpoint refused this node's log
 	// position (diverged); cleared once synced or promoted.
 	unfetchable map[string]bool

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/url"
@@ -248,7 +249,7 @@ func (n *Node) apply(now time.Time, v view, a action) {
 	case actRefuse:
 		rep.err = errors.New(a.why)
 	case actFollow:
-		n.log.Info("following: "+a.why, "active", a.to)
+		n.log.Log(n.ctx, n.followLevelLocked(a.to), "following: "+a.why, "active", a.to)
 		n.followLocked(a.to)
 	case actStepDown:
 		other := v.peer(a.to)
@@ -406,7 +407,18 @@ func (n *Node) streamWorksLocked(active string) {
 	}
 	n.log.Info("replication stream works again", "active", active,
 		"broken_since", n.streamBrokeSince, "breaks", n.streamBreaks)
-	n.streamBreaks, n.streamBrokeSince = 0, time.Time{}
+	n.streamBreaks, n.streamBrokeSince, n.streamBrokeFrom = 0, time.Time{}, ""
+}
+
+// followLevelLocked is the level of the lines that say this node follows
+// to: debug when to is the active whose stream keeps breaking (it is
+// followed again a few hundred ms after each break, logged once as the
+// breaks are), info otherwise. n.mu is held.
+func (n *Node) followLevelLocked(to string) slog.Level {
+	if n.streamBreaks > 0 && to == n.streamBrokeFrom {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
 }
 
 // stopFollowingLocked ends the stream reader, if any. n.mu is held.
@@ -444,7 +456,7 @@ func (n *Node) followLocked(other string) {
 				// reopened every few hundred ms: logged when it starts
 				// and when it works again (streamWorksLocked).
 				if n.streamBreaks == 0 {
-					n.streamBrokeSince = time.Now()
+					n.streamBrokeSince, n.streamBrokeFrom = time.Now(), other
 					n.log.Warn("replication stream ended", "active", other, "err", err,
 						"note", "until it works again, further breaks are logged at debug")
 				} else {
@@ -482,7 +494,7 @@ func (n *Node) followLocked(other string) {
 			}
 		}
 	}()
-	n.log.Info("following the active", "active", other)
+	n.log.Log(n.ctx, n.followLevelLocked(other), "following the active", "active", other)
 }
 
 // askHandoff asks the active to hand the role to this node (a higher

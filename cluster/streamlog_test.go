@@ -76,3 +76,36 @@ func TestMemStandbyFullDiskStreamLoggedOnce(t *testing.T) {
 		t.Errorf("%d logs of the stream working again, want 1", n)
 	}
 }
+
+// The same standby follows its active again after each break: that too is
+// logged once, not at every reopening (two INFO lines every few hundred ms
+// while the stream kept breaking, as for a node that the other nodes do
+// not list as a peer, whose streams they refuse).
+func TestMemStandbyRefollowLoggedOnce(t *testing.T) {
+	var lines logLines
+	c := newMemCluster(t, 2, func(cfg *Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(&lines, &slog.HandlerOptions{Level: slog.LevelInfo})).With("self", cfg.Self)
+	})
+	c.start(0, 1)
+	c.waitActive(0)
+	g := c.grant(0, "a")
+	c.waitFor("the grant replicated", func() bool { return c.holds(1, "a") == g.Token })
+	standby := c.nodes[1]
+	breaks := func() int {
+		standby.node.mu.Lock()
+		defer standby.node.mu.Unlock()
+		return standby.node.streamBreaks
+	}
+	self := "self=" + standby.url
+	before := lines.count(self, "following")
+	standby.diskFull.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = c.nodes[0].eng.Acquire(ctx, engine.AcquireRequest{Key: "b", Lease: time.Minute})
+	c.waitFor("four breaks of the standby's stream", func() bool { return breaks() >= 4 })
+	if n := lines.count(self, "following") - before; n > 2 {
+		t.Errorf("%d INFO lines of following the same active again over %d breaks, want at most 2 (the first reopening)", n, breaks())
+	}
+	standby.diskFull.Store(false)
+	c.waitFor("the stream working again", func() bool { return breaks() == 0 })
+}

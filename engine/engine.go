@@ -1498,6 +1498,14 @@ func ParseLimit(v string) (int, error) {
 	return n, nil
 }
 
+// BadToken is the *ArgError for "token" of a value v that is not a
+// fencing token as the API writes one (decimal digits without a sign or a
+// leading zero, from 1 to MaxToken-1): the one message every protocol
+// gives, naming v.
+func BadToken(v string) error {
+	return argErr("token", "must be a fencing token: an integer from 1 to 2^53-1, got %s", quoteShort(v))
+}
+
 // quoteShort quotes v for an error message, cut after 40 bytes.
 func quoteShort(v string) string {
 	const max = 40

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -1092,4 +1093,91 @@ func TestEmptyLockTokenHeader(t *testing.T) {
 		}
 	}
 	e.release("h", g.Token)
+}
+
+// TestStalledBodyIsAnswered sends a POST whose body stops short of its
+// Content-Length and never comes: past the body's read deadline the node
+// answers 400 naming body and closes the connection, and nothing is
+// queued or held. (net/http reads what is left of an unread body before
+// it writes an answer; with the deadline lifted it waited for the missing
+// bytes forever, and the sender heard nothing.)
+func TestStalledBodyIsAnswered(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	c, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const req = "POST /locks/stalled HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 20\r\n\r\n{\"lease\""
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	// The limit turns a hang into a failure; the node's deadline is 10 s.
+	_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("no answer and no close: read %q, %v", got, err)
+	}
+	if !bytes.HasPrefix(got, []byte("HTTP/1.1 400 ")) || !bytes.Contains(got, []byte(`"field":"body"`)) {
+		t.Fatalf("answer %q, want a 400 naming body", got)
+	}
+	// It says what happened, not the socket's error (addresses, escaped).
+	if !bytes.Contains(got, []byte("did not arrive in full within 10s")) || bytes.Contains(got, []byte("tcp")) {
+		t.Fatalf("answer %q, want it to say the body did not arrive within 10s", got)
+	}
+	if st := e.status("stalled"); len(st.Holders) != 0 || st.Waiters != 0 {
+		t.Fatalf("state after the refusal: %+v", st)
+	}
+}
+
+// TestHalfClosedWaiterIsNotAnswered200 queues an HTTP/1.1 acquire whose
+// client then half-closes its connection, which net/http takes for a
+// client gone: the waiter leaves the queue, and the connection is closed
+// without an answer. (The handler wrote nothing for a client gone, and
+// net/http then answered "200 OK" with an empty body, which a client
+// still reading took for a success without a token.)
+func TestHalfClosedWaiterIsNotAnswered200(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	g := e.acquire("/locks/hc?lease=600")
+	c, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "POST /locks/hc HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitWaiters("hc", 1)
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitWaiters("hc", 0)
+	// The limit turns a hang into a failure.
+	_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	got, err := io.ReadAll(c)
+	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("read %q, %v; want the connection closed", got, err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("a waiter gone was answered %q; want no answer", got)
+	}
+	e.release("hc", g.Token)
+}
+
+// A token above the range is named in the 400's message as every other
+// refused token is (`got "9007199254740992"`); it said only what a token
+// must be.
+func TestTokenOutOfRangeSaysWhatItGot(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	for _, tc := range []struct{ path, body, got string }{
+		{"/locks/t?token=9007199254740992", "", "9007199254740992"},
+		{"/locks/t", `{"token":9007199254740992}`, "9007199254740992"},
+		{"/locks/t?token=x", "", "x"},
+	} {
+		r := e.do(http.MethodDelete, tc.path, tc.body)
+		want := `token: must be a fencing token: an integer from 1 to 2^53-1, got "` + tc.got + `"`
+		if eb := r.errBody(t); r.code != http.StatusBadRequest || eb.Field != "token" || eb.Message != want {
+			t.Errorf("DELETE %s %s: %d %s, want 400 %s", tc.path, tc.body, r.code, r.body, want)
+		}
+	}
 }

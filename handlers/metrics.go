@@ -238,9 +238,6 @@ func (c replicaLag) Collect(ch chan<- prometheus.Metric) {
 
 // observeRequest records one HTTP answer in baton_http_request_duration_seconds.
 func (m *Metrics) observeRequest(method, route string, status int, d time.Duration) {
-	if status == 0 {
-		status = http.StatusOK // nothing written: net/http answers 200
-	}
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodDelete, http.MethodPatch, http.MethodOptions, http.MethodPut:
 	default:

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -62,8 +63,6 @@ func (p *lockParams) validate() error {
 		return badRequest("lease", "must be greater than 0 seconds")
 	case p.Wait.Set && seconds(p.Wait.V) < 0:
 		return badRequest("wait", "must be 0 (no limit) or more seconds")
-	case p.Token.Set && (p.Token.V == 0 || p.Token.V >= api.MaxToken):
-		return badRequest("token", "must be a fencing token: an integer from 1 to 2^53-1")
 	case p.IDGiven && !engine.ValidID(p.ID):
 		return badRequest(api.HeaderIdempotencyKey, fmt.Sprintf("must be 1 to %d printable ASCII characters (leave the header out for none)", engine.MaxIDBytes))
 	}
@@ -336,10 +335,10 @@ func (p *lockParams) set(name, v string) error {
 		p.Force = true
 	case "token":
 		// Exactly the decimal digits the server wrote: no sign, no space,
-		// no leading zero.
+		// no leading zero; below 2^53.
 		t, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || !tokenSyntax(v) {
-			return badRequest("token", "must be a fencing token: an integer from 1 to 2^53-1, got "+quoteShort(v))
+		if err != nil || !tokenSyntax(v) || t >= api.MaxToken {
+			return engine.BadToken(v)
 		}
 		p.Token = given[uint64]{t, true}
 	}
@@ -613,7 +612,12 @@ func jsonTypeError(name string) error {
 	return badRequest(name, "must be a JSON number")
 }
 
-// readBody reads at most max bytes of r's body.
+// bodyTimeout is how long a request body may take to arrive, from the
+// start of its read.
+const bodyTimeout = 10 * time.Second
+
+// readBody reads at most max bytes of r's body. A body that does not
+// arrive within bodyTimeout is a 400 naming body.
 func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return nil, nil
@@ -621,15 +625,24 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 	// Any Content-Type is read as JSON: curl -d sends a form type, and
 	// browsers send text/plain to avoid a CORS preflight.
 	// A body is read under a deadline so that a slow sender cannot hold a
-	// handler; the deadline is lifted again before the long poll.
+	// handler; the deadline is lifted again before the long poll. A body
+	// that could not be read keeps it: before it answers, net/http reads
+	// what is left of a body the handler did not finish, and without the
+	// deadline it waited for bytes that never came (the sender heard
+	// nothing); past it, the 400 is written and the connection closed.
 	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, err
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, badRequest("body", fmt.Sprintf("did not arrive in full within %v", bodyTimeout))
 		}
 		return nil, badRequest("body", "could not be read: "+err.Error())
 	}

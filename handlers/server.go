@@ -192,12 +192,39 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw.ResponseWriter, sw.status = w, 0
 	if h := s.lockHandler(r); h != nil {
 		h.ServeHTTP(sw, r)
-		s.metrics.observeRequest(r.Method, lockPattern, sw.status, sinceEpoch()-start)
+		s.metrics.observeRequest(r.Method, lockPattern, answered(sw, r), sinceEpoch()-start)
 	} else {
 		s.route(sw, r, start)
 	}
+	gone := sw.status == 0 && r.Context().Err() != nil
 	sw.ResponseWriter = nil
 	statusWriters.Put(sw)
+	if gone {
+		// The handler wrote nothing for a client gone (a waiter whose
+		// connection closed or half-closed, a grant abandoned): net/http
+		// would answer "200 OK" with an empty body, which a client still
+		// reading would take for a success. The connection is closed
+		// (HTTP/1.1) or the stream reset (HTTP/2) without an answer.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// statusClientGone is the status the request metrics record for a
+// request answered nothing because its client was gone (nginx's 499,
+// "client closed request"); no client ever receives it.
+const statusClientGone = 499
+
+// answered is the status of w's answer to r for the metrics: the one
+// written, statusClientGone when nothing was written for a client gone,
+// else 200 (net/http's answer when nothing was written).
+func answered(w *statusWriter, r *http.Request) int {
+	switch {
+	case w.status != 0:
+		return w.status
+	case r.Context().Err() != nil:
+		return statusClientGone
+	}
+	return http.StatusOK
 }
 
 // route serves r through chi and observes it; start is its sinceEpoch.
@@ -206,7 +233,7 @@ func (s *Server) route(w *statusWriter, r *http.Request, start time.Duration) {
 	rctx.Reset()
 	rctx.Routes = s.router
 	s.router.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx)))
-	s.metrics.observeRequest(r.Method, rctx.RoutePattern(), w.status, sinceEpoch()-start)
+	s.metrics.observeRequest(r.Method, rctx.RoutePattern(), answered(w, r), sinceEpoch()-start)
 	routeContexts.Put(rctx)
 }
 

@@ -218,7 +218,7 @@ func parseView(line []byte) (request, error) {
 		}
 		t, ok := tokenField(fields[2])
 		if !ok {
-			return bad("token", "must be a fencing token: an integer from 1 to 2^53-1")
+			return bad("token", argReason(engine.BadToken(fields[2])))
 		}
 		r.token = t
 	case OpRenew:
@@ -227,7 +227,7 @@ func parseView(line []byte) (request, error) {
 		}
 		t, ok := tokenField(fields[2])
 		if !ok {
-			return bad("token", "must be a fencing token: an integer from 1 to 2^53-1")
+			return bad("token", argReason(engine.BadToken(fields[2])))
 		}
 		r.token = t
 		var err error

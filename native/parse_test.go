@@ -159,3 +159,17 @@ func TestWholeSecondsAndTokensAsBefore(t *testing.T) {
 		}
 	}
 }
+
+// A token the parser refuses is named in its message as over HTTP
+// (`token: must be a fencing token: an integer from 1 to 2^53-1, got
+// "abc"`): the native answers said only what a token must be.
+func TestBadTokenSaysWhatItGot(t *testing.T) {
+	for _, line := range []string{"R k abc", "R k 0", "R k 9007199254740992", "N k 12x 5"} {
+		v := strings.Fields(line)[2]
+		_, err := parse([]byte(line))
+		want := `token: must be a fencing token: an integer from 1 to 2^53-1, got "` + v + `"`
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %s", line, err, want)
+		}
+	}
+}

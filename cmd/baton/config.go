@@ -255,12 +255,17 @@ func loadConfig(args []string, environ []string) (serveConfig, error) {
 }
 
 // withOrigin adds to a validation error that starts with a key ("lease_max:
-// ...") the value and the source of that key.
+// ...") the value and the source of that key, or that it was not set.
 func withOrigin(err error, origins map[string]origin) error {
 	key, _, ok := strings.Cut(err.Error(), ":")
 	o, found := origins[key]
 	if !ok || !found {
 		return err
+	}
+	if o.source == "the default" && o.raw == "" {
+		// Unset; a value the error quotes was derived (advertise's, from
+		// listen).
+		return fmt.Errorf("%w (%s not set)", err, key)
 	}
 	return fmt.Errorf("%w (%s = %q from %s)", err, key, o.raw, o.source)
 }

@@ -178,3 +178,17 @@ func TestConfigTimingsRefusedWithoutPeers(t *testing.T) {
 		}
 	}
 }
+
+// An error about a setting left unset says it was not set, not that it
+// was "" (advertise's default is derived from listen: the error quoted
+// the derived URL and then `advertise = "" from the default`).
+func TestConfigErrorOfAnUnsetSetting(t *testing.T) {
+	dir := t.TempDir()
+	_, err := loadConfig([]string{"--data-dir", dir, "--listen", "127.0.0.1:7070", "--peers", "http://127.0.0.1:7071,http://127.0.0.1:7072"}, nil)
+	if err == nil || !strings.HasPrefix(err.Error(), "advertise:") {
+		t.Fatalf("advertise not in peers: %v, want an error naming advertise", err)
+	}
+	if msg := err.Error(); strings.Contains(msg, `advertise = ""`) || !strings.Contains(msg, "advertise not set") {
+		t.Fatalf("error %q, want it to say advertise was not set", msg)
+	}
+}
