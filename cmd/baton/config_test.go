@@ -192,3 +192,34 @@ func TestConfigErrorOfAnUnsetSetting(t *testing.T) {
 		t.Fatalf("error %q, want it to say advertise was not set", msg)
 	}
 }
+
+// TestSecurityWarningAuthWithoutClusterSecret: a cluster whose lock API has
+// auth_tokens but whose peer endpoints have no cluster_secret is warned
+// about at start (those endpoints answer anyone); with the secret, or
+// without peers, or without auth_tokens (nothing is guarded), no warning.
+func TestSecurityWarningAuthWithoutClusterSecret(t *testing.T) {
+	peers := "http://127.0.0.1:7070,http://127.0.0.1:7071"
+	for _, tc := range []struct {
+		name string
+		args []string
+		want bool
+	}{
+		{"peers, auth_tokens, no cluster_secret", []string{"--peers", peers, "--auth-tokens", "t1"}, true},
+		{"peers, auth_tokens, cluster_secret", []string{"--peers", peers, "--auth-tokens", "t1", "--cluster-secret", "s"}, false},
+		{"no peers, auth_tokens", []string{"--auth-tokens", "t1"}, false},
+		{"peers, no auth_tokens", []string{"--peers", peers}, false},
+	} {
+		args := append([]string{"--data-dir", t.TempDir(), "--listen", "127.0.0.1:7070"}, tc.args...)
+		c, err := loadConfig(args, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		w := c.securityWarnings()
+		if got := len(w) > 0; got != tc.want {
+			t.Errorf("%s: warnings %q, want a warning: %v", tc.name, w, tc.want)
+		}
+		if tc.want && !strings.Contains(w[0], "cluster_secret") {
+			t.Errorf("%s: warning %q does not name cluster_secret", tc.name, w[0])
+		}
+	}
+}

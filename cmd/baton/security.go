@@ -43,6 +43,19 @@ func (c *serveConfig) validateSecurity() error {
 	return err
 }
 
+// securityWarnings returns what a node started with c should warn about at
+// start, one message per entry (none when nothing): auth_tokens guard the
+// lock API but not the peer endpoints (/_cluster/...), which only
+// cluster_secret guards, so a cluster with auth_tokens and no
+// cluster_secret lets anyone who reaches a port read every lock and token
+// from the replication stream and ask for a handoff.
+func (c *serveConfig) securityWarnings() []string {
+	if len(c.Peers) > 0 && len(c.AuthTokens) > 0 && c.ClusterSecret == "" {
+		return []string{"auth_tokens is set but cluster_secret is not: the peer endpoints (/_cluster/...) answer anyone who reaches this port, replication stream and handoffs included; set the same cluster_secret on every node"}
+	}
+	return nil
+}
+
 // checkToken reports why t cannot be a bearer token (an entry of
 // auth_tokens or admin_tokens): a client sends it as "Authorization:
 // Bearer <t>" and, over the native protocol, as the one field of "AUTH

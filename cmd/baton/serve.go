@@ -44,6 +44,10 @@ func serve(args []string) int {
 	log.Info("baton serving", "peers", len(cfg.Peers), "listen", n.Addr(), "tls", n.useTLS, "auth", len(cfg.AuthTokens) > 0,
 		"advertise", n.cfg.Advertise, "data_dir", cfg.DataDir, "fsync", cfg.Fsync, "last_token", n.Engine().LastToken())
 
+	for _, w := range cfg.securityWarnings() {
+		log.Warn(w)
+	}
+
 	code := 0
 	select {
 	case sig := <-sigs:
