@@ -319,6 +319,9 @@ type Node struct {
 	// stream and the acknowledgements sent.
 	sentRecords, sentWrites, acksRead atomic.Uint64
 	appliedRecords, acksSent          atomic.Uint64
+	// lags are the replication lag histograms of the other peers, by
+	// URL (lag.go); the map is made by New and never changes.
+	lags map[string]*lagHist
 	// sync_standbys: degraded while the active goes on without them;
 	// degradations and recoveries count the changes of state. Under
 	// ackMu: the changes waiting for acknowledgements (waitAcked), in
@@ -456,12 +459,14 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 		n.client = &http.Client{Transport: tr, Timeout: cfg.FailoverTimeout}
 		n.stream = &http.Client{Transport: rawDial(http1Only(tr).(*http.Transport))}
 	}
+	n.lags = make(map[string]*lagHist, len(cfg.Peers)-1)
 	for i, p := range cfg.Peers {
 		if p == cfg.Self {
 			n.self = i
 			continue
 		}
 		n.peers = append(n.peers, &peer{url: p, priority: i})
+		n.lags[p] = new(lagHist)
 	}
 	// Each node issues tokens of its own class (its priority modulo the
 	// number of nodes): two actives of a partition never issue one token

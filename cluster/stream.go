@@ -103,7 +103,13 @@ type follower struct {
 	mu     sync.Mutex
 	synced bool   // its log agrees with this one (resumed, or the snapshot sent)
 	sent   uint64 // the last index written to the stream
-	closed bool
+	// covered is the last index the standby is known to hold through
+	// this stream: where the stream began (the standby's position, or
+	// the snapshot's index), then its acknowledgements. The records past
+	// it that an acknowledgement covers are the ones it waited for
+	// (Node.ack: the replication lag).
+	covered uint64
+	closed  bool
 	// moved is the frame that ends the stream when this node handed the
 	// active role on (hub.moveAll); zero: none.
 	moved frame
@@ -338,7 +344,7 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 			"its_index", q.Get("index"), "its_epoch", q.Get("epoch"))
 	}
 	f.mu.Lock()
-	f.synced, f.sent = true, cursor-1
+	f.synced, f.sent, f.covered = true, cursor-1, cursor-1
 	f.mu.Unlock()
 	if sw.flush() != nil {
 		return

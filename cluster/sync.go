@@ -245,33 +245,42 @@ func (n *Node) degrade(index uint64) {
 }
 
 // ack records that the standby at from has index in its log (POST
-// /_cluster/ack).
-func (f *follower) ack(index uint64) {
+// /_cluster/ack). It returns the first index this acknowledgement newly
+// covers on this stream (see follower.covered), 0 when none.
+func (f *follower) ack(index uint64) (first uint64) {
 	f.mu.Lock()
 	index = min(index, f.sent) // never more than this stream sent it
+	if index > f.covered {
+		first, f.covered = f.covered+1, index
+	}
 	f.mu.Unlock()
 	for {
 		old := f.acked.Load()
 		if index <= old || f.acked.CompareAndSwap(old, index) {
-			return
+			return first
 		}
 	}
 }
 
 // ack records that the standby at from has its log up to index, on each
-// of its streams, and recomputes ackedTo.
-func (h *hub) ack(from string, index uint64) {
+// of its streams, and recomputes ackedTo. It returns the oldest index
+// this acknowledgement newly covers on any of the standby's streams, 0
+// when none.
+func (h *hub) ack(from string, index uint64) (first uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for f := range h.fs {
 		if f.url == from {
-			f.ack(index)
+			if i := f.ack(index); i > 0 && (first == 0 || i < first) {
+				first = i
+			}
 		}
 	}
 	if a, ok := h.moved[from]; ok && index > a {
 		h.moved[from] = index
 	}
 	h.resyncLocked()
+	return first
 }
 
 // ackUpgrade is the protocol a standby's acknowledgement connection
@@ -338,6 +347,7 @@ func (n *Node) serveAck(w http.ResponseWriter, r *http.Request) {
 		// times a second.
 		br.Reset(rawio.Wrap(socket(conn)))
 	}
+	lag := n.lags[from]
 	var b [8]byte
 	for {
 		if _, err := io.ReadFull(br, b[:]); err != nil {
@@ -352,7 +362,7 @@ func (n *Node) serveAck(w http.ResponseWriter, r *http.Request) {
 			n.acksRead.Add(1)
 			index = max(index, binary.BigEndian.Uint64(b[:]))
 		}
-		n.ack(from, index)
+		n.observeLag(lag, n.ack(from, index))
 	}
 }
 
@@ -385,19 +395,20 @@ func headerHas(h http.Header, key, token string) bool {
 
 // ack records that the standby at from has its log up to index, wakes the
 // changes waiting for acknowledgements, and ends a degraded state once
-// enough standbys have the log's last index. It counts on a demoted
+// enough standbys have the log's last index. It returns the oldest index
+// the acknowledgement newly covers (hub.ack), 0 when none. It counts on a demoted
 // engine too: the streams a node serves are in its hub only while it is
 // the active or hands the role off (the hub is emptied when it steps
 // down or the handoff ends), and during a handoff the changes made just
 // before the engine was demoted still wait for these acknowledgements.
-func (n *Node) ack(from string, index uint64) {
-	n.hub.ack(from, index)
+func (n *Node) ack(from string, index uint64) (first uint64) {
+	first = n.hub.ack(from, index)
 	if n.cfg.SyncStandbys == 0 {
-		return
+		return first
 	}
 	n.wakeAcked()
 	if !n.degraded.Load() {
-		return
+		return first
 	}
 	// The log's last index (its append mutex) only while degraded.
 	if last := n.wal.LastIndex(); n.hub.ackedTo.Load() >= last {
@@ -406,6 +417,7 @@ func (n *Node) ack(from string, index uint64) {
 			n.log.Info("sync_standbys: recovered, enough standbys acknowledged the current index", "sync_standbys", n.cfg.SyncStandbys, "index", last)
 		}
 	}
+	return first
 }
 
 // errAckStalled: an acknowledgement's write took longer than
@@ -588,6 +600,10 @@ type ReplicationStats struct {
 	AppliedRecords, AcksSent          uint64
 	// Standbys are the standbys streaming from this active.
 	Standbys []StandbyStats
+	// Lags are the replication lag histograms of every other peer, in
+	// the order of Config.Peers, as this node measured them while it was
+	// the active (see StandbyLag).
+	Lags []StandbyLag
 }
 
 // StandbyStats is one standby's replication as its active sees it.
@@ -608,7 +624,7 @@ func (n *Node) ReplicationStats() ReplicationStats {
 		Degraded: n.degraded.Load(), Degradations: n.degradations.Load(), Recoveries: n.recoveries.Load(),
 		Installs: n.installs.Load(), Resumes: n.resumes.Load(),
 		SentRecords: n.sentRecords.Load(), SentWrites: n.sentWrites.Load(), AcksRead: n.acksRead.Load(),
-		AppliedRecords: n.appliedRecords.Load(), AcksSent: n.acksSent.Load()}
+		AppliedRecords: n.appliedRecords.Load(), AcksSent: n.acksSent.Load(), Lags: n.lagStats()}
 	if !st.Active {
 		st.Degraded = false
 		return st

@@ -405,9 +405,10 @@ func TestStandbys(t *testing.T) {
 	if w, a := num(t, m, "repl_records_per_write"), num(t, m, "repl_records_per_ack"); w < 1 || a < 1 {
 		t.Errorf("repl_records_per_write=%v repl_records_per_ack=%v, want at least 1", w, a)
 	}
-	// The lag sampler ran through the measured window.
-	if p50, p99 := num(t, m, "standby_lag_p50_ms"), num(t, m, "standby_lag_p99_ms"); p50 < 0 || p99 < p50 || p99 > lagBound.Seconds()*1e3 || num(t, m, "standby_lag_samples") < 1 {
-		t.Errorf("standby lag p50=%v p99=%v samples=%v", m["standby_lag_p50_ms"], m["standby_lag_p99_ms"], m["standby_lag_samples"])
+	// The active's lag histogram counted the standby's acknowledgements
+	// within the measured window.
+	if p50, p99 := num(t, m, "standby_lag_p50_ms"), num(t, m, "standby_lag_p99_ms"); p50 < 0 || p99 < p50 || num(t, m, "standby_lag_acks") < 1 {
+		t.Errorf("standby lag p50=%v p99=%v acks=%v", m["standby_lag_p50_ms"], m["standby_lag_p99_ms"], m["standby_lag_acks"])
 	}
 	if !strings.Contains(out.String(), "baton with 1 standby replicating") {
 		t.Errorf("the summary does not name the standby:\n%s", out.String())
@@ -429,21 +430,6 @@ func TestStandbys(t *testing.T) {
 	probeWait = 300 * time.Millisecond
 	if _, err := replicationLag(t.Context(), act, "probe"); err == nil || !strings.Contains(err.Error(), "did not show the probe lock") {
 		t.Errorf("replicationLag against a node that does not replicate: %v", err)
-	}
-	// A lag sample behind a node that never catches up (a stand-in whose
-	// last_token stays 0) is the bound; one behind itself is not.
-	defer func(b time.Duration) { lagBound = b }(lagBound)
-	lagBound = 300 * time.Millisecond
-	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = w.Write([]byte(`{"last_token":0}`))
-	}))
-	defer stuck.Close()
-	hc := &http.Client{Timeout: time.Second}
-	if lag, ok := lagOnce(t.Context(), hc, act.addr, strings.TrimPrefix(stuck.URL, "http://")); !ok || lag != lagBound {
-		t.Errorf("lag behind a node that does not replicate: %v %v; want the bound %v", lag, ok, lagBound)
-	}
-	if lag, ok := lagOnce(t.Context(), hc, act.addr, act.addr); !ok || lag >= lagBound {
-		t.Errorf("lag of a node behind itself: %v %v; want less than the bound", lag, ok)
 	}
 }
 
@@ -517,5 +503,89 @@ func TestAnalyzeSlotsPairsTheReleaseThatLetAGrantIn(t *testing.T) {
 	}
 	if _, _, handoffs = analyzeSlots(recs, 0, 100*ms, 2, 2); len(handoffs) != 0 {
 		t.Errorf("handoffs %v with as many slots as clients and no writer, want none", handoffs)
+	}
+}
+
+// TestStandbyLagFromHistogram: the standby lag figures come from the
+// difference of two readings of the active's lag histogram, every
+// standby's series summed, with each percentile placed within its bucket.
+func TestStandbyLagFromHistogram(t *testing.T) {
+	readings := []string{
+		// standby a: 2 acks within 100 µs, 3 more within 1 ms; b: 1 within 1 ms.
+		`# HELP baton_replication_ack_lag_seconds lag
+# TYPE baton_replication_ack_lag_seconds histogram
+baton_replication_ack_lag_seconds_bucket{standby="http://a",le="0.0001"} 2
+baton_replication_ack_lag_seconds_bucket{standby="http://a",le="0.001"} 5
+baton_replication_ack_lag_seconds_bucket{standby="http://a",le="0.01"} 5
+baton_replication_ack_lag_seconds_bucket{standby="http://a",le="+Inf"} 5
+baton_replication_ack_lag_seconds_sum{standby="http://a"} 0.002
+baton_replication_ack_lag_seconds_count{standby="http://a"} 5
+baton_replication_ack_lag_seconds_bucket{standby="http://b",le="0.0001"} 0
+baton_replication_ack_lag_seconds_bucket{standby="http://b",le="0.001"} 1
+baton_replication_ack_lag_seconds_bucket{standby="http://b",le="0.01"} 1
+baton_replication_ack_lag_seconds_bucket{standby="http://b",le="+Inf"} 1
+baton_handoff_seconds_bucket{le="0.001"} 7
+`,
+		// Within the window: 100 acks in (100 µs, 1 ms], 99 in (1 ms,
+		// 10 ms], 1 past 10 ms.
+		`baton_replication_ack_lag_seconds_bucket{standby="http://a",le="0.0001"} 2
+baton_replication_ack_lag_seconds_bucket{standby="http://a",le="0.001"} 55
+baton_replication_ack_lag_seconds_bucket{standby="http://a",le="0.01"} 104
+baton_replication_ack_lag_seconds_bucket{standby="http://a",le="+Inf"} 105
+baton_replication_ack_lag_seconds_bucket{standby="http://b",le="0.0001"} 0
+baton_replication_ack_lag_seconds_bucket{standby="http://b",le="0.001"} 51
+baton_replication_ack_lag_seconds_bucket{standby="http://b",le="0.01"} 101
+baton_replication_ack_lag_seconds_bucket{standby="http://b",le="+Inf"} 101
+`,
+	}
+	var served int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(readings[min(served, len(readings)-1)]))
+		served++
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	var hs [2]histogram
+	for i := range hs {
+		h, err := readHistogram(t.Context(), addr, lagMetric)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs[i] = h
+	}
+	if hs[0][0.001] != 6 || hs[0][math.Inf(1)] != 6 || len(hs[0]) != 4 {
+		t.Fatalf("first reading, the standbys summed: %v", hs[0])
+	}
+	var r Result
+	setLag(&r, windowBuckets(hs[0], hs[1]))
+	want := map[string]float64{
+		"standby_lag_acks": 200,
+		// Rank 100 is the last of the (100 µs, 1 ms] bucket: 1 ms.
+		"standby_lag_p50_ms": 1,
+		// Rank 198 is the 98th of the 99 in (1 ms, 10 ms].
+		"standby_lag_p99_ms": 1 + 9*98.0/99,
+	}
+	for name, w := range want {
+		if got, ok := r.get(name); !ok || math.Abs(got-w) > 1e-9 {
+			t.Errorf("%s = %v (%v), want %v", name, got, ok, w)
+		}
+	}
+
+	// No acknowledgement in the window: the count alone.
+	r = Result{}
+	setLag(&r, windowBuckets(hs[1], hs[1]))
+	if n, ok := r.get("standby_lag_acks"); !ok || n != 0 {
+		t.Errorf("standby_lag_acks = %v (%v), want 0", n, ok)
+	}
+	if _, ok := r.get("standby_lag_p99_ms"); ok {
+		t.Errorf("a p99 without acknowledgements: %v", r.Extra)
+	}
+	// A quantile past the last bound is that bound, not exact.
+	bs := []bucket{{0.001, 1}, {0.01, 1}, {math.Inf(1), 100}}
+	if v, exact, ok := quantile(bs, 0.99); !ok || exact || v != 0.01 {
+		t.Errorf("p99 past the last bound: %v %v %v, want 0.01, not exact", v, exact, ok)
+	}
+	if v, exact, ok := quantile(bs, 0.005); !ok || !exact || math.Abs(v-0.0005) > 1e-12 {
+		t.Errorf("p0.5 in the first bucket: %v %v %v, want 0.0005 (from 0)", v, exact, ok)
 	}
 }

@@ -18,7 +18,8 @@
 // 1+N baton processes instead of one node, waits until the first is the
 // active and the others replicate it, and drives the active: the cost of
 // replication; --sync-standbys N makes N of them synchronous. Such runs
-// report the standbys' lag (p50, p99) sampled through the measured window.
+// report the standbys' lag (p50, p99) over the measured window, from the
+// active's histogram of it.
 //
 // In the same invocation it runs the same pattern against reference servers
 // built into this binary: "null" (answers at once: the HTTP ceiling) and
@@ -472,13 +473,8 @@ func (b *bench) runOnce(ctx context.Context, t, runLabel string) (*Result, error
 		if cfg.syncStandbys > 0 {
 			r.set("sync_standbys", float64(cfg.syncStandbys))
 		}
-		if e.lagSamples != nil {
-			if s := e.lagSamples(); len(s) > 0 {
-				p50, p99, _ := percentiles(s)
-				r.set("standby_lag_p50_ms", p50/1e3)
-				r.set("standby_lag_p99_ms", p99/1e3)
-				r.set("standby_lag_samples", float64(len(s)))
-			}
+		if e.lag != nil {
+			e.lag(r)
 		}
 	}
 	r.set("load1", loadAvg1())

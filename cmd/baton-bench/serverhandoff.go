@@ -24,12 +24,14 @@ import (
 // reads it at the start and the end of the measured window, so that a
 // run reports both.
 
-// handoffHist is the cumulative bucket counts of baton_handoff_seconds,
-// by upper bound in seconds (+Inf included).
-type handoffHist map[float64]float64
+// histogram is the cumulative bucket counts of a histogram of GET
+// /metrics, by upper bound in seconds (+Inf included), summed over its
+// series (every label set).
+type histogram map[float64]float64
 
-// readHandoffHist reads baton_handoff_seconds from GET /metrics on addr.
-func readHandoffHist(ctx context.Context, addr string) (handoffHist, error) {
+// readHistogram reads the histogram name (its name_bucket lines) from GET
+// /metrics on addr.
+func readHistogram(ctx context.Context, addr, name string) (histogram, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
@@ -44,15 +46,20 @@ func readHandoffHist(ctx context.Context, addr string) (handoffHist, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, &statusError{op: "GET /metrics", status: resp.StatusCode, body: readSmall(resp.Body)}
 	}
-	h := handoffHist{}
+	h := histogram{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), `baton_handoff_seconds_bucket{le="`)
+		rest, ok := strings.CutPrefix(sc.Text(), name+"_bucket{")
 		if !ok {
 			continue
 		}
-		le, count, ok := strings.Cut(rest, `"} `)
+		// The le label, the last one as the Prometheus client writes them.
+		i := strings.LastIndex(rest, `le="`)
+		if i < 0 || (i > 0 && rest[i-1] != ',') {
+			continue
+		}
+		le, count, ok := strings.Cut(rest[i+len(`le="`):], `"} `)
 		if !ok {
 			continue
 		}
@@ -61,15 +68,86 @@ func readHandoffHist(ctx context.Context, addr string) (handoffHist, error) {
 		if err1 != nil || err2 != nil {
 			return nil, fmt.Errorf("GET /metrics on %s: bad line %q", addr, sc.Text())
 		}
-		h[bound] = n
+		h[bound] += n
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
 	if len(h) == 0 {
-		return nil, fmt.Errorf("GET /metrics on %s: no baton_handoff_seconds", addr)
+		return nil, fmt.Errorf("GET /metrics on %s: no %s", addr, name)
 	}
 	return h, nil
+}
+
+// histogramWindow reads the histogram name from GET /metrics on addr at
+// start and at end (monotonic ns, as now()) and returns a function that
+// waits for the second reading and returns the buckets of the
+// observations between the two (windowBuckets); nil when a reading
+// failed.
+func histogramWindow(ctx context.Context, addr, name string, start, end int64) func() []bucket {
+	res := make(chan []bucket, 1)
+	go func() {
+		var hs [2]histogram
+		for i, t := range []int64{start, end} {
+			select {
+			case <-time.After(time.Duration(t - now())):
+			case <-ctx.Done():
+				res <- nil
+				return
+			}
+			h, err := readHistogram(ctx, addr, name)
+			if err != nil {
+				res <- nil
+				return
+			}
+			hs[i] = h
+		}
+		res <- windowBuckets(hs[0], hs[1])
+	}()
+	return func() []bucket { return <-res }
+}
+
+// bucket is one cumulative bucket of a histogram: the observations of at
+// most le seconds.
+type bucket struct{ le, n float64 }
+
+// windowBuckets returns the cumulative buckets of the observations made
+// between two readings of a histogram, by bound, +Inf last.
+func windowBuckets(before, after histogram) []bucket {
+	var bs []bucket
+	for le, n := range after {
+		bs = append(bs, bucket{le, n - before[le]})
+	}
+	// Cumulative counts: sorted by bound they rise.
+	slices.SortFunc(bs, func(a, b bucket) int { return cmp.Compare(a.le, b.le) })
+	return bs
+}
+
+// quantile estimates the q-quantile (0 < q <= 1) of the observations in
+// the cumulative buckets bs (windowBuckets), in seconds, as Prometheus's
+// histogram_quantile does: within the bucket that holds it, linearly
+// between the bucket's bounds (the first bucket's lower bound is 0). In
+// the +Inf bucket it is the last finite bound (a lower bound, exact says
+// false). ok is false without observations.
+func quantile(bs []bucket, q float64) (v float64, exact, ok bool) {
+	if len(bs) == 0 || bs[len(bs)-1].n <= 0 {
+		return 0, false, false
+	}
+	rank := q * bs[len(bs)-1].n
+	var lower, below float64
+	for i, b := range bs {
+		if b.n >= rank {
+			if math.IsInf(b.le, 1) {
+				if i == 0 {
+					return 0, false, false
+				}
+				return bs[i-1].le, false, true
+			}
+			return lower + (b.le-lower)*(rank-below)/(b.n-below), true, true
+		}
+		lower, below = b.le, b.n
+	}
+	return lower, false, true // (no +Inf bucket)
 }
 
 // serverHandoffWindow reads the node's handoff histogram at start and at
@@ -84,37 +162,12 @@ func serverHandoffWindow(ctx context.Context, tgt *target, start, end int64) fun
 	if tgt.name != "baton" {
 		return func(*Result) {}
 	}
-	res := make(chan [2]handoffHist, 1)
-	go func() {
-		var hs [2]handoffHist
-		for i, t := range []int64{start, end} {
-			select {
-			case <-time.After(time.Duration(t - now())):
-			case <-ctx.Done():
-				res <- [2]handoffHist{}
-				return
-			}
-			h, err := readHandoffHist(ctx, tgt.addr)
-			if err != nil {
-				res <- [2]handoffHist{}
-				return
-			}
-			hs[i] = h
-		}
-		res <- hs
-	}()
+	window := histogramWindow(ctx, tgt.addr, "baton_handoff_seconds", start, end)
 	return func(r *Result) {
-		hs := <-res
-		if hs[0] == nil || hs[1] == nil {
+		bs := window()
+		if bs == nil {
 			return
 		}
-		type bucket struct{ le, n float64 }
-		var bs []bucket
-		for le, n := range hs[1] {
-			bs = append(bs, bucket{le, n - hs[0][le]})
-		}
-		// Cumulative counts: sorted by bound they rise.
-		slices.SortFunc(bs, func(a, b bucket) int { return cmp.Compare(a.le, b.le) })
 		total := bs[len(bs)-1].n
 		r.set("server_handoffs", total)
 		if total == 0 {

@@ -24,9 +24,9 @@ type runEnv struct {
 	prog   *progress
 	prefix string
 
-	// lagSamples, set once the measured window is known (cpuWindow) in a
-	// run with standbys, returns the standby lag samples (sampleLag).
-	lagSamples func() []int64
+	// lag, set once the measured window is known (cpuWindow), adds the
+	// standbys' lag over the window to a Result (standbyLagWindow).
+	lag func(r *Result)
 
 	errs     atomic.Int64
 	firstErr atomic.Pointer[error]
@@ -85,15 +85,15 @@ type cpuWindows struct {
 }
 
 // cpuWindow starts measuring the measured window [start, end]: the CPU
-// times, and with --standbys the standbys' lag (sampleLag, read back by
-// lagSamples).
+// times, and with --standbys the standbys' lag (standbyLagWindow, added
+// by lag).
 func (e *runEnv) cpuWindow(ctx context.Context, start, end int64) *cpuWindows {
 	w := &cpuWindows{server: cpuWindow(ctx, e.tgt.pid, start, end), logBatch: logBatchWindow(ctx, e.tgt, start, end)}
 	for _, s := range e.tgt.standbys {
 		w.standbys = append(w.standbys, cpuWindow(ctx, s.pid, start, end))
 	}
-	if len(e.tgt.standbys) > 0 && e.lagSamples == nil {
-		e.lagSamples = sampleLag(ctx, e.tgt, start, end)
+	if e.lag == nil {
+		e.lag = standbyLagWindow(ctx, e.tgt, start, end)
 	}
 	if len(e.tgt.standbys) > 0 {
 		w.batches = counterWindow(ctx, e.tgt.addr, replCounters, nil, start, end)

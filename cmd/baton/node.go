@@ -565,12 +565,17 @@ var (
 		"On a standby: records applied from the active's stream.", nil, nil)
 	replAcksSentDesc = prometheus.NewDesc("baton_replication_acks_sent_total",
 		"On a standby: acknowledgements sent to the active; applied records divided by it is the mean batch of an acknowledgement.", nil, nil)
+	replAckLagDesc = prometheus.NewDesc("baton_replication_ack_lag_seconds",
+		"Measured by the active at each acknowledgement it read from a standby that covered records not acknowledged before: how long the oldest of them had waited since the active appended it to its log, in seconds, by standby (every other peer; counted while this node was the active). With sync_standbys 0 a standby acknowledges at most every 10 ms, which the figure includes.", []string{"standby"}, nil)
 )
+
+// lagBounds are the bucket bounds of baton_replication_ack_lag_seconds.
+var lagBounds = cluster.LagBounds()
 
 func (c replCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{replLastIndexDesc, replAckedDesc, replLagRecordsDesc, replLagSecondsDesc, syncStandbysDesc,
 		syncDegradedDesc, syncDegradationsDesc, syncRecoveriesDesc, replInstallsDesc, replResumesDesc,
-		replSentRecordsDesc, replSentWritesDesc, replAcksReadDesc, replAppliedDesc, replAcksSentDesc} {
+		replSentRecordsDesc, replSentWritesDesc, replAcksReadDesc, replAppliedDesc, replAcksSentDesc, replAckLagDesc} {
 		ch <- d
 	}
 }
@@ -596,6 +601,13 @@ func (c replCollector) Collect(ch chan<- prometheus.Metric) {
 		{replAppliedDesc, s.AppliedRecords}, {replAcksSentDesc, s.AcksSent},
 	} {
 		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
+	}
+	for _, l := range s.Lags {
+		buckets := make(map[float64]uint64, len(lagBounds))
+		for i, b := range lagBounds {
+			buckets[b] = l.Buckets[i]
+		}
+		ch <- prometheus.MustNewConstHistogram(replAckLagDesc, l.Count, l.Sum.Seconds(), buckets, l.URL)
 	}
 	seen := map[string]bool{}
 	for _, sb := range s.Standbys {

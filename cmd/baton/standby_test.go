@@ -170,6 +170,24 @@ func TestStandbyAnswersReads(t *testing.T) {
 	if strings.Contains(m1, "\nbaton_replica_lag_seconds ") {
 		t.Fatal("the active exports baton_replica_lag_seconds")
 	}
+	// The active's lag histogram of the standby counts its
+	// acknowledgement of the grant.
+	eventually(t, "the standby's acknowledgement in baton_replication_ack_lag_seconds", func() string {
+		_, m1 := get(t, "GET", n1.url+"/metrics")
+		if !strings.Contains(m1, `baton_replication_ack_lag_seconds_bucket{standby="`+n2.url+`",le="0.0001"} `) {
+			return "no bucket le=0.0001 for the standby"
+		}
+		prefix := `baton_replication_ack_lag_seconds_count{standby="` + n2.url + `"} `
+		for line := range strings.SplitSeq(m1, "\n") {
+			if v, ok := strings.CutPrefix(line, prefix); ok {
+				if n, err := strconv.ParseUint(v, 10, 64); err != nil || n == 0 {
+					return line
+				}
+				return ""
+			}
+		}
+		return "no count for the standby"
+	})
 
 	// Logs: the first election is not a failover; a graceful handoff
 	// names its gap no_active_ms.
