@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,35 +16,39 @@ import (
 // and the last of them ran only after every one before it had run its
 // whole turn on the node's processors (its answer, the end of its
 // request, the next request of its connection): issue 14's read-heavy
-// handoff tail was that queue. Now the handler of the release writes the
-// answers of the grants it made (and of any others not yet answered) one
-// after the other once its own record is written, while the waiters'
-// handlers, woken as before, answer whichever grant they reach first.
-// Each answer is written once: by whoever claims it (parkedAcquire.claim).
-// Over HTTP/2 the stream's handler still answers (its writes go through
-// the connection's one writer anyway).
+// handoff tail was that queue. Now a grant over HTTP/1.x is listed
+// (handedOn) instead of waking its handler, and the answers are written
+// one after the other, in grant order, by the handler of the release once
+// its record is written and by a goroutine started when the list fills
+// (any grant: a lease's end, a withdrawn waiter, a release over the native
+// protocol); both take from the list, and each answer's handler is woken
+// once its answer is written. Over HTTP/2 the stream's handler still
+// answers, as before (Engine.Acquire): its writes go through the
+// connection's one writer anyway.
 
 // parkedAcquire is an HTTP acquire queued in the engine (its
-// engine.Receiver). The engine puts the outcome in o (Done) and wakes the
-// handler through woke; a grant over HTTP/1.x is also listed in the
-// Server's handedOn, so that a release's handler may answer it.
+// engine.Receiver), over HTTP/1.x (HTTP/2 acquires park in
+// Engine.Acquire). The engine puts the outcome in o (Done); a grant is
+// listed in the Server's handedOn and answered from there, any other
+// outcome wakes the handler to answer it.
 type parkedAcquire struct {
 	s  *Server
 	w  http.ResponseWriter
 	r  *http.Request
 	id string
 	o  engine.AcquireResult
-	// woke receives once when o is set, and once more when another
-	// goroutine has answered the grant (it claimed it first).
+	// woke receives once: when o is set, for an outcome the handler
+	// answers; once the answer is written, for a listed grant.
 	woke chan struct{}
-	// claim is set by the one goroutine that answers o: the handler or
-	// a release's handler (answerHandedOn).
+	// claim is set by the one goroutine that answers o: the handler
+	// (an outcome not listed, or a request that ended as it was granted)
+	// or one that takes it from the list (answerHandedOn).
 	claim atomic.Bool
 }
 
 // parkedAcquires holds parkedAcquires that no engine or list refers to:
 // most acquires are granted at once, and theirs goes back (free).
-var parkedAcquires = sync.Pool{New: func() any { return &parkedAcquire{woke: make(chan struct{}, 2)} }}
+var parkedAcquires = sync.Pool{New: func() any { return &parkedAcquire{woke: make(chan struct{}, 1)} }}
 
 // newParkedAcquire returns the receiver of an acquire on w and r.
 func newParkedAcquire(s *Server, w http.ResponseWriter, r *http.Request, id string) *parkedAcquire {
@@ -62,11 +65,14 @@ func (p *parkedAcquire) free() {
 }
 
 // Done is the engine's callback (engine.Receiver): it runs with the key's
-// shard locked and never blocks (woke has room for both of its sends).
+// shard locked and never blocks.
 func (p *parkedAcquire) Done(o engine.AcquireResult) bool {
 	p.o = o
-	if o.Err() == nil && p.r.ProtoMajor == 1 {
-		p.s.handedOn.add(p)
+	if o.Err() == nil {
+		if p.s.handedOn.add(p) {
+			go p.s.answerHandedOn()
+		}
+		return true
 	}
 	p.woke <- struct{}{}
 	return true
@@ -79,98 +85,100 @@ func (p *parkedAcquire) answer() {
 }
 
 // acquireParked is Acquire over AcquireTo: it waits for the outcome of an
-// acquire the engine queued (wt), or for ctx to end, and answers it
-// unless a release's handler claimed it first; then it waits for that
-// answer to be written.
+// acquire the engine queued (wt) to be answered, answering it itself
+// when it is not a listed grant, or for ctx to end.
 func (s *Server) acquireParked(ctx context.Context, p *parkedAcquire, wt *engine.Waiting) {
 	select {
 	case <-p.woke:
+		// A listed grant's answer is written (its claim taken); any
+		// other outcome is this handler's to answer.
+		if p.claim.CompareAndSwap(false, true) {
+			p.answer()
+		}
+		return
 	case <-ctx.Done():
 		if wt.Cancel() {
 			s.writeError(p.w, p.r, ctx.Err())
 			return
 		}
-		// The outcome raced with the cancellation: whoever claims it
-		// finds the request's context done and abandons the grant
-		// (answerAcquire), as Engine.Acquire did.
-		<-p.woke
+		// The outcome raced with the cancellation. Claimed here, it is
+		// answered here: answerAcquire finds the request's context done
+		// and abandons a grant, as Engine.Acquire did. Otherwise the
+		// list's goroutine does the same, and this one waits for it.
 	}
 	if p.claim.CompareAndSwap(false, true) {
 		p.answer()
 		return
 	}
-	<-p.woke // the release's handler wrote the answer
+	<-p.woke
 }
 
 // handedOnList is the grants made to parked HTTP/1.x acquires and not yet
-// known to be answered, oldest first.
+// taken to be answered, oldest first.
 type handedOnList struct {
-	mu sync.Mutex
-	q  []*parkedAcquire
-	// n is len(q), set under mu and read without it: a release that
+	mu   sync.Mutex
+	q    []*parkedAcquire
+	head int // q[head:] are listed
+	// n is len(q)-head, set under mu and read without it: a release that
 	// granted nothing finds 0 (most do) and locks nothing.
 	n atomic.Int32
-	// compactAt is the length at which add drops the entries already
-	// claimed (grants made by a lease's end or a withdrawn waiter are
-	// answered by their own handlers, and no release may come to take
-	// them off).
-	compactAt int
 }
 
-func (l *handedOnList) add(p *parkedAcquire) {
+// add lists p and reports whether the list was empty: its caller then
+// starts a goroutine to answer it (answerHandedOn).
+func (l *handedOnList) add(p *parkedAcquire) (first bool) {
 	l.mu.Lock()
-	if len(l.q) >= l.compactAt {
-		l.q = slices.DeleteFunc(l.q, func(p *parkedAcquire) bool { return p.claim.Load() })
-		l.compactAt = max(64, 2*len(l.q))
+	first = l.head == len(l.q)
+	if first {
+		clear(l.q)
+		l.q, l.head = l.q[:0], 0
 	}
 	l.q = append(l.q, p)
-	l.n.Store(int32(len(l.q)))
+	l.n.Store(int32(len(l.q) - l.head))
 	l.mu.Unlock()
+	return first
 }
 
-// take returns every listed grant and empties the list; buf is reused.
-func (l *handedOnList) take(buf []*parkedAcquire) []*parkedAcquire {
+// next takes the oldest listed grant off the list (nil: none).
+func (l *handedOnList) next() *parkedAcquire {
 	l.mu.Lock()
-	buf = append(buf[:0], l.q...)
-	clear(l.q)
-	l.q = l.q[:0]
-	l.n.Store(0)
-	l.mu.Unlock()
-	return buf
+	defer l.mu.Unlock()
+	if l.head == len(l.q) {
+		return nil
+	}
+	p := l.q[l.head]
+	l.q[l.head] = nil
+	l.head++
+	l.n.Store(int32(len(l.q) - l.head))
+	return p
 }
 
-// handOnWriteLimit bounds the write of an answer that a release's handler
-// makes for another request (answerHandedOn): as long as the native
-// protocol gives a client that takes nothing before it closes it.
+// handOnWriteLimit bounds the write of an answer made away from its
+// request's handler (answerHandedOn): as long as the native protocol
+// gives a client that takes nothing before it closes it.
 const handOnWriteLimit = time.Second
 
-var handedOnBufs = sync.Pool{New: func() any { return new([]*parkedAcquire) }}
-
-// answerHandedOn answers, in grant order, the listed grants that no
-// handler has claimed yet: a release's handler calls it once its release
-// is written, before it answers its own client.
+// answerHandedOn answers the listed grants, in grant order, until the
+// list is empty: a release's handler calls it once its release is
+// written, before it answers its own client, and Done starts it on a
+// goroutine of its own whenever the list fills.
 func (s *Server) answerHandedOn() {
 	if s.handedOn.n.Load() == 0 {
 		return
 	}
-	bp := handedOnBufs.Get().(*[]*parkedAcquire)
-	ps := s.handedOn.take(*bp)
-	for i, p := range ps {
-		if p.claim.CompareAndSwap(false, true) {
-			// A client that does not read its answers must not hold up
-			// this release's own answer and the grants after its own:
-			// its write gets handOnWriteLimit (its handler's own write
-			// had no limit). A write cut off is a grant not delivered:
-			// it is abandoned and passes on (answerAcquire), and net/http
-			// closes the connection.
-			rc := http.NewResponseController(p.w)
-			_ = rc.SetWriteDeadline(time.Now().Add(handOnWriteLimit))
-			p.answer()
-			_ = rc.SetWriteDeadline(time.Time{})
-			p.woke <- struct{}{}
+	for p := s.handedOn.next(); p != nil; p = s.handedOn.next() {
+		if !p.claim.CompareAndSwap(false, true) {
+			continue // its handler answers it (its request ended)
 		}
-		ps[i] = nil
+		// A client that does not read its answers must not hold up the
+		// grants after its own, nor a release's own answer: its write
+		// gets handOnWriteLimit (its handler's own write had no limit).
+		// A write cut off is a grant not delivered: it is abandoned and
+		// passes on (answerAcquire), and net/http closes the connection.
+		rc := http.NewResponseController(p.w)
+		_ = rc.SetWriteDeadline(time.Now().Add(handOnWriteLimit))
+		p.answer()
+		_ = rc.SetWriteDeadline(time.Time{})
+		p.woke <- struct{}{}
 	}
-	*bp = ps[:0]
-	handedOnBufs.Put(bp)
 }

@@ -290,6 +290,12 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 	// A parked request keeps this frame on its stack while it waits:
 	// parsing and answering happen in calls of their own so that it stays
 	// small (see exactDecimal).
+	if r.ProtoMajor != 1 {
+		// Over HTTP/2 the stream's handler answers (handon.go).
+		g, err := s.eng.Acquire(r.Context(), req)
+		s.answerAcquire(w, r, req.ID, g, err)
+		return
+	}
 	p := newParkedAcquire(s, w, r, req.ID)
 	res, wt := s.eng.AcquireTo(req, p)
 	if wt == nil {
