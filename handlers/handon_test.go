@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -164,4 +166,81 @@ func TestHandedOnListOrder(t *testing.T) {
 	if !l.add(ps[0]) {
 		t.Fatal("add to the emptied list: not first")
 	}
+}
+
+// stalledWriter is the ResponseWriter of a client that reads nothing:
+// its Write returns only once a write deadline set on it has passed.
+type stalledWriter struct {
+	h         http.Header
+	mu        sync.Mutex
+	deadline  time.Time
+	deadlines []time.Time
+}
+
+func (w *stalledWriter) Header() http.Header { return w.h }
+func (w *stalledWriter) WriteHeader(int)     {}
+func (w *stalledWriter) Write([]byte) (int, error) {
+	for {
+		w.mu.Lock()
+		d := w.deadline
+		w.mu.Unlock()
+		if !d.IsZero() && time.Now().After(d) {
+			return 0, os.ErrDeadlineExceeded
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (w *stalledWriter) SetWriteDeadline(t time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.deadline = t
+	w.deadlines = append(w.deadlines, t)
+	return nil
+}
+
+// The answer written for a reader whose client takes nothing is cut off
+// by a write deadline (handOnWriteLimit), the deadline is cleared again,
+// and its grant is abandoned (it passes on); the other reader of the
+// same release is answered. Without the deadline the write never ends.
+func TestHandOnWriteToAStalledClientIsCutOff(t *testing.T) {
+	s := newHandOnServer(t)
+	w, err := s.eng.Acquire(context.Background(), engine.AcquireRequest{Key: "cfg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := &stalledWriter{h: http.Header{}}
+	r := httptest.NewRequest(http.MethodPost, "/locks/cfg?mode=shared", nil)
+	stalled := newParkedAcquire(s, sw, r, "")
+	if _, wt := s.eng.AcquireTo(engine.AcquireRequest{Key: "cfg", Mode: engine.Shared}, stalled); wt == nil {
+		t.Fatal("shared acquire behind a writer was not queued")
+	}
+	other, rec := parkShared(t, s, "cfg", context.Background())
+	if err := s.eng.Release("cfg", w.Token); err != nil {
+		t.Fatal(err)
+	}
+	s.answerHandedOn()
+	answered(t, other, "the reading reader")
+	answered(t, stalled, "the stalled reader")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("the reading reader: %d %q; want 200", rec.Code, rec.Body)
+	}
+	sw.mu.Lock()
+	ds := sw.deadlines
+	sw.mu.Unlock()
+	if len(ds) != 2 || ds[0].IsZero() || !ds[1].IsZero() {
+		t.Fatalf("write deadlines set %v; want one, then cleared", ds)
+	}
+	if st, err := s.eng.Status("cfg"); err != nil || len(st.Holders) != 1 || st.Holders[0].Token != grantToken(t, rec) {
+		t.Fatalf("status %+v, %v: want the reading reader alone holding", st, err)
+	}
+}
+
+func grantToken(t *testing.T, rec *httptest.ResponseRecorder) uint64 {
+	t.Helper()
+	tok, err := strconv.ParseUint(rec.Header().Get(api.HeaderLockToken), 10, 64)
+	if err != nil {
+		t.Fatalf("Lock-Token %q: %v", rec.Header().Get(api.HeaderLockToken), err)
+	}
+	return tok
 }
