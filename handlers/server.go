@@ -78,6 +78,9 @@ type Server struct {
 	metrics *Metrics
 	auth    *tokenSet
 	admin   *tokenSet // nil: no admin_tokens
+	// handedOn lists the grants of parked HTTP/1.x acquires that a
+	// release's handler may answer (handon.go).
+	handedOn handedOnList
 }
 
 // New returns the handler for eng. It starts nothing.
@@ -314,8 +317,21 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 	// A parked request keeps this frame on its stack while it waits:
 	// parsing and answering happen in calls of their own so that it stays
 	// small (see exactDecimal).
-	g, err := s.eng.Acquire(r.Context(), req)
-	s.answerAcquire(w, r, req.ID, g, err)
+	if r.ProtoMajor != 1 {
+		// Over HTTP/2 the stream's handler answers (handon.go).
+		g, err := s.eng.Acquire(r.Context(), req)
+		s.answerAcquire(w, r, req.ID, g, err)
+		return
+	}
+	p := newParkedAcquire(s, w, r, req.ID)
+	res, wt := s.eng.AcquireTo(req, p)
+	if wt == nil {
+		p.free() // the engine kept nothing of it
+		g, err := res.Settle()
+		s.answerAcquire(w, r, req.ID, g, err)
+		return
+	}
+	s.acquireParked(r.Context(), p, wt)
 }
 
 // acquireRequest parses an acquire into the engine's request.
@@ -424,6 +440,8 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	default:
 		err = s.eng.Release(p.Key, p.Token.V)
 	}
+	// The waiters it granted are answered first (handon.go).
+	s.answerHandedOn()
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -1,0 +1,246 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/engine"
+)
+
+// parkShared parks a shared acquire of key over HTTP/1.1 on s, as its
+// handler would, without running the handler: whatever answers it here
+// is the release's side.
+func parkShared(t *testing.T, s *Server, key string, ctx context.Context) (*parkedAcquire, *httptest.ResponseRecorder) {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, "/locks/"+key+"?mode=shared", nil).WithContext(ctx)
+	rec := httptest.NewRecorder()
+	p := newParkedAcquire(s, rec, r, "")
+	if _, wt := s.eng.AcquireTo(engine.AcquireRequest{Key: key, Mode: engine.Shared}, p); wt == nil {
+		t.Fatalf("shared acquire of %s behind a writer was not queued", key)
+	}
+	return p, rec
+}
+
+func newHandOnServer(t *testing.T) *Server {
+	t.Helper()
+	eng, err := engine.New(engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close() })
+	return New(eng, Config{})
+}
+
+// answered waits until p's grant is answered (its handler's wake-up).
+func answered(t *testing.T, p *parkedAcquire, what string) {
+	t.Helper()
+	select {
+	case <-p.woke:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("%s: not answered within 15 s", what)
+	}
+}
+
+// A release that grants a run of shared waiters over HTTP/1.1 has them
+// answered without their handlers: none has run here, and each answer is
+// a whole grant, written once, in token order.
+func TestReleaseAnswersTheReadersItGrants(t *testing.T) {
+	s := newHandOnServer(t)
+	w, err := s.eng.Acquire(context.Background(), engine.AcquireRequest{Key: "cfg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps []*parkedAcquire
+	var recs []*httptest.ResponseRecorder
+	for range 3 {
+		p, rec := parkShared(t, s, "cfg", context.Background())
+		ps, recs = append(ps, p), append(recs, rec)
+	}
+	if err := s.eng.Release("cfg", w.Token); err != nil {
+		t.Fatal(err)
+	}
+	s.answerHandedOn() // as the release's handler does
+	last := w.Token
+	for i, rec := range recs {
+		answered(t, ps[i], fmt.Sprintf("reader %d", i))
+		if !ps[i].claim.Load() {
+			t.Fatalf("reader %d: answered unclaimed", i)
+		}
+		if rec.Code != http.StatusOK {
+			t.Fatalf("reader %d: status %d, body %q; want 200", i, rec.Code, rec.Body)
+		}
+		var g api.Grant
+		dec := json.NewDecoder(rec.Body)
+		if err := dec.Decode(&g); err != nil {
+			t.Fatalf("reader %d: body %q: %v", i, rec.Body, err)
+		}
+		if dec.More() {
+			t.Fatalf("reader %d: more than one answer written", i)
+		}
+		if g.Key != "cfg" || g.Token <= last || rec.Header().Get(api.HeaderLockToken) != strconv.FormatUint(g.Token, 10) {
+			t.Fatalf("reader %d: grant %+v, Lock-Token %q; want cfg above token %d", i, g, rec.Header().Get(api.HeaderLockToken), last)
+		}
+		last = g.Token
+	}
+	if st, err := s.eng.Status("cfg"); err != nil || len(st.Holders) != 3 {
+		t.Fatalf("status %+v, %v: want the 3 readers holding", st, err)
+	}
+}
+
+// A grant made by no release's handler (an operator's release made on
+// the engine here, as a lease's end or a release over the native
+// protocol would) is answered too: the list's own goroutine writes it,
+// and the waiter's handler is woken only then.
+func TestGrantMadeByNoHTTPReleaseIsAnswered(t *testing.T) {
+	s := newHandOnServer(t)
+	if _, err := s.eng.Acquire(context.Background(), engine.AcquireRequest{Key: "cfg"}); err != nil {
+		t.Fatal(err)
+	}
+	p, rec := parkShared(t, s, "cfg", context.Background())
+	if err := s.eng.ForceRelease("cfg"); err != nil {
+		t.Fatal(err)
+	}
+	answered(t, p, "the reader")
+	if rec.Code != http.StatusOK || rec.Header().Get(api.HeaderLockToken) == "" {
+		t.Fatalf("reader: %d %q, Lock-Token %q; want a grant", rec.Code, rec.Body, rec.Header().Get(api.HeaderLockToken))
+	}
+}
+
+// A grant the release's side finds with its request gone (the client
+// went away as it was granted) is abandoned, never answered: the lock
+// passes on, as it does when the handler finds it so.
+func TestReleaseAbandonsTheGrantOfAGoneReader(t *testing.T) {
+	s := newHandOnServer(t)
+	w, err := s.eng.Acquire(context.Background(), engine.AcquireRequest{Key: "cfg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	gone, rec := parkShared(t, s, "cfg", ctx)
+	keep, kept := parkShared(t, s, "cfg", context.Background())
+	cancel()
+	if err := s.eng.Release("cfg", w.Token); err != nil {
+		t.Fatal(err)
+	}
+	s.answerHandedOn()
+	answered(t, gone, "the gone reader")
+	answered(t, keep, "the other reader")
+	if rec.Body.Len() != 0 {
+		t.Fatalf("the gone reader was answered %q", rec.Body)
+	}
+	if kept.Code != http.StatusOK {
+		t.Fatalf("the other reader: %d %q; want 200", kept.Code, kept.Body)
+	}
+	if st, err := s.eng.Status("cfg"); err != nil || len(st.Holders) != 1 {
+		t.Fatalf("status %+v, %v: want the one reader still there holding alone", st, err)
+	}
+}
+
+// The list hands out its grants oldest first, once each, and says when
+// it fills (the caller then starts the goroutine that empties it).
+func TestHandedOnListOrder(t *testing.T) {
+	var l handedOnList
+	ps := []*parkedAcquire{{}, {}, {}}
+	for i, p := range ps {
+		if first := l.add(p); first != (i == 0) {
+			t.Fatalf("add %d: first %v", i, first)
+		}
+	}
+	for i, want := range ps {
+		if got := l.next(); got != want {
+			t.Fatalf("next %d: %p, want %p", i, got, want)
+		}
+	}
+	if p := l.next(); p != nil || l.n.Load() != 0 {
+		t.Fatalf("empty list: next %p, n %d", p, l.n.Load())
+	}
+	if !l.add(ps[0]) {
+		t.Fatal("add to the emptied list: not first")
+	}
+}
+
+// stalledWriter is the ResponseWriter of a client that reads nothing:
+// its Write returns only once a write deadline set on it has passed.
+type stalledWriter struct {
+	h         http.Header
+	mu        sync.Mutex
+	deadline  time.Time
+	deadlines []time.Time
+}
+
+func (w *stalledWriter) Header() http.Header { return w.h }
+func (w *stalledWriter) WriteHeader(int)     {}
+func (w *stalledWriter) Write([]byte) (int, error) {
+	for {
+		w.mu.Lock()
+		d := w.deadline
+		w.mu.Unlock()
+		if !d.IsZero() && time.Now().After(d) {
+			return 0, os.ErrDeadlineExceeded
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (w *stalledWriter) SetWriteDeadline(t time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.deadline = t
+	w.deadlines = append(w.deadlines, t)
+	return nil
+}
+
+// The answer written for a reader whose client takes nothing is cut off
+// by a write deadline (handOnWriteLimit), the deadline is cleared again,
+// and its grant is abandoned (it passes on); the other reader of the
+// same release is answered. Without the deadline the write never ends.
+func TestHandOnWriteToAStalledClientIsCutOff(t *testing.T) {
+	s := newHandOnServer(t)
+	w, err := s.eng.Acquire(context.Background(), engine.AcquireRequest{Key: "cfg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := &stalledWriter{h: http.Header{}}
+	r := httptest.NewRequest(http.MethodPost, "/locks/cfg?mode=shared", nil)
+	stalled := newParkedAcquire(s, sw, r, "")
+	if _, wt := s.eng.AcquireTo(engine.AcquireRequest{Key: "cfg", Mode: engine.Shared}, stalled); wt == nil {
+		t.Fatal("shared acquire behind a writer was not queued")
+	}
+	other, rec := parkShared(t, s, "cfg", context.Background())
+	if err := s.eng.Release("cfg", w.Token); err != nil {
+		t.Fatal(err)
+	}
+	s.answerHandedOn()
+	answered(t, other, "the reading reader")
+	answered(t, stalled, "the stalled reader")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("the reading reader: %d %q; want 200", rec.Code, rec.Body)
+	}
+	sw.mu.Lock()
+	ds := sw.deadlines
+	sw.mu.Unlock()
+	if len(ds) != 2 || ds[0].IsZero() || !ds[1].IsZero() {
+		t.Fatalf("write deadlines set %v; want one, then cleared", ds)
+	}
+	if st, err := s.eng.Status("cfg"); err != nil || len(st.Holders) != 1 || st.Holders[0].Token != grantToken(t, rec) {
+		t.Fatalf("status %+v, %v: want the reading reader alone holding", st, err)
+	}
+}
+
+func grantToken(t *testing.T, rec *httptest.ResponseRecorder) uint64 {
+	t.Helper()
+	tok, err := strconv.ParseUint(rec.Header().Get(api.HeaderLockToken), 10, 64)
+	if err != nil {
+		t.Fatalf("Lock-Token %q: %v", rec.Header().Get(api.HeaderLockToken), err)
+	}
+	return tok
+}
