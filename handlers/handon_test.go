@@ -40,8 +40,8 @@ func newHandOnServer(t *testing.T) *Server {
 	return New(eng, Config{})
 }
 
-// answered waits until p's grant is answered (its handler's wake-up).
-func answered(t *testing.T, p *parkedAcquire, what string) {
+// waitAnswered waits until p's grant is answered (its handler's wake-up).
+func waitAnswered(t *testing.T, p *parkedAcquire, what string) {
 	t.Helper()
 	select {
 	case <-p.woke:
@@ -71,7 +71,7 @@ func TestReleaseAnswersTheReadersItGrants(t *testing.T) {
 	s.answerHandedOn() // as the release's handler does
 	last := w.Token
 	for i, rec := range recs {
-		answered(t, ps[i], fmt.Sprintf("reader %d", i))
+		waitAnswered(t, ps[i], fmt.Sprintf("reader %d", i))
 		if !ps[i].claim.Load() {
 			t.Fatalf("reader %d: answered unclaimed", i)
 		}
@@ -109,7 +109,7 @@ func TestGrantMadeByNoHTTPReleaseIsAnswered(t *testing.T) {
 	if err := s.eng.ForceRelease("cfg"); err != nil {
 		t.Fatal(err)
 	}
-	answered(t, p, "the reader")
+	waitAnswered(t, p, "the reader")
 	if rec.Code != http.StatusOK || rec.Header().Get(api.HeaderLockToken) == "" {
 		t.Fatalf("reader: %d %q, Lock-Token %q; want a grant", rec.Code, rec.Body, rec.Header().Get(api.HeaderLockToken))
 	}
@@ -132,8 +132,8 @@ func TestReleaseAbandonsTheGrantOfAGoneReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.answerHandedOn()
-	answered(t, gone, "the gone reader")
-	answered(t, keep, "the other reader")
+	waitAnswered(t, gone, "the gone reader")
+	waitAnswered(t, keep, "the other reader")
 	if rec.Body.Len() != 0 {
 		t.Fatalf("the gone reader was answered %q", rec.Body)
 	}
@@ -220,8 +220,8 @@ func TestHandOnWriteToAStalledClientIsCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.answerHandedOn()
-	answered(t, other, "the reading reader")
-	answered(t, stalled, "the stalled reader")
+	waitAnswered(t, other, "the reading reader")
+	waitAnswered(t, stalled, "the stalled reader")
 	if rec.Code != http.StatusOK {
 		t.Fatalf("the reading reader: %d %q; want 200", rec.Code, rec.Body)
 	}
