@@ -131,11 +131,14 @@ test('error codes', async (t) => {
     await assert.rejects(first, { name: 'AbortError' });
   });
   await t.test('a lock taken back: renew says not_held or not_holder and lost is aborted', async () => {
-    const m = await c.acquire('e/back', { lease: 0.3 });
-    await waitFor('the lease to run out', 3000, async () => (await c.status('e/back')).holder === null);
+    // 2 s leases: an acquire answered after half its lease is renewed at
+    // once, and a 0.3 s lease whose answer took 150 ms on a loaded machine
+    // had run out by then (grant_ended 'ended unanswered').
+    const m = await c.acquire('e/back', { lease: 2 });
+    await waitFor('the lease to run out', 15000, async () => (await c.status('e/back')).holder === null);
     await rejectsWith(m.renew(), 404, 'not_held');
     assert.ok(m.lost.aborted);
-    const o = await c.acquire('e/back2', { lease: 0.3 });
+    const o = await c.acquire('e/back2', { lease: 2 });
     const next = await c.acquire('e/back2', { lease: 30 }); // granted when o's lease runs out
     await rejectsWith(o.renew(), 409, 'not_holder');
     assert.ok(o.lost.aborted);
