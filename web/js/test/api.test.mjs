@@ -125,7 +125,7 @@ test('error codes', async (t) => {
   await t.test('too_many_waiters: 429', async () => {
     const ac = new AbortController();
     const first = c.acquire('e/1', { signal: ac.signal });
-    await waitFor('one waiter', 5000, async () => (await c.status('e/1')).waiters === 1);
+    await waitFor('one waiter', 15000, async () => (await c.status('e/1')).waiters === 1);
     await rejectsWith(c.acquire('e/1', { wait: 5 }), 429, 'too_many_waiters');
     ac.abort();
     await assert.rejects(first, { name: 'AbortError' });
@@ -227,7 +227,7 @@ test('lost aborts when the lease runs out without a renewal', async (t) => {
   const reason = await new Promise((resolve) => l.lost.addEventListener('abort', () => resolve(l.lost.reason)));
   assert.ok(reason instanceof BatonError);
   assert.equal(reason.code, 'lost');
-  await waitFor('the server to take the lock back', 3000, async () => (await c.status('lost/1')).holder === null);
+  await waitFor('the server to take the lock back', 15000, async () => (await c.status('lost/1')).holder === null);
 });
 
 test('addresses in round robin', async (t) => {
