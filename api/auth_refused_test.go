@@ -18,10 +18,16 @@ import (
 // Over baton:// it was ErrUnavailable wrapping the refusal, and a release
 // retried for ReleaseTimeout (5 s).
 func TestProtoAuthRefusedAtOnce(t *testing.T) {
+	// Room for a loaded machine; a call that retries takes ReleaseTimeout
+	// (a minute here) or ctx's bound.
+	const refusedWithin = 15 * time.Second
 	eachProto(t, func(t *testing.T, proto string) {
 		srv := startBoth(t, engine.Config{}, handlers.Config{AuthTokens: []string{"user"}}, native.Config{})
 		for _, token := range []string{"wrong", ""} {
-			c := newClient(t, func(c *api.Config) { c.Token = token }, srv.Base(proto))
+			// A release retried for ReleaseTimeout was the defect: with a
+			// minute of it, a retrying call runs into ctx's bound (20 s), far
+			// above what a refusal takes on any machine.
+			c := newClient(t, func(c *api.Config) { c.Token, c.ReleaseTimeout = token, time.Minute }, srv.Base(proto))
 			ctx := ctxBound(t)
 			check := func(what string, err error, took time.Duration) {
 				t.Helper()
@@ -32,7 +38,7 @@ func TestProtoAuthRefusedAtOnce(t *testing.T) {
 				if !errors.As(err, &se) || se.Code != api.CodeUnauthorized {
 					t.Errorf("token %q: %s: %v, want a *StatusError with code %q", token, what, err, api.CodeUnauthorized)
 				}
-				if took > 4*time.Second { // room for a loaded machine; the release retried for ReleaseTimeout (5 s)
+				if took > refusedWithin {
 					t.Errorf("token %q: %s took %v: retried", token, what, took)
 				}
 			}

@@ -161,7 +161,7 @@ func pauseWithWaiter(t *testing.T, hdr ...string) (*testCluster, api.Grant, <-ch
 	c.waitActive(0, 1)
 	held := c.acquire(0, "k", "lease=1")
 	waiter := postNoFollow("http://"+c.nodes[0].listen+"/locks/k?lease=60&wait=30", hdr...)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for c.waitersOn(0, "k") != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the waiter never queued on node 0")
@@ -236,7 +236,7 @@ func TestPausedSyncActiveDeliversNoGrantOfTheTermItLeft(t *testing.T) {
 	c.waitActive(0, 1)
 	held := c.acquire(0, "k", "lease=1")
 	waiter := postNoFollow("http://"+c.nodes[0].listen+"/locks/k?lease=60&wait=30", api.HeaderIdempotencyKey, "sync-paused-waiter")
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for c.waitersOn(0, "k") != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the waiter never queued on node 0")
@@ -299,7 +299,7 @@ func TestPausedSyncActiveAnswersNoChangeOfTheTermItLeft(t *testing.T) {
 				}
 				return h == nil
 			}
-			deadline := time.Now().Add(5 * time.Second)
+			deadline := time.Now().Add(20 * time.Second)
 			for !made() {
 				if time.Now().After(deadline) {
 					t.Fatalf("the %s was never made on node 0", method)
@@ -487,7 +487,7 @@ func TestWrongClusterSecretIsRefusedAndLogged(t *testing.T) {
 	c.args = map[int][]string{1: {"--cluster-secret", "not-the-secret"}}
 	c.startAll()
 	c.waitActive(0)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		if strings.Contains(c.nodes[0].log.String(), "refused peer request") &&
 			strings.Contains(c.nodes[1].log.String(), "cluster_secret differs") {

@@ -45,7 +45,7 @@ func (c *testCluster) parkOn(i int, key, query, id string, follow bool, standbys
 		}
 		ch <- a
 	}()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for c.waitersOn(i, key) != before+1 {
 		if time.Now().After(deadline) {
 			c.t.Fatalf("the acquire of %s never queued on node %d", key, i)
@@ -66,7 +66,7 @@ func (c *testCluster) parkOn(i int, key, query, id string, follow bool, standbys
 // it has polled its peers) is retried for a while.
 func (c *testCluster) lockStatus(i int, key string) api.LockStatus {
 	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		a, err := do(http.MethodGet, "http://"+c.nodes[i].listen+"/locks/"+key)
 		if err == nil && a.status == http.StatusServiceUnavailable && time.Now().Before(deadline) {
@@ -87,7 +87,7 @@ func (c *testCluster) lockStatus(i int, key string) api.LockStatus {
 // release releases key on node i, retrying a 503 as lockStatus does.
 func (c *testCluster) release(i int, key string, token uint64) {
 	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		a, err := do(http.MethodDelete, fmt.Sprintf("http://%s/locks/%s?token=%d", c.nodes[i].listen, key, token))
 		if err == nil && a.status == http.StatusServiceUnavailable && time.Now().Before(deadline) {
@@ -115,7 +115,7 @@ func (c *testCluster) holderOf(i int, key string) uint64 {
 // lockStatus does.
 func (c *testCluster) grantOn(i int, key, query string) api.Grant {
 	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		a, err := do(http.MethodPost, "http://"+c.nodes[i].listen+"/locks/"+key+"?"+query)
 		if err == nil && a.status == http.StatusServiceUnavailable && time.Now().Before(deadline) {
@@ -167,7 +167,7 @@ func TestHandoffKeepsAnonymousWaiter(t *testing.T) {
 
 	c.signal(0, syscall.SIGTERM)
 	c.waitActive(1)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for c.lockStatus(1, "k").Waiters != 1 {
 		if time.Now().After(deadline) {
 			t.Fatalf("k has %d waiters on the new active, want the redirected one", c.lockStatus(1, "k").Waiters)

@@ -35,7 +35,7 @@ func staleRenewCluster(t *testing.T) (*testCluster, api.Grant, []string) {
 // stream and resumes node 0.
 func pauseUntilGivenAway(t *testing.T, c *testCluster, g api.Grant) api.Grant {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(20 * time.Second); ; {
 		st := c.lockStatus(0, "k")
 		if st.Holder != nil && st.Holder.ExpiresAt.After(g.ExpiresAt.Add(10*time.Second)) {
 			break
@@ -283,7 +283,7 @@ func TestGrantMadeBeforeAStepDownIsNotAnsweredAfterIt(t *testing.T) {
 // acknowledged; token is the holder's token before it ("" for none).
 func (c *testCluster) waitChanged(i int, key, token string) {
 	c.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := time.Now().Add(20 * time.Second); ; {
 		st := c.lockStatus(i, key)
 		if h := st.Holder; h != nil && h.Lease == 60 && (token == "" || fmt.Sprint(h.Token) == token) {
 			return

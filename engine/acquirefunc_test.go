@@ -168,7 +168,7 @@ func TestAcquireFuncTimeoutAndSuperseded(t *testing.T) {
 	wantCounts(t, e, 1, 1)
 	timed := &funcWaiter{take: true}
 	_, _ = e.AcquireFunc(AcquireRequest{Key: "k", Wait: time.Millisecond}, timed.done)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for len(timed.results()) == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}

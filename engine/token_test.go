@@ -310,7 +310,7 @@ func TestTokenMarkUnwritableIsUnavailable(t *testing.T) {
 		_, err := e.Acquire(context.Background(), AcquireRequest{Key: "held", ID: "w1", Wait: time.Minute})
 		got <- err
 	}()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
 		if _, w := e.Counts(); w == 1 {
 			break
 		}
@@ -380,7 +380,7 @@ func tokenMarkCall(t *testing.T, calls <-chan error) error {
 	select {
 	case err := <-calls:
 		return err
-	case <-time.After(10 * time.Second):
+	case <-time.After(20 * time.Second):
 		t.Fatal("no OnTokenMark call")
 		return nil
 	}
@@ -421,7 +421,7 @@ func TestTokenMarkReportedOutsideTheShardLock(t *testing.T) {
 		if !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("acquire with the mark unwritable: %v, want ErrUnavailable", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(20 * time.Second):
 		t.Fatal("the acquire is held up by a blocked OnTokenMark: it was called under the shard's lock")
 	}
 	if _, err := e.Status("free"); err != nil {
@@ -455,7 +455,7 @@ func TestTokenMarkWritableAgainAsStandby(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A bound for a stuck engine only; the retry comes every second.
-	for deadline := time.Now().Add(10 * time.Second); !e.TokenMarkWritable(); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); !e.TokenMarkWritable(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("a standby still reports the token mark unwritable after the disk took writes again")
 		}

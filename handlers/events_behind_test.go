@@ -119,7 +119,7 @@ func TestEventsKeyStreamResumesWhereItWas(t *testing.T) {
 	lastID := "0"
 	var sc *bufio.Scanner
 	open := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		t.Cleanup(cancel)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/events?key=mine", nil)
 		req.Header.Set("Accept", "text/event-stream")

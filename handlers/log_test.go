@@ -199,7 +199,7 @@ func TestUnwrittenChangeIs503WithOutcomeUnknown(t *testing.T) {
 // writes again; the bound only turns a hang into a failure.
 func waitHealthy(t *testing.T, health <-chan error) {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(20 * time.Second)
 	for {
 		select {
 		case err := <-health:

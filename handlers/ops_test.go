@@ -160,7 +160,7 @@ func TestMetrics(t *testing.T) {
 	var tokB string
 	select {
 	case tokB = <-waiter:
-	case <-time.After(10 * time.Second):
+	case <-time.After(20 * time.Second):
 		t.Fatal("the waiter was not granted")
 	}
 	// renew b; a short lease on c that expires; a wait on a that times out.
@@ -548,12 +548,12 @@ func TestHandoffOfSharedWaitersThroughTheEngine(t *testing.T) {
 			if code != 200 {
 				t.Fatalf("a reader: %d", code)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(20 * time.Second):
 			t.Fatal("the readers were not granted")
 		}
 	}
 	// A delivery is recorded just after its answer is flushed: wait for it.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		got := metric(t, o.scrape(t), "baton_handoff_seconds")
 		if got == readers {

@@ -58,7 +58,7 @@ func TestTLSNegotiatesHTTP2(t *testing.T) {
 			}
 			tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, Protocols: &p}
 			defer tr.CloseIdleConnections()
-			cl := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+			cl := &http.Client{Transport: tr, Timeout: 20 * time.Second}
 			res, err := cl.Post(url+"/locks/tls-"+c.name+"?lease=5", "", nil)
 			if err != nil {
 				t.Fatal(err)

@@ -304,7 +304,7 @@ func (r sseReader) next() (id, event, data string, err error) {
 
 func TestEventsStream(t *testing.T) {
 	e := newWebEnv(t, handlers.Config{})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	open := func(lastID string) (*http.Response, sseReader) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/events", nil)

@@ -73,7 +73,7 @@ func TestCloseWithTheLastLineIsSeen(t *testing.T) {
 	for range 30 {
 		w := e.dial()
 		sendAndClose(t, w.nc, "A held 30 -")
-		_ = w.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_ = w.nc.SetReadDeadline(time.Now().Add(patience))
 		if n, err := w.br.Read(make([]byte, 16)); err != io.EOF {
 			t.Fatalf("after a parked acquire and a close: %d bytes, %v; want EOF (the node closes its side)", n, err)
 		}
@@ -88,7 +88,7 @@ func TestCloseWithTheLastLineIsSeen(t *testing.T) {
 		if line := w.read(); !strings.HasPrefix(line, "R free"+strconv.Itoa(i)+" E not_held") {
 			t.Fatalf("answer %q", line)
 		}
-		_ = w.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_ = w.nc.SetReadDeadline(time.Now().Add(patience))
 		if n, err := w.br.Read(make([]byte, 16)); err != io.EOF {
 			t.Fatalf("after the answer: %d bytes, %v; want EOF (the node closes its side)", n, err)
 		}

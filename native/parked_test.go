@@ -111,6 +111,10 @@ func TestPollTimeoutResumesWithID(t *testing.T) {
 	tok := grant(t, h.read(), "q")
 	w := e.dial()
 	w.send("A q 60 - id=w1")
+	// Queued first (on a loaded machine the line may take a while to be
+	// read), then several poll timeouts later still queued: resumed, not
+	// dropped.
+	waitFor(t, func() bool { li, _ := e.eng.Status("q"); return li.Waiters == 1 })
 	time.Sleep(100 * time.Millisecond) // several poll timeouts
 	if li, _ := e.eng.Status("q"); li.Waiters != 1 {
 		t.Fatalf("%d waiters on q; want the resumed one", li.Waiters)

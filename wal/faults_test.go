@@ -73,8 +73,8 @@ func expectHealth(t *testing.T, ch chan error, failed bool) {
 		if (err != nil) != failed {
 			t.Fatalf("OnHealth(%v), want failed=%v", err, failed)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no OnHealth call (want failed=%v) within 10s", failed)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no OnHealth call (want failed=%v) within 20s", failed)
 	}
 }
 
@@ -334,9 +334,9 @@ func TestGroupCommitGathersTheNextBatch(t *testing.T) {
 	}
 	until := func(what string, cond func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
+		for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: not after 10 s; stats %+v", what, l.Stats())
+				t.Fatalf("%s: not after 20 s; stats %+v", what, l.Stats())
 			}
 		}
 	}
@@ -412,7 +412,7 @@ func TestGroupCommitGatheringRunsOut(t *testing.T) {
 	for _, x := range idx {
 		go func() { errs <- l.Wait(x) }()
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Microsecond) {
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Microsecond) {
 		l.mu.Lock()
 		n := l.waiters
 		l.mu.Unlock()
@@ -478,10 +478,10 @@ func TestUnwaitedRecordsAreWrittenInTheBackground(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			deadline := time.Now().Add(10 * time.Second)
+			deadline := time.Now().Add(20 * time.Second)
 			for l.Stats().RecordsWritten < 3 {
 				if time.Now().After(deadline) {
-					t.Fatalf("records appended without Wait not written after 10s: %+v", l.Stats())
+					t.Fatalf("records appended without Wait not written after 20s: %+v", l.Stats())
 				}
 				time.Sleep(time.Millisecond)
 			}

@@ -133,7 +133,9 @@ func startServeAt(t *testing.T, addr, dir string, env []string, args ...string) 
 	})
 	c := &http.Client{Timeout: time.Second}
 	defer c.CloseIdleConnections()
-	for range 1000 {
+	// Until it answers; the bound only turns a hang into a failure (a
+	// start under the race detector on a loaded machine is slow).
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
 		select {
 		case <-n.exited:
 			t.Fatalf("baton serve exited at start (%v):\n%s", n.err, n.stderr)

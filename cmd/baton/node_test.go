@@ -40,7 +40,7 @@ func TestBadPathNamesKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 		if _, err := c.Write([]byte(req)); err != nil {
 			t.Fatal(err)
 		}

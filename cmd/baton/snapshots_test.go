@@ -363,7 +363,7 @@ func TestSnapshotFailuresLoggedOnce(t *testing.T) {
 	}()
 	wait := func(what string, done func() bool) {
 		t.Helper()
-		for end := time.Now().Add(10 * time.Second); !done(); time.Sleep(time.Millisecond) {
+		for end := time.Now().Add(20 * time.Second); !done(); time.Sleep(time.Millisecond) {
 			if time.Now().After(end) {
 				t.Fatalf("timed out waiting for %s", what)
 			}

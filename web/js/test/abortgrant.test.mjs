@@ -44,12 +44,12 @@ test('an acquire aborted while its grant is on its way leaves no holder', async 
   const c = new Client({ addresses: [url] });
   const ac = new AbortController();
   const waiting = c.acquire('ab/1', { lease: 30, signal: ac.signal });
-  await waitFor('one waiter', 5000, async () => (await direct.status('ab/1')).waiters === 1);
+  await waitFor('one waiter', 15000, async () => (await direct.status('ab/1')).waiters === 1);
   await holder.release();
   await grantedP;
   ac.abort(new Error('the user went away'));
   await assert.rejects(waiting, /the user went away/);
-  await waitFor('no holder', 5000, async () => (await direct.status('ab/1')).holder === null);
+  await waitFor('no holder', 15000, async () => (await direct.status('ab/1')).holder === null);
 });
 
 test('an acquire that gives up unavailable, its grants cut off, leaves no holder', async (t) => {
@@ -62,5 +62,5 @@ test('an acquire that gives up unavailable, its grants cut off, leaves no holder
   const direct = new Client({ addresses: [n.url] });
   assert.notEqual((await direct.status('ab/2')).holder, null, 'the node granted it');
   cutting = false; // the node answers again: the grant is settled
-  await waitFor('no holder', 5000, async () => (await direct.status('ab/2')).holder === null);
+  await waitFor('no holder', 15000, async () => (await direct.status('ab/2')).holder === null);
 });

@@ -141,17 +141,20 @@ test('error codes', async (t) => {
   await t.test('too_many_waiters: 429', async () => {
     const ac = new AbortController();
     const first = c.acquire('e/1', { signal: ac.signal });
-    await waitFor('one waiter', 5000, async () => (await c.status('e/1')).waiters === 1);
+    await waitFor('one waiter', 15000, async () => (await c.status('e/1')).waiters === 1);
     await rejectsWith(c.acquire('e/1', { wait: 5 }), 429, 'too_many_waiters');
     ac.abort();
     await assert.rejects(first, { name: 'AbortError' });
   });
   await t.test('a lock taken back: renew says not_held or not_holder and lost is aborted', async () => {
-    const m = await c.acquire('e/back', { lease: 0.3 });
-    await waitFor('the lease to run out', 3000, async () => (await c.status('e/back')).holder === null);
+    // 2 s leases: an acquire answered after half its lease is renewed at
+    // once, and a 0.3 s lease whose answer took 150 ms on a loaded machine
+    // had run out by then (grant_ended 'ended unanswered').
+    const m = await c.acquire('e/back', { lease: 2 });
+    await waitFor('the lease to run out', 15000, async () => (await c.status('e/back')).holder === null);
     await rejectsWith(m.renew(), 404, 'not_held');
     assert.ok(m.lost.aborted);
-    const o = await c.acquire('e/back2', { lease: 0.3 });
+    const o = await c.acquire('e/back2', { lease: 2 });
     const next = await c.acquire('e/back2', { lease: 30 }); // granted when o's lease runs out
     await rejectsWith(o.renew(), 409, 'not_holder');
     assert.ok(o.lost.aborted);
@@ -240,7 +243,7 @@ test('lost aborts when the lease runs out without a renewal', async (t) => {
   const reason = await new Promise((resolve) => l.lost.addEventListener('abort', () => resolve(l.lost.reason)));
   assert.ok(reason instanceof BatonError);
   assert.equal(reason.code, 'lost');
-  await waitFor('the server to take the lock back', 3000, async () => (await c.status('lost/1')).holder === null);
+  await waitFor('the server to take the lock back', 15000, async () => (await c.status('lost/1')).holder === null);
 });
 
 test('addresses in round robin', async (t) => {

@@ -48,7 +48,7 @@ test('an acquire cut off after close() is still settled', async (t) => {
   await c.close(); // resolves at once: an acquire is not waited for
   ac.abort(new Error('gave up')); // the function's own deadline, say
   await assert.rejects(acquiring, /gave up/);
-  await waitFor('the settle', 10000, async () => n.released.length > 0);
+  await waitFor('the settle', 15000, async () => n.released.length > 0);
   assert.deepEqual(n.released, [9], 'the grant the node made for the cut-off acquire was never settled: held by nobody for its lease');
 });
 

@@ -17,11 +17,11 @@ test('kill -9 of the active: the waiter gets the lock from the new active, the h
   const doomed = await c.acquire('c/wait', { lease: 2 }); // never renewed: its lease runs out on the new active
   let granted = null;
   const waiting = c.acquire('c/wait', { lease: 30 }).then((l) => { granted = l; return l; });
-  await waitFor('one waiter on c/wait', 5000, async () => (await a.get('/locks/c/wait')).waiters === 1);
+  await waitFor('one waiter on c/wait', 15000, async () => (await a.get('/locks/c/wait')).waiters === 1);
   await sleep(400); // a few heartbeats: the standby has the state
 
   await a.kill();
-  await waitFor('the standby promoted', 10000, async () => (await b.get('/cluster')).role === 'active');
+  await waitFor('the standby promoted', 15000, async () => (await b.get('/cluster')).role === 'active');
 
   const l = await waiting;
   assert.ok(l.token > doomed.token, `token ${l.token} after ${doomed.token}`);
@@ -146,7 +146,7 @@ test('after a failover the release and the next acquire go to the node that gran
   assert.equal((await a.get('/locks/fo/1')).holder.token, l1.token);
   await sleep(400); // a few heartbeats: the standby has the state
   await a.kill();
-  await waitFor('the standby promoted', 10000, async () => (await b.get('/cluster')).role === 'active');
+  await waitFor('the standby promoted', 15000, async () => (await b.get('/cluster')).role === 'active');
   const l2 = await c.acquire('fo/2', { lease: 60 });
   assert.equal((await b.get('/locks/fo/2')).holder.token, l2.token);
   await sleep(3500); // the dead node's skip is over

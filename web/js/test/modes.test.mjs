@@ -22,7 +22,7 @@ test('a semaphore of 2: owner, mode and limit are sent and shown', async (t) => 
   const a = await c.acquire('quota', { limit: 2, mode: 'shared', owner: 'worker-a', lease: 30 });
   const b = await c.acquire('quota', { mode: 'shared', owner: 'worker-b', lease: 30 });
   const third = c.acquire('quota', { mode: 'shared', owner: 'worker-c', lease: 30 });
-  await waitFor('a waiter on quota', 10000, async () => (await c.status('quota')).waiters === 1);
+  await waitFor('a waiter on quota', 15000, async () => (await c.status('quota')).waiters === 1);
   const s = await c.status('quota');
   assert.equal(s.limit, 2);
   assert.deepEqual(s.holders.map((h) => [h.token, h.owner, h.mode]), [[a.token, 'worker-a', 'shared'], [b.token, 'worker-b', 'shared']]);
@@ -41,7 +41,7 @@ test('a read/write lock: a writer waits for the readers and holds alone', async 
   const c = new Client({ addresses: [n.url] });
   const r1 = await c.acquire('cfg', { mode: 'shared', limit: 8, owner: 'reader' });
   const w = c.acquire('cfg', { mode: 'exclusive', owner: 'writer' });
-  await waitFor('a waiter on cfg', 10000, async () => (await c.status('cfg')).waiters === 1);
+  await waitFor('a waiter on cfg', 15000, async () => (await c.status('cfg')).waiters === 1);
   await r1.release();
   const wl = await w;
   const s = await c.status('cfg');

@@ -41,7 +41,7 @@ test('an acquire waiting on a connection gone silent moves on to the next addres
   t.after(() => c.close());
   const waiting = c.acquire('ping/1', { lease: 60 });
   waiting.catch(() => {});
-  await waitFor('one waiter', 5000, async () => (await n.get('/locks/ping/1')).waiters === 1);
+  await waitFor('one waiter', 15000, async () => (await n.get('/locks/ping/1')).waiters === 1);
   proxy.freeze();
   await held.release(); // granted to the waiter: the answer goes nowhere
   const l = await Promise.race([

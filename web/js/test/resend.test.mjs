@@ -86,10 +86,13 @@ test('poll_timeout answers are resumed with the same key, in the same place', as
   assert.equal(second.code, 'timeout');
 
   const waiting = c.acquire('pt/1', { lease: 10 });
-  await sleep(1500); // five poll timeouts
+  // Until it was resumed twice (a loaded machine makes fewer of the 300 ms
+  // poll timeouts in a given time: this waited a fixed 1.5 s).
+  const pts = () => proxy.seen.filter((x) => x.url.startsWith('/locks/pt/1'));
+  await waitFor('three posts of the acquire', 15000, () => pts().length >= 3);
   const s = await direct.status('pt/1');
   assert.equal(s.waiters, 1, 'the resumed acquire is one waiter');
-  const posts = proxy.seen.filter((x) => x.url.startsWith('/locks/pt/1'));
+  const posts = pts();
   assert.ok(posts.length >= 3, JSON.stringify(posts));
   assert.equal(new Set(posts.map((x) => x.key)).size, 1, 'every resumption carries the same Idempotency-Key');
   assert.ok(posts.some((x) => x.status === 408));
@@ -107,10 +110,10 @@ test('signal cancels a wait and the server drops the waiter', async (t) => {
   const holder = await c.acquire('sig/1', { lease: 30 });
   const ac = new AbortController();
   const waiting = c.acquire('sig/1', { lease: 30, signal: ac.signal });
-  await waitFor('one waiter', 5000, async () => (await c.status('sig/1')).waiters === 1);
+  await waitFor('one waiter', 15000, async () => (await c.status('sig/1')).waiters === 1);
   ac.abort(new Error('the user went away'));
   await assert.rejects(waiting, /the user went away/);
-  await waitFor('no waiter', 5000, async () => (await c.status('sig/1')).waiters === 0);
+  await waitFor('no waiter', 15000, async () => (await c.status('sig/1')).waiters === 0);
   await holder.release();
   await sleep(300);
   const s = await c.status('sig/1');
