@@ -127,11 +127,12 @@
 // whatever arrived during the previous write and fsync. Before it takes
 // the buffer the writer lets the goroutines about to wait run once
 // (runtime.Gosched), so that they share its write(2). In always mode it
-// also gathers: when fewer goroutines are in Wait than were when the last
-// fsync ended (the clients it answered come back with their next change),
-// it waits for them, at most twice the last fsync's duration and 1 ms,
-// so that the first one back does not fsync alone while the others queue
-// behind it. A lone client never waits.
+// also gathers: when fewer Waits are for records not yet fsynced than
+// were when the last fsync ended (the clients it answered come back with
+// their next change; the Waits it answered no longer count, even before
+// their goroutines have run), it waits for them, at most twice the last
+// fsync's duration and 1 ms, so that the first one back does not fsync
+// alone while the others queue behind it. A lone client never waits.
 //
 // # What a failure can lose (Config.Sync; SPEC section 5, fsync)
 //

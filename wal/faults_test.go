@@ -383,6 +383,98 @@ func TestGroupCommitGathersTheNextBatch(t *testing.T) {
 	}
 }
 
+// TestGroupCommitGatheringCountsOnlyUncoveredWaits: the goroutines a
+// finished batch covered may still be counted as in Wait when the next
+// leader gathers (woken, they have not yet run to leave it: on a busy
+// machine, or behind the waiters readied after them). The gathering must
+// not take them for the clients it waits for, or it ends with part of
+// its batch and the rest waits a whole fsync more.
+func TestGroupCommitGatheringCountsOnlyUncoveredWaits(t *testing.T) {
+	defer func(f func(time.Duration) time.Duration) { gatherFor = f }(gatherFor)
+	gatherFor = func(time.Duration) time.Duration { return time.Hour } // only the Waits end the gathering
+	fs := &faults{}
+	cfg := testConfig(t, t.TempDir())
+	cfg.Sync, cfg.WrapFile = SyncAlways, fs.wrap
+	cfg.SyncInterval = time.Hour
+	l := mustOpen(t, cfg)
+	defer l.Close()
+	// n records appended, then a Wait for each.
+	waitFrom := func(from, n int) chan error {
+		t.Helper()
+		var idx []uint64
+		for i := from; i < from+n; i++ {
+			x, err := l.Append(rec(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			idx = append(idx, x)
+		}
+		errs := make(chan error, n)
+		for _, x := range idx {
+			go func() { errs <- l.Wait(x) }()
+		}
+		return errs
+	}
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after 15 s; stats %+v", what, l.Stats())
+			}
+		}
+	}
+	// Batch 1: 8 records in one fsync, which ends with their 8 Waits in.
+	gate := make(chan struct{})
+	fs.mu.Lock()
+	fs.syncGate = gate
+	fs.mu.Unlock()
+	first := waitFrom(1, 8)
+	until("8 Waits", func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.waiters == 8 })
+	fs.mu.Lock()
+	fs.syncGate = nil
+	fs.mu.Unlock()
+	close(gate)
+	for range 8 {
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Six of those goroutines woken but not yet run: still in Wait's count.
+	const stale = 6
+	l.mu.Lock()
+	l.waiters += stale
+	l.mu.Unlock()
+	defer func() { l.mu.Lock(); l.waiters -= stale; l.mu.Unlock() }()
+	// Two clients come back: the first leads and gathers; the second
+	// brings the goroutines in Wait to 8, but only 2 of the 8 expected
+	// Waits are there.
+	back := waitFrom(9, 2)
+	until("2 Waits and a gathering", func() bool {
+		select {
+		case err := <-back:
+			t.Fatalf("a Wait returned (%v) with 2 of the 8 expected Waits; stats %+v", err, l.Stats())
+		default:
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.waiters == stale+2 && l.gatherCh != nil
+	})
+	if st := l.Stats(); st.Fsyncs != 1 {
+		t.Fatalf("stats %+v: the gathering ended with 2 of the 8 expected Waits", st)
+	}
+	rest := waitFrom(11, 6)
+	for _, errs := range []chan error{back, rest} {
+		for range cap(errs) {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if st := l.Stats(); st.Fsyncs != 2 || st.RecordsSynced != 16 {
+		t.Fatalf("stats %+v: want the second 8 records in 1 fsync", st)
+	}
+}
+
 // TestGroupCommitGatheringRunsOut: a leader whose expected batch never
 // comes fsyncs what it has once gatherFor has passed, and the gathering
 // is counted as one that ran out.

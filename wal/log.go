@@ -88,6 +88,14 @@ type Log struct {
 	stats        Stats
 	// waiters counts the goroutines in Wait.
 	waiters int
+	// waiting holds, in SyncAlways mode, the index each goroutine in Wait
+	// waits for, from its Wait's start until a writer's wake finds it
+	// done (prunedTo: doneIndex at the last wake) or, if none did, until
+	// it leaves: the Waits a finished batch covered leave it when they
+	// are woken, not when each gets l.mu back, so that a gathering
+	// counts only the Waits its batch will carry (see gather).
+	waiting  []uint64
+	prunedTo uint64
 	// tap sees every appended record (SetTap); nil: none.
 	tap func(index uint64, rec []byte)
 	// writeTap sees every rise of written (SetWriteTap); nil: none.
@@ -674,12 +682,23 @@ func (l *Log) WaitGathered(index uint64) error { return l.waitFor(index, false) 
 func (l *Log) waitFor(index uint64, yield bool) error {
 	l.mu.Lock()
 	l.waiters++
-	if l.gatherCh != nil && l.waiters >= l.gatherWant {
-		close(l.gatherCh)
-		l.gatherCh = nil
+	tracked := l.cfg.Sync == SyncAlways && index > l.doneIndex()
+	if tracked {
+		l.waiting = append(l.waiting, index)
+		if l.gatherCh != nil && len(l.waiting) >= l.gatherWant {
+			close(l.gatherCh)
+			l.gatherCh = nil
+		}
 	}
 	err := l.wait(index, yield)
 	l.waiters--
+	if tracked && index > l.prunedTo {
+		// Not found done by a wake (an error, or a Sync's fsync): still
+		// in waiting.
+		if i := slices.Index(l.waiting, index); i >= 0 {
+			l.waiting = slices.Delete(l.waiting, i, i+1)
+		}
+	}
 	l.mu.Unlock()
 	return err
 }
@@ -805,7 +824,7 @@ func (l *Log) lead(yield bool) {
 			l.stats.Fsyncs++
 			l.stats.FsyncTime += took
 			l.stats.RecordsSynced += n
-			l.expect, l.lastFsync = l.waiters, took
+			l.expect, l.lastFsync = len(l.waiting), took
 		case SyncInterval:
 			l.retained = append(l.retained, batch...)
 		}
@@ -824,12 +843,15 @@ func (l *Log) lead(yield bool) {
 }
 
 // gather is the SyncAlways leader's wait before it takes the pending
-// records: while both fewer goroutines are in Wait and fewer records are
-// pending than there were goroutines in Wait when the last fsync ended
-// (those it answered, whose clients come back with their next change, and
-// those that came during it), it waits for them (Wait and Append signal
-// when they are there), at most twice as long as the last fsync took
-// (gatherFor). Without it, the first request to come back after a batch
+// records: while both fewer Waits are for records not yet done
+// (waiting) and fewer records are pending than there were Waits when the
+// last fsync ended (those it answered, whose clients come back with their
+// next change, and those that came during it), it waits for them (Wait
+// and Append signal when they are there), at most twice as long as the
+// last fsync took (gatherFor). The Waits the last batch answered are not
+// counted, even before they have left Wait (a goroutine woken is not yet
+// run): taken for the clients coming back, they ended the gathering with
+// part of its batch. Without it, the first request to come back after a batch
 // was answered fsyncs alone while its peers' next changes queue behind
 // it, and batches alternate between one record and all the others.
 // Waits are expected, not records, because a change nobody waits for (a
@@ -840,7 +862,7 @@ func (l *Log) lead(yield bool) {
 // (one Wait in flight) never waits, nor does a background flush that
 // nobody waits for. l.mu held, l.leading set; returns with l.mu held.
 func (l *Log) gather() {
-	if l.expect <= 1 || l.waiters == 0 || l.waiters >= l.expect ||
+	if n := len(l.waiting); l.expect <= 1 || n == 0 || n >= l.expect ||
 		int(l.next-l.bufFirst) >= l.expect || l.lastFsync <= 0 {
 		return
 	}
@@ -887,8 +909,14 @@ func fillZeros(f File, off, end int64) int64 {
 	return off
 }
 
-// wake tells every waiter that a writer finished. l.mu held.
+// wake tells every waiter that a writer finished, and takes the Waits
+// it finds done out of waiting. l.mu held.
 func (l *Log) wake() {
+	done := l.doneIndex()
+	if len(l.waiting) > 0 {
+		l.waiting = slices.DeleteFunc(l.waiting, func(i uint64) bool { return i <= done })
+	}
+	l.prunedTo = done
 	close(l.notify)
 	l.notify = make(chan struct{})
 }
