@@ -421,7 +421,7 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	if nm.native {
 		c.args = map[int][]string{}
 		for i := range c.nodes {
-			addr := freeAddr(t, fmt.Sprintf("127.0.0.%d", i+1))
+			addr := freeAddr(t, nodeHost(i))
 			c.args[i] = []string{"--native-listen", addr}
 			native = append(native, "baton://"+addr)
 		}
