@@ -1145,6 +1145,14 @@ func (s *shard) enqueue(lk *lock, req *AcquireRequest, lease, wait time.Duration
 // park puts a request (done, or a channel for Acquire) on the queued
 // waiter w. s.mu is held.
 func (s *shard) park(w *waiter, now stamp, done Receiver) *Waiting {
+	if w.graceUntil != 0 {
+		// A detached waiter resumed: its place no longer runs out, on a
+		// standby that promotes either (Promote keeps a logged grace).
+		// A log that refuses it leaves that grace on the standbys.
+		r := Record{Kind: RecDetach, Key: w.lk.key, WaiterID: w.t.id, At: now.wall}
+		_, _ = s.record(&r)
+		s.apply(w.lk, &r, now)
+	}
 	p := &Waiting{s: s, w: w, to: done}
 	if done == nil {
 		p.ch = make(chan AcquireResult, 1)
