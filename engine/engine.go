@@ -1786,6 +1786,13 @@ func (s *shard) grantNext(lk *lock, now stamp) {
 			}
 			continue
 		}
+		if w.state == detached && w.graceUntil != 0 && now.mono >= w.graceUntil {
+			// Its grace ran out before its deadline was handled (a
+			// promotion keeps a grace that passed meanwhile, and grants
+			// before any timer runs): it leaves, never granted.
+			s.leave(w, now)
+			continue
+		}
 		r := Record{Kind: RecGrant, Key: lk.key, Lease: w.lease, At: now.wall, Expires: now.wallAt(after(now.mono, w.lease)), WaiterID: w.t.id, Owner: w.owner, Mode: w.mode, Limit: recLimit(lk.limit()), LeaseDefaulted: w.defaulted}
 		if w.state == detached {
 			// Its request is gone, its repeat is due within the grace: the

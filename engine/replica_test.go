@@ -509,3 +509,48 @@ func TestPromoteKeepsAWaitersGraceRunning(t *testing.T) {
 		})
 	}
 }
+
+// A waiter whose grace ran out before a promotion that keeps it (a
+// handoff 6 s after the failover that detached it) leaves as the new
+// active takes over, never granted, also when the lock is free then: it
+// was granted, unclaimed, and released at once, a grant nobody could
+// take.
+func TestPromoteGrantsNoWaiterWhoseGraceRanOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var grants []Event
+		c := newEngine(t, Config{Standby: true, OnEvent: func(ev Event) {
+			if ev.Kind == EventGrant {
+				grants = append(grants, ev)
+			}
+		}})
+		defer c.Close()
+		b := newEngine(t, Config{Standby: true, Log: &fwdLog{t: t, dst: c}})
+		defer b.Close()
+		const key = "k"
+		now := time.Now()
+		// k held until 3 s from now, and w waiting.
+		for _, r := range []Record{
+			{Kind: RecGrant, Key: key, Token: 100, Lease: 3 * time.Second, Expires: now.Add(3 * time.Second).UnixNano()},
+			{Kind: RecEnqueue, Key: key, WaiterID: "w", Lease: time.Minute},
+		} {
+			r.At = now.UnixNano()
+			for _, e := range []*Engine{b, c} {
+				if err := e.Replay(AppendRecord(nil, &r)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		// The failover gives w 5 s; b is stopped past both deadlines
+		// before it handles either, then hands off.
+		b.Promote(Failover)
+		b.Demote()
+		time.Sleep(6 * time.Second)
+		grants = nil
+		c.Promote(Handoff)
+		synctest.Wait()
+		wantHolder(t, c, key, 0, 0)
+		if len(grants) != 0 {
+			t.Fatalf("grants on the promotion: %+v; want none (w's grace had run out)", grants)
+		}
+	})
+}
