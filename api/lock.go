@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -199,7 +200,7 @@ var (
 // when ctx ends (ctx's error is returned, as over HTTP), and a ctx without
 // one leaves it queued until granted or the node's wait_max. A deadline
 // beyond the node's wait_max is not sent: asked again without a wait.
-func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption) (*Lock, error) {
+func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption) (l *Lock, err error) {
 	var o acquireOpts
 	for _, f := range opts {
 		f(&o)
@@ -238,6 +239,26 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	}
 	pathQuery := lockPath(key, q)
 	hdr := http.Header{HeaderIdempotencyKey: {newKey()}}
+	// The attempts a silent node left unanswered past their limit: an
+	// acquire that ends without a grant settles each (as nAcquire's
+	// abandon), for the node may have granted it late, when it resumed,
+	// while another node answered the last attempt: that grant is
+	// nobody's, and held its key for its whole lease. One that ends with
+	// a grant leaves them: a later attempt may hold the same grant under
+	// the same Idempotency-Key.
+	type silentAttempt struct {
+		pathQuery string
+		hdr       http.Header
+		at        *address
+	}
+	var silents []silentAttempt
+	defer func() {
+		if l == nil {
+			for _, a := range silents {
+				c.settleAcquire(a.pathQuery, a.hdr, 0, a.at)
+			}
+		}
+	}()
 
 	attempts, redirects, resets, restarts := 0, 0, 0, 0
 	max := c.numConns()
@@ -293,6 +314,11 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 				// The wait ran out on a silent node: the next attempt
 				// (same Idempotency-Key: it finds a grant that node
 				// made and replicated) waits only what is left of it.
+				if !slices.ContainsFunc(silents, func(a silentAttempt) bool {
+					return a.at == s.addr && a.hdr.Get(HeaderIdempotencyKey) == hdr.Get(HeaderIdempotencyKey)
+				}) {
+					silents = append(silents, silentAttempt{pathQuery, hdr, s.addr})
+				}
 				silent = s
 				wait = leftOf(o.wait, start)
 				if pathQuery, err = setWait(pathQuery, wait); err != nil {

@@ -573,7 +573,7 @@ func TestReleaseLeavesAPausedActive(t *testing.T) {
 // preferred.
 func TestNativeReleaseLeavesAPausedActive(t *testing.T) {
 	c := newCluster(t, 2, false)
-	native := []string{freeAddr(t, "127.0.0.1"), freeAddr(t, "127.0.0.2")}
+	native := []string{freeAddr(t, nodeHost(0)), freeAddr(t, nodeHost(1))}
 	c.args = map[int][]string{0: {"--native-listen", native[0]}, 1: {"--native-listen", native[1]}}
 	c.startAll()
 	c.waitActive(0, 1)

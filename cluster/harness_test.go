@@ -78,7 +78,19 @@ type testCluster struct {
 	args  map[int][]string // more flags for one node (later flags win)
 }
 
-// newCluster prepares n nodes on 127.0.0.(i+1). With proxies, each node is
+// nodeHost is the loopback address node i listens on: 127.0.0.(i+1), or
+// under CLUSTER_NET (the first three numbers, such as "127.0.23") that
+// network's (i+1), so that runs side by side keep to addresses of their
+// own.
+func nodeHost(i int) string {
+	net := os.Getenv("CLUSTER_NET")
+	if net == "" {
+		net = "127.0.0"
+	}
+	return fmt.Sprintf("%s.%d", net, i+1)
+}
+
+// newCluster prepares n nodes on nodeHost(i). With proxies, each node is
 // advertised through a TCP proxy that can cut it off from its peers.
 func newCluster(t *testing.T, n int, proxies bool, extra ...string) *testCluster {
 	t.Helper()
@@ -88,7 +100,7 @@ func newCluster(t *testing.T, n int, proxies bool, extra ...string) *testCluster
 	c := &testCluster{t: t, extra: extra}
 	var urls []string
 	for i := range n {
-		host := fmt.Sprintf("127.0.0.%d", i+1)
+		host := nodeHost(i)
 		nd := &node{i: i, listen: freeAddr(t, host), dir: t.TempDir(), log: &lockedBuffer{}}
 		nd.url = "http://" + nd.listen
 		if proxies {

@@ -421,7 +421,7 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	if nm.native {
 		c.args = map[int][]string{}
 		for i := range c.nodes {
-			addr := freeAddr(t, fmt.Sprintf("127.0.0.%d", i+1))
+			addr := freeAddr(t, nodeHost(i))
 			c.args[i] = []string{"--native-listen", addr}
 			native = append(native, "baton://"+addr)
 		}
@@ -533,6 +533,19 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	fenced += fencedReleases + fencedListings
 	t.Logf("history: grants=%d faults=%d (%s) client_errors=%d holders_sampled=%d violations_inside_fault_windows=%d unreceived_grants_seen=%d violations_outside=%s",
 		len(grants), len(names), strings.Join(names, ", "), len(errs), len(sightings), fenced, ghosts, strconv.FormatBool(t.Failed()))
+	// Liveness, logged (timing claims are no assertion): the longest
+	// stretches without a grant, each with the faults (injected, or from
+	// the nodes' logs) that overlap it; one without any is the cluster's
+	// own.
+	for _, g := range history.Gaps(grants, 3) {
+		var over []string
+		for _, w := range append(slices.Clone(ws), strictWs...) {
+			if w.Start.Before(g.To) && w.End.After(g.From) {
+				over = append(over, w.Name)
+			}
+		}
+		t.Logf("no grant for %s from %s to %s; faults then: %s", g.Len().Round(time.Millisecond), g.From.Format("15:04:05.000"), g.To.Format("15:04:05.000"), strings.Join(over, "; "))
+	}
 	for _, k := range nm.keys {
 		f := figs[k.Name]
 		t.Logf("key %s (limit %d): grants=%d shared=%d most_holders_together=%d", k.Name, max(1, k.Limit), f.Grants, f.Shared, f.Most)

@@ -19,7 +19,7 @@ import (
 // acknowledgement that does not come.
 func staleRenewCluster(t *testing.T) (*testCluster, api.Grant, []string) {
 	c := newCluster(t, 2, true, "--sync-standbys", "1", "--sync-timeout", "1500ms")
-	native := []string{freeAddr(t, "127.0.0.1"), freeAddr(t, "127.0.0.2")}
+	native := []string{freeAddr(t, nodeHost(0)), freeAddr(t, nodeHost(1))}
 	c.args = map[int][]string{0: {"--native-listen", native[0]}, 1: {"--native-listen", native[1]}}
 	c.startAll()
 	c.waitActive(0, 1)
@@ -132,7 +132,7 @@ func TestNativePausedActiveConfirmsNoStaleRenewal(t *testing.T) {
 // ends call's wait: its answer must not be 200.
 func staleAfterStepDown(t *testing.T, before func(c *testCluster) string, call func(c *testCluster, arg string) answer) {
 	c := newCluster(t, 3, true, "--sync-standbys", "1", "--sync-timeout", "20s")
-	c.args = map[int][]string{0: {"--native-listen", freeAddr(t, "127.0.0.1")}}
+	c.args = map[int][]string{0: {"--native-listen", freeAddr(t, nodeHost(0))}}
 	c.startAll()
 	c.waitActive(0, 1, 2)
 	arg := before(c)

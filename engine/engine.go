@@ -1145,6 +1145,14 @@ func (s *shard) enqueue(lk *lock, req *AcquireRequest, lease, wait time.Duration
 // park puts a request (done, or a channel for Acquire) on the queued
 // waiter w. s.mu is held.
 func (s *shard) park(w *waiter, now stamp, done Receiver) *Waiting {
+	if w.graceUntil != 0 {
+		// A detached waiter resumed: its place no longer runs out, on a
+		// standby that promotes either (Promote keeps a logged grace).
+		// A log that refuses it leaves that grace on the standbys.
+		r := Record{Kind: RecDetach, Key: w.lk.key, WaiterID: w.t.id, At: now.wall}
+		_, _ = s.record(&r)
+		s.apply(w.lk, &r, now)
+	}
 	p := &Waiting{s: s, w: w, to: done}
 	if done == nil {
 		p.ch = make(chan AcquireResult, 1)
@@ -1784,6 +1792,13 @@ func (s *shard) grantNext(lk *lock, now stamp) {
 			if !s.timeOut(w, now) {
 				return
 			}
+			continue
+		}
+		if w.state == detached && w.graceUntil != 0 && now.mono >= w.graceUntil {
+			// Its grace ran out before its deadline was handled (a
+			// promotion keeps a grace that passed meanwhile, and grants
+			// before any timer runs): it leaves, never granted.
+			s.leave(w, now)
 			continue
 		}
 		r := Record{Kind: RecGrant, Key: lk.key, Lease: w.lease, At: now.wall, Expires: now.wallAt(after(now.mono, w.lease)), WaiterID: w.t.id, Owner: w.owner, Mode: w.mode, Limit: recLimit(lk.limit()), LeaseDefaulted: w.defaulted}

@@ -262,8 +262,25 @@ func (e *Engine) Promote(how Promotion, undelivered ...Grant) uint64 {
 					s.retire(w.t, tForget, now)
 					continue
 				}
-				w.state, w.pollUntil, w.graceUntil = detached, 0, grace
-				s.schedule(w)
+				if w.graceUntil != 0 {
+					// Its request went away before this promotion (its
+					// poll ran out, or it was on an active that
+					// promoted, and no repeat came since: RecDetach):
+					// its grace runs on from then. Given anew at every
+					// promotion, a waiter whose client gave up lived
+					// through each failover and handoff back, was
+					// granted and held the key to its lease, a queue of
+					// them one after another.
+					w.state, w.pollUntil, w.graceUntil = detached, 0, min(w.graceUntil, grace)
+					s.schedule(w)
+					continue
+				}
+				// Its request was parked on the old active: its grace
+				// starts now, logged so that a later promotion (of a
+				// node that streams or replays this log) continues it.
+				r := Record{Kind: RecDetach, Key: lk.key, WaiterID: w.t.id, At: now.wall, Until: now.wallAt(grace)}
+				_, _ = s.record(&r)
+				s.apply(lk, &r, now)
 			}
 			lk.each(func(h *hold) {
 				if t := h.holder; how == Failover && t != nil && t.claimBy != 0 && IsTicket(t.id) {
@@ -344,7 +361,8 @@ func (e *Engine) Demote() {
 				if w.state == queued {
 					w.deliver(AcquireResult{err: &MovedError{ID: w.t.id}})
 				}
-				w.state, w.pollUntil, w.graceUntil = detached, 0, 0
+				// A detached waiter keeps its grace (Promote).
+				w.state, w.pollUntil = detached, 0
 			}
 		}
 		s.mu.Unlock()

@@ -440,3 +440,117 @@ func TestPromoteTakesBackUndeliveredBeforeServing(t *testing.T) {
 	}
 	wantHolder(t, b, k0, 0, 0)
 }
+
+// A waiter whose request went away keeps its place for PollGrace from
+// then, not anew at every later promotion: the failover that detached it
+// logs its grace, which a standby that streams the log, one that loads a
+// snapshot, and the node itself once demoted keep when they are promoted
+// in turn (a handoff back). TestSyncHistoryChaos CHAOS_NODES=5
+// CHAOS_SEED=2701: after a kill-all the waiters of acquires whose clients
+// had given up were replayed; a failover (a pause) and the handoff back
+// each gave them 5 s more, and four of them in turn were granted, unclaimed,
+// and held rw to their 2 s lease while every client waited on it: no grant
+// for 4 s after the cluster had settled. A waiter that a repeat resumed
+// meanwhile gets its grace anew (its request was parked again).
+func TestPromoteKeepsAWaitersGraceRunning(t *testing.T) {
+	for _, via := range []string{"stream", "snapshot", "demoted", "resumed"} {
+		t.Run(via, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newEngine(t, Config{Standby: true})
+				defer c.Close()
+				b := newEngine(t, Config{Standby: true, Log: &fwdLog{t: t, dst: c}})
+				defer b.Close()
+				const key = "k"
+				now := time.Now()
+				// The dead active's state, on both standbys: k held, and
+				// the waiter w, its request parked on the dead active.
+				for _, r := range []Record{
+					{Kind: RecGrant, Key: key, Token: 100, Lease: time.Minute, Expires: now.Add(time.Minute).UnixNano()},
+					{Kind: RecEnqueue, Key: key, WaiterID: "w", Lease: time.Minute},
+				} {
+					r.At = now.UnixNano()
+					for _, e := range []*Engine{b, c} {
+						if err := e.Replay(AppendRecord(nil, &r)); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				b.Promote(Failover)
+				wantHolder(t, b, key, 100, 1)
+				var repeat <-chan result
+				if via == "resumed" {
+					repeat = goAcquire(b, context.Background(), AcquireRequest{Key: key, ID: "w", Lease: time.Minute})
+				}
+				time.Sleep(3 * time.Second)
+				synctest.Wait()
+				b.Demote()
+				synctest.Wait()
+				if via == "resumed" {
+					wantErr(t, "the resumed waiter's request", answered(t, "the resumed waiter's request", repeat).err, ErrMoved)
+				}
+				next := c
+				switch via {
+				case "snapshot":
+					next = copyBySnapshot(t, b)
+					defer next.Close()
+				case "demoted":
+					next = b
+				}
+				next.Promote(Handoff)
+				// 5.5 s after the failover, 2.5 s after the handoff.
+				time.Sleep(2500 * time.Millisecond)
+				synctest.Wait()
+				if via == "resumed" {
+					wantHolder(t, next, key, 100, 1)
+					return
+				}
+				wantHolder(t, next, key, 100, 0)
+			})
+		})
+	}
+}
+
+// A waiter whose grace ran out before a promotion that keeps it (a
+// handoff 6 s after the failover that detached it) leaves as the new
+// active takes over, never granted, also when the lock is free then: it
+// was granted, unclaimed, and released at once, a grant nobody could
+// take.
+func TestPromoteGrantsNoWaiterWhoseGraceRanOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var grants []Event
+		c := newEngine(t, Config{Standby: true, OnEvent: func(ev Event) {
+			if ev.Kind == EventGrant {
+				grants = append(grants, ev)
+			}
+		}})
+		defer c.Close()
+		b := newEngine(t, Config{Standby: true, Log: &fwdLog{t: t, dst: c}})
+		defer b.Close()
+		const key = "k"
+		now := time.Now()
+		// k held until 3 s from now, and w waiting.
+		for _, r := range []Record{
+			{Kind: RecGrant, Key: key, Token: 100, Lease: 3 * time.Second, Expires: now.Add(3 * time.Second).UnixNano()},
+			{Kind: RecEnqueue, Key: key, WaiterID: "w", Lease: time.Minute},
+		} {
+			r.At = now.UnixNano()
+			for _, e := range []*Engine{b, c} {
+				if err := e.Replay(AppendRecord(nil, &r)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		// The failover gives w 5 s; b is stopped past both deadlines
+		// before it handles either, then hands off.
+		b.Promote(Failover)
+		b.Demote()
+		time.Sleep(6 * time.Second)
+		grants = nil
+		c.Promote(Handoff)
+		synctest.Wait()
+		wantHolder(t, c, key, 0, 0)
+		if len(grants) != 0 {
+			t.Fatalf("grants on the promotion: %+v; want none (w's grace had run out)", grants)
+		}
+	})
+}

@@ -3,7 +3,7 @@ package engine
 // SnapshotRecords passes the full state to emit as records in the log's
 // format, shard by shard: for each key its holder (a RecGrant, with the
 // claim deadline of a grant to a detached waiter) and its waiters in queue
-// order (RecEnqueue), then every remembered waiter ID outcome (RecOutcome);
+// order (RecEnqueue, and RecDetach for one whose request went away), then every remembered waiter ID outcome (RecOutcome);
 // the shard of the key "" begins with the token reservation (RecReserve)
 // and the epoch (RecEpoch, if any).
 // Right after a shard is dumped, with it still locked, done(shard) is
@@ -47,6 +47,9 @@ func (e *Engine) SnapshotRecords(emit func(shard int, rec []byte), done func(sha
 			for w := lk.head; w != nil; w = w.next {
 				r := Record{Kind: RecEnqueue, Key: lk.key, WaiterID: w.t.id, Lease: w.lease, At: now.wallAt(w.arrived), WaitUntil: now.wallAt(w.waitUntil), Owner: w.owner, Mode: w.mode, Limit: limit, LeaseDefaulted: w.defaulted}
 				put(i, &r)
+				if w.state == detached && w.graceUntil != 0 {
+					put(i, &Record{Kind: RecDetach, Key: lk.key, WaiterID: w.t.id, At: now.wall, Until: now.wallAt(w.graceUntil)})
+				}
 			}
 		}
 		for _, t := range s.tickets {

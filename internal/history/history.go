@@ -581,3 +581,27 @@ func (l Loop) Run(cl *api.Client, id int, stop <-chan struct{}, r *Recorder) {
 		r.Add(g)
 	}
 }
+
+// Gap is a stretch in which no client received a grant: from the receipt
+// of one (From) to the next (To).
+type Gap struct{ From, To time.Time }
+
+// Len is the gap's length.
+func (g Gap) Len() time.Duration { return g.To.Sub(g.From) }
+
+// Gaps returns the n longest stretches between two grants received one
+// after the other (by Granted), longest first: the liveness a history
+// showed, which a run reports beside the faults that overlap each.
+func Gaps(grants []Grant, n int) []Gap {
+	at := make([]time.Time, 0, len(grants))
+	for _, g := range grants {
+		at = append(at, g.Granted)
+	}
+	slices.SortFunc(at, time.Time.Compare)
+	var gaps []Gap
+	for i := 1; i < len(at); i++ {
+		gaps = append(gaps, Gap{at[i-1], at[i]})
+	}
+	slices.SortStableFunc(gaps, func(a, b Gap) int { return cmp.Compare(b.Len(), a.Len()) })
+	return gaps[:min(n, len(gaps))]
+}

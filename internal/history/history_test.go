@@ -180,3 +180,19 @@ func TestCheckOrderInJudgesTokenOrderInItsOwnWindows(t *testing.T) {
 		}
 	}
 }
+
+// TestGapsAreTheLongestStretchesWithoutAGrant: the stretches between
+// grants received one after the other, whatever order they were recorded
+// in, longest first.
+func TestGapsAreTheLongestStretchesWithoutAGrant(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) Grant { return Grant{Granted: t0.Add(time.Duration(ms) * time.Millisecond)} }
+	got := Gaps([]Grant{at(100), at(0), at(1100), at(1150), at(400)}, 2)
+	want := []Gap{{at(400).Granted, at(1100).Granted}, {at(100).Granted, at(400).Granted}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("Gaps = %v, want %v", got, want)
+	}
+	if g := Gaps([]Grant{at(5)}, 3); len(g) != 0 {
+		t.Fatalf("Gaps of one grant = %v, want none", g)
+	}
+}
