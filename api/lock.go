@@ -121,8 +121,8 @@ type Lock struct {
 	// from KeepAlive on only: two system calls, kept off the path of an
 	// acquire (a suspend between the grant and KeepAlive is not counted).
 	asleep time.Duration
-	// from is the node that granted the lock or renewed it last (nil
-	// over baton://): Release asks it first (Client.release).
+	// from is the node that granted the lock or renewed it last:
+	// Release asks it first (Client.release).
 	from     *address
 	released bool
 	lost     chan struct{}
@@ -776,7 +776,7 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 // that knows nothing of the grant): else it is retried as after no answer.
 func (c *Client) release(ctx context.Context, key string, token uint64, from *address) error {
 	if c.native {
-		return c.nRelease(ctx, key, token)
+		return c.nRelease(ctx, key, token, from)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReleaseTimeout)
 	defer cancel()
@@ -973,7 +973,7 @@ func (l *Lock) renew(ctx context.Context, lease time.Duration, avoid *slot) (*sl
 	l.lease = time.Duration(g.Lease * float64(time.Second))
 	l.expiry = g.ExpiresAt
 	l.deadline, l.asleep = sent.Add(l.lease), asleep
-	if s != nil && !l.c.native {
+	if s != nil {
 		l.from = s.addr
 	}
 	l.mu.Unlock()
