@@ -254,6 +254,10 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	// grant answered to a repeat may date from then (grantSince).
 	var since time.Time
 	var last *address // the node of the last attempt
+	// lost is the node of the last attempt under hdr's key whose answer
+	// was lost with its connection (nil: none): settled there if the
+	// acquire starts afresh (see StatusGone).
+	var lost *address
 	for {
 		s, cc, err := c.pick(ctx, avoid, true)
 		if err != nil {
@@ -288,7 +292,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 				c.settleAcquire(pathQuery, hdr, 0, s.addr)
 				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
 			}
-			avoid = s
+			avoid, lost = s, s.addr
 			if errors.Is(err, errNoAnswer) {
 				// The wait ran out on a silent node: the next attempt
 				// (same Idempotency-Key: it finds a grant that node
@@ -348,6 +352,14 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			// active while this client was stuck on a paused node):
 			// nothing is held; a new acquire, with what is left of
 			// the wait.
+			if lost != nil && lost != s.addr {
+				// An attempt under the old key whose answer was lost
+				// went to another node, which may hold its grant (two
+				// actives at once) that nobody will claim now: settled
+				// there, as after a cancel.
+				c.settleAcquire(pathQuery, hdr, 0, lost)
+			}
+			lost = nil
 			if pathQuery, err = withWait(pathQuery, left); err != nil {
 				return nil, err
 			}

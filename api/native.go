@@ -811,6 +811,7 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 	var unavailableSince time.Time
 	start, restarts := time.Now(), 0
 	var since time.Time // as in Acquire: see grantSince
+	var lost *address   // as in Acquire: an attempt under q's id whose answer was lost
 	for {
 		s, w, busy, err := c.npickBusy(ctx, nil, avoid, true, id, time.Time{})
 		if err != nil {
@@ -875,7 +876,9 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
 			}
 			avoid = s
-			if errors.Is(err, errNoAnswer) {
+			if !errors.Is(err, errNoAnswer) {
+				lost = s.addr // a late answer cannot come (dropped has those)
+			} else {
 				// As in Acquire: the next attempt (same id) waits only
 				// what is left of the wait.
 				silent = s
@@ -933,7 +936,18 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 		left, again, aerr := afresh(se, o.wait, start, &restarts)
 		if again {
 			// The grant ended unclaimed: nothing is held; a new
-			// acquire (a new id), with what is left of the wait.
+			// acquire (a new id), with what is left of the wait. What
+			// the old id's attempts left on another node, which may be
+			// another active, is nobody's: their late answers, and a
+			// lost answer's node, are settled (as in Acquire).
+			for _, d := range *dropped {
+				d.abandon()
+			}
+			*dropped = (*dropped)[:0]
+			if lost != nil && lost != s.addr {
+				c.nsettle(q, nil, lost)
+			}
+			lost = nil
 			q = &nacq{c: c, key: key, raw: q.raw, lease: q.lease, wait: left, opts: q.opts}
 			q.opts.ID = newKey()
 			line = q.line(buf[:0], q.wait)
