@@ -188,6 +188,9 @@ func (s *Server) Router() chi.Router { return s.router }
 // call is answered.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := sinceEpoch()
+	// Every answer is of the type it names: no browser guesses another
+	// (a JSON error or a key echoed in one is never run as HTML).
+	w.Header()["X-Content-Type-Options"] = nosniff
 	sw := statusWriters.Get().(*statusWriter)
 	sw.ResponseWriter, sw.status = w, 0
 	if h := s.lockHandler(r); h != nil {
