@@ -536,7 +536,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxListLimit {
-			s.writeError(w, r, badRequest("limit", "must be an integer from 1 to "+strconv.Itoa(MaxListLimit)))
+			s.writeError(w, r, badRequest("limit", "must be an integer from 1 to "+strconv.Itoa(MaxListLimit)+", got "+quoteShort(v)))
 			return
 		}
 		limit = n
