@@ -3,6 +3,7 @@ package api_test
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -183,5 +184,176 @@ func TestAcquireGrantEndedPastItsWaitIsATimeout(t *testing.T) {
 	_, err = c.Acquire(ctxBound(t), "k", api.WithWait(time.Minute))
 	if !errors.Is(err, api.ErrGrantEnded) || errors.Is(err, api.ErrTimeout) {
 		t.Fatalf("acquire answered grant_ended eleven times within its wait: %v; want ErrGrantEnded, not ErrTimeout", err)
+	}
+}
+
+// An acquire that starts afresh (410 grant_ended from one node) after an
+// attempt under the old Idempotency-Key lost its answer with its
+// connection on another node settles that key on the node it went to:
+// two actives at once, that node granted the lost attempt, and without
+// the settle its grant stayed held for its whole lease while the caller
+// held the fresh acquire's grant.
+func TestAfreshSettlesTheLostAttempt(t *testing.T) {
+	var xURL string
+	var mu sync.Mutex
+	var first string // the first acquire's Idempotency-Key
+	released := make(chan struct{})
+	var conns sync.Map // remote address -> net.Conn, of x
+	grant := func(w http.ResponseWriter, token int) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set(api.HeaderLockToken, strconv.Itoa(token))
+		fmt.Fprintf(w, `{"key":"k","token":%d,"lease":60,"expires_at":"2030-01-01T00:00:00Z"}`, token)
+	}
+	h2c := func(h http.HandlerFunc) *httptest.Server {
+		srv := httptest.NewUnstartedServer(h)
+		srv.Config.Protocols = new(http.Protocols)
+		srv.Config.Protocols.SetUnencryptedHTTP2(true)
+		return srv
+	}
+	x := h2c(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get(api.HeaderIdempotencyKey)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case r.URL.Path == "/locks/to-x":
+			grant(w, 5)
+		case r.Method == http.MethodPost && first == "":
+			// x grants it (token 77); the answer is lost with the
+			// connection.
+			first = key
+			if nc, ok := conns.Load(r.RemoteAddr); ok {
+				nc.(net.Conn).Close()
+			}
+		case r.Method == http.MethodPost && key == first:
+			grant(w, 77) // a repeat under the key finds the grant
+		case r.Method == http.MethodPost:
+			grant(w, 8)
+		case r.Method == http.MethodDelete && r.URL.Query().Get("token") == "77":
+			close(released)
+			fmt.Fprint(w, `{"key":"k","released":true}`)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"error":"not_held","message":"nobody holds the lock"}`)
+		}
+	})
+	x.Config.ConnState = func(nc net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Store(nc.RemoteAddr().String(), nc)
+		}
+	}
+	x.Start()
+	defer x.Close()
+	xURL = x.URL
+	// y, the other active, knows the first key's grant as ended.
+	y := h2c(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/locks/to-x" {
+			http.Redirect(w, r, xURL+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusGone)
+		fmt.Fprint(w, `{"error":"grant_ended","message":"the grant of this Idempotency-Key was released or expired"}`)
+	})
+	y.Start()
+	defer y.Close()
+	c := newClient(t, func(c *api.Config) { c.ConnsPerAddress = 2 }, x.URL, y.URL)
+	ctx := ctxBound(t)
+	// Every connection up: the attempt after the lost one goes to y.
+	eventually(t, "every connection up", func() bool { return api.Up(c, x.URL) == 2 && api.Up(c, y.URL) == 2 })
+	if _, err := c.Acquire(ctx, "to-x"); err != nil { // the client prefers x
+		t.Fatal(err)
+	}
+	l, err := c.Acquire(ctx, "k", api.WithWait(time.Minute))
+	if err != nil || l.Token != 8 {
+		t.Fatalf("acquire: %+v, %v; want the fresh acquire's grant, token 8", l, err)
+	}
+	select {
+	case <-released:
+	case <-time.After(bound):
+		t.Fatal("x's grant of the attempt whose answer was lost (token 77) was never released")
+	}
+}
+
+// Over the native protocol likewise.
+func TestNativeAfreshSettlesTheLostAttempt(t *testing.T) {
+	x, y := newLineNode(t), newLineNode(t)
+	nodes := []*lineNode{x, y}
+	c := newClient(t, func(c *api.Config) { c.ConnsPerAddress = 2 }, x.Base(), y.Base())
+	// next returns the next request line of either node.
+	next := func() (int, numberedLine) {
+		t.Helper()
+		var n int
+		var l numberedLine
+		select {
+		case l = <-x.lines:
+		case l = <-y.lines:
+			n = 1
+		case <-time.After(bound):
+			t.Fatal("x's grant of the attempt whose answer was lost (token 77) was never asked for and released")
+		}
+		for len(nodes[n].conns) > 0 {
+			nodes[n].byConn[len(nodes[n].byConn)+1] = <-nodes[n].conns
+		}
+		return n, l
+	}
+	eventually(t, "every connection up", func() bool { return api.Up(c, x.Base()) == 2 && api.Up(c, y.Base()) == 2 })
+	// The client prefers x: a probe release reaching y is redirected there.
+	probe := make(chan error, 1)
+	go func() { probe <- c.Release(t.Context(), "probe", 1) }()
+	for {
+		n, l := next()
+		if n == 0 {
+			x.byConn[l.conn].send(t, "R probe OK")
+			break
+		}
+		y.byConn[l.conn].send(t, "R probe M "+x.ln.Addr().String())
+	}
+	if err := <-probe; err != nil {
+		t.Fatal(err)
+	}
+	res := acquireAsync(t.Context(), c, "k")
+	n, first := next()
+	if n != 0 || !strings.HasPrefix(first.text, "A k - - ") {
+		t.Fatalf("node %d got %q, want x to get the acquire", n, first.text)
+	}
+	// x grants it (token 77); the answer is lost with the connection.
+	x.byConn[first.conn].nc.Close()
+	repeat := strings.Replace(first.text, "A k - - ", "A k - 0.001 ", 1)
+	var got *api.Lock
+	for done := false; !done || got == nil; {
+		var n int
+		var l numberedLine
+		select {
+		case r := <-res:
+			if r.err != nil || r.l.Token != 8 {
+				t.Fatalf("acquire: %+v, %v; want the fresh acquire's grant, token 8", r.l, r.err)
+			}
+			got, res = r.l, nil
+			continue
+		case l = <-x.lines:
+		case l = <-y.lines:
+			n = 1
+		case <-time.After(bound):
+			t.Fatal("x's grant of the attempt whose answer was lost (token 77) was never asked for and released")
+		}
+		for len(nodes[n].conns) > 0 {
+			nodes[n].byConn[len(nodes[n].byConn)+1] = <-nodes[n].conns
+		}
+		fc := nodes[n].byConn[l.conn]
+		switch {
+		case n == 1 && strings.HasPrefix(l.text, "A k "):
+			fc.send(t, "A k E grant_ended the grant of this id was released or expired")
+		case l.text == first.text:
+			t.Fatalf("x got the first acquire again, on connection %d", l.conn)
+		case l.text == repeat:
+			fc.send(t, grantLine("k", 77)) // the repeat finds the grant
+		case strings.HasPrefix(l.text, "A k "):
+			fc.send(t, grantLine("k", 8))
+		case l.text == "R k 77":
+			fc.send(t, "R k OK")
+			done = true
+		default:
+			t.Fatalf("node %d got %q", n, l.text)
+		}
 	}
 }

@@ -28,3 +28,16 @@ func SetSuspended(t testing.TB, f func() time.Duration) {
 	suspended = f
 	t.Cleanup(func() { suspended = old })
 }
+
+// Up returns how many of c's connections to the address base are up.
+func Up(c *Client, base string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, s := range c.slots {
+		if s.addr.base.String() == base && s.state == slotUp {
+			n++
+		}
+	}
+	return n
+}

@@ -122,8 +122,8 @@ type Lock struct {
 	// from KeepAlive on only: two system calls, kept off the path of an
 	// acquire (a suspend between the grant and KeepAlive is not counted).
 	asleep time.Duration
-	// from is the node that granted the lock or renewed it last (nil
-	// over baton://): Release asks it first (Client.release).
+	// from is the node that granted the lock or renewed it last:
+	// Release asks it first (Client.release).
 	from     *address
 	released bool
 	lost     chan struct{}
@@ -275,6 +275,10 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	// grant answered to a repeat may date from then (grantSince).
 	var since time.Time
 	var last *address // the node of the last attempt
+	// lost is the node of the last attempt under hdr's key whose answer
+	// was lost with its connection (nil: none): settled there if the
+	// acquire starts afresh (see StatusGone).
+	var lost *address
 	for {
 		s, cc, err := c.pick(ctx, avoid, true)
 		if err != nil {
@@ -309,7 +313,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 				c.settleAcquire(pathQuery, hdr, 0, s.addr)
 				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
 			}
-			avoid = s
+			avoid, lost = s, s.addr
 			if errors.Is(err, errNoAnswer) {
 				// The wait ran out on a silent node: the next attempt
 				// (same Idempotency-Key: it finds a grant that node
@@ -374,6 +378,14 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			// active while this client was stuck on a paused node):
 			// nothing is held; a new acquire, with what is left of
 			// the wait.
+			if lost != nil && lost != s.addr {
+				// An attempt under the old key whose answer was lost
+				// went to another node, which may hold its grant (two
+				// actives at once) that nobody will claim now: settled
+				// there, as after a cancel.
+				c.settleAcquire(pathQuery, hdr, 0, lost)
+			}
+			lost = nil
 			if pathQuery, err = withWait(pathQuery, left); err != nil {
 				return nil, err
 			}
@@ -802,7 +814,7 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 // that knows nothing of the grant): else it is retried as after no answer.
 func (c *Client) release(ctx context.Context, key string, token uint64, from *address) error {
 	if c.native {
-		return c.nRelease(ctx, key, token)
+		return c.nRelease(ctx, key, token, from)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReleaseTimeout)
 	defer cancel()
@@ -999,7 +1011,7 @@ func (l *Lock) renew(ctx context.Context, lease time.Duration, avoid *slot) (*sl
 	l.lease = time.Duration(g.Lease * float64(time.Second))
 	l.expiry = g.ExpiresAt
 	l.deadline, l.asleep = sent.Add(l.lease), asleep
-	if s != nil && !l.c.native {
+	if s != nil {
 		l.from = s.addr
 	}
 	l.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -534,16 +535,17 @@ func (c *Client) nbroken(s *slot, w *nwire) {
 // acquires of one key one after the other. A wait for a connection ends
 // with ctx, and with context.DeadlineExceeded at until when it is not
 // zero (a bound without a context and its timer per call: the wait is
-// the rare case).
-func (c *Client) npick(ctx context.Context, avoid *slot, acquire bool, id nid, until time.Time) (*slot, *nwire, error) {
-	s, w, _, err := c.npickBusy(ctx, avoid, acquire, id, until)
+// the rare case). want, if not nil, stands in for the preferred address
+// (npickLocked).
+func (c *Client) npick(ctx context.Context, want *address, avoid *slot, acquire bool, id nid, until time.Time) (*slot, *nwire, error) {
+	s, w, _, err := c.npickBusy(ctx, want, avoid, acquire, id, until)
 	return s, w, err
 }
 
 // npickBusy is npick that also reports, for an acquire, whether the
 // connection it returns has an acquire of the same key waiting already
 // (every live candidate had one).
-func (c *Client) npickBusy(ctx context.Context, avoid *slot, acquire bool, id nid, until time.Time) (*slot, *nwire, bool, error) {
+func (c *Client) npickBusy(ctx context.Context, want *address, avoid *slot, acquire bool, id nid, until time.Time) (*slot, *nwire, bool, error) {
 	var timeout <-chan time.Time
 	redialed := false
 	for {
@@ -553,7 +555,7 @@ func (c *Client) npickBusy(ctx context.Context, avoid *slot, acquire bool, id ni
 			c.mu.Unlock()
 			return nil, nil, false, ErrClosed
 		}
-		cands := c.npickLocked(buf[:0], avoid, acquire)
+		cands := c.npickLocked(buf[:0], want, avoid, acquire)
 		if len(cands) > 0 {
 			c.mu.Unlock()
 			if !acquire {
@@ -631,15 +633,22 @@ type npicked struct {
 // cands the live connections to try, in round-robin order (only the first
 // one unless acquire), none when no connection is up. When avoid is the
 // preferred address's, that node is what failed, and its connections are
-// tried only when no other is up (as in candidatesLocked).
-func (c *Client) npickLocked(cands []npicked, avoid *slot, acquire bool) []npicked {
+// tried only when no other is up (as in candidatesLocked). want, if not
+// nil, stands in for the preferred address: asked first when up, never
+// waited for (the node that granted what a settle or a release is about,
+// which may be gone while the active is up).
+func (c *Client) npickLocked(cands []npicked, want *address, avoid *slot, acquire bool) []npicked {
 	list := c.slots
-	failed := avoid != nil && avoid.addr == c.preferred
-	if p := c.preferred; p != nil && !failed {
+	p, wait := c.preferred, true
+	if want != nil {
+		p, wait = want, false
+	}
+	failed := avoid != nil && avoid.addr == p
+	if p != nil && !failed {
 		switch {
 		case upCount(p.slots) > 0:
 			list = p.slots
-		case anyDialing(p.slots):
+		case wait && anyDialing(p.slots):
 			return cands // wait for the active's first dial
 		}
 	}
@@ -690,6 +699,9 @@ type nacq struct {
 	lease    time.Duration
 	wait     time.Duration
 	opts     nline.AcquireOptions
+	// at is the node of the last attempt (nil before the first): the one
+	// that may hold its place or grant, which its settling asks first.
+	at atomic.Pointer[address]
 }
 
 // line appends the acquire's line with wait to b.
@@ -698,8 +710,9 @@ func (q *nacq) line(b []byte, wait time.Duration) []byte {
 }
 
 // late implements nlate for an acquire given up by its caller: what its
-// answer leaves on the node is settled (nsettle).
-func (q *nacq) late(a *nline.Answer, _ error) { q.c.nsettle(q, a) }
+// answer (from the node of its last attempt) leaves on the node is
+// settled (nsettle).
+func (q *nacq) late(a *nline.Answer, _ error) { q.c.nsettle(q, a, q.at.Load()) }
 
 // nattemptLate is the nlate of an acquire attempt with a limit (nAcquire):
 // its late answer is settled as q's (nsettle) when the caller gave up on
@@ -711,6 +724,7 @@ func (q *nacq) late(a *nline.Answer, _ error) { q.c.nsettle(q, a) }
 // The answer may come before do returns: it is kept until decide.
 type nattemptLate struct {
 	q       *nacq
+	at      *address // the attempt's node
 	mu      sync.Mutex
 	decided bool
 	settle  bool
@@ -732,7 +746,7 @@ func (l *nattemptLate) late(a *nline.Answer, _ error) {
 		return
 	}
 	l.mu.Unlock()
-	l.q.late(a, nil)
+	l.q.c.nsettle(l.q, a, l.at)
 }
 
 // decide says what a late answer gets: settled (settle) or dropped.
@@ -742,7 +756,7 @@ func (l *nattemptLate) decide(settle bool) {
 	came, a := l.came, l.kept
 	l.mu.Unlock()
 	if came && settle {
-		l.q.late(a, nil)
+		l.q.c.nsettle(l.q, a, l.at)
 	}
 }
 
@@ -797,16 +811,18 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 	var unavailableSince time.Time
 	start, restarts := time.Now(), 0
 	var since time.Time // as in Acquire: see grantSince
+	var lost *address   // as in Acquire: an attempt under q's id whose answer was lost
 	for {
-		s, w, busy, err := c.npickBusy(ctx, avoid, true, id, time.Time{})
+		s, w, busy, err := c.npickBusy(ctx, nil, avoid, true, id, time.Time{})
 		if err != nil {
 			if attempts > 0 && ctx.Err() != nil {
 				// An attempt went out on a connection that broke: the
 				// node may have delivered a grant to it.
-				c.nsettle(q, nil)
+				c.nsettle(q, nil, q.at.Load())
 			}
 			return nil, err
 		}
+		q.at.Store(s.addr)
 		sent := time.Now()
 		if since.IsZero() {
 			since = sent
@@ -817,7 +833,7 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 		var late nlate = q
 		var bounded *nattemptLate
 		if limit := c.attemptLimit(wait); limit > 0 {
-			bounded = &nattemptLate{q: q}
+			bounded = &nattemptLate{q: q, at: s.addr}
 			late = bounded
 		}
 		if busy {
@@ -853,14 +869,16 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 			}
 			attempts++
 			if attempts >= max {
-				c.nsettle(q, nil) // as in Acquire: a grant may be lost with the connection
+				c.nsettle(q, nil, s.addr) // as in Acquire: a grant may be lost with the connection
 				if errors.Is(err, errNoAnswer) {
 					err = fmt.Errorf("%w (its wait + %v) from %s", err, c.cfg.AcquireGrace, s.addr.base.Host)
 				}
 				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
 			}
 			avoid = s
-			if errors.Is(err, errNoAnswer) {
+			if !errors.Is(err, errNoAnswer) {
+				lost = s.addr // a late answer cannot come (dropped has those)
+			} else {
 				// As in Acquire: the next attempt (same id) waits only
 				// what is left of the wait.
 				silent = s
@@ -875,6 +893,7 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 			l := &Lock{
 				Key: key, Token: a.Token, Lease: a.Lease, ExpiresAt: a.Expires, Node: w.node,
 				c: c, lease: a.Lease, expiry: a.Expires, deadline: sent.Add(a.Lease), lost: make(chan struct{}),
+				from: s.addr,
 			}
 			return l.grantSince(ctx, since, sent, silent)
 		case nline.Timeout:
@@ -895,7 +914,9 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 					return nil, fmt.Errorf("%w: acquire %q: more than %d redirects", ErrUnavailable, key, maxRedirects)
 				}
 				if err := sleep(ctx, redirectPause); err != nil {
-					c.nsettle(q, nil)
+					// A node that redirects granted nothing: the
+					// preferred one (named last) is asked.
+					c.nsettle(q, nil, nil)
 					return nil, err
 				}
 				redirects = 0
@@ -915,7 +936,18 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 		left, again, aerr := afresh(se, o.wait, start, &restarts)
 		if again {
 			// The grant ended unclaimed: nothing is held; a new
-			// acquire (a new id), with what is left of the wait.
+			// acquire (a new id), with what is left of the wait. What
+			// the old id's attempts left on another node, which may be
+			// another active, is nobody's: their late answers, and a
+			// lost answer's node, are settled (as in Acquire).
+			for _, d := range *dropped {
+				d.abandon()
+			}
+			*dropped = (*dropped)[:0]
+			if lost != nil && lost != s.addr {
+				c.nsettle(q, nil, lost)
+			}
+			lost = nil
 			q = &nacq{c: c, key: key, raw: q.raw, lease: q.lease, wait: left, opts: q.opts}
 			q.opts.ID = newKey()
 			line = q.line(buf[:0], q.wait)
@@ -941,11 +973,11 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 		if !unavailableFor(&unavailableSince) {
 			// A node that resumed from a pause may still keep a grant
 			// for the repeat: settled as after a cancel.
-			c.nsettle(q, nil)
+			c.nsettle(q, nil, s.addr)
 			return nil, se
 		}
 		if err := sleep(ctx, time.Second); err != nil {
-			c.nsettle(q, nil)
+			c.nsettle(q, nil, s.addr)
 			return nil, err
 		}
 		avoid, redirects = s, 0
@@ -959,8 +991,11 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 // repeat), the outcome is unknown: the acquire is repeated under its id
 // with a wait of 1 ms, and a grant that repeat gets is released. Any
 // other answer leaves nothing. Bounded as settleAcquire; Close waits for
-// it.
-func (c *Client) nsettle(q *nacq, a *nline.Answer) {
+// it. at is the node that answered a, or that q's last attempt went to
+// (nil: not known): as in settleAcquire, the repeat asks it first, and
+// the release goes to the node that granted, where a not_held or
+// not_holder from another node is no answer (two actives at once).
+func (c *Client) nsettle(q *nacq, a *nline.Answer, at *address) {
 	if a != nil && a.Outcome != nline.OK && !(a.Outcome == nline.Error && a.Code == CodeUnavailable) {
 		return
 	}
@@ -977,29 +1012,30 @@ func (c *Client) nsettle(q *nacq, a *nline.Answer) {
 		if a != nil && a.Outcome == nline.OK {
 			token = a.Token
 		} else {
-			token = c.naskAgain(q)
+			token, at = c.naskAgain(q, at)
 		}
 		if token == 0 {
 			return
 		}
 		rctx, cancel := context.WithTimeout(c.ctx, c.cfg.ReleaseTimeout)
 		defer cancel()
-		_ = c.nRelease(rctx, q.key, token)
+		_ = c.nRelease(rctx, q.key, token, at)
 	}()
 }
 
 // naskAgain repeats the acquire q under its id with a wait of 1 ms until a
-// node gives a definite answer, for at most ReleaseTimeout, and returns
-// the token of a grant, or 0 when nothing is held under q (or no answer
-// came in time).
-func (c *Client) naskAgain(q *nacq) uint64 {
+// node gives a definite answer, for at most ReleaseTimeout, each attempt
+// asking at first (nil: the preferred node). It returns the token of a
+// grant and the node that granted it, or 0 when nothing is held under q
+// (or no answer came in time).
+func (c *Client) naskAgain(q *nacq, at *address) (uint64, *address) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.ReleaseTimeout)
 	defer cancel()
 	id := nid{nline.OpAcquire, q.raw}
 	line := q.line(nil, time.Millisecond)
 	var avoid *slot
 	for redirects := 0; redirects <= maxRedirects; {
-		s, w, busy, err := c.npickBusy(ctx, avoid, true, id, time.Time{})
+		s, w, busy, err := c.npickBusy(ctx, at, avoid, true, id, time.Time{})
 		done := func() {}
 		if err == nil && busy {
 			// Not behind another acquire of the key, which may wait
@@ -1010,31 +1046,34 @@ func (c *Client) naskAgain(q *nacq) uint64 {
 			}
 		}
 		if err == nil {
-			a, err := w.do(ctx, id, line, naskLate{q}, releaseAttempt)
+			a, err := w.do(ctx, id, line, &naskLate{q, s.addr}, releaseAttempt)
 			done()
 			switch {
 			case refusal(err) != nil:
-				return 0 // not served
+				return 0, nil // not served
 			case err != nil:
 				avoid = s
 			case a.Outcome == nline.OK:
 				c.answered(s)
-				return a.Token
+				return a.Token, s.addr
 			case a.Outcome == nline.Moved:
 				redirects++
 				if c.nmove(s, a.Addr) == nil {
+					// The node named is asked (a standby granted
+					// nothing).
+					at = nil
 					continue
 				}
 			case a.Outcome == nline.Error && (a.Code == CodeUnavailable || a.Code == CodeInternal):
 			default:
-				return 0 // T, grant_ended, superseded, ...: nothing held
+				return 0, nil // T, grant_ended, superseded, ...: nothing held
 			}
 		}
 		if refusal(err) != nil || sleep(ctx, c.cfg.ReleaseRetry) != nil {
-			return 0
+			return 0, nil
 		}
 	}
-	return 0
+	return 0, nil
 }
 
 // isConnErr reports whether err is (or wraps) an *errConn; a function so
@@ -1045,21 +1084,27 @@ func isConnErr(err error) bool {
 }
 
 // naskLate is the nlate of naskAgain's repeats: a grant that answers one
-// given up is settled; nothing else needs anything.
-type naskLate struct{ q *nacq }
+// given up is settled on the node that made it (at); nothing else needs
+// anything.
+type naskLate struct {
+	q  *nacq
+	at *address
+}
 
-func (l naskLate) late(a *nline.Answer, _ error) {
+func (l *naskLate) late(a *nline.Answer, _ error) {
 	if a != nil && a.Outcome == nline.OK {
-		l.q.c.nsettle(l.q, a)
+		l.q.c.nsettle(l.q, a, l.at)
 	}
 }
 
-// nRelease is Release over the native protocol. Each attempt is bounded
-// by releaseAttempt and by the ReleaseTimeout window, with no context of
-// its own: a release is on the hot path of every cycle, and the attempt's
-// bound is the pooled timer of its call (see do), not a context, a timer
-// and a cancel registration with ctx per attempt.
-func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
+// nRelease is release over the native protocol, from as there: each round
+// of attempts asks from first, and a not_held or not_holder ends it only
+// when from answered it, or a node it named in an M. Each attempt is
+// bounded by releaseAttempt and by the ReleaseTimeout window, with no
+// context of its own: a release is on the hot path of every cycle, and
+// the attempt's bound is the pooled timer of its call (see do), not a
+// context, a timer and a cancel registration with ctx per attempt.
+func (c *Client) nRelease(ctx context.Context, key string, token uint64, from *address) error {
 	if err := checkNativeKey(key); err != nil {
 		return err
 	}
@@ -1072,9 +1117,15 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 	var last error
 	redirects := 0
 	var avoid *slot
+	want := from     // the node a round asks first (nil after an M)
+	var via *address // the node this round asked first
 	for {
 		until := minTime(end, time.Now().Add(releaseAttempt))
-		s, w, err := c.npick(ctx, avoid, false, id, until)
+		s, w, err := c.npick(ctx, want, avoid, false, id, until)
+		want = nil
+		if err == nil && via == nil {
+			via = s.addr
+		}
 		if err == nil {
 			var a nline.Answer
 			if lim := time.Until(until); lim > 0 {
@@ -1115,6 +1166,11 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 				// there went unanswered before (avoid would skip it).
 				avoid = nil
 				continue
+			case (a.Code == CodeNotHeld || a.Code == CodeNotHolder) && from != nil && via != from:
+				// Not the node that granted, nor one it named: that
+				// node is asked again (also after it failed).
+				err = answerError(&a)
+				avoid = nil
 			case a.Code == CodeNotHeld || a.Code == CodeNotHolder:
 				if ambiguous {
 					return nil
@@ -1128,6 +1184,7 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64) error {
 			}
 		}
 		redirects = 0 // not a redirect: the next attempt counts anew
+		want, via = from, nil
 		if errors.Is(err, ErrClosed) {
 			return err
 		}
@@ -1165,7 +1222,7 @@ func (c *Client) ncall(ctx context.Context, what string, id nid, line []byte, av
 	given := avoid
 	var last *slot
 	for {
-		s, w, err := c.npick(ctx, avoid, false, id, time.Time{})
+		s, w, err := c.npick(ctx, nil, avoid, false, id, time.Time{})
 		if err != nil {
 			return nline.Answer{}, "", last, err
 		}

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -159,5 +160,148 @@ func TestLockReleaseGoesToTheNodeThatGranted(t *testing.T) {
 	}
 	if st := status(t, onA, "sb"); st.Holder != nil {
 		t.Fatalf("sb still held on the node that granted it, token %d, after its release", st.Holder.Token)
+	}
+}
+
+// splitNodes is two fake native nodes, a and b, both active (a split
+// brain), each with the client's one connection, whose request lines the
+// test reads in order (next) and answers.
+type splitNodes struct {
+	fakes []*fakeNode
+	conns []*fakeConn
+	lines <-chan nodeLine
+	next  func() nodeLine
+}
+
+func newSplitNodes(t *testing.T) (*splitNodes, *api.Client) {
+	t.Helper()
+	fakes := []*fakeNode{newFakeNode(t), newFakeNode(t)}
+	c := newClient(t, func(c *api.Config) { c.ConnsPerAddress = 1 }, fakes[0].Base(), fakes[1].Base())
+	conns := []*fakeConn{fakes[0].accept(t), fakes[1].accept(t)}
+	lines, next := requestLines(t, conns)
+	return &splitNodes{fakes, conns, lines, next}, c
+}
+
+// prefer makes node n the client's preferred one: a probe release that
+// reaches the other node is answered M n there, and OK by n.
+func (s *splitNodes) prefer(t *testing.T, c *api.Client, n int) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- c.Release(t.Context(), "probe", 1) }()
+	for {
+		l := s.next()
+		if l.line != "R probe 1" {
+			t.Fatalf("probe: node %d got %q", l.node, l.line)
+		}
+		if l.node == n {
+			s.conns[n].send(t, "R probe OK")
+			break
+		}
+		s.conns[l.node].send(t, "R probe M "+s.fakes[n].ln.Addr().String())
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+}
+
+// released waits until node n gets the release of key under token and
+// confirms it; the other node, which knows nothing of the grant, answers
+// it not_holder.
+func (s *splitNodes) released(t *testing.T, n int, key string, token uint64) {
+	t.Helper()
+	want := fmt.Sprintf("R %s %d", key, token)
+	refused := 0
+	for {
+		var l nodeLine
+		select {
+		case l = <-s.lines:
+		case <-time.After(bound):
+			t.Fatalf("node %d never got the release %q of its grant (the other node got it %d times, answered not_holder)", n, want, refused)
+		}
+		switch {
+		case l.line == want && l.node == n:
+			s.conns[n].send(t, "R "+key+" OK")
+			return
+		case l.line == want:
+			refused++
+			s.conns[l.node].send(t, "R "+key+" E not_holder the lock is held under another token")
+		default:
+			t.Fatalf("node %d got %q, want the release %q on node %d", l.node, l.line, want, n)
+		}
+	}
+}
+
+// The native client settles a given-up acquire on the node that granted it
+// (as TestSettleGoesToTheNodeThatGranted over HTTP): a late grant is
+// released there, and a late E unavailable (a node resuming from a
+// pause, which keeps the grant for the repeat) is repeated there, also
+// when the client came to prefer another active meanwhile, which knows
+// nothing of the grant and answers the release not_holder.
+func TestNativeSettleGoesToTheNodeThatGranted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		late string // node a's late answer to the acquire given up
+	}{
+		{"late grant", grantLine("sb", 77)},
+		{"late unavailable", "A sb E unavailable resuming from a pause"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, c := newSplitNodes(t)
+			s.prefer(t, c, 0)
+			actx, cancel := context.WithCancel(t.Context())
+			res := acquireAsync(actx, c, "sb", api.WithLease(time.Minute))
+			acq := s.next()
+			if acq.node != 0 || !strings.HasPrefix(acq.line, "A sb ") {
+				t.Fatalf("acquire: node %d got %q, want node 0 to get it", acq.node, acq.line)
+			}
+			s.prefer(t, c, 1)
+			cancel()
+			if r := <-res; !errors.Is(r.err, context.Canceled) {
+				t.Fatalf("the cancelled acquire: %+v, %v", r.l, r.err)
+			}
+			s.conns[0].send(t, tc.late)
+			if strings.Contains(tc.late, " E ") {
+				// The repeat (wait 1 ms) under the acquire's id.
+				for timedOut := 0; ; {
+					var l nodeLine
+					select {
+					case l = <-s.lines:
+					case <-time.After(bound):
+						t.Fatalf("node 0 never got the settling repeat (the other node got it %d times, answered T)", timedOut)
+					}
+					if !strings.HasPrefix(l.line, "A sb ") {
+						t.Fatalf("node %d got %q, want the settling repeat", l.node, l.line)
+					}
+					if l.node == 0 {
+						s.conns[0].send(t, grantLine("sb", 77))
+						break
+					}
+					timedOut++
+					s.conns[1].send(t, "A sb T")
+				}
+			}
+			s.released(t, 0, "sb", 77)
+			c.Close() // waits for the settling
+		})
+	}
+}
+
+// Lock.Release over baton:// goes to the node that granted the lock (as
+// TestLockReleaseGoesToTheNodeThatGranted over HTTP).
+func TestNativeLockReleaseGoesToTheNodeThatGranted(t *testing.T) {
+	s, c := newSplitNodes(t)
+	s.prefer(t, c, 0)
+	res := acquireAsync(t.Context(), c, "sb", api.WithLease(time.Minute))
+	if acq := s.next(); acq.node != 0 || !strings.HasPrefix(acq.line, "A sb ") {
+		t.Fatalf("acquire: node %d got %q, want node 0 to get it", acq.node, acq.line)
+	}
+	s.conns[0].send(t, grantLine("sb", 77))
+	l := get(t, res)
+	s.prefer(t, c, 1)
+	rel := make(chan error, 1)
+	go func() { rel <- l.Release(t.Context()) }()
+	s.released(t, 0, "sb", 77)
+	if err := <-rel; err != nil {
+		t.Fatalf("release of node 0's grant: %v", err)
 	}
 }

@@ -31,9 +31,11 @@ const MaxKeyBytes = 256
 // AcquireRequest is the optional JSON body of POST /locks/{key}. Each field
 // may come from the query string instead, but not from both.
 type AcquireRequest struct {
-	// Lease in seconds (> 0); absent means the server's lease_default.
+	// Lease in seconds (> 0, at least 1e-9: the node's resolution is
+	// 1 ns); absent means the server's lease_default.
 	Lease *float64 `json:"lease,omitempty"`
-	// Wait in seconds (>= 0); 0 or absent means wait without limit (up to
+	// Wait in seconds (>= 0; other than 0 at least 1e-9: the node's
+	// resolution is 1 ns); 0 or absent means wait without limit (up to
 	// the server's wait_max when one is set).
 	Wait *float64 `json:"wait,omitempty"`
 	// Owner labels the holder for people: 1 to MaxOwnerBytes bytes of
@@ -65,7 +67,8 @@ const MaxOwnerBytes = 128
 type TokenRequest struct {
 	// Token is the fencing token of the grant being released or renewed.
 	Token *uint64 `json:"token,omitempty"`
-	// Lease in seconds for PATCH (renew); absent means the grant's lease.
+	// Lease in seconds for PATCH (renew; at least 1e-9, the node's
+	// resolution); absent means the grant's lease.
 	Lease *float64 `json:"lease,omitempty"`
 	// Force (DELETE only, never with Token) is an operator's release of
 	// every holder; with admin_tokens set it needs one of them.

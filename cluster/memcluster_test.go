@@ -970,3 +970,36 @@ func TestMemStreamWaitsForAFailedLogPastTheTail(t *testing.T) {
 		return still >= 20
 	})
 }
+
+// A standby's first sync installs the active's snapshot without a reset
+// event: its feed showed no state that the snapshot replaced (a reset
+// there was noise on every start of a standby).
+func TestMemFirstSyncIsNoReset(t *testing.T) {
+	// As TestRecordsServedAfterAnInstallPastTheTail: node 0's log no
+	// longer holds its first records, so node 1 syncs by a snapshot.
+	c := newMemClusterLog(t, 2, func(wc *wal.Config) { wc.SegmentSize = 4096 },
+		func(cfg *Config) { cfg.TailBytes = 1 })
+	c.start(0)
+	c.waitActive(0, 0)
+	var g engine.Grant
+	for k := range 100 {
+		g = c.grant(0, fmt.Sprintf("k%d", k))
+	}
+	l0 := c.nodes[0].wal
+	err := l0.SaveSnapshot(l0.LastIndex(), func(w io.Writer) error {
+		_, err := c.nodes[0].eng.WriteDump(w, l0.LastIndex)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.start(1)
+	c.waitActive(0)
+	c.waitFor("the grants replicated", func() bool { return c.holds(1, "k99") == g.Token })
+	if c.nodes[1].node.installs.Load() == 0 {
+		t.Fatal("node 1 synced without a snapshot: the case is not tested")
+	}
+	if got := c.nodes[1].changed(api.EventReset); got != 0 {
+		t.Errorf("node 1 emitted %d reset events on its first sync, want none", got)
+	}
+}

@@ -674,10 +674,15 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 			}
 		case frameSnapshot:
 			n.installs.Add(1)
+			shown := n.everSynced // it followed an active or was one: its feed showed a state
 			n.markSyncedLocked(active, activeID, "installed the active's snapshot", last)
 			// This node's state was replaced: what its feed said before
 			// (after a step-down, the grants and expiries of a state it
-			// discarded) is not the cluster's history.
+			// discarded) is not the cluster's history. A standby's first
+			// sync replaces nothing its feed showed: no reset.
+			if !shown {
+				break
+			}
 			n.notify(api.EventReset, n.cfg.Self, fmt.Sprintf("state replaced by a snapshot of %s's (index %d): the events before this one are of the state this node held before, which the cluster may never have had", active, last))
 		case frameHeartbeat:
 			if batch == 0 && n.synced {

@@ -313,3 +313,29 @@ func TestAcquireOrStatusAfterTheLeaseRanOutSeesItEndedBeforeItsTimerFires(t *tes
 		}
 	})
 }
+
+// A listing (Page, Range) shows no holder past its lease either, its timer
+// not fired yet: after an election a node listed for a few ms a holder
+// whose lease had run out while every node was down (history checker,
+// seed 2625), which the node expired on its next tick.
+func TestListingAfterTheLeaseRanOutShowsNoHolderBeforeItsTimerFires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := &pauseClock{base: time.Now()}
+		e := newEngine(t, Config{Shards: 1, Clock: clock})
+		defer e.Close()
+		mustAcquire(t, e, AcquireRequest{Key: "listed", Lease: time.Second})
+		clock.paused.Add(int64(time.Second))
+		page, total := e.Page("", "", 10)
+		for _, li := range page {
+			if li.Holder != nil {
+				t.Fatalf("Page lists %q held by token %d past its lease (total %d)", li.Key, li.Holder.Token, total)
+			}
+		}
+		e.Range(func(li LockInfo) bool {
+			if li.Holder != nil {
+				t.Fatalf("Range shows %q held by token %d past its lease", li.Key, li.Holder.Token)
+			}
+			return true
+		})
+	})
+}

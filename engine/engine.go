@@ -1644,6 +1644,9 @@ func (e *Engine) Range(fn func(LockInfo) bool) {
 		s := &e.shards[i]
 		s.mu.Lock()
 		now := e.now()
+		if e.serving() == nil {
+			s.overdue(now) // as Page
+		}
 		for _, lk := range s.locks {
 			if !fn(lk.info(now)) {
 				s.mu.Unlock()

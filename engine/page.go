@@ -21,6 +21,9 @@ func (e *Engine) Page(prefix, after string, limit int) (page []LockInfo, total i
 		s := &e.shards[i]
 		s.mu.Lock()
 		now := e.now()
+		if e.serving() == nil {
+			s.overdue(now) // no holder listed past its lease (as Status)
+		}
 		for key, lk := range s.locks {
 			if !strings.HasPrefix(key, prefix) {
 				continue

@@ -139,7 +139,7 @@ func badRequestAnswer(read []byte, reason string) []byte {
 		body, _ = json.Marshal(e)
 		body = append(body, '\n')
 	}
-	h := "HTTP/1.1 400 Bad Request\r\nContent-Type: " + ct + "\r\nConnection: close\r\nContent-Length: " +
+	h := "HTTP/1.1 400 Bad Request\r\nContent-Type: " + ct + "\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\nContent-Length: " +
 		strconv.Itoa(len(body)) + "\r\n\r\n"
 	return append([]byte(h), body...)
 }

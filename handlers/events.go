@@ -267,7 +267,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	// Two Last-Event-ID lines name two resume points: neither is taken.
 	if len(r.Header.Values("Last-Event-ID")) > 1 {
-		s.writeError(w, r, badRequest("Last-Event-ID", "is given more than once; send one (the Seq of the last event received)"))
+		s.writeError(w, r, badRequest("Last-Event-ID", "is given more than once; send one (the id of the last event received)"))
 		return
 	}
 	s.setReplicaLag(w)
@@ -278,16 +278,16 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	// where it resumes: the header, when given, wins. (since won: every
 	// reconnect of a stream opened with ?since= began at that Seq again.)
 	// Each is checked, and a 400 names the bad one.
-	for _, p := range [...]struct{ raw, field string }{
-		{q.Get("since"), "since"},
-		{r.Header.Get("Last-Event-ID"), "Last-Event-ID"},
+	for _, p := range [...]struct{ raw, field, want string }{
+		{q.Get("since"), "since", "the seq of an event (an unsigned integer)"},
+		{r.Header.Get("Last-Event-ID"), "Last-Event-ID", "the id of the last event received (its seq, an unsigned integer)"},
 	} {
 		if p.raw == "" {
 			continue
 		}
 		n, err := strconv.ParseUint(p.raw, 10, 64)
 		if err != nil {
-			s.writeError(w, r, badRequest(p.field, "must be an event Seq (an unsigned integer)"))
+			s.writeError(w, r, badRequest(p.field, "must be "+p.want+", got "+quoteShort(p.raw)))
 			return
 		}
 		// A Seq this run did not number (an earlier run's, another

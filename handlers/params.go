@@ -61,8 +61,12 @@ func (p *lockParams) validate() error {
 	switch {
 	case p.Lease.Set && seconds(p.Lease.V) <= 0:
 		return badRequest("lease", "must be greater than 0 seconds")
+	case p.Lease.Set && engine.SecondsBelowResolution(p.Lease.V):
+		return badRequest("lease", engine.BelowResolution(false))
 	case p.Wait.Set && seconds(p.Wait.V) < 0:
 		return badRequest("wait", "must be 0 (no limit) or more seconds")
+	case p.Wait.Set && engine.SecondsBelowResolution(p.Wait.V):
+		return badRequest("wait", engine.BelowResolution(true))
 	case p.IDGiven && !engine.ValidID(p.ID):
 		return badRequest(api.HeaderIdempotencyKey, fmt.Sprintf("must be 1 to %d printable ASCII characters (leave the header out for none)", engine.MaxIDBytes))
 	}
@@ -293,9 +297,9 @@ func (p *lockParams) set(name, v string) error {
 			return err
 		}
 		if f == 0 && nonzeroMantissa(v) {
-			// Too small for a float64 (1e-400), yet not 0: the shortest
-			// duration of its sign (seconds makes it 1 ns), never 0, which
-			// is a wait without limit.
+			// Too small for a float64 (1e-400), yet not 0: the smallest
+			// float64 of its sign, never 0, which is a wait without
+			// limit (validate refuses it as below the resolution).
 			f = math.Copysign(math.SmallestNonzeroFloat64, f)
 		}
 		if name == "lease" {

@@ -191,6 +191,9 @@ func (s *Server) Router() chi.Router { return s.router }
 // call is answered.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := sinceEpoch()
+	// Every answer is of the type it names: no browser guesses another
+	// (a JSON error or a key echoed in one is never run as HTML).
+	w.Header()["X-Content-Type-Options"] = nosniff
 	sw := statusWriters.Get().(*statusWriter)
 	sw.ResponseWriter, sw.status = w, 0
 	if h := s.lockHandler(r); h != nil {
@@ -286,8 +289,8 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 //	@Produce		json
 //	@Produce		plain
 //	@Param			key				path		string				true	"lock key: 1-256 bytes of UTF-8, no control characters; may contain slashes"
-//	@Param			lease			query		number				false	"lease in seconds (> 0, at most lease_max; default lease_default)"
-//	@Param			wait			query		number				false	"seconds to wait in the queue (>= 0, at most wait_max; 0 = no limit)"
+//	@Param			lease			query		number				false	"lease in seconds (> 0, at least 1e-9: the node's resolution is 1 ns; at most lease_max; default lease_default)"
+//	@Param			wait			query		number				false	"seconds to wait in the queue (>= 0, at most wait_max; 0 = no limit; else at least 1e-9: the node's resolution is 1 ns)"
 //	@Param			owner			query		string				false	"a label for people (1-128 bytes of printable UTF-8), shown wherever the holder or waiter is; never an identity check"
 //	@Param			mode			query		string				false	"exclusive (default) or shared; the two never hold together. Limit 1 (default): one exclusive holder, or any number of shared ones (a read/write lock); limit above 1: up to the limit in either mode (a semaphore)"	Enums(exclusive, shared)
 //	@Param			limit			query		integer				false	"holders the key admits at once (1-10000); the first acquire of a free key sets it; absent: the key's limit (1 for a free key)"
@@ -463,7 +466,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 //	@Produce		plain
 //	@Param			key			path		string				true	"lock key"
 //	@Param			token		query		integer				false	"the fencing token of the grant"
-//	@Param			lease		query		number				false	"new lease in seconds (> 0, at most lease_max)"
+//	@Param			lease		query		number				false	"new lease in seconds (> 0, at least 1e-9: the node's resolution is 1 ns; at most lease_max)"
 //	@Param			Lock-Token	header		integer				false	"the fencing token of the grant"
 //	@Param			body		body		api.TokenRequest	false	"token and lease as JSON"
 //	@Success		200			{object}	api.Grant
@@ -578,7 +581,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxListLimit {
-			s.writeError(w, r, badRequest("limit", "must be an integer from 1 to "+strconv.Itoa(MaxListLimit)))
+			s.writeError(w, r, badRequest("limit", "must be an integer from 1 to "+strconv.Itoa(MaxListLimit)+", got "+quoteShort(v)))
 			return
 		}
 		limit = n

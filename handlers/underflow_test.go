@@ -2,46 +2,49 @@ package handlers_test
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/handlers"
 )
 
-// A positive number of seconds too small for a float64 (1e-400, or a
-// decimal with hundreds of zeros) is still a positive number: a wait of
-// it is the shortest wait (a try-lock), never "0 = no limit", and a lease
-// of it is the shortest lease, as for 1e-300. It underflowed to 0 before:
-// wait=1e-400 on a held lock waited for ever (the wait-0 and try-lock
-// confusions of Redisson's tryLock(0) reports), lease=1e-400 was refused
-// while lease=1e-300 was granted.
-func TestSecondsThatUnderflowAreNotZero(t *testing.T) {
+// A positive number of seconds below the node's resolution (1 ns: 1e-12,
+// or 1e-400 and a decimal with hundreds of zeros, too small for a
+// float64) is refused as such, a 400 naming its field (in the query or a
+// JSON body): it has no duration on the node. It is never "0 = no limit"
+// (wait=1e-400 on a held lock once waited for ever: the wait-0 and
+// try-lock confusions of Redisson's tryLock(0) reports), and no longer
+// rounded up to 1 ns either, another request than the one sent; 1 ns
+// itself is a lease and a wait like any other.
+func TestSecondsBelowTheResolutionRefused(t *testing.T) {
 	e := newEnv(t, engine.Config{}, handlers.Config{})
 	held := e.acquire("/locks/u?lease=600")
 	tiny := "0." + strings.Repeat("0", 400) + "1"
-	for _, w := range []string{"1e-400", tiny} {
-		done := make(chan resp, 1)
-		go func() { done <- e.do(http.MethodPost, "/locks/u?wait="+w, "") }()
-		select {
-		case r := <-done:
-			if r.code != http.StatusRequestTimeout || r.errBody(t).Code != api.CodeTimeout {
-				t.Fatalf("wait=%.12s… on a held lock: %d %s; want 408 timeout", w, r.code, r.body)
+	for _, field := range []string{"lease", "wait"} {
+		for i, v := range []string{"1e-12", "0.0000000009", "1e-300", "1e-400", tiny} {
+			// A wait on the held lock, a lease on a free key: either
+			// answers at once when taken as 1 ns.
+			path := "/locks/u"
+			if field == "lease" {
+				path = "/locks/free-" + strconv.Itoa(i)
 			}
-		case <-time.After(20 * time.Second):
-			t.Fatalf("wait=%.12s… on a held lock still waits after 20 s: taken as 0, no limit", w)
-		}
-		r := e.do(http.MethodPost, "/locks/u", `{"wait":`+w+`}`)
-		if r.code != http.StatusRequestTimeout {
-			t.Fatalf("wait %.12s… in the body: %d %s; want 408", w, r.code, r.body)
+			for _, r := range []resp{
+				e.do(http.MethodPost, path+"?"+field+"="+v, ""),
+				e.do(http.MethodPost, path, `{"`+field+`":`+v+`}`),
+			} {
+				if eb := r.errBody(t); r.code != http.StatusBadRequest || eb.Field != field || eb.Message != field+": "+engine.BelowResolution(field == "wait") {
+					t.Fatalf("%s=%.12s…: %d %s; want 400 naming %s below the resolution", field, v, r.code, r.body, field)
+				}
+			}
 		}
 	}
-	for _, l := range []string{"1e-300", "1e-400", tiny} {
-		if r := e.do(http.MethodPost, "/locks/v?lease="+l, ""); r.code != http.StatusOK {
-			t.Fatalf("lease=%.12s…: %d %s; want a grant of the shortest lease, as for 1e-300", l, r.code, r.body)
-		}
+	if r := e.do(http.MethodPost, "/locks/u?wait=0.000000001", ""); r.code != http.StatusRequestTimeout {
+		t.Fatalf("wait=1 ns on a held lock: %d %s; want 408", r.code, r.body)
+	}
+	if r := e.do(http.MethodPost, "/locks/v?lease=0.000000001", ""); r.code != http.StatusOK {
+		t.Fatalf("lease=1 ns: %d %s; want a grant", r.code, r.body)
 	}
 	for _, w := range []string{"-1e-400", "-" + tiny} {
 		if r := e.do(http.MethodPost, "/locks/u?wait="+w, ""); r.code != http.StatusBadRequest || r.errBody(t).Field != "wait" {

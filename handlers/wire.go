@@ -95,6 +95,7 @@ func appendJSONTime(b []byte, t time.Time) ([]byte, error) {
 // costs no allocation.
 var (
 	jsonContentType = []string{"application/json; charset=utf-8"}
+	nosniff         = []string{"nosniff"} // X-Content-Type-Options, on every answer (ServeHTTP)
 	textContentType = []string{"text/plain; charset=utf-8"}
 	// contentLengths[n] is the Content-Length header value of an n-byte
 	// body, for the sizes most answers have.

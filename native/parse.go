@@ -379,8 +379,8 @@ func durationFloat(v string, zeroOK bool) (time.Duration, error) {
 		return 0, errors.New("must be a number of seconds or -, got " + quoteShort(v))
 	}
 	if mantissa, _, _ := strings.Cut(strings.ToLower(v), "e"); f == 0 && strings.ContainsAny(mantissa, "123456789") {
-		// Too small for a float64, yet not 0: the shortest duration
-		// (below), never 0, which is a wait without limit.
+		// Too small for a float64, yet not 0 (never 0, which is a wait
+		// without limit): refused below as shorter than the resolution.
 		f = math.SmallestNonzeroFloat64
 	}
 	if f == 0 && !zeroOK {
@@ -389,8 +389,8 @@ func durationFloat(v string, zeroOK bool) (time.Duration, error) {
 	switch {
 	case f*1e9 >= math.MaxInt64 || math.IsInf(f, 0):
 		return math.MaxInt64, nil // the engine refuses it as over its maximum
-	case f > 0 && f*1e9 < 1:
-		return 1, nil
+	case engine.SecondsBelowResolution(f):
+		return 0, errors.New(engine.BelowResolution(zeroOK))
 	}
 	return time.Duration(f * 1e9), nil
 }

@@ -11,19 +11,19 @@ import (
 )
 
 // A wait or lease written with so many zeros after the point that it
-// underflows a float64 is still a positive number of seconds: the
-// shortest, 1 ns (a try-lock for a wait), never 0, which for a wait means
-// no limit. Before, such a wait parsed as 0 and waited for ever, and such
-// a lease was refused as 0.
+// underflows a float64 is still a positive number of seconds, never 0,
+// which for a wait means no limit (such a wait once parsed as 0 and
+// waited for ever): below the node's resolution, it is refused naming its
+// field (TestSecondsBelowTheResolutionRefused).
 func TestDurationThatUnderflowsIsNotZero(t *testing.T) {
 	tiny := "0." + strings.Repeat("0", 400) + "1"
 	r, err := parse([]byte("A k 30 " + tiny))
-	if err != nil || r.wait != 1 {
-		t.Fatalf("A k 30 %.12s…: wait %v, %v; want 1ns", tiny, r.wait, err)
+	if err == nil || !strings.HasPrefix(err.Error(), "wait: ") || !strings.Contains(err.Error(), "resolution") {
+		t.Fatalf("A k 30 %.12s…: wait %v, %v; want wait refused below the resolution", tiny, r.wait, err)
 	}
 	r, err = parse([]byte("A k " + tiny + " -"))
-	if err != nil || r.lease != 1 {
-		t.Fatalf("A k %.12s… -: lease %v, %v; want 1ns", tiny, r.lease, err)
+	if err == nil || !strings.HasPrefix(err.Error(), "lease: ") || !strings.Contains(err.Error(), "resolution") {
+		t.Fatalf("A k %.12s… -: lease %v, %v; want lease refused below the resolution", tiny, r.lease, err)
 	}
 	zero := "0." + strings.Repeat("0", 400)
 	if r, err = parse([]byte("A k 30 " + zero)); err != nil || r.wait != 0 {
@@ -50,7 +50,7 @@ func TestSecondsAsOverHTTP(t *testing.T) {
 		{"5e-1", 500 * time.Millisecond},
 		{"2.5e+2", 250 * time.Second},
 		{".5e1", 5 * time.Second},
-		{"1e-400", 1}, // not 0: the shortest duration
+		{"0.000000001", 1}, // the resolution
 	} {
 		r, err := parse([]byte("A k " + c.field + " " + c.field))
 		if err != nil || r.lease != c.want || r.wait != c.want {
@@ -71,6 +71,26 @@ func TestSecondsAsOverHTTP(t *testing.T) {
 	} {
 		if r, err := parse([]byte(line)); err == nil {
 			t.Errorf("%s: accepted: %+v", line, r)
+		}
+	}
+}
+
+// A lease or wait above 0 but below the node's resolution (1 ns) is
+// refused naming its field and the resolution, as over HTTP: it was read
+// as 1 ns, another request than the one sent (and 1e-400, too small for
+// a float64, must never be 0, a wait without limit).
+func TestSecondsBelowTheResolutionRefused(t *testing.T) {
+	for _, c := range []struct{ line, field string }{
+		{"A k 1e-12 -", "lease"},
+		{"A k 1e-400 -", "lease"},
+		{"A k 30 1e-12", "wait"},
+		{"A k 30 1e-400", "wait"},
+		{"A k 30 0.0000000009", "wait"},
+		{"N k 5 1e-12", "lease"},
+	} {
+		r, err := parse([]byte(c.line))
+		if err == nil || !strings.HasPrefix(err.Error(), c.field+": ") || !strings.Contains(err.Error(), "1 ns, the node's resolution") {
+			t.Errorf("%s: %+v, %v; want %s refused below the resolution", c.line, r, err, c.field)
 		}
 	}
 }

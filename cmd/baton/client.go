@@ -208,6 +208,14 @@ func usagef(format string, args ...any) error {
 	return &usageError{fmt.Sprintf(format, args...)}
 }
 
+// nargs is n arguments in words: "1 argument", "2 arguments".
+func nargs(n int) string {
+	if n == 1 {
+		return "1 argument"
+	}
+	return strconv.Itoa(n) + " arguments"
+}
+
 // clientMain runs one client command.
 func clientMain(ctx context.Context, cmd string, args []string, cio cliIO) int {
 	var err error
@@ -339,7 +347,7 @@ func cmdAcquire(ctx context.Context, args []string, cio cliIO) error {
 		return err
 	}
 	if f.fs.NArg() != 1 {
-		return usagef("want KEY, got %d arguments", f.fs.NArg())
+		return usagef("want KEY, got %s", nargs(f.fs.NArg()))
 	}
 	c, err := f.client(cio)
 	if err != nil {
@@ -413,7 +421,7 @@ func keyToken(f *clientFlags, args []string, cio cliIO) (c *api.Client, key stri
 		return nil, "", 0, err
 	}
 	if f.fs.NArg() != 2 {
-		return nil, "", 0, usagef("want KEY TOKEN, got %d arguments", f.fs.NArg())
+		return nil, "", 0, usagef("want KEY TOKEN, got %s", nargs(f.fs.NArg()))
 	}
 	if tok, err = parseToken(f.fs.Arg(1)); err != nil {
 		return nil, "", 0, err
@@ -433,9 +441,9 @@ func cmdRelease(ctx context.Context, args []string, cio cliIO) error {
 	var tok uint64
 	switch {
 	case *force && f.fs.NArg() != 1:
-		return usagef("--force: want KEY and no TOKEN, got %d arguments", f.fs.NArg())
+		return usagef("--force: want KEY and no TOKEN, got %s", nargs(f.fs.NArg()))
 	case !*force && f.fs.NArg() != 2:
-		return usagef("want KEY TOKEN, got %d arguments", f.fs.NArg())
+		return usagef("want KEY TOKEN, got %s", nargs(f.fs.NArg()))
 	case !*force:
 		var err error
 		if tok, err = parseToken(f.fs.Arg(1)); err != nil {
@@ -484,7 +492,7 @@ func cmdStatus(ctx context.Context, args []string, cio cliIO) error {
 		return err
 	}
 	if f.fs.NArg() > 1 {
-		return usagef("want at most one KEY, got %d arguments", f.fs.NArg())
+		return usagef("want at most one KEY, got %s", nargs(f.fs.NArg()))
 	}
 	if *limit < 0 || *limit > handlers.MaxListLimit {
 		// -1 was sent as no limit (the default) and 20000 went to the

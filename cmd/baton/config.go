@@ -262,9 +262,14 @@ func withOrigin(err error, origins map[string]origin) error {
 	if !ok || !found {
 		return err
 	}
-	if o.source == "the default" && o.raw == "" {
-		// Unset; a value the error quotes was derived (advertise's, from
-		// listen).
+	if o.raw == "" && o.source == "the default" {
+		// Left out: its empty default says nothing; its help says what
+		// it becomes ("advertise not set: derived from listen").
+		for _, s := range settings {
+			if _, d, ok := strings.Cut(s.help, "(default: "); ok && s.key == key {
+				return fmt.Errorf("%w (%s not set: %s", err, key, d)
+			}
+		}
 		return fmt.Errorf("%w (%s not set)", err, key)
 	}
 	return fmt.Errorf("%w (%s = %q from %s)", err, key, o.raw, o.source)

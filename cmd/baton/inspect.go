@@ -26,7 +26,7 @@ func cmdCluster(ctx context.Context, args []string, cio cliIO) error {
 		return err
 	}
 	if f.fs.NArg() > 0 {
-		return usagef("want no arguments, got %d", f.fs.NArg())
+		return usagef("want no arguments, got %s", nargs(f.fs.NArg()))
 	}
 	c, err := f.client(cio)
 	if err != nil {
@@ -57,7 +57,11 @@ func cmdCluster(ctx context.Context, args []string, cio cliIO) error {
 		if p.LastContact != nil {
 			contact = now.Sub(*p.LastContact).Round(time.Millisecond).String() + " ago"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%t\t%s\n", p.Priority, p.URL, role, p.Live, contact)
+		live := "no"
+		if p.Live {
+			live = "yes"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", p.Priority, p.URL, role, live, contact)
 	}
 	return tw.Flush()
 }
@@ -80,7 +84,7 @@ func cmdEvents(ctx context.Context, args []string, cio cliIO) error {
 		return err
 	}
 	if f.fs.NArg() > 0 {
-		return usagef("want no arguments, got %d (the key goes in --key)", f.fs.NArg())
+		return usagef("want no arguments, got %s (the key goes in --key)", nargs(f.fs.NArg()))
 	}
 	c, err := f.client(cio)
 	if err != nil {

@@ -13,18 +13,13 @@ const MAX_REDIRECTS = 10;
 export class BatonError extends Error {
   constructor(status, code, message, field, cause) {
     super(message, cause === undefined ? undefined : { cause });
-    this.name = 'BatonError';
-    this.status = status;
-    this.code = code;
-    this.field = field;
+    Object.assign(this, { name: 'BatonError', status, code, field });
   }
 }
 
 /** @param {string} key */
 function lockPath(key) {
-  if (typeof key !== 'string' || /^\.{0,2}$/.test(key)) {
-    throw new BatonError(400, 'invalid_argument', 'key must be a string, not "", "." or ".."', 'key');
-  }
+  if (typeof key !== 'string' || /^\.{0,2}$/.test(key)) throw new BatonError(400, 'invalid_argument', 'key must be a string, not "", "." or ".."', 'key');
   return '/locks/' + (/(^|\/)\.\.?(\/|$)/.test(key) ? encodeURIComponent(key) : key.split('/').map(encodeURIComponent).join('/'));
 }
 
@@ -77,16 +72,14 @@ const newKey = () => crypto.randomUUID?.() ?? Array.from(crypto.getRandomValues(
 /** @type {(what: string, cause: any) => BatonError} */
 const unavailable = (what, cause) => new BatonError(0, 'unavailable', what + ': ' + String(cause?.message ?? cause), undefined, cause);
 
-/** @typedef {{ base: string, downUntil: number }} Addr */
+/** @typedef {{ base: string, downUntil: number, gone?: number }} Addr gone: failed since its last 2xx */
 
-/** A client of a baton cluster. */
+/** A client of a baton cluster (the types of its calls: baton.d.ts). */
 export class Client {
   /** @param {ClientOptions} options */
   constructor({ addresses, token, fetch: f, retryFor } = /** @type {any} */ ({})) {
     const list = typeof addresses === 'string' ? addresses.split(',') : addresses;
-    if (!Array.isArray(list) || list.length === 0) {
-      throw new BatonError(400, 'invalid_argument', 'addresses must name at least one node', 'addresses');
-    }
+    if (!Array.isArray(list) || !list.length) throw new BatonError(400, 'invalid_argument', 'addresses must name at least one node', 'addresses');
     /** @type {Addr[]} */
     this._addrs = list.map((a) => ({ base: normalize(String(a).trim()), downUntil: 0 }));
     this._next = 0;
@@ -120,9 +113,10 @@ export class Client {
     while (this._busy.size) await Promise.all(this._busy);
   }
 
-  /** The active once known, else round robin over addresses not failed. */
-  _pick() {
+  /** `want` (not `again`, not gone), else the active once known, else round robin over addresses not failed. */
+  _pick(want, again) {
     const now = Date.now();
+    if (!again && want && !want.gone) return want;
     if (this._active && this._active.downUntil <= now) return this._active;
     const n = this._addrs.length;
     for (let i = 0; i < n; i++) {
@@ -137,16 +131,17 @@ export class Client {
 
   /** @param {Addr} a */
   _down(a) {
-    a.downUntil = Date.now() + SKIP_MS;
+    a.gone = a.downUntil = Date.now() + SKIP_MS;
     if (this._active === a) this._active = null;
   }
 
-  /** @type {(res: Response, addr: Addr) => void} The active: a 307's target, else addr after a change (2xx). */
+  /** @type {(res: Response, addr: Addr) => Addr} The node that answered (a 307's target, else addr), the active after a 307 or a 2xx. */
   _follow(res, addr) {
-    if (!res.redirected || !res.url) { if (res.ok) this._active = addr; return; }
-    const u = new URL(res.url);
-    const base = u.origin + u.pathname.replace(/\/locks\/.*$/, '');
-    this._active = this._addrs.find((a) => a.base === base) || { base, downUntil: 0 };
+    const u = res.redirected && res.url && new URL(res.url), base = u && u.origin + u.pathname.replace(/\/locks\/.*$/, '');
+    if (u) addr = this._addrs.find((a) => a.base === base) || { base, downUntil: 0 };
+    if (res.ok) addr.gone = 0;
+    if (u || res.ok) this._active = addr;
+    return addr;
   }
 
   /**
@@ -164,7 +159,8 @@ export class Client {
    * A call safe to repeat: a broken connection or a 503 moves it to the
    * next address, for retryFor ms. fetch follows 307s; a 401 after one
    * (fetch drops Authorization across origins) goes to the active itself.
-   * @type {(method: string, pathQuery: string, o?: { headers?: Record<string, string>, signal?: AbortSignal, pin?: boolean }) => Promise<Response>}
+   * `o.at`: in, the node to ask first; out, the last one asked (answered).
+   * @type {(method: string, pathQuery: string, o?: { headers?: Record<string, string>, signal?: AbortSignal, pin?: boolean, at?: Addr }) => Promise<Response>}
    */
   async _call(method, pathQuery, o = {}) {
     const start = Date.now();
@@ -172,7 +168,7 @@ export class Client {
     /** @type {unknown} */
     let last;
     for (let redirects = 0; ;) {
-      const addr = this._pick();
+      const addr = o.at = this._pick(o.at, tries + redirects);
       let res;
       try {
         res = await this._fetchOne(addr, method, pathQuery, o.headers, o.signal);
@@ -182,7 +178,7 @@ export class Client {
         last = e;
       }
       if (res) {
-        if (o.pin || res.status === 401) this._follow(res, addr);
+        if (o.pin || res.status === 401) o.at = this._follow(res, addr);
         if (res.redirected && res.status === 401 && this.token && redirects++ < MAX_REDIRECTS) {
           await res.text();
           continue;
@@ -208,8 +204,7 @@ export class Client {
     this._open();
     const res = await this._call('GET', pathQuery, { signal });
     if (!res.ok) throw await statusError(res);
-    const body = await res.json();
-    const lag = Number(res.headers.get('Baton-Replica-Lag') ?? NaN);
+    const body = await res.json(), lag = Number(res.headers.get('Baton-Replica-Lag') ?? NaN);
     if (Number.isFinite(lag) && body && typeof body === 'object') body.replicaLag = lag;
     return body;
   }
@@ -224,9 +219,6 @@ export class Client {
    * "too_many_waiters" (429), "unauthorized" (401), "unavailable", "closed".
    * An aborted `signal` rejects with its reason (the waiter is dropped); a
    * grant it or "unavailable" cut off is released.
-   * @param {string} key
-   * @param {AcquireOptions} [options]
-   * @returns {Promise<Lock>}
    */
   async acquire(key, options = {}) {
     this._open();
@@ -237,16 +229,16 @@ export class Client {
     for (let restarts = 0, asked = false; ;) {
       const sent = Date.now();
       asked ||= !signal?.aborted; // a request under this key goes out
-      let res, err;
+      let res, err, o = { headers, signal, pin: true };
       try {
-        res = await this._call('POST', pathQuery, { headers, signal, pin: true });
+        res = await this._call('POST', pathQuery, o);
         if (res.redirected) {
           const u = new URL(res.url);
           pathQuery = u.pathname + u.search; // a handoff's ticket stays with the acquire
         }
         if (res.ok) {
           // Waited half its lease or more: renewed now; refused: it ended.
-          const g = await res.json(), late = Date.now() - sent >= g.lease * 500, l = new Lock(this, g, late ? Date.now() : sent);
+          const g = await res.json(), late = Date.now() - sent >= g.lease * 500, l = new Lock(this, g, late ? Date.now() : sent, o.at);
           if (late) await l.renew().catch(() => l._watch(sent + g.lease * 1000));
           if (l.lost.aborted) throw (asked = false, new BatonError(410, 'grant_ended', 'ended unanswered', undefined, l.lost.reason));
           return l;
@@ -254,7 +246,7 @@ export class Client {
         err = await statusError(res);
         if (signal?.aborted) throw signal.reason; // a poll_timeout's body cut off
       } catch (e) {
-        if (asked) this._settle(key, pathQuery, headers, Number(res?.headers.get('Lock-Token')));
+        if (asked) this._settle(key, pathQuery, headers, Number(res?.headers.get('Lock-Token')), o.at);
         throw signal?.aborted ? signal.reason : e;
       }
       if (res.status === 408 && err.code === 'poll_timeout') continue; // the same place, the same Idempotency-Key
@@ -270,39 +262,37 @@ export class Client {
   /**
    * Releases in the background what a cut-off acquire may hold: `token`,
    * else what a repeat under its Idempotency-Key with a 1 ms wait finds
-   * (asked for up to 5 s; 408/410: none held).
-   * @type {(key: string, pathQuery: string, headers: Record<string, string>, token: number) => void}
+   * (asked for up to 5 s; 408/410: none held), asking first `at` (its last
+   * attempt's node; another active knows nothing of it).
+   * @type {(key: string, pathQuery: string, headers: Record<string, string>, token: number, at?: Addr) => void}
    */
-  _settle(key, pathQuery, headers, token) {
+  _settle(key, pathQuery, headers, token, at) {
     const u = new URL(pathQuery, 'http://x');
     u.searchParams.set('wait', '0.001');
     const end = Date.now() + RELEASE_FOR_MS;
     this._track((async () => {
       while (!(token > 0) && Date.now() < end) {
         try {
-          const res = await this._call('POST', u.pathname + u.search, { headers, signal: AbortSignal.timeout(ATTEMPT_MS), pin: true });
+          const o = { headers, signal: AbortSignal.timeout(ATTEMPT_MS), pin: true, at };
+          const res = await this._call('POST', u.pathname + u.search, o);
+          at = o.at;
           const text = await res.text();
           if (res.ok) token = Number(res.headers.get('Lock-Token')) || JSON.parse(text).token;
           else if (res.status < 500 && res.status !== 429) return; // nothing held
         } catch { /* no answer: asked again */ }
         if (!(token > 0)) await sleep(RELEASE_RETRY_MS);
       }
-      if (token > 0) await this._release(key, token);
+      if (token > 0) await this._release(key, token, at);
     })());
   }
 
   /**
    * Renews the lock `key` held under `token`: its lease restarts from now,
    * `lease` seconds long (absent: the grant's lease). Errors as release.
-   * @param {string} key
-   * @param {number} token
-   * @param {number} [lease]
-   * @param {AbortSignal} [signal]
-   * @returns {Promise<Grant>}
    */
-  async renew(key, token, lease, signal) {
+  async renew(key, token, lease, signal, o = {}) {
     this._open();
-    const res = await this._call('PATCH', lockPath(key) + query({ lease }), { headers: { 'Lock-Token': String(token) }, signal, pin: true });
+    const res = await this._call('PATCH', lockPath(key) + query({ lease }), Object.assign(o, { headers: { 'Lock-Token': String(token) }, signal, pin: true }));
     if (!res.ok) throw await statusError(res);
     return res.json();
   }
@@ -312,37 +302,38 @@ export class Client {
    * 5 s until confirmed; "not_held" (404) and "not_holder" (409) end it
    * (errors unless an earlier attempt failed or got a 5xx).
    * Errors: those two, "invalid_argument", "unavailable", "closed".
-   * @param {string} key
-   * @param {number} token
    */
   async release(key, token) {
     this._open();
     return this._track(this._release(key, token));
   }
 
-  /** release, also after close(). */
-  async _release(key, token) {
-    const path = lockPath(key);
-    const end = Date.now() + RELEASE_FOR_MS;
+  /** @type {(key: string, token: number, from?: Addr) => Promise<void>} release, also after close(), asking `from` (that granted) first; a 404/409 of another node does not end it. */
+  async _release(key, token, from) {
+    const path = lockPath(key), end = Date.now() + RELEASE_FOR_MS;
     let maybeSent = false;
     for (let redirects = 0; ;) {
       /** @type {BatonError} */
-      let err;
-      const addr = this._pick();
+      let err, other = false;
+      const addr = this._pick(from, redirects);
       try {
         const res = await this._fetchOne(addr, 'DELETE', path, { 'Lock-Token': String(token) }, AbortSignal.timeout(ATTEMPT_MS));
         this._follow(res, addr);
         if (res.ok) { await res.text(); return; }
         if (res.redirected && res.status === 401 && this.token && redirects++ < MAX_REDIRECTS) { await res.text(); continue; }
         err = await statusError(res);
-        if ((res.status === 404 || res.status === 409) && maybeSent) return;
-        if (res.status < 500) throw err;
+        const s = res.status, gone = s === 404 || s === 409;
+        other = gone && from && addr !== from; // not the granting node: asked again
+        if (gone && maybeSent && !other) return;
+        if (s < 500 && !other) throw err;
       } catch (e) {
         if (e === err) throw e;
         err = unavailable('release ' + JSON.stringify(key), e);
       }
-      maybeSent = true; // a 5xx or no answer: made, maybe not logged
-      this._down(addr);
+      if (!other) {
+        maybeSent = true; // a 5xx or no answer: made, maybe not logged
+        this._down(addr);
+      }
       if (Date.now() + RELEASE_RETRY_MS > end) throw err;
       await sleep(RELEASE_RETRY_MS);
     }
@@ -352,11 +343,6 @@ export class Client {
    * Runs `fn(lock)` holding `key` (options as acquire), renewed meanwhile
    * (`lock.lost` aborts if lost), then released. Resolves to what `fn`
    * returns; rejects with `fn`'s error, else the loss, else the release's.
-   * @template T
-   * @param {string} key
-   * @param {(lock: Lock) => Promise<T> | T} fn
-   * @param {AcquireOptions} [options]
-   * @returns {Promise<T>}
    */
   async withLock(key, fn, options = {}) {
     const lock = await this.acquire(key, options);
@@ -374,37 +360,24 @@ export class Client {
     return result;
   }
 
-  /**
-   * GET /locks/{key}.
-   * @param {string} key
-   * @param {{ signal?: AbortSignal }} [options]
-   * @returns {Promise<LockStatus>}
-   */
+  /** GET /locks/{key}. */
   async status(key, options = {}) {
     return this._get(lockPath(key), options.signal);
   }
 
-  /**
-   * GET /locks, sorted by key; `after` is the last key of the previous page.
-   * @param {{ prefix?: string, after?: string, limit?: number, signal?: AbortSignal }} [options]
-   * @returns {Promise<LockList>}
-   */
+  /** GET /locks, sorted by key; `after` is the last key of the previous page. */
   list(options = {}) {
     const { prefix, after, limit, signal } = options;
     return this._get('/locks' + query({ prefix, after, limit }), signal);
   }
 
-  /**
-   * GET /cluster: the view of the first node that answers.
-   * @param {{ signal?: AbortSignal }} [options]
-   * @returns {Promise<ClusterView>}
-   */
+  /** GET /cluster: the view of the first node that answers. */
   cluster(options = {}) {
     return this._get('/cluster', options.signal);
   }
 }
 
-/** @import { ClientOptions, AcquireOptions, Grant, LockStatus, LockList, ClusterView } from "./baton.d.ts" */
+/** @import { ClientOptions, Grant } from "./baton.d.ts" */
 
 /** A held lock (fields, and when `lost` aborts: baton.d.ts). */
 export class Lock {
@@ -412,9 +385,11 @@ export class Lock {
    * @param {Client} client
    * @param {Grant} g the grant's answer
    * @param {number} sent Date.now() at the acquire
+   * @param {Addr} [from] the node that granted (renewed last): release asks it first
    */
-  constructor(client, g, sent) {
+  constructor(client, g, sent, from) {
     this._c = client;
+    this._from = from;
     this.key = g.key;
     this.token = g.token;
     this.lease = g.lease; // seconds
@@ -424,8 +399,6 @@ export class Lock {
     this.lost = this._ac.signal;
     /** @type {Promise<void> | null} */
     this._released = null;
-    /** @type {ReturnType<typeof setTimeout> | undefined} */
-    this._timer = undefined;
     /** @type {AbortController | null} */
     this._ka = null;
     this._watch(sent + g.lease * 1000);
@@ -458,14 +431,12 @@ export class Lock {
    * Restarts the lease from now, `lease` seconds long (absent: the lease
    * of the grant). A "not_held"/"not_holder" answer aborts `lost` and
    * rejects with it.
-   * @param {number} [lease]
-   * @param {AbortSignal} [signal]
    */
   async renew(lease, signal) {
-    const sent = Date.now();
+    const sent = Date.now(), o = {};
     let g;
     try {
-      g = await this._c.renew(this.key, this.token, lease ?? this.lease, signal);
+      g = await this._c.renew(this.key, this.token, lease ?? this.lease, signal, o);
     } catch (e) {
       if (e instanceof BatonError && (e.code === 'not_held' || e.code === 'not_holder')) this._lose(e);
       throw e;
@@ -473,6 +444,7 @@ export class Lock {
     if (this._released || this.lost.aborted) return;
     this.lease = g.lease;
     this.expiresAt = new Date(g.expires_at);
+    this._from = o.at;
     this._watch(sent + g.lease * 1000);
   }
 
@@ -480,7 +452,6 @@ export class Lock {
    * Renews at half the lease until released, lost or closed (a failure
    * retried until the lease ends). Returns a function that stops it (the
    * lock stays held); a second call changes nothing.
-   * @returns {() => void}
    */
   keepAlive() {
     let ka = this._ka;
@@ -513,6 +484,6 @@ export class Lock {
   release() {
     this._halt();
     const c = this._c;
-    return this._released ||= c._track(c._release(this.key, this.token)).catch((e) => { this._released = null; throw e; });
+    return this._released ||= c._track(c._release(this.key, this.token, this._from)).catch((e) => { this._released = null; throw e; });
   }
 }

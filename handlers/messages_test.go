@@ -1,0 +1,37 @@
+package handlers_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/handlers"
+)
+
+// A 400 says what it got, and in the words of what the caller sent: a
+// bad Last-Event-ID is called the id of an event received, not a "Seq".
+func TestBadReadParametersSayWhatTheyGot(t *testing.T) {
+	log := handlers.NewEventLog(0)
+	e := newEnv(t, engine.Config{OnEvent: log.Add}, handlers.Config{Events: log})
+	t.Cleanup(log.Close)
+	for _, c := range []struct {
+		path, field, want string
+		hdr               []string
+	}{
+		{"/locks?limit=0", "limit", `limit: must be an integer from 1 to 10000, got "0"`, nil},
+		{"/locks?limit=x", "limit", `got "x"`, nil},
+		{"/events?since=x", "since", `since: must be the seq of an event (an unsigned integer), got "x"`, nil},
+		{"/events", "Last-Event-ID", `Last-Event-ID: must be the id of the last event received (its seq, an unsigned integer), got "abc"`, []string{"Last-Event-ID", "abc"}},
+	} {
+		r := e.do(http.MethodGet, c.path, "", c.hdr...)
+		eb := r.errBody(t)
+		if r.code != http.StatusBadRequest || eb.Field != c.field || !strings.Contains(eb.Message, c.want) || strings.Contains(eb.Message, "Seq") {
+			t.Errorf("GET %s %v: %d %s; want 400 naming %s, saying %q", c.path, c.hdr, r.code, r.body, c.field, c.want)
+		}
+	}
+	r := e.do(http.MethodGet, "/events", "", "Last-Event-ID", "1", "Last-Event-ID", "2")
+	if eb := r.errBody(t); r.code != http.StatusBadRequest || strings.Contains(eb.Message, "Seq") || !strings.Contains(eb.Message, "more than once; send one (the id of the last event received)") {
+		t.Errorf("two Last-Event-IDs: %d %s", r.code, r.body)
+	}
+}

@@ -1,0 +1,83 @@
+// Two actives at once (a split brain): the node that granted a lock is the
+// one that releases it, and the one that settles an acquire given up while
+// its grant was on the way, also when the client came to prefer the other
+// active meanwhile, which knows nothing of the grant (it answers the
+// release not_holder, the settling repeat 408). As the Go client
+// (TestSettleGoesToTheNodeThatGranted, TestLockReleaseGoesToTheNodeThatGranted).
+// The two nodes are a fake fetch: no process runs.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Client } from './client.mjs';
+
+const A = 'http://a.test', B = 'http://b.test';
+
+const json = (status, body, headers = {}) => new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json', ...headers } });
+const grant = (key, token) => ({ key, token, lease: 60, expires_at: new Date(Date.now() + 60000).toISOString(), node: A });
+
+/**
+ * Nodes a and b. On a, sb is granted under token 77 by `grantSB` (the
+ * acquire's answer), and held until released with 77; its repeats under
+ * the same Idempotency-Key get the grant. On b, sb is someone else's.
+ * POST /locks/to-b is answered by b (a 307 from a followed): the client
+ * then prefers b.
+ */
+function splitBrain(grantSB) {
+  const nodes = { a: { held: false, key: '' }, b: {} }, log = [];
+  const fetch = async (url, init) => {
+    const u = new URL(url), node = u.host[0], what = init.method + ' ' + u.pathname;
+    log.push(node + ' ' + what);
+    if (what === 'POST /locks/to-b') {
+      const r = json(200, grant('to-b', 5));
+      if (node === 'a') Object.defineProperties(r, { redirected: { value: true }, url: { value: B + u.pathname + u.search } });
+      return r;
+    }
+    if (node === 'b') {
+      return what === 'POST /locks/sb' ? json(408, { error: 'timeout', message: 'the wait ran out' }) : json(409, { error: 'not_holder', message: 'the lock is held under another token' });
+    }
+    const a = nodes.a;
+    if (what === 'POST /locks/sb') {
+      if (a.held && init.headers['Idempotency-Key'] === a.key) return json(200, grant('sb', 77), { 'Lock-Token': '77' });
+      a.held = true;
+      a.key = init.headers['Idempotency-Key'];
+      return grantSB(init);
+    }
+    if (what === 'DELETE /locks/sb' && a.held && init.headers['Lock-Token'] === '77') {
+      a.held = false;
+      return json(200, { key: 'sb', released: true });
+    }
+    return json(404, { error: 'not_held', message: 'nobody holds the lock' });
+  };
+  return { nodes, log, c: new Client({ addresses: [A, B], fetch }) };
+}
+
+test('Lock.release goes to the node that granted', async () => {
+  const { nodes, log, c } = splitBrain(() => json(200, grant('sb', 77), { 'Lock-Token': '77' }));
+  const l = await c.acquire('sb');
+  assert.equal(l.token, 77);
+  await c.acquire('to-b'); // the client now prefers b
+  await l.release();
+  assert.equal(nodes.a.held, false, 'sb still held on a; calls: ' + log.join(', '));
+  await c.close();
+});
+
+for (const [name, answer] of [
+  // Nothing of the grant's answer arrived before the abort.
+  ['answer lost', (init) => new Promise((_, reject) => init.signal.addEventListener('abort', () => reject(init.signal.reason)))],
+  // The status and Lock-Token arrived; the body is cut by the abort.
+  ['token known', (init) => new Response(new ReadableStream({ start: (ctl) => init.signal.addEventListener('abort', () => ctl.error(init.signal.reason)) }), { status: 200, headers: { 'Lock-Token': '77' } })],
+]) {
+  test('an acquire given up is settled on the node that granted (' + name + ')', async () => {
+    let sent;
+    const posted = new Promise((r) => { sent = r; });
+    const { nodes, log, c } = splitBrain((init) => (sent(), answer(init)));
+    const ac = new AbortController();
+    const acq = c.acquire('sb', { signal: ac.signal });
+    await posted;
+    await new Promise((r) => setTimeout(r, 10)); // the answer's headers, if any, are read
+    await c.acquire('to-b'); // the client now prefers b
+    ac.abort(new Error('gone'));
+    await assert.rejects(acq, /gone/);
+    await c.close(); // waits for the settling
+    assert.equal(nodes.a.held, false, 'sb still held on a, which granted it; calls: ' + log.join(', '));
+  });
+}
