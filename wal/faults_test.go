@@ -293,92 +293,127 @@ func TestGroupCommitSharesFsyncs(t *testing.T) {
 	}
 }
 
-// TestGroupCommitGathersTheNextBatch: after an fsync that ended with 8
-// goroutines in Wait, a leader that finds itself alone waits for the other
-// clients of that batch before its fsync, instead of fsyncing its record
-// alone.
-func TestGroupCommitGathersTheNextBatch(t *testing.T) {
-	defer func(f func(time.Duration) time.Duration) { gatherFor = f }(gatherFor)
-	gatherFor = func(time.Duration) time.Duration { return time.Hour } // only the Waits end the gathering
+// gcLog is a SyncAlways log for the group-commit tests: its fsyncs can be
+// held (holdFsyncs), and gatherFor is the test's for its life.
+type gcLog struct {
+	t  *testing.T
+	l  *Log
+	fs *faults
+}
+
+// newGCLog opens a SyncAlways log whose gatherings last gather.
+func newGCLog(t *testing.T, gather time.Duration) *gcLog {
+	t.Helper()
+	saved := gatherFor
+	gatherFor = func(time.Duration) time.Duration { return gather }
+	t.Cleanup(func() { gatherFor = saved })
 	fs := &faults{}
 	cfg := testConfig(t, t.TempDir())
 	cfg.Sync, cfg.WrapFile = SyncAlways, fs.wrap
 	cfg.SyncInterval = time.Hour
 	l := mustOpen(t, cfg)
-	defer l.Close()
-	appendN := func(from, n int) (idx []uint64) {
-		t.Helper()
-		for i := from; i < from+n; i++ {
-			x, err := l.Append(rec(i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			idx = append(idx, x)
+	t.Cleanup(func() { l.Close() })
+	return &gcLog{t: t, l: l, fs: fs}
+}
+
+// waitFrom appends the records from, from+1, … (n of them), then Waits
+// for each on a goroutine of its own; the channel gets their n results.
+func (g *gcLog) waitFrom(from, n int) chan error {
+	g.t.Helper()
+	var idx []uint64
+	for i := from; i < from+n; i++ {
+		x, err := g.l.Append(rec(i))
+		if err != nil {
+			g.t.Fatal(err)
 		}
-		return idx
+		idx = append(idx, x)
 	}
-	waitAll := func(idx []uint64) chan error {
-		errs := make(chan error, len(idx))
-		for _, i := range idx {
-			go func() { errs <- l.Wait(i) }()
-		}
-		return errs
+	errs := make(chan error, n)
+	for _, x := range idx {
+		go func() { errs <- g.l.Wait(x) }()
 	}
-	check := func(errs chan error, n int) {
-		t.Helper()
-		for range n {
-			if err := <-errs; err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	until := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not after 20 s; stats %+v", what, l.Stats())
-			}
+	return errs
+}
+
+// check fails the test unless each of errs's results is nil.
+func (g *gcLog) check(errs chan error) {
+	g.t.Helper()
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			g.t.Fatal(err)
 		}
 	}
-	// Batch 1: 8 records in one fsync, which ends with their 8 Waits in.
+}
+
+// until polls cond until it holds, and fails the test after 20 s (a hang).
+func (g *gcLog) until(what string, cond func() bool) {
+	g.t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			g.t.Fatalf("%s: not after 20 s; stats %+v", what, g.l.Stats())
+		}
+	}
+}
+
+// waiters is the count of goroutines in Wait.
+func (g *gcLog) waiters() int {
+	g.l.mu.Lock()
+	defer g.l.mu.Unlock()
+	return g.l.waiters
+}
+
+// firstBatch syncs the records 1 to n in one fsync that ends with their n
+// Waits in (the fsync is held until they are), as a batch of n clients
+// leaves it.
+func (g *gcLog) firstBatch(n int) {
+	g.t.Helper()
 	gate := make(chan struct{})
-	fs.mu.Lock()
-	fs.syncGate = gate
-	fs.mu.Unlock()
-	errs := waitAll(appendN(1, 8))
-	until("8 Waits", func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.waiters == 8 })
-	fs.mu.Lock()
-	fs.syncGate = nil
-	fs.mu.Unlock()
+	g.fs.mu.Lock()
+	g.fs.syncGate = gate
+	g.fs.mu.Unlock()
+	errs := g.waitFrom(1, n)
+	g.until(fmt.Sprintf("%d Waits", n), func() bool { return g.waiters() == n })
+	g.fs.mu.Lock()
+	g.fs.syncGate = nil
+	g.fs.mu.Unlock()
 	close(gate)
-	check(errs, 8)
-	if st := l.Stats(); st.Fsyncs != 1 || st.RecordsSynced != 8 {
-		t.Fatalf("stats %+v: want 8 records in 1 fsync", st)
+	g.check(errs)
+	if st := g.l.Stats(); st.Fsyncs != 1 || st.RecordsSynced != uint64(n) || st.GatherTimeouts != 0 {
+		g.t.Fatalf("stats %+v: want %d records in 1 fsync, no gathering", st, n)
 	}
+}
+
+// TestGroupCommitGathersTheNextBatch: after an fsync that ended with 8
+// goroutines in Wait, a leader that finds itself alone waits for the other
+// clients of that batch before its fsync, instead of fsyncing its record
+// alone.
+func TestGroupCommitGathersTheNextBatch(t *testing.T) {
+	g := newGCLog(t, time.Hour) // only the Waits end the gathering
+	g.firstBatch(8)
 	// One client comes back first: its Wait leads and gathers.
-	done := waitAll(appendN(9, 1))
-	until("the leader gathers", func() bool {
+	done := g.waitFrom(9, 1)
+	g.until("the leader gathers", func() bool {
 		select {
 		case err := <-done:
-			t.Fatalf("Wait returned (%v) without waiting for the batch; stats %+v", err, l.Stats())
+			t.Fatalf("Wait returned (%v) without waiting for the batch; stats %+v", err, g.l.Stats())
 		default:
 		}
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return l.gatherCh != nil
+		g.l.mu.Lock()
+		defer g.l.mu.Unlock()
+		return g.l.gatherCh != nil
 	})
-	if st := l.Stats(); st.Fsyncs != 1 {
+	if st := g.l.Stats(); st.Fsyncs != 1 {
 		t.Fatalf("stats %+v: the leader fsynced before its batch was there", st)
 	}
-	check(waitAll(appendN(10, 7)), 7)
-	check(done, 1)
-	if st := l.Stats(); st.Fsyncs != 2 || st.RecordsSynced != 16 || st.RecordsPerFsync() != 8 {
+	g.check(g.waitFrom(10, 7))
+	g.check(done)
+	if st := g.l.Stats(); st.Fsyncs != 2 || st.RecordsSynced != 16 || st.RecordsPerFsync() != 8 {
 		t.Fatalf("stats %+v: want the second 8 records in 1 fsync", st)
 	}
-	if st := l.Stats(); st.GatherTime <= 0 || st.FsyncTime <= 0 {
+	if st := g.l.Stats(); st.GatherTime <= 0 || st.FsyncTime <= 0 {
 		t.Fatalf("stats %+v: want the gathering's and the fsyncs' time counted", st)
 	}
-	if st := l.Stats(); st.GatherTimeouts != 0 {
+	if st := g.l.Stats(); st.GatherTimeouts != 0 {
 		t.Fatalf("stats %+v: the gathering ended with its batch, not by running out of time", st)
 	}
 }
@@ -390,57 +425,11 @@ func TestGroupCommitGathersTheNextBatch(t *testing.T) {
 // not take them for the clients it waits for, or it ends with part of
 // its batch and the rest waits a whole fsync more.
 func TestGroupCommitGatheringCountsOnlyUncoveredWaits(t *testing.T) {
-	defer func(f func(time.Duration) time.Duration) { gatherFor = f }(gatherFor)
-	gatherFor = func(time.Duration) time.Duration { return time.Hour } // only the Waits end the gathering
-	fs := &faults{}
-	cfg := testConfig(t, t.TempDir())
-	cfg.Sync, cfg.WrapFile = SyncAlways, fs.wrap
-	cfg.SyncInterval = time.Hour
-	l := mustOpen(t, cfg)
-	defer l.Close()
-	// n records appended, then a Wait for each.
-	waitFrom := func(from, n int) chan error {
-		t.Helper()
-		var idx []uint64
-		for i := from; i < from+n; i++ {
-			x, err := l.Append(rec(i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			idx = append(idx, x)
-		}
-		errs := make(chan error, n)
-		for _, x := range idx {
-			go func() { errs <- l.Wait(x) }()
-		}
-		return errs
-	}
-	until := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not after 15 s; stats %+v", what, l.Stats())
-			}
-		}
-	}
-	// Batch 1: 8 records in one fsync, which ends with their 8 Waits in.
-	gate := make(chan struct{})
-	fs.mu.Lock()
-	fs.syncGate = gate
-	fs.mu.Unlock()
-	first := waitFrom(1, 8)
-	until("8 Waits", func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.waiters == 8 })
-	fs.mu.Lock()
-	fs.syncGate = nil
-	fs.mu.Unlock()
-	close(gate)
-	for range 8 {
-		if err := <-first; err != nil {
-			t.Fatal(err)
-		}
-	}
+	g := newGCLog(t, time.Hour) // only the Waits end the gathering
+	g.firstBatch(8)
 	// Six of those goroutines woken but not yet run: still in Wait's count.
 	const stale = 6
+	l := g.l
 	l.mu.Lock()
 	l.waiters += stale
 	l.mu.Unlock()
@@ -448,8 +437,8 @@ func TestGroupCommitGatheringCountsOnlyUncoveredWaits(t *testing.T) {
 	// Two clients come back: the first leads and gathers; the second
 	// brings the goroutines in Wait to 8, but only 2 of the 8 expected
 	// Waits are there.
-	back := waitFrom(9, 2)
-	until("2 Waits and a gathering", func() bool {
+	back := g.waitFrom(9, 2)
+	g.until("2 Waits and a gathering", func() bool {
 		select {
 		case err := <-back:
 			t.Fatalf("a Wait returned (%v) with 2 of the 8 expected Waits; stats %+v", err, l.Stats())
@@ -462,14 +451,9 @@ func TestGroupCommitGatheringCountsOnlyUncoveredWaits(t *testing.T) {
 	if st := l.Stats(); st.Fsyncs != 1 {
 		t.Fatalf("stats %+v: the gathering ended with 2 of the 8 expected Waits", st)
 	}
-	rest := waitFrom(11, 6)
-	for _, errs := range []chan error{back, rest} {
-		for range cap(errs) {
-			if err := <-errs; err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	rest := g.waitFrom(11, 6)
+	g.check(back)
+	g.check(rest)
 	if st := l.Stats(); st.Fsyncs != 2 || st.RecordsSynced != 16 {
 		t.Fatalf("stats %+v: want the second 8 records in 1 fsync", st)
 	}
@@ -479,57 +463,11 @@ func TestGroupCommitGatheringCountsOnlyUncoveredWaits(t *testing.T) {
 // comes fsyncs what it has once gatherFor has passed, and the gathering
 // is counted as one that ran out.
 func TestGroupCommitGatheringRunsOut(t *testing.T) {
-	defer func(f func(time.Duration) time.Duration) { gatherFor = f }(gatherFor)
-	gatherFor = func(time.Duration) time.Duration { return time.Nanosecond }
-	fs := &faults{}
-	cfg := testConfig(t, t.TempDir())
-	cfg.Sync, cfg.WrapFile = SyncAlways, fs.wrap
-	cfg.SyncInterval = time.Hour
-	l := mustOpen(t, cfg)
-	defer l.Close()
-	// Batch 1: 4 records in one fsync, which ends with their 4 Waits in.
-	gate := make(chan struct{})
-	fs.mu.Lock()
-	fs.syncGate = gate
-	fs.mu.Unlock()
-	var idx []uint64
-	for i := 1; i <= 4; i++ {
-		x, err := l.Append(rec(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		idx = append(idx, x)
-	}
-	errs := make(chan error, len(idx))
-	for _, x := range idx {
-		go func() { errs <- l.Wait(x) }()
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Microsecond) {
-		l.mu.Lock()
-		n := l.waiters
-		l.mu.Unlock()
-		if n == 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("4 Waits: not after 10 s; stats %+v", l.Stats())
-		}
-	}
-	fs.mu.Lock()
-	fs.syncGate = nil
-	fs.mu.Unlock()
-	close(gate)
-	for range 4 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if st := l.Stats(); st.Fsyncs != 1 || st.GatherTimeouts != 0 {
-		t.Fatalf("stats %+v: want 1 fsync, no gathering", st)
-	}
+	g := newGCLog(t, time.Nanosecond)
+	g.firstBatch(4)
 	// One client comes back; the other three never do.
-	appendWait(t, l, rec(5))
-	if st := l.Stats(); st.Fsyncs != 2 || st.RecordsSynced != 5 || st.GatherTimeouts != 1 {
+	appendWait(t, g.l, rec(5))
+	if st := g.l.Stats(); st.Fsyncs != 2 || st.RecordsSynced != 5 || st.GatherTimeouts != 1 {
 		t.Fatalf("stats %+v: want the lone record fsynced after a gathering that ran out", st)
 	}
 }
