@@ -43,8 +43,9 @@ func runClients(t *testing.T, c *testCluster, n int, keys []history.KeySpec, lea
 // until stop closes: the official client over HTTP/2 (h2c); with native
 // addresses (baton://, one per node), the official client over them; with
 // h1, the plain HTTP/1.1 client (history.H1) of curl and black-box
-// checkers, whose waiters the hand-on path answers. The kinds take turns
-// by client number (h2c, native, h1).
+// checkers, whose waiters the hand-on path answers (every other one with
+// Accept: text/plain). The kinds take turns by client number (h2c,
+// native, h1).
 func runLoop(t *testing.T, c *testCluster, n int, l history.Loop, stop <-chan struct{}, h *history.Recorder, native []string, h1 bool) *sync.WaitGroup {
 	kinds := []string{"h2c"}
 	if len(native) > 0 {
@@ -70,6 +71,7 @@ func runLoop(t *testing.T, c *testCluster, n int, l history.Loop, stop <-chan st
 				addrs = append(addrs, nd.url)
 			}
 			hc := history.NewH1(addrs)
+			hc.Text = (i/len(kinds))%2 == 1 // every other one as shell scripts ask
 			t.Cleanup(hc.Close)
 			cl = hc
 		default:

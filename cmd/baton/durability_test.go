@@ -424,6 +424,7 @@ func TestHistoryUnderKill9(t *testing.T) {
 			if i%2 == 1 {
 				// Every other client speaks plain HTTP/1.1.
 				h1 := history.NewH1([]string{n.url})
+				h1.Text = i%4 == 3
 				defer h1.Close()
 				c = h1
 			}

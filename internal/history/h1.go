@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -85,6 +86,10 @@ type H1 struct {
 	// Grace is how long an attempt may run past its wait before its node
 	// is taken for silent and the next address is asked.
 	Grace time.Duration
+	// Text asks for text/plain answers (Accept: text/plain), as shell
+	// scripts do: a grant's body is its token and a newline, which must
+	// match its Lock-Token header; an error's body is "<code>: <message>".
+	Text bool
 }
 
 // NewH1 returns an H1 over addrs (base URLs, http://host:port).
@@ -112,6 +117,9 @@ func (c *H1) do(ctx context.Context, method, path string, q url.Values, hdr http
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
+	if c.Text {
+		req.Header.Set("Accept", "text/plain")
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return err
@@ -122,14 +130,41 @@ func (c *H1) do(ctx context.Context, method, path string, q url.Values, hdr http
 		return fmt.Errorf("%s %s: %d answer cut short: %w", method, base, resp.StatusCode, err)
 	}
 	if resp.StatusCode == http.StatusOK {
+		return decode(method, base+path, c.Text, resp.Header, body, out)
+	}
+	var e api.Error
+	if c.Text {
+		code, msg, _ := strings.Cut(strings.TrimSpace(string(body)), ": ")
+		e.Code, e.Message = code, msg
+	} else {
+		_ = json.Unmarshal(body, &e)
+	}
+	return &api.StatusError{StatusCode: resp.StatusCode, Code: e.Code, Message: e.Message, Field: e.Field}
+}
+
+// decode reads a 200's body into out: JSON, or with text a grant's token
+// (out a *api.Grant), checked against the Lock-Token header, and nothing
+// else.
+func decode(method, where string, text bool, h http.Header, body []byte, out any) error {
+	g, grant := out.(*api.Grant)
+	if !text {
 		if err := json.Unmarshal(body, out); err != nil {
-			return fmt.Errorf("%w: %s %s: 200 %q: %v", ErrBadAnswer, method, base+path, body, err)
+			return fmt.Errorf("%w: %s %s: 200 %q: %v", ErrBadAnswer, method, where, body, err)
+		}
+		if grant && h.Get(api.HeaderLockToken) != strconv.FormatUint(g.Token, 10) {
+			return fmt.Errorf("%w: %s %s: 200 %q with Lock-Token %q", ErrBadAnswer, method, where, body, h.Get(api.HeaderLockToken))
 		}
 		return nil
 	}
-	var e api.Error
-	_ = json.Unmarshal(body, &e)
-	return &api.StatusError{StatusCode: resp.StatusCode, Code: e.Code, Message: e.Message, Field: e.Field}
+	if !grant {
+		return nil
+	}
+	tok, err := strconv.ParseUint(strings.TrimSuffix(string(body), "\n"), 10, 64)
+	if err != nil || !strings.HasSuffix(string(body), "\n") || h.Get(api.HeaderLockToken) != strconv.FormatUint(tok, 10) {
+		return fmt.Errorf("%w: %s %s: text 200 %q with Lock-Token %q", ErrBadAnswer, method, where, body, h.Get(api.HeaderLockToken))
+	}
+	g.Token = tok
+	return nil
 }
 
 // retryable reports whether err may be retried on another address: a
@@ -193,8 +228,8 @@ type h1Lock struct {
 
 func (l *h1Lock) Token() uint64 { return l.token }
 
-// call sends method with q until an answer that is not retryable, every
-// 200 ms for 5 s.
+// call sends method (DELETE, PATCH) with q until an answer that is not
+// retryable, every 200 ms for 5 s.
 func (l *h1Lock) call(ctx context.Context, method string, q url.Values) error {
 	q.Set("token", strconv.FormatUint(l.token, 10))
 	end := time.Now().Add(5 * time.Second)
@@ -204,9 +239,10 @@ func (l *h1Lock) call(ctx context.Context, method string, q url.Values) error {
 		err := l.c.do(ctx, method, "/locks/"+url.PathEscape(l.key), q, nil, 2*time.Second, &out)
 		if err == nil || !retryable(err) || time.Now().After(end) || ctx.Err() != nil {
 			var se *api.StatusError
-			if sent && errors.As(err, &se) && (errors.Is(err, api.ErrNotHeld) || errors.Is(err, api.ErrNotHolder)) {
-				// An earlier attempt may have reached a node: not a
-				// lost hold the checker may count.
+			if method == http.MethodDelete && sent && errors.As(err, &se) && (errors.Is(err, api.ErrNotHeld) || errors.Is(err, api.ErrNotHolder)) {
+				// An earlier attempt may have reached a node and ended
+				// the hold: not a lost hold the checker may count (a
+				// renewal that reached one ended nothing).
 				return fmt.Errorf("%s after a retry: %s", method, se.Error())
 			}
 			return err
