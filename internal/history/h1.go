@@ -107,7 +107,7 @@ func (c *H1) Close() { c.hc.CloseIdleConnections() }
 // of limit, and decodes the answer: a 200 into out, an error answer into
 // an *api.StatusError. A failed connection comes back as it failed.
 func (c *H1) do(ctx context.Context, method, path string, q url.Values, hdr http.Header, limit time.Duration, out any) error {
-	base := c.addrs[c.next.Add(1)%uint64(len(c.addrs))]
+	base := c.addrs[(c.next.Add(1)-1)%uint64(len(c.addrs))]
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, base+path+"?"+q.Encode(), nil)
