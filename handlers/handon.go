@@ -175,9 +175,14 @@ func (s *Server) answerHandedOn() {
 		// gets handOnWriteLimit (its handler's own write had no limit).
 		// A write cut off is a grant not delivered: it is abandoned and
 		// passes on (answerAcquire), and net/http closes the connection.
+		// The limit starts once the grant is settled: the wait for its
+		// record (an fsync, a sync standby's acknowledgement, up to
+		// sync_timeout) is no write, and a deadline that ran during it
+		// cut off the answer of a client that reads at once.
+		g, err := p.o.Settle()
 		rc := http.NewResponseController(p.w)
 		_ = rc.SetWriteDeadline(time.Now().Add(handOnWriteLimit))
-		p.answer()
+		s.answerAcquire(p.w, p.r, p.id, g, err)
 		_ = rc.SetWriteDeadline(time.Time{})
 		p.woke <- struct{}{}
 	}

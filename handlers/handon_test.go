@@ -244,3 +244,99 @@ func grantToken(t *testing.T, rec *httptest.ResponseRecorder) uint64 {
 	}
 	return tok
 }
+
+// gatedLog is an engine.Log whose Wait blocks while its gate is shut: a
+// log write (an fsync, a sync standby's acknowledgement) that takes long.
+type gatedLog struct {
+	mu   sync.Mutex
+	idx  uint64
+	open chan struct{} // closed: the gate is open
+}
+
+func (l *gatedLog) Append([]byte) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.idx++
+	return l.idx, nil
+}
+
+func (l *gatedLog) Wait(uint64) error {
+	l.mu.Lock()
+	open := l.open
+	l.mu.Unlock()
+	<-open
+	return nil
+}
+
+func (l *gatedLog) shut() {
+	l.mu.Lock()
+	l.open = make(chan struct{})
+	l.mu.Unlock()
+}
+
+// deadlineRecorder is the ResponseWriter of a client that reads at once:
+// a write fails only when a write deadline set on it has passed, as a
+// connection's does.
+type deadlineRecorder struct {
+	*httptest.ResponseRecorder
+	mu       sync.Mutex
+	deadline time.Time
+}
+
+func (w *deadlineRecorder) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	d := w.deadline
+	w.mu.Unlock()
+	if !d.IsZero() && time.Now().After(d) {
+		return 0, os.ErrDeadlineExceeded
+	}
+	return w.ResponseRecorder.Write(b)
+}
+
+func (w *deadlineRecorder) SetWriteDeadline(t time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.deadline = t
+	return nil
+}
+
+// A grant whose record takes longer than handOnWriteLimit to be written
+// (fsync: always on a slow disk, a sync standby that is slow to
+// acknowledge) is answered once it is written: the write deadline bounds
+// the write of the answer, not the wait for the log before it. A grant
+// made by no release (ForceRelease here, as a lease's end) is settled by
+// the list's goroutine; the log is held shut past handOnWriteLimit.
+func TestHandOnWriteDeadlineLeavesOutTheLogWait(t *testing.T) {
+	log := &gatedLog{open: make(chan struct{})}
+	close(log.open)
+	eng, err := engine.New(engine.Config{Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close() })
+	s := New(eng, Config{})
+	if _, err := s.eng.Acquire(context.Background(), engine.AcquireRequest{Key: "cfg"}); err != nil {
+		t.Fatal(err)
+	}
+	dw := &deadlineRecorder{ResponseRecorder: httptest.NewRecorder()}
+	r := httptest.NewRequest(http.MethodPost, "/locks/cfg?mode=shared", nil)
+	p := newParkedAcquire(s, dw, r, "")
+	if _, wt := s.eng.AcquireTo(engine.AcquireRequest{Key: "cfg", Mode: engine.Shared}, p); wt == nil {
+		t.Fatal("shared acquire behind a writer was not queued")
+	}
+	log.shut()
+	released := make(chan error, 1)
+	go func() { released <- s.eng.ForceRelease("cfg") }()
+	time.Sleep(handOnWriteLimit + 500*time.Millisecond)
+	close(log.open)
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	waitAnswered(t, p, "the reader")
+	if dw.Code != http.StatusOK || dw.Body.Len() == 0 {
+		t.Fatalf("the reader: %d %q; want its grant (its answer was cut off by a deadline that ran during the log write)", dw.Code, dw.Body)
+	}
+	if st, err := s.eng.Status("cfg"); err != nil || len(st.Holders) != 1 || st.Holders[0].Token != grantToken(t, dw.ResponseRecorder) {
+		t.Fatalf("status %+v, %v: want the reader holding", st, err)
+	}
+}

@@ -395,7 +395,7 @@ func TestFullDiskRefusesChanges(t *testing.T) {
 }
 
 // TestHistoryUnderKill9: clients loop acquire, hold, release (the Go
-// client, history.Loop) on a few keys of one node that is killed (kill -9)
+// client and plain HTTP/1.1, history.Loop) on a few keys of one node that is killed (kill -9)
 // and restarted on its data_dir every 1 to 3 s. The history checker (the
 // cluster tests' own, internal/history), without fault windows because a
 // single node with its log has none, finds no two holders of a key at
@@ -420,7 +420,15 @@ func TestHistoryUnderKill9(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			loop.Run(cl, i, stop, h)
+			var c history.Client = history.Official(cl)
+			if i%2 == 1 {
+				// Every other client speaks plain HTTP/1.1.
+				h1 := history.NewH1([]string{n.url})
+				h1.Text = i%4 == 3
+				defer h1.Close()
+				c = h1
+			}
+			loop.Run(c, i, stop, h)
 		}()
 	}
 	rng := rand.New(rand.NewPCG(rand.Uint64(), 3))

@@ -493,7 +493,7 @@ type Loop struct {
 // grant and error in r. It returns once stop is closed and its current
 // cycle has ended (an acquire waits at most Wait, a release the client's
 // ReleaseTimeout).
-func (l Loop) Run(cl *api.Client, id int, stop <-chan struct{}, r *Recorder) {
+func (l Loop) Run(cl Client, id int, stop <-chan struct{}, r *Recorder) {
 	rng := rand.New(rand.NewPCG(uint64(id), l.Seed))
 	pause := l.ErrorPause
 	if pause <= 0 {
@@ -506,14 +506,11 @@ func (l Loop) Run(cl *api.Client, id int, stop <-chan struct{}, r *Recorder) {
 		default:
 		}
 		k := l.Keys[rng.IntN(len(l.Keys))]
-		opts := []api.AcquireOption{api.WithLease(l.Lease), api.WithWait(l.Wait)}
+		req := Request{Lease: l.Lease, Wait: l.Wait, Limit: k.Limit}
 		g := Grant{Client: id, Key: k.Name, Limit: max(1, k.Limit), Mode: api.ModeExclusive}
-		if k.Limit > 1 {
-			opts = append(opts, api.WithLimit(k.Limit))
-		}
 		if rng.Float64() < k.Shared {
 			g.Mode = api.ModeShared
-			opts = append(opts, api.WithShared())
+			req.Mode = api.ModeShared
 		}
 		hold := l.Hold
 		if rng.Float64() < l.LongShare {
@@ -521,14 +518,14 @@ func (l Loop) Run(cl *api.Client, id int, stop <-chan struct{}, r *Recorder) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), l.Wait+5*time.Second)
 		g.Asked = time.Now()
-		lk, err := cl.Acquire(ctx, k.Name, opts...)
+		lk, err := cl.Acquire(ctx, k.Name, req)
 		if err != nil {
 			cancel()
 			r.Fail("client %d acquire %s (%s): %v", id, k.Name, g.Mode, err)
 			time.Sleep(pause)
 			continue
 		}
-		g.Token, g.Granted = lk.Token, time.Now()
+		g.Token, g.Granted = lk.Token(), time.Now()
 		// leaseEnd is the earliest the server may end the hold by itself:
 		// a lease from when the grant or the last answered renewal was
 		// asked for.
@@ -552,7 +549,7 @@ func (l Loop) Run(cl *api.Client, id int, stop <-chan struct{}, r *Recorder) {
 						g.Lost, g.LostAt = "renew: "+err.Error(), answered
 					}
 				default:
-					r.Fail("client %d renew %s/%d: %v", id, k.Name, lk.Token, err)
+					r.Fail("client %d renew %s/%d: %v", id, k.Name, lk.Token(), err)
 				}
 			}
 		} else {
@@ -576,7 +573,7 @@ func (l Loop) Run(cl *api.Client, id int, stop <-chan struct{}, r *Recorder) {
 				g.Lost, g.LostAt = err.Error(), answered
 			}
 		case err != nil:
-			r.Fail("client %d release %s/%d: %v", id, k.Name, lk.Token, err)
+			r.Fail("client %d release %s/%d: %v", id, k.Name, lk.Token(), err)
 		}
 		r.Add(g)
 	}
