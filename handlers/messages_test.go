@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"bytes"
 	"net/http"
 	"strconv"
 	"strings"
@@ -44,7 +45,8 @@ func TestBadReadParametersSayWhatTheyGot(t *testing.T) {
 // plain message. Found replaying public reports of curl's -d sending a
 // form to a JSON API (kre/Kinetic-Rules-Engine#1,
 // worldcoin/world-id-docs#393): the answer said only "must be a JSON
-// object", which does not tell a curl user what went wrong.
+// object", which does not tell a curl user what went wrong. The pairs
+// are not joined by "&", which JSON would carry as \u0026.
 func TestFormBodySaysItIsAForm(t *testing.T) {
 	e := newEnv(t, engine.Config{}, handlers.Config{})
 	h := e.do(http.MethodPost, "/locks/h?lease=30", "").grant(t)
@@ -53,20 +55,23 @@ func TestFormBodySaysItIsAForm(t *testing.T) {
 		method, path, body, want string
 	}{
 		{http.MethodPost, "/locks/k", "lease=5&wait=0.5",
-			`body: must be a JSON object, got a form ("lease=5&wait=0.5", as curl -d sends one): put its parameters in the query string (?lease=5&wait=0.5), or send them as JSON: {"lease":5,"wait":0.5}`},
+			`body: must be a JSON object, got a form (as curl -d sends one): put lease=5 and wait=0.5 in the query string, or send them as JSON: {"lease":5,"wait":0.5}`},
 		{http.MethodPost, "/locks/k", "owner=ci%20job&mode=shared&limit=2",
-			`{"owner":"ci job","mode":"shared","limit":2}`},
+			`put owner=ci%20job, mode=shared and limit=2 in the query string, or send them as JSON: {"owner":"ci job","mode":"shared","limit":2}`},
 		{http.MethodDelete, "/locks/h", "token=" + tok,
-			`(?token=` + tok + `), or send them as JSON: {"token":` + tok + `}`},
+			`put token=` + tok + ` in the query string, or send them as JSON: {"token":` + tok + `}`},
 		{http.MethodDelete, "/locks/h", "force=true", `{"force":true}`},
 		{http.MethodPatch, "/locks/h", "token=" + tok + "&lease=60", `{"token":` + tok + `,"lease":60}`},
 		// a value that JSON cannot carry as the call wants: no JSON spelled out
-		{http.MethodPost, "/locks/k", "lease=abc", `put its parameters in the query string (?lease=abc).`},
+		{http.MethodPost, "/locks/k", "lease=abc", `put lease=abc in the query string.`},
 	} {
 		r := e.do(c.method, c.path, c.body, "Content-Type", "application/x-www-form-urlencoded")
 		eb := r.errBody(t)
 		if r.code != http.StatusBadRequest || eb.Field != "body" || !strings.Contains(eb.Message, c.want) {
 			t.Errorf("%s %s -d %q: %d %s; want 400 naming body, saying %q", c.method, c.path, c.body, r.code, r.body, c.want)
+		}
+		if bytes.Contains(r.body, []byte(`\u0026`)) { // encoding/json escapes "&"
+			t.Errorf("%s -d %q: the message reads %s to a curl user", c.method, c.body, r.body)
 		}
 	}
 	for _, body := range []string{"lease", "bogus=1", "x y", "lease=5&bogus=1", "<xml/>", "lease=5&lease=6", "lease=5\nwait=1", "owner=a\tb"} {

@@ -487,7 +487,8 @@ func exactDecimal(v string) (f float64, ok bool) {
 
 // formHint says where the parameters of a body that is a form of this
 // call's parameters go ("lease=5&wait=1", as curl -d sends one, typed
-// application/x-www-form-urlencoded whatever the data): the query string,
+// application/x-www-form-urlencoded whatever the data): the query string
+// (each pair as sent),
 // or a JSON object, spelled out when every value fits its JSON type. It
 // is "" for any other body (a name that is no parameter of the call, a
 // pair without "=", a name twice, a body over 512 bytes), which keeps the
@@ -533,7 +534,14 @@ func formHint(body []byte, names []string) string {
 			obj = append(obj, jv...)
 		}
 	}
-	hint := ", got a form (" + quoteShort(s) + ", as curl -d sends one): put its parameters in the query string (?" + s + ")"
+	// The pairs as sent (URL-encoded: as they go in a query string), not
+	// joined by "&", which encoding/json sends as \u0026.
+	pairs := strings.Split(s, "&")
+	list := pairs[0]
+	if n := len(pairs); n > 1 {
+		list = strings.Join(pairs[:n-1], ", ") + " and " + pairs[n-1]
+	}
+	hint := ", got a form (as curl -d sends one): put " + list + " in the query string"
 	if !fits {
 		return hint + "."
 	}
