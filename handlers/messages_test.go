@@ -1,7 +1,9 @@
 package handlers_test
 
 import (
+	"bytes"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -33,5 +35,55 @@ func TestBadReadParametersSayWhatTheyGot(t *testing.T) {
 	r := e.do(http.MethodGet, "/events", "", "Last-Event-ID", "1", "Last-Event-ID", "2")
 	if eb := r.errBody(t); r.code != http.StatusBadRequest || strings.Contains(eb.Message, "Seq") || !strings.Contains(eb.Message, "more than once; send one (the id of the last event received)") {
 		t.Errorf("two Last-Event-IDs: %d %s", r.code, r.body)
+	}
+}
+
+// curl -d lease=5 sends a form (application/x-www-form-urlencoded), not
+// JSON: the 400 says that the body is a form and where its parameters go
+// (the query string, or a JSON object it spells out), and changes
+// nothing. A body that is no form of the call's parameters keeps the
+// plain message. Found replaying public reports of curl's -d sending a
+// form to a JSON API (kre/Kinetic-Rules-Engine#1,
+// worldcoin/world-id-docs#393): the answer said only "must be a JSON
+// object", which does not tell a curl user what went wrong. The pairs
+// are not joined by "&", which JSON would carry as \u0026.
+func TestFormBodySaysItIsAForm(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	h := e.do(http.MethodPost, "/locks/h?lease=30", "").grant(t)
+	tok := strconv.FormatUint(h.Token, 10)
+	for _, c := range []struct {
+		method, path, body, want string
+	}{
+		{http.MethodPost, "/locks/k", "lease=5&wait=0.5",
+			`body: must be a JSON object, got a form (as curl -d sends one): put lease=5 and wait=0.5 in the query string, or send them as JSON: {"lease":5,"wait":0.5}`},
+		{http.MethodPost, "/locks/k", "owner=ci%20job&mode=shared&limit=2",
+			`put owner=ci%20job, mode=shared and limit=2 in the query string, or send them as JSON: {"owner":"ci job","mode":"shared","limit":2}`},
+		{http.MethodDelete, "/locks/h", "token=" + tok,
+			`put token=` + tok + ` in the query string, or send them as JSON: {"token":` + tok + `}`},
+		{http.MethodDelete, "/locks/h", "force=true", `{"force":true}`},
+		{http.MethodPatch, "/locks/h", "token=" + tok + "&lease=60", `{"token":` + tok + `,"lease":60}`},
+		// a value that JSON cannot carry as the call wants: no JSON spelled out
+		{http.MethodPost, "/locks/k", "lease=abc", `put lease=abc in the query string.`},
+	} {
+		r := e.do(c.method, c.path, c.body, "Content-Type", "application/x-www-form-urlencoded")
+		eb := r.errBody(t)
+		if r.code != http.StatusBadRequest || eb.Field != "body" || !strings.Contains(eb.Message, c.want) {
+			t.Errorf("%s %s -d %q: %d %s; want 400 naming body, saying %q", c.method, c.path, c.body, r.code, r.body, c.want)
+		}
+		if bytes.Contains(r.body, []byte(`\u0026`)) { // encoding/json escapes "&"
+			t.Errorf("%s -d %q: the message reads %s to a curl user", c.method, c.body, r.body)
+		}
+	}
+	for _, body := range []string{"lease", "bogus=1", "x y", "lease=5&bogus=1", "<xml/>", "lease=5&lease=6", "lease=5\nwait=1", "owner=a\tb"} {
+		r := e.do(http.MethodPost, "/locks/k", body)
+		if eb := r.errBody(t); r.code != http.StatusBadRequest || eb.Field != "body" || eb.Message != "body: must be a JSON object" {
+			t.Errorf("POST -d %q: %d %s; want the plain 400", body, r.code, r.body)
+		}
+	}
+	if g := string(e.do(http.MethodGet, "/locks/h", "").body); !strings.Contains(g, tok) {
+		t.Errorf("a refused form changed state: %s", g)
+	}
+	if g := string(e.do(http.MethodGet, "/locks/k", "").body); !strings.Contains(g, `"holder":null`) {
+		t.Errorf("a refused form changed state: %s", g)
 	}
 }

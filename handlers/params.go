@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/baton-io/baton/api"
@@ -484,6 +485,69 @@ func exactDecimal(v string) (f float64, ok bool) {
 	return f, true
 }
 
+// formHint says where the parameters of a body that is a form of this
+// call's parameters go ("lease=5&wait=1", as curl -d sends one, typed
+// application/x-www-form-urlencoded whatever the data): the query string
+// (each pair as sent),
+// or a JSON object, spelled out when every value fits its JSON type. It
+// is "" for any other body (a name that is no parameter of the call, a
+// pair without "=", a name twice, a body over 512 bytes), which keeps the
+// plain message, as does one with a control character.
+func formHint(body []byte, names []string) string {
+	s := strings.TrimRight(string(body), "\r\n")
+	if s == "" || len(s) > 512 || strings.ContainsFunc(s, unicode.IsControl) {
+		return "" // a control character would break a text/plain answer's line
+	}
+	obj, fits := []byte{'{'}, true
+	seen := make([]bool, len(names))
+	for _, pair := range strings.Split(s, "&") {
+		k, v, ok := strings.Cut(pair, "=")
+		name, err1 := url.QueryUnescape(k)
+		val, err2 := url.QueryUnescape(v)
+		i := index(names, name)
+		if !ok || err1 != nil || err2 != nil || i < 0 || seen[i] {
+			return ""
+		}
+		seen[i] = true
+		var jv []byte
+		switch name {
+		case "owner", "mode":
+			// Go's quoting of printable text is JSON's.
+			if q := strconv.QuoteToGraphic(val); utf8.ValidString(val) && json.Valid([]byte(q)) {
+				jv = []byte(q)
+			}
+		case "force":
+			if val == "true" {
+				jv = []byte(val)
+			}
+		default:
+			if _, err := strconv.ParseFloat(val, 64); err == nil && json.Valid([]byte(val)) {
+				jv = []byte(val)
+			}
+		}
+		fits = fits && jv != nil
+		if fits {
+			if len(obj) > 1 {
+				obj = append(obj, ',')
+			}
+			obj = append(strconv.AppendQuote(obj, name), ':')
+			obj = append(obj, jv...)
+		}
+	}
+	// The pairs as sent (URL-encoded: as they go in a query string), not
+	// joined by "&", which encoding/json sends as \u0026.
+	pairs := strings.Split(s, "&")
+	list := pairs[0]
+	if n := len(pairs); n > 1 {
+		list = strings.Join(pairs[:n-1], ", ") + " and " + pairs[n-1]
+	}
+	hint := ", got a form (as curl -d sends one): put " + list + " in the query string"
+	if !fits {
+		return hint + "."
+	}
+	return hint + ", or send them as JSON: " + string(obj) + "}"
+}
+
 // quoteShort quotes a client's value for an error message, cut to a
 // readable length.
 func quoteShort(v string) string {
@@ -501,7 +565,7 @@ func (p *lockParams) setJSON(body []byte, names []string, from *sources) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return badRequest("body", "must be a JSON object")
+		return badRequest("body", "must be a JSON object"+formHint(body, names))
 	}
 	for dec.More() {
 		tok, err := dec.Token()
