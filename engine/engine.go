@@ -309,6 +309,9 @@ type shard struct {
 	// newest is the highest token of a grant applied to the shard's keys
 	// since the last Reset (see NewestGrant).
 	newest uint64
+	// last is the log index of the shard's latest record (append): after
+	// a step, the highest index of the records the step appended.
+	last uint64
 	// admitted is set by an acquire that counted the waiter it is about
 	// to queue in Engine.waiters (admit); the enqueue's apply then does
 	// not count it again, and clears it.
@@ -1325,26 +1328,37 @@ func (e *Engine) Abandon(g Grant, id string) {
 // the release could be answered (see Generation), or an *ArgError for a
 // bad key. With a Log it returns once the release is written.
 func (e *Engine) Release(key string, token uint64) error {
-	idx, gen, handedOn, err := e.releaseNoWait(key, token)
+	_, err := e.ReleaseLogged(key, token)
+	return err
+}
+
+// ReleaseLogged is Release that also returns the highest log index of
+// the records its step appended (the release and the grants to the
+// waiters it let in), all written when it returns nil (and so every
+// change below it: see LogIndex); 0 without a log, or with an error.
+// The grants it made need no further wait for the log to be answered
+// (AcquireResult.LogIndex at or below it).
+func (e *Engine) ReleaseLogged(key string, token uint64) (LogIndex, error) {
+	idx, last, gen, err := e.releaseNoWait(key, token)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if handedOn {
+	if last > idx {
 		// The waiters it granted were appended with it and their
 		// requests woken: the write starts at once, without first letting
 		// them run (Wait's yield) only to find it not done and park
 		// again, one wake-up more each before their answers.
-		err = e.WaitLoggedGathered(idx)
+		err = e.WaitLoggedGathered(last)
 	} else {
 		err = e.WaitLogged(idx)
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if e.Replaced(gen) {
-		return ErrReplaced
+		return 0, ErrReplaced
 	}
-	return nil
+	return last, nil
 }
 
 // ReleaseNoWait is Release without the wait for the log: the release is
@@ -1354,28 +1368,28 @@ func (e *Engine) Release(key string, token uint64) error {
 // answered ErrReplaced then. Its errors are Release's but ErrNotWritten
 // and ErrReplaced, which those two return.
 func (e *Engine) ReleaseNoWait(key string, token uint64) (idx LogIndex, gen uint64, err error) {
-	idx, gen, _, err = e.releaseNoWait(key, token)
+	idx, _, gen, err = e.releaseNoWait(key, token)
 	return idx, gen, err
 }
 
-// releaseNoWait is ReleaseNoWait; handedOn reports whether the release
-// granted a waiter.
-func (e *Engine) releaseNoWait(key string, token uint64) (idx LogIndex, gen uint64, handedOn bool, err error) {
+// releaseNoWait is ReleaseNoWait; last is the highest log index its step
+// appended (above idx when it granted a waiter or let one leave).
+func (e *Engine) releaseNoWait(key string, token uint64) (idx, last LogIndex, gen uint64, err error) {
 	if err := CheckKey(key); err != nil {
-		return 0, 0, false, err
+		return 0, 0, 0, err
 	}
 	s := e.shard(key)
 	s.mu.Lock()
 	if err := e.serving(); err != nil {
 		s.mu.Unlock()
-		return 0, 0, false, err
+		return 0, 0, 0, err
 	}
 	now := e.now()
 	s.overdue(now)
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
 		s.mu.Unlock()
-		return 0, 0, false, err
+		return 0, 0, 0, err
 	}
 	return s.release(lk, &Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}, now)
 }
@@ -1385,23 +1399,24 @@ func (e *Engine) releaseNoWait(key string, token uint64) (idx LogIndex, gen uint
 // it, grants the next waiters and drops the key if idle. s.mu is held and
 // is released here. It returns r's log index, the Generation it was made
 // in (read with the shard locked: a step-down, which takes every shard,
-// comes before or after it whole) and whether a waiter was granted (or
-// left the queue) in the same step, or the log's refusal (then nothing
-// changed).
-func (s *shard) release(lk *lock, r *Record, now stamp) (LogIndex, uint64, bool, error) {
+// comes before or after it whole) and the highest index the step
+// appended (the waiters it granted or let leave: last > idx), or the
+// log's refusal (then nothing changed).
+func (s *shard) release(lk *lock, r *Record, now stamp) (idx, last LogIndex, gen uint64, err error) {
 	n, err := s.record(r)
 	if err != nil {
 		s.mu.Unlock()
-		return 0, 0, false, err
+		return 0, 0, 0, err
 	}
-	waiting := lk.n
 	s.apply(lk, r, now)
 	s.grantNext(lk, now)
-	handedOn := lk.n < waiting
+	if n != 0 {
+		last = LogIndex(s.last)
+	}
 	s.dropIfIdle(lk)
-	gen := s.e.resets.Load()
+	gen = s.e.resets.Load()
 	s.mu.Unlock()
-	return LogIndex(n), gen, handedOn, nil
+	return LogIndex(n), last, gen, nil
 }
 
 // ForceRelease is an operator's release: it ends every grant on key and
@@ -1441,7 +1456,7 @@ func (e *Engine) ForceReleaseNoWait(key string) (idx LogIndex, gen uint64, err e
 		return 0, 0, ErrNotHeld
 	}
 	now := e.now()
-	idx, gen, _, err = s.release(lk, &Record{Kind: RecForce, Key: lk.key, At: now.wall}, now)
+	idx, _, gen, err = s.release(lk, &Record{Kind: RecForce, Key: lk.key, At: now.wall}, now)
 	return idx, gen, err
 }
 

@@ -38,6 +38,7 @@ func (s *shard) append(r *Record) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	s.last = idx
 	return idx, nil
 }
 

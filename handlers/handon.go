@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -70,7 +71,7 @@ func (p *parkedAcquire) Done(o engine.AcquireResult) bool {
 	p.o = o
 	if o.Err() == nil {
 		if p.s.handedOn.add(p) {
-			go p.s.answerHandedOn()
+			go p.s.answerHandedOn(math.MaxUint64)
 		}
 		return true
 	}
@@ -139,11 +140,12 @@ func (l *handedOnList) add(p *parkedAcquire) (first bool) {
 	return first
 }
 
-// next takes the oldest listed grant off the list (nil: none).
-func (l *handedOnList) next() *parkedAcquire {
+// next takes the oldest listed grant off the list, if its record's log
+// index is at most upTo (nil: none, or the oldest is above upTo).
+func (l *handedOnList) next(upTo engine.LogIndex) *parkedAcquire {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.head == len(l.q) {
+	if l.head == len(l.q) || l.q[l.head].o.LogIndex() > upTo {
 		return nil
 	}
 	p := l.q[l.head]
@@ -159,14 +161,20 @@ func (l *handedOnList) next() *parkedAcquire {
 const handOnWriteLimit = time.Second
 
 // answerHandedOn answers the listed grants, in grant order, until the
-// list is empty: a release's handler calls it once its release is
-// written, before it answers its own client, and Done starts it on a
-// goroutine of its own whenever the list fills.
-func (s *Server) answerHandedOn() {
+// list is empty or its oldest grant's record is above log index upTo.
+// Done starts it on a goroutine of its own whenever the list fills, with
+// no bound (it waits for each record). A release's handler calls it once
+// its release and the grants it made are written, before it answers its
+// own client, with upTo the highest index its step appended
+// (Engine.ReleaseLogged): it takes only grants already written, so its
+// client never waits for another change's record (a grant made after
+// the release, on any key, whose write or sync standbys' acknowledgement
+// may take up to sync_timeout); the goroutine answers those.
+func (s *Server) answerHandedOn(upTo engine.LogIndex) {
 	if s.handedOn.n.Load() == 0 {
 		return
 	}
-	for p := s.handedOn.next(); p != nil; p = s.handedOn.next() {
+	for p := s.handedOn.next(upTo); p != nil; p = s.handedOn.next(upTo) {
 		if !p.claim.CompareAndSwap(false, true) {
 			continue // its handler answers it (its request ended)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -65,10 +66,11 @@ func TestReleaseAnswersTheReadersItGrants(t *testing.T) {
 		p, rec := parkShared(t, s, "cfg", context.Background())
 		ps, recs = append(ps, p), append(recs, rec)
 	}
-	if err := s.eng.Release("cfg", w.Token); err != nil {
+	upTo, err := s.eng.ReleaseLogged("cfg", w.Token)
+	if err != nil {
 		t.Fatal(err)
 	}
-	s.answerHandedOn() // as the release's handler does
+	s.answerHandedOn(upTo) // as the release's handler does
 	last := w.Token
 	for i, rec := range recs {
 		waitAnswered(t, ps[i], fmt.Sprintf("reader %d", i))
@@ -128,10 +130,11 @@ func TestReleaseAbandonsTheGrantOfAGoneReader(t *testing.T) {
 	gone, rec := parkShared(t, s, "cfg", ctx)
 	keep, kept := parkShared(t, s, "cfg", context.Background())
 	cancel()
-	if err := s.eng.Release("cfg", w.Token); err != nil {
+	upTo, err := s.eng.ReleaseLogged("cfg", w.Token)
+	if err != nil {
 		t.Fatal(err)
 	}
-	s.answerHandedOn()
+	s.answerHandedOn(upTo)
 	waitAnswered(t, gone, "the gone reader")
 	waitAnswered(t, keep, "the other reader")
 	if rec.Body.Len() != 0 {
@@ -156,11 +159,11 @@ func TestHandedOnListOrder(t *testing.T) {
 		}
 	}
 	for i, want := range ps {
-		if got := l.next(); got != want {
+		if got := l.next(math.MaxUint64); got != want {
 			t.Fatalf("next %d: %p, want %p", i, got, want)
 		}
 	}
-	if p := l.next(); p != nil || l.n.Load() != 0 {
+	if p := l.next(math.MaxUint64); p != nil || l.n.Load() != 0 {
 		t.Fatalf("empty list: next %p, n %d", p, l.n.Load())
 	}
 	if !l.add(ps[0]) {
@@ -216,10 +219,11 @@ func TestHandOnWriteToAStalledClientIsCutOff(t *testing.T) {
 		t.Fatal("shared acquire behind a writer was not queued")
 	}
 	other, rec := parkShared(t, s, "cfg", context.Background())
-	if err := s.eng.Release("cfg", w.Token); err != nil {
+	upTo, err := s.eng.ReleaseLogged("cfg", w.Token)
+	if err != nil {
 		t.Fatal(err)
 	}
-	s.answerHandedOn()
+	s.answerHandedOn(upTo)
 	waitAnswered(t, other, "the reading reader")
 	waitAnswered(t, stalled, "the stalled reader")
 	if rec.Code != http.StatusOK {
@@ -338,5 +342,141 @@ func TestHandOnWriteDeadlineLeavesOutTheLogWait(t *testing.T) {
 	}
 	if st, err := s.eng.Status("cfg"); err != nil || len(st.Holders) != 1 || st.Holders[0].Token != grantToken(t, dw.ResponseRecorder) {
 		t.Fatalf("status %+v, %v: want the reader holding", st, err)
+	}
+}
+
+// stepLog is an engine.Log that writes every record at once until hold:
+// then the records from there on wait until open, as on a log whose next
+// write (an fsync, a sync standby's acknowledgement) takes long. A
+// written index means every lower one is written, as the Log contract
+// says. onWait, if set, runs once, at the first Wait.
+type stepLog struct {
+	mu     sync.Mutex
+	idx    uint64
+	held   uint64        // 0: none; else records above it wait for opened
+	opened chan struct{} // closed by open
+	onWait func()
+}
+
+func (l *stepLog) Append([]byte) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.idx++
+	return l.idx, nil
+}
+
+func (l *stepLog) Wait(index uint64) error {
+	l.mu.Lock()
+	f := l.onWait
+	l.onWait = nil
+	l.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	l.mu.Lock()
+	held, opened := l.held, l.opened
+	l.mu.Unlock()
+	if held != 0 && index > held {
+		<-opened
+	}
+	return nil
+}
+
+// hold makes the records appended from now on wait for open.
+func (l *stepLog) hold() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.held, l.opened = l.idx, make(chan struct{})
+}
+
+// open lets the held records be written (again: nothing more).
+func (l *stepLog) open() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.opened != nil {
+		select {
+		case <-l.opened:
+		default:
+			close(l.opened)
+		}
+	}
+}
+
+// listedOnly is the receiver of a parked HTTP/1.1 acquire whose grant is
+// listed as Done lists it, but whose list goroutine has not run yet (a
+// loaded node): only a release's handler can take it from the list.
+type listedOnly struct{ p *parkedAcquire }
+
+func (r listedOnly) Done(o engine.AcquireResult) bool {
+	if o.Err() != nil {
+		panic(o.Err())
+	}
+	r.p.o = o
+	r.p.s.handedOn.add(r.p)
+	return true
+}
+
+// A release's handler answers its own client without waiting for the
+// record of a grant listed after its release was made: here a reader of
+// another key, granted while the release's record was written, whose
+// record then waits (a slow fsync, a sync standby slow to acknowledge,
+// up to sync_timeout). It may answer listed grants first, but only those
+// already written; the list's goroutine answers the rest once written.
+func TestReleaseDoesNotWaitForAnotherKeysGrant(t *testing.T) {
+	log := &stepLog{}
+	eng, err := engine.New(engine.Config{Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close() })
+	s := New(eng, Config{})
+	writer, err := eng.Acquire(context.Background(), engine.AcquireRequest{Key: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, err := eng.Acquire(context.Background(), engine.AcquireRequest{Key: "mine"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodPost, "/locks/other?mode=shared", nil)
+	reader := newParkedAcquire(s, rec, r, "")
+	if _, wt := eng.AcquireTo(engine.AcquireRequest{Key: "other", Mode: engine.Shared}, listedOnly{reader}); wt == nil {
+		t.Fatal("shared acquire behind a writer was not queued")
+	}
+	// While the release of mine waits for its record, other's writer
+	// releases (over the native protocol, say): its reader is granted
+	// and listed, and from then on the log holds every new record.
+	log.mu.Lock()
+	log.onWait = func() {
+		log.hold()
+		if _, _, err := eng.ReleaseNoWait("other", writer.Token); err != nil {
+			t.Error(err)
+		}
+	}
+	log.mu.Unlock()
+	defer log.open() // a failed test leaves no handler waiting
+	released := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, httptest.NewRequest(http.MethodDelete, "/locks/mine?token="+strconv.FormatUint(mine.Token, 10), nil))
+		released <- w
+	}()
+	select {
+	case w := <-released:
+		if w.Code != http.StatusOK {
+			t.Fatalf("release of mine: %d %q; want 200", w.Code, w.Body)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("release of mine not answered within 20 s: it waited for the record of the grant on other")
+	}
+	if rec.Body.Len() != 0 {
+		t.Fatalf("the reader was answered %q before its record was written", rec.Body)
+	}
+	log.open()
+	s.answerHandedOn(math.MaxUint64) // the list's goroutine
+	waitAnswered(t, reader, "the reader")
+	if rec.Code != http.StatusOK || rec.Header().Get(api.HeaderLockToken) == "" {
+		t.Fatalf("the reader: %d %q; want its grant", rec.Code, rec.Body)
 	}
 }

@@ -434,6 +434,11 @@ func (s *Server) answerAcquire(w http.ResponseWriter, r *http.Request, id string
 //	@Router			/locks/{key} [delete]
 func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	p, err := s.parseLockParams(w, r)
+	// upTo bounds the listed grants it answers (handon.go): those written
+	// with its step. A forced release (rare) leaves its grants, and a
+	// refused one every grant, to the list's goroutine (without a log
+	// every grant is at 0, written).
+	var upTo engine.LogIndex
 	switch {
 	case err != nil:
 	case p.Force:
@@ -441,10 +446,10 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 			err = s.eng.ForceRelease(p.Key)
 		}
 	default:
-		err = s.eng.Release(p.Key, p.Token.V)
+		upTo, err = s.eng.ReleaseLogged(p.Key, p.Token.V)
 	}
 	// The waiters it granted are answered first (handon.go).
-	s.answerHandedOn()
+	s.answerHandedOn(upTo)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
