@@ -293,6 +293,34 @@ func TestAnalyzeGrants(t *testing.T) {
 	}
 }
 
+// TestHandoffFromTheReleaseSent: timed from the release sent, a handoff
+// holds what the node did before the release's answer; timed from the
+// answer, a grant written before it reads 0. A reader whose acquire went
+// out after the writer's release was sent did not wait for it.
+func TestHandoffFromTheReleaseSent(t *testing.T) {
+	ms := int64(time.Millisecond)
+	// Writer 10's release is sent at 10 ms and answered at 13 ms; the
+	// node wrote reader 11's grant first (received at 12 ms). Reader 12
+	// was sent at 11 ms, after the release went out, and got in at once.
+	recs := []grantRec{
+		{token: 10, waitStart: 0, granted: 1 * ms, releaseSent: 10 * ms, released: 13 * ms},
+		{token: 11, shared: true, waitStart: 2 * ms, granted: 12 * ms, releaseSent: 14 * ms, released: 15 * ms},
+		{token: 12, shared: true, waitStart: 11 * ms, granted: 12*ms + ms/2, releaseSent: 14 * ms, released: 15 * ms},
+	}
+	if _, _, h := analyzeSlots(recs, 0, 100*ms, 3, 4); !slices.Equal(h, []int64{0, 0}) {
+		t.Errorf("from the release answered: handoffs %v, want [0 0]", h)
+	}
+	if _, _, h := analyzeSlots(fromSent(recs), 0, 100*ms, 3, 4); !slices.Equal(h, []int64{2 * ms}) {
+		t.Errorf("from the release sent: handoffs %v, want [2ms] (reader 12 did not wait)", h)
+	}
+	if a := analyzeGrants(fromSent(recs[:2]), 0, 100*ms, 2); !slices.Equal(a.handoffs, []int64{2 * ms}) {
+		t.Errorf("contended, from the release sent: handoffs %v, want [2ms]", a.handoffs)
+	}
+	if recs[0].released != 13*ms {
+		t.Error("fromSent changed its argument")
+	}
+}
+
 func TestResultRoundTrip(t *testing.T) {
 	r := &Result{Workload: "contended", Proto: "h2c", Client: "plain", Target: "baton", C: 16, OpsS: 8123.4, P50: 1.5, P99: 300, P999: 1000, Run: "1/5"}
 	r.set("handoff_p99_us", 250)

@@ -621,6 +621,9 @@ func summaryLine(r *Result) string {
 	if v, ok := r.get("handoff_p99_us"); ok {
 		p50, _ := r.get("handoff_p50_us")
 		s += fmt.Sprintf(" | handoff p50 %s p99 %s", us(p50), us(v))
+		if sv, ok := r.get("handoff_sent_p99_us"); ok {
+			s += fmt.Sprintf(" (from the release sent: p99 %s)", us(sv))
+		}
 	}
 	if v, ok := r.get("overtakes"); ok {
 		v5, _ := r.get("overtakes_5ms")

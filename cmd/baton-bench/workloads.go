@@ -149,7 +149,10 @@ type grantRec struct {
 	token     uint64
 	waitStart int64 // acquire request about to be sent
 	granted   int64 // grant received
-	released  int64 // release answered
+	// releaseSent is the release request about to be sent, released its
+	// answer received: a handoff is timed from each (fromSent).
+	releaseSent int64
+	released    int64
 }
 
 // window is a timed workload's measured window on the shared clock,
@@ -200,7 +203,7 @@ func (e *runEnv) cycles(ctx context.Context, set lockerSet, c int, key string, w
 					return
 				}
 				var m acqMode
-				tok, g, err := e.cycle(ctx, l, key, e.cfg.hold, func() (uint64, error) {
+				tok, g, rs, err := e.cycle(ctx, l, key, e.cfg.hold, func() (uint64, error) {
 					if mode == nil {
 						return l.Acquire(ctx, key, e.cfg.lease, e.cfg.wait)
 					}
@@ -214,7 +217,7 @@ func (e *runEnv) cycles(ctx context.Context, set lockerSet, c int, key string, w
 					continue
 				}
 				e.prog.ops.Add(1)
-				recs[i] = append(recs[i], grantRec{client: int32(i), shared: m.shared, token: tok, waitStart: ws, granted: g, released: now()})
+				recs[i] = append(recs[i], grantRec{client: int32(i), shared: m.shared, token: tok, waitStart: ws, granted: g, releaseSent: rs, released: now()})
 			}
 		}(i)
 	}
@@ -230,16 +233,33 @@ func (e *runEnv) cycles(ctx context.Context, set lockerSet, c int, key string, w
 // hold, release it with l. It returns the token, when the grant was
 // received (the shared clock), and the error of the acquire or the
 // release.
-func (e *runEnv) cycle(ctx context.Context, l locker, key string, hold time.Duration, acq func() (uint64, error)) (tok uint64, granted int64, err error) {
+func (e *runEnv) cycle(ctx context.Context, l locker, key string, hold time.Duration, acq func() (uint64, error)) (tok uint64, granted, releaseSent int64, err error) {
 	tok, err = acq()
 	granted = now()
 	if err != nil {
-		return 0, granted, err
+		return 0, granted, granted, err
 	}
 	if hold > 0 {
 		time.Sleep(hold)
 	}
-	return tok, granted, l.Release(ctx, key, tok)
+	releaseSent = now()
+	return tok, granted, releaseSent, l.Release(ctx, key, tok)
+}
+
+// fromSent returns a copy of all with each release's answer taken as
+// received when its request was sent: analyzeGrants and analyzeSlots on it
+// time each handoff from the release sent (what the node did for the
+// release and its grants included, the release's answer to its own client
+// left out) instead of from the release answered (the node's work before
+// that answer left out: over HTTP/1.1 it writes the grants a release makes
+// before the release's own answer). A grant then counts as waiting when
+// its acquire was sent before the release was.
+func fromSent(all []grantRec) []grantRec {
+	out := slices.Clone(all)
+	for i := range out {
+		out[i].released = out[i].releaseSent
+	}
+	return out
 }
 
 // serverRSS is the target's settled RSS (settledRSS), 0 when it is not a
@@ -272,7 +292,7 @@ func runUncontended(ctx context.Context, e *runEnv) (*Result, error) {
 				if t0 >= w.end || ctx.Err() != nil {
 					return
 				}
-				_, t1, err := e.cycle(ctx, l, key, 0, func() (uint64, error) { return l.Acquire(ctx, key, e.cfg.lease, e.cfg.wait) })
+				_, t1, _, err := e.cycle(ctx, l, key, 0, func() (uint64, error) { return l.Acquire(ctx, key, e.cfg.lease, e.cfg.wait) })
 				if err != nil {
 					if e.fail(ctx, err) {
 						return
@@ -327,6 +347,9 @@ func runContended(ctx context.Context, e *runEnv) (*Result, error) {
 	hp50, hp99, _ := percentiles(a.handoffs)
 	r.set("handoff_p50_us", hp50)
 	r.set("handoff_p99_us", hp99)
+	sp50, sp99, _ := percentiles(analyzeGrants(fromSent(all), w.start, w.end, c).handoffs)
+	r.set("handoff_sent_p50_us", sp50)
+	r.set("handoff_sent_p99_us", sp99)
 	srvHandoff(r)
 	r.set("overtakes", float64(a.overtakes))
 	r.set("overtakes_5ms", float64(a.overtakes5ms))
@@ -685,6 +708,10 @@ func runModes(ctx context.Context, e *runEnv, mode func(i int, n int64) acqMode)
 	r.set("handoffs", float64(len(handoffs)))
 	r.set("handoff_p50_us", hp50)
 	r.set("handoff_p99_us", hp99)
+	_, _, sent := analyzeSlots(fromSent(all), w.start, w.end, limit, c)
+	sp50, sp99, _ := percentiles(sent)
+	r.set("handoff_sent_p50_us", sp50)
+	r.set("handoff_sent_p99_us", sp99)
 	srvHandoff(r)
 	e.setCPU(r, w.cpu, grants)
 	r.Errors = e.errs.Load()
