@@ -4,10 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,52 +125,5 @@ func TestMemPacedAcks(t *testing.T) {
 	st := act.ReplicationStats()
 	if len(st.Standbys) != 1 || st.Standbys[0].LagRecords != 0 || st.Standbys[0].LagSeconds != 0 {
 		t.Errorf("replication lag after the acknowledgements: %+v", st.Standbys)
-	}
-}
-
-// An acknowledgement the active does not take within ackConn.limit (its
-// connection stalled) closes the connection (watch), so that the stream's
-// reader, which writes it, reads on; writes that are taken are never cut,
-// however long the connection lasts.
-func TestAckWriteThatStallsIsCutOff(t *testing.T) {
-	const limit = 50 * time.Millisecond
-	a := &ackConn{count: new(atomic.Uint64), limit: limit}
-
-	// Taken: each write is read at once, the connection lasts 8 limits.
-	c1, c2 := net.Pipe()
-	go func() { _, _ = io.Copy(io.Discard, c2) }()
-	a.open(c1)
-	done := make(chan struct{})
-	go a.watch(c1, done)
-	for i := uint64(1); i <= 8; i++ {
-		a.send(i)
-		time.Sleep(limit)
-	}
-	if got := a.count.Load(); got != 8 {
-		t.Fatalf("%d acknowledgements sent on a connection that takes them, want 8", got)
-	}
-	close(done)
-	a.drop(c1)
-	c2.Close()
-
-	// Stalled: nobody reads.
-	c1, c2 = net.Pipe()
-	defer c2.Close()
-	a.open(c1)
-	done = make(chan struct{})
-	defer close(done)
-	go a.watch(c1, done)
-	sent := make(chan struct{})
-	go func() { a.send(9); close(sent) }()
-	select {
-	case <-sent:
-	case <-time.After(20 * time.Second):
-		t.Fatal("an acknowledgement nobody reads: its write not cut off within 20 s")
-	}
-	a.mu.Lock()
-	open := a.w != nil
-	a.mu.Unlock()
-	if open || a.count.Load() != 8 {
-		t.Fatalf("after a stalled write: connection still open %v, %d acknowledgements counted (want 8)", open, a.count.Load())
 	}
 }

@@ -70,7 +70,7 @@ func (n *Node) servePromote(w http.ResponseWriter, r *http.Request) {
 	defer deadline.Stop()
 	n.mu.Lock()
 	for n.following == from && n.applied < through {
-		ch := n.appliedWaitLocked()
+		ch := n.appliedCh
 		n.mu.Unlock()
 		select {
 		case <-ch:

@@ -591,7 +591,8 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 		}
 		n.applied = last
 		n.streamWorksLocked(active)
-		n.appliedRoseLocked()
+		close(n.appliedCh)
+		n.appliedCh = make(chan struct{})
 		if n.synced {
 			n.replicaAt = now
 		}
@@ -716,25 +717,9 @@ func (n *Node) markSyncedLocked(active, id, how string, last uint64) {
 	n.synced, n.hasState, n.everSynced = true, true, true
 	n.unfetchable = nil
 	n.applied = last
-	n.appliedRoseLocked()
+	close(n.appliedCh)
+	n.appliedCh = make(chan struct{})
 	n.log.Info("synced with the active: "+how, "active", active, "index", last)
-}
-
-// appliedWaitLocked returns a channel closed once n.applied rises. n.mu
-// is held.
-func (n *Node) appliedWaitLocked() <-chan struct{} {
-	n.appliedTaken = true
-	return n.appliedCh
-}
-
-// appliedRoseLocked wakes the waits for n.applied to rise
-// (appliedWaitLocked), if any: a standby's stream reader publishes every
-// batch, and almost always nobody waits. n.mu is held.
-func (n *Node) appliedRoseLocked() {
-	if n.appliedTaken {
-		close(n.appliedCh)
-		n.appliedCh, n.appliedTaken = make(chan struct{}), false
-	}
 }
 
 // applyFrame applies one frame of the stream to this node's log and

@@ -445,13 +445,7 @@ type ackConn struct {
 	// does not take by then (its connection stalled, while its polls
 	// still answer) closes the connection, so that the stream's
 	// goroutine, which writes, never stops reading the stream for it.
-	// The connection's watchdog (watch) checks it a few times per limit:
-	// a timer per write would cost every acknowledgement a timer's
-	// setting and stopping, and often a wake of another thread (an added
-	// timer that is due before the poller's next wake breaks its wait).
 	limit time.Duration
-	// writing is when the write under way began (Unix ns); 0: none.
-	writing atomic.Int64
 }
 
 // send acknowledges index, which this node's log has written, if it is
@@ -464,10 +458,14 @@ func (a *ackConn) send(index uint64) {
 		return
 	}
 	binary.BigEndian.PutUint64(a.buf[:], index)
-	a.writing.Store(time.Now().UnixNano())
-	_, err := a.w.Write(a.buf[:])
-	if a.writing.Swap(0) < 0 && err == nil {
-		err = errAckStalled // watch closed it, as the write ended
+	w := a.w
+	var stalled *time.Timer
+	if a.limit > 0 {
+		stalled = time.AfterFunc(a.limit, func() { w.Close() })
+	}
+	_, err := w.Write(a.buf[:])
+	if stalled != nil && !stalled.Stop() && err == nil {
+		err = errAckStalled
 	}
 	if err != nil {
 		a.w.Close()
@@ -489,26 +487,6 @@ func (a *ackConn) open(w io.WriteCloser) {
 	a.mu.Lock()
 	a.w, a.sent = w, 0
 	a.mu.Unlock()
-}
-
-// watch closes w, the open connection, once a write on it has taken
-// a.limit (at most a quarter of it later), and returns then or when done
-// is closed.
-func (a *ackConn) watch(w io.Closer, done <-chan struct{}) {
-	t := time.NewTicker(max(a.limit/4, time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-		}
-		at := a.writing.Load()
-		if at > 0 && time.Now().UnixNano()-at >= int64(a.limit) && a.writing.CompareAndSwap(at, -1) {
-			w.Close()
-			return
-		}
-	}
 }
 
 // drop forgets w if it is the open connection, and closes it.
@@ -576,11 +554,6 @@ func (n *Node) ackOnce(ctx context.Context, active string, a *ackConn, applied *
 	defer stop()
 	a.open(rw)
 	defer a.drop(rw)
-	if a.limit > 0 {
-		done := make(chan struct{})
-		defer close(done)
-		go a.watch(rw, done)
-	}
 	if i := applied.Load(); i > 0 && n.wal.Wait(i) == nil {
 		a.send(i)
 	}

@@ -25,7 +25,7 @@ func (l *Log) Install(index uint64, write func(io.Writer) error) error {
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
 	for l.leading {
-		ch := l.notifyCh()
+		ch := l.notify
 		l.mu.Unlock()
 		<-ch
 		l.mu.Lock()

@@ -57,16 +57,11 @@ type Log struct {
 	bufFirst uint64
 	spare    []byte
 	leading  bool          // a writer (the leader) owns the active file's tail
-	notify   chan struct{} // closed and replaced whenever a writer finishes, if taken
-	// notifyTaken: a goroutine took notify (notifyCh) since it was made;
-	// a writer that finishes with nobody waiting for it (a standby's
-	// stream reader writes its batches itself) neither closes nor
-	// replaces it.
-	notifyTaken bool
-	closed      bool      // Close began: Append refuses
-	shut        bool      // files closed
-	failed      error     // the write error while the log is failed
-	failedAt    time.Time // when it failed
+	notify   chan struct{} // closed and replaced whenever a writer finishes
+	closed   bool          // Close began: Append refuses
+	shut     bool          // files closed
+	failed   error         // the write error while the log is failed
+	failedAt time.Time     // when it failed
 
 	// quick: the leader's last write of records took less than
 	// quickWriteMax, so its next one is made as a raw system call
@@ -736,7 +731,7 @@ func (l *Log) wait(index uint64, yield bool) error {
 			timer = time.NewTimer(l.cfg.FailTimeout)
 			timeout = timer.C
 		}
-		ch := l.notifyCh()
+		ch := l.notify
 		l.mu.Unlock()
 		select {
 		case <-ch:
@@ -922,16 +917,8 @@ func (l *Log) wake() {
 		l.waiting = slices.DeleteFunc(l.waiting, func(i uint64) bool { return i <= done })
 	}
 	l.prunedTo = done
-	if l.notifyTaken {
-		close(l.notify)
-		l.notify, l.notifyTaken = make(chan struct{}), false
-	}
-}
-
-// notifyCh returns the channel the next wake closes. l.mu held.
-func (l *Log) notifyCh() chan struct{} {
-	l.notifyTaken = true
-	return l.notify
+	close(l.notify)
+	l.notify = make(chan struct{})
 }
 
 // setFailed marks the log failed by err (l.mu held): Append refuses, the
@@ -1061,7 +1048,7 @@ func (l *Log) flush() {
 func (l *Log) recover() bool {
 	l.mu.Lock()
 	for l.leading {
-		ch := l.notifyCh()
+		ch := l.notify
 		l.mu.Unlock()
 		<-ch
 		l.mu.Lock()
@@ -1333,7 +1320,7 @@ func (l *Log) close() error {
 	}
 	l.mu.Lock()
 	for l.leading { // a Wait that began before Close
-		ch := l.notifyCh()
+		ch := l.notify
 		l.mu.Unlock()
 		<-ch
 		l.mu.Lock()
