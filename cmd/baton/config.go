@@ -527,6 +527,11 @@ func (c *serveConfig) validate() error {
 	}
 	if u, err := url.Parse(c.Advertise); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("advertise: %q is not an http(s) base URL", c.Advertise)
+	} else if u.Scheme == "http" && c.scheme() == "https" {
+		// Its peers would speak plain HTTP to a TLS port and take the
+		// node for dead: two actives, and no line in any log said why.
+		// (An https advertise without tls_cert may name a TLS proxy.)
+		return fmt.Errorf("advertise: %q is http://, but this node serves TLS (tls_cert is set): write https:// here and in peers", c.Advertise)
 	}
 	c.Advertise = strings.TrimRight(c.Advertise, "/")
 	if c.NativeListen != "" {
