@@ -79,3 +79,32 @@ func TestMemPeerPollFailuresAreLogged(t *testing.T) {
 		}
 	}
 }
+
+// A node with another cluster_secret was shown by GET /cluster, on
+// either side, as live with no role, like a node still starting: only
+// the logs said that the two refuse each other. The view says so
+// (refused), on both sides.
+func TestMemViewShowsARefusingPeer(t *testing.T) {
+	c := newMemCluster(t, 2, func(cfg *Config) {
+		if cfg.Self == cfg.Peers[1] {
+			cfg.Secret = "another-secret"
+		}
+	})
+	c.start(0, 1)
+	refused := func(i, j int) bool {
+		for _, p := range c.nodes[i].node.View().Peers {
+			if p.URL == c.urls[j] {
+				return p.Refused && p.Live
+			}
+		}
+		return false
+	}
+	c.waitFor("both nodes' views of the other as refusing", func() bool {
+		return refused(0, 1) && refused(1, 0)
+	})
+	for _, p := range c.nodes[0].node.View().Peers {
+		if p.URL == c.urls[0] && p.Refused {
+			t.Fatalf("node 0 shows itself refused: %+v", p)
+		}
+	}
+}
