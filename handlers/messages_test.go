@@ -1,6 +1,8 @@
 package handlers_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"net/http"
 	"strings"
 	"testing"
@@ -33,5 +35,29 @@ func TestBadReadParametersSayWhatTheyGot(t *testing.T) {
 	r := e.do(http.MethodGet, "/events", "", "Last-Event-ID", "1", "Last-Event-ID", "2")
 	if eb := r.errBody(t); r.code != http.StatusBadRequest || strings.Contains(eb.Message, "Seq") || !strings.Contains(eb.Message, "more than once; send one (the id of the last event received)") {
 		t.Errorf("two Last-Event-IDs: %d %s", r.code, r.body)
+	}
+}
+
+// A gzip-compressed body (Content-Encoding: gzip, which some HTTP clients
+// set up for every request) was read as JSON and answered "body: is not
+// UTF-8". The 400 names Content-Encoding and changes nothing; identity is
+// accepted.
+func TestCompressedBodyNamesContentEncoding(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(`{"lease":5}`))
+	zw.Close()
+	for _, ce := range [][]string{{"Content-Encoding", "gzip"}, {"Content-Encoding", "identity", "Content-Encoding", "gzip"}} {
+		r := e.do(http.MethodPost, "/locks/ce", gz.String(), append([]string{"Content-Type", "application/json"}, ce...)...)
+		if eb := r.errBody(t); r.code != http.StatusBadRequest || eb.Field != "Content-Encoding" || !strings.Contains(eb.Message, "uncompressed") {
+			t.Fatalf("%v: %d %s; want 400 naming Content-Encoding", ce, r.code, r.body)
+		}
+	}
+	if st := e.status("ce"); st.Holder != nil || st.Waiters != 0 {
+		t.Fatalf("a refused acquire changed the state: %+v", st)
+	}
+	if g := e.do(http.MethodPost, "/locks/ce", `{"lease":5}`, "Content-Encoding", "identity").grant(t); g.Lease != 5 {
+		t.Fatalf("identity: lease %v", g.Lease)
 	}
 }

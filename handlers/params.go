@@ -626,6 +626,11 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return nil, nil
 	}
+	if ce := r.Header.Values("Content-Encoding"); len(ce) > 0 && (len(ce) > 1 || !strings.EqualFold(strings.TrimSpace(ce[0]), "identity")) {
+		// A compressed body was read as JSON and refused as "not UTF-8",
+		// which said nothing of the cause.
+		return nil, badRequest("Content-Encoding", "must be identity or left out, got "+quoteShort(strings.Join(ce, ", "))+": send the body uncompressed")
+	}
 	// Any Content-Type is read as JSON: curl -d sends a form type, and
 	// browsers send text/plain to avoid a CORS preflight.
 	// A body is read under a deadline so that a slow sender cannot hold a
