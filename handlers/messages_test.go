@@ -61,3 +61,19 @@ func TestCompressedBodyNamesContentEncoding(t *testing.T) {
 		t.Fatalf("identity: lease %v", g.Lease)
 	}
 }
+
+// `curl -d lease=30`, the form body many APIs read, was answered "body:
+// must be a JSON object", which leaves a newcomer guessing the shape. The
+// 400 shows a JSON body and the query string instead, and changes nothing.
+func TestFormBodySaysWhatIsRead(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	for _, body := range []string{"lease=30", "lease=30&wait=1", "30"} {
+		r := e.do(http.MethodPost, "/locks/form", body, "Content-Type", "application/x-www-form-urlencoded")
+		if eb := r.errBody(t); r.code != http.StatusBadRequest || eb.Field != "body" || !strings.Contains(eb.Message, `{"lease":30}`) || !strings.Contains(eb.Message, "?lease=30") {
+			t.Fatalf("%q: %d %s; want 400 naming body, showing a JSON body and the query string", body, r.code, r.body)
+		}
+	}
+	if st := e.status("form"); st.Holder != nil || st.Waiters != 0 {
+		t.Fatalf("a refused acquire changed the state: %+v", st)
+	}
+}

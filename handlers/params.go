@@ -501,7 +501,9 @@ func (p *lockParams) setJSON(body []byte, names []string, from *sources) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return badRequest("body", "must be a JSON object")
+		// curl -d lease=30 sends a form, which many APIs read: say what
+		// this one reads instead.
+		return badRequest("body", `must be a JSON object such as {"lease":30} (a form such as lease=30 is not read; parameters may go in the query string instead: ?lease=30)`)
 	}
 	for dec.More() {
 		tok, err := dec.Token()
