@@ -77,3 +77,26 @@ func TestFormBodySaysWhatIsRead(t *testing.T) {
 		t.Fatalf("a refused acquire changed the state: %+v", st)
 	}
 }
+
+// A read takes its parameters in the query string; a JSON body on it, as
+// an acquire's may be, was ignored: GET /locks with {"prefix":"x"}
+// answered every lock as if filtered. It is a 400 naming body.
+func TestReadWithABodyIsRefused(t *testing.T) {
+	log := handlers.NewEventLog(0)
+	e := newEnv(t, engine.Config{OnEvent: log.Add}, handlers.Config{Events: log})
+	t.Cleanup(log.Close)
+	e.acquire("/locks/other")
+	for _, c := range []struct{ path, body string }{
+		{"/locks", `{"prefix":"x"}`},
+		{"/locks/other", `{"lease":5}`},
+		{"/events", `{"key":"x"}`},
+	} {
+		r := e.do(http.MethodGet, c.path, c.body, "Content-Type", "application/json")
+		if eb := r.errBody(t); r.code != http.StatusBadRequest || eb.Field != "body" || !strings.Contains(eb.Message, "query string") {
+			t.Errorf("GET %s with a body: %d %s; want 400 naming body", c.path, r.code, r.body)
+		}
+	}
+	if r := e.do(http.MethodGet, "/locks?prefix=x", ""); r.code != http.StatusOK {
+		t.Fatalf("GET /locks?prefix=x: %d %s", r.code, r.body)
+	}
+}

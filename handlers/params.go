@@ -215,6 +215,9 @@ func (p *lockParams) setQuery(raw, method string, names []string, from *sources)
 // unknown or a repeated parameter is a 400 that names it, as for the lock
 // calls. route names the call in the message ("GET /locks").
 func strictQuery(r *http.Request, route string, names ...string) (url.Values, error) {
+	if err := noBody(r, route); err != nil {
+		return nil, err
+	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		for _, pair := range strings.Split(r.URL.RawQuery, "&") {
@@ -236,6 +239,18 @@ func strictQuery(r *http.Request, route string, names ...string) (url.Values, er
 		}
 	}
 	return q, nil
+}
+
+// noBody refuses a body on a read (route, such as "GET /locks"), which
+// takes its parameters in the query string alone: a {"prefix":"x"} body
+// was ignored, and the whole list answered as if it had been obeyed.
+// Only a body announced by Content-Length counts (an empty chunked one is
+// not read for).
+func noBody(r *http.Request, route string) error {
+	if r.ContentLength > 0 {
+		return badRequest("body", route+" takes its parameters in the query string, not in a body")
+	}
+	return nil
 }
 
 // checkEmpty is THE rule for a parameter given with an empty value
