@@ -483,12 +483,17 @@ func convert(def any, raw any) (v any, problem string) {
 			return out, ""
 		case []any:
 			out := make([]string, 0, len(r))
-			for _, x := range r {
+			for i, x := range r {
 				if _, ok := x.([]any); ok {
 					return nil, "not a list of strings"
 				}
 				if _, ok := x.(map[string]any); ok {
 					return nil, "not a list of strings"
+				}
+				if x == nil || strings.TrimSpace(fmt.Sprint(x)) == "" {
+					// A "- " line: YAML's null, which fmt.Sprint wrote
+					// "<nil>", an auth or admin token anyone could send.
+					return nil, fmt.Sprintf("entry %d is empty (remove it)", i+1)
 				}
 				out = append(out, strings.TrimSpace(fmt.Sprint(x)))
 			}

@@ -139,3 +139,27 @@ func TestTLSNodeAdvertisingHTTPRefused(t *testing.T) {
 		t.Fatalf("https advertise without tls_cert: %v", err)
 	}
 }
+
+// An empty entry in a YAML list ("- " alone on its line, YAML's null) was
+// read as the string "<nil>": in auth_tokens or admin_tokens, a bearer
+// token anyone could send ("Authorization: Bearer <nil>" took and forced
+// a lock). An empty entry of any list in the file is refused, naming the
+// key and the entry.
+func TestEmptyYAMLListEntryRefused(t *testing.T) {
+	dir := t.TempDir()
+	for _, text := range []string{
+		"auth_tokens:\n  - tok1\n  - \n",
+		"admin_tokens:\n  -\n",
+		"auth_tokens: [tok1, \"\"]\n",
+		"cors_origins:\n  - https://a.example\n  - ~\n",
+	} {
+		path := filepath.Join(dir, "baton.yaml")
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := loadConfig([]string{"--data-dir", dir, "--config", path}, nil)
+		if err == nil || !strings.Contains(err.Error(), "is empty") {
+			t.Errorf("%q: error %v (auth_tokens %q, admin_tokens %q), want one saying an entry is empty", text, err, cfg.AuthTokens, cfg.AdminTokens)
+		}
+	}
+}
