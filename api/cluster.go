@@ -96,4 +96,9 @@ type PeerView struct {
 	// node's own for itself); one that differs from the active's is
 	// replaced once the node syncs. Absent while unknown or none.
 	ClusterID string `json:"cluster_id,omitempty"`
+	// Refused reports that the node refuses this node's peer requests
+	// (401: its cluster_secret differs from this node's): it counts as
+	// Live, with no Role and no state, and is neither followed nor
+	// replaced. Absent otherwise.
+	Refused bool `json:"refused,omitempty"`
 }

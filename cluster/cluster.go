@@ -727,7 +727,7 @@ func (n *Node) View() api.ClusterView {
 	v.Peers = append(v.Peers, self)
 	acked := n.hub.acked()
 	for _, p := range n.peers {
-		pv := api.PeerView{URL: p.url, Priority: p.priority, Live: n.live(p, now)}
+		pv := api.PeerView{URL: p.url, Priority: p.priority, Live: n.live(p, now), Refused: p.refused}
 		if p.heard {
 			if pv.Live {
 				pv.Role = p.status.Role

@@ -252,7 +252,7 @@ func (n *Node) fetchTail(ctx context.Context, peer string) (int, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("records: %w", &statusError{resp.StatusCode})
+		return 0, fmt.Errorf("records: %w", &statusError{code: resp.StatusCode})
 	}
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	magic := make([]byte, len(streamMagic))

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/baton-io/baton/api"
@@ -22,10 +24,16 @@ func (n *Node) poll(p *peer) {
 	t := time.NewTicker(n.cfg.Heartbeat)
 	defer t.Stop()
 	refused, differ := false, false
+	// A peer whose polls fail for failover_timeout counts as dead: that is
+	// said once, with the last failure (a peer that answers something
+	// else than a baton status, such as a TLS port polled over plain
+	// HTTP, is a wrong URL in peers, not an outage), and so is its return.
+	lastOK, told := time.Now(), false
 	for {
 		sent := time.Now()
 		st, err := n.fetchStatus(p.url)
 		now := time.Now()
+		n.notePoll(p, err, now, &lastOK, &told)
 		n.mu.Lock()
 		p.polled = now
 		if err == nil && p.contact.After(sent) {
@@ -77,9 +85,52 @@ func (n *Node) poll(p *peer) {
 // the peer; it is dropped.
 var errStalePoll = errors.New("the answer is older than what is known of the peer")
 
-type statusError struct{ code int }
+type statusError struct {
+	code int
+	// body is the start of the answer's body (fetchStatus only): what
+	// answered in baton's place, such as Go's "Client sent an HTTP
+	// request to an HTTPS server."
+	body string
+}
 
-func (e *statusError) Error() string { return "peer answered " + strconv.Itoa(e.code) }
+func (e *statusError) Error() string {
+	if e.body != "" {
+		return "peer answered " + strconv.Itoa(e.code) + ": " + e.body
+	}
+	return "peer answered " + strconv.Itoa(e.code)
+}
+
+// errNotStatus: a peer answered 200 with something that is not a baton
+// status (another service at that address).
+var errNotStatus = errors.New("the answer is not a baton node's status")
+
+// notePoll logs a peer's poll outcome when it changes how the peer
+// counts: its polls failing for failover_timeout since the last that
+// succeeded (lastOK), once (told), and its first success after that. A
+// refusal (401) is logged by poll itself; a stale answer and the node's
+// own shutdown say nothing about the peer.
+func (n *Node) notePoll(p *peer, err error, now time.Time, lastOK *time.Time, told *bool) {
+	var se *statusError
+	switch {
+	case err == nil:
+		if *told {
+			n.log.Info("peer answers again", "peer", p.url, "failed_for", now.Sub(*lastOK).Round(time.Millisecond))
+		}
+		*lastOK, *told = now, false
+	case errors.Is(err, errStalePoll) || n.ctx.Err() != nil:
+	case errors.As(err, &se) && se.code == http.StatusUnauthorized:
+		*lastOK, *told = now, false
+	case !*told && now.Sub(*lastOK) >= n.cfg.FailoverTimeout:
+		*told = true
+		var rh tls.RecordHeaderError
+		if se != nil || errors.Is(err, errNotStatus) || errors.As(err, &rh) {
+			n.log.Warn("peer answers, but not as a baton node: is its URL in peers right? (the scheme a node serves: https:// with tls_cert; the port of its listen); it counts as dead",
+				"peer", p.url, "err", err)
+		} else {
+			n.log.Warn("peer does not answer: it counts as dead", "peer", p.url, "for", now.Sub(*lastOK).Round(time.Millisecond), "err", err)
+		}
+	}
+}
 
 func (n *Node) fetchStatus(base string) (Status, error) {
 	req, err := n.newRequest(n.ctx, http.MethodGet, base, "/status", nil)
@@ -92,11 +143,18 @@ func (n *Node) fetchStatus(base string) (Status, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return Status{}, &statusError{resp.StatusCode}
+		se := &statusError{code: resp.StatusCode}
+		if resp.StatusCode != http.StatusUnauthorized {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 120))
+			se.body = strings.TrimSpace(strings.ToValidUTF8(string(b), "?"))
+		}
+		return Status{}, se
 	}
 	var st Status
-	err = json.NewDecoder(resp.Body).Decode(&st)
-	return st, err
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return Status{}, fmt.Errorf("%w: %w", errNotStatus, err)
+	}
+	return st, nil
 }
 
 // request is a role change asked of the role loop by another goroutine
@@ -665,7 +723,7 @@ func (n *Node) callPromote(ctx context.Context, to string, q url.Values) (Status
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return st, &statusError{resp.StatusCode}
+		return st, &statusError{code: resp.StatusCode}
 	}
 	err = json.NewDecoder(resp.Body).Decode(&st)
 	return st, err

@@ -513,7 +513,7 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("stream: %w", &statusError{resp.StatusCode})
+		return fmt.Errorf("stream: %w", &statusError{code: resp.StatusCode})
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != streamType {
 		return fmt.Errorf("stream: the active sends %q, this node reads %q: run the same baton version on every node", ct, streamType)

@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"net/http"
 	"strconv"
 	"strings"
@@ -85,5 +86,52 @@ func TestFormBodySaysItIsAForm(t *testing.T) {
 	}
 	if g := string(e.do(http.MethodGet, "/locks/k", "").body); !strings.Contains(g, `"holder":null`) {
 		t.Errorf("a refused form changed state: %s", g)
+	}
+}
+
+// A gzip-compressed body (Content-Encoding: gzip, which some HTTP clients
+// set up for every request) was read as JSON and answered "body: is not
+// UTF-8". The 400 names Content-Encoding and changes nothing; identity is
+// accepted.
+func TestCompressedBodyNamesContentEncoding(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(`{"lease":5}`))
+	zw.Close()
+	for _, ce := range [][]string{{"Content-Encoding", "gzip"}, {"Content-Encoding", "identity", "Content-Encoding", "gzip"}} {
+		r := e.do(http.MethodPost, "/locks/ce", gz.String(), append([]string{"Content-Type", "application/json"}, ce...)...)
+		if eb := r.errBody(t); r.code != http.StatusBadRequest || eb.Field != "Content-Encoding" || !strings.Contains(eb.Message, "uncompressed") {
+			t.Fatalf("%v: %d %s; want 400 naming Content-Encoding", ce, r.code, r.body)
+		}
+	}
+	if st := e.status("ce"); st.Holder != nil || st.Waiters != 0 {
+		t.Fatalf("a refused acquire changed the state: %+v", st)
+	}
+	if g := e.do(http.MethodPost, "/locks/ce", `{"lease":5}`, "Content-Encoding", "identity").grant(t); g.Lease != 5 {
+		t.Fatalf("identity: lease %v", g.Lease)
+	}
+}
+
+// A read takes its parameters in the query string; a JSON body on it, as
+// an acquire's may be, was ignored: GET /locks with {"prefix":"x"}
+// answered every lock as if filtered. It is a 400 naming body.
+func TestReadWithABodyIsRefused(t *testing.T) {
+	log := handlers.NewEventLog(0)
+	e := newEnv(t, engine.Config{OnEvent: log.Add}, handlers.Config{Events: log})
+	t.Cleanup(log.Close)
+	e.acquire("/locks/other")
+	for _, c := range []struct{ path, body string }{
+		{"/locks", `{"prefix":"x"}`},
+		{"/locks/other", `{"lease":5}`},
+		{"/events", `{"key":"x"}`},
+	} {
+		r := e.do(http.MethodGet, c.path, c.body, "Content-Type", "application/json")
+		if eb := r.errBody(t); r.code != http.StatusBadRequest || eb.Field != "body" || !strings.Contains(eb.Message, "query string") {
+			t.Errorf("GET %s with a body: %d %s; want 400 naming body", c.path, r.code, r.body)
+		}
+	}
+	if r := e.do(http.MethodGet, "/locks?prefix=x", ""); r.code != http.StatusOK {
+		t.Fatalf("GET /locks?prefix=x: %d %s", r.code, r.body)
 	}
 }

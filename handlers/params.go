@@ -216,6 +216,9 @@ func (p *lockParams) setQuery(raw, method string, names []string, from *sources)
 // unknown or a repeated parameter is a 400 that names it, as for the lock
 // calls. route names the call in the message ("GET /locks").
 func strictQuery(r *http.Request, route string, names ...string) (url.Values, error) {
+	if err := noBody(r, route); err != nil {
+		return nil, err
+	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		for _, pair := range strings.Split(r.URL.RawQuery, "&") {
@@ -237,6 +240,18 @@ func strictQuery(r *http.Request, route string, names ...string) (url.Values, er
 		}
 	}
 	return q, nil
+}
+
+// noBody refuses a body on a read (route, such as "GET /locks"), which
+// takes its parameters in the query string alone: a {"prefix":"x"} body
+// was ignored, and the whole list answered as if it had been obeyed.
+// Only a body announced by Content-Length counts (an empty chunked one is
+// not read for).
+func noBody(r *http.Request, route string) error {
+	if r.ContentLength > 0 {
+		return badRequest("body", route+" takes its parameters in the query string, not in a body")
+	}
+	return nil
 }
 
 // checkEmpty is THE rule for a parameter given with an empty value
@@ -689,6 +704,11 @@ const bodyTimeout = 10 * time.Second
 func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return nil, nil
+	}
+	if ce := r.Header.Values("Content-Encoding"); len(ce) > 0 && (len(ce) > 1 || !strings.EqualFold(strings.TrimSpace(ce[0]), "identity")) {
+		// A compressed body was read as JSON and refused as "not UTF-8",
+		// which said nothing of the cause.
+		return nil, badRequest("Content-Encoding", "must be identity or left out, got "+quoteShort(strings.Join(ce, ", "))+": send the body uncompressed")
 	}
 	// Any Content-Type is read as JSON: curl -d sends a form type, and
 	// browsers send text/plain to avoid a CORS preflight.

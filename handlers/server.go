@@ -531,6 +531,10 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 //	@Security	BearerAuth
 //	@Router		/locks/{key} [get]
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	if err := noBody(r, "GET /locks/{key}"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if len(r.URL.RawQuery) > 0 {
 		s.writeError(w, r, badRequest(firstParam(r), "GET /locks/{key} takes no parameters"))
 		return

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -18,6 +19,7 @@ import (
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
+	yamlv3 "go.yaml.in/yaml/v3"
 
 	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/cluster"
@@ -195,6 +197,11 @@ func loadConfig(args []string, environ []string) (serveConfig, error) {
 		if err := fk.Load(file.Provider(path), yaml.Parser()); err != nil {
 			return serveConfig{}, fmt.Errorf("config: %s: %w", path, err)
 		}
+		if n := yamlDocuments(path); n > 1 {
+			// The parser reads the first document alone: the settings
+			// after a "---" were dropped without a word.
+			return serveConfig{}, fmt.Errorf("config: %s: holds %d YAML documents (separated by ---); baton reads one: merge them", path, n)
+		}
 		raw := fk.Raw()
 		keys := make([]string, 0, len(raw))
 		for k := range raw {
@@ -273,6 +280,27 @@ func withOrigin(err error, origins map[string]origin) error {
 		return fmt.Errorf("%w (%s not set)", err, key)
 	}
 	return fmt.Errorf("%w (%s = %q from %s)", err, key, o.raw, o.source)
+}
+
+// yamlDocuments counts the non-empty documents of the YAML file at path
+// (one that cannot be read or parsed counts as the one the parser
+// reported on).
+func yamlDocuments(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 1
+	}
+	dec := yamlv3.NewDecoder(bytes.NewReader(b))
+	n := 0
+	for {
+		var doc any
+		if err := dec.Decode(&doc); err != nil {
+			return max(n, 1)
+		}
+		if doc != nil { // an empty document ("---" at the end) sets nothing
+			n++
+		}
+	}
 }
 
 // settingFlag is the flag of one setting. It keeps the text as given, so
@@ -455,12 +483,17 @@ func convert(def any, raw any) (v any, problem string) {
 			return out, ""
 		case []any:
 			out := make([]string, 0, len(r))
-			for _, x := range r {
+			for i, x := range r {
 				if _, ok := x.([]any); ok {
 					return nil, "not a list of strings"
 				}
 				if _, ok := x.(map[string]any); ok {
 					return nil, "not a list of strings"
+				}
+				if x == nil || strings.TrimSpace(fmt.Sprint(x)) == "" {
+					// A "- " line: YAML's null, which fmt.Sprint wrote
+					// "<nil>", an auth or admin token anyone could send.
+					return nil, fmt.Sprintf("entry %d is empty (remove it)", i+1)
 				}
 				out = append(out, strings.TrimSpace(fmt.Sprint(x)))
 			}
@@ -527,6 +560,11 @@ func (c *serveConfig) validate() error {
 	}
 	if u, err := url.Parse(c.Advertise); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("advertise: %q is not an http(s) base URL", c.Advertise)
+	} else if u.Scheme == "http" && c.scheme() == "https" {
+		// Its peers would speak plain HTTP to a TLS port and take the
+		// node for dead: two actives, and no line in any log said why.
+		// (An https advertise without tls_cert may name a TLS proxy.)
+		return fmt.Errorf("advertise: %q is http://, but this node serves TLS (tls_cert is set): write https:// here and in peers", c.Advertise)
 	}
 	c.Advertise = strings.TrimRight(c.Advertise, "/")
 	if c.NativeListen != "" {

@@ -223,3 +223,36 @@ func TestSecurityWarningAuthWithoutClusterSecret(t *testing.T) {
 		}
 	}
 }
+
+// A config file of two YAML documents (two files concatenated, a
+// Kubernetes habit) started with the first alone: the settings after the
+// "---" were dropped without a word. It is refused, naming the file; a
+// single document, even opened or closed by a marker, is read.
+func TestConfigOfSeveralYAMLDocumentsRefused(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		text string
+		ok   bool
+	}{
+		{"lease_default: 15s\n---\nlease_default: 20s\n", false},
+		{"lease_default: 15s\n---\nlisten: 127.0.0.1:7070\n", false},
+		{"---\nlease_default: 15s\n", true},
+		{"lease_default: 15s\n...\n", true},
+		{"lease_default: 15s\n---\n", true},
+	} {
+		path := filepath.Join(dir, "baton.yaml")
+		if err := os.WriteFile(path, []byte(c.text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := loadConfig([]string{"--data-dir", dir, "--config", path}, nil)
+		if c.ok {
+			if err != nil || cfg.LeaseDefault != 15*time.Second {
+				t.Errorf("%q: %v, lease_default %v", c.text, err, cfg.LeaseDefault)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "2 YAML documents") {
+			t.Errorf("%q: error %v, want one naming the file and its 2 YAML documents", c.text, err)
+		}
+	}
+}

@@ -491,7 +491,7 @@ func TestInvalidConfigRefusesToStart(t *testing.T) {
 		{name: "listen port out of range", args: []string{"--listen=127.0.0.1:99999"}, want: []string{"listen", `"127.0.0.1:99999" from flag --listen`}},
 		{name: "negative poll_timeout in env", env: []string{"BATON_POLL_TIMEOUT=-1s"}, want: []string{"poll_timeout", "BATON_POLL_TIMEOUT"}},
 		{name: "poll_timeout below the floor", yaml: "poll_timeout: 1ms\n", want: []string{"poll_timeout: must be 0 (never) or at least 100ms", `"1ms" from file FILE`}},
-		{name: "empty entry in a YAML list", yaml: "auth_tokens: [\"\"]\n", want: []string{"auth_tokens: entry 1 is empty", `"[\"\"]" from file FILE`}},
+		{name: "empty entry in a YAML list", yaml: "auth_tokens: [\"\"]\n", want: []string{`auth_tokens: "[\"\"]" from file FILE: entry 1 is empty (remove it)`}},
 		{name: "unknown log_format", yaml: "log_format: xml\n", want: []string{"log_format", `"xml" from file FILE`}},
 		{name: "unknown flag", args: []string{"--no-such-setting=1"}, want: []string{"no-such-setting"}},
 		{name: "unknown fsync mode in YAML", yaml: "fsync: sometimes\n", want: []string{"fsync: must be always, interval or never", `"sometimes" from file FILE`}},

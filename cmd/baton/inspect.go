@@ -51,7 +51,10 @@ func cmdCluster(ctx context.Context, args []string, cio cliIO) error {
 	fmt.Fprintln(tw, "PRIORITY\tNODE\tROLE\tLIVE\tLAST CONTACT")
 	for _, p := range v.Peers {
 		role, contact := p.Role, "never"
-		if role == "" {
+		switch {
+		case p.Refused:
+			role = "refuses this node (cluster_secret differs)"
+		case role == "":
 			role = "-"
 		}
 		if p.LastContact != nil {

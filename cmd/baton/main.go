@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -79,8 +80,28 @@ func run(args []string) int {
 	if clientCommands[args[0]] {
 		return runClient(args[0], args[1:])
 	}
+	if hint := flagsFirst(args); hint != "" {
+		fmt.Fprintf(os.Stderr, "baton: %s\nRun 'baton help' for the commands.\n", hint)
+		return exitUsage
+	}
 	fmt.Fprintf(os.Stderr, "baton: unknown command %q\n\n%s", args[0], usage)
 	return exitUsage
+}
+
+// flagsFirst says how to write args when they put flags before the
+// command (`baton --addr URL status`): every flag belongs to a command
+// and comes after it. "" when args[0] is no flag or no command follows.
+func flagsFirst(args []string) string {
+	if !strings.HasPrefix(args[0], "-") {
+		return ""
+	}
+	for i, a := range args {
+		if a == "serve" || clientCommands[a] {
+			fixed := append(append([]string{a}, args[:i]...), args[i+1:]...)
+			return fmt.Sprintf("flags come after the command: baton %s", strings.Join(fixed, " "))
+		}
+	}
+	return ""
 }
 
 // cmdVersion is `baton version`: version, commit and Go release, one per

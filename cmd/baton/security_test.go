@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/baton-io/baton/internal/testproc"
 )
 
 func TestSecuritySettings(t *testing.T) {
@@ -97,5 +99,67 @@ func TestAdminTokensSetting(t *testing.T) {
 	}
 	if _, err := loadConfig([]string{"--data-dir", dir, "--config", yml}, nil); err == nil || !strings.HasPrefix(err.Error(), "admin_tokens:") {
 		t.Fatalf("an empty entry: %v, want an error naming admin_tokens", err)
+	}
+}
+
+// A node that serves TLS but advertises (and is listed in peers as)
+// http:// started, and its peers' polls, plain HTTP to its TLS port, were
+// answered 400: each side took the other for dead, both became active, and
+// no log said why. It is refused at start, naming advertise. An https://
+// advertise without tls_cert stays allowed (a TLS proxy in front).
+func TestTLSNodeAdvertisingHTTPRefused(t *testing.T) {
+	dir := t.TempDir()
+	cert, key, _ := testproc.SelfSigned(t, dir)
+	tls := []string{"--data-dir", dir, "--listen", "127.0.0.1:7070", "--tls-cert", cert, "--tls-key", key}
+	for _, c := range []struct {
+		args []string
+		ok   bool
+	}{
+		{args: []string{"--advertise", "http://127.0.0.1:7070", "--peers", "http://127.0.0.1:7070,http://127.0.0.2:7070"}},
+		{args: []string{"--advertise", "http://127.0.0.1:7070"}},
+		{args: []string{"--advertise", "https://127.0.0.1:7070", "--peers", "https://127.0.0.1:7070,https://127.0.0.2:7070"}, ok: true},
+		{args: nil, ok: true}, // derived: https://
+	} {
+		cfg, err := loadConfig(append(slices.Clone(tls), c.args...), nil)
+		if c.ok {
+			if err != nil {
+				t.Fatalf("%v: %v", c.args, err)
+			}
+			if !strings.HasPrefix(cfg.Advertise, "https://") {
+				t.Fatalf("%v: advertise %q", c.args, cfg.Advertise)
+			}
+			continue
+		}
+		if err == nil || !strings.HasPrefix(err.Error(), "advertise:") || !strings.Contains(err.Error(), "https://") {
+			t.Fatalf("%v: error %v, want one naming advertise and https://", c.args, err)
+		}
+	}
+	// Without TLS, an https:// advertise (a TLS proxy in front) is kept.
+	if _, err := loadConfig([]string{"--data-dir", dir, "--listen", "127.0.0.1:7070", "--advertise", "https://lock.example.com:443", "--peers", "https://lock.example.com:443"}, nil); err != nil {
+		t.Fatalf("https advertise without tls_cert: %v", err)
+	}
+}
+
+// An empty entry in a YAML list ("- " alone on its line, YAML's null) was
+// read as the string "<nil>": in auth_tokens or admin_tokens, a bearer
+// token anyone could send ("Authorization: Bearer <nil>" took and forced
+// a lock). An empty entry of any list in the file is refused, naming the
+// key and the entry.
+func TestEmptyYAMLListEntryRefused(t *testing.T) {
+	dir := t.TempDir()
+	for _, text := range []string{
+		"auth_tokens:\n  - tok1\n  - \n",
+		"admin_tokens:\n  -\n",
+		"auth_tokens: [tok1, \"\"]\n",
+		"cors_origins:\n  - https://a.example\n  - ~\n",
+	} {
+		path := filepath.Join(dir, "baton.yaml")
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := loadConfig([]string{"--data-dir", dir, "--config", path}, nil)
+		if err == nil || !strings.Contains(err.Error(), "is empty") {
+			t.Errorf("%q: error %v (auth_tokens %q, admin_tokens %q), want one saying an entry is empty", text, err, cfg.AuthTokens, cfg.AdminTokens)
+		}
 	}
 }

@@ -252,3 +252,18 @@ echo "backup under $token"
 		t.Fatalf("exit code %d", code)
 	}
 }
+
+// A newcomer writes the client's flags before the command, as with git's
+// global options: `baton --addr URL status` was answered `unknown command
+// "--addr"` and the whole usage, which does not say what is wrong. It says
+// where the flags go instead (and still exits 2).
+func TestFlagsBeforeTheCommand(t *testing.T) {
+	code, stdout, stderr := runBin(t, nil, "--addr", "http://127.0.0.1:1", "status", "k")
+	if code != exitUsage || stdout != "" || !strings.Contains(stderr, "flags come after the command: baton status --addr http://127.0.0.1:1 k") {
+		t.Fatalf("baton --addr URL status k: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	code, _, stderr = runBin(t, nil, "--nonsense")
+	if code != exitUsage || !strings.Contains(stderr, `unknown command "--nonsense"`) {
+		t.Fatalf("baton --nonsense: exit %d, stderr %q", code, stderr)
+	}
+}

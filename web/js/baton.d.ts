@@ -90,6 +90,8 @@ export interface PeerView {
   role: string;
   live: boolean;
   last_contact?: string;
+  /** The node refuses this node's peer requests: its cluster_secret differs. */
+  refused?: boolean;
 }
 
 export interface ClusterView {

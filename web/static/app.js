@@ -326,7 +326,7 @@ function renderCluster() {
     }
     if (p.url === c.self) node.appendChild(el('span', 'tag', 'this node'));
     if (p.url === c.active) node.appendChild(el('span', 'tag active', 'active'));
-    cell(tr, 'role', 'role', p.role || 'unknown');
+    cell(tr, 'role', 'role', p.refused ? 'refuses this node (cluster_secret differs)' : p.role || 'unknown');
     const live = cell(tr, 'live', 'live');
     live.appendChild(el('span', 'dot' + (p.live ? ' up' : '')));
     live.appendChild(document.createTextNode(p.live ? ' yes' : ' no'));
