@@ -893,3 +893,46 @@ func TestCloseWritesTheParkedAcquiresAnswers(t *testing.T) {
 		}
 	}
 }
+
+// A ping ("P <word>") is answered "P <word> OK" at once, on an active as
+// on a standby, beside a parked acquire, with no state changed; a ping
+// with another field count is answered E and the connection serves on;
+// one without a word closes it (its key field cannot be read).
+func TestPing(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	c := e.dial()
+	c.send("A held 10 -")
+	tok := grant(t, c.read(), "held")
+	c.send("A held 10 -", "P 1", "P x%20y")
+	if got := c.read(); got != "P 1 OK" {
+		t.Fatalf("ping beside a parked acquire: %q", got)
+	}
+	if got := c.read(); got != "P x%20y OK" {
+		t.Fatalf("second ping: %q", got)
+	}
+	c.send("P 1 2")
+	if got := c.read(); !strings.HasPrefix(got, "P 1 E invalid_argument fields: P takes 2 fields") {
+		t.Fatalf("ping with 3 fields: %q", got)
+	}
+	c.send("R held " + strconv.FormatUint(tok, 10))
+	got := map[string]bool{c.read(): true}
+	got[c.read()] = true
+	if !got["R held OK"] || len(got) != 2 {
+		t.Fatalf("after the pings: %v, want the release and the parked acquire's grant", got)
+	}
+	bad := e.dial()
+	bad.send("P")
+	if got := bad.read(); !strings.HasPrefix(got, "- - E invalid_argument key: is missing") {
+		t.Fatalf("P without a word: %q", got)
+	}
+	if !bad.closed() {
+		t.Fatal("P without a word: the connection stays open")
+	}
+
+	standby := newEnv(t, engine.Config{}, native.Config{Gate: &fakeGate{}})
+	s := standby.dial()
+	s.send("P 7")
+	if got := s.read(); got != "P 7 OK" {
+		t.Fatalf("ping on a standby with no active known: %q", got)
+	}
+}

@@ -26,6 +26,9 @@ const (
 	OpRelease = "R"
 	OpRenew   = "N"
 	OpAuth    = "AUTH"
+	// OpPing is "P <word>", answered "P <word> OK" by the connection's
+	// reader, whatever the node's role: a client's liveness check.
+	OpPing = "P"
 )
 
 // request is one parsed line.
@@ -108,6 +111,8 @@ func parseView(line []byte) (request, error) {
 		op = OpRelease
 	case OpRenew:
 		op = OpRenew
+	case OpPing:
+		op = OpPing
 	case OpAuth:
 		if len(fields) != 2 || fields[1] == "" {
 			return request{}, &lineError{op: OpAuth, rawKey: "-", field: "fields", msg: "AUTH takes one field: AUTH <bearer-token>", fatal: true}
@@ -115,9 +120,9 @@ func parseView(line []byte) (request, error) {
 		return request{op: OpAuth, auth: fields[1]}, nil
 	default:
 		if !utf8.ValidString(op) || len(op) > 16 {
-			return request{}, fatalf("op", "is not an op (A, R, N, AUTH)")
+			return request{}, fatalf("op", "is not an op (A, R, N, P, AUTH)")
 		}
-		return request{}, fatalf("op", strconv.Quote(op)+" is not an op (A, R, N, AUTH)")
+		return request{}, fatalf("op", strconv.Quote(op)+" is not an op (A, R, N, P, AUTH)")
 	}
 	if len(fields) < 2 || fields[1] == "" {
 		return request{}, fatalf("key", "is missing")
@@ -130,6 +135,13 @@ func parseView(line []byte) (request, error) {
 	bad := func(field, msg string) (request, error) {
 		// (Copies: the field's name may be a view of the line.)
 		return request{}, &lineError{op: op, rawKey: strings.Clone(raw), field: strings.Clone(field), msg: strings.Clone(msg)}
+	}
+	if op == OpPing {
+		// The word is echoed as it came: no key rules apply to it.
+		if len(fields) != 2 {
+			return bad("fields", "P takes 2 fields (P <word>), got "+strconv.Itoa(len(fields)))
+		}
+		return r, nil
 	}
 	key, ok := unescape(raw)
 	if !ok {

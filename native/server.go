@@ -71,7 +71,7 @@ type Gate interface {
 
 // Metrics receives what the server does. handlers.Metrics implements it.
 type Metrics interface {
-	// ObserveNative records one answer: its op ("A", "R", "N", "AUTH",
+	// ObserveNative records one answer: its op ("A", "R", "N", "P", "AUTH",
 	// "-" for a line that could not be read), its outcome ("OK", "T",
 	// "M", or the error code of an E line) and the time from the line's
 	// arrival to the answer's queueing.
@@ -551,6 +551,10 @@ func (c *conn) dispatch(line []byte, authed *bool, start instant) (stop bool) {
 	switch r.op {
 	case OpAuth:
 		c.reauth(&r, start)
+	case OpPing:
+		// Answered by the reader, on any node, in any role: the client's
+		// liveness check (a paused node answers nothing).
+		c.send(answer{line: []byte(OpPing + " " + r.rawKey + " OK\n")}, OpPing, "OK", start)
 	case OpAcquire:
 		// Only an acquire outlives its line (a copy: r itself stays on
 		// the stack for the other ops), with its strings.
