@@ -314,16 +314,23 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
 			}
 			avoid, lost = s, s.addr
-			if errors.Is(err, errNoAnswer) {
-				// The wait ran out on a silent node: the next attempt
-				// (same Idempotency-Key: it finds a grant that node
-				// made and replicated) waits only what is left of it.
+			noAnswer := errors.Is(err, errNoAnswer)
+			if noAnswer || pingLost(err) {
+				// A silent node: the wait ran out there, or the
+				// connection's PING went unanswered. It may grant
+				// when it resumes: settled if this acquire ends
+				// without a grant.
 				if !slices.ContainsFunc(silents, func(a silentAttempt) bool {
 					return a.at == s.addr && a.hdr.Get(HeaderIdempotencyKey) == hdr.Get(HeaderIdempotencyKey)
 				}) {
 					silents = append(silents, silentAttempt{pathQuery, hdr, s.addr})
 				}
 				silent = s
+			}
+			if noAnswer {
+				// The next attempt (same Idempotency-Key: it finds a
+				// grant that node made and replicated) waits only what
+				// is left of the wait.
 				wait = leftOf(o.wait, start)
 				if pathQuery, err = setWait(pathQuery, wait); err != nil {
 					return nil, err
@@ -453,6 +460,14 @@ func afresh(err error, wait time.Duration, start time.Time, restarts *int) (time
 	}
 	*restarts++
 	return left, true, nil
+}
+
+// pingLost reports whether err is the end of an HTTP/2 connection whose
+// PING went unanswered (Config.PingTimeout): the node is silent (paused,
+// or cut off without a reset), not gone. net/http says so only in the
+// error's text.
+func pingLost(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "http2: client connection lost")
 }
 
 // attemptLimit bounds one acquire attempt that names wait: wait +

@@ -60,12 +60,29 @@ type fakeConn struct {
 // read returns the next request line, without its "\n".
 func (c *fakeConn) read(t *testing.T) string {
 	t.Helper()
-	_ = c.nc.SetReadDeadline(time.Now().Add(bound))
-	line, err := c.br.ReadString('\n')
-	if err != nil {
-		t.Fatalf("read: %v", err)
+	for {
+		_ = c.nc.SetReadDeadline(time.Now().Add(bound))
+		line, err := c.br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		if !answerPing(c.nc, line) {
+			return strings.TrimSuffix(line, "\n")
+		}
 	}
-	return strings.TrimSuffix(line, "\n")
+}
+
+// answerPing answers line as a node does when it is a ping ("P <word>",
+// the client's liveness check on a quiet connection), and reports
+// whether it was one: the fakes answer pings without the test seeing
+// them.
+func answerPing(nc net.Conn, line string) bool {
+	word, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "P ")
+	if !ok {
+		return false
+	}
+	_, _ = nc.Write([]byte("P " + word + " OK\n"))
+	return true
 }
 
 // send writes answer lines, in one write.
@@ -680,6 +697,9 @@ func newLineNode(t *testing.T) *lineNode {
 					if err != nil {
 						return
 					}
+					if answerPing(fc.nc, l) {
+						continue
+					}
 					f.lines <- numberedLine{i, strings.TrimSuffix(l, "\n")}
 				}
 			}()
@@ -858,6 +878,9 @@ func requestLines(t *testing.T, conns []*fakeConn) (<-chan nodeLine, func() node
 				l, err := fc.br.ReadString('\n')
 				if err != nil {
 					return
+				}
+				if answerPing(fc.nc, l) {
+					continue
 				}
 				lines <- nodeLine{i, strings.TrimSuffix(l, "\n")}
 			}
