@@ -936,3 +936,58 @@ func TestPing(t *testing.T) {
 		t.Fatalf("ping on a standby with no active known: %q", got)
 	}
 }
+
+// "C <key> <id>" withdraws the connection's acquire of key with that id:
+// parked in the queue, it leaves it at once (answered "A <key> T"); one
+// waiting its turn behind the connection's other acquire of the key
+// never joins it (T in its turn). Either way "C <key> OK"; so is a C
+// naming nothing. Nothing is granted to a withdrawn acquire.
+func TestCancel(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	holder := e.dial()
+	holder.send("A k 10 -")
+	tok := grant(t, holder.read(), "k")
+	c := e.dial()
+	c.send("A k 10 3600 id=x1", "A k 10 3600 id=x2")
+	waitFor(t, func() bool { li, _ := e.eng.Status("k"); return li.Waiters == 1 })
+	c.send("C k x2")
+	if got := c.read(); got != "C k OK" {
+		t.Fatalf("cancel of the acquire waiting its turn: %q", got)
+	}
+	c.send("C k x1")
+	for _, want := range []string{"A k T", "C k OK", "A k T"} {
+		if got := c.read(); got != want {
+			t.Fatalf("after the cancel of the parked acquire: %q, want %q", got, want)
+		}
+	}
+	if li, _ := e.eng.Status("k"); li.Waiters != 0 {
+		t.Fatalf("waiters after the cancels: %d", li.Waiters)
+	}
+	c.send("C k x1", "C k nobody")
+	for range 2 {
+		if got := c.read(); got != "C k OK" {
+			t.Fatalf("cancel of nothing: %q", got)
+		}
+	}
+	for line, want := range map[string]string{
+		"C k":       "C k E invalid_argument fields: C takes 3 fields",
+		"C k a b":   "C k E invalid_argument fields: C takes 3 fields",
+		"C k %zz":   "C k E invalid_argument id: has a bad percent-encoding",
+		"C k%zz id": "C k%zz E invalid_argument key: has a bad percent-encoding",
+	} {
+		c.send(line)
+		if got := c.read(); !strings.HasPrefix(got, want) {
+			t.Errorf("%q: got %q, want %q...", line, got, want)
+		}
+	}
+	holder.send("R k " + strconv.FormatUint(tok, 10))
+	if got := holder.read(); got != "R k OK" {
+		t.Fatal(got)
+	}
+	if li, _ := e.eng.Status("k"); li.Holder != nil {
+		t.Fatalf("a withdrawn acquire was granted: %+v", li.Holder)
+	}
+	if !c.quiet(100 * time.Millisecond) {
+		t.Fatal("an answer after the release")
+	}
+}
