@@ -112,8 +112,8 @@ type Config struct {
 	ReleaseTimeout time.Duration
 	// PingInterval: a connection that received nothing for this long is
 	// checked with a ping (an HTTP/2 PING; over the native protocol a
-	// "P <word>" line, sent after one to one and a half PingIntervals of
-	// quiet); PingTimeout later without an answer it counts as broken,
+	// "P <word>" line, sent once when the connection is up and then
+	// after one to one and a half PingIntervals of quiet); PingTimeout later without an answer it counts as broken,
 	// and the calls on it move on to the next connection. Long polls
 	// are silent, and a paused node (SIGSTOP, a frozen VM) keeps its
 	// connections open while its standbys promote after their

@@ -190,16 +190,20 @@ var (
 // by twice ReleaseTimeout; Close waits for it.
 //
 // Over the native protocol (baton:// addresses) the same holds, with an
-// M answer in place of a 307, and one difference: the protocol has no
-// cancel op, so when ctx ends Acquire returns at once but its request
-// stays queued on the node (a waiter that went away would have to close
-// the whole connection, and with it every other waiter on it); when its
-// grant comes, it is released at once. WithWait bounds how long it stays;
+// M answer in place of a 307; when ctx ends, the client sends the
+// protocol's cancel ("C <key> <id>") on the connection, and the node
+// withdraws the waiter at once, as over HTTP. A node of a version
+// before that op (one that does not answer the client's first ping on
+// the connection) is not sent it: the request stays queued there (a
+// waiter that went away would have to close the whole connection, and
+// with it every other waiter on it), and its grant, when it comes, is
+// released at once. For such nodes WithWait bounds how long it stays;
 // without WithWait, a ctx with a deadline names the time left until it
-// (rounded up to a millisecond) as the wait, so the node drops the waiter
-// when ctx ends (ctx's error is returned, as over HTTP), and a ctx without
-// one leaves it queued until granted or the node's wait_max. A deadline
-// beyond the node's wait_max is not sent: asked again without a wait.
+// (rounded up to a millisecond) as the wait, so the node drops the
+// waiter when ctx ends (ctx's error is returned, as over HTTP), and a ctx
+// without one leaves it queued until granted or the node's wait_max. A
+// deadline beyond the node's wait_max is not sent: asked again without a
+// wait.
 func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption) (l *Lock, err error) {
 	var o acquireOpts
 	for _, f := range opts {

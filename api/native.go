@@ -33,10 +33,12 @@ import (
 // order). No request waits for another's answer, so a renewal or a
 // release is never held up by parked acquires on the same connection.
 //
-// The native protocol has no cancel op: an acquire whose ctx ends leaves
-// its request on the node, and a grant that answers it later is released
-// at once (see Acquire); its wait (WithWait, else ctx's deadline:
-// ctxWait) bounds how long it stays.
+// An acquire whose ctx ends is withdrawn with the protocol's cancel ("C
+// <key> <id>") on a connection whose node answered a ping (pingLoop
+// sends the first at once); on an older node's it stays on the node, and
+// a grant that answers it later is released at once (see Acquire); its
+// wait (WithWait, else ctx's deadline: ctxWait) bounds how long it
+// stays.
 
 // checkNativeKey refuses, before anything is sent, a key that a node
 // would refuse by closing the connection (an empty key, invalid UTF-8, a
@@ -80,6 +82,11 @@ type nwire struct {
 	wdone chan struct{} // closed when writeLoop has returned
 	pdone chan struct{} // closed when pingLoop has returned (or none ran)
 	reads atomic.Uint64 // answer lines read, for pingLoop
+	// cancels: the node answered a ping, so it knows the cancel op (C,
+	// of the same version): an acquire given up by its caller is
+	// withdrawn with it. A node that does not know P closes the
+	// connection on it (errNoPing), and would on a C too.
+	cancels atomic.Bool
 
 	mu      sync.Mutex
 	out     []byte         // lines not yet written
@@ -249,6 +256,24 @@ func (c *Client) ndial(ctx context.Context, base *url.URL) (*nwire, error) {
 	return w, nil
 }
 
+// post sends line (its answer matched by id) without waiting for the
+// answer, which is dropped; nothing when the connection has ended.
+func (w *nwire) post(id nid, line []byte) {
+	call := &ncall{ch: make(chan nreply, 1), late: dropLate{}}
+	w.mu.Lock()
+	if w.err != nil {
+		w.mu.Unlock()
+		return
+	}
+	w.out = append(w.out, line...)
+	w.push(id, call)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
 // pinged reports whether a ping of the connection waits for its answer.
 func (w *nwire) pinged() bool {
 	w.mu.Lock()
@@ -285,8 +310,9 @@ var errSilent = errors.New("baton: the node answered no ping")
 // closes the connection).
 var errNoPing = errors.New("baton: the node does not know the ping op (P)")
 
-// pingLoop checks that the node answers while the connection is quiet:
-// once nothing was read for PingInterval (counted in halves of it: after
+// pingLoop pings the node once at once (its answer tells that the node
+// knows P, and so C: nwire.cancels), then checks that the node answers
+// while the connection is quiet: once nothing was read for PingInterval (counted in halves of it: after
 // one to one and a half of them), it sends "P <n>"; no answer within
 // PingTimeout ends the connection with errSilent, so that the calls on
 // it move on to the next connection (a paused node keeps its TCP
@@ -296,21 +322,23 @@ func (w *nwire) pingLoop(every, timeout time.Duration) {
 	defer close(w.pdone)
 	t := time.NewTicker(max(every/2, time.Millisecond))
 	defer t.Stop()
-	seen, idle := w.reads.Load(), 0
+	seen, idle := w.reads.Load(), 2 // the first ping at once: the node knows P (and C)
 	var n uint64
 	var buf [32]byte
 	for {
-		select {
-		case <-t.C:
-		case <-w.dead:
-			return
-		}
-		if r := w.reads.Load(); r != seen {
-			seen, idle = r, 0
-			continue
-		}
-		if idle++; idle < 2 {
-			continue
+		if idle < 2 {
+			select {
+			case <-t.C:
+			case <-w.dead:
+				return
+			}
+			if r := w.reads.Load(); r != seen {
+				seen, idle = r, 0
+				continue
+			}
+			if idle++; idle < 2 {
+				continue
+			}
 		}
 		n++
 		word := strconv.FormatUint(n, 36)
@@ -498,6 +526,9 @@ func (w *nwire) readLoop(br *bufio.Reader) {
 		if err != nil {
 			w.fail(err)
 			return
+		}
+		if a.Op == nline.OpPing && a.Outcome == nline.OK && !w.cancels.Load() {
+			w.cancels.Store(true)
 		}
 		w.mu.Lock()
 		call := w.pop(nid{a.Op, a.Key})
@@ -942,6 +973,13 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 			}
 		} else {
 			a, err = w.do(ctx, id, line, late, c.attemptLimit(wait))
+			if err != nil && ctx.Err() != nil && w.cancels.Load() {
+				// The caller gave up: the node withdraws the waiter at
+				// once (C), as over HTTP, instead of granting it when
+				// its turn comes (the grant would be released, late).
+				// The answer, T or a grant made first, goes to late.
+				w.post(nid{nline.OpCancel, q.raw}, nline.AppendCancel(nil, q.raw, q.opts.ID))
+			}
 		}
 		served(&unavailableSince, sent)
 		if bounded != nil && err != nil {

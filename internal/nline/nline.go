@@ -20,6 +20,9 @@ const (
 	OpAuth    = "AUTH"
 	// OpPing is the liveness check: "P <word>", answered "P <word> OK".
 	OpPing = "P"
+	// OpCancel withdraws an acquire: "C <key> <id>", answered "C <key>
+	// OK" (and the acquire "A <key> T" if it was still waiting).
+	OpCancel = "C"
 )
 
 // Outcomes of an answer line.
@@ -124,6 +127,12 @@ func AppendRenew(b []byte, rawKey string, token uint64, lease time.Duration) []b
 // without spaces.
 func AppendPing(b []byte, word string) []byte {
 	return append(append(append(b, "P "...), word...), '\n')
+}
+
+// AppendCancel appends "C <rawKey> <id>\n" (id escaped here).
+func AppendCancel(b []byte, rawKey, id string) []byte {
+	b = append(append(append(b, "C "...), rawKey...), ' ')
+	return append(append(b, Escape(id)...), '\n')
 }
 
 // AppendAuth appends "AUTH <token>\n".
