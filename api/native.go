@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -312,12 +313,12 @@ var errNoPing = errors.New("baton: the node does not know the ping op (P)")
 
 // pingLoop pings the node once at once (its answer tells that the node
 // knows P, and so C: nwire.cancels), then checks that the node answers
-// while the connection is quiet: once nothing was read for PingInterval (counted in halves of it: after
-// one to one and a half of them), it sends "P <n>"; no answer within
-// PingTimeout ends the connection with errSilent, so that the calls on
-// it move on to the next connection (a paused node keeps its TCP
-// connections open, and its kernel answers TCP keep-alives). It ends
-// with the connection.
+// while the connection is quiet: once nothing was read for PingInterval
+// (counted in halves of it: after one to one and a half of them), it
+// sends "P <n>". No answer within PingTimeout ends the connection with
+// errSilent, so that the calls on it move on to the next connection (a
+// paused node keeps its TCP connections open, and its kernel answers TCP
+// keep-alives). It ends with the connection.
 func (w *nwire) pingLoop(every, timeout time.Duration) {
 	defer close(w.pdone)
 	t := time.NewTicker(max(every/2, time.Millisecond))
@@ -534,7 +535,7 @@ func (w *nwire) readLoop(br *bufio.Reader) {
 		call := w.pop(nid{a.Op, a.Key})
 		if call == nil {
 			w.mu.Unlock()
-			if a.Op == "-" && a.Outcome == nline.Error && a.Code == CodeInvalidArgument && w.pinged() {
+			if a.Op == "-" && a.Outcome == nline.Error && a.Code == CodeInvalidArgument && strings.Contains(a.Message, `"P"`) && w.pinged() {
 				// The node took the ping for an unknown op: it
 				// closes the connection.
 				refused = errNoPing
