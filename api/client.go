@@ -70,8 +70,8 @@ const (
 	DefaultReleaseRetry      = 200 * time.Millisecond
 	DefaultReleaseTimeout    = 5 * time.Second
 	DefaultDialTimeout       = 5 * time.Second
-	DefaultPingInterval      = 15 * time.Second
-	DefaultPingTimeout       = 5 * time.Second
+	DefaultPingInterval      = 2 * time.Second
+	DefaultPingTimeout       = 3 * time.Second
 	DefaultAcquireGrace      = 3 * time.Second
 )
 
@@ -111,10 +111,19 @@ type Config struct {
 	// ReleaseTimeout bounds how long a release is retried. 0 = 5 s.
 	ReleaseTimeout time.Duration
 	// PingInterval: a connection that received nothing for this long is
-	// checked with an HTTP/2 PING (long polls are silent); PingTimeout
-	// later without an answer it counts as broken. 0 = 15 s and 5 s.
-	// The native protocol has no ping: its connections rely on TCP
-	// keep-alive (30 s with the default dialer).
+	// checked with a ping (an HTTP/2 PING; over the native protocol a
+	// "P <word>" line, sent once when the connection is up and then
+	// after one to one and a half PingIntervals of quiet); PingTimeout later without an answer it counts as broken,
+	// and the calls on it move on to the next connection. Long polls
+	// are silent, and a paused node (SIGSTOP, a frozen VM) keeps its
+	// connections open while its standbys promote after their
+	// failover_timeout (1 s by default): so that a waiting acquire
+	// goes to the new active, a silent node is noticed within
+	// PingInterval + PingTimeout (HTTP; 1.5 PingInterval + PingTimeout
+	// native), 5 s (6 s) by default. 0 = 2 s and 3 s. A native
+	// connection to a node that does not know the ping (a version
+	// before it closes the connection on the first one) is not pinged
+	// again.
 	PingInterval, PingTimeout time.Duration
 	// AcquireGrace is how long an acquire attempt that names a wait
 	// (WithWait) is given beyond that wait before its node is taken for
@@ -250,6 +259,10 @@ type address struct {
 	// growFailed is when the dial of an extra connection last failed:
 	// no other is tried for ReconnectInterval.
 	growFailed time.Time
+	// noPing: a native connection to the node ended because the node
+	// does not know the ping op (an older version): its next ones are
+	// not pinged.
+	noPing bool
 }
 
 type slotState int

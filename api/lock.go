@@ -190,16 +190,20 @@ var (
 // by twice ReleaseTimeout; Close waits for it.
 //
 // Over the native protocol (baton:// addresses) the same holds, with an
-// M answer in place of a 307, and one difference: the protocol has no
-// cancel op, so when ctx ends Acquire returns at once but its request
-// stays queued on the node (a waiter that went away would have to close
-// the whole connection, and with it every other waiter on it); when its
-// grant comes, it is released at once. WithWait bounds how long it stays;
+// M answer in place of a 307; when ctx ends, the client sends the
+// protocol's cancel ("C <key> <id>") on the connection, and the node
+// withdraws the waiter at once, as over HTTP. A node of a version
+// before that op (one that does not answer the client's first ping on
+// the connection) is not sent it: the request stays queued there (a
+// waiter that went away would have to close the whole connection, and
+// with it every other waiter on it), and its grant, when it comes, is
+// released at once. For such nodes WithWait bounds how long it stays;
 // without WithWait, a ctx with a deadline names the time left until it
-// (rounded up to a millisecond) as the wait, so the node drops the waiter
-// when ctx ends (ctx's error is returned, as over HTTP), and a ctx without
-// one leaves it queued until granted or the node's wait_max. A deadline
-// beyond the node's wait_max is not sent: asked again without a wait.
+// (rounded up to a millisecond) as the wait, so the node drops the
+// waiter when ctx ends (ctx's error is returned, as over HTTP), and a ctx
+// without one leaves it queued until granted or the node's wait_max. A
+// deadline beyond the node's wait_max is not sent: asked again without a
+// wait.
 func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption) (l *Lock, err error) {
 	var o acquireOpts
 	for _, f := range opts {
@@ -314,16 +318,23 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
 			}
 			avoid, lost = s, s.addr
-			if errors.Is(err, errNoAnswer) {
-				// The wait ran out on a silent node: the next attempt
-				// (same Idempotency-Key: it finds a grant that node
-				// made and replicated) waits only what is left of it.
+			noAnswer := errors.Is(err, errNoAnswer)
+			if noAnswer || pingLost(err) {
+				// A silent node: the wait ran out there, or the
+				// connection's PING went unanswered. It may grant
+				// when it resumes: settled if this acquire ends
+				// without a grant.
 				if !slices.ContainsFunc(silents, func(a silentAttempt) bool {
 					return a.at == s.addr && a.hdr.Get(HeaderIdempotencyKey) == hdr.Get(HeaderIdempotencyKey)
 				}) {
 					silents = append(silents, silentAttempt{pathQuery, hdr, s.addr})
 				}
 				silent = s
+			}
+			if noAnswer {
+				// The next attempt (same Idempotency-Key: it finds a
+				// grant that node made and replicated) waits only what
+				// is left of the wait.
 				wait = leftOf(o.wait, start)
 				if pathQuery, err = setWait(pathQuery, wait); err != nil {
 					return nil, err
@@ -453,6 +464,14 @@ func afresh(err error, wait time.Duration, start time.Time, restarts *int) (time
 	}
 	*restarts++
 	return left, true, nil
+}
+
+// pingLost reports whether err is the end of an HTTP/2 connection whose
+// PING went unanswered (Config.PingTimeout): the node is silent (paused,
+// or cut off without a reset), not gone. net/http says so only in the
+// error's text.
+func pingLost(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "http2: client connection lost")
 }
 
 // attemptLimit bounds one acquire attempt that names wait: wait +

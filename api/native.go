@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/url"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,10 +34,12 @@ import (
 // order). No request waits for another's answer, so a renewal or a
 // release is never held up by parked acquires on the same connection.
 //
-// The native protocol has no cancel op: an acquire whose ctx ends leaves
-// its request on the node, and a grant that answers it later is released
-// at once (see Acquire); its wait (WithWait, else ctx's deadline:
-// ctxWait) bounds how long it stays.
+// An acquire whose ctx ends is withdrawn with the protocol's cancel ("C
+// <key> <id>") on a connection whose node answered a ping (pingLoop
+// sends the first at once); on an older node's it stays on the node, and
+// a grant that answers it later is released at once (see Acquire); its
+// wait (WithWait, else ctx's deadline: ctxWait) bounds how long it
+// stays.
 
 // checkNativeKey refuses, before anything is sent, a key that a node
 // would refuse by closing the connection (an empty key, invalid UTF-8, a
@@ -77,6 +81,13 @@ type nwire struct {
 	dead  chan struct{} // closed by fail
 	rdone chan struct{} // closed when readLoop has returned
 	wdone chan struct{} // closed when writeLoop has returned
+	pdone chan struct{} // closed when pingLoop has returned (or none ran)
+	reads atomic.Uint64 // answer lines read, for pingLoop
+	// cancels: the node answered a ping, so it knows the cancel op (C,
+	// of the same version): an acquire given up by its caller is
+	// withdrawn with it. A node that does not know P closes the
+	// connection on it (errNoPing), and would on a C too.
+	cancels atomic.Bool
 
 	mu      sync.Mutex
 	out     []byte         // lines not yet written
@@ -233,11 +244,115 @@ func (c *Client) ndial(ctx context.Context, base *url.URL) (*nwire, error) {
 		dead:    make(chan struct{}),
 		rdone:   make(chan struct{}),
 		wdone:   make(chan struct{}),
+		pdone:   make(chan struct{}),
 		waiting: map[nid]nqueue{},
 	}
 	go w.readLoop(br)
 	go w.writeLoop()
+	if c.cfg.PingInterval > 0 && !c.noPing(base) {
+		go w.pingLoop(c.cfg.PingInterval, c.cfg.PingTimeout)
+	} else {
+		close(w.pdone)
+	}
 	return w, nil
+}
+
+// post sends line (its answer matched by id) without waiting for the
+// answer, which is dropped; nothing when the connection has ended.
+func (w *nwire) post(id nid, line []byte) {
+	call := &ncall{ch: make(chan nreply, 1), late: dropLate{}}
+	w.mu.Lock()
+	if w.err != nil {
+		w.mu.Unlock()
+		return
+	}
+	w.out = append(w.out, line...)
+	w.push(id, call)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pinged reports whether a ping of the connection waits for its answer.
+func (w *nwire) pinged() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id := range w.waiting {
+		if id.op == nline.OpPing {
+			return true
+		}
+	}
+	return false
+}
+
+// noPing reports whether a connection to the node at base ended because
+// the node does not know the ping (errNoPing): its connections are not
+// pinged (they rely on TCP keep-alive and the acquires' attempt limits).
+func (c *Client) noPing(base *url.URL) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, a := range c.addrs {
+		if a.base.String() == base.String() {
+			return a.noPing
+		}
+	}
+	return false
+}
+
+// errSilent ends a native connection whose node answered no ping within
+// PingTimeout (paused, or cut off without a reset): a waiter on it may be
+// granted when that node resumes.
+var errSilent = errors.New("baton: the node answered no ping")
+
+// errNoPing ends a native connection whose node does not know the ping
+// (a version before it answers "- - E invalid_argument op: ..." and
+// closes the connection).
+var errNoPing = errors.New("baton: the node does not know the ping op (P)")
+
+// pingLoop pings the node once at once (its answer tells that the node
+// knows P, and so C: nwire.cancels), then checks that the node answers
+// while the connection is quiet: once nothing was read for PingInterval
+// (counted in halves of it: after one to one and a half of them), it
+// sends "P <n>". No answer within PingTimeout ends the connection with
+// errSilent, so that the calls on it move on to the next connection (a
+// paused node keeps its TCP connections open, and its kernel answers TCP
+// keep-alives). It ends with the connection.
+func (w *nwire) pingLoop(every, timeout time.Duration) {
+	defer close(w.pdone)
+	t := time.NewTicker(max(every/2, time.Millisecond))
+	defer t.Stop()
+	seen, idle := w.reads.Load(), 2 // the first ping at once: the node knows P (and C)
+	var n uint64
+	var buf [32]byte
+	for {
+		if idle < 2 {
+			select {
+			case <-t.C:
+			case <-w.dead:
+				return
+			}
+			if r := w.reads.Load(); r != seen {
+				seen, idle = r, 0
+				continue
+			}
+			if idle++; idle < 2 {
+				continue
+			}
+		}
+		n++
+		word := strconv.FormatUint(n, 36)
+		_, err := w.do(context.Background(), nid{nline.OpPing, word}, nline.AppendPing(buf[:0], word), nil, timeout)
+		if errors.Is(err, errNoAnswer) {
+			w.fail(fmt.Errorf("%w within %v", errSilent, timeout))
+			return
+		}
+		if err != nil {
+			return // the connection ended
+		}
+		seen, idle = w.reads.Load(), 0
+	}
 }
 
 // fail ends the connection with err (the first error wins): no request is
@@ -278,6 +393,7 @@ func (w *nwire) close(err error) {
 	w.fail(err)
 	<-w.rdone
 	<-w.wdone
+	<-w.pdone
 }
 
 // pending reports whether a request with this (op, key) waits for its
@@ -406,15 +522,25 @@ func (w *nwire) readLoop(br *bufio.Reader) {
 			w.fail(err)
 			return
 		}
+		w.reads.Add(1)
 		a, err := nline.ParseAnswer(string(line[:len(line)-1]))
 		if err != nil {
 			w.fail(err)
 			return
 		}
+		if a.Op == nline.OpPing && a.Outcome == nline.OK && !w.cancels.Load() {
+			w.cancels.Store(true)
+		}
 		w.mu.Lock()
 		call := w.pop(nid{a.Op, a.Key})
 		if call == nil {
 			w.mu.Unlock()
+			if a.Op == "-" && a.Outcome == nline.Error && a.Code == CodeInvalidArgument && strings.Contains(a.Message, `"P"`) && w.pinged() {
+				// The node took the ping for an unknown op: it
+				// closes the connection.
+				refused = errNoPing
+				continue
+			}
 			if a.Outcome == nline.Error {
 				refused = answerError(&a)
 				continue
@@ -489,6 +615,9 @@ func (c *Client) nkeep(s *slot) {
 			w.mu.Lock()
 			s.lastErr = w.err
 			w.mu.Unlock()
+			if errors.Is(s.lastErr, errNoPing) {
+				s.addr.noPing = true
+			}
 			c.notifyLocked()
 			c.mu.Unlock()
 			if c.ctx.Err() != nil {
@@ -845,6 +974,13 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 			}
 		} else {
 			a, err = w.do(ctx, id, line, late, c.attemptLimit(wait))
+			if err != nil && ctx.Err() != nil && w.cancels.Load() {
+				// The caller gave up: the node withdraws the waiter at
+				// once (C), as over HTTP, instead of granting it when
+				// its turn comes (the grant would be released, late).
+				// The answer, T or a grant made first, goes to late.
+				w.post(nid{nline.OpCancel, q.raw}, nline.AppendCancel(nil, q.raw, q.opts.ID))
+			}
 		}
 		served(&unavailableSince, sent)
 		if bounded != nil && err != nil {
@@ -876,6 +1012,15 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
 			}
 			avoid = s
+			if errors.Is(err, errSilent) {
+				// The connection's ping went unanswered: the node is
+				// silent (paused), and may grant when it resumes,
+				// though no answer can come on this connection: the
+				// id is settled there if this acquire ends without a
+				// grant (abandon), as after an attempt's limit.
+				*dropped = append(*dropped, &nattemptLate{q: q, at: s.addr, came: true})
+				silent = s
+			}
 			if !errors.Is(err, errNoAnswer) {
 				lost = s.addr // a late answer cannot come (dropped has those)
 			} else {

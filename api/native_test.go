@@ -60,12 +60,36 @@ type fakeConn struct {
 // read returns the next request line, without its "\n".
 func (c *fakeConn) read(t *testing.T) string {
 	t.Helper()
-	_ = c.nc.SetReadDeadline(time.Now().Add(bound))
-	line, err := c.br.ReadString('\n')
-	if err != nil {
-		t.Fatalf("read: %v", err)
+	for {
+		_ = c.nc.SetReadDeadline(time.Now().Add(bound))
+		line, err := c.br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		if !answerPing(c.nc, line) {
+			return strings.TrimSuffix(line, "\n")
+		}
 	}
-	return strings.TrimSuffix(line, "\n")
+}
+
+// answerPing answers line as a node does when it is a ping ("P <word>",
+// the client's liveness check), and reports whether it was one: the
+// fakes answer pings without the test seeing them. A cancel ("C <key>
+// <id>", sent by a client whose acquire's ctx ended) is answered "C
+// <key> OK" and nothing else, as by a node that had answered the
+// acquire already: the tests of the fakes script what the acquire gets.
+func answerPing(nc net.Conn, line string) bool {
+	line = strings.TrimSuffix(line, "\n")
+	if word, ok := strings.CutPrefix(line, "P "); ok {
+		_, _ = nc.Write([]byte("P " + word + " OK\n"))
+		return true
+	}
+	if rest, ok := strings.CutPrefix(line, "C "); ok {
+		key, _, _ := strings.Cut(rest, " ")
+		_, _ = nc.Write([]byte("C " + key + " OK\n"))
+		return true
+	}
+	return false
 }
 
 // send writes answer lines, in one write.
@@ -219,20 +243,36 @@ func TestNativeReleaseAttemptBound(t *testing.T) {
 // recordingDialer keeps every connection the client dials and what the
 // client wrote on it.
 type recordingDialer struct {
-	mu    sync.Mutex
-	conns []*recConn
+	mu       sync.Mutex
+	conns    []*recConn
+	noCancel bool // the connections drop cancel lines (recConn)
 }
 
 type recConn struct {
 	net.Conn
 	mu  sync.Mutex
 	out bytes.Buffer
+	// noCancel drops the client's cancel lines ("C ..."): a node that
+	// does not know the op, as far as the client's acquires go.
+	noCancel bool
 }
 
 func (c *recConn) Write(b []byte) (int, error) {
 	c.mu.Lock()
 	c.out.Write(b)
 	c.mu.Unlock()
+	if c.noCancel {
+		var kept []byte
+		for l := range bytes.Lines(b) {
+			if !bytes.HasPrefix(l, []byte("C ")) {
+				kept = append(kept, l...)
+			}
+		}
+		if _, err := c.Conn.Write(kept); err != nil {
+			return 0, err
+		}
+		return len(b), nil
+	}
 	return c.Conn.Write(b)
 }
 
@@ -247,7 +287,7 @@ func (d *recordingDialer) dial(ctx context.Context, network, addr string) (net.C
 	if err != nil {
 		return nil, err
 	}
-	rc := &recConn{Conn: nc}
+	rc := &recConn{Conn: nc, noCancel: d.noCancel}
 	d.mu.Lock()
 	d.conns = append(d.conns, rc)
 	d.mu.Unlock()
@@ -515,7 +555,9 @@ func TestNativeCancelledThenBroken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d recordingDialer
+	// A node that does not know the cancel op (the lines are dropped):
+	// the waiter stays queued.
+	d := recordingDialer{noCancel: true}
 	c := newClient(t, func(c *api.Config) { c.DialContext = d.dial }, srv.Base("native"))
 	// No deadline: an acquire without a wait (a deadline would be sent
 	// as its wait).
@@ -526,7 +568,7 @@ func TestNativeCancelledThenBroken(t *testing.T) {
 	if r := <-res; !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("cancelled acquire: %v", r.err)
 	}
-	waitWaiters(t, hc, "k", 1) // still queued: the protocol has no cancel
+	waitWaiters(t, hc, "k", 1) // still queued: no cancel reached the node
 	first := d.carrying("A k ")
 	if len(first) != 1 {
 		t.Fatalf("%d connections carried the acquire, want 1", len(first))
@@ -679,6 +721,9 @@ func newLineNode(t *testing.T) *lineNode {
 					l, err := fc.br.ReadString('\n')
 					if err != nil {
 						return
+					}
+					if answerPing(fc.nc, l) {
+						continue
 					}
 					f.lines <- numberedLine{i, strings.TrimSuffix(l, "\n")}
 				}
@@ -858,6 +903,9 @@ func requestLines(t *testing.T, conns []*fakeConn) (<-chan nodeLine, func() node
 				l, err := fc.br.ReadString('\n')
 				if err != nil {
 					return
+				}
+				if answerPing(fc.nc, l) {
+					continue
 				}
 				lines <- nodeLine{i, strings.TrimSuffix(l, "\n")}
 			}

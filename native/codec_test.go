@@ -51,6 +51,10 @@ func TestClientCodec(t *testing.T) {
 	if r, err := parse(trimNL(t, line)); err != nil || r.op != OpAuth || r.auth != "s3cret" {
 		t.Errorf("%q parsed as %+v, %v", line, r, err)
 	}
+	line = nline.AppendPing(nil, "1z")
+	if r, err := parse(trimNL(t, line)); err != nil || r.op != OpPing || r.rawKey != "1z" {
+		t.Errorf("%q parsed as %+v, %v", line, r, err)
+	}
 }
 
 // TestClientAnswers checks nline.ParseAnswer on the lines this server
@@ -77,6 +81,7 @@ func TestClientAnswers(t *testing.T) {
 		"R k OK":                               "R k",
 		"N k M 10.0.0.2:7071":                  "N k",
 		"AUTH OK":                              "AUTH ",
+		"P 1z OK":                              "P 1z",
 		"AUTH E unauthorized " + authFailed:    "AUTH ",
 		"- - E invalid_argument op: not an op": "- -",
 	} {

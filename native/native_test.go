@@ -893,3 +893,101 @@ func TestCloseWritesTheParkedAcquiresAnswers(t *testing.T) {
 		}
 	}
 }
+
+// A ping ("P <word>") is answered "P <word> OK" at once, on an active as
+// on a standby, beside a parked acquire, with no state changed; a ping
+// with another field count is answered E and the connection serves on;
+// one without a word closes it (its key field cannot be read).
+func TestPing(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	c := e.dial()
+	c.send("A held 10 -")
+	tok := grant(t, c.read(), "held")
+	c.send("A held 10 -", "P 1", "P x%20y")
+	if got := c.read(); got != "P 1 OK" {
+		t.Fatalf("ping beside a parked acquire: %q", got)
+	}
+	if got := c.read(); got != "P x%20y OK" {
+		t.Fatalf("second ping: %q", got)
+	}
+	c.send("P 1 2")
+	if got := c.read(); !strings.HasPrefix(got, "P 1 E invalid_argument fields: P takes 2 fields") {
+		t.Fatalf("ping with 3 fields: %q", got)
+	}
+	c.send("R held " + strconv.FormatUint(tok, 10))
+	got := map[string]bool{c.read(): true}
+	got[c.read()] = true
+	if !got["R held OK"] || len(got) != 2 {
+		t.Fatalf("after the pings: %v, want the release and the parked acquire's grant", got)
+	}
+	bad := e.dial()
+	bad.send("P")
+	if got := bad.read(); !strings.HasPrefix(got, "- - E invalid_argument key: is missing") {
+		t.Fatalf("P without a word: %q", got)
+	}
+	if !bad.closed() {
+		t.Fatal("P without a word: the connection stays open")
+	}
+
+	standby := newEnv(t, engine.Config{}, native.Config{Gate: &fakeGate{}})
+	s := standby.dial()
+	s.send("P 7")
+	if got := s.read(); got != "P 7 OK" {
+		t.Fatalf("ping on a standby with no active known: %q", got)
+	}
+}
+
+// "C <key> <id>" withdraws the connection's acquire of key with that id:
+// parked in the queue, it leaves it at once (answered "A <key> T"); one
+// waiting its turn behind the connection's other acquire of the key
+// never joins it (T in its turn). Either way "C <key> OK"; so is a C
+// naming nothing. Nothing is granted to a withdrawn acquire.
+func TestCancel(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	holder := e.dial()
+	holder.send("A k 10 -")
+	tok := grant(t, holder.read(), "k")
+	c := e.dial()
+	c.send("A k 10 3600 id=x1", "A k 10 3600 id=x2")
+	waitFor(t, func() bool { li, _ := e.eng.Status("k"); return li.Waiters == 1 })
+	c.send("C k x2")
+	if got := c.read(); got != "C k OK" {
+		t.Fatalf("cancel of the acquire waiting its turn: %q", got)
+	}
+	c.send("C k x1")
+	for _, want := range []string{"A k T", "C k OK", "A k T"} {
+		if got := c.read(); got != want {
+			t.Fatalf("after the cancel of the parked acquire: %q, want %q", got, want)
+		}
+	}
+	if li, _ := e.eng.Status("k"); li.Waiters != 0 {
+		t.Fatalf("waiters after the cancels: %d", li.Waiters)
+	}
+	c.send("C k x1", "C k nobody")
+	for range 2 {
+		if got := c.read(); got != "C k OK" {
+			t.Fatalf("cancel of nothing: %q", got)
+		}
+	}
+	for line, want := range map[string]string{
+		"C k":       "C k E invalid_argument fields: C takes 3 fields",
+		"C k a b":   "C k E invalid_argument fields: C takes 3 fields",
+		"C k %zz":   "C k E invalid_argument id: has a bad percent-encoding",
+		"C k%zz id": "C k%zz E invalid_argument key: has a bad percent-encoding",
+	} {
+		c.send(line)
+		if got := c.read(); !strings.HasPrefix(got, want) {
+			t.Errorf("%q: got %q, want %q...", line, got, want)
+		}
+	}
+	holder.send("R k " + strconv.FormatUint(tok, 10))
+	if got := holder.read(); got != "R k OK" {
+		t.Fatal(got)
+	}
+	if li, _ := e.eng.Status("k"); li.Holder != nil {
+		t.Fatalf("a withdrawn acquire was granted: %+v", li.Holder)
+	}
+	if !c.quiet(100 * time.Millisecond) {
+		t.Fatal("an answer after the release")
+	}
+}

@@ -26,6 +26,13 @@ const (
 	OpRelease = "R"
 	OpRenew   = "N"
 	OpAuth    = "AUTH"
+	// OpPing is "P <word>", answered "P <word> OK" by the connection's
+	// reader, whatever the node's role: a client's liveness check.
+	OpPing = "P"
+	// OpCancel is "C <key> <id>": the connection's acquire of key sent
+	// with id= id leaves the key's queue (answered "A <key> T"), as it
+	// would if the connection closed; answered "C <key> OK".
+	OpCancel = "C"
 )
 
 // request is one parsed line.
@@ -56,6 +63,10 @@ type request struct {
 	c      *conn
 	parked *engine.Waiting
 	after  []*request
+	// cancelled is set (1, atomically: the reader sets it, whoever runs
+	// the acquire reads it) by a C line naming it: it leaves the queue,
+	// or never joins it, and is answered T.
+	cancelled uint32
 }
 
 // lineError is a line the server refuses. With fatal, the op or the key
@@ -108,6 +119,10 @@ func parseView(line []byte) (request, error) {
 		op = OpRelease
 	case OpRenew:
 		op = OpRenew
+	case OpPing:
+		op = OpPing
+	case OpCancel:
+		op = OpCancel
 	case OpAuth:
 		if len(fields) != 2 || fields[1] == "" {
 			return request{}, &lineError{op: OpAuth, rawKey: "-", field: "fields", msg: "AUTH takes one field: AUTH <bearer-token>", fatal: true}
@@ -115,9 +130,9 @@ func parseView(line []byte) (request, error) {
 		return request{op: OpAuth, auth: fields[1]}, nil
 	default:
 		if !utf8.ValidString(op) || len(op) > 16 {
-			return request{}, fatalf("op", "is not an op (A, R, N, AUTH)")
+			return request{}, fatalf("op", "is not an op (A, R, N, C, P, AUTH)")
 		}
-		return request{}, fatalf("op", strconv.Quote(op)+" is not an op (A, R, N, AUTH)")
+		return request{}, fatalf("op", strconv.Quote(op)+" is not an op (A, R, N, C, P, AUTH)")
 	}
 	if len(fields) < 2 || fields[1] == "" {
 		return request{}, fatalf("key", "is missing")
@@ -130,6 +145,13 @@ func parseView(line []byte) (request, error) {
 	bad := func(field, msg string) (request, error) {
 		// (Copies: the field's name may be a view of the line.)
 		return request{}, &lineError{op: op, rawKey: strings.Clone(raw), field: strings.Clone(field), msg: strings.Clone(msg)}
+	}
+	if op == OpPing {
+		// The word is echoed as it came: no key rules apply to it.
+		if len(fields) != 2 {
+			return bad("fields", "P takes 2 fields (P <word>), got "+strconv.Itoa(len(fields)))
+		}
+		return r, nil
 	}
 	key, ok := unescape(raw)
 	if !ok {
@@ -221,6 +243,18 @@ func parseView(line []byte) (request, error) {
 			return bad("token", argReason(engine.BadToken(fields[2])))
 		}
 		r.token = t
+	case OpCancel:
+		if len(fields) != 3 {
+			return bad("fields", "C takes 3 fields (C <key> <id>), got "+strconv.Itoa(len(fields)))
+		}
+		id, ok := unescape(fields[2])
+		if !ok {
+			return bad("id", "has a bad percent-encoding")
+		}
+		if !engine.ValidID(id) {
+			return bad("id", idRule)
+		}
+		r.id = id
 	case OpRenew:
 		if len(fields) != 4 {
 			return bad("fields", "N takes 4 fields (N <key> <token> <lease>), got "+strconv.Itoa(len(fields)))

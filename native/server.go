@@ -71,7 +71,7 @@ type Gate interface {
 
 // Metrics receives what the server does. handlers.Metrics implements it.
 type Metrics interface {
-	// ObserveNative records one answer: its op ("A", "R", "N", "AUTH",
+	// ObserveNative records one answer: its op ("A", "R", "N", "C", "P", "AUTH",
 	// "-" for a line that could not be read), its outcome ("OK", "T",
 	// "M", or the error code of an E line) and the time from the line's
 	// arrival to the answer's queueing.
@@ -551,6 +551,10 @@ func (c *conn) dispatch(line []byte, authed *bool, start instant) (stop bool) {
 	switch r.op {
 	case OpAuth:
 		c.reauth(&r, start)
+	case OpPing:
+		// Answered by the reader, on any node, in any role: the client's
+		// liveness check (a paused node answers nothing).
+		c.send(answer{line: []byte(OpPing + " " + r.rawKey + " OK\n")}, OpPing, "OK", start)
 	case OpAcquire:
 		// Only an acquire outlives its line (a copy: r itself stays on
 		// the stack for the other ops), with its strings.
@@ -559,6 +563,8 @@ func (c *conn) dispatch(line []byte, authed *bool, start instant) (stop bool) {
 		ar.own(line)
 		c.keys.add(ar.rawKey)
 		c.acquireInTurn(ar, nil, start)
+	case OpCancel:
+		c.cancelAcquire(&r, start)
 	case OpRelease, OpRenew:
 		// Of a release or renewal only the key as sent outlives the line
 		// (in its answer); the engine copies what it keeps. It is most
@@ -1225,6 +1231,12 @@ func (c *conn) acquireInTurn(r *request, pre *answer, start instant) {
 // was answered; never with c.mu or an engine lock held.
 func (c *conn) run(r *request) {
 	for r != nil {
+		if atomic.LoadUint32(&r.cancelled) != 0 {
+			// Withdrawn by a C line before it joined the queue.
+			c.send(c.cancelledLine(r), OpAcquire, "T", r.start)
+			r = c.next(r)
+			continue
+		}
 		if r.pre == nil && !c.notServing(r) {
 			req := engine.AcquireRequest{Key: r.key, Lease: r.lease, Wait: r.wait, ID: r.id, Owner: r.owner, Mode: r.mode, Limit: r.limit}
 			res, p := c.s.eng.AcquireTo(req, r)
@@ -1232,12 +1244,21 @@ func (c *conn) run(r *request) {
 				c.mu.Lock()
 				closed := c.closed
 				r.parked = p
+				// (Read in the same hold as parked is set: either this or
+				// cancelAcquire withdraws it, never both.)
+				cancelled := atomic.LoadUint32(&r.cancelled) != 0
 				c.mu.Unlock()
 				if closed {
 					// The writer's sweep may be over: this acquire leaves
 					// here. (If Cancel fails, Done has run, and either
 					// queued the answer or refused it.)
 					p.Cancel()
+				} else if cancelled && p.Cancel() {
+					// A C line came while it was being started (its
+					// parked was not set yet): withdrawn here.
+					c.send(c.cancelledLine(r), OpAcquire, "T", r.start)
+					r = c.next(r)
+					continue
 				}
 				return // parked: Done answers it
 			}
@@ -1252,6 +1273,51 @@ func (c *conn) run(r *request) {
 		}
 		r = c.next(r)
 	}
+}
+
+// cancelAcquire serves "C <key> <id>" (r): the connection's acquire of
+// the key with that id, parked in the key's queue or waiting its turn
+// behind another of the connection's acquires of the key, is withdrawn
+// as if the connection had closed (engine Waiting.Cancel) and answered
+// "A <key> T" in its turn; one answered already (or unknown) is left as
+// it is. Either way the line is answered "C <key> OK".
+func (c *conn) cancelAcquire(r *request, start instant) {
+	var p *engine.Waiting
+	var head *request
+	c.mu.Lock()
+	if run := c.chains[r.rawKey]; run != nil {
+		for i := -1; i < len(run.after); i++ {
+			a := run
+			if i >= 0 {
+				a = run.after[i]
+			}
+			if a.id == r.id && atomic.LoadUint32(&a.cancelled) == 0 {
+				atomic.StoreUint32(&a.cancelled, 1)
+				if i < 0 {
+					p, head = a.parked, a
+				}
+				break
+			}
+		}
+	}
+	c.mu.Unlock()
+	line := []byte(OpCancel + " " + r.rawKey + " OK\n")
+	if p != nil && p.Cancel() {
+		// Withdrawn before it was answered: its answer is this T, and
+		// the key's turn passes on.
+		c.send(c.cancelledLine(head), OpAcquire, "T", head.start)
+		c.send(answer{line: line}, OpCancel, "OK", start)
+		c.run(c.next(head))
+		return
+	}
+	// Not parked yet (it runs on another goroutine, or waits its turn):
+	// run answers it T when it comes to it; or answered already.
+	c.send(answer{line: line}, OpCancel, "OK", start)
+}
+
+// cancelledLine is the answer of an acquire withdrawn by a C line.
+func (c *conn) cancelledLine(r *request) answer {
+	return answer{line: []byte(OpAcquire + " " + r.rawKey + " T\n")}
 }
 
 // next ends r's turn: it returns the connection's next acquire of the same

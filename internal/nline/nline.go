@@ -18,6 +18,11 @@ const (
 	OpRelease = "R"
 	OpRenew   = "N"
 	OpAuth    = "AUTH"
+	// OpPing is the liveness check: "P <word>", answered "P <word> OK".
+	OpPing = "P"
+	// OpCancel withdraws an acquire: "C <key> <id>", answered "C <key>
+	// OK" (and the acquire "A <key> T" if it was still waiting).
+	OpCancel = "C"
 )
 
 // Outcomes of an answer line.
@@ -118,6 +123,18 @@ func AppendRenew(b []byte, rawKey string, token uint64, lease time.Duration) []b
 	return append(AppendSeconds(b, lease), '\n')
 }
 
+// AppendPing appends "P <word>\n"; word must be printable ASCII
+// without spaces.
+func AppendPing(b []byte, word string) []byte {
+	return append(append(append(b, "P "...), word...), '\n')
+}
+
+// AppendCancel appends "C <rawKey> <id>\n" (id escaped here).
+func AppendCancel(b []byte, rawKey, id string) []byte {
+	b = append(append(append(b, "C "...), rawKey...), ' ')
+	return append(append(b, Escape(id)...), '\n')
+}
+
 // AppendAuth appends "AUTH <token>\n".
 func AppendAuth(b []byte, token string) []byte {
 	return append(append(append(b, "AUTH "...), token...), '\n')
@@ -125,11 +142,11 @@ func AppendAuth(b []byte, token string) []byte {
 
 // Answer is one answer line, read.
 type Answer struct {
-	// Op is the request's op ("A", "R", "N", "AUTH"; "-" on the error
+	// Op is the request's op ("A", "R", "N", "P", "AUTH"; "-" on the error
 	// line of a request whose op could not be read).
 	Op string
-	// Key is the key as the request line carried it (escaped), "" for
-	// AUTH answers and "-" when it could not be read.
+	// Key is the key as the request line carried it (escaped; a ping's
+	// word), "" for AUTH answers and "-" when it could not be read.
 	Key string
 	// Outcome is OK, Timeout, Moved or Error.
 	Outcome string
