@@ -212,7 +212,9 @@ func serveNativeFloor(ln net.Listener, h *floorHandler) {
 
 // nativeFloorConn serves one connection: a reader that answers what it
 // can at once and parks an acquire of a held key on a goroutine, and a
-// writer that drains the answers into one write.
+// writer that drains the answers into one write. It answers the ops the
+// official client sends: A, R, P (its liveness check, echoed at once) and
+// C (withdraws a parked acquire sent with that id, as baton does).
 func nativeFloorConn(nc net.Conn, h *floorHandler) {
 	defer nc.Close()
 	var mu sync.Mutex
@@ -220,6 +222,7 @@ func nativeFloorConn(nc net.Conn, h *floorHandler) {
 	wake := make(chan struct{}, 1)
 	gone := make(chan struct{})
 	defer close(gone)
+	cancels := map[string]chan struct{}{} // parked acquires with an id, by "key id"; under mu
 	send := func(b []byte) {
 		mu.Lock()
 		out = append(out, b...)
@@ -277,8 +280,29 @@ func nativeFloorConn(nc net.Conn, h *floorHandler) {
 				w, _ := strconv.ParseFloat(f[3], 64)
 				timeout = time.Duration(w * float64(time.Second))
 			}
+			// An acquire with id= can be withdrawn by a C line (the
+			// official client sends one when its caller gives up).
+			var cancel chan struct{}
+			var ck string
+			for _, o := range f[4:] {
+				if id, ok := strings.CutPrefix(o, "id="); ok {
+					cancel, ck = make(chan struct{}), key+" "+id
+					mu.Lock()
+					cancels[ck] = cancel
+					mu.Unlock()
+				}
+			}
 			l.waiters.Add(1)
 			go func() {
+				if cancel != nil {
+					defer func() {
+						mu.Lock()
+						if cancels[ck] == cancel {
+							delete(cancels, ck)
+						}
+						mu.Unlock()
+					}()
+				}
 				var tc <-chan time.Time
 				if timeout > 0 {
 					t := time.NewTimer(timeout)
@@ -292,10 +316,24 @@ func nativeFloorConn(nc net.Conn, h *floorHandler) {
 				case <-tc:
 					l.waiters.Add(-1)
 					send([]byte("A " + key + " T\n"))
+				case <-cancel:
+					l.waiters.Add(-1)
+					send([]byte("A " + key + " T\n"))
 				case <-gone:
 					l.waiters.Add(-1)
 				}
 			}()
+		case len(f) == 2 && f[0] == "P":
+			send([]byte("P " + f[1] + " OK\n"))
+		case len(f) == 3 && f[0] == "C":
+			mu.Lock()
+			c := cancels[f[1]+" "+f[2]]
+			delete(cancels, f[1]+" "+f[2])
+			mu.Unlock()
+			if c != nil {
+				close(c)
+			}
+			send([]byte("C " + f[1] + " OK\n"))
 		case len(f) == 3 && f[0] == "R":
 			tok, _ := strconv.ParseUint(f[2], 10, 64)
 			l := h.lock(f[1], false)
