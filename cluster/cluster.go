@@ -394,6 +394,12 @@ type Node struct {
 	// stateToken is Status.StateToken: raised by OnEvent (grants made
 	// here) and by the replication stream (grants applied here).
 	stateToken atomic.Uint64
+	// splitToken: while this node is active and sees another live active,
+	// its state token when it first saw one, which its Status reports and
+	// its decisions compare instead of stateToken (see markSplitLocked);
+	// split says whether it is set. Guarded by mu.
+	splitToken uint64
+	split      bool
 	// resumeMark is the highest token this node granted while Resuming
 	// (OnEvent): such a grant reaches its client only once the node knows
 	// it is still the active (HoldsBack).
@@ -762,8 +768,12 @@ func (n *Node) statusLocked() Status {
 		role = api.RoleStandby
 	}
 	last, m := n.tail.position()
+	state := n.stateToken.Load()
+	if role == api.RoleActive && n.split {
+		state = n.splitToken
+	}
 	return Status{URL: n.cfg.Self, Role: role, Active: n.active, Priority: n.self, Epoch: n.epoch,
-		HasState: n.hasState, LastToken: n.eng.LastToken(), StateToken: n.stateToken.Load(), Native: n.cfg.Native,
+		HasState: n.hasState, LastToken: n.eng.LastToken(), StateToken: state, Native: n.cfg.Native,
 		LastIndex: last, LogEpoch: m.epoch, LogFailing: !n.logBad.IsZero() && time.Since(n.logBad) >= n.logFailAfter(),
 		Peers: n.cfg.Peers, ClusterID: n.clusterID, Settled: n.everSynced}
 }

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -342,6 +343,9 @@ type proxy struct {
 	holding *holdRule     // nil: forward every byte
 	changed chan struct{} // closed and replaced when cut or holding changes
 	wg      sync.WaitGroup
+	// lag delays each read the proxy forwards from the node to its
+	// client (every answer) by that long (nanoseconds; 0: none).
+	lag atomic.Int64
 }
 
 // holdRule says which connections a proxy holds back, and in which
@@ -445,6 +449,9 @@ func (p *proxy) copy(dst, src net.Conn, l *link, up bool) {
 			}
 			if !p.waitHeld(l, up) {
 				return
+			}
+			if d := time.Duration(p.lag.Load()); d > 0 && !up {
+				time.Sleep(d)
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return

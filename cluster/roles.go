@@ -265,12 +265,38 @@ func (n *Node) step(now time.Time, r *request) {
 	v := n.gather(now, r)
 	a := decide(v)
 	n.apply(now, v, a)
+	n.markSplitLocked(v)
 	if r == nil && !v.stale && n.resumed.Load() != 0 {
 		// Serving again once this decision is applied (a step-down
 		// included).
 		n.resumed.Store(0)
 		n.log.Info("every peer polled again after the pause", "role", n.role)
 	}
+}
+
+// markSplitLocked keeps, while this node stays active beside another live
+// active (a split brain, v the view it just decided on), the state token
+// it compared when it first saw one (n.splitToken), and forgets it once it
+// sees none or is no longer active. Its Status reports that token and its
+// decisions compare it, so that two actives that both go on granting
+// compare the same two values, and one of them steps down (keepsState):
+// each comparing its own state token, fresh, with the other's from its
+// last answer, older by that poll's latency, both found their own state
+// newer for as long as both granted faster than their polls came back
+// (TestHistoryChaos CHAOS_SEED=2940: two actives for 4.8 s after they saw
+// each other, under load). n.mu is held.
+func (n *Node) markSplitLocked(v view) {
+	if n.role == api.RoleActive {
+		for _, p := range v.peers {
+			if p.live && p.Role == api.RoleActive {
+				if !n.split {
+					n.split, n.splitToken = true, v.self.StateToken
+				}
+				return
+			}
+		}
+	}
+	n.split, n.splitToken = false, 0
 }
 
 // gather is what this node knows, as a value for decide. n.mu is held.

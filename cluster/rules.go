@@ -529,7 +529,11 @@ func (v view) maxEpoch() uint64 {
 // the other's last answer, and both only grow while a node is active,
 // so two actives never both step down, and the one whose state is older
 // steps down whichever polled first (a node that stepped down answers
-// as a standby at once).
+// as a standby at once). An active that sees another one compares and
+// reports its state token as it was when it first saw it (Node.split),
+// which no answer it sent before exceeds: never both still hold, and
+// once both have seen each other they compare the same two values, so
+// one steps down even while both go on granting.
 func keepsState(a, b Status) bool {
 	if a.StateToken != b.StateToken {
 		return a.StateToken > b.StateToken

@@ -248,9 +248,11 @@ func (l *h1Lock) call(ctx context.Context, method string, q url.Values) error {
 			return err
 		}
 		var se *api.StatusError
-		// A 503 or a 307 was not acted on; a failed connection may have
-		// been.
-		sent = sent || !errors.As(err, &se)
+		// A 307 was not acted on; a failed connection may have been, and
+		// so may a 503: a node may make a release its log then fails to
+		// write, which the log writes once it recovers (api.Client.Release
+		// counts a 5xx so too).
+		sent = sent || !errors.As(err, &se) || se.StatusCode >= 500
 		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -151,6 +151,14 @@ func CheckOrderIn(grants []Grant, ws, orderWs []Window) (bad []string, fenced in
 		var lastShared, lastExcl *Grant // highest-token earlier grant of each mode
 		for i, b := range gs {
 			limit := max(1, b.Limit)
+			// to ends b's span for the windows: its Ending, or its receipt
+			// when that came later (a grant received after the lease it
+			// was asked with could have run out: an empty hold, whose
+			// span would otherwise run backwards and meet no window).
+			to := b.Ending
+			if to.Before(b.Granted) {
+				to = b.Granted
+			}
 			f.Grants++
 			if b.shared() {
 				f.Shared++
@@ -167,7 +175,7 @@ func CheckOrderIn(grants []Grant, ws, orderWs []Window) (bad []string, fenced in
 			}
 			f.Most = max(f.Most, len(holding)+1)
 			if over {
-				if InWindows(ws, from, b.Ending) {
+				if InWindows(ws, from, to) {
 					fenced++
 				} else {
 					var with []string
@@ -194,7 +202,7 @@ func CheckOrderIn(grants []Grant, ws, orderWs []Window) (bad []string, fenced in
 				if a.Token < b.Token {
 					continue
 				}
-				if InWindows(orderWs, a.Granted, b.Ending) {
+				if InWindows(orderWs, a.Granted, to) {
 					fenced++
 					continue
 				}
