@@ -260,11 +260,16 @@ func (c *Client) ndial(ctx context.Context, base *url.URL) (*nwire, error) {
 // post sends line (its answer matched by id) without waiting for the
 // answer, which is dropped; nothing when the connection has ended.
 func (w *nwire) post(id nid, line []byte) {
-	call := &ncall{ch: make(chan nreply, 1), late: dropLate{}}
+	w.send(id, line, &ncall{ch: make(chan nreply, 1), late: dropLate{}})
+}
+
+// send queues line for the writer, its answer to go to call; it returns
+// the connection's error, nothing queued, when the connection has ended.
+func (w *nwire) send(id nid, line []byte, call *ncall) error {
 	w.mu.Lock()
-	if w.err != nil {
+	if err := w.err; err != nil {
 		w.mu.Unlock()
-		return
+		return err
 	}
 	w.out = append(w.out, line...)
 	w.push(id, call)
@@ -273,6 +278,7 @@ func (w *nwire) post(id nid, line []byte) {
 	case w.wake <- struct{}{}:
 	default:
 	}
+	return nil
 }
 
 // pinged reports whether a ping of the connection waits for its answer.
@@ -416,19 +422,9 @@ func (w *nwire) do(ctx context.Context, id nid, line []byte, late nlate, limit t
 		return nline.Answer{}, err // nothing sent
 	}
 	call := ncalls.Get().(*ncall)
-	w.mu.Lock()
-	if w.err != nil {
-		err := w.err
-		w.mu.Unlock()
+	if err := w.send(id, line, call); err != nil {
 		ncalls.Put(call)
 		return nline.Answer{}, &errConn{err: err}
-	}
-	w.out = append(w.out, line...)
-	w.push(id, call)
-	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
 	}
 	var expired <-chan time.Time // nil: no limit
 	if limit > 0 {
