@@ -10,7 +10,8 @@ import (
 )
 
 // FuzzParse: the line parser never panics; what it accepts is a valid
-// request (a key the engine takes, a lease >= 0, a token below 2^53, an
+// request (a ping with one word; a cancel with a key and an id the engine
+// takes; a key the engine takes, a lease >= 0, a token below 2^53, an
 // owner, mode and limit the engine takes) that
 // reads back the same after Escape; what it refuses is a *lineError that
 // names a field and, unless fatal, repeats the line's op and key field.
@@ -20,6 +21,7 @@ func FuzzParse(f *testing.F) {
 		"N k 1 30", "AUTH tok", "A k", "GET / HTTP/1.1", "A %zz 1 1", "A k 1e3 -",
 		"A k 10 - owner=me", "A k 10 - mode=shared limit=3 owner=a%20b", "A k - - limit=0",
 		"A k - - mode=x", "A k - - limit=10001", "A k - - owner=", "R k 9007199254740992", "\xff", "A k 10 \xff", "N k 1 -\r",
+		"P 1", "P a b", "C k x", "C 0 0", "C k%20b a%25b", "C k", "C k x y",
 	} {
 		f.Add([]byte(s))
 	}
@@ -42,6 +44,17 @@ func FuzzParse(f *testing.F) {
 		case OpAuth:
 			if r.auth == "" {
 				t.Fatalf("%q: AUTH without a token", line)
+			}
+			return
+		case OpPing:
+			// The word is echoed as sent: one field, no space.
+			if r.rawKey == "" || strings.ContainsAny(r.rawKey, " \n") {
+				t.Fatalf("%q: ping word %q", line, r.rawKey)
+			}
+			return
+		case OpCancel:
+			if engine.CheckKey(r.key) != nil || !engine.ValidID(r.id) {
+				t.Fatalf("%q: accepted cancel of key %q id %q", line, r.key, r.id)
 			}
 			return
 		case OpAcquire, OpRelease, OpRenew:
