@@ -13,10 +13,11 @@ import (
 )
 
 // TestNativeDeadlineLeavesNoGhost: a baton:// acquire without WithWait
-// whose ctx has a deadline leaves the node's queue when ctx ends. The
-// protocol has no cancel, and such an acquire used to stay queued until
-// the holder released: a WithLock retried with a short timeout left one
-// ghost waiter per try.
+// whose ctx has a deadline leaves the node's queue when ctx ends: the
+// deadline is sent as its wait, which holds for a node without the cancel
+// op (C) too. Before, such an acquire stayed queued until the holder
+// released: a WithLock retried with a short timeout left one ghost waiter
+// per try.
 func TestNativeDeadlineLeavesNoGhost(t *testing.T) {
 	srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
 	hc := newClient(t, nil, srv.URL)

@@ -395,8 +395,11 @@ func TestProtoAuth(t *testing.T) {
 }
 
 // A cancelled acquire returns at once and leaves nothing held: over HTTP
-// the waiter leaves the queue; over the native protocol (no cancel op)
-// its request stays queued and the grant it gets is released at once.
+// the waiter leaves the queue; over the native protocol the client sends
+// the cancel op (C) once the node has answered the connection's first
+// ping, and before that (or to a node without the op) the request stays
+// queued and the grant it gets is released at once; both end free.
+// (TestNativeCancelLeavesTheQueue asserts the cancel op's effect.)
 func TestProtoAcquireCancelled(t *testing.T) {
 	eachProto(t, func(t *testing.T, proto string) {
 		srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
