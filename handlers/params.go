@@ -549,8 +549,8 @@ func formHint(body []byte, names []string) string {
 			obj = append(obj, jv...)
 		}
 	}
-	// The pairs as sent (URL-encoded: as they go in a query string), not
-	// joined by "&", which encoding/json sends as \u0026.
+	// The pairs as sent (URL-encoded: as they go in a query string),
+	// listed in words.
 	pairs := strings.Split(s, "&")
 	list := pairs[0]
 	if n := len(pairs); n > 1 {
