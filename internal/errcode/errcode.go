@@ -59,8 +59,11 @@ var table = []row{
 	{ErrNoActive, api.CodeUnavailable, "no active node is known at the moment; retry"},
 	{engine.ErrReplaced, api.CodeUnavailable, "this node stepped down before it could answer, and the state it serves now may not hold the change: retry on the active (a repeat with the same Idempotency-Key gets the grant or the timeout if it stands; a repeated release answered not_held or not_holder has taken effect)"},
 	// Before ErrUnavailable, which it wraps: the change may stand.
-	{engine.ErrNotWritten, api.CodeUnavailable, "the node made the change but cannot write it to its log (disk full or a write error), or stepped down from the active role before it was acknowledged: it is written if the log recovers and lost if the node stops or stepped down first; retry (a repeated release answered not_held or not_holder has taken effect; until a renewal is answered, count on the lease as it was)"},
-	{engine.ErrUnavailable, api.CodeUnavailable, "the node cannot write its log (disk full or a write error), or stepped down from the active role: nothing was changed: retry"},
+	// ErrNotWritten and ErrUnavailable are the disk's alone: a change
+	// whose node steps down while it waits is ErrReplaced (its row comes
+	// first), as cluster.ErrSteppedDown wraps it.
+	{engine.ErrNotWritten, api.CodeUnavailable, "the node made the change but cannot write it to its log (disk full or a write error): it is written if the log recovers and lost if the node stops first; retry (a repeated release answered not_held or not_holder has taken effect; until a renewal is answered, count on the lease as it was)"},
+	{engine.ErrUnavailable, api.CodeUnavailable, "the node cannot write its log (disk full or a write error): nothing was changed; retry"},
 }
 
 // Of returns the code of err, the field it names (for an *engine.ArgError,
