@@ -98,6 +98,7 @@ type staleGate struct {
 
 func (g *staleGate) Serving() bool         { return false }
 func (g *staleGate) HoldsBack(uint64) bool { return false }
+func (g *staleGate) RefusedByPeers() bool  { return false }
 func (g *staleGate) ActiveNative() string {
 	if g.n.Add(1) <= g.stale {
 		return g.dead

@@ -92,6 +92,7 @@ type promotableGate struct {
 
 func (g promotableGate) Serving() bool         { return g.promoted.Load() }
 func (g promotableGate) HoldsBack(uint64) bool { return false }
+func (g promotableGate) RefusedByPeers() bool  { return false }
 func (g promotableGate) ActiveNative() string  { return g.active }
 
 // Over baton:// too, a keep-alive's renewal attempt left unanswered by a

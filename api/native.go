@@ -36,10 +36,11 @@ import (
 //
 // An acquire whose ctx ends is withdrawn with the protocol's cancel ("C
 // <key> <id>") on a connection whose node answered a ping (pingLoop
-// sends the first at once); on an older node's it stays on the node, and
-// a grant that answers it later is released at once (see Acquire); its
-// wait (WithWait, else ctx's deadline: ctxWait) bounds how long it
-// stays.
+// sends the first at once); one given up before that answer is withdrawn
+// when it comes (nwire.cancel). On an older node's connection (no ping
+// answered) it stays on the node, and a grant that answers it later is
+// released at once (see Acquire); its wait (WithWait, else ctx's
+// deadline: ctxWait) bounds how long it stays.
 
 // checkNativeKey refuses, before anything is sent, a key that a node
 // would refuse by closing the connection (an empty key, invalid UTF-8, a
@@ -86,15 +87,30 @@ type nwire struct {
 	// cancels: the node answered a ping, so it knows the cancel op (C,
 	// of the same version): an acquire given up by its caller is
 	// withdrawn with it. A node that does not know P closes the
-	// connection on it (errNoPing), and would on a C too.
+	// connection on it (errNoPing), and would on a C too. Set under mu
+	// (cancel reads it there), read without it too.
 	cancels atomic.Bool
+	// pings: pingLoop runs on the connection, so its first ping's answer
+	// will tell whether the node knows C (see cancel).
+	pings bool
 
 	mu      sync.Mutex
 	out     []byte         // lines not yet written
 	waiting map[nid]nqueue // (op, key) -> requests in the order sent
 	err     error          // why the connection ended; set: no new requests
+	// due: the cancels (C lines) of acquires given up before the first
+	// ping's answer, sent when it comes (cancel); dropped if it never
+	// does (the node does not know P, or the connection ends first).
+	due []ncancel
 
 	spare []byte // the writer's other buffer (writeLoop only)
+}
+
+// ncancel is a cancel line waiting in nwire.due, and the nid its answer
+// is matched by.
+type ncancel struct {
+	id   nid
+	line []byte
 }
 
 // nid is what answers are matched by: a request's op and its key as the
@@ -246,10 +262,11 @@ func (c *Client) ndial(ctx context.Context, base *url.URL) (*nwire, error) {
 		wdone:   make(chan struct{}),
 		pdone:   make(chan struct{}),
 		waiting: map[nid]nqueue{},
+		pings:   c.cfg.PingInterval > 0 && !c.noPing(base),
 	}
 	go w.readLoop(br)
 	go w.writeLoop()
-	if c.cfg.PingInterval > 0 && !c.noPing(base) {
+	if w.pings {
 		go w.pingLoop(c.cfg.PingInterval, c.cfg.PingTimeout)
 	} else {
 		close(w.pdone)
@@ -279,6 +296,26 @@ func (w *nwire) send(id nid, line []byte, call *ncall) error {
 	default:
 	}
 	return nil
+}
+
+// cancel sends the cancel line (its answer matched by id, and dropped)
+// of an acquire its caller gave up, if the node knows the op: at once
+// when the connection's first ping was answered, else when that answer
+// comes (readLoop sends it then), so that an acquire given up right
+// after the connection opened leaves the node's queue as soon as the
+// node is known to take it. Without pings (PingInterval off, or a node
+// that does not know P) nothing is sent.
+func (w *nwire) cancel(id nid, line []byte) {
+	w.mu.Lock()
+	if !w.cancels.Load() {
+		if w.pings && w.err == nil {
+			w.due = append(w.due, ncancel{id, line})
+		}
+		w.mu.Unlock()
+		return
+	}
+	w.mu.Unlock()
+	w.post(id, line)
 }
 
 // pinged reports whether a ping of the connection waits for its answer.
@@ -372,6 +409,7 @@ func (w *nwire) fail(err error) {
 		return
 	}
 	w.err = err
+	w.due = nil
 	close(w.dead)
 	ce := &errConn{err: err}
 	for _, q := range w.waiting {
@@ -525,7 +563,15 @@ func (w *nwire) readLoop(br *bufio.Reader) {
 			return
 		}
 		if a.Op == nline.OpPing && a.Outcome == nline.OK && !w.cancels.Load() {
+			// The node knows C: the cancels due go out now.
+			w.mu.Lock()
 			w.cancels.Store(true)
+			due := w.due
+			w.due = nil
+			w.mu.Unlock()
+			for _, d := range due {
+				w.post(d.id, d.line)
+			}
 		}
 		w.mu.Lock()
 		call := w.pop(nid{a.Op, a.Key})
@@ -970,12 +1016,13 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 			}
 		} else {
 			a, err = w.do(ctx, id, line, late, c.attemptLimit(wait))
-			if err != nil && ctx.Err() != nil && w.cancels.Load() {
+			if err != nil && ctx.Err() != nil {
 				// The caller gave up: the node withdraws the waiter at
 				// once (C), as over HTTP, instead of granting it when
-				// its turn comes (the grant would be released, late).
-				// The answer, T or a grant made first, goes to late.
-				w.post(nid{nline.OpCancel, q.raw}, nline.AppendCancel(nil, q.raw, q.opts.ID))
+				// its turn comes (the grant would be released, late),
+				// if it knows the op (see cancel). The answer, T or a
+				// grant made first, goes to late.
+				w.cancel(nid{nline.OpCancel, q.raw}, nline.AppendCancel(nil, q.raw, q.opts.ID))
 			}
 		}
 		served(&unavailableSince, sent)

@@ -402,6 +402,7 @@ type standbyGate string
 
 func (g standbyGate) Serving() bool         { return false }
 func (g standbyGate) HoldsBack(uint64) bool { return false }
+func (g standbyGate) RefusedByPeers() bool  { return false }
 func (g standbyGate) ActiveNative() string  { return string(g) }
 
 // Renewals and releases on a connection are answered while acquires wait

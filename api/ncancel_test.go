@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,4 +47,73 @@ func TestNativeCancelLeavesTheQueue(t *testing.T) {
 	if st := status(t, hc, "k"); st.Holder == nil || st.Holder.Token != l.Token || st.Waiters != 0 {
 		t.Fatalf("after the release: %+v, want the next waiter (token %d) holding alone", st, l.Token)
 	}
+}
+
+// An acquire given up before its connection's first ping was answered
+// is withdrawn (C) as soon as that answer comes: the answer tells that
+// the node knows the op. It was left queued on the node, to be granted
+// and released late: the client sent C only on a connection whose ping
+// had been answered when the caller gave up, and the first ping of a
+// new connection may still be on its way then.
+func TestNativeCancelWaitsForTheFirstPing(t *testing.T) {
+	f := newFakeNode(t)
+	c := newClient(t, nil, f.Base())
+	// The client's two connections to the node, read raw: pings are not
+	// answered until the test says so.
+	type rawLine struct {
+		conn int
+		line string
+	}
+	lines := make(chan rawLine, 16)
+	conns := []*fakeConn{f.accept(t), f.accept(t)}
+	for i, fc := range conns {
+		go func() {
+			for {
+				l, err := fc.br.ReadString('\n')
+				if err != nil {
+					return
+				}
+				select {
+				case lines <- rawLine{i, strings.TrimSuffix(l, "\n")}:
+				case <-t.Context().Done():
+					return
+				}
+			}
+		}()
+	}
+	next := func(want string) rawLine {
+		t.Helper()
+		for {
+			select {
+			case l := <-lines:
+				if strings.HasPrefix(l.line, want) {
+					return l
+				}
+			case <-time.After(bound):
+				t.Fatalf("no %q line", want)
+			}
+		}
+	}
+	pings := map[int]string{}
+	for len(pings) < 2 {
+		p := next("P ")
+		pings[p.conn] = strings.TrimPrefix(p.line, "P ")
+	}
+	actx, cancel := context.WithCancel(t.Context())
+	res := acquireAsync(actx, c, "k")
+	a := next("A k ")
+	_, id, ok := strings.Cut(a.line, " id=")
+	if !ok {
+		t.Fatalf("acquire line %q has no id", a.line)
+	}
+	id, _, _ = strings.Cut(id, " ")
+	cancel()
+	if r := <-res; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("cancelled acquire: %v", r.err)
+	}
+	conns[a.conn].send(t, "P "+pings[a.conn]+" OK")
+	if got := next("C "); got.conn != a.conn || got.line != "C k "+id {
+		t.Fatalf("after the ping's answer: connection %d sent %q; want connection %d to send %q", got.conn, got.line, a.conn, "C k "+id)
+	}
+	conns[a.conn].send(t, "C k OK", "A k T")
 }

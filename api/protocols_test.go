@@ -394,12 +394,13 @@ func TestProtoAuth(t *testing.T) {
 	})
 }
 
-// A cancelled acquire returns at once and leaves nothing held: over HTTP
-// the waiter leaves the queue; over the native protocol the client sends
-// the cancel op (C) once the node has answered the connection's first
-// ping, and before that (or to a node without the op) the request stays
-// queued and the grant it gets is released at once; both end free.
-// (TestNativeCancelLeavesTheQueue asserts the cancel op's effect.)
+// A cancelled acquire returns at once, leaves the queue at once and
+// leaves nothing held: over HTTP the request's end withdraws the waiter;
+// over the native protocol the client sends the cancel op (C), at once
+// or, on a connection whose first ping is not yet answered, when that
+// answer comes (TestNativeCancelWaitsForTheFirstPing). To a node without
+// the op the request stays queued and the grant it gets is released at
+// once (TestNativeCancelledThenBroken).
 func TestProtoAcquireCancelled(t *testing.T) {
 	eachProto(t, func(t *testing.T, proto string) {
 		srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
@@ -417,9 +418,7 @@ func TestProtoAcquireCancelled(t *testing.T) {
 		if r := <-res; !errors.Is(r.err, context.Canceled) {
 			t.Fatalf("cancelled acquire: %v", r.err)
 		}
-		if proto == "http" {
-			waitWaiters(t, hc, "k", 0) // left the queue at once
-		}
+		waitWaiters(t, hc, "k", 0) // left the queue at once
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -1,8 +1,9 @@
 package api
 
 import (
-	"encoding/json"
 	"time"
+
+	"github.com/baton-io/baton/internal/jsonw"
 )
 
 // This file holds the wire types of the HTTP API (SPEC section 2): the JSON
@@ -118,7 +119,7 @@ func (h Holder) MarshalJSON() ([]byte, error) {
 	if h.Owner != "" {
 		owner = &h.Owner
 	}
-	return json.Marshal(struct {
+	return jsonw.Marshal(struct {
 		fields
 		Owner *string `json:"owner"`
 	}{fields(h), owner})

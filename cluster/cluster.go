@@ -627,6 +627,21 @@ func (n *Node) HoldsBack(token uint64) bool {
 	return token <= n.resumeMark.Load() && !n.eng.Active()
 }
 
+// RefusedByPeers reports whether every other peer refuses this node's
+// peer requests: the last answered poll of each was refused (a 401: its
+// cluster_secret differs from this node's). Such a node learns of no
+// active from them; its clients are told why (handlers.Gate).
+func (n *Node) RefusedByPeers() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, p := range n.peers {
+		if !p.refused {
+			return false
+		}
+	}
+	return len(n.peers) > 0
+}
+
 // since returns the time since n.base on the monotonic clock, in ns.
 func (n *Node) since() int64 { return int64(time.Since(n.base)) }
 

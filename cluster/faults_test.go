@@ -512,6 +512,17 @@ func TestWrongClusterSecretIsRefusedAndLogged(t *testing.T) {
 	if r := c.roles(); r[0] != api.RoleActive || r[1] != api.RoleStandby {
 		t.Errorf("roles %v with a wrong secret on node 1; want node 0 active and node 1 a standby", r)
 	}
+	// Its clients are told why it serves nothing: a 503 that names the
+	// secret, not the "no active node is known" of a failover.
+	resp, err := httpc.Post("http://"+c.nodes[1].listen+"/locks/k?wait=1", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e api.Error
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(e.Message, "cluster_secret differs") {
+		t.Errorf("POST on node 1 (its secret differs): %d %+v (%v); want 503 naming cluster_secret", resp.StatusCode, e, err)
+	}
 }
 
 // TestRestartedStandbyResumesFromItsIndex: a standby killed with kill -9

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"encoding/json"
 	"net/http"
 	"slices"
 	"strconv"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/internal/jsonw"
 )
 
 // Handler returns the peer endpoints, to be mounted at PathPrefix. With
@@ -105,5 +105,5 @@ func (n *Node) servePromote(w http.ResponseWriter, r *http.Request) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_ = jsonw.NewEncoder(w).Encode(v)
 }

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/internal/jsonw"
 )
 
 // Go's HTTP/1.1 server refuses a request it cannot parse before any
@@ -136,7 +136,7 @@ func badRequestAnswer(read []byte, reason string) []byte {
 	if wantsText(&http.Request{Header: hdr}) {
 		ct, body = "text/plain; charset=utf-8", []byte(e.Code+": "+e.Message+"\n")
 	} else {
-		body, _ = json.Marshal(e)
+		body, _ = jsonw.Marshal(e)
 		body = append(body, '\n')
 	}
 	h := "HTTP/1.1 400 Bad Request\r\nContent-Type: " + ct + "\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\nContent-Length: " +

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/internal/jsonw"
 )
 
 // DefaultEventLogSize is how many recent events an EventLog keeps unless
@@ -355,7 +355,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lg *EventL
 			if key != "" && ev.Key != key {
 				continue
 			}
-			b, _ := json.Marshal(ev)
+			b, _ := jsonw.Marshal(ev)
 			buf = append(buf, "id: "...)
 			buf = strconv.AppendUint(buf, ev.Seq, 10)
 			buf = append(buf, "\ndata: "...)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/internal/errcode"
 )
 
 // Gate tells the HTTP layer whether this node serves /locks, and where the
@@ -27,6 +28,10 @@ type Gate interface {
 	// failover or handoff is under way it may wait for one to become known,
 	// bounded by ctx and a short timeout; "" means none is known.
 	ActiveURL(ctx context.Context) string
+	// RefusedByPeers reports whether every other peer refuses this node's
+	// peer requests (its cluster_secret differs): the reason it knows no
+	// active, which its 503 then names.
+	RefusedByPeers() bool
 	// ReplicaLag reports whether this node is a standby that holds a whole
 	// replica of the active's state, and how old it may be (see
 	// cluster.Node.ReplicaLag). With ok, the read calls are answered here
@@ -99,9 +104,8 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, ticket string,
 		}
 	}
 	if active == "" {
-		w.Header().Set("Retry-After", "1")
-		s.countError(api.CodeUnavailable)
-		writeErrorBody(w, r, http.StatusServiceUnavailable, api.Error{Code: api.CodeUnavailable, Message: "no active node is known at the moment; retry"})
+		// A 503 with Retry-After (writeError), saying why.
+		s.writeError(w, r, errcode.NoActive(g != nil && g.RefusedByPeers()))
 		return true
 	}
 	// The query goes on as the client wrote it (SPEC section 3: "the same

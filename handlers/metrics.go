@@ -465,16 +465,25 @@ func (m *Metrics) shard(key string) *handoffShard {
 	return &m.handoffs[maphash.String(m.seed, key)%uint64(len(m.handoffs))]
 }
 
-// serveMetrics is GET /metrics.
+// serveMetrics is GET /metrics. It takes no parameters: a query
+// parameter is a 400 naming it, as on every other call. Prometheus sends
+// none unless its scrape config says so (`params:`, chosen by the
+// operator), and then a parameter baton would ignore is better refused:
+// the scrape fails, and the target's error names the parameter.
 //
 //	@Summary		Prometheus metrics
 //	@Description	Prometheus text exposition format: baton_* counters, gauges and histograms, go_* and process_* runtime metrics.
 //	@Tags			operations
 //	@Produce		plain
 //	@Success		200	{string}	string		"metrics in the Prometheus text format"
+//	@Failure		400	{object}	api.Error	"a parameter or a body was given"
 //	@Failure		401	{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
 //	@Security		BearerAuth
 //	@Router			/metrics [get]
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	if err := noParams(r, "GET /metrics"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	s.metrics.handler.ServeHTTP(w, r)
 }

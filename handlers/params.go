@@ -254,6 +254,31 @@ func noBody(r *http.Request, route string) error {
 	return nil
 }
 
+// noParams refuses a body and every query parameter on a call that takes
+// none (route, such as "GET /cluster"): a 400 naming the first parameter
+// of the query string ("query" when its name does not decode). Those calls
+// ignored them, while the others refuse what they do not take.
+func noParams(r *http.Request, route string) error {
+	if err := noBody(r, route); err != nil {
+		return err
+	}
+	if r.URL.RawQuery == "" {
+		return nil
+	}
+	for _, pair := range strings.Split(r.URL.RawQuery, "&") {
+		if pair == "" {
+			continue
+		}
+		name, _, _ := strings.Cut(pair, "=")
+		name, err := url.QueryUnescape(name)
+		if err != nil {
+			name = "query"
+		}
+		return badRequest(name, route+" takes no parameters")
+	}
+	return nil
+}
+
 // checkEmpty is THE rule for a parameter given with an empty value
 // ("?limit=", "?since=", "?lease="): it is bad input (SPEC section 2: a 400
 // that names the field), not its default, which leaving it out gives; only
@@ -549,8 +574,8 @@ func formHint(body []byte, names []string) string {
 			obj = append(obj, jv...)
 		}
 	}
-	// The pairs as sent (URL-encoded: as they go in a query string), not
-	// joined by "&", which encoding/json sends as \u0026.
+	// The pairs as sent (URL-encoded: as they go in a query string),
+	// listed in words.
 	pairs := strings.Split(s, "&")
 	list := pairs[0]
 	if n := len(pairs); n > 1 {

@@ -531,12 +531,8 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 //	@Security	BearerAuth
 //	@Router		/locks/{key} [get]
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	if err := noBody(r, "GET /locks/{key}"); err != nil {
+	if err := noParams(r, "GET /locks/{key}"); err != nil {
 		s.writeError(w, r, err)
-		return
-	}
-	if len(r.URL.RawQuery) > 0 {
-		s.writeError(w, r, badRequest(firstParam(r), "GET /locks/{key} takes no parameters"))
 		return
 	}
 	li, err := s.eng.Status(strings.TrimPrefix(r.URL.Path, "/locks/"))
@@ -635,8 +631,13 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 //	@Tags		operations
 //	@Produce	json
 //	@Success	200	{object}	map[string]string
+//	@Failure	400	{object}	api.Error	"a parameter or a body was given"
 //	@Router		/healthz [get]
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	if err := noParams(r, "GET /healthz"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
@@ -647,9 +648,14 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 //	@Tags		operations
 //	@Produce	json
 //	@Success	200	{object}	map[string]string
+//	@Failure	400	{object}	api.Error	"a parameter or a body was given"
 //	@Failure	503	{object}	map[string]string	"not the active node"
 //	@Router		/readyz [get]
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := noParams(r, "GET /readyz"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if !s.eng.Active() {
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "standby"})
@@ -684,13 +690,6 @@ func wireStatus(li engine.LockInfo) api.LockStatus {
 		st.OldestWaiterOwner, st.OldestWaiterMode = li.OldestOwner, li.OldestMode.String()
 	}
 	return st
-}
-
-func firstParam(r *http.Request) string {
-	for name := range r.URL.Query() {
-		return name
-	}
-	return "query"
 }
 
 // NewHTTPServer returns an http.Server for h that speaks HTTP/1.1 and

@@ -12,10 +12,15 @@ import (
 )
 
 // standbyGate is a node that is not the active and holds no replica; the
-// active is at active ("" = none known).
-type standbyGate struct{ active string }
+// active is at active ("" = none known); refused: every other peer
+// refuses this node.
+type standbyGate struct {
+	active  string
+	refused bool
+}
 
 func (g standbyGate) Serving() bool                            { return false }
+func (g standbyGate) RefusedByPeers() bool                     { return g.refused }
 func (g standbyGate) HoldsBack(uint64) bool                    { return false }
 func (g standbyGate) ActiveURL(context.Context) string         { return g.active }
 func (g standbyGate) ReplicaLag() (lag time.Duration, ok bool) { return 0, false }
@@ -52,6 +57,30 @@ func TestStandbyRedirectKeepsTheQuery(t *testing.T) {
 			r := noFollow(t, method, e.srv.URL+pq)
 			if r.code != http.StatusTemporaryRedirect || r.hdr.Get("Location") != active+pq {
 				t.Errorf("%s %s on a standby: %d, Location %q; want 307 to %q", method, pq, r.code, r.hdr.Get("Location"), active+pq)
+			}
+		}
+	}
+}
+
+// A standby that knows no active answers 503 with Retry-After, and says
+// why: every other peer refusing it (its cluster_secret differs) is not
+// a failover under way, and retrying will not end it. Both said "no
+// active node is known at the moment; retry".
+func TestStandbyNamesWhyNoActiveIsKnown(t *testing.T) {
+	for _, c := range []struct {
+		refused bool
+		want    string
+	}{
+		{false, "no active node is known at the moment; retry"},
+		{true, "this node knows no active: every other node refuses its peer requests (its cluster_secret differs from theirs)"},
+	} {
+		e := newEnv(t, engine.Config{}, handlers.Config{Gate: standbyGate{refused: c.refused}})
+		for _, method := range []string{"POST", "DELETE", "PATCH"} {
+			r := noFollow(t, method, e.srv.URL+"/locks/k?token=1")
+			if eb := r.errBody(t); r.code != http.StatusServiceUnavailable || eb.Code != "unavailable" ||
+				!strings.HasPrefix(eb.Message, c.want) || r.hdr.Get("Retry-After") != "1" {
+				t.Errorf("%s on a standby (refused by its peers: %v): %d %s, Retry-After %q; want 503 unavailable saying %q, Retry-After 1",
+					method, c.refused, r.code, r.body, r.hdr.Get("Retry-After"), c.want)
 			}
 		}
 	}

@@ -111,10 +111,15 @@ func (s *Server) nodeClientTypes(w http.ResponseWriter, r *http.Request) {
 //	@Tags		cluster
 //	@Produce	json
 //	@Success	200	{object}	api.ClusterView
+//	@Failure	400	{object}	api.Error	"a parameter or a body was given"
 //	@Failure	401	{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
 //	@Security	BearerAuth
 //	@Router		/cluster [get]
 func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
+	if err := noParams(r, "GET /cluster"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	var v api.ClusterView
 	if s.cfg.Cluster != nil {
 		v = s.cfg.Cluster()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/internal/jsonw"
 )
 
 // The answers of the hot calls (a grant, a renewal, a release) are
@@ -16,10 +17,11 @@ import (
 // encoding/json's reflection; every other answer is encoded by
 // encoding/json (writeJSON). The bytes are encoding/json's own, newline
 // included: TestWireMatchesEncodingJSON compares them for many values,
-// keys and node URLs that need escaping among them. A value the appenders
-// do not know how to write exactly as encoding/json (a string that needs
-// escaping, a float in exponent form, a time outside RFC 3339) is handed
-// to encoding/json for that value alone.
+// keys and node URLs that need escaping among them. encoding/json here
+// is jsonw's: without HTML escaping (<, > and & are written as they are).
+// A value the appenders do not know how to write exactly as encoding/json
+// (a string that needs escaping, a float in exponent form, a time outside
+// RFC 3339) is handed to encoding/json for that value alone.
 
 // appendGrant appends g as encoding/json's Encoder writes it: one line.
 func appendGrant(b []byte, g *api.Grant) ([]byte, error) {
@@ -50,12 +52,12 @@ func appendReleased(b []byte, r *api.Released) []byte {
 	return append(b, "}\n"...)
 }
 
-// appendJSONString appends s as a JSON string, as encoding/json writes it
-// (with its HTML escaping: <, > and & as \u003c and so on).
+// appendJSONString appends s as a JSON string, as jsonw writes it (no
+// HTML escaping: <, > and & as they are).
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			q, _ := jsonw.Marshal(s) // a string always encodes
 			return append(b, q...)
 		}
 	}
@@ -142,7 +144,7 @@ func putJSONBuffer(j *jsonBuffer) {
 func writeJSON(w http.ResponseWriter, status int, v any) error {
 	j := jsonBuffers.Get().(*jsonBuffer)
 	defer putJSONBuffer(j)
-	if err := json.NewEncoder(j).Encode(v); err != nil {
+	if err := jsonw.NewEncoder(j).Encode(v); err != nil {
 		return err
 	}
 	return writeBody(w, status, jsonContentType, j.b)

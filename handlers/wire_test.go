@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"bytes"
-	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -10,13 +9,15 @@ import (
 	"time"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/internal/jsonw"
 )
 
 // encodingJSON is what the answers were before the appenders: encoding/json's
-// Encoder output of v (with its newline), or its error.
+// Encoder output of v (with its newline) without HTML escaping, as jsonw
+// writes it, or its error.
 func encodingJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
-	err := json.NewEncoder(&buf).Encode(v)
+	err := jsonw.NewEncoder(&buf).Encode(v)
 	return buf.Bytes(), err
 }
 

@@ -570,8 +570,16 @@ func TestStandbyAnswersMoved(t *testing.T) {
 	gate.active = ""
 	gate.mu.Unlock()
 	c.send("A k 10 -")
-	if got := c.read(); !strings.HasPrefix(got, "A k E unavailable ") {
+	if got := c.read(); got != "A k E unavailable no active node is known at the moment; retry" {
 		t.Errorf("no active known: %q", got)
+	}
+	// Every other peer refuses this node: the answer says so.
+	gate.mu.Lock()
+	gate.refused = true
+	gate.mu.Unlock()
+	c.send("A k 10 -")
+	if got := c.read(); !strings.HasPrefix(got, "A k E unavailable this node knows no active: every other node refuses its peer requests (its cluster_secret differs") {
+		t.Errorf("no active known, refused by every peer: %q", got)
 	}
 	if li, _ := e.eng.Status("k"); li.Holder != nil {
 		t.Fatal("a standby granted")
@@ -579,12 +587,18 @@ func TestStandbyAnswersMoved(t *testing.T) {
 }
 
 type fakeGate struct {
-	mu     sync.Mutex
-	active string
+	mu      sync.Mutex
+	active  string
+	refused bool // every other peer refuses this node
 }
 
 func (g *fakeGate) Serving() bool         { return false }
 func (g *fakeGate) HoldsBack(uint64) bool { return false }
+func (g *fakeGate) RefusedByPeers() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.refused
+}
 func (g *fakeGate) ActiveNative() string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -843,6 +857,7 @@ type holdingGate struct{}
 
 func (holdingGate) Serving() bool         { return true }
 func (holdingGate) HoldsBack(uint64) bool { return true }
+func (holdingGate) RefusedByPeers() bool  { return false }
 func (holdingGate) ActiveNative() string  { return "" }
 
 // A grant held back is answered E unavailable. Without an id nobody can

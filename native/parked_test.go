@@ -164,6 +164,7 @@ func (g *switchGate) Serving() bool {
 	return !g.standby
 }
 func (g *switchGate) HoldsBack(uint64) bool { return false }
+func (g *switchGate) RefusedByPeers() bool  { return false }
 func (g *switchGate) ActiveNative() string {
 	if g.Serving() {
 		return ""

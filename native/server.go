@@ -67,6 +67,9 @@ type Gate interface {
 	// ActiveNative returns the active's native address (host:port), ""
 	// while it is not known.
 	ActiveNative() string
+	// RefusedByPeers reports whether every other peer refuses this node
+	// (see handlers.Gate).
+	RefusedByPeers() bool
 }
 
 // Metrics receives what the server does. handlers.Metrics implements it.
@@ -1602,11 +1605,13 @@ func (c *conn) notServing(r *request) bool {
 // unavailable while no other active is known, and its outcome.
 func (c *conn) movedAnswer(r *request) (answer, string) {
 	var addr string
-	if gate := c.s.cfg.Gate; gate != nil && !gate.Serving() {
+	gate := c.s.cfg.Gate
+	if gate != nil && !gate.Serving() {
 		addr = gate.ActiveNative()
 	}
 	if addr == "" {
-		return errorLine(r.op, r.rawKey, api.CodeUnavailable, "no active node is known at the moment; retry"), api.CodeUnavailable
+		code, _, msg, _ := errcode.Of(errcode.NoActive(gate != nil && gate.RefusedByPeers()))
+		return errorLine(r.op, r.rawKey, code, msg), code
 	}
 	line := make([]byte, 0, 8+len(r.rawKey)+len(addr))
 	line = append(append(append(append(append(append(line, r.op...), ' '), r.rawKey...), " M "...), addr...), '\n')

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/handlers"
+	"github.com/baton-io/baton/internal/jsonw"
 )
 
 // Exit codes of the client commands, besides exitOK, exitError and
@@ -569,7 +569,7 @@ func ownerText(owner string) string {
 }
 
 func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	enc := jsonw.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }

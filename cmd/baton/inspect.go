@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os/signal"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/internal/jsonw"
 )
 
 // followInterval is how often `baton events --follow` asks for new events.
@@ -140,7 +140,7 @@ func cmdEvents(ctx context.Context, args []string, cio cliIO) error {
 }
 
 func printJSONLine(cio cliIO, v any) error {
-	b, err := json.Marshal(v)
+	b, err := jsonw.Marshal(v)
 	if err != nil {
 		return err
 	}

@@ -7,10 +7,32 @@ package errcode
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
 )
+
+// ErrNoActive: this node is a standby and knows no active at the moment
+// (a failover or a handoff under way), so it can neither serve a call nor
+// send it to the active. Both adapters answer it where they would
+// redirect (HTTP 503, native E unavailable).
+var ErrNoActive = errors.New("no active node is known")
+
+// ErrRefusedByPeers is ErrNoActive (which it wraps) on a node that every
+// other peer refuses (its cluster_secret differs from theirs): it learns
+// of no active until the secrets agree, however long its clients retry.
+var ErrRefusedByPeers = fmt.Errorf("%w: every other peer refuses this node (cluster_secret differs)", ErrNoActive)
+
+// NoActive is the error of a standby that knows no active:
+// ErrRefusedByPeers when every other peer refuses it (refused), else
+// ErrNoActive.
+func NoActive(refused bool) error {
+	if refused {
+		return ErrRefusedByPeers
+	}
+	return ErrNoActive
+}
 
 // row is one engine error, its code and the message that goes with it.
 type row struct {
@@ -19,7 +41,7 @@ type row struct {
 	msg  string
 }
 
-// table is THE mapping from engine errors to codes. Anything not listed is
+// table is THE mapping from engine errors (and the two above) to codes. Anything not listed is
 // "internal".
 var table = []row{
 	{engine.ErrTimeout, api.CodeTimeout, "the wait ran out before the lock was granted; nothing is held"},
@@ -32,10 +54,16 @@ var table = []row{
 	{engine.ErrTooManyKeys, api.CodeTooManyKeys, "the node holds its maximum number of keys (max_keys)"},
 	{engine.ErrTooManyWaiters, api.CodeTooManyWaiters, "the queue is full (max_waiters_per_key or max_waiters)"},
 	{engine.ErrClosed, api.CodeUnavailable, "the node is shutting down; retry"},
+	// Before ErrNoActive, which it wraps.
+	{ErrRefusedByPeers, api.CodeUnavailable, "this node knows no active: every other node refuses its peer requests (its cluster_secret differs from theirs): ask another node, and give every node the same cluster_secret"},
+	{ErrNoActive, api.CodeUnavailable, "no active node is known at the moment; retry"},
 	{engine.ErrReplaced, api.CodeUnavailable, "this node stepped down before it could answer, and the state it serves now may not hold the change: retry on the active (a repeat with the same Idempotency-Key gets the grant or the timeout if it stands; a repeated release answered not_held or not_holder has taken effect)"},
 	// Before ErrUnavailable, which it wraps: the change may stand.
-	{engine.ErrNotWritten, api.CodeUnavailable, "the node made the change but cannot write it to its log (disk full or a write error), or stepped down from the active role before it was acknowledged: it is written if the log recovers and lost if the node stops or stepped down first; retry (a repeated release answered not_held or not_holder has taken effect; until a renewal is answered, count on the lease as it was)"},
-	{engine.ErrUnavailable, api.CodeUnavailable, "the node cannot write its log (disk full or a write error), or stepped down from the active role: nothing was changed: retry"},
+	// ErrNotWritten and ErrUnavailable are the disk's alone: a change
+	// whose node steps down while it waits is ErrReplaced (its row comes
+	// first), as cluster.ErrSteppedDown wraps it.
+	{engine.ErrNotWritten, api.CodeUnavailable, "the node made the change but cannot write it to its log (disk full or a write error): it is written if the log recovers and lost if the node stops first; retry (a repeated release answered not_held or not_holder has taken effect; until a renewal is answered, count on the lease as it was)"},
+	{engine.ErrUnavailable, api.CodeUnavailable, "the node cannot write its log (disk full or a write error): nothing was changed; retry"},
 }
 
 // Of returns the code of err, the field it names (for an *engine.ArgError,

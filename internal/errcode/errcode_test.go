@@ -3,6 +3,7 @@ package errcode
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/baton-io/baton/api"
@@ -42,5 +43,45 @@ func TestNotWrittenIsNotNothingChanged(t *testing.T) {
 	_, _, refused, _ := Of(engine.ErrUnavailable)
 	if notWritten == refused {
 		t.Fatalf("ErrNotWritten and ErrUnavailable answer the same message %q", refused)
+	}
+}
+
+// Each 503 says its cause and no other: a full disk (refused, or made but
+// not written), a step-down while the change waited (cluster.ErrSteppedDown
+// wraps engine.ErrReplaced, and the engine wraps the log's error in
+// ErrNotWritten), a shutdown, no active known, every peer refusing. The
+// full disk's messages said "or stepped down from the active role" too,
+// a cause that answers ErrReplaced's message since step-downs were
+// answered ErrReplaced.
+func TestEachUnavailableSaysItsCause(t *testing.T) {
+	steppedDown := fmt.Errorf("cluster: this node stepped down (%w)", engine.ErrReplaced)
+	cases := []struct {
+		cause   string
+		err     error
+		says    string
+		saysNot []string
+	}{
+		{"disk full, nothing changed", fmt.Errorf("%w: %w", engine.ErrUnavailable, errors.New("wal: no space left on device")), "disk full", []string{"stepped down", "shutting down", "no active"}},
+		{"disk full, change not written", fmt.Errorf("%w: %w", engine.ErrNotWritten, errors.New("wal: no space left on device")), "disk full", []string{"stepped down", "shutting down", "no active"}},
+		{"step-down while waiting", fmt.Errorf("%w: %w", engine.ErrNotWritten, steppedDown), "stepped down", []string{"disk", "shutting down"}},
+		{"shutdown", engine.ErrClosed, "shutting down", []string{"disk", "stepped down"}},
+		{"no active known", ErrNoActive, "no active node is known", []string{"disk", "stepped down", "cluster_secret"}},
+		{"refused by every peer", ErrRefusedByPeers, "cluster_secret differs", []string{"disk", "stepped down"}},
+	}
+	seen := map[string]string{}
+	for _, c := range cases {
+		code, _, msg, known := Of(c.err)
+		if code != api.CodeUnavailable || !known || !strings.Contains(msg, c.says) {
+			t.Errorf("%s: %s %q; want unavailable saying %q", c.cause, code, msg, c.says)
+		}
+		for _, not := range c.saysNot {
+			if strings.Contains(msg, not) {
+				t.Errorf("%s: %q; says %q, another cause's", c.cause, msg, not)
+			}
+		}
+		if other, ok := seen[msg]; ok {
+			t.Errorf("%s and %s answer the same message %q", other, c.cause, msg)
+		}
+		seen[msg] = c.cause
 	}
 }
