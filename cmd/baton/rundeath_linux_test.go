@@ -50,3 +50,31 @@ func sigName(sig syscall.Signal) string {
 	}
 	return "TERM"
 }
+
+// Every signal that baton run forwards reaches COMMAND, not only SIGTERM:
+// consul lock passed TERM alone on, so a HUP (a closed terminal, a
+// supervisor's reload) or a Ctrl+C left its child running without the
+// lock (hashicorp/consul#797, #2489). COMMAND here traps the signal,
+// says so and exits 5: baton exits 5 and the lock is released.
+func TestRunForwardsEachSignal(t *testing.T) {
+	needBinary(t)
+	url := startNode(t)
+	c := apiClient(t, url)
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM} {
+		name := map[syscall.Signal]string{syscall.SIGHUP: "HUP", syscall.SIGINT: "INT", syscall.SIGQUIT: "QUIT", syscall.SIGTERM: "TERM"}[sig]
+		t.Run(name, func(t *testing.T) {
+			key := "fwd/" + name
+			p := startRun(t, url, key, "--", "sh", "-c",
+				`trap 'echo got `+name+`; exit 5' `+name+`; echo ready; while :; do sleep 0.05; done`)
+			p.stdout.waitFor(t, "ready\n")
+			_ = p.cmd.Process.Signal(sig)
+			if code := p.waitExit(t, "forwarded "+name); code != 5 {
+				t.Errorf("exit %d, want 5 (COMMAND's own, after its trap); stdout %q stderr %q", code, p.stdout.String(), p.stderr.String())
+			}
+			if !strings.Contains(p.stdout.String(), "got "+name) {
+				t.Errorf("COMMAND never saw SIG%s; stdout %q", name, p.stdout.String())
+			}
+			noHolderWithin(t, c, key, time.Second)
+		})
+	}
+}
