@@ -78,3 +78,42 @@ func TestRunForwardsEachSignal(t *testing.T) {
 		})
 	}
 }
+
+// A node that falls silent under a running COMMAND (here SIGSTOPped: no
+// reset, no answer) costs the lock once its lease has run out by baton's
+// own clock, counted from the last renewal it sent: COMMAND gets SIGTERM
+// then and baton exits 4, without waiting for the node to come back.
+// consul lock signalled its child only some 90 s after the lock was gone
+// (hashicorp/consul#9788), so two children ran at once. Once the node is
+// back, the lease has ended there too.
+func TestRunSignalsCommandWhenTheNodeFallsSilent(t *testing.T) {
+	needBinary(t)
+	n := startServe(t, t.TempDir(), nil)
+	p := startRun(t, n.url, "silent", "--lease", "2", "--",
+		"sh", "-c", `trap 'echo got TERM; exit 0' TERM; echo ready; while :; do sleep 0.05; done`)
+	p.stdout.waitFor(t, "ready\n")
+	st := n.status("silent")
+	if st.Holder == nil {
+		t.Fatalf("status while COMMAND runs: %+v", st)
+	}
+	if err := n.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = n.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	defer resume()
+	if code := p.waitExit(t, "the node silent"); code != exitLost {
+		t.Errorf("exit %d, want %d (lost); stderr %q", code, exitLost, p.stderr.String())
+	}
+	if !strings.Contains(p.stdout.String(), "got TERM") {
+		t.Errorf("COMMAND was not signalled: stdout %q", p.stdout.String())
+	}
+	resume()
+	c := apiClient(t, n.url)
+	noHolderWithin(t, c, "silent", bound)
+}
