@@ -117,3 +117,35 @@ func TestRunSignalsCommandWhenTheNodeFallsSilent(t *testing.T) {
 	c := apiClient(t, n.url)
 	noHolderWithin(t, c, "silent", bound)
 }
+
+// What COMMAND leaves running in its process group when it ends does not
+// run on after the lock is released: a background job of a shell script,
+// or one that ignores SIGINT (as POSIX has a non-interactive shell's
+// background jobs do) when a Ctrl+C ended the script. consul lock left
+// such children running, "multiple processes running where consul lock was
+// being used to specifically limit their concurrency"
+// (hashicorp/consul#2489, #2022, #2999). baton killed the group only when
+// the lock was lost; at a normal end it released the lock with them
+// still running.
+func TestRunLeavesNothingOfCommandBehind(t *testing.T) {
+	needBinary(t)
+	url := startNode(t)
+	c := apiClient(t, url)
+	t.Run("COMMAND exits", func(t *testing.T) {
+		p := startRun(t, url, "left/exit", "--", "sh", "-c", `sleep 300 & echo $!; exit 0`)
+		pid := pidLine(t, p)
+		if code := p.waitExit(t, "COMMAND exits"); code != 0 {
+			t.Errorf("exit %d, want 0; stderr %q", code, p.stderr.String())
+		}
+		waitGone(t, pid, "the background job after COMMAND exited")
+		noHolderWithin(t, c, "left/exit", time.Second)
+	})
+	t.Run("SIGINT", func(t *testing.T) {
+		p := startRun(t, url, "left/int", "--", "sh", "-c", `sleep 300 & echo $!; wait`)
+		pid := pidLine(t, p)
+		_ = p.cmd.Process.Signal(syscall.SIGINT)
+		p.waitExit(t, "SIGINT")
+		waitGone(t, pid, "the background job (SIGINT ignored) after a forwarded SIGINT")
+		noHolderWithin(t, c, "left/int", time.Second)
+	})
+}
