@@ -116,19 +116,24 @@ func (l *EventLog) Resume(n uint64) uint64 {
 // Since returns up to max events (max <= 0: every one the ring holds)
 // with a Seq above since, the oldest first, so that a reader further
 // behind than max reads them all in turns; missed counts the events after
-// since that the ring no longer holds. upto is the Seq of the last event
-// returned (since when none is), last the Seq of the newest event.
+// since that the ring no longer holds. A since below the feed's first Seq
+// is taken as the Seq before it. upto is the Seq of the last event
+// returned (since, so taken, when none is), last the Seq of the newest
+// event.
 func (l *EventLog) Since(since uint64, max int) (evs []api.Event, missed, upto, last uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	last = l.next - 1
+	// Before: with no event yet (last = first-1) and since below it, the
+	// ring's span last-first+1 wrapped round below 0, and the ring's
+	// empty slots came out as events with a missed count near 2^64.
+	if since < l.first-1 {
+		since = l.first - 1
+	}
 	if since >= last {
 		return nil, 0, since, last
 	}
 	from := since + 1 // this feed's first Seq after since
-	if from < l.first {
-		from = l.first
-	}
 	first := from
 	if n := uint64(len(l.ring)); last-first >= n {
 		first = last - n + 1

@@ -741,11 +741,12 @@ loop:
 	if lostErr == nil {
 		lostErr = l.Err()
 	}
-	if lostErr != nil {
-		// Nothing of COMMAND runs on without the lock: what it left
-		// behind in its group goes too.
-		group.signal(syscall.SIGKILL)
-	}
+	// Nothing of COMMAND runs on without the lock: what it left running
+	// in its group (a shell's background job, one that ignored a Ctrl+C)
+	// is killed before the release, as when the lock is lost. Before, a
+	// normal end released the lock with them running, and the next
+	// holder's COMMAND ran beside them.
+	group.signal(syscall.SIGKILL)
 	var rerr error
 	if lostErr == nil {
 		// A lost lock is not released: it is not ours any more (refused

@@ -56,7 +56,8 @@ SIGHUP, SIGINT and SIGQUIT sent to baton reach the whole group; Ctrl+Z
 stops it and baton together (Linux). A signal
 that comes before COMMAND runs (while waiting, or with the grant) ends the
 wait: COMMAND does not start and the lock is released. If baton dies, the
-group is killed (Linux). Exits 3 when --wait ran out.`,
+group is killed (Linux), and so is what COMMAND left running in it when
+COMMAND ends, before the release (Linux). Exits 3 when --wait ran out.`,
 		example: "baton run nightly-backup --wait 10m -- ./backup.sh --full",
 	},
 	"cluster": {
