@@ -41,10 +41,7 @@ func readClusterID(path string) (string, error) {
 		return "", fmt.Errorf("cluster ID %s: %w", path, err)
 	}
 	id := strings.TrimSpace(string(b))
-	if len(id) != 32 {
-		return "", fmt.Errorf("cluster ID %s: %q is not 32 hex digits (remove the file to have the node adopt its active's ID)", path, id)
-	}
-	if _, err := hex.DecodeString(id); err != nil {
+	if _, err := hex.DecodeString(id); err != nil || len(id) != 32 {
 		return "", fmt.Errorf("cluster ID %s: %q is not 32 hex digits (remove the file to have the node adopt its active's ID)", path, id)
 	}
 	return id, nil
