@@ -535,6 +535,10 @@ func (n *Node) Start() {
 	n.mu.Lock()
 	n.started = time.Now()
 	n.ctx, n.stop = context.WithCancel(context.Background())
+	// The ID read from data_dir, named so that an operator who copied a
+	// data_dir from another cluster sees it ("" for a fresh one: the
+	// first active sets one, and logs it).
+	id := n.clusterID
 	n.mu.Unlock()
 	for _, p := range n.peers {
 		n.wg.Add(1)
@@ -548,7 +552,7 @@ func (n *Node) Start() {
 		defer n.wg.Done()
 		n.loop()
 	}()
-	n.log.Info("cluster node started", "self", n.cfg.Self, "priority", n.self, "peers", len(n.cfg.Peers))
+	n.log.Info("cluster node started", "self", n.cfg.Self, "priority", n.self, "peers", len(n.cfg.Peers), "cluster_id", id)
 }
 
 // Close leaves the cluster. An active node first hands off to the best
