@@ -162,7 +162,8 @@ const (
 // peer over HTTP, so a shorter one floods the peers for no faster failover.
 const MinHeartbeat = 10 * time.Millisecond
 
-// Validate reports the first invalid field by its config key.
+// Validate reports the first invalid field by its config key (an error
+// naming it and the value); nil when every field is valid.
 func (c *Config) Validate() error {
 	if len(c.Peers) == 0 {
 		return errors.New("peers: empty (a single node needs no cluster)")
@@ -243,14 +244,17 @@ func checkPeerURL(p string) error {
 
 // Status is a node's answer to a peer's poll (GET /_cluster/status).
 type Status struct {
-	URL    string `json:"url"`
-	Role   string `json:"role"`
-	Active string `json:"active"`
+	URL    string `json:"url"`    // the node's own URL (Config.Self)
+	Role   string `json:"role"`   // api.RoleActive or api.RoleStandby
+	Active string `json:"active"` // the URL of the active the node knows; "" = none
 	// Priority is the node's place in the peers list, 0 = highest (the
 	// poller sets it from its own list).
-	Priority int    `json:"priority"`
-	Epoch    uint64 `json:"epoch"`
-	HasState bool   `json:"has_state"`
+	Priority int `json:"priority"`
+	// Epoch is the epoch the node knows (its own as the active).
+	Epoch uint64 `json:"epoch"`
+	// HasState: the node's log holds records, or it synced from an active
+	// or was one; a node without state never wins an election alone.
+	HasState bool `json:"has_state"`
 	// LastToken is the node's fencing-token high-water mark: every token
 	// it issued, replicated or heard of from a peer.
 	LastToken uint64 `json:"last_token"`
@@ -420,7 +424,10 @@ type Node struct {
 }
 
 // New returns a Node for eng, which must have been created as a standby
-// (engine.Config.Standby). It starts nothing: Start does.
+// (engine.Config.Standby). It starts nothing: Start does. Errors: an
+// invalid cfg (Validate's error, or Config.Log missing, or Config.Sync
+// missing with SyncStandbys), or a cluster ID file that cannot be read
+// or holds no ID (the error names the file).
 func New(cfg Config, eng *engine.Engine) (*Node, error) {
 	if cfg.Heartbeat == 0 {
 		cfg.Heartbeat = DefaultHeartbeat

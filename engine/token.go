@@ -80,6 +80,8 @@ type TokenMarkError struct {
 	Content []byte // what it holds
 }
 
+// Error names the file, quotes what it holds and says the engine refuses
+// to start.
 func (e *TokenMarkError) Error() string {
 	return fmt.Sprintf("data_dir: %s is corrupt (%q); refusing to start, since a restart must never repeat a token", e.File, e.Content)
 }

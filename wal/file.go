@@ -22,7 +22,9 @@ type File interface {
 	io.WriterAt
 	// Sync flushes the file's data to the disk (fdatasync).
 	Sync() error
+	// Truncate sets the file's size to size bytes.
 	Truncate(size int64) error
+	// Close releases the file; no method is called after it.
 	Close() error
 }
 
