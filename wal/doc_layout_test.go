@@ -3,9 +3,7 @@ package wal
 import (
 	"encoding/binary"
 	"hash/crc32"
-	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -44,19 +42,7 @@ func TestLayoutMatchesDocGo(t *testing.T) {
 	}
 	checkRows(t, "frame", rows, frame, index, payload)
 
-	dir := t.TempDir()
-	l := mustOpen(t, testConfig(t, dir))
-	appendWait(t, l, payload)
-	if err := l.SaveSnapshot(1, func(w io.Writer) error { _, err := w.Write([]byte("state")); return err }); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := os.ReadFile(filepath.Join(dir, "00000000000000000001.snap"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := snapshotOfState(t, t.TempDir())
 	checkRows(t, "snapshot", docTable(t, doc, "Snapshot file"), snap, 1, []byte("state"))
 }
 
