@@ -1244,19 +1244,7 @@ func (c *Client) Status(ctx context.Context, key string) (*LockStatus, error) {
 // key, at most limit of them (0 = the server's default), and the total count
 // of matching keys. Errors as Status.
 func (c *Client) List(ctx context.Context, prefix string, limit int) (*LockList, error) {
-	q := url.Values{}
-	if prefix != "" {
-		q.Set("prefix", prefix)
-	}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
-	u := url.URL{Path: "/locks", RawQuery: q.Encode()}
-	var l LockList
-	if err := c.getJSON(ctx, u.RequestURI(), &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
+	return c.ListPage(ctx, ListOptions{Prefix: prefix, Limit: limit})
 }
 
 // Cluster returns one node's view of the cluster (GET /cluster): itself,

@@ -79,6 +79,7 @@ type TokenRequest struct {
 // Grant is the answer to a granted acquire (200 on POST) and to a renew
 // (200 on PATCH, with the new ExpiresAt).
 type Grant struct {
+	// Key is the lock's key, as the request named it.
 	Key string `json:"key"`
 	// Token is the fencing token: strictly greater than every token issued
 	// before it anywhere in the cluster, and below MaxToken.
@@ -93,15 +94,22 @@ type Grant struct {
 
 // Released is the answer to a release (200 on DELETE).
 type Released struct {
-	Key      string `json:"key"`
-	Released bool   `json:"released"`
+	// Key is the lock's key, as the request named it.
+	Key string `json:"key"`
+	// Released is always true: a release that did not happen is an error
+	// (ErrNotHolder, ErrNotHeld), not a 200.
+	Released bool `json:"released"`
 }
 
 // Holder describes a holder of a lock.
 type Holder struct {
-	Token     uint64    `json:"token"`
-	Lease     float64   `json:"lease"`
+	// Token is the holder's fencing token.
+	Token uint64 `json:"token"`
+	// Lease is the holder's lease in seconds.
+	Lease float64 `json:"lease"`
+	// ExpiresAt is when the server takes the lock back unless it is renewed.
 	ExpiresAt time.Time `json:"expires_at"`
+	// GrantedAt is when the lock was granted to this holder.
 	GrantedAt time.Time `json:"granted_at"`
 	// Owner is the label the acquire carried; null when it carried none
 	// ("" in Go).
@@ -112,7 +120,8 @@ type Holder struct {
 
 // MarshalJSON writes h with every field SPEC section 2 lists for a holder,
 // "owner" as null when the acquire carried none (rather than leaving it
-// out, so that a reader finds each field of the documented shape).
+// out, so that a reader finds each field of the documented shape). Its
+// error is jsonw.Marshal's, which a Holder never causes.
 func (h Holder) MarshalJSON() ([]byte, error) {
 	type fields Holder // without this method
 	var owner *string
@@ -127,6 +136,7 @@ func (h Holder) MarshalJSON() ([]byte, error) {
 
 // LockStatus is the answer to GET /locks/{key}, and one entry of LockList.
 type LockStatus struct {
+	// Key is the lock's key.
 	Key string `json:"key"`
 	// Holder is nil while nobody holds the lock; otherwise the first of
 	// Holders.

@@ -162,7 +162,8 @@ const (
 // peer over HTTP, so a shorter one floods the peers for no faster failover.
 const MinHeartbeat = 10 * time.Millisecond
 
-// Validate reports the first invalid field by its config key.
+// Validate reports the first invalid field by its config key (an error
+// naming it and the value); nil when every field is valid.
 func (c *Config) Validate() error {
 	if len(c.Peers) == 0 {
 		return errors.New("peers: empty (a single node needs no cluster)")
@@ -201,10 +202,7 @@ func (c *Config) ValidateTimings() error {
 	if c.Heartbeat < MinHeartbeat {
 		return fmt.Errorf("heartbeat: must be at least %v (each heartbeat polls every peer), got %v", MinHeartbeat, c.Heartbeat)
 	}
-	if c.SyncTimeout < 0 || c.SyncTimeout > time.Minute {
-		return fmt.Errorf("sync_timeout: must be between 1ms and 1m (0: the default, %v), got %v", DefaultSyncTimeout, c.SyncTimeout)
-	}
-	if c.SyncTimeout > 0 && c.SyncTimeout < time.Millisecond {
+	if c.SyncTimeout != 0 && (c.SyncTimeout < time.Millisecond || c.SyncTimeout > time.Minute) {
 		return fmt.Errorf("sync_timeout: must be between 1ms and 1m (0: the default, %v), got %v", DefaultSyncTimeout, c.SyncTimeout)
 	}
 	if c.FailoverTimeout < 2*c.Heartbeat {
@@ -243,14 +241,17 @@ func checkPeerURL(p string) error {
 
 // Status is a node's answer to a peer's poll (GET /_cluster/status).
 type Status struct {
-	URL    string `json:"url"`
-	Role   string `json:"role"`
-	Active string `json:"active"`
+	URL    string `json:"url"`    // the node's own URL (Config.Self)
+	Role   string `json:"role"`   // api.RoleActive or api.RoleStandby
+	Active string `json:"active"` // the URL of the active the node knows; "" = none
 	// Priority is the node's place in the peers list, 0 = highest (the
 	// poller sets it from its own list).
-	Priority int    `json:"priority"`
-	Epoch    uint64 `json:"epoch"`
-	HasState bool   `json:"has_state"`
+	Priority int `json:"priority"`
+	// Epoch is the epoch the node knows (its own as the active).
+	Epoch uint64 `json:"epoch"`
+	// HasState: the node's log holds records, or it synced from an active
+	// or was one; a node without state never wins an election alone.
+	HasState bool `json:"has_state"`
 	// LastToken is the node's fencing-token high-water mark: every token
 	// it issued, replicated or heard of from a peer.
 	LastToken uint64 `json:"last_token"`
@@ -420,7 +421,10 @@ type Node struct {
 }
 
 // New returns a Node for eng, which must have been created as a standby
-// (engine.Config.Standby). It starts nothing: Start does.
+// (engine.Config.Standby). It starts nothing: Start does. Errors: an
+// invalid cfg (Validate's error, or Config.Log missing, or Config.Sync
+// missing with SyncStandbys), or a cluster ID file that cannot be read
+// or holds no ID (the error names the file).
 func New(cfg Config, eng *engine.Engine) (*Node, error) {
 	if cfg.Heartbeat == 0 {
 		cfg.Heartbeat = DefaultHeartbeat
@@ -535,6 +539,10 @@ func (n *Node) Start() {
 	n.mu.Lock()
 	n.started = time.Now()
 	n.ctx, n.stop = context.WithCancel(context.Background())
+	// The ID read from data_dir, named so that an operator who copied a
+	// data_dir from another cluster sees it ("" for a fresh one: the
+	// first active sets one, and logs it).
+	id := n.clusterID
 	n.mu.Unlock()
 	for _, p := range n.peers {
 		n.wg.Add(1)
@@ -548,7 +556,7 @@ func (n *Node) Start() {
 		defer n.wg.Done()
 		n.loop()
 	}()
-	n.log.Info("cluster node started", "self", n.cfg.Self, "priority", n.self, "peers", len(n.cfg.Peers))
+	n.log.Info("cluster node started", "self", n.cfg.Self, "priority", n.self, "peers", len(n.cfg.Peers), "cluster_id", id)
 }
 
 // Close leaves the cluster. An active node first hands off to the best

@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
+
+	"github.com/baton-io/baton/internal/durable"
 )
 
 // IDFileName is the file in data_dir that holds the cluster ID
@@ -40,10 +41,7 @@ func readClusterID(path string) (string, error) {
 		return "", fmt.Errorf("cluster ID %s: %w", path, err)
 	}
 	id := strings.TrimSpace(string(b))
-	if len(id) != 32 {
-		return "", fmt.Errorf("cluster ID %s: %q is not 32 hex digits (remove the file to have the node adopt its active's ID)", path, id)
-	}
-	if _, err := hex.DecodeString(id); err != nil {
+	if _, err := hex.DecodeString(id); err != nil || len(id) != 32 {
 		return "", fmt.Errorf("cluster ID %s: %q is not 32 hex digits (remove the file to have the node adopt its active's ID)", path, id)
 	}
 	return id, nil
@@ -56,34 +54,7 @@ func writeClusterID(path, id string) error {
 	if path == "" {
 		return nil
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(id + "\n")
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return durable.WriteFile(path, []byte(id+"\n"))
 }
 
 // foreign reports whether a and b hold different cluster IDs: both have

@@ -99,11 +99,14 @@ func TestClusterIDFile(t *testing.T) {
 	if got, err := readClusterID(p); got != id || err != nil {
 		t.Fatalf("read %q, %v; wrote %q", got, err, id)
 	}
-	if err := os.WriteFile(p, []byte("zz\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := readClusterID(p); err == nil {
-		t.Fatal("a damaged ID was accepted")
+	// Too short, 32 characters but not hex, hex but too long.
+	for _, bad := range []string{"zz", strings.Repeat("z", 32), id + "00"} {
+		if err := os.WriteFile(p, []byte(bad+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readClusterID(p); err == nil || !strings.Contains(err.Error(), "is not 32 hex digits") {
+			t.Errorf("damaged ID %q: %v, want the error naming 32 hex digits", bad, err)
+		}
 	}
 }
 

@@ -9,7 +9,8 @@ import (
 )
 
 // The replication stream (GET /_cluster/stream) is binary, written down
-// here once and guarded by a golden test (TestFramesGolden). The response
+// here once and guarded by a golden test (TestFramesGolden) and one that
+// reads this comment's table (TestFramesMatchTheirDocComment). The response
 // body begins with the 8 bytes streamMagic ("BTNREPL" and the version
 // byte 2), then frames, each a kind byte followed by uvarint fields:
 //

@@ -79,7 +79,7 @@ func (n *Node) observeLag(h *lagHist, first uint64) {
 // that covered records the standby had not acknowledged yet, how long the
 // oldest of them had waited since the active appended it to its log.
 type StandbyLag struct {
-	URL string
+	URL string // the standby's URL, as Config.Peers has it
 	// Buckets[i] counts the lags of at most LagBounds()[i] seconds
 	// (cumulative, as Prometheus's buckets); Count every lag, Sum their
 	// sum. Read one bucket after the other while lags are recorded, they

@@ -41,3 +41,24 @@ func TestValidateRefusesPeerURLsNoNodeCanServe(t *testing.T) {
 		}
 	}
 }
+
+// sync_timeout is 0 (the default) or between 1ms and 1m; anything else is
+// refused naming it.
+func TestValidateTimingsSyncTimeoutBounds(t *testing.T) {
+	for _, tc := range []struct {
+		d  time.Duration
+		ok bool
+	}{
+		{0, true}, {time.Millisecond, true}, {time.Minute, true},
+		{-time.Second, false}, {-1, false}, {500 * time.Microsecond, false}, {time.Minute + 1, false},
+	} {
+		c := Config{Heartbeat: DefaultHeartbeat, FailoverTimeout: DefaultFailoverTimeout, SyncTimeout: tc.d}
+		err := c.ValidateTimings()
+		if tc.ok && err != nil {
+			t.Errorf("sync_timeout %v: refused: %v", tc.d, err)
+		}
+		if !tc.ok && (err == nil || !strings.HasPrefix(err.Error(), "sync_timeout: ")) {
+			t.Errorf("sync_timeout %v: got %v, want an error naming sync_timeout", tc.d, err)
+		}
+	}
+}

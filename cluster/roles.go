@@ -435,7 +435,7 @@ func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64, und
 	}
 	n.setRole(api.RoleActive)
 	n.setActive(n.cfg.Self)
-	n.log.Info("promoted to active", "why", why, "epoch", n.epoch, "first_token", first)
+	n.log.Info("promoted to active", "why", why, "epoch", n.epoch, "first_token", first, "cluster_id", n.clusterID)
 	n.notify("promote", n.cfg.Self, fmt.Sprintf("promoted to active (%s), epoch %d", why, n.epoch))
 }
 

@@ -53,7 +53,7 @@ func (l *SyncLog) Wait(index uint64) error {
 
 // WaitGathered is Wait over wal.Log.WaitGathered (engine.GatheredWaiter):
 // it waits for the standbys' acknowledgements as Wait does (the method
-// wal.Log would lend SyncLog otherwise skips them).
+// wal.Log would lend SyncLog otherwise skips them). Its errors are Wait's.
 func (l *SyncLog) WaitGathered(index uint64) error {
 	term := l.term()
 	if err := l.Log.WaitGathered(index); err != nil {
@@ -608,7 +608,7 @@ type ReplicationStats struct {
 
 // StandbyStats is one standby's replication as its active sees it.
 type StandbyStats struct {
-	URL string
+	URL string // the standby's URL, as it names itself
 	// Acked is the last index it acknowledged; LagRecords the active's
 	// last index minus it; LagSeconds the age of the oldest record it has
 	// not acknowledged (0 while it has everything).

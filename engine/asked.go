@@ -22,6 +22,8 @@ type KeyReusedError struct {
 	Field string
 }
 
+// Error names the field that differs and says that another request needs
+// a new key.
 func (e *KeyReusedError) Error() string {
 	return fmt.Sprintf("%s: differs from the first acquire with this Idempotency-Key (native: id=); a repeat must ask for the same mode, limit, lease and owner (only wait may differ): use a new key for another request", e.Field)
 }

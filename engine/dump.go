@@ -56,7 +56,8 @@ func (e *Engine) Covers(d Dumps, index uint64, r *Record) bool {
 
 // WriteDump writes the engine's state to w as a dump (see DumpMagic):
 // each shard under its lock, with index() (the log's last index) read
-// there as its dump index. It returns the lowest dump index.
+// there as its dump index. It returns the lowest dump index, or the first
+// error writing to w (the dump is then incomplete).
 func (e *Engine) WriteDump(w io.Writer, index func() uint64) (uint64, error) {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	var err error

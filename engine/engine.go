@@ -138,7 +138,8 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports the first invalid field, by its config key.
+// Validate reports the first invalid field, by its config key: an error
+// "<key>: must be ..., got <value>"; nil when every field is valid.
 func (c Config) Validate() error {
 	switch {
 	case c.LeaseDefault <= 0:
@@ -171,9 +172,14 @@ func (c Config) Validate() error {
 // the wall clock as it read when the Grant was made (the lease itself runs
 // on the monotonic clock: see Clock).
 type Grant struct {
-	Key       string
-	Token     uint64
-	Lease     time.Duration
+	Key string
+	// Token is the fencing token: above every token issued before it (in
+	// the cluster, across restarts), below MaxToken.
+	Token uint64
+	// Lease is the lease granted (the request's, or LeaseDefault).
+	Lease time.Duration
+	// GrantedAt is when the lock was granted; ExpiresAt when the lease
+	// runs out unless renewed.
 	GrantedAt time.Time
 	ExpiresAt time.Time
 	// Owner is the label the acquire carried ("" = none).
@@ -220,17 +226,17 @@ const MaxOwnerBytes = 128
 
 // Waiter describes one queued acquire, for status views.
 type Waiter struct {
-	ID      string
-	Since   time.Time
-	Lease   time.Duration
-	WaitEnd time.Time // zero = no limit
-	Owner   string
-	Mode    Mode
+	ID      string        // the waiter's own ID (an Idempotency-Key); "" = none or a server ticket
+	Since   time.Time     // when it joined the queue (wall clock)
+	Lease   time.Duration // the lease it asked for (LeaseDefault filled in)
+	WaitEnd time.Time     // when its wait runs out; zero = no limit
+	Owner   string        // its label; "" = none
+	Mode    Mode          // the mode it asks for
 }
 
 // LockInfo is a snapshot of one key.
 type LockInfo struct {
-	Key string
+	Key string // the key described
 	// Holder is nil while nobody holds the lock; otherwise the oldest
 	// grant, Holders[0].
 	Holder *Grant
@@ -1439,7 +1445,8 @@ func (e *Engine) ForceRelease(key string) error {
 }
 
 // ForceReleaseNoWait is ForceRelease without the wait for the log (see
-// ReleaseNoWait, with its gen).
+// ReleaseNoWait, with its gen). Its errors are ForceRelease's but
+// ErrNotWritten and ErrReplaced, which WaitLogged and Replaced(gen) tell.
 func (e *Engine) ForceReleaseNoWait(key string) (idx LogIndex, gen uint64, err error) {
 	if err := CheckKey(key); err != nil {
 		return 0, 0, err

@@ -79,6 +79,7 @@ type LimitMismatchError struct {
 	Limit int // the key's limit
 }
 
+// Error is "limit: the key exists with limit N".
 func (e *LimitMismatchError) Error() string {
 	return fmt.Sprintf("limit: the key exists with limit %d", e.Limit)
 }
@@ -89,10 +90,11 @@ func (e *LimitMismatchError) Is(target error) bool { return target == ErrLimitMi
 // ArgError reports an invalid argument. Field names the parameter as the
 // API spells it ("key", "lease", "wait", "token").
 type ArgError struct {
-	Field  string
-	Reason string
+	Field  string // the parameter, as the API spells it
+	Reason string // what is wrong with it, for people
 }
 
+// Error is "<field>: <reason>".
 func (e *ArgError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Reason) }
 
 func argErr(field, format string, args ...any) error {

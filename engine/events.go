@@ -28,6 +28,8 @@ var eventNames = [...]string{
 	EventClaim:   "claim",
 }
 
+// String returns the kind's name as event streams carry it ("grant",
+// "release", ...), or "unknown" for a value that is no EventKind.
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && eventNames[k] != "" {
 		return eventNames[k]
@@ -37,8 +39,8 @@ func (k EventKind) String() string {
 
 // Event is one state change of one key.
 type Event struct {
-	Kind EventKind
-	Key  string
+	Kind EventKind // what changed
+	Key  string    // the key that changed
 	// Token is the holder's token (grant, release, expire, renew).
 	Token uint64
 	// Lease of the grant or renewal.

@@ -93,6 +93,8 @@ var recordKindNames = [...]string{
 	RecEpoch:   "epoch",
 }
 
+// String returns the kind's name ("grant", "release", ...), or "kind(N)"
+// for a kind this version does not know.
 func (k RecordKind) String() string {
 	if int(k) < len(recordKindNames) && recordKindNames[k] != "" {
 		return recordKindNames[k]
@@ -115,12 +117,12 @@ const (
 // fields a kind uses is said at each RecordKind.
 type Record struct {
 	Kind     RecordKind
-	Key      string
-	Token    uint64
-	Lease    time.Duration
-	At       int64 // when the change was made, Unix ns
-	Expires  int64 // lease deadline, Unix ns
-	WaiterID string
+	Key      string        // the key changed
+	Token    uint64        // the fencing token of the grant concerned
+	Lease    time.Duration // the grant's or the waiter's lease
+	At       int64         // when the change was made, Unix ns
+	Expires  int64         // lease deadline, Unix ns
+	WaiterID string        // the waiter's ID (an Idempotency-Key or a server ticket); "" = none
 	// WaitUntil is a queued waiter's wait deadline, Unix ns; 0 = no limit.
 	WaitUntil int64
 	// Until is the end of a kept place, a claim or a remembered outcome,
@@ -165,6 +167,8 @@ const (
 	Shared Mode = 1
 )
 
+// String returns "shared" for Shared and "exclusive" otherwise, as the API
+// spells the modes.
 func (m Mode) String() string {
 	if m == Shared {
 		return "shared"

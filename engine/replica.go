@@ -30,6 +30,7 @@ var ErrMoved = errors.New("engine: the lock state moved to another node")
 // server ticket (IsTicket), which the HTTP layer carries in the redirect.
 type MovedError struct{ ID string }
 
+// Error is ErrMoved's message (the ID is not in it: it may be a ticket).
 func (e *MovedError) Error() string { return ErrMoved.Error() }
 
 // Is makes errors.Is(err, ErrMoved) true.

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/baton-io/baton/internal/durable"
 )
 
 // tokenFile is the name of the high-water mark file in Config.DataDir.
@@ -78,6 +80,8 @@ type TokenMarkError struct {
 	Content []byte // what it holds
 }
 
+// Error names the file, quotes what it holds and says the engine refuses
+// to start.
 func (e *TokenMarkError) Error() string {
 	return fmt.Sprintf("data_dir: %s is corrupt (%q); refusing to start, since a restart must never repeat a token", e.File, e.Content)
 }
@@ -193,47 +197,18 @@ func (t *tokens) write(v uint64) error {
 	if t.path == "" {
 		return nil
 	}
-	tmp := t.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("writing the token high-water mark: %w", err)
-	}
-	_, err = f.WriteString(strconv.FormatUint(v, 10) + "\n")
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, t.path)
-	}
-	if err == nil {
-		// The rename is durable only once the directory is: a failure
-		// here is a failed write (the ceiling is not raised, the write is
-		// tried again), or a power loss could bring back the older mark
-		// and a restart repeat tokens above it.
-		err = syncDir(filepath.Dir(t.path))
-	}
-	if err != nil {
+	// The rename is durable only once the directory is: a failure there
+	// is a failed write too (the ceiling is not raised, the write is tried
+	// again), or a power loss could bring back the older mark and a
+	// restart repeat tokens above it.
+	if err := writeFile(t.path, []byte(strconv.FormatUint(v, 10)+"\n")); err != nil {
 		return fmt.Errorf("writing the token high-water mark: %w", err)
 	}
 	return nil
 }
 
-// syncDir fsyncs the directory dir (a rename in it is then durable). A
-// variable for tests.
-var syncDir = func(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+// writeFile is durable.WriteFile, a variable for tests.
+var writeFile = durable.WriteFile
 
 // tokenMarkRetry is how often run writes the high-water mark again while
 // its last write failed.

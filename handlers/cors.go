@@ -39,7 +39,9 @@ const corsMaxAge = 600
 
 // ValidateCORSOrigins checks a cors_origins list: each entry is "*" (any
 // origin), "null", or an origin "scheme://host[:port]" with no path; the
-// host may hold one "*" wildcard (https://*.example.com).
+// host may hold one "*" wildcard (https://*.example.com). It returns an
+// error quoting the first entry that is none of these (the caller names
+// the setting), or nil.
 func ValidateCORSOrigins(origins []string) error {
 	for _, o := range origins {
 		if o == "*" || o == "null" {

@@ -20,19 +20,17 @@ import (
 // percent-encoded (3 bytes per byte at worst), with room to spare.
 const MaxLine = 4096
 
-// Ops of SPEC section 2b.
+// Ops of SPEC section 2b: nline's constants, written once there for the
+// client and the server alike. OpPing is answered by the connection's
+// reader, whatever the node's role; OpCancel's acquire leaves the key's
+// queue (answered "A <key> T") as it would if the connection closed.
 const (
-	OpAcquire = "A"
-	OpRelease = "R"
-	OpRenew   = "N"
-	OpAuth    = "AUTH"
-	// OpPing is "P <word>", answered "P <word> OK" by the connection's
-	// reader, whatever the node's role: a client's liveness check.
-	OpPing = "P"
-	// OpCancel is "C <key> <id>": the connection's acquire of key sent
-	// with id= id leaves the key's queue (answered "A <key> T"), as it
-	// would if the connection closed; answered "C <key> OK".
-	OpCancel = "C"
+	OpAcquire = nline.OpAcquire
+	OpRelease = nline.OpRelease
+	OpRenew   = nline.OpRenew
+	OpAuth    = nline.OpAuth
+	OpPing    = nline.OpPing
+	OpCancel  = nline.OpCancel
 )
 
 // request is one parsed line.

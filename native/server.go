@@ -243,7 +243,8 @@ func (s *Server) Serve(ln net.Listener) error {
 // was closed or demoted first) is written out before its socket closes,
 // each connection's writer bounded by a second (writeLoop); a connection
 // still open closeGrace after that is closed regardless. It waits for
-// every goroutine of the server and is idempotent.
+// every goroutine of the server and is idempotent. It always returns nil
+// (io.Closer's signature).
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true

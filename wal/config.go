@@ -112,7 +112,8 @@ func DefaultConfig(dir string) Config {
 	}
 }
 
-// Validate reports the first invalid field, by its config key.
+// Validate reports the first invalid field, by its config key: an error
+// "<key>: must be ..., got <value>"; nil when every field is valid.
 func (c Config) Validate() error {
 	switch {
 	case c.Dir == "":

@@ -44,6 +44,8 @@ type CorruptError struct {
 	Hint   string // how to start anyway (from Config.RepairHint); empty for a snapshot
 }
 
+// Error names the file, the offset (and record), what is wrong, and the
+// Hint to start anyway when there is one.
 func (e *CorruptError) Error() string {
 	msg := fmt.Sprintf("wal: %s is damaged at offset %d", e.File, e.Offset)
 	if e.Index != 0 {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/baton-io/baton/internal/durable"
 )
 
 // File is what the log needs of a file it writes. *os.File has all of it;
@@ -20,7 +22,9 @@ type File interface {
 	io.WriterAt
 	// Sync flushes the file's data to the disk (fdatasync).
 	Sync() error
+	// Truncate sets the file's size to size bytes.
 	Truncate(size int64) error
+	// Close releases the file; no method is called after it.
 	Close() error
 }
 
@@ -97,17 +101,7 @@ func lockDir(dir string) (*os.File, error) {
 
 // syncDir fsyncs a directory, so that files created, renamed or removed
 // in it stay so after a power loss.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+var syncDir = durable.SyncDir
 
 // Names: the first index (segments) or the index covered (snapshots), in
 // 20 decimal digits so that names sort as numbers.

@@ -9,7 +9,8 @@ import (
 	"io"
 )
 
-// The byte layout is documented in doc.go and pinned by TestGoldenBytes.
+// The byte layout is documented in doc.go, pinned by TestGoldenBytes and
+// held to doc.go's tables by TestLayoutMatchesDocGo.
 const (
 	segmentMagic   = "BATONWAL"
 	snapshotMagic  = "BATONSNP"

@@ -34,6 +34,25 @@ func TestGoldenBytes(t *testing.T) {
 		"050000"+"c0"+"4decf144"+"6772616e74")
 
 	dir := t.TempDir()
+	snap := snapshotOfState(t, dir)
+	golden(t, `snapshot at 1, "state"`, snap,
+		"4241544f4e534e50"+"01000000"+"00000000"+"0100000000000000"+"ce1ad651"+"00000000"+
+			"7374617465"+"0500000000000000"+"0ebbf29f"+"42534e45")
+	seg, err := os.ReadFile(filepath.Join(dir, "00000000000000000001.wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(encodeHeader(segmentMagic, 1), appendFrame(nil, 1, []byte("grant"))...)
+	if !bytes.Equal(seg, want) {
+		t.Errorf("segment file:\n got %x\nwant %x", seg, want)
+	}
+}
+
+// snapshotOfState makes a log in dir with one record ("grant") and a
+// snapshot at 1 whose payload is "state", closes it, and returns the
+// snapshot file's bytes.
+func snapshotOfState(t *testing.T, dir string) []byte {
+	t.Helper()
 	l := mustOpen(t, testConfig(t, dir))
 	appendWait(t, l, []byte("grant"))
 	if err := l.SaveSnapshot(1, func(w io.Writer) error { _, err := w.Write([]byte("state")); return err }); err != nil {
@@ -46,17 +65,7 @@ func TestGoldenBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, `snapshot at 1, "state"`, snap,
-		"4241544f4e534e50"+"01000000"+"00000000"+"0100000000000000"+"ce1ad651"+"00000000"+
-			"7374617465"+"0500000000000000"+"0ebbf29f"+"42534e45")
-	seg, err := os.ReadFile(filepath.Join(dir, "00000000000000000001.wal"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := append(encodeHeader(segmentMagic, 1), appendFrame(nil, 1, []byte("grant"))...)
-	if !bytes.Equal(seg, want) {
-		t.Errorf("segment file:\n got %x\nwant %x", seg, want)
-	}
+	return snap
 }
 
 // frames returns a segment's payload area split into frames: their start

@@ -24,12 +24,7 @@ func (l *Log) Install(index uint64, write func(io.Writer) error) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
-	for l.leading {
-		ch := l.notify
-		l.mu.Unlock()
-		<-ch
-		l.mu.Lock()
-	}
+	l.awaitNoWriter()
 	if l.closed {
 		l.mu.Unlock()
 		return ErrClosed

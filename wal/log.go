@@ -748,6 +748,18 @@ func (l *Log) wait(index uint64, yield bool) error {
 	}
 }
 
+// awaitNoWriter waits until no writer is at work (l.leading unset),
+// releasing l.mu meanwhile. l.mu held; returns with l.mu held, so that the
+// caller may become the writer before anyone else can.
+func (l *Log) awaitNoWriter() {
+	for l.leading {
+		ch := l.notify
+		l.mu.Unlock()
+		<-ch
+		l.mu.Lock()
+	}
+}
+
 // doneIndex is the last index Wait may report. l.mu held.
 func (l *Log) doneIndex() uint64 {
 	if l.cfg.Sync == SyncAlways {
@@ -1047,12 +1059,7 @@ func (l *Log) flush() {
 // Reports whether the log is healthy.
 func (l *Log) recover() bool {
 	l.mu.Lock()
-	for l.leading {
-		ch := l.notify
-		l.mu.Unlock()
-		<-ch
-		l.mu.Lock()
-	}
+	l.awaitNoWriter()
 	if l.failed == nil {
 		l.mu.Unlock()
 		return true
@@ -1319,12 +1326,7 @@ func (l *Log) close() error {
 		err = l.Sync()
 	}
 	l.mu.Lock()
-	for l.leading { // a Wait that began before Close
-		ch := l.notify
-		l.mu.Unlock()
-		<-ch
-		l.mu.Lock()
-	}
+	l.awaitNoWriter() // a Wait that began before Close
 	l.shut = true
 	if err != nil {
 		err = fmt.Errorf("wal: close %s: records %d to %d not on disk: %w", l.cfg.Dir, l.synced+1, l.next-1, err)

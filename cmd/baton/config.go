@@ -386,6 +386,9 @@ func formatDuration(d time.Duration) string {
 	return s
 }
 
+// useDuration ends every problem convert finds with a duration setting.
+const useDuration = "; use a duration such as 15s"
+
 // convert turns raw (a string from a flag or the environment, or a YAML
 // value) into the type of def, the setting's default. problem is "" on
 // success, else what is wrong with raw. A bare number is no duration (a
@@ -394,7 +397,7 @@ func convert(def any, raw any) (v any, problem string) {
 	switch def.(type) {
 	case time.Duration:
 		if p := notOne(raw, "a duration"); p != "" {
-			return nil, p + "; use a duration such as 15s"
+			return nil, p + useDuration
 		}
 		switch r := raw.(type) {
 		case string:
@@ -402,20 +405,20 @@ func convert(def any, raw any) (v any, problem string) {
 				if f == 0 {
 					return time.Duration(0), ""
 				}
-				return nil, "a bare number is not a duration; use a duration such as 15s"
+				return nil, "a bare number is not a duration" + useDuration
 			}
 			d, err := time.ParseDuration(strings.TrimSpace(r))
 			if err != nil {
-				return nil, "not a duration; use a duration such as 15s"
+				return nil, "not a duration" + useDuration
 			}
 			return d, ""
 		case int, int64, uint64, float64:
 			if formatValue(r) == "0" {
 				return time.Duration(0), ""
 			}
-			return nil, "a bare number is not a duration; use a duration such as 15s"
+			return nil, "a bare number is not a duration" + useDuration
 		}
-		return nil, "not a duration; use a duration such as 15s"
+		return nil, "not a duration" + useDuration
 	case int, int64:
 		if p := notOne(raw, "an integer"); p != "" {
 			return nil, p

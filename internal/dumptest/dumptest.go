@@ -23,7 +23,7 @@ type IndexLog struct {
 	n  uint64
 }
 
-// Append returns the next index.
+// Append returns the next index and a nil error.
 func (l *IndexLog) Append([]byte) (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

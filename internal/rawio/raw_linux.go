@@ -16,11 +16,15 @@ import (
 const Raw = true
 
 // Read is read(2) on the non-blocking socket fd, as a raw system call: it
-// never waits (syscall.EAGAIN when nothing is there).
+// never waits. It returns the bytes read (0 at the end of the stream), or
+// -1 and the syscall.Errno: syscall.EAGAIN when nothing is there,
+// syscall.EINTR (interrupted: call again).
 func Read(fd int, p []byte) (int, error) { return rawIO(syscall.SYS_READ, fd, p) }
 
 // Write is write(2) on the non-blocking socket fd, as a raw system call:
-// it never waits (syscall.EAGAIN when the socket takes nothing).
+// it never waits. It returns the bytes written, or -1 and the
+// syscall.Errno: syscall.EAGAIN when the socket takes nothing,
+// syscall.EINTR (interrupted: call again).
 func Write(fd int, p []byte) (int, error) { return rawIO(syscall.SYS_WRITE, fd, p) }
 
 // rawIO is read(2) or write(2) (trap) of p on fd as a raw system call.
