@@ -377,6 +377,38 @@ func TestTornTailStarts(t *testing.T) {
 	}
 }
 
+// TestDamagedLastRecordRefused: a byte flipped in the last record of the
+// log, written whole (a node killed after its last answer), stops the start
+// as damage before the tail does (exit 2, the file, the offset and the
+// flag). Before, it was cut off as a torn write and the node started
+// without it: the change it had answered (here a grant) silently gone.
+func TestDamagedLastRecordRefused(t *testing.T) {
+	needBinary(t)
+	dir := t.TempDir()
+	writeLog(t, dir, 20)
+	seg := newestSegment(t, dir)
+	starts, _ := segmentFrames(t, seg)
+	last := starts[len(starts)-1]
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := last + 8 + (int64(b[last]) | int64(b[last+1])<<8 | int64(b[last+2])<<16)
+	if b[end-1] == 0 {
+		t.Fatalf("the last frame of %s ends in a zero byte; the test needs one written to its end", seg)
+	}
+	b[last+8] ^= 0x20 // in the payload
+	if err := os.WriteFile(seg, b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	code, stderr := runServe(t, nil, "--data-dir", dir)
+	for _, w := range []string{"data_dir " + dir, seg, "offset " + strconv.FormatInt(last, 10), "--repair-log"} {
+		if code != exitUsage || !strings.Contains(stderr, w) {
+			t.Fatalf("flipped a byte of the last frame, at %d of %s: exit %d, want 2 and a message with %q:\n%s", last, seg, code, w, stderr)
+		}
+	}
+}
+
 // TestDamagedLogRefused: a byte flipped in a record before the tail stops
 // the start (exit 2) with a message naming the file, the offset and the
 // flag that starts anyway; with that flag the node starts, keeps the
