@@ -117,7 +117,8 @@ func (l *EventLog) Resume(n uint64) uint64 {
 // with a Seq above since, the oldest first, so that a reader further
 // behind than max reads them all in turns; missed counts the events after
 // since that the ring no longer holds. upto is the Seq of the last event
-// returned (since when none is), last the Seq of the newest event.
+// returned (since when none is; last when the feed holds none yet), last
+// the Seq of the newest event.
 func (l *EventLog) Since(since uint64, max int) (evs []api.Event, missed, upto, last uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -128,6 +129,12 @@ func (l *EventLog) Since(since uint64, max int) (evs []api.Event, missed, upto, 
 	from := since + 1 // this feed's first Seq after since
 	if from < l.first {
 		from = l.first
+	}
+	if from > last {
+		// No event yet in a feed numbered from above since (a node's,
+		// from its start time, read before its first event): nothing
+		// to return, nothing missed, the reader is up to date.
+		return nil, 0, last, last
 	}
 	first := from
 	if n := uint64(len(l.ring)); last-first >= n {
