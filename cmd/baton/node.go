@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -339,7 +340,8 @@ func (n *Node) replay() (snapshotStart, error) {
 }
 
 // walStartError is the *startError for wal.Open's err: exit code 2 for a
-// data_dir in use, not writable (the error names data_dir) or damaged.
+// data_dir in use, not writable or readable (the error names data_dir) or
+// damaged.
 func walStartError(dir string, err error) error {
 	var ce *wal.CorruptError
 	switch {
@@ -350,6 +352,10 @@ func walStartError(dir string, err error) error {
 		return &startError{exitUsage, fmt.Errorf("the log in data_dir %s is damaged: %w", filepath.Clean(dir), err)}
 	case errors.Is(err, wal.ErrLocked), errors.Is(err, wal.ErrNotWritable):
 		return &startError{exitUsage, err}
+	case errors.Is(err, fs.ErrPermission):
+		// A file of the log the node may not read (another user's): a
+		// data_dir the node cannot use, as one it cannot write.
+		return &startError{exitUsage, fmt.Errorf("cannot open the log in data_dir %s: %w (the node's user must be able to read and write every file in it)", filepath.Clean(dir), err)}
 	}
 	return &startError{exitError, fmt.Errorf("cannot open the log in data_dir %s: %w", filepath.Clean(dir), err)}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -516,4 +517,18 @@ func writeLog(t *testing.T, dir string, records int) {
 		t.Fatal(err)
 	}
 	<-n.exited
+}
+
+// TestUnreadableLogIsAUsageError: a segment of data_dir that the node's
+// user may not read (another user's file, mode 0640) stops the start with
+// exit 2, as a data_dir it cannot write does (README: "A data_dir that
+// cannot be created or written (permissions, ...) is refused at start,
+// exit 2"); it was exit 1, an error of the running node. The error is the
+// one wal.Open returns for it (found as user nobody on a root-owned log).
+func TestUnreadableLogIsAUsageError(t *testing.T) {
+	seg := "/var/lib/baton/00000000000000000001.wal"
+	err := walStartError("/var/lib/baton", fmt.Errorf("wal: read %s: %w", seg, &fs.PathError{Op: "open", Path: seg, Err: syscall.EACCES}))
+	if code := exitCode(err); code != exitUsage || !strings.Contains(err.Error(), "data_dir /var/lib/baton") || !strings.Contains(err.Error(), seg) {
+		t.Fatalf("an unreadable segment: exit %d, %q; want 2 and a message naming data_dir and the file", code, err)
+	}
 }
