@@ -149,6 +149,9 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 		// the operator decides, as for a damaged log.
 		return nil, &startError{exitUsage, fmt.Errorf("%w; it is only ever replaced whole (a temporary file, fsynced, renamed), so no crash leaves it so; to start anyway, with tokens above every token in the log and the clock (not above tokens neither holds), %s",
 			err, repairHint)}
+	case errors.Is(err, fs.ErrPermission):
+		// token-hwm the node may not read or replace (another user's).
+		return nil, &startError{exitUsage, fmt.Errorf("cannot start the engine: %w (the node's user must be able to read and write every file in data_dir)", err)}
 	case err != nil:
 		return nil, &startError{exitError, fmt.Errorf("cannot start the engine: %w", err)}
 	}

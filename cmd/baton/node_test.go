@@ -3,6 +3,7 @@ package main
 // Tests of the Node and of the log in data_dir under a real `baton serve`.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -530,5 +532,66 @@ func TestUnreadableLogIsAUsageError(t *testing.T) {
 	err := walStartError("/var/lib/baton", fmt.Errorf("wal: read %s: %w", seg, &fs.PathError{Op: "open", Path: seg, Err: syscall.EACCES}))
 	if code := exitCode(err); code != exitUsage || !strings.Contains(err.Error(), "data_dir /var/lib/baton") || !strings.Contains(err.Error(), seg) {
 		t.Fatalf("an unreadable segment: exit %d, %q; want 2 and a message naming data_dir and the file", code, err)
+	}
+}
+
+// TestDataDirOfAnotherUserIsAUsageError: run as user nobody on a data_dir
+// it may write but whose files are root's, the node stops with exit 2 and
+// says that its user must read and write every file, for a segment it may
+// not read and for a token-hwm it may not read. Both were exit 1 (an error
+// of the running node) while a segment it could read but not write was
+// exit 2. Needs root (to be root's files and to start a node as nobody).
+func TestDataDirOfAnotherUserIsAUsageError(t *testing.T) {
+	needBinary(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: starts a node as user nobody")
+	}
+	base := t.TempDir()
+	for _, d := range []string{filepath.Dir(base), base} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(base, "baton")
+	b, err := os.ReadFile(batonBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(base, "data")
+	writeLog(t, dir, 3)
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	seg := newestSegment(t, dir)
+	hwm := filepath.Join(dir, "token-hwm")
+	for _, c := range []struct {
+		name          string
+		segMode, hwmM os.FileMode
+		names         string
+	}{
+		{"a segment it may not read", 0o640, 0o666, seg},
+		{"a token-hwm it may not read", 0o666, 0o600, hwm},
+	} {
+		if err := os.Chmod(seg, c.segMode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(hwm, c.hwmM); err != nil {
+			t.Fatal(err)
+		}
+		_ = os.Remove(filepath.Join(dir, "LOCK"))
+		cmd := exec.Command(bin, "serve", "--listen", freeAddr(t), "--data-dir", dir)
+		cmd.Env = cleanEnv()
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run() // it stops at once: it never serves
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitUsage || !strings.Contains(stderr.String(), c.names) ||
+			!strings.Contains(stderr.String(), "must be able to read and write every file") {
+			t.Errorf("%s: %v, want exit 2 and a message naming %s and what the user needs:\n%s", c.name, err, c.names, stderr.String())
+		}
 	}
 }
