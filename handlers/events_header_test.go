@@ -201,3 +201,58 @@ func TestEventsResumeWithASeqNotOfThisFeed(t *testing.T) {
 		t.Errorf("GET /events?since=5000000 (not a Seq of this feed, %d to %d): %d events from %d, missed %d; want all %d", first, first+n-1, len(l.Events), l.Events[0].Seq, l.Missed, n)
 	}
 }
+
+// TestEventsOfAFeedWithNoEventYet: a node's feed is numbered from its start
+// time; read before its first event (GET /events on a node just started,
+// a standby that has replicated nothing yet), it holds no event and
+// missed none. Since took the ring's empty slots below its first Seq for
+// events: GET /events answered 1024 events {"seq":0,"kind":"unknown",
+// "at":"1970-01-01T00:00:00Z"} and "missed":18446744073709550592 (-1024),
+// the stream the same with a gap event, baton events printed them.
+func TestEventsOfAFeedWithNoEventYet(t *testing.T) {
+	const first = 1_000_000
+	e := newWebEnv(t, handlers.Config{Events: handlers.NewEventLogFrom(1024, first)})
+	for _, since := range []uint64{0, first - 101, first - 1} {
+		evs, missed, upto, last := e.events.Since(since, 0)
+		if len(evs) != 0 || missed != 0 || last != first-1 || upto < since || upto > last {
+			t.Errorf("Since(%d) of an empty feed numbered from %d: %d events, missed %d, upto %d, last %d; want none, none missed, last %d", since, first, len(evs), missed, upto, last, first-1)
+		}
+	}
+	res := e.do(t, http.MethodGet, "/events", nil)
+	var l api.EventList
+	err := json.NewDecoder(res.Body).Decode(&l)
+	res.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Events) != 0 || l.Missed != 0 || l.Last != first-1 {
+		t.Errorf("GET /events of a feed with no event yet: %d events, missed %d, last %d; want none, none missed, last %d", len(l.Events), l.Missed, l.Last, first-1)
+	}
+	// A stream opened then gets the first event when it comes, and no gap.
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, e.srv.URL+"/events", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	res, err = e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	e.events.AddEvent(api.Event{Kind: api.EventPromote, Node: "http://n"})
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "event: gap") {
+			t.Fatalf("a stream of a feed with no event yet began with a gap")
+		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			var ev api.Event
+			if err := json.Unmarshal([]byte(data), &ev); err != nil {
+				t.Fatal(err)
+			}
+			if ev.Seq != first || ev.Kind != api.EventPromote {
+				t.Fatalf("the stream's first event: seq %d kind %q; want seq %d, the promote", ev.Seq, ev.Kind, first)
+			}
+			return
+		}
+	}
+	t.Fatalf("the stream ended before the first event: %v", sc.Err())
+}

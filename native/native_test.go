@@ -937,7 +937,7 @@ func TestPing(t *testing.T) {
 	}
 	bad := e.dial()
 	bad.send("P")
-	if got := bad.read(); !strings.HasPrefix(got, "- - E invalid_argument key: is missing") {
+	if got := bad.read(); !strings.HasPrefix(got, "- - E invalid_argument word: is missing") {
 		t.Fatalf("P without a word: %q", got)
 	}
 	if !bad.closed() {

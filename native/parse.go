@@ -132,12 +132,17 @@ func parseView(line []byte) (request, error) {
 		}
 		return request{}, fatalf("op", strconv.Quote(op)+" is not an op (A, R, N, C, P, AUTH)")
 	}
+	// The second field is a key, or P's word.
+	second, what := "key", "is missing"
+	if op == OpPing {
+		second, what = "word", "is missing (P <word>)"
+	}
 	if len(fields) < 2 || fields[1] == "" {
-		return request{}, fatalf("key", "is missing")
+		return request{}, fatalf(second, what)
 	}
 	raw := fields[1]
 	if !printable(raw) {
-		return request{}, fatalf("key", "is not valid UTF-8 without control characters")
+		return request{}, fatalf(second, "is not valid UTF-8 without control characters")
 	}
 	r := request{op: op, rawKey: raw}
 	bad := func(field, msg string) (request, error) {

@@ -193,3 +193,19 @@ func TestBadTokenSaysWhatItGot(t *testing.T) {
 		}
 	}
 }
+
+// A P without its word, or with a word that is not printable, is refused
+// naming the word, P's only field: it was named the key, which P has none
+// of ("P" alone: "key: is missing").
+func TestPingWithoutAWordNamesTheWord(t *testing.T) {
+	for _, c := range []struct{ line, want string }{
+		{"P", "word: is missing (P <word>)"},
+		{"P \x01", "word: is not valid UTF-8 without control characters"},
+		{"A", "key: is missing"},
+	} {
+		_, err := parse([]byte(c.line))
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%q: %v, want %s", c.line, err, c.want)
+		}
+	}
+}

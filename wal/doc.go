@@ -73,7 +73,10 @@
 // it, and the bytes after its header do not hold the next record's frame
 // whole and verifying (they would be the frame's own payload after a
 // crash; when they hold it, the length was damaged: one damaged length
-// in 256 passes its check byte); or it does not verify and either only zero bytes follow it, or one
+// in 256 passes its check byte); or it does not verify and either only zero bytes follow it
+// and its own last byte is a zero (the write was cut inside it: what
+// follows the cut never landed; a frame whose last byte is not a zero was
+// written to its end, and a mismatch in it is damage), or one
 // of the 512-byte sectors it lies in holds only zeros from the frame's
 // start (or the sector's) to the sector's end. The sectors of a write not
 // yet fsynced may reach the disk in any order before a power loss, and

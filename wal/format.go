@@ -109,7 +109,8 @@ func decodeHeader(magic string, h []byte) (uint64, error) {
 }
 
 // errTorn reports an unfinished last frame: the file ends inside it, or it
-// does not verify and only zeros follow it (a write cut by a crash).
+// does not verify, ends in zeros and only zeros follow it, or a sector of
+// it is blank (a write cut by a crash).
 type errTorn struct {
 	offset int64
 	reason string
@@ -271,15 +272,22 @@ const sectorSize = 512
 // unfinished judges a frame that does not verify, whose header and
 // payload (nil if its length is not to be trusted) were just read: it
 // says why the frame is the end of a write cut by a crash ("" if it is
-// not: damage). That is so when only zeros follow it, or when one of the
-// sectors it lies in is blank (see blankSector). It consumes the reader.
+// not: damage). That is so when only zeros follow it and its own last
+// byte is a zero (the part of the write from the cut on never landed:
+// a whole frame whose last byte is not zero was written to its end, and
+// a mismatch in it is damage, not a crash), or when one of the sectors it
+// lies in is blank (see blankSector). It consumes the reader.
 func (fr *frameReader) unfinished(h, payload []byte) (string, error) {
 	blank := fr.blankSector(h, payload)
 	zeros, err := fr.onlyZerosFollow()
+	last := h[len(h)-1]
+	if len(payload) > 0 {
+		last = payload[len(payload)-1]
+	}
 	switch {
 	case err != nil:
 		return "", err
-	case zeros:
+	case zeros && last == 0:
 		return "only zeros follow", nil
 	case blank:
 		return "a sector of it is blank", nil

@@ -136,12 +136,12 @@ func TestTornTailAtEveryOffsetOfTheLastRecord(t *testing.T) {
 		}
 	}
 
-	// A whole last frame with a bad checksum and only zeros after it is a
-	// torn write too (the file system extended the file, the data did not
-	// all land).
+	// A whole last frame with a bad checksum whose end is zeros, and only
+	// zeros after it, is a torn write too (the file system extended the
+	// file, the end of the data did not land).
 	dir := t.TempDir()
 	torn := bytes.Clone(data)
-	torn[len(torn)-1] ^= 0x40
+	clear(torn[len(torn)-3:])
 	torn = append(torn, make([]byte, 300)...)
 	if err := os.WriteFile(filepath.Join(dir, filepath.Base(last)), torn, 0o640); err != nil {
 		t.Fatal(err)
@@ -154,6 +154,49 @@ func TestTornTailAtEveryOffsetOfTheLastRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	reopenHas(t, testConfig(t, dir), n)
+}
+
+// A byte flipped in the last record, written whole (its last byte is not
+// a zero), is damage even when only zeros follow it (written ahead): a
+// crash never leaves it, and cutting it off as a torn write would start
+// the node without a change it had answered (a grant, silently lost).
+func TestFlippedByteInTheLastRecordIsCorruption(t *testing.T) {
+	src := t.TempDir()
+	const n = 20
+	last := writeLog(t, testConfig(t, src), n)
+	data, err := os.ReadFile(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs := frameOffsets(t, data)
+	start := offs[len(offs)-1]
+	for _, ahead := range []int{0, 300} {
+		for _, at := range []int64{start + 5 /* checksum */, start + frameHeader + 3 /* payload */, int64(len(data)) - 1 /* its last byte */} {
+			dir := t.TempDir()
+			path := filepath.Join(dir, filepath.Base(last))
+			flipped := bytes.Clone(data)
+			flipped[at] ^= 0x01
+			if flipped[len(flipped)-1] == 0 {
+				t.Fatalf("byte %d: the test needs a last byte that is not a zero", at)
+			}
+			flipped = append(flipped, make([]byte, ahead)...)
+			if err := os.WriteFile(path, flipped, 0o640); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Open(testConfig(t, dir))
+			var ce *CorruptError
+			if !errors.As(err, &ce) {
+				t.Fatalf("byte %d flipped, %d zeros after: Open = %v, want a *CorruptError", at, ahead, err)
+			}
+			if ce.File != path || ce.Offset != start || ce.Index != n {
+				t.Fatalf("CorruptError names %s offset %d record %d, want %s offset %d record %d",
+					ce.File, ce.Offset, ce.Index, path, start, n)
+			}
+			if now, _ := os.ReadFile(path); !bytes.Equal(now, flipped) {
+				t.Fatal("a refused Open changed the segment")
+			}
+		}
+	}
 }
 
 func TestTornTailAtRandomOffsets(t *testing.T) {

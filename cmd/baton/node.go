@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -148,6 +149,9 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 		// the operator decides, as for a damaged log.
 		return nil, &startError{exitUsage, fmt.Errorf("%w; it is only ever replaced whole (a temporary file, fsynced, renamed), so no crash leaves it so; to start anyway, with tokens above every token in the log and the clock (not above tokens neither holds), %s",
 			err, repairHint)}
+	case errors.Is(err, fs.ErrPermission):
+		// token-hwm the node may not read or replace (another user's).
+		return nil, &startError{exitUsage, fmt.Errorf("cannot start the engine: %w (the node's user must be able to read and write every file in data_dir)", err)}
 	case err != nil:
 		return nil, &startError{exitError, fmt.Errorf("cannot start the engine: %w", err)}
 	}
@@ -339,7 +343,8 @@ func (n *Node) replay() (snapshotStart, error) {
 }
 
 // walStartError is the *startError for wal.Open's err: exit code 2 for a
-// data_dir in use, not writable (the error names data_dir) or damaged.
+// data_dir in use, not writable or readable (the error names data_dir) or
+// damaged.
 func walStartError(dir string, err error) error {
 	var ce *wal.CorruptError
 	switch {
@@ -350,6 +355,10 @@ func walStartError(dir string, err error) error {
 		return &startError{exitUsage, fmt.Errorf("the log in data_dir %s is damaged: %w", filepath.Clean(dir), err)}
 	case errors.Is(err, wal.ErrLocked), errors.Is(err, wal.ErrNotWritable):
 		return &startError{exitUsage, err}
+	case errors.Is(err, fs.ErrPermission):
+		// A file of the log the node may not read (another user's): a
+		// data_dir the node cannot use, as one it cannot write.
+		return &startError{exitUsage, fmt.Errorf("cannot open the log in data_dir %s: %w (the node's user must be able to read and write every file in it)", filepath.Clean(dir), err)}
 	}
 	return &startError{exitError, fmt.Errorf("cannot open the log in data_dir %s: %w", filepath.Clean(dir), err)}
 }

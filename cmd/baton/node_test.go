@@ -3,15 +3,18 @@ package main
 // Tests of the Node and of the log in data_dir under a real `baton serve`.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -377,6 +380,38 @@ func TestTornTailStarts(t *testing.T) {
 	}
 }
 
+// TestDamagedLastRecordRefused: a byte flipped in the last record of the
+// log, written whole (a node killed after its last answer), stops the start
+// as damage before the tail does (exit 2, the file, the offset and the
+// flag). Before, it was cut off as a torn write and the node started
+// without it: the change it had answered (here a grant) silently gone.
+func TestDamagedLastRecordRefused(t *testing.T) {
+	needBinary(t)
+	dir := t.TempDir()
+	writeLog(t, dir, 20)
+	seg := newestSegment(t, dir)
+	starts, _ := segmentFrames(t, seg)
+	last := starts[len(starts)-1]
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := last + 8 + (int64(b[last]) | int64(b[last+1])<<8 | int64(b[last+2])<<16)
+	if b[end-1] == 0 {
+		t.Fatalf("the last frame of %s ends in a zero byte; the test needs one written to its end", seg)
+	}
+	b[last+8] ^= 0x20 // in the payload
+	if err := os.WriteFile(seg, b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	code, stderr := runServe(t, nil, "--data-dir", dir)
+	for _, w := range []string{"data_dir " + dir, seg, "offset " + strconv.FormatInt(last, 10), "--repair-log"} {
+		if code != exitUsage || !strings.Contains(stderr, w) {
+			t.Fatalf("flipped a byte of the last frame, at %d of %s: exit %d, want 2 and a message with %q:\n%s", last, seg, code, w, stderr)
+		}
+	}
+}
+
 // TestDamagedLogRefused: a byte flipped in a record before the tail stops
 // the start (exit 2) with a message naming the file, the offset and the
 // flag that starts anyway; with that flag the node starts, keeps the
@@ -484,4 +519,79 @@ func writeLog(t *testing.T, dir string, records int) {
 		t.Fatal(err)
 	}
 	<-n.exited
+}
+
+// TestUnreadableLogIsAUsageError: a segment of data_dir that the node's
+// user may not read (another user's file, mode 0640) stops the start with
+// exit 2, as a data_dir it cannot write does (README: "A data_dir that
+// cannot be created or written (permissions, ...) is refused at start,
+// exit 2"); it was exit 1, an error of the running node. The error is the
+// one wal.Open returns for it (found as user nobody on a root-owned log).
+func TestUnreadableLogIsAUsageError(t *testing.T) {
+	seg := "/var/lib/baton/00000000000000000001.wal"
+	err := walStartError("/var/lib/baton", fmt.Errorf("wal: read %s: %w", seg, &fs.PathError{Op: "open", Path: seg, Err: syscall.EACCES}))
+	if code := exitCode(err); code != exitUsage || !strings.Contains(err.Error(), "data_dir /var/lib/baton") || !strings.Contains(err.Error(), seg) {
+		t.Fatalf("an unreadable segment: exit %d, %q; want 2 and a message naming data_dir and the file", code, err)
+	}
+}
+
+// TestDataDirOfAnotherUserIsAUsageError: run as user nobody on a data_dir
+// it may write but whose files are root's, the node stops with exit 2 and
+// says that its user must read and write every file, for a segment it may
+// not read and for a token-hwm it may not read. Both were exit 1 (an error
+// of the running node) while a segment it could read but not write was
+// exit 2. Needs root (to be root's files and to start a node as nobody).
+func TestDataDirOfAnotherUserIsAUsageError(t *testing.T) {
+	needBinary(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: starts a node as user nobody")
+	}
+	base := t.TempDir()
+	for _, d := range []string{filepath.Dir(base), base} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(base, "baton")
+	b, err := os.ReadFile(batonBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(base, "data")
+	writeLog(t, dir, 3)
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	seg := newestSegment(t, dir)
+	hwm := filepath.Join(dir, "token-hwm")
+	for _, c := range []struct {
+		name          string
+		segMode, hwmM os.FileMode
+		names         string
+	}{
+		{"a segment it may not read", 0o640, 0o666, seg},
+		{"a token-hwm it may not read", 0o666, 0o600, hwm},
+	} {
+		if err := os.Chmod(seg, c.segMode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(hwm, c.hwmM); err != nil {
+			t.Fatal(err)
+		}
+		_ = os.Remove(filepath.Join(dir, "LOCK"))
+		cmd := exec.Command(bin, "serve", "--listen", freeAddr(t), "--data-dir", dir)
+		cmd.Env = cleanEnv()
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run() // it stops at once: it never serves
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitUsage || !strings.Contains(stderr.String(), c.names) ||
+			!strings.Contains(stderr.String(), "must be able to read and write every file") {
+			t.Errorf("%s: %v, want exit 2 and a message naming %s and what the user needs:\n%s", c.name, err, c.names, stderr.String())
+		}
+	}
 }
