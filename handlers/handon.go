@@ -38,7 +38,10 @@ type parkedAcquire struct {
 	w  http.ResponseWriter
 	r  *http.Request
 	id string
-	o  engine.AcquireResult
+	// shared: a shared acquire, which a release may grant in a run of
+	// several (Done).
+	shared bool
+	o      engine.AcquireResult
 	// woke receives once: when o is set, for an outcome the handler
 	// answers; once the answer is written, for a listed grant.
 	woke chan struct{}
@@ -62,7 +65,7 @@ func newParkedAcquire(s *Server, w http.ResponseWriter, r *http.Request, id stri
 // free returns p, which the engine never parked (so it never received),
 // to the pool.
 func (p *parkedAcquire) free() {
-	p.s, p.w, p.r, p.id = nil, nil, nil, ""
+	p.s, p.w, p.r, p.id, p.shared = nil, nil, nil, "", false
 	parkedAcquires.Put(p)
 }
 
@@ -73,14 +76,16 @@ func (p *parkedAcquire) Done(o engine.AcquireResult) bool {
 	if o.Err() == nil {
 		// While an HTTP release is between its engine call and its
 		// answerHandedOn (most grants are made by one: this one's, on
-		// this goroutine), no goroutine starts: the release's handler
-		// takes the grants written with its step, and starts one for
-		// those it leaves (releaseDone). In a handoff with sync_standbys
-		// the goroutine, started at once, took the grant and waited for
-		// its acknowledgement beside the release's handler: two
-		// goroutines to wake per acknowledgement instead of one, and a
-		// goroutine started per grant.
-		if p.s.handedOn.add(p) && p.s.releasing.Load() == 0 {
+		// this goroutine), an exclusive grant starts no goroutine: the
+		// release's handler takes the grants written with its step, and
+		// starts one for those it leaves (releaseDone). In a handoff
+		// with sync_standbys the goroutine, started at once, took the
+		// grant and waited for its acknowledgement beside the release's
+		// handler: two goroutines to wake per acknowledgement instead of
+		// one, and a goroutine started per grant. A shared grant may be
+		// the first of a run, which the goroutine and the release's
+		// handler answer together, on two processors when both are free.
+		if p.s.handedOn.add(p) && (p.shared || p.s.releasing.Load() == 0) {
 			go p.s.answerHandedOn(math.MaxUint64)
 		}
 		return true

@@ -481,12 +481,12 @@ func TestReleaseDoesNotWaitForAnotherKeysGrant(t *testing.T) {
 	}
 }
 
-// A grant listed while an HTTP release is between its engine call and its
-// answers starts no goroutine of its own (the release's handler takes the
-// grants of its step); one it cannot take (another key's, granted while
-// its records were written, whose own record waits) is answered by the
-// goroutine the release's handler starts as it leaves the list
-// (releaseDone): nothing else here takes it from the list.
+// An exclusive grant listed while an HTTP release is between its engine
+// call and its answers starts no goroutine of its own (the release's
+// handler takes the grants of its step); one it cannot take (another
+// key's, granted while its records were written, whose own record waits)
+// is answered by the goroutine the release's handler starts as it leaves
+// the list (releaseDone): nothing else here takes it from the list.
 func TestReleaseStartsTheListsGoroutineForWhatItLeaves(t *testing.T) {
 	log := &stepLog{}
 	eng, err := engine.New(engine.Config{Log: log})
@@ -503,9 +503,13 @@ func TestReleaseStartsTheListsGoroutineForWhatItLeaves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader, rec := parkShared(t, s, "other", context.Background())
+	rec := httptest.NewRecorder()
+	waiter := newParkedAcquire(s, rec, httptest.NewRequest(http.MethodPost, "/locks/other", nil), "")
+	if _, wt := eng.AcquireTo(engine.AcquireRequest{Key: "other"}, waiter); wt == nil {
+		t.Fatal("acquire of other behind its holder was not queued")
+	}
 	// While the release of mine waits for its record, other's writer
-	// releases (over the native protocol, say): its reader is granted
+	// releases (over the native protocol, say): its waiter is granted
 	// and listed, with the release of mine in flight, and its record
 	// waits.
 	log.mu.Lock()
@@ -515,7 +519,7 @@ func TestReleaseStartsTheListsGoroutineForWhatItLeaves(t *testing.T) {
 			t.Error(err)
 		}
 		if s.handedOn.n.Load() != 1 {
-			t.Errorf("%d grants listed, want the reader's", s.handedOn.n.Load())
+			t.Errorf("%d grants listed, want the waiter's", s.handedOn.n.Load())
 		}
 	}
 	log.mu.Unlock()
@@ -529,11 +533,11 @@ func TestReleaseStartsTheListsGoroutineForWhatItLeaves(t *testing.T) {
 		t.Fatalf("releasing is %d after the release was answered, want 0", n)
 	}
 	if rec.Body.Len() != 0 {
-		t.Fatalf("the reader was answered %q before its record was written", rec.Body)
+		t.Fatalf("the waiter was answered %q before its record was written", rec.Body)
 	}
 	log.open()
-	waitAnswered(t, reader, "the reader")
+	waitAnswered(t, waiter, "the waiter")
 	if rec.Code != http.StatusOK || rec.Header().Get(api.HeaderLockToken) == "" {
-		t.Fatalf("the reader: %d %q; want its grant", rec.Code, rec.Body)
+		t.Fatalf("the waiter: %d %q; want its grant", rec.Code, rec.Body)
 	}
 }

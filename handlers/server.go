@@ -83,9 +83,10 @@ type Server struct {
 	// release's handler may answer (handon.go).
 	handedOn handedOnList
 	// releasing counts the HTTP releases between their engine call and
-	// the end of their answerHandedOn (handon.go): while one is, a grant
-	// listed starts no goroutine of its own; that release's handler takes
-	// it, or starts the goroutine for what it leaves (releaseDone).
+	// the end of their answerHandedOn (handon.go): while one is, an
+	// exclusive grant listed starts no goroutine of its own; that
+	// release's handler takes it, or starts the goroutine for what it
+	// leaves (releaseDone).
 	releasing atomic.Int32
 }
 
@@ -333,6 +334,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := newParkedAcquire(s, w, r, req.ID)
+	p.shared = req.Mode == engine.Shared
 	res, wt := s.eng.AcquireTo(req, p)
 	if wt == nil {
 		p.free() // the engine kept nothing of it
