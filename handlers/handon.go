@@ -22,8 +22,9 @@ import (
 // one after the other, in grant order, by the handler of the release once
 // its record is written and by a goroutine started when the list fills
 // (any grant: a lease's end, a withdrawn waiter, a release over the native
-// protocol); both take from the list, and each answer's handler is woken
-// once its answer is written. Over HTTP/2 the stream's handler still
+// protocol) while no HTTP release is in flight, or by a release's handler
+// for the grants it leaves (releaseDone); both take from the list, and
+// each answer's handler is woken once its answer is written. Over HTTP/2 the stream's handler still
 // answers, as before (Engine.Acquire): its writes go through the
 // connection's one writer anyway.
 
@@ -37,7 +38,10 @@ type parkedAcquire struct {
 	w  http.ResponseWriter
 	r  *http.Request
 	id string
-	o  engine.AcquireResult
+	// shared: a shared acquire, which a release may grant in a run of
+	// several (Done).
+	shared bool
+	o      engine.AcquireResult
 	// woke receives once: when o is set, for an outcome the handler
 	// answers; once the answer is written, for a listed grant.
 	woke chan struct{}
@@ -61,7 +65,7 @@ func newParkedAcquire(s *Server, w http.ResponseWriter, r *http.Request, id stri
 // free returns p, which the engine never parked (so it never received),
 // to the pool.
 func (p *parkedAcquire) free() {
-	p.s, p.w, p.r, p.id = nil, nil, nil, ""
+	p.s, p.w, p.r, p.id, p.shared = nil, nil, nil, "", false
 	parkedAcquires.Put(p)
 }
 
@@ -70,7 +74,18 @@ func (p *parkedAcquire) free() {
 func (p *parkedAcquire) Done(o engine.AcquireResult) bool {
 	p.o = o
 	if o.Err() == nil {
-		if p.s.handedOn.add(p) {
+		// While an HTTP release is between its engine call and its
+		// answerHandedOn (most grants are made by one: this one's, on
+		// this goroutine), an exclusive grant starts no goroutine: the
+		// release's handler takes the grants written with its step, and
+		// starts one for those it leaves (releaseDone). In a handoff
+		// with sync_standbys the goroutine, started at once, took the
+		// grant and waited for its acknowledgement beside the release's
+		// handler: two goroutines to wake per acknowledgement instead of
+		// one, and a goroutine started per grant. A shared grant may be
+		// the first of a run, which the goroutine and the release's
+		// handler answer together, on two processors when both are free.
+		if p.s.handedOn.add(p) && (p.shared || p.s.releasing.Load() == 0) {
 			go p.s.answerHandedOn(math.MaxUint64)
 		}
 		return true
@@ -153,6 +168,24 @@ func (l *handedOnList) next(upTo engine.LogIndex) *parkedAcquire {
 	l.head++
 	l.n.Store(int32(len(l.q) - l.head))
 	return p
+}
+
+// releaseDone ends an HTTP release's turn with the list (Server.releasing),
+// once: *done is set. Done started no goroutine for a grant listed
+// meanwhile, so when the list still holds grants (those above the
+// release's own step: another key's, made while it waited for its
+// records) it starts one. releasing is decremented before the list is
+// read, and Done reads releasing after it listed its grant: either Done
+// saw no release and started the goroutine, or this sees its grant.
+func (s *Server) releaseDone(done *bool) {
+	if *done {
+		return
+	}
+	*done = true
+	s.releasing.Add(-1)
+	if s.handedOn.n.Load() > 0 {
+		go s.answerHandedOn(math.MaxUint64)
+	}
 }
 
 // handOnWriteLimit bounds the write of an answer made away from its

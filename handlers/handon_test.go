@@ -480,3 +480,64 @@ func TestReleaseDoesNotWaitForAnotherKeysGrant(t *testing.T) {
 		t.Fatalf("the reader: %d %q; want its grant", rec.Code, rec.Body)
 	}
 }
+
+// An exclusive grant listed while an HTTP release is between its engine
+// call and its answers starts no goroutine of its own (the release's
+// handler takes the grants of its step); one it cannot take (another
+// key's, granted while its records were written, whose own record waits)
+// is answered by the goroutine the release's handler starts as it leaves
+// the list (releaseDone): nothing else here takes it from the list.
+func TestReleaseStartsTheListsGoroutineForWhatItLeaves(t *testing.T) {
+	log := &stepLog{}
+	eng, err := engine.New(engine.Config{Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close() })
+	s := New(eng, Config{})
+	writer, err := eng.Acquire(context.Background(), engine.AcquireRequest{Key: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, err := eng.Acquire(context.Background(), engine.AcquireRequest{Key: "mine"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	waiter := newParkedAcquire(s, rec, httptest.NewRequest(http.MethodPost, "/locks/other", nil), "")
+	if _, wt := eng.AcquireTo(engine.AcquireRequest{Key: "other"}, waiter); wt == nil {
+		t.Fatal("acquire of other behind its holder was not queued")
+	}
+	// While the release of mine waits for its record, other's writer
+	// releases (over the native protocol, say): its waiter is granted
+	// and listed, with the release of mine in flight, and its record
+	// waits.
+	log.mu.Lock()
+	log.onWait = func() {
+		log.hold()
+		if _, _, err := eng.ReleaseNoWait("other", writer.Token); err != nil {
+			t.Error(err)
+		}
+		if s.handedOn.n.Load() != 1 {
+			t.Errorf("%d grants listed, want the waiter's", s.handedOn.n.Load())
+		}
+	}
+	log.mu.Unlock()
+	defer log.open() // a failed test leaves no goroutine waiting
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, httptest.NewRequest(http.MethodDelete, "/locks/mine?token="+strconv.FormatUint(mine.Token, 10), nil))
+	if w.Code != http.StatusOK {
+		t.Fatalf("release of mine: %d %q; want 200", w.Code, w.Body)
+	}
+	if n := s.releasing.Load(); n != 0 {
+		t.Fatalf("releasing is %d after the release was answered, want 0", n)
+	}
+	if rec.Body.Len() != 0 {
+		t.Fatalf("the waiter was answered %q before its record was written", rec.Body)
+	}
+	log.open()
+	waitAnswered(t, waiter, "the waiter")
+	if rec.Code != http.StatusOK || rec.Header().Get(api.HeaderLockToken) == "" {
+		t.Fatalf("the waiter: %d %q; want its grant", rec.Code, rec.Body)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -81,6 +82,12 @@ type Server struct {
 	// handedOn lists the grants of parked HTTP/1.x acquires that a
 	// release's handler may answer (handon.go).
 	handedOn handedOnList
+	// releasing counts the HTTP releases between their engine call and
+	// the end of their answerHandedOn (handon.go): while one is, an
+	// exclusive grant listed starts no goroutine of its own; that
+	// release's handler takes it, or starts the goroutine for what it
+	// leaves (releaseDone).
+	releasing atomic.Int32
 }
 
 // New returns the handler for eng. It starts nothing.
@@ -327,6 +334,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := newParkedAcquire(s, w, r, req.ID)
+	p.shared = req.Mode == engine.Shared
 	res, wt := s.eng.AcquireTo(req, p)
 	if wt == nil {
 		p.free() // the engine kept nothing of it
@@ -439,6 +447,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	// refused one every grant, to the list's goroutine (without a log
 	// every grant is at 0, written).
 	var upTo engine.LogIndex
+	released := true // releaseDone has nothing to do (no ReleaseLogged)
 	switch {
 	case err != nil:
 	case p.Force:
@@ -446,10 +455,14 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 			err = s.eng.ForceRelease(p.Key)
 		}
 	default:
+		s.releasing.Add(1)
+		released = false
+		defer s.releaseDone(&released) // should the engine panic
 		upTo, err = s.eng.ReleaseLogged(p.Key, p.Token.V)
 	}
 	// The waiters it granted are answered first (handon.go).
 	s.answerHandedOn(upTo)
+	s.releaseDone(&released)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
