@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -339,7 +340,8 @@ func (n *Node) replay() (snapshotStart, error) {
 }
 
 // walStartError is the *startError for wal.Open's err: exit code 2 for a
-// data_dir in use, not writable (the error names data_dir) or damaged.
+// data_dir in use, not writable (the error names data_dir) or damaged,
+// or an operating system where the log cannot be kept safe (Windows).
 func walStartError(dir string, err error) error {
 	var ce *wal.CorruptError
 	switch {
@@ -350,6 +352,8 @@ func walStartError(dir string, err error) error {
 		return &startError{exitUsage, fmt.Errorf("the log in data_dir %s is damaged: %w", filepath.Clean(dir), err)}
 	case errors.Is(err, wal.ErrLocked), errors.Is(err, wal.ErrNotWritable):
 		return &startError{exitUsage, err}
+	case errors.Is(err, wal.ErrUnsupported):
+		return &startError{exitUsage, fmt.Errorf("baton serve cannot run on %s: %w; run the server on Linux or macOS (the client commands acquire, run, release, renew and status work here)", runtime.GOOS, err)}
 	}
 	return &startError{exitError, fmt.Errorf("cannot open the log in data_dir %s: %w", filepath.Clean(dir), err)}
 }
