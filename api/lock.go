@@ -347,6 +347,10 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			c.answered(s)
 			l, err := c.newLock(r, sent)
 			if err != nil {
+				// A grant the caller cannot use is not left held for
+				// its lease: released by its Lock-Token (else found
+				// again under the Idempotency-Key).
+				c.settleAcquire(pathQuery, hdr, grantToken(r), s.addr)
 				return nil, err
 			}
 			l.from = s.addr
