@@ -5,16 +5,19 @@
 // answered 404; "%" a 400, fixed in #463), KeychainMDIP/kc#1289 ('#', '?'
 // and '/' truncated names or added query parameters). Here each such key
 // must be locked, shown and released as written, and stay its own lock
-// ('.' and '..' segments not folded). Passed as written.
+// (api.test.mjs has one key with '?', '#', '%' and one with dot
+// segments; this adds empty segments, '%XX' written literally beside the
+// character it would decode to, and '\', which a URL parser turns into '/'
+// for http: URLs). Passed as written.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client } from './client.mjs';
 import { startNode } from './harness.mjs';
 
-const keys = ['a?b=1', 'x#frag', '100%', '%2F', 'a%2Fb', 'dir/../etc', './x', 'a/./b', '../up', 'a/..', '/lead', 'trail/', 'a//b',
-  'sp ace+plus', 'ünï/çødé', 'semi;colon&amp=', "q'uo\"te", 'back\\slash'];
+const keys = ['100%', '%2F', '/', 'a%2Fb', 'a/b', '%41', 'A', '/lead', 'trail/', 'a//b', '//', 'sp ace+plus', 'semi;colon&amp=',
+  "q'uo\"te", 'back\\slash', 'back/slash'];
 
-test('keys with ? # % / . and spaces are locked as written', async (t) => {
+test('keys with empty segments, literal %XX and backslashes are each their own lock', async (t) => {
   const n = await startNode(t, { host: '127.0.47.1' });
   const c = new Client({ addresses: [n.url] });
   t.after(() => c.close());
