@@ -142,7 +142,8 @@ export declare class Lock {
   /**
    * Aborted, with a BatonError as its reason, when the lock is lost: a
    * renewal answered "not_held"/"not_holder", or the lease ran out (our
-   * clock) before a renewal. A release does not abort it.
+   * clock) before a renewal. A release does not abort it; one that failed
+   * leaves the lease counting, and it aborts when that lease runs out.
    */
   readonly lost: AbortSignal;
   renew(lease?: number, signal?: AbortSignal): Promise<void>;

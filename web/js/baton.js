@@ -484,6 +484,6 @@ export class Lock {
   release() {
     this._halt();
     const c = this._c;
-    return this._released ||= c._track(c._release(this.key, this.token, this._from)).catch((e) => { this._released = null; throw e; });
+    return this._released ||= c._track(c._release(this.key, this.token, this._from)).catch((e) => { this._released = null; this._watch(this._deadline); throw e; });
   }
 }
