@@ -3,6 +3,7 @@ package api_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -56,4 +57,45 @@ func TestAcquireBadGrantBodyReleasesTheGrant(t *testing.T) {
 		st, err := c.Status(ctx, "k")
 		return err == nil && st.Holder == nil
 	})
+}
+
+// The same for a 5xx other than 503 that a proxy answers in place of the
+// grant (nginx's 502 for an upstream answer whose headers overflow its
+// buffer, a 504 written as the grant arrives) or a node's 500: the node
+// may have granted, so the acquire is settled under its Idempotency-Key,
+// as after a 503 or a lost connection; the grant, under an hour's lease,
+// did not stay held with the caller told the acquire failed.
+func TestAcquireAnswered5xxAfterTheGrantReleasesIt(t *testing.T) {
+	for _, status := range []int{http.StatusInternalServerError, http.StatusBadGateway, http.StatusGatewayTimeout} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			var swapped atomic.Bool
+			srv := startServer(t, engine.Config{LeaseMax: 2 * time.Hour}, func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/locks/") || swapped.Load() {
+						h.ServeHTTP(w, r)
+						return
+					}
+					rec := httptest.NewRecorder()
+					h.ServeHTTP(rec, r) // granted, and taken as delivered by the node
+					swapped.Store(true)
+					w.Header().Set("Content-Type", "text/html")
+					w.WriteHeader(status)
+					_, _ = w.Write([]byte("<html><body><h1>" + http.StatusText(status) + "</h1></body></html>"))
+				})
+			})
+			c := newClient(t, nil, srv.URL)
+			ctx := ctxBound(t)
+			l, err := c.Acquire(ctx, "k", api.WithLease(time.Hour))
+			if err == nil {
+				t.Fatalf("acquire answered %d: %+v, want an error", status, l)
+			}
+			if !swapped.Load() {
+				t.Fatalf("the grant was not swapped for a %d: %v", status, err)
+			}
+			eventually(t, "released after the failed acquire", func() bool {
+				st, err := c.Status(ctx, "k")
+				return err == nil && st.Holder == nil
+			})
+		})
+	}
 }
