@@ -180,7 +180,9 @@ var (
 // ran out meanwhile, the error Is ErrTimeout too), ErrUnavailable
 // (no connection, or all attempts failed: a grant whose answer was lost
 // with the last one is settled in the background as after a cancel, see
-// below), ErrClosed, or ctx's error. When ctx ends the waiter
+// below), a *StatusError for another 5xx (a node's 500, a proxy's 502 or
+// 504; settled the same way: the node may have granted) or a 200 whose
+// body does not decode (its grant released), ErrClosed, or ctx's error. When ctx ends the waiter
 // leaves the queue and Acquire returns at once; a grant made at that moment
 // is released again, never left held: one whose answer arrives after the
 // cancel is released, and when the outcome is unknown (the node may have
@@ -347,6 +349,10 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			c.answered(s)
 			l, err := c.newLock(r, sent)
 			if err != nil {
+				// A grant the caller cannot use is not left held for
+				// its lease: released by its Lock-Token (else found
+				// again under the Idempotency-Key).
+				c.settleAcquire(pathQuery, hdr, grantToken(r), s.addr)
 				return nil, err
 			}
 			l.from = s.addr
@@ -429,6 +435,13 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			avoid, redirects = s, 0
 			continue
 		default:
+			if r.status >= 500 {
+				// A node's 500, or a proxy's 502 or 504 in place of
+				// an answer: the node may have granted (and taken the
+				// grant as delivered), so it is settled, as after a
+				// 503 given up on.
+				c.settleAcquire(pathQuery, hdr, 0, s.addr)
+			}
 			return nil, statusError(r)
 		}
 	}

@@ -19,6 +19,9 @@ var (
 	// ErrNotWritable is returned by Open when the directory cannot be
 	// created or written (permissions, read-only file system).
 	ErrNotWritable = errors.New("wal: data directory not writable")
+	// ErrUnsupported is returned by Open on an operating system where the
+	// log cannot be kept safe (Windows); the error names what is missing.
+	ErrUnsupported = errors.New("wal: the log cannot be kept safe on this operating system")
 	// ErrNoSnapshot is returned by LoadSnapshot when the directory holds none.
 	ErrNoSnapshot = errors.New("wal: no snapshot")
 	// ErrCompacted is returned by Replay when asked for records that a

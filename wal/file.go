@@ -1,14 +1,12 @@
 package wal
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/baton-io/baton/internal/durable"
 )
@@ -63,6 +61,9 @@ const lockName = "LOCK"
 // lock file, writing this process's id into it. The lock lasts until the
 // returned file is closed (or the process dies).
 func lockDir(dir string) (*os.File, error) {
+	if err := platformError(); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, dir, err)
 	}
@@ -71,13 +72,13 @@ func lockDir(dir string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, dir, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if busy, err := lockFile(f); err != nil {
 		holder := ""
 		if b, rerr := os.ReadFile(path); rerr == nil && len(strings.TrimSpace(string(b))) > 0 {
 			holder = " (pid " + strings.TrimSpace(string(b)) + ")"
 		}
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if busy {
 			return nil, fmt.Errorf("%w: data_dir %s: another process%s holds %s", ErrLocked, dir, holder, path)
 		}
 		return nil, fmt.Errorf("wal: data_dir %s: lock %s: %w", dir, path, err)

@@ -358,7 +358,16 @@ func cmdAcquire(ctx context.Context, args []string, cio cliIO) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(cio.stdout, l.Token)
+	if _, err := fmt.Fprintln(cio.stdout, l.Token); err != nil {
+		// A token nobody got is a lock nobody can release or pass on:
+		// released, and the exit is not 0.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if rerr := l.Release(rctx); rerr != nil {
+			return fmt.Errorf("cannot write the token of %q: %w; releasing it: %s", f.fs.Arg(0), err, errText(rerr))
+		}
+		return fmt.Errorf("cannot write the token of %q: %w; the lock was released", f.fs.Arg(0), err)
+	}
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -344,7 +345,8 @@ func (n *Node) replay() (snapshotStart, error) {
 
 // walStartError is the *startError for wal.Open's err: exit code 2 for a
 // data_dir in use, not writable or readable (the error names data_dir) or
-// damaged.
+// damaged, or an operating system where the log cannot be kept safe
+// (Windows).
 func walStartError(dir string, err error) error {
 	var ce *wal.CorruptError
 	switch {
@@ -359,6 +361,8 @@ func walStartError(dir string, err error) error {
 		// A file of the log the node may not read (another user's): a
 		// data_dir the node cannot use, as one it cannot write.
 		return &startError{exitUsage, fmt.Errorf("cannot open the log in data_dir %s: %w (the node's user must be able to read and write every file in it)", filepath.Clean(dir), err)}
+	case errors.Is(err, wal.ErrUnsupported):
+		return &startError{exitUsage, fmt.Errorf("baton serve cannot run on %s: %w; run the server on Linux or macOS (the client commands acquire, run, release, renew and status work here)", runtime.GOOS, err)}
 	}
 	return &startError{exitError, fmt.Errorf("cannot open the log in data_dir %s: %w", filepath.Clean(dir), err)}
 }

@@ -107,6 +107,16 @@ export declare class Client {
   constructor(options: ClientOptions);
   /** The bearer token sent with every call; may be changed at any time. */
   token: string;
+  /**
+   * Takes the lock `key`, waiting in its queue up to `wait` seconds (0 or
+   * absent: no limit). Errors: "timeout" (408, not granted; also a
+   * grant_ended past the wait), "invalid_argument" (400, `field`),
+   * "limit_mismatch" (409), "too_many_waiters" (429), "unauthorized" (401),
+   * "unavailable", "closed", another 5xx as answered (a node's 500, a
+   * proxy's 502 or 504). An aborted `signal` rejects with its reason (the
+   * waiter is dropped). A grant that the abort, "unavailable" or a 5xx may
+   * have cut off is released in the background (close() waits for it).
+   */
   acquire(key: string, options?: AcquireOptions): Promise<Lock>;
   renew(key: string, token: number, lease?: number, signal?: AbortSignal): Promise<Grant>;
   release(key: string, token: number): Promise<void>;
@@ -142,7 +152,8 @@ export declare class Lock {
   /**
    * Aborted, with a BatonError as its reason, when the lock is lost: a
    * renewal answered "not_held"/"not_holder", or the lease ran out (our
-   * clock) before a renewal. A release does not abort it.
+   * clock) before a renewal. A release does not abort it; one that failed
+   * leaves the lease counting, and it aborts when that lease runs out.
    */
   readonly lost: AbortSignal;
   renew(lease?: number, signal?: AbortSignal): Promise<void>;

@@ -214,11 +214,8 @@ export class Client {
    * absent: no limit). One Idempotency-Key across retries, 307s and
    * re-sends (never queued twice); a poll_timeout resumes the place;
    * grant_ended (ran out unclaimed) starts anew (new key, the wait left).
-   * Errors: "timeout" (408, not granted; also a grant_ended past the wait),
-   * "invalid_argument" (400, `field`), "limit_mismatch" (409),
-   * "too_many_waiters" (429), "unauthorized" (401), "unavailable", "closed".
-   * An aborted `signal` rejects with its reason (the waiter is dropped); a
-   * grant it or "unavailable" cut off is released.
+   * Errors: see baton.d.ts. A grant that an aborted `signal`, "unavailable"
+   * or a 5xx may have cut off is released.
    */
   async acquire(key, options = {}) {
     this._open();
@@ -245,6 +242,7 @@ export class Client {
         }
         err = await statusError(res);
         if (signal?.aborted) throw signal.reason; // a poll_timeout's body cut off
+        if (res.status > 499) throw err; // maybe granted: settled
       } catch (e) {
         if (asked) this._settle(key, pathQuery, headers, Number(res?.headers.get('Lock-Token')), o.at);
         throw signal?.aborted ? signal.reason : e;
@@ -484,6 +482,6 @@ export class Lock {
   release() {
     this._halt();
     const c = this._c;
-    return this._released ||= c._track(c._release(this.key, this.token, this._from)).catch((e) => { this._released = null; throw e; });
+    return this._released ||= c._track(c._release(this.key, this.token, this._from)).catch((e) => { this._released = null; this._watch(this._deadline); throw e; });
   }
 }
