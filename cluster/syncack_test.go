@@ -17,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestSyncGrantAfterStandbyStopWaitsForDegrade: with sync_standbys 1 and
@@ -27,11 +28,16 @@ import (
 // it: a fresh cluster, a standby restarted (kill -9) and resumed, an
 // active restarted (SIGINT: handoff to the standby) that took the role
 // back by a handoff, an active killed (failover to the standby) that took
-// the role back, and over the native protocol.
+// the role back, a split brain healed either way (the standby's log ran
+// further than the active's during it and was replaced by a snapshot at a
+// lower index; or the active's state was the older, replaced by the
+// standby's, and it took the role back), and over the native protocol.
 func TestSyncGrantAfterStandbyStopWaitsForDegrade(t *testing.T) {
-	for _, how := range []string{"fresh", "standby restarted", "handed back", "failed back", "native"} {
+	for _, how := range []string{"fresh", "standby restarted", "handed back", "failed back",
+		"split, standby's log ahead", "split, active's state replaced", "native"} {
 		t.Run(strings.ReplaceAll(how, " ", "_"), func(t *testing.T) {
-			c := newCluster(t, 2, false, "--sync-standbys", "1", "--sync-timeout", "1s")
+			split := strings.HasPrefix(how, "split")
+			c := newCluster(t, 2, split, "--sync-standbys", "1", "--sync-timeout", "1s")
 			if how == "native" {
 				c.args = map[int][]string{0: {"--native-listen", freeAddr(t, nodeHost(0))}}
 			}
@@ -65,6 +71,36 @@ func TestSyncGrantAfterStandbyStopWaitsForDegrade(t *testing.T) {
 				c.start(0)
 				c.waitActive(0, 1)
 				synced("warm2")
+			case "split, standby's log ahead", "split, active's state replaced":
+				// Both active; the older state is the one that granted
+				// first, the newer the one that granted last (a higher
+				// token: node 1's run up to 1 s ahead of the clock after
+				// its promotion).
+				c.nodes[0].proxy.setCut(true)
+				c.nodes[1].proxy.setCut(true)
+				c.waitActive(1)
+				older, newer, records := 1, 0, 20
+				if how == "split, active's state replaced" {
+					older, newer, records = 0, 1, 1
+				}
+				for i := range records {
+					c.grantOn(older, fmt.Sprintf("older/%d", i), "lease=60")
+				}
+				if newer == 0 {
+					time.Sleep(1200 * time.Millisecond)
+				}
+				c.grantOn(newer, "newer", "lease=60")
+				c.nodes[0].proxy.setCut(false)
+				c.nodes[1].proxy.setCut(false)
+				c.waitActive(0, 1)
+				synced("warm2")
+				// What the situation is about happened: the older side
+				// stepped down and got the newer one's snapshot.
+				for _, line := range []string{"stepping down", "installed the active's snapshot"} {
+					if !strings.Contains(c.nodes[older].log.String(), line) {
+						t.Fatalf("node %d's log has no %q: the split brain did not end as this test needs", older, line)
+					}
+				}
 			}
 			before, err := c.metric(0, "baton_sync_degradations_total")
 			if err != nil {
