@@ -1003,3 +1003,32 @@ func TestMemFirstSyncIsNoReset(t *testing.T) {
 		t.Errorf("node 1 emitted %d reset events on its first sync, want none", got)
 	}
 }
+
+// What a handoff leaves in the old active's hub (moved: the successor's
+// promotion, counted as its acknowledgement through the handoff's index,
+// and acknowledgements of the ended streams that arrive late) belongs to
+// that term. Node 1, active, hands off to node 0 (higher priority); node 0
+// crashes; node 1 is promoted again by failover with no standby
+// streaming. Before, the successor's entry still counted in the new term
+// (acknowledged through the handoff's index with no standby at all): after
+// a snapshot that put node 1's log below that index, its first changes
+// would have been answered as written by a standby that never streamed
+// them, without degrading. A promotion starts a new term (hub.newTerm).
+func TestMemPromotionForgetsAHandoffsAcknowledgements(t *testing.T) {
+	c := newMemCluster(t, 2, func(cfg *Config) { cfg.SyncStandbys = 1 })
+	c.isolate(0, true)
+	c.start(1)
+	c.waitActive(1, 1)
+	c.grant(1, "k")
+	c.isolate(0, false)
+	c.start(0)
+	c.waitActive(0)
+	if got := c.nodes[1].node.hub.ackedTo.Load(); got == 0 {
+		t.Fatalf("node 1 after handing off: acknowledged to 0, want the handoff's index (the successor's promotion)")
+	}
+	c.crash(0)
+	c.waitActive(1, 1)
+	if got := c.nodes[1].node.hub.ackedTo.Load(); got != 0 {
+		t.Errorf("node 1 promoted again with no standby streaming: acknowledged to %d, want 0 (the handed-off term's acknowledgements counted)", got)
+	}
+}

@@ -419,6 +419,7 @@ func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64, und
 	n.epoch = epoch
 	n.everSynced, n.unfetchable = true, nil
 	n.degraded.Store(false)
+	n.hub.newTerm()
 	n.snapshotBeforeOwnRecords()
 	if err := n.eng.StartEpoch(epoch, n.cfg.Self); err != nil {
 		n.log.Error("the epoch's record could not be logged; standbys will resync by snapshot", "epoch", epoch, "err", err)

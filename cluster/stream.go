@@ -127,6 +127,19 @@ func (h *hub) add(f *follower) {
 	h.mu.Unlock()
 }
 
+// newTerm forgets the acknowledgements a handoff left (moved): this node
+// was promoted again, and its changes from now on count only those of
+// the streams it serves in this term. A moved entry raised through its
+// last term's index would otherwise count as a standby's for the first
+// changes of the new term (after a snapshot installed below it, before
+// any standby streams), answered without a standby and without degrading.
+func (h *hub) newTerm() {
+	h.mu.Lock()
+	h.moved = nil
+	h.resyncLocked()
+	h.mu.Unlock()
+}
+
 func (h *hub) remove(f *follower) {
 	h.mu.Lock()
 	delete(h.fs, f)
