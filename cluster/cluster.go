@@ -825,9 +825,9 @@ func (n *Node) recent(p *peer, now time.Time) bool {
 // one under way): its polls and streams could not hear anyone then. A
 // stall shorter than FailoverTimeout is not caught by the pause guard
 // (resumed), but with the age its last contact had before it, it could
-// pass FailoverTimeout: this node then took a peer that answered every
-// poll it made for a dead one, and promoted itself beside a running
-// active (TestStandbyStalledForLessThanFailoverTimeoutDoesNotPromote). A
+// pass FailoverTimeout: this node then took a peer it could not poll
+// meanwhile for a dead one, and promoted itself beside a running active
+// on resume, before any poll answered (TestOwnStallIsNoPeersSilence). A
 // peer that is gone is still found silent after FailoverTimeout of this
 // node's running time. n.mu is held.
 func (n *Node) silence(p *peer, now time.Time) time.Duration {

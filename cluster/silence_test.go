@@ -14,8 +14,9 @@ import (
 // 20:56:27.673, was stopped from 27.719 to 28.148 (429 ms: no gap logged)
 // and at 28.149, 1 ms after it resumed and before any poll could
 // answer, took node 0's last answer, about 700 ms old, for a dead
-// active's silence and promoted itself beside it (so did node 2 of seed
-// 3149, whose active then dropped an answered grant stepping down). A
+// active's silence and promoted itself beside it (likely so did node 2
+// of seed 3149, whose active then dropped an answered grant stepping
+// down; that run did not log the stops). A
 // peer not heard for a failover timeout of this node's running time is
 // still dead.
 func TestOwnStallIsNoPeersSilence(t *testing.T) {
