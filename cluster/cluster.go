@@ -414,6 +414,11 @@ type Node struct {
 	base    time.Time
 	ticked  atomic.Int64
 	resumed atomic.Int64
+	// stallFrom and stallTo are the last span, longer than a heartbeat,
+	// in which the role loop's tick came late (the process was stopped or
+	// starved, even for less than FailoverTimeout): no peer could be heard
+	// then, and that span is no peer's silence (silence). Guarded by mu.
+	stallFrom, stallTo time.Time
 
 	ctx  context.Context
 	stop context.CancelFunc
@@ -824,16 +829,49 @@ func (n *Node) logWrites() bool {
 	return (n.wal == nil || n.wal.Healthy()) && n.eng.TokenMarkWritable()
 }
 
-// live reports whether p was heard from within the failover timeout. n.mu
-// is held.
+// live reports whether p was heard from within the failover timeout (of
+// its silence). n.mu is held.
 func (n *Node) live(p *peer, now time.Time) bool {
-	return p.heard && !p.down && now.Sub(p.contact) < n.cfg.FailoverTimeout
+	return p.heard && !p.down && n.silence(p, now) < n.cfg.FailoverTimeout
 }
 
-// recent reports whether p answered within the failover timeout, even if a
-// call to it failed since: the silence a promotion waits for.
+// recent reports whether p answered within the failover timeout (of its
+// silence), even if a call to it failed since: the silence a promotion
+// waits for.
 func (n *Node) recent(p *peer, now time.Time) bool {
-	return p.heard && now.Sub(p.contact) < n.cfg.FailoverTimeout
+	return p.heard && n.silence(p, now) < n.cfg.FailoverTimeout
+}
+
+// silence is how long p has not been heard from at now, less the spans
+// since in which this node did not run (its role loop's tick came more
+// than a heartbeat late: stopped or starved, the last such span and the
+// one under way): its polls and streams could not hear anyone then. A
+// stall shorter than FailoverTimeout is not caught by the pause guard
+// (resumed), but with the age its last contact had before it, it could
+// pass FailoverTimeout: this node then took a peer it could not poll
+// meanwhile for a dead one, and promoted itself beside a running active
+// on resume, before any poll answered (TestOwnStallIsNoPeersSilence). A
+// peer that is gone is still found silent after FailoverTimeout of this
+// node's running time. n.mu is held.
+func (n *Node) silence(p *peer, now time.Time) time.Duration {
+	s := now.Sub(p.contact)
+	stalls := [2][2]time.Time{{n.stallFrom, n.stallTo}}
+	if due := n.base.Add(time.Duration(n.ticked.Load()) + n.cfg.Heartbeat); now.Sub(due) > n.cfg.Heartbeat {
+		stalls[1] = [2]time.Time{due, now}
+	}
+	for _, st := range stalls {
+		from, to := st[0], st[1]
+		if from.Before(p.contact) {
+			from = p.contact
+		}
+		if to.After(now) {
+			to = now
+		}
+		if to.After(from) {
+			s -= to.Sub(from)
+		}
+	}
+	return s
 }
 
 func (n *Node) peerByURL(u string) *peer {

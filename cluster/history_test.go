@@ -159,6 +159,10 @@ var (
 	logTime     = regexp.MustCompile(`^time=(\S+) `)
 	pausedLine  = regexp.MustCompile(`did not run for longer than failover_timeout.* gap=(\S+)`)
 	failoverLog = regexp.MustCompile(`promoted to active" why=failover`)
+	// electionLog is a promotion by the cold-start rule (a node that has
+	// not synced since it started); one by a node that follows an active
+	// is made beside it, on the silence a failover waits for.
+	electionLog = regexp.MustCompile(`promoted to active" why="?election`)
 )
 
 // loadFaults returns the fault windows the nodes' logs show in a run that
@@ -202,7 +206,12 @@ var (
 // show: a node that did not run for longer than failover_timeout (its
 // window from the start of its gap) and a promotion by failover (from a
 // failover timeout before it: the silence it waited for), each window
-// until settle after the line.
+// until settle after the line. A promotion by election (the cold-start
+// rule, which a node follows until it has synced once since it started)
+// of a node that follows an active since it started is one by failover:
+// it is made beside that active, which the node did not hear for a
+// failover timeout (decide: an active heard within it holds back the
+// election as the failover).
 func loggedFaults(logs []string, settle time.Duration) []loggedFault {
 	// When each node (by its advertised URL) was taken down or stopped.
 	type down struct {
@@ -241,6 +250,7 @@ func loggedFaults(logs []string, settle time.Duration) []loggedFault {
 	for i, log := range logs {
 		self, followed := "", ""
 		var followedAt time.Time // when this node began to follow followed
+		followsSinceStart := false
 		if m := selfLine.FindStringSubmatch(log); m != nil {
 			self = m[1]
 		}
@@ -257,10 +267,16 @@ func loggedFaults(logs []string, settle time.Duration) []loggedFault {
 				if gap, err := time.ParseDuration(m[1]); err == nil {
 					fs = append(fs, loggedFault{history.Window{Name: fmt.Sprintf("node %d did not run for %s", i, m[1]), Start: at.Add(-gap), End: at.Add(settle)}, at, lastDown(self, time.Time{}, at, true)})
 				}
-			} else if failoverLog.MatchString(line) {
-				fs = append(fs, loggedFault{history.Window{Name: fmt.Sprintf("node %d promoted by failover", i), Start: at.Add(-failoverTimeout), End: at.Add(settle)}, at, later(lastDown(followed, followedAt, at, false), lastDown(self, time.Time{}, at, true))})
+			} else if election := electionLog.MatchString(line); failoverLog.MatchString(line) || (election && followsSinceStart) {
+				name := fmt.Sprintf("node %d promoted by failover", i)
+				if election {
+					name = fmt.Sprintf("node %d promoted by election beside the active it followed", i)
+				}
+				fs = append(fs, loggedFault{history.Window{Name: name, Start: at.Add(-failoverTimeout), End: at.Add(settle)}, at, later(lastDown(followed, followedAt, at, false), lastDown(self, time.Time{}, at, true))})
 			} else if m := followingLine.FindStringSubmatch(line); m != nil {
-				followed, followedAt = m[1], at
+				followed, followedAt, followsSinceStart = m[1], at, true
+			} else if selfLine.MatchString(line) {
+				followsSinceStart = false
 			}
 		}
 	}
@@ -1002,6 +1018,39 @@ func TestLoadFailoverInAChaosRunGetsAWindow(t *testing.T) {
 			Lost: "baton: 404 not_held: nobody holds the lock", LostAt: at("19:22.513")}
 		if bad, _, _ := history.CheckOrderIn([]history.Grant{lost}, ws, ws); len(bad) > 0 {
 			t.Errorf("windows %v: %q", ws, bad)
+		}
+	})
+
+	t.Run("seed 3149: an election beside the active followed", func(t *testing.T) {
+		// TestSyncHistoryChaos CHAOS_SEED=3149 (every node starved by
+		// random stops of up to 500 ms): after kill-all (strict), node 0
+		// was elected, node 2 followed it and, 462 ms later, before its
+		// first sync (so by the cold-start rule, logged as an election),
+		// not hearing node 0 for a failover timeout, promoted itself
+		// beside it. Node 0, alive, stepped down to node 2's newer state
+		// and dropped the grant it had answered on its own: a partition
+		// (SPEC section 3), as the same promotion logged as a failover.
+		logs := []string{
+			started(0) + "=== signal killed to node 0 at 2026-12-02T06:48:47.579158701Z\n" + started(0) +
+				`time=2026-12-02T06:48:49.355Z level=INFO msg="promoted to active" why="election: the most advanced log" epoch=11 first_token=1` + "\n",
+			started(1) + "=== signal killed to node 1 at 2026-12-02T06:48:47.588949749Z\n" + started(1) + following("48:49.779", 0),
+			started(2) + following("48:46.743", 0) + "=== signal killed to node 2 at 2026-12-02T06:48:47.598770757Z\n" + started(2) + following("48:50.068", 0) +
+				`time=2026-12-02T06:48:50.530Z level=INFO msg="promoted to active" why="election: the most advanced log" epoch=12 first_token=2` + "\n",
+		}
+		strict := []history.Window{{Name: "kill-all", Start: at("48:47.579"), End: at("48:48.790").Add(settle)}}
+		ws := unforcedFaults(logs, settle, strict)
+		lost := history.Grant{Key: "m", Client: 2, Mode: api.ModeExclusive, Limit: 1, Token: 1796244530355393, Asked: at("48:50.271"), Granted: at("48:50.280"), Ending: at("48:51.517"),
+			Lost: "renew: baton: 409 not_holder: the lock is held under another token", LostAt: at("48:51.517")}
+		if bad, _, _ := history.CheckOrderIn([]history.Grant{lost}, ws, ws); len(bad) > 0 {
+			t.Errorf("windows %v: %q", ws, bad)
+		}
+		// Node 0's own election (it followed nobody since it started) and
+		// an election after the active followed was killed stay the
+		// kill-all's own: no window.
+		logs[2] = started(2) + following("48:46.743", 0) + "=== signal killed to node 2 at 2026-12-02T06:48:47.598770757Z\n" + started(2) +
+			`time=2026-12-02T06:48:50.530Z level=INFO msg="promoted to active" why="election: the most advanced log" epoch=12 first_token=2` + "\n"
+		if ws := unforcedFaults(logs, settle, strict); len(ws) > 0 {
+			t.Errorf("windows %v for the kill-all's own elections, want none", ws)
 		}
 	})
 

@@ -240,10 +240,18 @@ func (n *Node) loop() {
 			n.step(time.Now(), nil)
 		case <-t.C:
 			tick := n.since()
-			if gap := time.Duration(tick - n.ticked.Load()); gap > n.cfg.FailoverTimeout {
+			gap := time.Duration(tick - n.ticked.Load())
+			if gap > n.cfg.FailoverTimeout {
 				// Set before ticked: Serving never sees a fresh tick without it.
 				n.resumed.Store(tick)
 				n.log.Warn("this node did not run for longer than failover_timeout: not serving until every peer has been polled again", "gap", gap.Round(time.Millisecond))
+			}
+			if gap > 2*n.cfg.Heartbeat {
+				// A stall: no peer's silence (Node.silence).
+				n.mu.Lock()
+				n.stallFrom = n.base.Add(time.Duration(n.ticked.Load()) + n.cfg.Heartbeat)
+				n.stallTo = n.base.Add(time.Duration(tick))
+				n.mu.Unlock()
 			}
 			n.ticked.Store(tick)
 			n.step(time.Now(), nil)
