@@ -254,3 +254,28 @@ func TestAckArrivingAfterAHandoffMovedTheStreamsCounts(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// A stream that passed serveStream's active check just before this node
+// handed off or stepped down is refused (hub.add reports false) until the
+// node is promoted again: before, it was added to the hub after moveAll,
+// cleared what the handoff left (the successor's acknowledgement, so the
+// changes made before the demotion waited sync_timeout and degraded the
+// node for nothing) and streamed on from a node no longer the active.
+func TestStreamAddedAfterTheHubEndedIsRefused(t *testing.T) {
+	n := ackNode(1, "http://a")
+	n.hub.moveAll("http://a", 2, 50)
+	if n.hub.add(newFollower("http://b")) {
+		t.Errorf("a stream added after the handoff moved the streams: accepted, want refused")
+	}
+	if got := n.hub.ackedTo.Load(); got != 50 {
+		t.Errorf("after the late stream: acknowledged to %d, want 50 (the successor's promotion still counts)", got)
+	}
+	n.hub.newTerm()
+	if !n.hub.add(newFollower("http://b")) {
+		t.Errorf("a stream added once promoted again: refused, want accepted")
+	}
+	n.hub.closeAll()
+	if n.hub.add(newFollower("http://b")) {
+		t.Errorf("a stream added after a step-down closed the streams: accepted, want refused")
+	}
+}

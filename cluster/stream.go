@@ -48,9 +48,15 @@ type hub struct {
 	// promoted itself may arrive after, and the changes made before the
 	// engine was demoted still wait for it (it counted nowhere, and they
 	// waited sync_timeout and degraded the node for nothing). It counts
-	// as a stream's until this node serves streams again (add) or stops
+	// as a stream's until this node is promoted again (newTerm) or stops
 	// (closeAll).
 	moved map[string]uint64
+	// ended is set when this node stopped serving streams (closeAll,
+	// moveAll: it stepped down or handed off) until it is promoted again
+	// (newTerm): a stream that passed serveStream's active check just
+	// before is not added (add), so that it neither clears moved nor
+	// stays on a node that is no longer the active.
+	ended bool
 	// ackedTo is the highest index that need standbys (by URL: a standby
 	// may have two streams for a moment) acknowledged over the streams
 	// open now; 0 with need 0. Written under mu, whenever the streams or
@@ -119,12 +125,18 @@ func newFollower(u string) *follower {
 	return &follower{url: u, done: make(chan struct{})}
 }
 
-func (h *hub) add(f *follower) {
+// add adds f to the streams served, unless this node stopped serving
+// them (ended): then it reports false and the stream is refused.
+func (h *hub) add(f *follower) bool {
 	h.mu.Lock()
+	if h.ended {
+		h.mu.Unlock()
+		return false
+	}
 	h.fs[f] = struct{}{}
-	h.moved = nil // the active again: a new term's acknowledgements
 	h.resyncLocked()
 	h.mu.Unlock()
+	return true
 }
 
 // newTerm forgets the acknowledgements a handoff left (moved): this node
@@ -135,7 +147,7 @@ func (h *hub) add(f *follower) {
 // any standby streams), answered without a standby and without degrading.
 func (h *hub) newTerm() {
 	h.mu.Lock()
-	h.moved = nil
+	h.moved, h.ended = nil, false
 	h.resyncLocked()
 	h.mu.Unlock()
 }
@@ -153,7 +165,7 @@ func (h *hub) closeAll() {
 	h.mu.Lock()
 	fs := h.fs
 	h.fs = map[*follower]struct{}{}
-	h.moved = nil
+	h.moved, h.ended = nil, true
 	h.resyncLocked()
 	h.mu.Unlock()
 	for f := range fs {
@@ -173,7 +185,7 @@ func (h *hub) moveAll(to string, epoch, through uint64) {
 	h.mu.Lock()
 	fs := h.fs
 	h.fs = map[*follower]struct{}{}
-	h.moved = map[string]uint64{to: through}
+	h.moved, h.ended = map[string]uint64{to: through}, true
 	for f := range fs {
 		h.moved[f.url] = max(h.moved[f.url], f.acked.Load())
 	}
@@ -306,7 +318,11 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 	resume := ierr == nil && eerr == nil && (theirs == "" || theirs == id) && n.agrees(index, mark{epoch: epoch, by: q.Get("by")})
 
 	f := newFollower(from)
-	n.hub.add(f)
+	if !n.hub.add(f) {
+		// Demoted since the check above (a handoff, a step-down).
+		writeJSON(w, http.StatusConflict, n.status())
+		return
+	}
 	defer n.hub.remove(f)
 
 	w.Header().Set("Content-Type", streamType)
