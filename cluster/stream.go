@@ -51,6 +51,14 @@ type hub struct {
 	// as a stream's until this node serves streams again (add) or stops
 	// (closeAll).
 	moved map[string]uint64
+	// gone holds, by URL, the last acknowledgement of each standby whose
+	// every stream has ended while this node stays the active (killed,
+	// restarting, its connection reset), so that its replication lag is
+	// still reported (ReplicationStats: the records past it, their age)
+	// instead of vanishing while it is most behind. It counts for
+	// nothing else; a new stream from the standby replaces it (add), and
+	// a new term starts without it (closeAll, moveAll).
+	gone map[string]uint64
 	// ackedTo is the highest index that need standbys (by URL: a standby
 	// may have two streams for a moment) acknowledged over the streams
 	// open now; 0 with need 0. Written under mu, whenever the streams or
@@ -123,16 +131,36 @@ func (h *hub) add(f *follower) {
 	h.mu.Lock()
 	h.fs[f] = struct{}{}
 	h.moved = nil // the active again: a new term's acknowledgements
+	delete(h.gone, f.url)
 	h.resyncLocked()
 	h.mu.Unlock()
 }
 
 func (h *hub) remove(f *follower) {
 	h.mu.Lock()
+	if _, ok := h.fs[f]; ok && !h.streamsLocked(f.url, f) {
+		if h.gone == nil {
+			h.gone = map[string]uint64{}
+		}
+		f.mu.Lock()
+		h.gone[f.url] = max(f.acked.Load(), f.covered)
+		f.mu.Unlock()
+	}
 	delete(h.fs, f)
 	h.resyncLocked()
 	h.mu.Unlock()
 	f.close()
+}
+
+// streamsLocked reports whether a stream of the standby at url other
+// than but is open. h.mu is held.
+func (h *hub) streamsLocked(url string, but *follower) bool {
+	for f := range h.fs {
+		if f != but && f.url == url {
+			return true
+		}
+	}
+	return false
 }
 
 // closeAll ends every stream (this node is no longer the active).
@@ -141,6 +169,7 @@ func (h *hub) closeAll() {
 	fs := h.fs
 	h.fs = map[*follower]struct{}{}
 	h.moved = nil
+	h.gone = nil
 	h.resyncLocked()
 	h.mu.Unlock()
 	for f := range fs {
@@ -160,6 +189,7 @@ func (h *hub) moveAll(to string, epoch, through uint64) {
 	h.mu.Lock()
 	fs := h.fs
 	h.fs = map[*follower]struct{}{}
+	h.gone = nil
 	h.moved = map[string]uint64{to: through}
 	for f := range fs {
 		h.moved[f.url] = max(h.moved[f.url], f.acked.Load())
