@@ -41,12 +41,12 @@ type AcquireRequest struct {
 	Wait *float64 `json:"wait,omitempty"`
 	// Owner labels the holder for people: 1 to MaxOwnerBytes bytes of
 	// printable UTF-8. Never an identity check.
-	Owner string `json:"owner,omitempty"`
+	Owner string `json:"owner,omitempty" minLength:"1" maxLength:"128"`
 	// Mode is ModeExclusive (absent: the default) or ModeShared.
-	Mode string `json:"mode,omitempty"`
+	Mode string `json:"mode,omitempty" enums:"exclusive,shared"`
 	// Limit is the number of holders the key admits at once (1 to
 	// MaxLimit); absent: the key's limit, 1 for a free key.
-	Limit int `json:"limit,omitempty"`
+	Limit int `json:"limit,omitempty" minimum:"1" maximum:"10000"`
 }
 
 // The modes of an acquire (SPEC section 1, "Shared modes"): shared and
@@ -73,7 +73,7 @@ type TokenRequest struct {
 	Lease *float64 `json:"lease,omitempty"`
 	// Force (DELETE only, never with Token) is an operator's release of
 	// every holder; with admin_tokens set it needs one of them.
-	Force bool `json:"force,omitempty"`
+	Force bool `json:"force,omitempty" enums:"true"`
 }
 
 // Grant is the answer to a granted acquire (200 on POST) and to a renew

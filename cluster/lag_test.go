@@ -134,3 +134,48 @@ func BenchmarkObserveLag(b *testing.B) {
 		n.observeLag(h, i)
 	}
 }
+
+// TestLagOfAGoneStandbyStaysReported: a standby whose stream ended (it
+// crashed) is still in the active's ReplicationStats, at its last
+// acknowledgement, its lag in records and seconds growing with the
+// active's changes, instead of vanishing from the lag gauges while it is
+// most behind (seen by hand: a standby killed -9 left no
+// baton_replication_lag_* series on the active); its next stream
+// replaces the entry.
+func TestLagOfAGoneStandbyStaysReported(t *testing.T) {
+	c := newMemCluster(t, 2)
+	c.start(0, 1)
+	c.waitActive(0)
+	standby := c.nodes[1].url
+	of := func() (StandbyStats, int) {
+		var s StandbyStats
+		n := 0
+		for _, sb := range c.nodes[0].node.ReplicationStats().Standbys {
+			if sb.URL == standby {
+				s, n = sb, n+1
+			}
+		}
+		return s, n
+	}
+	c.grant(0, "before")
+	last, _ := c.nodes[0].node.tail.position()
+	c.waitFor("node 1 acknowledges every record", func() bool { s, n := of(); return n == 1 && s.Acked == last })
+
+	c.crash(1)
+	for k := range 3 {
+		c.grant(0, fmt.Sprint("after-", k))
+	}
+	c.waitFor("node 1's stream ended, its lag still reported", func() bool {
+		s, n := of()
+		return n == 1 && s.Gone && s.Acked == last && s.LagRecords >= 3 && s.LagSeconds > 0
+	})
+
+	c.open(1)
+	c.start(1)
+	c.waitActive(0)
+	now, _ := c.nodes[0].node.tail.position()
+	c.waitFor("node 1 streams again: one entry, not gone, caught up", func() bool {
+		s, n := of()
+		return n == 1 && !s.Gone && s.Acked == now && s.LagRecords == 0
+	})
+}

@@ -57,6 +57,14 @@ type hub struct {
 	// before is not added (add), so that it neither clears moved nor
 	// stays on a node that is no longer the active.
 	ended bool
+	// gone holds, by URL, the last acknowledgement of each standby whose
+	// every stream has ended while this node stays the active (killed,
+	// restarting, its connection reset), so that its replication lag is
+	// still reported (ReplicationStats: the records past it, their age)
+	// instead of vanishing while it is most behind. It counts for
+	// nothing else; a new stream from the standby replaces it (add), and
+	// a new term starts without it (closeAll, moveAll).
+	gone map[string]uint64
 	// ackedTo is the highest index that need standbys (by URL: a standby
 	// may have two streams for a moment) acknowledged over the streams
 	// open now; 0 with need 0. Written under mu, whenever the streams or
@@ -134,6 +142,7 @@ func (h *hub) add(f *follower) bool {
 		return false
 	}
 	h.fs[f] = struct{}{}
+	delete(h.gone, f.url)
 	h.resyncLocked()
 	h.mu.Unlock()
 	return true
@@ -154,10 +163,29 @@ func (h *hub) newTerm() {
 
 func (h *hub) remove(f *follower) {
 	h.mu.Lock()
+	if _, ok := h.fs[f]; ok && !h.streamsLocked(f.url, f) {
+		if h.gone == nil {
+			h.gone = map[string]uint64{}
+		}
+		f.mu.Lock()
+		h.gone[f.url] = max(f.acked.Load(), f.covered)
+		f.mu.Unlock()
+	}
 	delete(h.fs, f)
 	h.resyncLocked()
 	h.mu.Unlock()
 	f.close()
+}
+
+// streamsLocked reports whether a stream of the standby at url other
+// than but is open. h.mu is held.
+func (h *hub) streamsLocked(url string, but *follower) bool {
+	for f := range h.fs {
+		if f != but && f.url == url {
+			return true
+		}
+	}
+	return false
 }
 
 // closeAll ends every stream (this node is no longer the active).
@@ -166,6 +194,7 @@ func (h *hub) closeAll() {
 	fs := h.fs
 	h.fs = map[*follower]struct{}{}
 	h.moved, h.ended = nil, true
+	h.gone = nil
 	h.resyncLocked()
 	h.mu.Unlock()
 	for f := range fs {
@@ -185,6 +214,7 @@ func (h *hub) moveAll(to string, epoch, through uint64) {
 	h.mu.Lock()
 	fs := h.fs
 	h.fs = map[*follower]struct{}{}
+	h.gone = nil
 	h.moved, h.ended = map[string]uint64{to: through}, true
 	for f := range fs {
 		h.moved[f.url] = max(h.moved[f.url], f.acked.Load())

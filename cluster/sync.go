@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -598,7 +599,9 @@ type ReplicationStats struct {
 	// Records per write or per acknowledgement is the mean batch.
 	SentRecords, SentWrites, AcksRead uint64
 	AppliedRecords, AcksSent          uint64
-	// Standbys are the standbys streaming from this active.
+	// Standbys are the standbys streaming from this active, then those
+	// whose streams ended while it stayed the active (Gone), at their
+	// last acknowledgement.
 	Standbys []StandbyStats
 	// Lags are the replication lag histograms of every other peer, in
 	// the order of Config.Peers, as this node measured them while it was
@@ -609,6 +612,10 @@ type ReplicationStats struct {
 // StandbyStats is one standby's replication as its active sees it.
 type StandbyStats struct {
 	URL string // the standby's URL, as it names itself
+	// Gone: its stream has ended (killed, restarting, a reset
+	// connection); the figures are as of its last acknowledgement, the
+	// lag still growing.
+	Gone bool
 	// Acked is the last index it acknowledged; LagRecords the active's
 	// last index minus it; LagSeconds the age of the oldest record it has
 	// not acknowledged (0 while it has everything).
@@ -632,15 +639,20 @@ func (n *Node) ReplicationStats() ReplicationStats {
 	now := time.Now().UnixNano()
 	n.hub.mu.Lock()
 	defer n.hub.mu.Unlock()
-	for f := range n.hub.fs {
-		s := StandbyStats{URL: f.url, Acked: f.acked.Load()}
+	lag := func(s StandbyStats) StandbyStats {
 		if s.Acked < last {
 			s.LagRecords = last - s.Acked
 			if at, ok := n.tail.appendedAt(s.Acked + 1); ok {
 				s.LagSeconds = float64(now-at) / 1e9
 			}
 		}
-		st.Standbys = append(st.Standbys, s)
+		return s
+	}
+	for f := range n.hub.fs {
+		st.Standbys = append(st.Standbys, lag(StandbyStats{URL: f.url, Acked: f.acked.Load()}))
+	}
+	for _, u := range slices.Sorted(maps.Keys(n.hub.gone)) {
+		st.Standbys = append(st.Standbys, lag(StandbyStats{URL: u, Gone: true, Acked: n.hub.gone[u]}))
 	}
 	return st
 }

@@ -298,9 +298,9 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 //	@Param			key				path		string				true	"lock key: 1-256 bytes of UTF-8, no control characters; may contain slashes"
 //	@Param			lease			query		number				false	"lease in seconds (> 0, at least 1e-9: the node's resolution is 1 ns; at most lease_max; default lease_default)"
 //	@Param			wait			query		number				false	"seconds to wait in the queue (>= 0, at most wait_max; 0 = no limit; else at least 1e-9: the node's resolution is 1 ns)"
-//	@Param			owner			query		string				false	"a label for people (1-128 bytes of printable UTF-8), shown wherever the holder or waiter is; never an identity check"
+//	@Param			owner			query		string				false	"a label for people (1-128 bytes of printable UTF-8), shown wherever the holder or waiter is; never an identity check"	minlength(1)	maxlength(128)
 //	@Param			mode			query		string				false	"exclusive (default) or shared; the two never hold together. Limit 1 (default): one exclusive holder, or any number of shared ones (a read/write lock); limit above 1: up to the limit in either mode (a semaphore)"	Enums(exclusive, shared)
-//	@Param			limit			query		integer				false	"holders the key admits at once (1-10000); the first acquire of a free key sets it; absent: the key's limit (1 for a free key)"
+//	@Param			limit			query		integer				false	"holders the key admits at once (1-10000); the first acquire of a free key sets it; absent: the key's limit (1 for a free key)"	minimum(1)	maximum(10000)
 //	@Param			ticket			query		string				false	"set by the server, never by a client: the Location of a 307 that moves a waiter without an Idempotency-Key to the new active during a handoff carries it, and the repeat resumes the waiter's place in the queue by it (hex)"
 //	@Param			Idempotency-Key	header		string				false	"names this acquire: a repeat (the same mode, limit, lease and owner; wait may differ) gets the outcome of the first (1 to 256 printable ASCII characters)"
 //	@Param			body			body		api.AcquireRequest	false	"lease, wait, owner, mode and limit as JSON instead of the query"
@@ -426,7 +426,7 @@ func (s *Server) answerAcquire(w http.ResponseWriter, r *http.Request, id string
 //	@Produce		plain
 //	@Param			key			path		string				true	"lock key"
 //	@Param			token		query		integer				false	"the fencing token of the grant"
-//	@Param			force		query		boolean				false	"true: an operator's release of every holder (never with a token)"
+//	@Param			force		query		boolean				false	"true: an operator's release of every holder (never with a token)"	Enums(true)
 //	@Param			Lock-Token	header		integer				false	"the fencing token of the grant"
 //	@Param			body		body		api.TokenRequest	false	"the token (or force) as JSON"
 //	@Success		200			{object}	api.Released

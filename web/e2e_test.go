@@ -606,6 +606,22 @@ func TestStatusPage(t *testing.T) {
 		r = row(t, ctx, "api/quota")
 		return r != nil && r.Token == quota[0] && r.Owner == "crawler-1" && r.Mode == "shared +1 of 3", r.String()
 	})
+	// Two readers of a read/write lock (limit 1, which admits any number
+	// of them): counted, but not "of 1".
+	for range 2 {
+		res, err := http.Post(n.url+"/locks/rw?mode=shared&lease=60", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("shared acquire: %s", res.Status)
+		}
+	}
+	waitFor(t, 2*time.Second, "the read/write lock's row shows its readers without \"of 1\"", func() (bool, string) {
+		r = row(t, ctx, "rw")
+		return r != nil && r.Mode == "shared +1", r.String()
+	})
 	eval[bool](t, ctx, `(() => { window.confirm = () => true; document.querySelector('#locks tbody tr[data-key="api/quota"] button.force').click(); return true; })()`)
 	waitFor(t, 2*time.Second, "the forced release frees the semaphore", func() (bool, string) {
 		r = row(t, ctx, "api/quota")

@@ -555,9 +555,13 @@ func cmdStatus(ctx context.Context, args []string, cio cliIO) error {
 			if h.Owner != "" {
 				owner = h.Owner
 			}
-			if n := len(st.Holders); n > 1 {
-				// A semaphore or shared holders: the first, and how many.
+			if n := len(st.Holders); n > 1 && st.Limit > 1 {
+				// A semaphore: the first, and how many of its places hold.
 				tok = fmt.Sprintf("%s (+%d of %d, %s)", tok, n-1, st.Limit, h.Mode)
+			} else if n > 1 {
+				// Readers of a read/write lock (limit 1): any number hold
+				// together, so no "of 1".
+				tok = fmt.Sprintf("%s (+%d, %s)", tok, n-1, h.Mode)
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", st.Key, tok, exp, st.Waiters, owner)

@@ -429,6 +429,15 @@ func TestCLISemaphoreOwnerAndForce(t *testing.T) {
 	if r := runCLI(t, url, false, "status"); !strings.Contains(r.stdout.String(), "(+1 of 2, shared)") || !strings.Contains(r.stdout.String(), "nightly") {
 		t.Fatalf("status list: %q", r.stdout.String())
 	}
+	// Readers of a read/write lock (limit 1) are any number: not "of 1".
+	for range 2 {
+		if r := runCLI(t, url, false, "acquire", "rw", "--shared"); r.code != exitOK {
+			t.Fatalf("acquire rw --shared: %d %q", r.code, r.stderr.String())
+		}
+	}
+	if r := runCLI(t, url, false, "status"); !strings.Contains(r.stdout.String(), "(+1, shared)") || strings.Contains(r.stdout.String(), "of 1,") {
+		t.Fatalf("status list, two readers of a read/write lock: %q", r.stdout.String())
+	}
 	if r := runCLI(t, url, false, "acquire", "sem", "--limit", "3", "--wait", "1"); r.code != exitError || !strings.Contains(r.stderr.String(), "limit_mismatch") {
 		t.Fatalf("another limit: %d %q", r.code, r.stderr.String())
 	}

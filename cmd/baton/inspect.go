@@ -44,11 +44,24 @@ func cmdCluster(ctx context.Context, args []string, cio cliIO) error {
 	if active == "" {
 		active = "(none known)"
 	}
-	fmt.Fprintf(cio.stdout, "node:       %s (%s)\nactive:     %s\nepoch:      %d\nlast token: %d\nversion:    %s\n\n",
+	fmt.Fprintf(cio.stdout, "node:       %s (%s)\nactive:     %s\nepoch:      %d\nlast token: %d\nversion:    %s\n",
 		v.Self, v.Role, active, v.Epoch, v.LastToken, buildText(v.Build))
+	if v.SyncStandbys > 0 {
+		// What GET /cluster says of sync_standbys (SPEC §3): whether
+		// the active waits for its standbys, or has gone on without them.
+		state := "in sync"
+		switch {
+		case v.Role != api.RoleActive:
+			state = "degraded or not: only the active says" // a standby does not know
+		case v.SyncDegraded:
+			state = "DEGRADED: answering without them (fewer acknowledged within sync_timeout)"
+		}
+		fmt.Fprintf(cio.stdout, "sync:       %d standby(s), %s\n", v.SyncStandbys, state)
+	}
+	fmt.Fprintln(cio.stdout)
 	now := time.Now()
 	tw := tabwriter.NewWriter(cio.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PRIORITY\tNODE\tROLE\tLIVE\tLAST CONTACT")
+	fmt.Fprintln(tw, "PRIORITY\tNODE\tROLE\tLIVE\tLAST CONTACT\tLOG INDEX\tACKED")
 	for _, p := range v.Peers {
 		role, contact := p.Role, "never"
 		switch {
@@ -64,7 +77,13 @@ func cmdCluster(ctx context.Context, args []string, cio cliIO) error {
 		if p.Live {
 			live = "yes"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", p.Priority, p.URL, role, live, contact)
+		// ACKED: on the active, the index each standby streaming from it
+		// acknowledged; "-" elsewhere.
+		acked := "-"
+		if p.AckedIndex != nil {
+			acked = strconv.FormatUint(*p.AckedIndex, 10)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\n", p.Priority, p.URL, role, live, contact, p.LastIndex, acked)
 	}
 	return tw.Flush()
 }

@@ -499,7 +499,8 @@ function renderLocks() {
       // The mode is shown where it says something: shared holders, or
       // a key that admits several.
       if (first.mode === 'shared' || r.limit > 1) {
-        const more = r.holders.length > 1 ? ' +' + (r.holders.length - 1) + ' of ' + r.limit : '';
+        // Readers of a read/write lock (limit 1) are any number: no "of 1".
+        const more = r.holders.length > 1 ? ' +' + (r.holders.length - 1) + (r.limit > 1 ? ' of ' + r.limit : '') : '';
         hc.appendChild(el('span', 'mode', ' ' + first.mode + more));
       }
       hc.title = r.holders.map((x) => x.token + ' ' + x.mode + (x.owner ? ' (' + x.owner + ')' : '')).join('\n');
