@@ -240,7 +240,7 @@ func (n *Node) stopAcks() {
 func (n *Node) degrade(index uint64) {
 	if n.degraded.CompareAndSwap(false, true) {
 		n.degradations.Add(1)
-		n.log.Warn("sync_standbys: fewer standbys acknowledged within sync_timeout; answering without them until they are back",
+		n.log.Warn("sync_standbys: degraded: fewer standbys acknowledged within sync_timeout; answering without them until they are back",
 			"sync_standbys", n.cfg.SyncStandbys, "acknowledged", n.hub.ackedBy(index), "index", index, "sync_timeout", n.cfg.SyncTimeout)
 	}
 }
@@ -415,7 +415,7 @@ func (n *Node) ack(from string, index uint64) (first uint64) {
 	if last := n.wal.LastIndex(); n.hub.ackedTo.Load() >= last {
 		if n.degraded.CompareAndSwap(true, false) {
 			n.recoveries.Add(1)
-			n.log.Info("sync_standbys: recovered, enough standbys acknowledged the current index", "sync_standbys", n.cfg.SyncStandbys, "index", last)
+			n.log.Info("sync_standbys: recovered from degraded: enough standbys acknowledged the current index", "sync_standbys", n.cfg.SyncStandbys, "index", last)
 		}
 	}
 	return first

@@ -94,7 +94,7 @@ func (c *testCluster) metric(i int, name string) (float64, error) {
 
 // The log lines of an active that degrades and recovers.
 var (
-	degradeLine = regexp.MustCompile(`sync_standbys: fewer standbys acknowledged within sync_timeout`)
+	degradeLine = regexp.MustCompile(`sync_standbys: degraded: fewer standbys acknowledged within sync_timeout`)
 	recoverLine = regexp.MustCompile(`sync_standbys: recovered`)
 )
 
