@@ -250,14 +250,20 @@ const (
 // active and the second follows it.
 func startPair(t *testing.T, origins ...string) (active, standby *node) {
 	t.Helper()
+	return startPairWith(t, nil, origins...)
+}
+
+// startPairWith is startPair with extra flags for both nodes.
+func startPairWith(t *testing.T, extra []string, origins ...string) (active, standby *node) {
+	t.Helper()
 	urls := []string{"http://" + freeAddr(t, "127.0.0.1"), "http://" + freeAddr(t, "127.0.0.2")}
 	peers := strings.Join(urls, ",")
 	cors := "BATON_CORS_ORIGINS=" + strings.Join(append(urls[:2:2], origins...), ",")
 	var nodes []*node
 	for _, u := range urls {
-		nodes = append(nodes, startNode(t, strings.TrimPrefix(u, "http://"), []string{"--advertise", u, "--peers", peers,
+		nodes = append(nodes, startNode(t, strings.TrimPrefix(u, "http://"), append([]string{"--advertise", u, "--peers", peers,
 			"--heartbeat", heartbeat.String(), "--failover-timeout", failoverTimeout.String(), "--cluster-secret", "test-secret"},
-			[]string{cors}))
+			extra...), []string{cors}))
 	}
 	waitFor(t, 10*time.Second, "the first node is active, the second its standby", func() (bool, string) {
 		var a, b api.ClusterView
@@ -849,6 +855,43 @@ func TestClusterPageFailover(t *testing.T) {
 			t.Errorf("console: %s", e)
 		}
 	}
+}
+
+// TestStatusPageShowsADegradedActive: with sync_standbys 1 and its only
+// standby killed, the active answers a change without it once
+// sync_timeout has passed (degraded: GET /cluster's sync_degraded); its
+// page says so in the banner, and says nothing of it on a healthy pair.
+// Before, the page showed nothing of the sync state: an operator looking
+// at it could not tell that a crash of the active would now lose grants.
+func TestStatusPageShowsADegradedActive(t *testing.T) {
+	browserTest(t)
+	first, second := startPairWith(t, []string{"--sync-standbys", "1", "--sync-timeout", "300ms"})
+	ctx, _ := tab(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(first.url+"/")); err != nil {
+		t.Fatal(err)
+	}
+	bannerText := func() string { return eval[string](t, ctx, `document.getElementById('banner').textContent`) }
+	waitFor(t, 5*time.Second, "the active's page shows its role", func() (bool, string) {
+		role := eval[string](t, ctx, `document.getElementById('role').textContent`)
+		return role == "active", role
+	})
+	if b := bannerText(); strings.Contains(b, "Degraded") {
+		t.Errorf("a healthy pair's page says %q", b)
+	}
+	second.kill()
+	if _, err := first.acquire(ctx, "sync/1", 60, 0); err != nil { // waits sync_timeout, then degrades
+		t.Fatal(err)
+	}
+	var cv api.ClusterView
+	first.getJSON(t, "/cluster", &cv)
+	if !cv.SyncDegraded {
+		t.Fatalf("GET /cluster after a grant with the only standby killed: sync_degraded false, want true")
+	}
+	waitFor(t, 5*time.Second, "the page says the active is degraded", func() (bool, string) {
+		b := bannerText()
+		return strings.Contains(b, "Degraded") && strings.Contains(b, "sync_standbys (1)"), b
+	})
+	screenshot(t, ctx, "status-page-degraded.png")
 }
 
 // TestCrossOriginFetchViaStandby: a page on another origin sends its fetch
