@@ -6,15 +6,18 @@ import (
 	"io"
 	"io/fs"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/internal/history"
 )
 
@@ -33,7 +36,8 @@ import (
 // full-disk fills the file system of the active's data_dir (each node's
 // is a tmpfs of its own in a run that draws it: mountDataDirs) for
 // 2*failoverTimeout from the first write that fails (of its log or its
-// token high-water mark), then frees it;
+// token high-water mark; spill writes through the active until one does),
+// then frees it;
 // full-disk-standby a standby's;
 // old-copy copies the active's data_dir (stopped meanwhile: a crash-
 // consistent copy, as a VM or volume snapshot is), lets it serve on for
@@ -164,10 +168,15 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time, int) 
 			n = standby
 		}
 		free := c.fillDisk(n)
-		// A few records fit in the log's last page still: the fault
-		// lasts from the first write that fails, of the log or of the
-		// token high-water mark (at most 10 s on).
-		failed := c.waitLog(n, "write failed", 10*time.Second)
+		// Records still fit in the log's last page, and in the zeros it
+		// keeps written ahead with --fsync always (wal
+		// Config.Preallocate, 1 MiB): the fault lasts from the first
+		// write that fails, of the log or of the token high-water mark,
+		// and extra writes through the active (spill) use that room up
+		// (at most 30 s on).
+		stop := c.spill(active)
+		failed := c.waitLog(n, "write failed", 30*time.Second)
+		stop()
 		time.Sleep(2 * failoverTimeout)
 		free()
 		if !failed {
@@ -361,6 +370,47 @@ func (c *testCluster) fillDisk(i int) (free func()) {
 			c.t.Fatalf("free node %d's disk: %v", i, err)
 		}
 		fmt.Fprintf(c.nodes[i].log, "=== disk freed on node %d at %s\n", i, time.Now().UTC().Format(time.RFC3339Nano))
+	}
+}
+
+// spillPrefix begins the keys of spill, which the history's sampler
+// leaves out.
+const spillPrefix = "spill/"
+
+// spill takes and releases locks on node i (following its redirects) with
+// the longest key and owner a record may carry, from 4 goroutines, until
+// the returned function is called: writes to fill what room a log still
+// has after fillDisk, so that its next write fails as on a real full
+// disk. Its keys (spillPrefix) are in no history and left out of the
+// holders sampled; its answers are not checked (a node whose disk is full
+// refuses them).
+func (c *testCluster) spill(i int) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	owner := strings.Repeat("o", engine.MaxOwnerBytes)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprintf("%s%d/%s", spillPrefix, g, strings.Repeat("k", 240))
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				a, err := do(http.MethodPost, "http://"+c.nodes[i].listen+"/locks/"+key+"?lease=5&wait=1&owner="+owner)
+				if err != nil || a.status != http.StatusOK {
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+				_, _ = do(http.MethodDelete, fmt.Sprintf("http://%s/locks/%s?token=%d", c.nodes[i].listen, key, a.grant.Token))
+			}
+		}()
+	}
+	return func() {
+		close(done)
+		wg.Wait()
 	}
 }
 

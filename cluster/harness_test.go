@@ -207,7 +207,9 @@ func (c *testCluster) stopAll() {
 		if nd.proxy != nil {
 			nd.proxy.close()
 		}
-		if c.t.Failed() {
+		// The nodes' logs: on a failure, or always with CLUSTER_LOGS set
+		// (to read what a passing chaos run's nodes did).
+		if c.t.Failed() || os.Getenv("CLUSTER_LOGS") != "" {
 			c.t.Logf("log of node %d:\n%s", i, nd.log)
 		}
 	}
