@@ -778,7 +778,10 @@ func (n *Node) markSyncedLocked(active, id, how string, last uint64) {
 	n.applied = last
 	close(n.appliedCh)
 	n.appliedCh = make(chan struct{})
-	n.log.Info("synced with the active: "+how, "active", active, "index", last)
+	// Debug while the stream from active keeps breaking (a full disk:
+	// it resumes every few hundred ms and breaks at its first record),
+	// as the breaks are; the line that it works again follows.
+	n.log.Log(n.ctx, n.followLevelLocked(active), "synced with the active: "+how, "active", active, "index", last)
 }
 
 // applyFrame applies one frame of the stream to this node's log and

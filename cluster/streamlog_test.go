@@ -44,7 +44,8 @@ func (l *logLines) count(parts ...string) int {
 // A standby whose disk is full breaks its replication stream at every
 // record it cannot write and opens it again a few hundred ms later: the
 // break is logged once when it starts, and once more when the stream
-// works again (every break was logged as a warning).
+// works again (every break was logged as a warning, and every reopening,
+// which resumed from its log, at INFO).
 func TestMemStandbyFullDiskStreamLoggedOnce(t *testing.T) {
 	var lines logLines
 	c := newMemCluster(t, 2, func(cfg *Config) {
@@ -55,20 +56,27 @@ func TestMemStandbyFullDiskStreamLoggedOnce(t *testing.T) {
 	g := c.grant(0, "a")
 	c.waitFor("the grant replicated", func() bool { return c.holds(1, "a") == g.Token })
 	standby := c.nodes[1]
+	self := "self=" + standby.url
 	breaks := func() int {
 		standby.node.mu.Lock()
 		defer standby.node.mu.Unlock()
 		return standby.node.streamBreaks
 	}
+	resumed := func() int { return lines.count(self, "synced with the active: resumed from its log") }
+	before := resumed()
 	standby.diskFull.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	// Its answer does not matter: the record reaches the standby.
 	_, _ = c.nodes[0].eng.Acquire(ctx, engine.AcquireRequest{Key: "b", Lease: time.Minute})
 	c.waitFor("three breaks of the standby's stream", func() bool { return breaks() >= 3 })
-	self := "self=" + standby.url
 	if n := lines.count(self, "replication stream ended"); n != 1 {
 		t.Errorf("%d warnings of the standby's stream ending over %d breaks, want 1", n, breaks())
+	}
+	// Each reopening resumed from the standby's log, then broke: that was
+	// an INFO line every few hundred ms too.
+	if n := resumed() - before; n != 0 {
+		t.Errorf("%d INFO lines of resuming from the log over %d breaks, want 0 (logged at debug while the stream keeps breaking)", n, breaks())
 	}
 	standby.diskFull.Store(false)
 	c.waitFor("the stream working again", func() bool { return breaks() == 0 })
