@@ -556,7 +556,8 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	if dir := os.Getenv("HISTORY_DIR"); dir != "" {
 		saveHistory(t, c, dir, grants, errs, names, sampled)
 	}
-	ghosts := len(checkGhostGrants(t, grants, sampled, len(c.nodes), append(cuts, killedNodes(nodeLogs(c))...), abandonedGrants(errs)))
+	lost := append(append(cuts, killedNodes(nodeLogs(c))...), stalledNodes(nodeLogs(c))...)
+	ghosts := len(checkGhostGrants(t, grants, sampled, len(c.nodes), lost, abandonedGrants(errs)))
 	var sightings []history.Sighting
 	for _, s := range sampled {
 		sightings = append(sightings, history.Sighting{Node: s.node, Key: s.key, Limit: s.limit, Mode: s.mode, Token: s.token, Asked: s.asked, Seen: s.seen})
@@ -717,6 +718,32 @@ func killedNodes(logs []string) []cutOff {
 	return out
 }
 
+// stalledNodes returns, for each gap past failover_timeout that node i
+// logged (pausedLine in logs[i]), a cutOff of that node over the gap: a
+// grant it made up to cutSlack before the gap was answered after its
+// client's ctx ended (the client settles the late answer by a release,
+// retried for 5 s, SPEC section 4), and a node that keeps stalling
+// refuses to serve after each gap until it polled its peers again, past
+// those 5 s: such a grant ends by its lease, as one whose answer a cut
+// lost (see checkGhostGrants).
+func stalledNodes(logs []string) []cutOff {
+	var out []cutOff
+	for i, log := range logs {
+		for _, line := range strings.Split(log, "\n") {
+			m, tm := pausedLine.FindStringSubmatch(line), logTime.FindStringSubmatch(line)
+			if m == nil || tm == nil {
+				continue
+			}
+			gap, err1 := time.ParseDuration(m[1])
+			at, err2 := time.Parse(time.RFC3339Nano, tm[1])
+			if err1 == nil && err2 == nil {
+				out = append(out, cutOff{node: i, from: at.Add(-gap), to: at})
+			}
+		}
+	}
+	return out
+}
+
 // cutSlack is how long before a cut a grant's answer may still have been
 // on its way through the proxy the cut closed.
 const cutSlack = time.Second
@@ -742,6 +769,13 @@ const cutSlack = time.Second
 // replays the grant from its log with its lease; the client's settling
 // repeat (5 s) may end before any node serves again (kill-all under
 // load), so nobody releases it.
+//
+// So is a grant made by a node just before it stalled past
+// failover_timeout (stalledNodes: cutSlack before the gap to its end):
+// its answer came after the client's ctx ended, and the release that
+// settles it (5 s of retries) met a node that kept stalling and refused
+// to serve after each gap (TestHistoryChaosTimeouts CHAOS_SEED=3208,
+// every node starved by SIGSTOPs of up to 800 ms).
 //
 // So is a grant its client received and gave up on (abandoned, the tokens
 // of the client errors grantEnded matches): a repeat of its acquire was
@@ -1209,6 +1243,52 @@ func TestGhostCheckHoldsAGrantMadeJustBeforeAKillToItsLease(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bad, ghosts := ghostViolations(nil, []holderSample{tc.s}, 3, kills, nil)
+			if (len(bad) > 0) != tc.bad || !ghosts[tc.s.token] {
+				t.Errorf("violations %q, ghosts %v; want a violation: %v", bad, ghosts, tc.bad)
+			}
+		})
+	}
+}
+
+// TestGhostCheckHoldsAGrantMadeJustBeforeItsNodeStalledToItsLease is
+// TestHistoryChaosTimeouts CHAOS_SEED=3208 (CHAOS_NODES=5, sync_standbys
+// 1, every node stopped by SIGSTOPs of up to 800 ms): node 0, active,
+// granted m (token ...120, node 0's class) at 21:30:07.381 and stalled
+// from 21:30:07.368 for 663 ms, then four times more within 4 s, each
+// time refusing to serve until it polled its peers again; the client's
+// ctx had ended, the release that settles the late grant got no answer
+// in its 5 s, and node 0 held the grant to its 12 s lease: reported as
+// a ghost past the claim deadline. Such a grant is held to its lease;
+// one made by another node, or by node 0 well before its stall, to the
+// claim deadline.
+func TestGhostCheckHoldsAGrantMadeJustBeforeItsNodeStalledToItsLease(t *testing.T) {
+	logs := []string{
+		"time=2026-12-02T21:30:06.069Z level=INFO msg=\"every peer polled again after the pause\" role=active\n" +
+			"time=2026-12-02T21:30:08.031Z level=WARN msg=\"this node did not run for longer than failover_timeout: not serving until every peer has been polled again\" gap=663ms\n",
+		"", "", "", "",
+	}
+	stalls := stalledNodes(logs)
+	end := time.Date(2026, 12, 2, 21, 30, 8, 31_000_000, time.UTC)
+	if len(stalls) != 1 || stalls[0].node != 0 || !stalls[0].to.Equal(end) || !stalls[0].from.Equal(end.Add(-663*time.Millisecond)) {
+		t.Fatalf("stalledNodes = %+v, want node 0 for 663 ms to %s", stalls, end)
+	}
+	granted := time.Date(2026, 12, 2, 21, 30, 7, 381_000_000, time.UTC)
+	ghost := func(token uint64, granted, seen time.Time) holderSample {
+		return holderSample{node: 0, key: "m", mode: "exclusive", token: token, granted: granted, expires: granted.Add(12 * time.Second), seen: seen}
+	}
+	const node0, node1 = 1796247007381120, 1796247007381121 // token % 5: 0, 1
+	for _, tc := range []struct {
+		name string
+		s    holderSample
+		bad  bool
+	}{
+		{"made by the stalled node, seen within its lease", ghost(node0, granted, granted.Add(9296*time.Millisecond)), false},
+		{"made by the stalled node, seen past its lease", ghost(node0, granted, granted.Add(14*time.Second)), true},
+		{"made by another node", ghost(node1, granted, granted.Add(9296*time.Millisecond)), true},
+		{"made well before the stall", ghost(node0, granted.Add(-3*time.Second), granted.Add(6296*time.Millisecond)), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad, ghosts := ghostViolations(nil, []holderSample{tc.s}, 5, stalls, nil)
 			if (len(bad) > 0) != tc.bad || !ghosts[tc.s.token] {
 				t.Errorf("violations %q, ghosts %v; want a violation: %v", bad, ghosts, tc.bad)
 			}
