@@ -1223,3 +1223,48 @@ func TestStatusPageForceReleaseOfADotSegmentKey(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusPageForceReleaseWithAdminTokensOnly: with admin_tokens set and
+// no auth_tokens, every call but a forced release needs no token, so the
+// page never asked for one; its forced release was answered 403 and the
+// page stopped offering it, leaving an operator who holds an admin token
+// no way to give it (newcomer trial). The 403 now opens the token form
+// (the page stays live); with an admin token given, the page offers the
+// forced release again and it frees the key.
+func TestStatusPageForceReleaseWithAdminTokensOnly(t *testing.T) {
+	browserTest(t)
+	n := startNode(t, freeAddr(t, "127.0.0.26"), nil, []string{"BATON_ADMIN_TOKENS=adm-token"})
+	if _, err := n.acquire(context.Background(), "held", 60, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, _ := tab(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(n.url+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the row of held, with its force button", func() (bool, string) {
+		s := eval[string](t, ctx, `String(!!document.querySelector('#locks tbody tr[data-key="held"] button.force')) + ' ' + document.getElementById('auth').hidden`)
+		return s == "true true", s
+	})
+	force := `(() => { window.confirm = () => true; document.querySelector('#locks tbody tr[data-key="held"] button.force').click(); return true; })()`
+	eval[bool](t, ctx, force)
+	waitFor(t, 5*time.Second, "the 403 opens the token form, the page still live", func() (bool, string) {
+		s := eval[string](t, ctx, `document.getElementById('auth').hidden + ' ' + document.getElementById('conn').textContent`)
+		return s == "false live", s
+	})
+	eval[chromedp.Void](t, ctx, `(() => {
+		document.getElementById('auth-token').value = 'adm-token';
+		document.getElementById('auth').requestSubmit();
+	})()`)
+	waitFor(t, 5*time.Second, "the force button is offered again", func() (bool, string) {
+		s := eval[string](t, ctx, `String(!!document.querySelector('#locks tbody tr[data-key="held"] button.force')) + ' ' + document.getElementById('auth').hidden`)
+		return s == "true true", s
+	})
+	eval[bool](t, ctx, force)
+	waitFor(t, 5*time.Second, "the forced release frees held", func() (bool, string) {
+		var st api.LockStatus
+		if err := n.tryJSON("/locks/held", &st); err != nil {
+			return false, err.Error()
+		}
+		return st.Holder == nil, fmt.Sprintf("holder %+v", st.Holder)
+	})
+}

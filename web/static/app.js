@@ -233,10 +233,21 @@ function needAuth(msg) {
   if (!msg) $('auth-token').focus();
 }
 
+// askAdminToken opens the token form after a forced release was refused
+// (403), without stopping the page: its reads need no other token.
+function askAdminToken() {
+  $('auth').hidden = false;
+  $('auth-error').textContent = 'A forced release needs one of the node’s admin_tokens: give one here to force releases from this page.';
+  $('auth-error').hidden = false;
+  $('forget').hidden = !st.token;
+}
+
 $('auth').addEventListener('submit', (e) => {
   e.preventDefault();
   const t = $('auth-token').value.trim();
   if (!t) return;
+  st.notAdmin = false; // a new token may be an admin token
+  banner('force', '');
   st.token = t;
   client.token = t;
   sessionStorage.setItem(TOKEN_KEY, t);
@@ -431,7 +442,9 @@ async function refreshLocks() {
 
 // forceRelease is the operator's release of every holder of key, behind a
 // confirmation. The server allows it only to an admin token when it has
-// auth_tokens or admin_tokens: after a 403 the page stops offering it.
+// auth_tokens or admin_tokens: after a 403 the page stops offering it and
+// opens the token form (with admin_tokens alone nothing else asks for a
+// token), and offers it again once a token is given.
 async function forceRelease(key, holders) {
   const who = holders === 1 ? 'its holder' : 'all ' + holders + ' holders';
   if (!window.confirm('Force the release of “' + key + '”? This ends ' + who + '’s lease now and moves the queue on.')) return;
@@ -444,6 +457,7 @@ async function forceRelease(key, holders) {
     if (res.status === 403) {
       st.notAdmin = true;
       banner('force', 'This token may not force a release: that needs one of the node’s admin_tokens.');
+      askAdminToken();
     } else if (!res.ok && res.status !== 404) {
       banner('force', 'The forced release of “' + key + '” failed: ' + res.status + ' ' + res.statusText + '.');
     } else {
