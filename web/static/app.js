@@ -297,7 +297,7 @@ async function refreshCluster() {
   const active = (c.active || '').replace(/\/+$/, '');
   if (c.role !== 'active') {
     banner('role', active
-      ? 'This node is a standby of the active, ' + active + ': the locks below are its replica.'
+      ? 'This node is a standby of the active, ' + active + ': the locks below are its replica; force a release from the active’s page.'
       : 'This node is a ' + (c.role || 'node') + ' and knows no active node right now.');
   } else {
     banner('role', '');
@@ -306,6 +306,7 @@ async function refreshCluster() {
     ? 'Degraded: fewer than sync_standbys (' + c.sync_standbys + ') standbys acknowledged a change within sync_timeout; this node answers without them until they are back, and a crash of it now loses what only it has.'
     : '');
   if (was && was !== c.role) scheduleLocks(0);
+  else if (!was) renderLocks(); // the force buttons follow the role
   renderCluster();
 }
 
@@ -521,7 +522,9 @@ function renderLocks() {
         hc.appendChild(el('span', 'mode', ' ' + first.mode + more));
       }
       hc.title = r.holders.map((x) => x.token + ' ' + x.mode + (x.owner ? ' (' + x.owner + ')' : '')).join('\n');
-      if (!st.notAdmin) {
+      // Not on a standby: it answers the DELETE with a 307 to the active,
+      // another origin, which the browser may call only with cors_origins.
+      if (!st.notAdmin && st.cluster && st.cluster.role === 'active') {
         const b = el('button', 'force', 'force release');
         b.type = 'button';
         b.addEventListener('click', () => forceRelease(r.key, r.holders.length));
