@@ -339,3 +339,50 @@ func TestListingAfterTheLeaseRanOutShowsNoHolderBeforeItsTimerFires(t *testing.T
 		})
 	})
 }
+
+// A forced release answers for the leases as they stand too, its timers not
+// fired yet (a node resuming from a pause answers the calls waiting in its
+// sockets before its timers run): a key whose only lease ran out is not
+// held (ErrNotHeld, as a Status just before would have shown it free), and
+// the end of that lease is an expiry, not a release the operator forced.
+// Where a waiter was queued, the expiry handed it the lock, and the force
+// ends that grant: the same outcome as when the timer was on time.
+func TestForceReleaseAfterTheLeaseRanOutSeesItEndedBeforeItsTimerFires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		clock := &pauseClock{base: time.Now()}
+		e := newEngine(t, Config{Shards: 1, Clock: clock, OnEvent: rec.add})
+		defer e.Close()
+		mustAcquire(t, e, AcquireRequest{Key: "alone", Lease: time.Second, Owner: "gone"})
+		rec.take()
+		clock.paused.Add(int64(time.Second))
+		wantErr(t, "force once the only lease ran out (its timer not fired)", e.ForceRelease("alone"), ErrNotHeld)
+		if evs := rec.take(); kinds(evs) != "expire" {
+			t.Fatalf("events %s %+v; want the lease's expiry alone, no forced release", kinds(evs), evs)
+		}
+		wantHolder(t, e, "alone", 0, 0)
+
+		mustAcquire(t, e, AcquireRequest{Key: "k", Lease: time.Second, Owner: "gone"})
+		first := goAcquire(e, t.Context(), AcquireRequest{Key: "k", Owner: "first"})
+		synctest.Wait()
+		second := goAcquire(e, t.Context(), AcquireRequest{Key: "k", Owner: "second"})
+		synctest.Wait()
+		rec.take()
+		clock.paused.Add(int64(time.Second))
+		if err := e.ForceRelease("k"); err != nil {
+			t.Fatalf("force once the lease ran out, two waiting: %v", err)
+		}
+		synctest.Wait()
+		f := answered(t, "the first waiter", first)
+		s := answered(t, "the second waiter", second)
+		if f.err != nil || s.err != nil {
+			t.Fatalf("the waiters: %v, %v", f.err, s.err)
+		}
+		evs := rec.take()
+		if kinds(evs) != "expire,grant,release,grant" || evs[0].Owner != "gone" || evs[1].Owner != "first" ||
+			!evs[2].Forced || evs[2].Owner != "first" || evs[3].Owner != "second" {
+			t.Fatalf("events %s %+v; want the expiry, the grant to the first waiter, its forced release, the grant to the second", kinds(evs), evs)
+		}
+		wantHolder(t, e, "k", s.g.Token, 0)
+	})
+}

@@ -1457,12 +1457,16 @@ func (e *Engine) ForceReleaseNoWait(key string) (idx LogIndex, gen uint64, err e
 		s.mu.Unlock()
 		return 0, 0, err
 	}
+	now := e.now()
+	// A lease that ran out is over before its timer fires too (a node
+	// resuming from a pause answers the calls in its sockets first), as
+	// for a Release: its end is an expiry, the force ends what stands.
+	s.overdue(now)
 	lk := s.locks[key]
 	if lk == nil || lk.holders() == 0 {
 		s.mu.Unlock()
 		return 0, 0, ErrNotHeld
 	}
-	now := e.now()
 	idx, _, gen, err = s.release(lk, &Record{Kind: RecForce, Key: lk.key, At: now.wall}, now)
 	return idx, gen, err
 }

@@ -1223,3 +1223,99 @@ func TestStatusPageForceReleaseOfADotSegmentKey(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusPageForceReleaseWithAdminTokensOnly: with admin_tokens set and
+// no auth_tokens, every call but a forced release needs no token, so the
+// page never asked for one; its forced release was answered 403 and the
+// page stopped offering it, leaving an operator who holds an admin token
+// no way to give it (newcomer trial). The 403 now opens the token form
+// (the page stays live); with an admin token given, the page offers the
+// forced release again and it frees the key.
+func TestStatusPageForceReleaseWithAdminTokensOnly(t *testing.T) {
+	browserTest(t)
+	n := startNode(t, freeAddr(t, "127.0.0.26"), nil, []string{"BATON_ADMIN_TOKENS=adm-token"})
+	if _, err := n.acquire(context.Background(), "held", 60, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, _ := tab(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(n.url+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the row of held, with its force button", func() (bool, string) {
+		s := eval[string](t, ctx, `String(!!document.querySelector('#locks tbody tr[data-key="held"] button.force')) + ' ' + document.getElementById('auth').hidden`)
+		return s == "true true", s
+	})
+	force := `(() => { window.confirm = () => true; document.querySelector('#locks tbody tr[data-key="held"] button.force').click(); return true; })()`
+	eval[bool](t, ctx, force)
+	waitFor(t, 5*time.Second, "the 403 opens the token form, the page still live", func() (bool, string) {
+		s := eval[string](t, ctx, `document.getElementById('auth').hidden + ' ' + document.getElementById('conn').textContent`)
+		return s == "false live", s
+	})
+	eval[chromedp.Void](t, ctx, `(() => {
+		document.getElementById('auth-token').value = 'adm-token';
+		document.getElementById('auth').requestSubmit();
+	})()`)
+	waitFor(t, 5*time.Second, "the force button is offered again", func() (bool, string) {
+		s := eval[string](t, ctx, `String(!!document.querySelector('#locks tbody tr[data-key="held"] button.force')) + ' ' + document.getElementById('auth').hidden`)
+		return s == "true true", s
+	})
+	eval[bool](t, ctx, force)
+	waitFor(t, 5*time.Second, "the forced release frees held", func() (bool, string) {
+		var st api.LockStatus
+		if err := n.tryJSON("/locks/held", &st); err != nil {
+			return false, err.Error()
+		}
+		return st.Holder == nil, fmt.Sprintf("holder %+v", st.Holder)
+	})
+}
+
+// TestStatusPageOnAStandbyOffersNoForcedRelease: a page opened on a
+// standby offered "force release" on every held lock, but the standby
+// answers the DELETE with a 307 to the active, another origin, which
+// answers no CORS preflight unless cors_origins is set: the click ended in
+// "The forced release of “held” failed: Failed to fetch" and a CORS error
+// in the console, the lock still held (newcomer trial, a default cluster).
+// On a standby the page now offers no forced release and its banner says
+// to use the active's page; once the node is the active, it offers it.
+func TestStatusPageOnAStandbyOffersNoForcedRelease(t *testing.T) {
+	browserTest(t)
+	urls := []string{"http://" + freeAddr(t, "127.0.0.27"), "http://" + freeAddr(t, "127.0.0.28")}
+	peers := strings.Join(urls, ",")
+	var nodes []*node
+	for _, u := range urls {
+		nodes = append(nodes, startNode(t, strings.TrimPrefix(u, "http://"), []string{"--advertise", u, "--peers", peers,
+			"--heartbeat", heartbeat.String(), "--failover-timeout", failoverTimeout.String(), "--cluster-secret", "test-secret"}, nil))
+	}
+	waitFor(t, 10*time.Second, "the first node is active, the second its standby", func() (bool, string) {
+		var a, b api.ClusterView
+		if nodes[0].tryJSON("/cluster", &a) != nil || nodes[1].tryJSON("/cluster", &b) != nil {
+			return false, "no answer"
+		}
+		return a.Role == api.RoleActive && b.Role == api.RoleStandby && b.Active == nodes[0].url, fmt.Sprintf("%+v / %+v", a, b)
+	})
+	if _, err := nodes[0].acquire(context.Background(), "held", 60, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cons := tab(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(nodes[1].url+"/")); err != nil {
+		t.Fatal(err)
+	}
+	offered := `String(!!document.querySelector('#locks tbody tr[data-key="held"]')) + ' ' + String(!!document.querySelector('#locks tbody tr[data-key="held"] button.force'))`
+	waitFor(t, 5*time.Second, "the standby's page shows the lock without a force button", func() (bool, string) {
+		s := eval[string](t, ctx, offered)
+		return s == "true false", s
+	})
+	if b := eval[string](t, ctx, `document.getElementById('banner').textContent`); !strings.Contains(b, "active’s page") {
+		t.Errorf("banner %q; want it to say forced releases are made on the active's page", b)
+	}
+	nodes[0].cmd.Process.Kill()
+	waitFor(t, 10*time.Second, "once the page's node is the active, it offers the forced release", func() (bool, string) {
+		s := eval[string](t, ctx, offered)
+		return s == "true true", s
+	})
+	for _, e := range cons.errors() {
+		if strings.Contains(e, "CORS") {
+			t.Errorf("console: %s", e)
+		}
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/handlers"
 	"github.com/baton-io/baton/internal/jsonw"
 )
@@ -298,7 +299,7 @@ func newModeFlags(fs *pflag.FlagSet) *modeFlags {
 	m := &modeFlags{fs: fs}
 	fs.Var(&m.limit, "limit", "holders the key admits at once (above 1: a counting semaphore; 1-10000); the first acquire of a free key sets it (default: the key's limit, 1 for a free key)")
 	fs.BoolVar(&m.shared, "shared", false, "hold in shared mode, never beside an exclusive holder: any number of shared holders under the default limit of 1 (a reader of a read/write lock), up to --limit above it")
-	fs.StringVar(&m.owner, "owner", "", "a label shown wherever the holder is (default host:pid; \"\" for none)")
+	fs.Var((*ownerLabel)(&m.owner), "owner", "a label shown wherever the holder is: 1 to 128 bytes of printable UTF-8 (default host:pid; \"\" for none)")
 	return m
 }
 
@@ -318,6 +319,27 @@ func (l *holderLimit) Set(s string) error {
 		return fmt.Errorf("%q is not an integer from 1 to %d", s, api.MaxLimit)
 	}
 	*l = holderLimit(n)
+	return nil
+}
+
+// ownerLabel is --owner: "" (none) or what the server accepts as an
+// owner (engine.CheckOwner: 1 to 128 bytes of printable UTF-8). The flag
+// checks it, so that a bad label is a usage error naming --owner (exit 2),
+// as a bad --limit or --lease is; the server's 400 made it exit 1.
+type ownerLabel string
+
+func (o *ownerLabel) String() string { return string(*o) }
+func (o *ownerLabel) Type() string   { return "string" }
+
+func (o *ownerLabel) Set(s string) error {
+	if err := engine.CheckOwner(s); err != nil {
+		var ae *engine.ArgError
+		if errors.As(err, &ae) {
+			return errors.New(ae.Reason)
+		}
+		return err
+	}
+	*o = ownerLabel(s)
 	return nil
 }
 

@@ -233,10 +233,21 @@ function needAuth(msg) {
   if (!msg) $('auth-token').focus();
 }
 
+// askAdminToken opens the token form after a forced release was refused
+// (403), without stopping the page: its reads need no other token.
+function askAdminToken() {
+  $('auth').hidden = false;
+  $('auth-error').textContent = 'A forced release needs one of the node’s admin_tokens: give one here to force releases from this page.';
+  $('auth-error').hidden = false;
+  $('forget').hidden = !st.token;
+}
+
 $('auth').addEventListener('submit', (e) => {
   e.preventDefault();
   const t = $('auth-token').value.trim();
   if (!t) return;
+  st.notAdmin = false; // a new token may be an admin token
+  banner('force', '');
   st.token = t;
   client.token = t;
   sessionStorage.setItem(TOKEN_KEY, t);
@@ -286,7 +297,7 @@ async function refreshCluster() {
   const active = (c.active || '').replace(/\/+$/, '');
   if (c.role !== 'active') {
     banner('role', active
-      ? 'This node is a standby of the active, ' + active + ': the locks below are its replica.'
+      ? 'This node is a standby of the active, ' + active + ': the locks below are its replica; force a release from the active’s page.'
       : 'This node is a ' + (c.role || 'node') + ' and knows no active node right now.');
   } else {
     banner('role', '');
@@ -295,6 +306,7 @@ async function refreshCluster() {
     ? 'Degraded: fewer than sync_standbys (' + c.sync_standbys + ') standbys acknowledged a change within sync_timeout; this node answers without them until they are back, and a crash of it now loses what only it has.'
     : '');
   if (was && was !== c.role) scheduleLocks(0);
+  else if (!was) renderLocks(); // the force buttons follow the role
   renderCluster();
 }
 
@@ -431,7 +443,9 @@ async function refreshLocks() {
 
 // forceRelease is the operator's release of every holder of key, behind a
 // confirmation. The server allows it only to an admin token when it has
-// auth_tokens or admin_tokens: after a 403 the page stops offering it.
+// auth_tokens or admin_tokens: after a 403 the page stops offering it and
+// opens the token form (with admin_tokens alone nothing else asks for a
+// token), and offers it again once a token is given.
 async function forceRelease(key, holders) {
   const who = holders === 1 ? 'its holder' : 'all ' + holders + ' holders';
   if (!window.confirm('Force the release of “' + key + '”? This ends ' + who + '’s lease now and moves the queue on.')) return;
@@ -444,6 +458,7 @@ async function forceRelease(key, holders) {
     if (res.status === 403) {
       st.notAdmin = true;
       banner('force', 'This token may not force a release: that needs one of the node’s admin_tokens.');
+      askAdminToken();
     } else if (!res.ok && res.status !== 404) {
       banner('force', 'The forced release of “' + key + '” failed: ' + res.status + ' ' + res.statusText + '.');
     } else {
@@ -507,7 +522,9 @@ function renderLocks() {
         hc.appendChild(el('span', 'mode', ' ' + first.mode + more));
       }
       hc.title = r.holders.map((x) => x.token + ' ' + x.mode + (x.owner ? ' (' + x.owner + ')' : '')).join('\n');
-      if (!st.notAdmin) {
+      // Not on a standby: it answers the DELETE with a 307 to the active,
+      // another origin, which the browser may call only with cors_origins.
+      if (!st.notAdmin && st.cluster && st.cluster.role === 'active') {
         const b = el('button', 'force', 'force release');
         b.type = 'button';
         b.addEventListener('click', () => forceRelease(r.key, r.holders.length));
