@@ -852,6 +852,9 @@ func (c *Client) release(ctx context.Context, key string, token uint64, from *ad
 	defer cancel()
 	pathQuery := lockPath(key, url.Values{"token": {strconv.FormatUint(token, 10)}})
 	ambiguous := false // an attempt may have reached the server
+	// elsewhere: a node neither from nor reached through it answered
+	// not_held or not_holder.
+	elsewhere := false
 	var last error
 	redirects := 0
 	var avoid *slot
@@ -904,6 +907,7 @@ func (c *Client) release(ctx context.Context, key string, token uint64, from *ad
 				// node is asked again (also after it failed).
 				err = statusError(r)
 				avoid = nil
+				elsewhere = true
 			case r.status == http.StatusNotFound || r.status == http.StatusConflict:
 				if ambiguous {
 					return nil
@@ -925,6 +929,16 @@ func (c *Client) release(ctx context.Context, key string, token uint64, from *ad
 			last = err
 		}
 		if sleep(ctx, c.cfg.ReleaseRetry) != nil {
+			if ambiguous && elsewhere {
+				// The granting node never answered again (it died with
+				// the answer of an attempt that may have released:
+				// a failover), and the node that answered does not
+				// hold the lock for us: as after an ambiguous attempt
+				// on one node, that attempt released it. Reported as
+				// not_holder, a release made before a failover read
+				// as a lock taken away (WithLock failed after fn).
+				return nil
+			}
 			if last == nil {
 				return ctx.Err()
 			}
@@ -994,7 +1008,10 @@ func (c *Client) renew(ctx context.Context, key string, token uint64, lease time
 // and stops its keep-alive. It asks first the node that granted or last
 // renewed the lock, where a not_held or not_holder from another node not
 // reached through it does not end it (two actives at once: the other one
-// knows nothing of the grant). A second call returns nil. Errors:
+// knows nothing of the grant) — except at the end of the retries, when
+// an attempt that may have reached the granting node went unanswered
+// (it died with the answer: a failover), where it means that attempt
+// released the lock (nil). A second call returns nil. Errors:
 // ErrNotHeld, ErrNotHolder (the lock was lost before), ErrUnavailable,
 // ctx's error.
 func (l *Lock) Release(ctx context.Context) error {

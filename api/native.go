@@ -1302,6 +1302,7 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64, from *a
 	var buf [128]byte // do copies the line: no allocation for it
 	line := nline.AppendRelease(buf[:0], raw, token)
 	ambiguous := false // an attempt may have reached the node
+	elsewhere := false // not_held/not_holder from a node not from (release)
 	var last error
 	redirects := 0
 	var avoid *slot
@@ -1359,6 +1360,7 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64, from *a
 				// node is asked again (also after it failed).
 				err = answerError(&a)
 				avoid = nil
+				elsewhere = true
 			case a.Code == CodeNotHeld || a.Code == CodeNotHolder:
 				if ambiguous {
 					return nil
@@ -1383,6 +1385,9 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64, from *a
 			last = err
 		}
 		if ctx.Err() != nil || !time.Now().Before(end) || sleep(ctx, min(c.cfg.ReleaseRetry, time.Until(end))) != nil || !time.Now().Before(end) {
+			if ambiguous && elsewhere {
+				return nil // as release: the unanswered attempt released it
+			}
 			if last == nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
