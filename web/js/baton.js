@@ -309,7 +309,7 @@ export class Client {
   /** @type {(key: string, token: number, from?: Addr) => Promise<void>} release, also after close(), asking `from` (that granted) first; a 404/409 of another node does not end it. */
   async _release(key, token, from) {
     const path = lockPath(key), end = Date.now() + RELEASE_FOR_MS;
-    let maybeSent = false;
+    let maybeSent = false, elsewhere = false;
     for (let redirects = 0; ;) {
       /** @type {BatonError} */
       let err, other = false;
@@ -321,7 +321,7 @@ export class Client {
         if (res.redirected && res.status === 401 && this.token && redirects++ < MAX_REDIRECTS) { await res.text(); continue; }
         err = await statusError(res);
         const s = res.status, gone = s === 404 || s === 409;
-        other = gone && from && addr !== from; // not the granting node: asked again
+        elsewhere ||= other = gone && from && addr !== from; // not the granting node: asked again
         if (gone && maybeSent && !other) return;
         if (s < 500 && !other) throw err;
       } catch (e) {
@@ -332,7 +332,10 @@ export class Client {
         maybeSent = true; // a 5xx or no answer: made, maybe not logged
         this._down(addr);
       }
-      if (Date.now() + RELEASE_RETRY_MS > end) throw err;
+      if (Date.now() + RELEASE_RETRY_MS > end) {
+        if (maybeSent && elsewhere) return; // from died unanswered: that attempt released
+        throw err;
+      }
       await sleep(RELEASE_RETRY_MS);
     }
   }
