@@ -81,7 +81,11 @@ func TestAcquireRepeatedGrantLeaseCountsFromTheGrant(t *testing.T) {
 }
 
 // An acquire whose last attempt's connection breaks after the node wrote
-// its grant fails with ErrUnavailable: the grant its caller never got is
+// its grant, and whose node cannot be reached again (the attempt after
+// it, on a connection dialled afresh, fails too: without that, the fresh
+// connection gets the grant under the same Idempotency-Key,
+// TestAcquireSurvivesEveryConnectionReset), fails with ErrUnavailable:
+// the grant its caller never got is
 // released (settled under the Idempotency-Key, as after a cancel), not
 // left held for the whole lease.
 func TestAcquireUnavailableLeavesNoHolder(t *testing.T) {
@@ -101,6 +105,11 @@ func TestAcquireUnavailableLeavesNoHolder(t *testing.T) {
 	}
 	res := acquireAsync(ctx, one, "k", api.WithLease(time.Minute))
 	waitWaiters(t, direct, "k", 1)
+	// The node cannot be reached again: the attempt after the broken
+	// connection (a fresh dial) fails too.
+	p.mu.Lock()
+	p.refuseUntil = time.Now().Add(time.Second) // then the settle reaches it
+	p.mu.Unlock()
 	p.DropOnReply()
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)

@@ -268,6 +268,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 
 	attempts, redirects, resets, restarts := 0, 0, 0, 0
 	max := c.numConns()
+	extra := false // the one attempt beyond max after broken connections
 	var avoid *slot
 	// silent is the connection of the last attempt that got no answer
 	// within its wait and AcquireGrace: a 307 naming its node keeps it
@@ -288,7 +289,9 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	for {
 		s, cc, err := c.pick(ctx, avoid, true)
 		if err != nil {
-			if asked && ctx.Err() != nil {
+			if asked && (ctx.Err() != nil || extra) {
+				// extra: the attempt before broke with its connection
+				// (settled as below, at attempts >= max).
 				c.settleAcquire(pathQuery, hdr, 0, last)
 			}
 			return nil, err
@@ -313,6 +316,14 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 				continue
 			}
 			attempts++
+			if attempts == max && !extra && !errors.Is(err, errNoAnswer) && !pingLost(err) {
+				// Every connection may have broken at once (a proxy,
+				// a NAT or a load balancer reset them all), the last
+				// before it was noticed: one more attempt, which finds
+				// them down and dials afresh (its error that dial's).
+				extra = true
+				attempts--
+			}
 			if attempts >= max {
 				// The node may have made a grant whose answer was lost
 				// with the connection: settled as after a cancel.

@@ -975,7 +975,8 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 	var buf [256]byte // do copies the line: no allocation for it
 	line := q.line(buf[:0], q.wait)
 	attempts, redirects := 0, 0
-	max := 0 // c.numConns() when an attempt has failed: the bound on attempts
+	max := 0       // c.numConns() when an attempt has failed: the bound on attempts
+	extra := false // as in Acquire: the one attempt beyond max
 	var avoid *slot
 	var silent *slot // as in Acquire: the last attempt's that got no answer
 	wait := q.wait   // the wait line names (0: none)
@@ -986,7 +987,7 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 	for {
 		s, w, busy, err := c.npickBusy(ctx, nil, avoid, true, id, time.Time{})
 		if err != nil {
-			if attempts > 0 && ctx.Err() != nil {
+			if attempts > 0 && (ctx.Err() != nil || extra) {
 				// An attempt went out on a connection that broke: the
 				// node may have delivered a grant to it.
 				c.nsettle(q, nil, q.at.Load())
@@ -1047,6 +1048,10 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 				max = c.numConns()
 			}
 			attempts++
+			if attempts == max && !extra && !errors.Is(err, errNoAnswer) && !errors.Is(err, errSilent) {
+				extra = true // as in Acquire: every connection may have broken at once
+				attempts--
+			}
 			if attempts >= max {
 				c.nsettle(q, nil, s.addr) // as in Acquire: a grant may be lost with the connection
 				if errors.Is(err, errNoAnswer) {
