@@ -268,7 +268,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 
 	attempts, redirects, resets, restarts := 0, 0, 0, 0
 	max := c.numConns()
-	extra := false // the one attempt beyond max after broken connections
+	extra := false // the one round of attempts beyond max after broken connections
 	var avoid *slot
 	// silent is the connection of the last attempt that got no answer
 	// within its wait and AcquireGrace: a 307 naming its node keeps it
@@ -318,11 +318,14 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			attempts++
 			if attempts == max && !extra && !errors.Is(err, errNoAnswer) && !pingLost(err) {
 				// Every connection may have broken at once (a proxy,
-				// a NAT or a load balancer reset them all), the last
-				// before it was noticed: one more attempt, which finds
-				// them down and dials afresh (its error that dial's).
+				// a NAT or a load balancer reset them all), some
+				// before it was noticed (and an attempt on a
+				// connection of its own counts too): one more round,
+				// whose attempts meet the rest of them, then find
+				// every connection down and dial afresh (the error
+				// then that dial's).
 				extra = true
-				attempts--
+				attempts = 0
 			}
 			if attempts >= max {
 				// The node may have made a grant whose answer was lost

@@ -976,7 +976,7 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 	line := q.line(buf[:0], q.wait)
 	attempts, redirects := 0, 0
 	max := 0       // c.numConns() when an attempt has failed: the bound on attempts
-	extra := false // as in Acquire: the one attempt beyond max
+	extra := false // as in Acquire: the one round beyond max
 	var avoid *slot
 	var silent *slot // as in Acquire: the last attempt's that got no answer
 	wait := q.wait   // the wait line names (0: none)
@@ -1050,7 +1050,7 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 			attempts++
 			if attempts == max && !extra && !errors.Is(err, errNoAnswer) && !errors.Is(err, errSilent) {
 				extra = true // as in Acquire: every connection may have broken at once
-				attempts--
+				attempts = 0
 			}
 			if attempts >= max {
 				c.nsettle(q, nil, s.addr) // as in Acquire: a grant may be lost with the connection
