@@ -321,7 +321,8 @@ export class Client {
         if (res.redirected && res.status === 401 && this.token && redirects++ < MAX_REDIRECTS) { await res.text(); continue; }
         err = await statusError(res);
         const s = res.status, gone = s === 404 || s === 409;
-        elsewhere ||= other = gone && from && addr !== from; // not the granting node: asked again
+        other = gone && from && addr !== from; // not the granting node: asked again
+        elsewhere ||= other;
         if (gone && maybeSent && !other) return;
         if (s < 500 && !other) throw err;
       } catch (e) {

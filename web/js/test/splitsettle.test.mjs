@@ -106,3 +106,28 @@ test('a release made by an active that died unanswered resolves', async () => {
   assert.equal(nodes.a.held, false, 'calls: ' + log.join(', '));
   await c.close();
 });
+
+// Two actives, the granting one paused for a while: its release attempt
+// goes unanswered, the other active answers not_holder each time. The
+// release asks the granting node again until it answers (within the
+// release's time), however many not_holders the other one sends: only
+// at the end does an unanswered attempt beside them count as done. (The
+// flag for "the other node answered" once stopped the check of later
+// answers, and the second not_holder ended the release, the lock still
+// held on a.)
+test('a release keeps asking a granting node that stays silent a while', async () => {
+  let silent = 1; // a's first release attempt gets no answer; a is asked again once its skip time (3 s) passed
+  const { nodes, log, c } = splitBrain(() => json(200, grant('sb', 77), { 'Lock-Token': '77' }));
+  const f = c._fetch;
+  c._fetch = async (url, init) => {
+    if (new URL(url).host[0] === 'a' && init.method === 'DELETE' && silent-- > 0) {
+      log.push('a DELETE (no answer)');
+      throw new TypeError('fetch failed');
+    }
+    return f(url, init);
+  };
+  const l = await c.acquire('sb');
+  await l.release();
+  assert.equal(nodes.a.held, false, 'sb still held on a, which granted it; calls: ' + log.join(', '));
+  await c.close();
+});
