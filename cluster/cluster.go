@@ -598,6 +598,7 @@ func (n *Node) Close(ctx context.Context) error {
 	n.wg.Wait()
 	n.wal.SetTap(nil)
 	n.wal.SetWriteTap(nil)
+	n.tail.stop()
 	return err
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"time"
 )
 
 // TestFramesGolden pins the replication stream's bytes (frames.go): a
@@ -202,5 +203,52 @@ func TestTailEvictedButNotWrittenIsPending(t *testing.T) {
 	}
 	if recs, _, _, ok := tl.readWritten(2, 100, nil); !ok || len(recs) != 1 || recs[0].index != 2 {
 		t.Fatalf("readWritten(2) = %v %v", recs, ok)
+	}
+}
+
+// An idle stream (nothing left to send) is woken once per change: by the
+// log's write of its record, not by its append as well (a goroutine
+// woken for nothing, each change, on the active under sync_standbys);
+// a record nobody has written streamLinger after its append still wakes
+// it (the lease's end, a waiter's place: nobody waits for their write,
+// and the stream asks the log to write them).
+func TestTailIdleStreamWokenByTheWriteNotTheAppend(t *testing.T) {
+	tl := newTail(1 << 20)
+	defer tl.stop()
+	tl.reset(0, mark{})
+	recs, more, pending, ok := tl.readWritten(1, 100, nil)
+	if !ok || pending || len(recs) != 0 {
+		t.Fatalf("readWritten(1) on an empty tail: %d records, pending %v, ok %v", len(recs), pending, ok)
+	}
+	tl.add(1, []byte{1, 2})
+	select {
+	case <-more:
+		t.Fatal("the append woke the idle stream before the log wrote the record")
+	default:
+	}
+	tl.wrote(1)
+	select {
+	case <-more:
+	default:
+		t.Fatal("the log's write did not wake the idle stream")
+	}
+	if recs, _, _, ok := tl.readWritten(1, 100, nil); !ok || len(recs) != 1 || recs[0].index != 1 {
+		t.Fatalf("readWritten(1) once written = %v %v", recs, ok)
+	}
+
+	// Appended, never written: woken streamLinger later.
+	_, more, _, _ = tl.readWritten(2, 100, nil)
+	start := time.Now()
+	tl.add(2, []byte{1, 2})
+	select {
+	case <-more:
+		if d := time.Since(start); d < streamLinger {
+			t.Fatalf("woken %v after the append, before streamLinger (%v)", d, streamLinger)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a record appended and never written did not wake the idle stream")
+	}
+	if recs, _, pending, ok := tl.readWritten(2, 100, nil); !ok || !pending || len(recs) != 0 {
+		t.Fatalf("readWritten(2) before the log wrote it: %d records, pending %v, ok %v; want none, pending", len(recs), pending, ok)
 	}
 }

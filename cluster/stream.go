@@ -469,8 +469,17 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 			// others (a waiter's place, a lease that ran out) are written
 			// by the log's goroutine, asked to once they waited
 			// streamLinger (and again after each write that did not
-			// cover them).
-			linger.Reset(streamLinger)
+			// cover them); an idle stream is woken for them only once
+			// they waited it (tail.idle).
+			wait := streamLinger
+			if at, ok := n.tail.appendedAt(cursor); ok {
+				wait -= time.Since(time.Unix(0, at))
+			}
+			if wait <= 0 {
+				n.wal.WriteSoon()
+				wait = streamLinger
+			}
+			linger.Reset(wait)
 			select {
 			case <-more:
 				linger.Stop()

@@ -61,6 +61,16 @@ type tail struct {
 	written  uint64
 	wwaiting bool
 	wch      chan struct{}
+	// idle is set while a stream waits on wch with nothing left to send
+	// (readWritten): an append then does not wake it (the change's own
+	// Wait writes the record at once, and that write wakes it, once),
+	// but arms linger, which wakes it streamLinger later if the log has
+	// not written the record by then (a change nobody waits for: a
+	// waiter's place, a lease that ran out), so that it asks the log to
+	// write (wal.Log.WriteSoon).
+	idle        bool
+	linger      *time.Timer
+	lingerArmed bool
 	// arena holds the copies of the records added last, one after the
 	// other: one allocation per tailArena bytes instead of one per
 	// record. Bytes once written are never changed; an arena is freed
@@ -128,7 +138,30 @@ func (t *tail) drop() {
 }
 
 func newTail(max int) *tail {
-	return &tail{max: max, first: 1, ch: make(chan struct{}), wch: make(chan struct{})}
+	t := &tail{max: max, first: 1, ch: make(chan struct{}), wch: make(chan struct{})}
+	t.linger = time.AfterFunc(time.Hour, t.lingered)
+	t.linger.Stop()
+	return t
+}
+
+// lingered is the linger timer's: the records appended while a stream
+// was idle waited streamLinger without being written; the stream is woken
+// to have them written.
+func (t *tail) lingered() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lingerArmed = false
+	if t.written < t.last {
+		t.wroteLocked()
+	}
+}
+
+// stop stops the linger timer (the node closes).
+func (t *tail) stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.linger.Stop()
+	t.lingerArmed = false
 }
 
 // reset empties the tail: the log's last index is last, under mark m.
@@ -154,10 +187,14 @@ func (t *tail) wrote(index uint64) {
 }
 
 func (t *tail) wroteLocked() {
+	if t.lingerArmed && t.written >= t.last {
+		t.linger.Stop()
+		t.lingerArmed = false
+	}
 	if t.wwaiting {
 		close(t.wch)
 		t.wch = make(chan struct{})
-		t.wwaiting = false
+		t.wwaiting, t.idle = false, false
 	}
 }
 
@@ -172,6 +209,7 @@ func (t *tail) add(index uint64, rec []byte) {
 		t.first, t.before = index, mark{}
 		t.written = index - 1
 		t.base, t.baseMark, t.past = noBase, mark{}, nil
+		t.wroteLocked()
 	}
 	if cap(t.arena)-len(t.arena) < len(rec) {
 		t.arena = make([]byte, 0, max(tailArena, len(rec)))
@@ -203,6 +241,10 @@ func (t *tail) add(index uint64, rec []byte) {
 		}
 	}
 	t.wakeLocked()
+	if t.idle && !t.lingerArmed {
+		t.lingerArmed = true
+		t.linger.Reset(streamLinger)
+	}
 }
 
 func (t *tail) wakeLocked() {
@@ -335,8 +377,9 @@ func (t *tail) readWritten(from uint64, max int, into []tailRec) (recs []tailRec
 		t.wwaiting = true
 		return into, t.wch, true, true
 	}
-	t.waiting = true
-	return into, t.ch, false, true
+	// Idle: woken by the write of what is appended next (see idle).
+	t.wwaiting, t.idle = true, true
+	return into, t.wch, false, true
 }
 
 // appendedAt returns when the record at index was appended (Unix ns); for
