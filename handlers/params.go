@@ -600,7 +600,7 @@ func quoteShort(v string) string {
 
 // setJSON reads a body that must be one JSON object whose members are
 // numbers (owner and mode: strings; force: true): each named once, each
-// a parameter of the call.
+// a parameter of the call other than ticket (query only).
 func (p *lockParams) setJSON(body []byte, names []string, from *sources) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -614,8 +614,10 @@ func (p *lockParams) setJSON(body []byte, names []string, from *sources) error {
 		}
 		name, _ := tok.(string)
 		i := index(names, name)
-		if i < 0 {
-			return badRequest(name, fmt.Sprintf("is not a field of this call's body (expected %s)", strings.Join(names, ", ")))
+		if i < 0 || name == "ticket" {
+			// A ticket travels only in the query string of a handoff's
+			// redirect (Location); a body never carries one.
+			return badRequest(name, fmt.Sprintf("is not a field of this call's body (expected %s)", strings.Join(bodyNames(names), ", ")))
 		}
 		if where := from[i]; where != "" {
 			if where == "body" {
@@ -665,6 +667,18 @@ func (p *lockParams) setJSON(body []byte, names []string, from *sources) error {
 		return badRequest("body", "has data after the JSON object")
 	}
 	return nil
+}
+
+// bodyNames returns the members a JSON body may name among a call's
+// parameters names: all but ticket, which only a redirect's query carries.
+func bodyNames(names []string) []string {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if n != "ticket" {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // loneSurrogate reports whether raw, the JSON text of a string (and what

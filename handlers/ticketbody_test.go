@@ -1,0 +1,40 @@
+package handlers_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/handlers"
+)
+
+// TestTicketIsNotABodyField: a server ticket travels only in the query
+// string of a handoff's redirect (SPEC section 3). A JSON body that names
+// one is a 400 naming ticket, as any member that is not a field of the
+// call's body is, and changes nothing: before, {"ticket":5} was taken as
+// the hex ticket "5" (a JSON number read as hex) and the acquire queued
+// under it, while a body with a real (hex string) ticket was refused as
+// "must be a JSON number".
+func TestTicketIsNotABodyField(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	for _, body := range []string{`{"ticket":5,"wait":0.01}`, `{"ticket":1e5,"wait":0.01}`, `{"ticket":"0a1b","wait":0.01}`} {
+		r := e.do("POST", "/locks/tb", body)
+		if r.code != 400 {
+			t.Fatalf("POST %s: got %d %s, want 400", body, r.code, r.body)
+		}
+		eb := r.errBody(t)
+		if eb.Field != "ticket" || !strings.Contains(eb.Message, "not a field of this call's body") {
+			t.Fatalf("POST %s: got %+v, want a 400 naming ticket as no body field", body, eb)
+		}
+		if strings.Contains(eb.Message, "expected lease, wait, ticket") {
+			t.Fatalf("POST %s: the message offers ticket as a body field: %q", body, eb.Message)
+		}
+		if st := e.status("tb"); st.Holder != nil || st.Waiters != 0 {
+			t.Fatalf("POST %s changed the key: %+v", body, st)
+		}
+	}
+	// The query string still takes it (the redirect's Location).
+	if r := e.do("POST", "/locks/tq?ticket=0a1b&wait=0.01", ""); r.code != 200 {
+		t.Fatalf("POST ?ticket=0a1b: got %d %s, want 200", r.code, r.body)
+	}
+}
