@@ -125,3 +125,10 @@ func (e *StatusError) Is(target error) bool {
 	}
 	return false
 }
+
+// invalidArgument is the error of an argument the client refuses before
+// sending it: a *StatusError as the server's 400 for it would be (Is
+// ErrInvalidArgument, Field names it).
+func invalidArgument(field, format string, args ...any) error {
+	return &StatusError{StatusCode: http.StatusBadRequest, Code: CodeInvalidArgument, Field: field, Message: field + ": " + fmt.Sprintf(format, args...)}
+}

@@ -211,13 +211,16 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.lease < 0 || o.wait < 0 {
-		return nil, fmt.Errorf("%w: lease and wait must not be negative", ErrInvalidArgument)
+	if o.lease < 0 {
+		return nil, invalidArgument("lease", "must not be negative, got %v", o.lease)
+	}
+	if o.wait < 0 {
+		return nil, invalidArgument("wait", "must not be negative, got %v", o.wait)
 	}
 	if o.limitSet && (o.limit < 1 || o.limit > MaxLimit) {
 		// 0 would be sent as no limit at all (the key's), where the
 		// server refuses limit=0.
-		return nil, fmt.Errorf("%w: limit: must be an integer from 1 to %d, got %d", ErrInvalidArgument, MaxLimit, o.limit)
+		return nil, invalidArgument("limit", "must be an integer from 1 to %d, got %d", MaxLimit, o.limit)
 	}
 	owner := DefaultOwner()
 	if o.owner != nil {
@@ -987,8 +990,12 @@ func (c *Client) ForceRelease(ctx context.Context, key string) error {
 // lease (0 = the grant's lease). It blocks for one round trip, moving on to
 // the next connection if one fails. Errors: ErrNotHeld or ErrNotHolder
 // (the lock is not ours any more), ErrInvalidArgument, ErrUnavailable,
-// ErrClosed, ctx's error.
+// ErrClosed, ctx's error. A negative lease is refused (ErrInvalidArgument,
+// Field "lease"), not sent as 0.
 func (c *Client) Renew(ctx context.Context, key string, token uint64, lease time.Duration) (*Grant, error) {
+	if lease < 0 {
+		return nil, invalidArgument("lease", "must not be negative, got %v", lease)
+	}
 	g, _, err := c.renew(ctx, key, token, lease, nil)
 	return g, err
 }
@@ -1048,8 +1055,12 @@ func (l *Lock) Release(ctx context.Context) error {
 // Renew restarts the lease from now with lease (0 = the current lease) and
 // updates Expiry. It blocks for one round trip. When the server says the
 // lock is not ours (ErrNotHeld, ErrNotHolder) the Lock is marked lost.
-// Errors as Client.Renew.
+// Errors as Client.Renew (a negative lease refused, the lock not marked
+// lost).
 func (l *Lock) Renew(ctx context.Context, lease time.Duration) error {
+	if lease < 0 {
+		return invalidArgument("lease", "must not be negative, got %v", lease)
+	}
 	_, err := l.renew(ctx, lease, nil)
 	return err
 }
