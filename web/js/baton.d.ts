@@ -27,7 +27,7 @@ export interface ClientOptions {
   token?: string;
   /** The fetch to use; default globalThis.fetch. */
   fetch?: typeof fetch;
-  /** Milliseconds an acquire or a read keeps trying while no node answers; default 10000. */
+  /** Milliseconds (>= 0) an acquire or a read keeps trying while no node answers; default 10000. Anything else is refused: invalid_argument, field "retryFor". */
   retryFor?: number;
 }
 

@@ -1,6 +1,6 @@
 // baton.js: the official JavaScript client of baton (SPEC section 4), an ES
 // module with no dependency: fetch, AbortSignal, crypto.randomUUID, timers.
-// Types: /baton.d.ts. Await close() before a process ends (see there).
+// Types: /baton.d.ts. Await close() before a process ends.
 
 // ms: a failed address skipped SKIP_MS; releases (and _settle) retried every
 // RELEASE_RETRY_MS for RELEASE_FOR_MS, attempts cut at ATTEMPT_MS; a call
@@ -19,7 +19,7 @@ export class BatonError extends Error {
 
 /** @param {string} key */
 function lockPath(key) {
-  if (typeof key !== 'string' || /^\.{0,2}$/.test(key)) throw new BatonError(400, 'invalid_argument', 'key must be a string, not "", "." or ".."', 'key');
+  if (typeof key !== 'string' || /^\.{0,2}$|\p{Cs}/u.test(key)) throw new BatonError(400, 'invalid_argument', 'key must be a well-formed string, not "", "." or ".."', 'key');
   return '/locks/' + (/(^|\/)\.\.?(\/|$)/.test(key) ? encodeURIComponent(key) : key.split('/').map(encodeURIComponent).join('/'));
 }
 
@@ -85,10 +85,10 @@ export class Client {
     this._next = 0;
     /** @type {Addr | null} the active, once a 307 named it or it served a change */
     this._active = null;
-    /** The bearer token of every call; may be changed at any time. */
+    /** The bearer token of every call; may be changed. */
     this.token = token || '';
     this._fetch = f || ((i, o) => fetch(i, o));
-    this._retryFor = retryFor ?? 10000;
+    if (!((this._retryFor = retryFor ?? 1e4) >= 0)) throw new BatonError(400, 'invalid_argument', 'retryFor must be ms >= 0', 'retryFor');
     /** @type {Set<Promise<void>>} what close() waits for */
     this._busy = new Set();
     this._closed = false;
@@ -113,7 +113,7 @@ export class Client {
     while (this._busy.size) await Promise.all(this._busy);
   }
 
-  /** `want` (not `again`, not gone), else the active once known, else round robin over addresses not failed. */
+  /** `want` (not `again`, not gone), else the known active, else round robin over live addresses. */
   _pick(want, again) {
     const now = Date.now();
     if (!again && want && !want.gone) return want;
@@ -135,7 +135,7 @@ export class Client {
     if (this._active === a) this._active = null;
   }
 
-  /** @type {(res: Response, addr: Addr) => Addr} The node that answered (a 307's target, else addr), the active after a 307 or a 2xx. */
+  /** @type {(res: Response, addr: Addr) => Addr} The node that answered (a 307's target, else addr): the active after a 307 or 2xx. */
   _follow(res, addr) {
     const u = res.redirected && res.url && new URL(res.url), base = u && u.origin + u.pathname.replace(/\/locks\/.*$/, '');
     if (u) addr = this._addrs.find((a) => a.base === base) || { base, downUntil: 0 };
@@ -231,7 +231,7 @@ export class Client {
         res = await this._call('POST', pathQuery, o);
         if (res.redirected) {
           const u = new URL(res.url);
-          pathQuery = u.pathname + u.search; // a handoff's ticket stays with the acquire
+          pathQuery = u.pathname + u.search; // a handoff's ticket stays
         }
         if (res.ok) {
           // Waited half its lease or more: renewed now; refused: it ended.
@@ -247,7 +247,7 @@ export class Client {
         if (asked) this._settle(key, pathQuery, headers, Number(res?.headers.get('Lock-Token')), o.at);
         throw signal?.aborted ? signal.reason : e;
       }
-      if (res.status === 408 && err.code === 'poll_timeout') continue; // the same place, the same Idempotency-Key
+      if (res.status === 408 && err.code === 'poll_timeout') continue; // same place, same Idempotency-Key
       const left = wait > 0 ? wait - (Date.now() - start) / 1e3 : wait;
       if (err.code !== 'grant_ended' || ++restarts > 10) throw err;
       if (wait > 0 && left < 1e-3) throw new BatonError(408, 'timeout', 'wait ran out: ' + err.message, undefined, err);
@@ -306,7 +306,7 @@ export class Client {
     return this._track(this._release(key, token));
   }
 
-  /** @type {(key: string, token: number, from?: Addr) => Promise<void>} release, also after close(), asking `from` (that granted) first; a 404/409 of another node does not end it. */
+  /** @type {(key: string, token: number, from?: Addr) => Promise<void>} release (after close() too), asking `from` (that granted) first: another node's 404/409 does not end it. */
   async _release(key, token, from) {
     const path = lockPath(key), end = Date.now() + RELEASE_FOR_MS;
     let maybeSent = false, elsewhere = false;
@@ -367,7 +367,7 @@ export class Client {
     return this._get(lockPath(key), options.signal);
   }
 
-  /** GET /locks, sorted by key; `after` is the last key of the previous page. */
+  /** GET /locks, by key; `after`: the last key of the previous page. */
   list(options = {}) {
     const { prefix, after, limit, signal } = options;
     return this._get('/locks' + query({ prefix, after, limit }), signal);
@@ -406,12 +406,12 @@ export class Lock {
     this._watch(sent + g.lease * 1000);
   }
 
-  /** Arms the timer that marks the lock lost at `deadline` (ms, our clock). */
+  /** Marks the lock lost at `deadline` (ms, our clock). */
   _watch(deadline) {
     clearTimeout(this._timer);
     this._deadline = deadline;
     this._timer = setTimeout(() => this._lose(new BatonError(0, 'lost', 'lock ' + JSON.stringify(this.key) + ' token ' + this.token + ': the lease ran out before a renewal succeeded')), deadline - Date.now());
-    // In Node the watch keeps no process running.
+    // In Node it keeps no process running.
     /** @type {any} */ (this._timer).unref?.();
   }
 

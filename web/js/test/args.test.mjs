@@ -1,0 +1,35 @@
+// Arguments the client refuses itself, before any request: a BatonError
+// "invalid_argument" whose `field` names the parameter, as the node's 400s
+// do (README, "JavaScript client"), never a bare TypeError or URIError,
+// and never a call that goes on for ever.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Client, BatonError } from './client.mjs';
+
+const invalid = (field) => (e) => {
+  assert.ok(e instanceof BatonError, 'not a BatonError: ' + e);
+  assert.equal(e.code, 'invalid_argument', e.message);
+  assert.equal(e.field, field, e.message);
+  return true;
+};
+
+// A lone surrogate cannot be written in UTF-8 (so in no key):
+// encodeURIComponent throws URIError "URI malformed" on it.
+test('a key with a lone surrogate is refused naming key', async (t) => {
+  const c = new Client({ addresses: ['http://127.0.0.1:9'], retryFor: 0 });
+  t.after(() => c.close());
+  for (const key of ['a\ud800', '\udc00b', 'x/\ud83d']) {
+    await assert.rejects(c.acquire(key, { wait: 1 }), invalid('key'), 'acquire ' + JSON.stringify(key));
+    await assert.rejects(c.status(key), invalid('key'), 'status');
+    await assert.rejects(c.release(key, 5), invalid('key'), 'release');
+    await assert.rejects(c.renew(key, 5, 10), invalid('key'), 'renew');
+  }
+});
+
+// retryFor: "2s" compared as NaN: no node answering, the call never ended.
+test('a retryFor that is not a number of ms is refused naming retryFor', () => {
+  for (const retryFor of ['2s', NaN, -1, {}]) {
+    assert.throws(() => new Client({ addresses: ['http://127.0.0.1:9'], retryFor }), invalid('retryFor'), String(retryFor));
+  }
+  for (const retryFor of [0, 2500, undefined]) new Client({ addresses: ['http://127.0.0.1:9'], retryFor });
+});
