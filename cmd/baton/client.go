@@ -376,7 +376,47 @@ func cmdAcquire(ctx context.Context, args []string, cio cliIO) error {
 		return err
 	}
 	defer c.Close()
-	l, err := acquire(ctx, c, f.fs.Arg(0), time.Duration(lease), time.Duration(wait), cio, modes.options()...)
+	// SIGTERM, SIGINT and SIGHUP end the wait, as in run: nothing is
+	// printed, the node withdraws the waiter, and a grant that came with
+	// the signal is released (one the cancelled acquire may have been
+	// given without hearing of it, by the Client before Close returns).
+	// Go's default action ended the process at once, and such a grant
+	// stayed held for its whole lease, its token printed nowhere. A
+	// signal ignored when baton started (SIGINT, SIGHUP of a background
+	// job of a script) stays ignored.
+	sigs := make(chan os.Signal, 1)
+	for _, s := range []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		if !signal.Ignored(s) {
+			signal.Notify(sigs, s)
+		}
+	}
+	defer signal.Stop(sigs)
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	interrupted := make(chan os.Signal, 1) // the signal that ended the wait, or nil
+	go func() {
+		select {
+		case s := <-sigs:
+			cancel()
+			interrupted <- s
+		case <-actx.Done():
+			interrupted <- nil
+		}
+	}()
+	key := f.fs.Arg(0)
+	l, err := acquire(actx, c, key, time.Duration(lease), time.Duration(wait), cio, modes.options()...)
+	cancel()
+	if sig := <-interrupted; sig != nil {
+		msg := fmt.Sprintf("interrupted by %v while waiting for the lock; no token printed", sig)
+		if err == nil {
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			if rerr := l.Release(rctx); rerr != nil {
+				msg += fmt.Sprintf("; releasing %q: %s", key, errText(rerr))
+			}
+			rcancel()
+		}
+		return errors.New(msg)
+	}
 	if err != nil {
 		return err
 	}
