@@ -116,10 +116,27 @@ export declare class Client {
    * proxy's 502 or 504). An aborted `signal` rejects with its reason (the
    * waiter is dropped). A grant that the abort, "unavailable" or a 5xx may
    * have cut off is released in the background (close() waits for it).
+   * With a `wait`, an attempt still unanswered 3 s after it (a silent
+   * node: paused, frozen) moves to the next address; a read's, after 5 s.
    */
   acquire(key: string, options?: AcquireOptions): Promise<Lock>;
+  /**
+   * Renews the lock `key` held under `token`: its lease restarts from now,
+   * `lease` seconds long (absent: the grant's lease). Errors as release.
+   */
   renew(key: string, token: number, lease?: number, signal?: AbortSignal): Promise<Grant>;
+  /**
+   * Releases the lock `key` held under `token`, retried every 200 ms for
+   * 5 s until confirmed; "not_held" (404) and "not_holder" (409) end it
+   * (errors unless an earlier attempt failed or got a 5xx).
+   * Errors: those two, "invalid_argument", "unavailable", "closed".
+   */
   release(key: string, token: number): Promise<void>;
+  /**
+   * Runs `fn(lock)` holding `key` (options as acquire), renewed meanwhile
+   * (`lock.lost` aborts if lost), then released. Resolves to what `fn`
+   * returns; rejects with `fn`'s error, else the loss, else the release's.
+   */
   withLock<T>(key: string, fn: (lock: Lock) => Promise<T> | T, options?: AcquireOptions): Promise<T>;
   status(key: string, options?: { signal?: AbortSignal }): Promise<LockStatus>;
   list(options?: { prefix?: string; after?: string; limit?: number; signal?: AbortSignal }): Promise<LockList>;

@@ -160,7 +160,9 @@ export class Client {
    * next address, for retryFor ms. fetch follows 307s; a 401 after one
    * (fetch drops Authorization across origins) goes to the active itself.
    * `o.at`: in, the node to ask first; out, the last one asked (answered).
-   * @type {(method: string, pathQuery: string, o?: { headers?: Record<string, string>, signal?: AbortSignal, pin?: boolean, at?: Addr }) => Promise<Response>}
+   * `o.limit`: ms an attempt may go unanswered (a silent node); `o.t` holds
+   * its timeout (Node 20 collects one only AbortSignal.any holds: never fired).
+   * @type {(method: string, pathQuery: string, o?: { headers?: Record<string, string>, signal?: AbortSignal, pin?: boolean, at?: Addr, limit?: number | false }) => Promise<Response>}
    */
   async _call(method, pathQuery, o = {}) {
     const start = Date.now();
@@ -168,10 +170,10 @@ export class Client {
     /** @type {unknown} */
     let last;
     for (let redirects = 0; ;) {
-      const addr = o.at = this._pick(o.at, tries + redirects);
+      const addr = o.at = this._pick(o.at, tries + redirects), s = o.limit && AbortSignal.any ? AbortSignal.any([o.t = AbortSignal.timeout(o.limit)].concat(o.signal || [])) : o.signal;
       let res;
       try {
-        res = await this._fetchOne(addr, method, pathQuery, o.headers, o.signal);
+        res = await this._fetchOne(addr, method, pathQuery, o.headers, s);
       } catch (e) {
         if (o.signal?.aborted) throw o.signal.reason;
         this._down(addr);
@@ -202,7 +204,7 @@ export class Client {
    */
   async _get(pathQuery, signal) {
     this._open();
-    const res = await this._call('GET', pathQuery, { signal });
+    const res = await this._call('GET', pathQuery, { signal, limit: 5e3 });
     if (!res.ok) throw await statusError(res);
     const body = await res.json(), lag = Number(res.headers.get('Baton-Replica-Lag') ?? NaN);
     if (Number.isFinite(lag) && body && typeof body === 'object') body.replicaLag = lag;
@@ -226,7 +228,7 @@ export class Client {
     for (let restarts = 0, asked = false; ;) {
       const sent = Date.now();
       asked ||= !signal?.aborted; // a request under this key goes out
-      let res, err, o = { headers, signal, pin: true };
+      let res, err, o = { headers, signal, pin: true, limit: wait > 0 && wait * 1e3 + 3e3 };
       try {
         res = await this._call('POST', pathQuery, o);
         if (res.redirected) {
@@ -284,10 +286,7 @@ export class Client {
     })());
   }
 
-  /**
-   * Renews the lock `key` held under `token`: its lease restarts from now,
-   * `lease` seconds long (absent: the grant's lease). Errors as release.
-   */
+  /** Renews the lock `key` held under `token` (baton.d.ts). */
   async renew(key, token, lease, signal, o = {}) {
     this._open();
     const res = await this._call('PATCH', lockPath(key) + query({ lease }), Object.assign(o, { headers: { 'Lock-Token': String(token) }, signal, pin: true }));
@@ -295,12 +294,7 @@ export class Client {
     return res.json();
   }
 
-  /**
-   * Releases the lock `key` held under `token`, retried every 200 ms for
-   * 5 s until confirmed; "not_held" (404) and "not_holder" (409) end it
-   * (errors unless an earlier attempt failed or got a 5xx).
-   * Errors: those two, "invalid_argument", "unavailable", "closed".
-   */
+  /** Releases the lock `key` held under `token` (retries: baton.d.ts). */
   async release(key, token) {
     this._open();
     return this._track(this._release(key, token));
@@ -341,11 +335,7 @@ export class Client {
     }
   }
 
-  /**
-   * Runs `fn(lock)` holding `key` (options as acquire), renewed meanwhile
-   * (`lock.lost` aborts if lost), then released. Resolves to what `fn`
-   * returns; rejects with `fn`'s error, else the loss, else the release's.
-   */
+  /** Runs `fn(lock)` holding `key`, renewed, then released (baton.d.ts). */
   async withLock(key, fn, options = {}) {
     const lock = await this.acquire(key, options);
     lock.keepAlive();
@@ -467,13 +457,14 @@ export class Lock {
         await sleep(this._deadline - lease / 2 - Date.now(), ka.signal);
         const retry = Math.min(Math.max(lease / 10, 10), 1000);
         for (;;) {
+          const to = AbortSignal.timeout(Math.max(lease / 4, 100)); // held: see _call
           try {
-            await this.renew(undefined, AbortSignal.any ? AbortSignal.any([ka.signal, AbortSignal.timeout(Math.max(lease / 4, 100))]) : ka.signal);
+            await this.renew(undefined, AbortSignal.any ? AbortSignal.any([ka.signal, to]) : ka.signal);
             break;
           } catch (e) {
             if (ka.signal.aborted || this.lost.aborted || e?.code === 'closed') return;
             const a = this._c._active; // silent: ask the others
-            if (e?.name === 'TimeoutError' && a) this._c._down(a);
+            if (to.aborted && a) this._c._down(a);
             await sleep(Math.min(retry, this._deadline - Date.now()), ka.signal);
           }
         }

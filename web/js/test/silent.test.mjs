@@ -1,0 +1,41 @@
+// A node that accepts connections and never answers (SIGSTOP, a frozen
+// VM, a link cut without a reset) listed before the active: an acquire
+// with a `wait` and a read must move on to the next address, as the Go
+// client's do (AcquireGrace 3 s past the wait; README "Cluster": a paused
+// active). Before, over fetch, both waited for that node for ever (Node's
+// fetch: 300 s), an acquire long after its wait had run out.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { Client } from './client.mjs';
+import { startNode, sleep } from './harness.mjs';
+
+async function silentNode(t) {
+  const held = [];
+  const srv = net.createServer((s) => held.push(s));
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  t.after(() => { for (const s of held) s.destroy(); srv.close(); });
+  return `http://127.0.0.1:${srv.address().port}`;
+}
+
+const within = (p, ms, what) => Promise.race([
+  p.then(() => 'done', (e) => 'rejected: ' + e.message),
+  sleep(ms).then(() => what + ': still waiting for the silent node after ' + ms + ' ms'),
+]);
+
+test('an acquire with a wait moves on from a silent node 3 s after its wait', async (t) => {
+  const n = await startNode(t);
+  const c = new Client({ addresses: [await silentNode(t), n.url] });
+  t.after(() => c.close());
+  let l;
+  assert.equal(await within(c.acquire('silent/a', { lease: 30, wait: 1 }).then((x) => { l = x; }), 7000, 'acquire'), 'done');
+  assert.equal((await c.status('silent/a')).holder.token, l.token);
+  await l.release();
+});
+
+test('a read moves on from a silent node', async (t) => {
+  const n = await startNode(t);
+  const c = new Client({ addresses: [await silentNode(t), n.url] });
+  t.after(() => c.close());
+  assert.equal(await within(c.status('silent/r'), 8000, 'status'), 'done');
+});
