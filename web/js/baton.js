@@ -170,7 +170,7 @@ export class Client {
     /** @type {unknown} */
     let last;
     for (let redirects = 0; ;) {
-      const addr = o.at = this._pick(o.at, tries + redirects), s = o.limit && AbortSignal.any ? AbortSignal.any([o.t = AbortSignal.timeout(o.limit)].concat(o.signal || [])) : o.signal;
+      const addr = o.at = this._pick(o.at, tries + redirects), s = o.limit && AbortSignal.any ? AbortSignal.any([o.t = AbortSignal.timeout(Math.ceil(o.limit))].concat(o.signal || [])) : o.signal;
       let res;
       try {
         res = await this._fetchOne(addr, method, pathQuery, o.headers, s);
@@ -457,7 +457,7 @@ export class Lock {
         await sleep(this._deadline - lease / 2 - Date.now(), ka.signal);
         const retry = Math.min(Math.max(lease / 10, 10), 1000);
         for (;;) {
-          const to = AbortSignal.timeout(Math.max(lease / 4, 100)); // held: see _call
+          const to = AbortSignal.timeout(Math.ceil(Math.max(lease / 4, 100))); // held: see _call
           try {
             await this.renew(undefined, AbortSignal.any ? AbortSignal.any([ka.signal, to]) : ka.signal);
             break;

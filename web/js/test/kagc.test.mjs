@@ -34,3 +34,22 @@ test('a keepAlive renewal that a silent node leaves unanswered moves on, garbage
   await l.release();
   await c.close();
 });
+
+// AbortSignal.timeout takes whole milliseconds (Node: RangeError
+// otherwise): a lease of 1.002 s made every renewal attempt throw
+// (a quarter lease of 250.5 ms) and the lock was lost; an acquire's
+// attempt limit (wait + 3 s) with a wait of 0.0001 s threw the same.
+test('a lease or a wait that is not a whole number of quarter milliseconds', async () => {
+  const seen = [];
+  const fetch = (url, o) => {
+    seen.push(o.method);
+    return Promise.resolve(new Response(JSON.stringify({ key: 'k', token: 5, lease: 1.002, expires_at: new Date(Date.now() + 1002).toISOString() }), { status: 200 }));
+  };
+  const c = new Client({ addresses: ['http://one.invalid'], fetch });
+  const l = await c.acquire('k', { lease: 1.002, wait: 0.0001 });
+  l.keepAlive();
+  await new Promise((r) => setTimeout(r, 2500));
+  assert.equal(l.lost.aborted, false, 'lost: ' + l.lost.reason?.message + '; calls: ' + seen.join(', '));
+  await l.release();
+  await c.close();
+});
