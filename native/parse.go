@@ -166,10 +166,10 @@ func parseView(line []byte) (request, error) {
 	r.key = key
 	for i, f := range fields[2:] {
 		if !utf8.ValidString(f) {
-			return bad(fieldName(op, i+2), "is not valid UTF-8")
+			return bad(fieldOf(op, i+2, f), "is not valid UTF-8")
 		}
 		if f == "" {
-			return bad(fieldName(op, i+2), "is empty (fields are separated by one space)")
+			return bad(fieldOf(op, i+2, f), "is empty (fields are separated by one space)")
 		}
 	}
 	switch op {
@@ -352,6 +352,19 @@ func splitFields(s string, dst []string) []string {
 		dst = append(dst, s[:i])
 		s = s[i+1:]
 	}
+}
+
+// fieldOf names the i-th field (0 = op) of a request with op, which is
+// f: an option of A by its name when it is a known one (owner=\xff:
+// owner), as fieldName does otherwise.
+func fieldOf(op string, i int, f string) string {
+	name := fieldName(op, i)
+	if name == "option" {
+		if n, _, ok := strings.Cut(f, "="); ok && optionBit(n) != 0 {
+			return n
+		}
+	}
+	return name
 }
 
 // fieldName names the i-th field (0 = op) of a request with op.
