@@ -69,6 +69,9 @@ type node struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	proxy  *proxy
+	// ended: the harness sent the process a signal that ends it
+	// (c.signal: SIGKILL, SIGINT, SIGTERM) since its launch.
+	ended atomic.Bool
 }
 
 type testCluster struct {
@@ -133,6 +136,7 @@ func (c *testCluster) launch(i int) {
 	args = append(args, c.args[i]...)
 	cmd := exec.Command(batonBin, args...)
 	fmt.Fprintf(nd.log, "=== start node %d\n", i)
+	nd.ended.Store(false)
 	cmd.Stdout, cmd.Stderr = nd.log, nd.log
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start node %d: %v", i, err)
@@ -169,6 +173,9 @@ func (c *testCluster) signal(i int, sig syscall.Signal) {
 	c.t.Helper()
 	nd := c.nodes[i]
 	fmt.Fprintf(nd.log, "=== signal %v to node %d at %s\n", sig, i, time.Now().UTC().Format(time.RFC3339Nano))
+	if sig == syscall.SIGKILL || sig == syscall.SIGINT || sig == syscall.SIGTERM {
+		nd.ended.Store(true)
+	}
 	if err := nd.cmd.Process.Signal(sig); err != nil {
 		c.t.Fatalf("signal %v to node %d: %v", sig, i, err)
 	}
@@ -195,6 +202,11 @@ func (c *testCluster) stop(i int) int {
 }
 
 func (c *testCluster) stopAll() {
+	if c.t.Failed() {
+		for _, u := range c.exitedUnbidden() {
+			c.t.Log(u)
+		}
+	}
 	for i, nd := range c.nodes {
 		if nd.cmd != nil {
 			_ = nd.cmd.Process.Signal(syscall.SIGCONT)
@@ -255,8 +267,42 @@ func (c *testCluster) waitActive(want int, agree ...int) int {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	c.t.Fatalf("no agreed active node (want %d, agree %v)", want, agree)
+	c.t.Fatalf("no agreed active node (want %d, agree %v); roles %q%s", want, agree, c.roles(), strings.Join(append([]string{""}, c.exitedUnbidden()...), "; "))
 	return -1
+}
+
+// exitedUnbidden names every node whose process ended though the harness
+// sent it no signal that ends it since its launch (a crash, or a signal
+// from outside the test: another process's kill(1) or pkill(1) on a
+// shared machine), with its exit and the last "shutting down" line of its
+// log (which names the signal) or its last line. A failure after such an
+// exit is the harness', not the nodes' (TestSyncHistoryChaos
+// CHAOS_SEED=5001: "no agreed active node" once a SIGTERM from outside
+// had ended every node).
+func (c *testCluster) exitedUnbidden() []string {
+	var out []string
+	for i, nd := range c.nodes {
+		if nd.cmd == nil || nd.exited == nil || nd.ended.Load() {
+			continue
+		}
+		select {
+		case <-nd.exited:
+		default:
+			continue
+		}
+		// This launch's lines only.
+		log := nd.log.String()
+		log = log[max(0, strings.LastIndex(log, "=== start node")):]
+		lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
+		why := lines[len(lines)-1]
+		for _, l := range lines {
+			if strings.Contains(l, `msg="shutting down"`) {
+				why = l
+			}
+		}
+		out = append(out, fmt.Sprintf("node %d exited (%s) though the harness sent it no signal to end it: %s", i, nd.cmd.ProcessState, strings.TrimSpace(why)))
+	}
+	return out
 }
 
 // roles returns every node's role as it reports it ("" if it does not answer).
