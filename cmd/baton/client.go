@@ -391,31 +391,10 @@ func cmdAcquire(ctx context.Context, args []string, cio cliIO) error {
 		}
 	}
 	defer signal.Stop(sigs)
-	actx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	interrupted := make(chan os.Signal, 1) // the signal that ended the wait, or nil
-	go func() {
-		select {
-		case s := <-sigs:
-			cancel()
-			interrupted <- s
-		case <-actx.Done():
-			interrupted <- nil
-		}
-	}()
 	key := f.fs.Arg(0)
-	l, err := acquire(actx, c, key, time.Duration(lease), time.Duration(wait), cio, modes.options()...)
-	cancel()
-	if sig := <-interrupted; sig != nil {
-		msg := fmt.Sprintf("interrupted by %v while waiting for the lock; no token printed", sig)
-		if err == nil {
-			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			if rerr := l.Release(rctx); rerr != nil {
-				msg += fmt.Sprintf("; releasing %q: %s", key, errText(rerr))
-			}
-			rcancel()
-		}
-		return errors.New(msg)
+	l, sig, released, err := acquireUnlessSignalled(ctx, sigs, c, key, time.Duration(lease), time.Duration(wait), cio, modes.options()...)
+	if sig != nil {
+		return fmt.Errorf("interrupted by %v while waiting for the lock; no token printed%s", sig, released)
 	}
 	if err != nil {
 		return err
@@ -434,6 +413,39 @@ func cmdAcquire(ctx context.Context, args []string, cio cliIO) error {
 }
 
 // acquire takes the lock, showing on a terminal that it waits.
+// acquireUnlessSignalled is acquire, ended by the first signal on sigs
+// (its caller's signal.Notify) while it waits: the acquire's context is
+// cancelled (the node withdraws the waiter) and sig is that signal (nil:
+// none came). A grant that came with the signal is released here, within
+// 10 s, and released tells how that failed ("" when it did not, or
+// when nothing was granted); one the cancelled acquire may have been
+// given without hearing of it is released by the Client before Close
+// returns. A signal that comes after the acquire returned stays in sigs.
+func acquireUnlessSignalled(ctx context.Context, sigs <-chan os.Signal, c *api.Client, key string, lease, wait time.Duration, cio cliIO, opts ...api.AcquireOption) (l *api.Lock, sig os.Signal, released string, err error) {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	interrupted := make(chan os.Signal, 1) // the signal that ended the wait, or nil
+	go func() {
+		select {
+		case s := <-sigs:
+			cancel()
+			interrupted <- s
+		case <-actx.Done():
+			interrupted <- nil
+		}
+	}()
+	l, err = acquire(actx, c, key, lease, wait, cio, opts...)
+	cancel()
+	if sig = <-interrupted; sig != nil && err == nil {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		if rerr := l.Release(rctx); rerr != nil {
+			released = fmt.Sprintf("; releasing %q: %s", key, errText(rerr))
+		}
+		rcancel()
+	}
+	return l, sig, released, err
+}
+
 func acquire(ctx context.Context, c *api.Client, key string, lease, wait time.Duration, cio cliIO, opts ...api.AcquireOption) (*api.Lock, error) {
 	stop := showWaiting(key, cio)
 	l, err := c.Acquire(ctx, key, append([]api.AcquireOption{api.WithLease(lease), api.WithWait(wait)}, opts...)...)
@@ -696,35 +708,12 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) (int, error) {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
-	actx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	interrupted := make(chan os.Signal, 1) // the signal that ended the wait, or nil
-	go func() {
-		select {
-		case s := <-sigs:
-			cancel()
-			interrupted <- s
-		case <-actx.Done():
-			interrupted <- nil
-		}
-	}()
 
-	l, err := acquire(actx, c, key, time.Duration(lease), time.Duration(wait), cio, modes.options()...)
-	cancel()
-	if sig := <-interrupted; sig != nil {
+	l, sig, released, err := acquireUnlessSignalled(ctx, sigs, c, key, time.Duration(lease), time.Duration(wait), cio, modes.options()...)
+	if sig != nil {
 		// The signal came while the lock was being granted or before:
-		// COMMAND never starts. A grant that came with it is released at
-		// once; one the cancelled acquire may have been given without
-		// hearing of it is released by the Client before Close returns.
-		msg := fmt.Sprintf("interrupted by %v while waiting for the lock; COMMAND not started", sig)
-		if err == nil {
-			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			if rerr := l.Release(rctx); rerr != nil {
-				msg += fmt.Sprintf("; releasing %q: %s", key, errText(rerr))
-			}
-			rcancel()
-		}
-		return exitError, errors.New(msg)
+		// COMMAND never starts.
+		return exitError, fmt.Errorf("interrupted by %v while waiting for the lock; COMMAND not started%s", sig, released)
 	}
 	if err != nil {
 		if errors.Is(err, api.ErrTimeout) {
