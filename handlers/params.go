@@ -614,7 +614,7 @@ func (p *lockParams) setJSON(body []byte, names []string, from *sources) error {
 		}
 		name, _ := tok.(string)
 		i := index(names, name)
-		if i < 0 || name == "ticket" {
+		if i < 0 || !inBody(name) {
 			// A ticket travels only in the query string of a handoff's
 			// redirect (Location); a body never carries one.
 			return badRequest(name, fmt.Sprintf("is not a field of this call's body (expected %s)", strings.Join(bodyNames(names), ", ")))
@@ -669,12 +669,17 @@ func (p *lockParams) setJSON(body []byte, names []string, from *sources) error {
 	return nil
 }
 
+// inBody reports whether a JSON body may carry the parameter name: all
+// but ticket, which only the query string of a handoff's redirect
+// (Location) carries.
+func inBody(name string) bool { return name != "ticket" }
+
 // bodyNames returns the members a JSON body may name among a call's
-// parameters names: all but ticket, which only a redirect's query carries.
+// parameters names (inBody).
 func bodyNames(names []string) []string {
 	out := make([]string, 0, len(names))
 	for _, n := range names {
-		if n != "ticket" {
+		if inBody(n) {
 			out = append(out, n)
 		}
 	}
