@@ -86,7 +86,8 @@ type StatusError struct {
 	Code string
 	// Message is the server's human sentence, or the status text.
 	Message string
-	// Field names the offending parameter of a 400.
+	// Field names the offending parameter of a 400, the member that
+	// differs of a 422, and "limit" for a 409 limit_mismatch.
 	Field string
 }
 

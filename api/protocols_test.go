@@ -342,8 +342,10 @@ func TestProtoModesAndOwner(t *testing.T) {
 		if st.OldestWaiterOwner != "" {
 			t.Fatalf("WithOwner(\"\") sent an owner: %q", st.OldestWaiterOwner)
 		}
-		if _, err := c.Acquire(ctx, "sem", api.WithLimit(3), api.WithShared()); !errors.Is(err, api.ErrLimitMismatch) {
-			t.Fatalf("another limit: %v, want ErrLimitMismatch", err)
+		_, err = c.Acquire(ctx, "sem", api.WithLimit(3), api.WithShared())
+		var se *api.StatusError
+		if !errors.Is(err, api.ErrLimitMismatch) || !errors.As(err, &se) || se.Field != "limit" || !strings.Contains(se.Message, "limit 2") {
+			t.Fatalf("another limit: %v, want ErrLimitMismatch naming the field limit and the key's limit 2", err)
 		}
 		if err := c.ForceRelease(ctx, "sem"); err != nil {
 			t.Fatal(err)

@@ -170,7 +170,8 @@ type Error struct {
 	Code string `json:"error"`
 	// Message is a human sentence.
 	Message string `json:"message"`
-	// Field names the offending parameter of a 400.
+	// Field names the offending parameter of a 400, the member that
+	// differs of a 422, and "limit" for a 409 limit_mismatch.
 	Field string `json:"field,omitempty"`
 	// Retry is true when the same request may be sent again at once
 	// (a poll_timeout: the waiter's place is kept).

@@ -39,8 +39,11 @@ func TestHTTPSemaphore(t *testing.T) {
 		t.Fatalf("oldest waiter %q %q; want web-4, shared", st.OldestWaiterOwner, st.OldestWaiterMode)
 	}
 	r := e.do(http.MethodPost, "/locks/quota?limit=4&mode=shared", "")
-	if r.code != http.StatusConflict || r.errBody(t).Code != api.CodeLimitMismatch {
-		t.Fatalf("limit 4 on a semaphore of 3: %d %s; want 409 limit_mismatch", r.code, r.body)
+	if eb := r.errBody(t); r.code != http.StatusConflict || eb.Code != api.CodeLimitMismatch || eb.Field != "limit" || !strings.Contains(eb.Message, "limit 3") {
+		t.Fatalf("limit 4 on a semaphore of 3: %d %s; want 409 limit_mismatch naming the field limit and the key's limit 3", r.code, r.body)
+	}
+	if after := e.status("quota"); after.Limit != 3 || len(after.Holders) != 3 || after.Waiters != 1 {
+		t.Fatalf("status after the limit_mismatch %+v: want it unchanged (limit 3, 3 holders, 1 waiter)", after)
 	}
 	e.release("quota", gs[1].Token)
 	g := recv(t, fourth, "the 4th").grant(t)

@@ -92,7 +92,7 @@ func TestLimitMismatch(t *testing.T) {
 	c.send("A lm 10 - limit=3")
 	grant(t, c.read(), "lm")
 	c.send("A lm 10 - limit=2")
-	if line := c.read(); line != "A lm E limit_mismatch the key exists with another limit: name the key's limit, or none" {
+	if line := c.read(); line != "A lm E limit_mismatch limit: the key exists with limit 3: name that limit, or none" {
 		t.Fatalf("limit 2 on a key of limit 3: %q", line)
 	}
 	if li, _ := e.eng.Status("lm"); li.Limit != 3 || len(li.Holders) != 1 || li.Waiters != 0 {

@@ -68,7 +68,9 @@ var table = []row{
 
 // Of returns the code of err, the field it names (for an *engine.ArgError,
 // the parameter as the API spells it: "key", "lease", "wait", "token"; for
-// an *engine.KeyReusedError, the one that differs; "" otherwise) and a
+// an *engine.KeyReusedError, the one that differs; for an
+// *engine.LimitMismatchError, "limit", with the key's limit in the
+// message; "" otherwise) and a
 // human sentence; the field, when there is one, starts the sentence. An error the table does not know is api.CodeInternal with
 // known=false, so that the caller logs it.
 func Of(err error) (code, field, msg string, known bool) {
@@ -79,6 +81,12 @@ func Of(err error) (code, field, msg string, known bool) {
 	var kr *engine.KeyReusedError
 	if errors.As(err, &kr) {
 		return api.CodeKeyReused, kr.Field, kr.Error(), true
+	}
+	var lm *engine.LimitMismatchError
+	if errors.As(err, &lm) {
+		// The key's limit, which the caller needs to join it: without it,
+		// "name the key's limit" left it to guess (or to read GET first).
+		return api.CodeLimitMismatch, "limit", fmt.Sprintf("limit: the key exists with limit %d: name that limit, or none", lm.Limit), true
 	}
 	for i := range table {
 		if errors.Is(err, table[i].err) {

@@ -26,6 +26,7 @@ func TestOf(t *testing.T) {
 		{fmt.Errorf("%w: disk full", engine.ErrNotWritten), api.CodeUnavailable, "", true},
 		{engine.CheckKey(""), api.CodeInvalidArgument, "key", true},
 		{fmt.Errorf("wrapped: %w", &engine.KeyReusedError{Field: "owner"}), api.CodeKeyReused, "owner", true},
+		{&engine.LimitMismatchError{Limit: 3}, api.CodeLimitMismatch, "limit", true},
 		{errors.New("disk on fire"), api.CodeInternal, "", false},
 	}
 	for _, c := range cases {
@@ -33,6 +34,16 @@ func TestOf(t *testing.T) {
 		if code != c.code || field != c.field || known != c.known || msg == "" {
 			t.Errorf("Of(%v) = %q, %q, %q, %v; want %q, %q, a message, %v", c.err, code, field, msg, known, c.code, c.field, c.known)
 		}
+	}
+}
+
+// A limit_mismatch says the key's limit: the caller named another, and
+// "name the key's limit, or none" alone left it to guess which (the
+// engine's LimitMismatchError carries it; the message dropped it).
+func TestLimitMismatchSaysTheKeysLimit(t *testing.T) {
+	code, field, msg, known := Of(fmt.Errorf("wrapped: %w", &engine.LimitMismatchError{Limit: 3}))
+	if code != api.CodeLimitMismatch || field != "limit" || !known || !strings.HasPrefix(msg, "limit: ") || !strings.Contains(msg, "limit 3") {
+		t.Fatalf("Of(limit mismatch, key's limit 3) = %q, %q, %q, %v; want limit_mismatch naming limit and 3", code, field, msg, known)
 	}
 }
 

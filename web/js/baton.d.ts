@@ -16,7 +16,7 @@ export declare class BatonError extends Error {
    * (a call after Client.close()).
    */
   code: string;
-  /** The offending parameter of a 400. */
+  /** The offending parameter of a 400, the member that differs of a 422, "limit" of a 409 limit_mismatch. */
   field?: string;
 }
 

@@ -28,7 +28,7 @@ test('a semaphore of 2: owner, mode and limit are sent and shown', async (t) => 
   assert.deepEqual(s.holders.map((h) => [h.token, h.owner, h.mode]), [[a.token, 'worker-a', 'shared'], [b.token, 'worker-b', 'shared']]);
   assert.equal(s.holder.token, a.token);
   assert.equal(s.oldest_waiter_owner, 'worker-c');
-  await rejectsWith(c.acquire('quota', { limit: 3, mode: 'shared', wait: 0.1 }), 409, 'limit_mismatch');
+  await rejectsWith(c.acquire('quota', { limit: 3, mode: 'shared', wait: 0.1 }), 409, 'limit_mismatch', 'limit');
   await b.release();
   const l = await third;
   assert.ok(l.token > b.token);
