@@ -155,9 +155,12 @@
 // everything after the segment's last fsynced offset, over what is there,
 // and cuts the segment at its end (in interval mode it keeps the written
 // but not yet fsynced bytes for that, since a failed fsync may have
-// dropped them from the page cache). A retry that fails leaves the file as
+// dropped them from the page cache). What a failed write or fsync (or a
+// failed retry) put in the file past the records written before the
+// failure is cut back out (a disk that fills up in the middle of a batch
+// leaves its first records whole): a retry that fails leaves the file as
 // it was, so a process that stops while the log is failed keeps what was
-// written before the failure. When a retry succeeds the log is healthy
+// written before the failure, and no record whose Wait failed. When a retry succeeds the log is healthy
 // again. Healthy, Stats
 // and Config.OnHealth report it; errors and recoveries are logged.
 package wal

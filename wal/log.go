@@ -814,6 +814,9 @@ func (l *Log) lead(yield bool) {
 			err = f.Sync()
 			took = time.Since(start)
 		}
+		if err != nil && dropFailed(l.log, f, off, l.cfg.Dir) {
+			alloc = off
+		}
 	}
 	l.mu.Lock()
 	l.allocEnd = alloc
@@ -919,6 +922,26 @@ func fillZeros(f File, off, end int64) int64 {
 		}
 	}
 	return off
+}
+
+// dropFailed cuts f back to end, the end of the records written before a
+// write or fsync failed (in SyncAlways mode, written and fsynced): the
+// records of the failed batch are kept in the log's buffer, not in the
+// file, until a retry writes them. Part of a failed write may have
+// reached the file (a disk that fills up in the middle of a batch), and
+// a failed fsync leaves the written pages in the page cache: a process
+// that stops while the log is failed would otherwise come back with
+// records no Wait was told are written, such as a grant its client was
+// answered 503 for without the release the engine appended to take it
+// back. It reports whether the cut succeeded (else it logs why: it is
+// the best that can be done on a failing disk). l.mu not held.
+func dropFailed(log *slog.Logger, f File, end int64, dir string) bool {
+	if err := f.Truncate(end); err != nil {
+		log.Warn("wal: cannot cut a failed write back out of the log; a process stopped now may replay records that were refused",
+			"dir", dir, "offset", end, "err", err)
+		return false
+	}
+	return true
 }
 
 // wake tells every waiter that a writer finished, and takes the Waits
@@ -1085,7 +1108,8 @@ func (l *Log) recover() bool {
 	// written before the failure (answered, in interval and never modes),
 	// where cutting back to base first would drop them until a retry
 	// succeeds, and for good if the process stops meanwhile. The bytes
-	// written over are the same records at the same offsets.
+	// written over are the same records at the same offsets; what a
+	// failed retry wrote past them is cut off again (dropFailed).
 	l.syncMu.Lock()
 	var err error
 	if len(data) > 0 {
@@ -1100,6 +1124,7 @@ func (l *Log) recover() bool {
 		err = f.Sync()
 		took = time.Since(start)
 	}
+	dropped := err != nil && dropFailed(l.log, f, base+int64(kept), l.cfg.Dir)
 	l.syncMu.Unlock()
 
 	l.mu.Lock()
@@ -1107,6 +1132,9 @@ func (l *Log) recover() bool {
 	defer l.wake()
 	l.leading = false
 	if err != nil {
+		if dropped {
+			l.allocEnd = base + int64(kept) // = l.writeOff
+		}
 		l.buf, l.bufFirst = append(data[kept:len(data):len(data)], l.buf...), first
 		l.failed = err
 		if now := time.Now(); now.Sub(l.lastRetryLog) >= retryLogEvery {
