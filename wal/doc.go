@@ -16,6 +16,7 @@
 // # Files in the directory
 //
 //	LOCK                        flock(2)ed by the open Log; holds its pid
+//	                            (the directory is flock(2)ed too)
 //	00000000000000000001.wal    a segment: records from index 1 on
 //	00000000000000004097.wal    the next segment, begun at 64 MiB
 //	00000000000000004000.snap   the newest snapshot: the state after record 4000

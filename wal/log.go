@@ -47,7 +47,7 @@ type segment struct {
 type Log struct {
 	cfg  Config
 	log  *slog.Logger
-	lock *os.File
+	lock dirLock
 
 	// mu guards the append state and the writer's bookkeeping. It is
 	// never held across I/O.
