@@ -239,6 +239,13 @@ func (l *Log) load() error {
 		}
 	}
 	slices.SortFunc(segs, func(a, b segment) int { return cmpUint(a.first, b.first) })
+	if len(segs) == 0 && l.snapIndex > 0 {
+		// A snapshot is never written without a segment after it but
+		// by a crash in Install between the two: otherwise the
+		// segments were removed, and with them any record after it.
+		l.log.Warn("wal: no log segment after the newest snapshot; starting from the snapshot alone (records written after it, if its segments were removed, are lost)",
+			"dir", l.cfg.Dir, "snapshot", l.snapIndex)
+	}
 
 	next := l.snapIndex + 1 // index after the last good record
 	var end int64           // end of the good frames in the last segment

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -122,6 +124,39 @@ func TestSnapshotAheadOfTheLog(t *testing.T) {
 	}
 	if i := appendWait(t, l, rec(11)); i != 11 {
 		t.Fatalf("next index %d, want 11", i)
+	}
+}
+
+// A snapshot without a segment after it (its log's files were removed;
+// or a crash in an Install between the snapshot and its first segment)
+// starts, from the snapshot, but not silently: records written after the
+// snapshot would have been in the removed segments.
+func TestSnapshotWithoutSegmentsIsWarnedOf(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	l := mustOpen(t, cfg)
+	for i := 1; i <= 10; i++ {
+		appendWait(t, l, rec(i))
+	}
+	saveState(t, l, 6)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, seg := range segments(t, dir) {
+		if err := os.Remove(seg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs bytes.Buffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	l = mustOpen(t, cfg)
+	defer l.Close()
+	loadState(t, l, 6)
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "no log segment") {
+		t.Fatalf("Open of a snapshot without segments logged %q, want a warning that names it", logs.String())
+	}
+	if i := appendWait(t, l, rec(7)); i != 7 {
+		t.Fatalf("next index %d, want 7", i)
 	}
 }
 
