@@ -293,7 +293,7 @@ func (l *Log) load() error {
 			continue
 		}
 		var torn *errTorn
-		if errors.As(err, &torn) && last {
+		if errors.As(err, &torn) && last && (n > l.snapIndex || l.cfg.Repair || !l.snapshotVerifies()) {
 			l.log.Warn("wal: torn last record truncated (a write cut by a crash or power loss)",
 				"file", s.path, "offset", torn.offset, "record", n, "reason", torn.reason)
 			if err := truncateFile(s.path, torn.offset); err != nil {
@@ -307,6 +307,10 @@ func (l *Log) load() error {
 		switch {
 		case errors.As(err, &d):
 			off, reason = d.offset, d.reason
+		case errors.As(err, &torn) && last:
+			// Every record the snapshot holds was fsynced before it was
+			// written (SaveSnapshot): no crash tears one.
+			off, reason = torn.offset, fmt.Sprintf("%s, in record %d, which the newest snapshot (record %d) holds: it was on the disk before the snapshot was written, so no crash or power loss cut it", torn.reason, n, l.snapIndex)
 		case errors.As(err, &torn):
 			off, reason = torn.offset, torn.reason+", in a segment that is not the last"
 		default:
@@ -348,9 +352,19 @@ func (l *Log) load() error {
 			Reason: fmt.Sprintf("records %d to %d are missing: the log starts at record %d and the newest snapshot covers records up to %d",
 				l.snapIndex+1, segs[0].first-1, segs[0].first, l.snapIndex)}
 	}
+	if next <= l.snapIndex && len(segs) > 0 && !l.cfg.Repair && l.snapshotVerifies() {
+		// The log was on the disk up to the snapshot's index before the
+		// snapshot was written (SaveSnapshot; Install begins a segment
+		// after it), so no crash leaves it ending below: it was cut.
+		s := segs[len(segs)-1]
+		return &CorruptError{File: s.path, Offset: end, Index: next,
+			Reason: fmt.Sprintf("the log ends at record %d, before the newest snapshot's record %d, although those records were on the disk before the snapshot was written: the log was cut short, and any records after the snapshot are lost",
+				next-1, l.snapIndex),
+			Hint: l.cfg.RepairHint}
+	}
 	if next <= l.snapIndex {
-		// The snapshot is newer than the log's end (a log tail lost to a
-		// power failure after the snapshot was made): start after it.
+		// The snapshot is newer than the log's end, repaired: start after
+		// it.
 		l.log.Warn("wal: the log ends before the newest snapshot; continuing after the snapshot",
 			"dir", l.cfg.Dir, "log_end", next-1, "snapshot", l.snapIndex)
 		for _, s := range segs {
