@@ -87,7 +87,11 @@
 // is never all zeros). The price: damage that zeroes a whole sector of
 // the last segment after it was fsynced is read the same way, and the
 // records from there on are dropped with that warning instead of
-// stopping the start. That is what a crash in the middle of a write
+// stopping the start (not for a frame the newest snapshot holds, when its
+// file verifies: the log was fsynced up to the snapshot's index before
+// the snapshot was written, so no crash tears such a frame, nor leaves
+// the log ending below that index: both are damage). That is what a
+// crash in the middle of a write
 // leaves; it is cut off with a warning naming the file and offset, and
 // every record before it is kept. Anything else — a checksum mismatch
 // followed by more data and with no blank sector, a length of 0 with data
