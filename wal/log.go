@@ -1233,6 +1233,9 @@ func (l *Log) run() {
 	}
 }
 
+// Dir is the log's directory (Config.Dir).
+func (l *Log) Dir() string { return l.cfg.Dir }
+
 // FailTimeout is Config.FailTimeout: once the log fails, every Wait for a
 // record appended before the failure has returned within it.
 func (l *Log) FailTimeout() time.Duration { return l.cfg.FailTimeout }
