@@ -16,6 +16,7 @@
 // # Files in the directory
 //
 //	LOCK                        flock(2)ed by the open Log; holds its pid
+//	                            (the directory is flock(2)ed too)
 //	00000000000000000001.wal    a segment: records from index 1 on
 //	00000000000000004097.wal    the next segment, begun at 64 MiB
 //	00000000000000004000.snap   the newest snapshot: the state after record 4000
@@ -86,7 +87,11 @@
 // is never all zeros). The price: damage that zeroes a whole sector of
 // the last segment after it was fsynced is read the same way, and the
 // records from there on are dropped with that warning instead of
-// stopping the start. That is what a crash in the middle of a write
+// stopping the start (not for a frame the newest snapshot holds, when its
+// file verifies: the log was fsynced up to the snapshot's index before
+// the snapshot was written, so no crash tears such a frame, nor leaves
+// the log ending below that index: both are damage). That is what a
+// crash in the middle of a write
 // leaves; it is cut off with a warning naming the file and offset, and
 // every record before it is kept. Anything else — a checksum mismatch
 // followed by more data and with no blank sector, a length of 0 with data
@@ -155,9 +160,12 @@
 // everything after the segment's last fsynced offset, over what is there,
 // and cuts the segment at its end (in interval mode it keeps the written
 // but not yet fsynced bytes for that, since a failed fsync may have
-// dropped them from the page cache). A retry that fails leaves the file as
+// dropped them from the page cache). What a failed write or fsync (or a
+// failed retry) put in the file past the records written before the
+// failure is cut back out (a disk that fills up in the middle of a batch
+// leaves its first records whole): a retry that fails leaves the file as
 // it was, so a process that stops while the log is failed keeps what was
-// written before the failure. When a retry succeeds the log is healthy
+// written before the failure, and no record whose Wait failed. When a retry succeeds the log is healthy
 // again. Healthy, Stats
 // and Config.OnHealth report it; errors and recoveries are logged.
 package wal

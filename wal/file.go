@@ -1,8 +1,10 @@
 package wal
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -57,31 +59,79 @@ func (f osFile) writeAtQuick(b []byte, off int64) (int, error) {
 
 const lockName = "LOCK"
 
-// lockDir creates dir if needed and takes the exclusive flock(2) of its
-// lock file, writing this process's id into it. The lock lasts until the
-// returned file is closed (or the process dies).
-func lockDir(dir string) (*os.File, error) {
+// dirLock is an open log's hold on its directory: the flock(2) of the
+// directory itself and of its LOCK file (which holds the pid).
+type dirLock struct{ dir, file *os.File }
+
+// Close releases both locks.
+func (d dirLock) Close() error {
+	err := d.file.Close()
+	if d.dir == nil {
+		return err
+	}
+	if derr := d.dir.Close(); err == nil {
+		err = derr
+	}
+	return err
+}
+
+// lockDir creates dir if needed and takes the exclusive flock(2) of the
+// directory and of its lock file, writing this process's id into the
+// latter. The locks last until Close (or until the process dies). The
+// directory's own lock holds when the LOCK file is removed while the log
+// is open (a cleaner of old files, an operator): a second node would
+// otherwise create a new one, lock it and write the same log.
+func lockDir(dir string) (dirLock, error) {
 	if err := platformError(); err != nil {
-		return nil, err
+		return dirLock{}, err
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, dir, err)
+		return dirLock{}, fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, dir, err)
 	}
 	path := filepath.Join(dir, lockName)
+	busyErr := func() error {
+		holder, what := "", path
+		b, rerr := os.ReadFile(path)
+		switch {
+		case rerr == nil && len(strings.TrimSpace(string(b))) > 0:
+			holder = " (pid " + strings.TrimSpace(string(b)) + ")"
+		case errors.Is(rerr, fs.ErrNotExist):
+			what = "the lock of the directory (its " + lockName + " file was removed)"
+		}
+		return fmt.Errorf("%w: data_dir %s: another process%s holds %s", ErrLocked, dir, holder, what)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return dirLock{}, fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, dir, err)
+	}
+	if busy, err := lockFile(d); busy {
+		d.Close()
+		return dirLock{}, busyErr()
+	} else if err != nil {
+		// A file system that cannot lock a directory (NFS emulates
+		// flock(2) by fcntl locks, which want a file open for writing):
+		// the LOCK file's lock alone, as before.
+		d.Close()
+		d = nil
+	}
+	unlockDir := func() {
+		if d != nil {
+			d.Close()
+		}
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {
-		return nil, fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, dir, err)
+		unlockDir()
+		return dirLock{}, fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, dir, err)
 	}
 	if busy, err := lockFile(f); err != nil {
-		holder := ""
-		if b, rerr := os.ReadFile(path); rerr == nil && len(strings.TrimSpace(string(b))) > 0 {
-			holder = " (pid " + strings.TrimSpace(string(b)) + ")"
-		}
+		// Held by a build that locks the LOCK file alone.
 		f.Close()
+		unlockDir()
 		if busy {
-			return nil, fmt.Errorf("%w: data_dir %s: another process%s holds %s", ErrLocked, dir, holder, path)
+			return dirLock{}, busyErr()
 		}
-		return nil, fmt.Errorf("wal: data_dir %s: lock %s: %w", dir, path, err)
+		return dirLock{}, fmt.Errorf("wal: data_dir %s: lock %s: %w", dir, path, err)
 	}
 	// Writing the pid proves the directory writable, on a read-only file
 	// system as well (root ignores permission bits, not EROFS).
@@ -95,9 +145,10 @@ func lockDir(dir string) (*os.File, error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, dir, err)
+		unlockDir()
+		return dirLock{}, fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, dir, err)
 	}
-	return f, nil
+	return dirLock{d, f}, nil
 }
 
 // syncDir fsyncs a directory, so that files created, renamed or removed

@@ -47,7 +47,7 @@ type segment struct {
 type Log struct {
 	cfg  Config
 	log  *slog.Logger
-	lock *os.File
+	lock dirLock
 
 	// mu guards the append state and the writer's bookkeeping. It is
 	// never held across I/O.
@@ -239,6 +239,13 @@ func (l *Log) load() error {
 		}
 	}
 	slices.SortFunc(segs, func(a, b segment) int { return cmpUint(a.first, b.first) })
+	if len(segs) == 0 && l.snapIndex > 0 {
+		// A snapshot is never written without a segment after it but
+		// by a crash in Install between the two: otherwise the
+		// segments were removed, and with them any record after it.
+		l.log.Warn("wal: no log segment after the newest snapshot; starting from the snapshot alone (records written after it, if its segments were removed, are lost)",
+			"dir", l.cfg.Dir, "snapshot", l.snapIndex)
+	}
 
 	next := l.snapIndex + 1 // index after the last good record
 	var end int64           // end of the good frames in the last segment
@@ -286,7 +293,7 @@ func (l *Log) load() error {
 			continue
 		}
 		var torn *errTorn
-		if errors.As(err, &torn) && last {
+		if errors.As(err, &torn) && last && (n > l.snapIndex || l.cfg.Repair || !l.snapshotVerifies()) {
 			l.log.Warn("wal: torn last record truncated (a write cut by a crash or power loss)",
 				"file", s.path, "offset", torn.offset, "record", n, "reason", torn.reason)
 			if err := truncateFile(s.path, torn.offset); err != nil {
@@ -300,6 +307,10 @@ func (l *Log) load() error {
 		switch {
 		case errors.As(err, &d):
 			off, reason = d.offset, d.reason
+		case errors.As(err, &torn) && last:
+			// Every record the snapshot holds was fsynced before it was
+			// written (SaveSnapshot): no crash tears one.
+			off, reason = torn.offset, fmt.Sprintf("%s, in record %d, which the newest snapshot (record %d) holds: it was on the disk before the snapshot was written, so no crash or power loss cut it", torn.reason, n, l.snapIndex)
 		case errors.As(err, &torn):
 			off, reason = torn.offset, torn.reason+", in a segment that is not the last"
 		default:
@@ -341,9 +352,19 @@ func (l *Log) load() error {
 			Reason: fmt.Sprintf("records %d to %d are missing: the log starts at record %d and the newest snapshot covers records up to %d",
 				l.snapIndex+1, segs[0].first-1, segs[0].first, l.snapIndex)}
 	}
+	if next <= l.snapIndex && len(segs) > 0 && !l.cfg.Repair && l.snapshotVerifies() {
+		// The log was on the disk up to the snapshot's index before the
+		// snapshot was written (SaveSnapshot; Install begins a segment
+		// after it), so no crash leaves it ending below: it was cut.
+		s := segs[len(segs)-1]
+		return &CorruptError{File: s.path, Offset: end, Index: next,
+			Reason: fmt.Sprintf("the log ends at record %d, before the newest snapshot's record %d, although those records were on the disk before the snapshot was written: the log was cut short, and any records after the snapshot are lost",
+				next-1, l.snapIndex),
+			Hint: l.cfg.RepairHint}
+	}
 	if next <= l.snapIndex {
-		// The snapshot is newer than the log's end (a log tail lost to a
-		// power failure after the snapshot was made): start after it.
+		// The snapshot is newer than the log's end, repaired: start after
+		// it.
 		l.log.Warn("wal: the log ends before the newest snapshot; continuing after the snapshot",
 			"dir", l.cfg.Dir, "log_end", next-1, "snapshot", l.snapIndex)
 		for _, s := range segs {
@@ -814,6 +835,9 @@ func (l *Log) lead(yield bool) {
 			err = f.Sync()
 			took = time.Since(start)
 		}
+		if err != nil && dropFailed(l.log, f, off, l.cfg.Dir) {
+			alloc = off
+		}
 	}
 	l.mu.Lock()
 	l.allocEnd = alloc
@@ -919,6 +943,26 @@ func fillZeros(f File, off, end int64) int64 {
 		}
 	}
 	return off
+}
+
+// dropFailed cuts f back to end, the end of the records written before a
+// write or fsync failed (in SyncAlways mode, written and fsynced): the
+// records of the failed batch are kept in the log's buffer, not in the
+// file, until a retry writes them. Part of a failed write may have
+// reached the file (a disk that fills up in the middle of a batch), and
+// a failed fsync leaves the written pages in the page cache: a process
+// that stops while the log is failed would otherwise come back with
+// records no Wait was told are written, such as a grant its client was
+// answered 503 for without the release the engine appended to take it
+// back. It reports whether the cut succeeded (else it logs why: it is
+// the best that can be done on a failing disk). l.mu not held.
+func dropFailed(log *slog.Logger, f File, end int64, dir string) bool {
+	if err := f.Truncate(end); err != nil {
+		log.Warn("wal: cannot cut a failed write back out of the log; a process stopped now may replay records that were refused",
+			"dir", dir, "offset", end, "err", err)
+		return false
+	}
+	return true
 }
 
 // wake tells every waiter that a writer finished, and takes the Waits
@@ -1085,7 +1129,8 @@ func (l *Log) recover() bool {
 	// written before the failure (answered, in interval and never modes),
 	// where cutting back to base first would drop them until a retry
 	// succeeds, and for good if the process stops meanwhile. The bytes
-	// written over are the same records at the same offsets.
+	// written over are the same records at the same offsets; what a
+	// failed retry wrote past them is cut off again (dropFailed).
 	l.syncMu.Lock()
 	var err error
 	if len(data) > 0 {
@@ -1100,6 +1145,7 @@ func (l *Log) recover() bool {
 		err = f.Sync()
 		took = time.Since(start)
 	}
+	dropped := err != nil && dropFailed(l.log, f, base+int64(kept), l.cfg.Dir)
 	l.syncMu.Unlock()
 
 	l.mu.Lock()
@@ -1107,6 +1153,9 @@ func (l *Log) recover() bool {
 	defer l.wake()
 	l.leading = false
 	if err != nil {
+		if dropped {
+			l.allocEnd = base + int64(kept) // = l.writeOff
+		}
 		l.buf, l.bufFirst = append(data[kept:len(data):len(data)], l.buf...), first
 		l.failed = err
 		if now := time.Now(); now.Sub(l.lastRetryLog) >= retryLogEvery {
@@ -1183,6 +1232,9 @@ func (l *Log) run() {
 		}
 	}
 }
+
+// Dir is the log's directory (Config.Dir).
+func (l *Log) Dir() string { return l.cfg.Dir }
 
 // FailTimeout is Config.FailTimeout: once the log fails, every Wait for a
 // record appended before the failure has returned within it.

@@ -44,6 +44,33 @@ func TestLockRefusesSecondOpen(t *testing.T) {
 	}
 }
 
+// The lock does not hang on the LOCK file alone: with it removed while
+// a log is open (a cleaner of old files, an operator), a second Open of
+// the directory is refused all the same. Two nodes on one data_dir
+// granted the same key and wrote over each other's records.
+func TestLockSurvivesTheRemovalOfItsFile(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, testConfig(t, dir))
+	defer l.Close()
+	if err := os.Remove(filepath.Join(dir, lockName)); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := Open(testConfig(t, dir))
+	if err == nil {
+		l2.Close()
+	}
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("Open with LOCK removed = %v, want ErrLocked naming %s", err, dir)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "WAL_TEST_OPEN_DIR="+dir)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(string(out), "another process") {
+		t.Fatalf("another process with LOCK removed: %v, output %q; want exit 3, another process", err, out)
+	}
+}
+
 func TestConfigErrorsNameTheField(t *testing.T) {
 	for key, mutate := range map[string]func(*Config){
 		"data_dir":       func(c *Config) { c.Dir = "" },

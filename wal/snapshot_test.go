@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -97,8 +99,10 @@ func TestSnapshotRemovesSegmentsAndLoads(t *testing.T) {
 	}
 }
 
-// A snapshot ahead of the log's end (a log tail lost to a power failure)
-// restarts the log after the snapshot.
+// A snapshot ahead of the log's end: the log was cut, since it was on the
+// disk up to the snapshot's index before the snapshot was written (no
+// power failure leaves this). The start stops, naming the segment; the
+// repair restarts the log after the snapshot.
 func TestSnapshotAheadOfTheLog(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir)
@@ -114,6 +118,12 @@ func TestSnapshotAheadOfTheLog(t *testing.T) {
 	if err := os.Truncate(seg, headerSize); err != nil { // records lost
 		t.Fatal(err)
 	}
+	_, err := Open(cfg)
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.File != seg || ce.Offset != headerSize || ce.Index != 1 {
+		t.Fatalf("Open of a log cut below its snapshot = %v, want a *CorruptError naming %s at offset %d", err, seg, headerSize)
+	}
+	cfg.Repair = true
 	l = mustOpen(t, cfg)
 	defer l.Close()
 	loadState(t, l, 10)
@@ -122,6 +132,91 @@ func TestSnapshotAheadOfTheLog(t *testing.T) {
 	}
 	if i := appendWait(t, l, rec(11)); i != 11 {
 		t.Fatalf("next index %d, want 11", i)
+	}
+}
+
+// A snapshot without a segment after it (its log's files were removed;
+// or a crash in an Install between the snapshot and its first segment)
+// starts, from the snapshot, but not silently: records written after the
+// snapshot would have been in the removed segments.
+func TestSnapshotWithoutSegmentsIsWarnedOf(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	l := mustOpen(t, cfg)
+	for i := 1; i <= 10; i++ {
+		appendWait(t, l, rec(i))
+	}
+	saveState(t, l, 6)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, seg := range segments(t, dir) {
+		if err := os.Remove(seg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs bytes.Buffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	l = mustOpen(t, cfg)
+	defer l.Close()
+	loadState(t, l, 6)
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "no log segment") {
+		t.Fatalf("Open of a snapshot without segments logged %q, want a warning that names it", logs.String())
+	}
+	if i := appendWait(t, l, rec(7)); i != 7 {
+		t.Fatalf("next index %d, want 7", i)
+	}
+}
+
+// Every record up to a snapshot's index was fsynced before the snapshot
+// was written, so no crash or power loss can tear one: a blank sector
+// among them (damage that zeroed it) is not a torn tail. It stopped
+// nothing: the last segment was cut there, destroying the records after
+// it (answered grants and releases after the snapshot), with warnings
+// only. It stops the start, file untouched, as other damage does; the
+// repair cuts it as before.
+func TestBlankSectorBelowTheSnapshotIsDamage(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	l := mustOpen(t, cfg)
+	for i := 1; i <= 80; i++ {
+		appendWait(t, l, rec(i))
+	}
+	saveState(t, l, 80)
+	for i := 81; i <= 110; i++ {
+		appendWait(t, l, rec(i))
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seg := segments(t, dir)[0]
+	data, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if offs := frameOffsets(t, data); offs[79] <= 2*sectorSize {
+		t.Fatalf("the test's premise: record 80 begins at %d, past the zeroed sector", offs[79])
+	}
+	copy(data[sectorSize:2*sectorSize], make([]byte, sectorSize))
+	if err := os.WriteFile(seg, data, 0o640); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = Open(cfg)
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.File != seg || ce.Index > 80 {
+		t.Fatalf("Open with a blank sector below the snapshot = %v, want a *CorruptError naming %s", err, seg)
+	}
+	if after, _ := os.ReadFile(seg); !bytes.Equal(after, data) {
+		t.Fatalf("the refused Open changed %s (%d bytes, were %d)", seg, len(after), len(data))
+	}
+
+	cfg.Repair = true
+	l = mustOpen(t, cfg)
+	defer l.Close()
+	loadState(t, l, 80)
+	if i := appendWait(t, l, rec(81)); i != 81 {
+		t.Fatalf("next index after the repair %d, want 81", i)
 	}
 }
 

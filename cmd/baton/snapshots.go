@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/baton-io/baton/wal"
@@ -44,6 +46,13 @@ type snapshotter struct {
 	// counts them. Only the first failure and the recovery are logged.
 	failedSince time.Time
 	failures    int
+	// need is, after a snapshot failed for want of space (ENOSPC), the
+	// room in the log's directory the next one waits for: the state's
+	// size, measured once, and some slack (0: none awaited). An attempt
+	// fills the disk the log writes to until it fails: tried at every
+	// check, each one failed the log's writes beside it (503s) and none
+	// could succeed while the log kept growing.
+	need uint64
 
 	stop chan struct{}
 	done chan struct{}
@@ -108,19 +117,37 @@ func (s *snapshotter) save() error {
 	if index == 0 || index == s.index {
 		return nil
 	}
+	if s.need > 0 {
+		if free, ok := diskFree(s.l.Dir()); ok && free < s.need {
+			return nil // still no room for it
+		}
+	}
 	var size countWriter
 	start := time.Now()
 	err := s.l.SaveSnapshot(index, func(w io.Writer) error {
 		return s.dump(io.MultiWriter(w, &size))
 	})
 	if err != nil {
+		full := errors.Is(err, syscall.ENOSPC)
+		s.need = 0
+		if full {
+			var state countWriter
+			if s.dump(&state) == nil {
+				s.need = uint64(state) + uint64(state)/16 + 64<<10
+			}
+		}
 		if s.failures == 0 {
 			s.failedSince = start
-			s.log.Error("snapshot of the log failed; the log keeps growing until one succeeds (trying again every check, logged once)", "index", index, "err", err)
+			if full {
+				s.log.Error("snapshot of the log failed: the disk is full; the log keeps growing until one succeeds (trying again once data_dir has room for it, logged once)", "index", index, "room_awaited", s.need, "err", err)
+			} else {
+				s.log.Error("snapshot of the log failed; the log keeps growing until one succeeds (trying again every check, logged once)", "index", index, "err", err)
+			}
 		}
 		s.failures++
 		return err
 	}
+	s.need = 0
 	s.index, s.atBytes, s.lastSize = index, bytes, uint64(size)
 	if s.failures > 0 {
 		s.log.Info("snapshot of the log: saving works again", "failed_since", s.failedSince, "failed_attempts", s.failures)
