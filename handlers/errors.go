@@ -30,6 +30,9 @@ var statusOf = map[string]int{
 	api.CodeTooManyWaiters:  http.StatusTooManyRequests,
 	api.CodeUnavailable:     http.StatusServiceUnavailable,
 	api.CodeInvalidArgument: http.StatusBadRequest,
+	// Known errors no retry helps (errcode says which): 500 with the
+	// reason; an unknown error is a 500 "internal error".
+	api.CodeInternal: http.StatusInternalServerError,
 }
 
 // errForbidden: a forced release without an admin token.

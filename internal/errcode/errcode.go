@@ -53,6 +53,8 @@ var table = []row{
 	{engine.ErrSuperseded, api.CodeSuperseded, "a repeat of this request with the same Idempotency-Key took over its place"},
 	{engine.ErrTooManyKeys, api.CodeTooManyKeys, "the node holds its maximum number of keys (max_keys)"},
 	{engine.ErrTooManyWaiters, api.CodeTooManyWaiters, "the queue is full (max_waiters_per_key or max_waiters)"},
+	// Known, but no retry helps: a 500 that says why, not "internal error".
+	{engine.ErrTokenSpace, api.CodeInternal, "fencing tokens are exhausted: the next one would reach 2^53, the largest a JSON number holds exactly, so no lock can be granted; a token this high comes from data_dir's token-hwm file or a peer's log, not from the clock (the wall clock in microseconds reaches it in the year 2255)"},
 	{engine.ErrClosed, api.CodeUnavailable, "the node is shutting down; retry"},
 	// Before ErrNoActive, which it wraps.
 	{ErrRefusedByPeers, api.CodeUnavailable, "this node knows no active: every other node refuses its peer requests (its cluster_secret differs from theirs): ask another node, and give every node the same cluster_secret"},

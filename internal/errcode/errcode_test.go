@@ -27,6 +27,7 @@ func TestOf(t *testing.T) {
 		{engine.CheckKey(""), api.CodeInvalidArgument, "key", true},
 		{fmt.Errorf("wrapped: %w", &engine.KeyReusedError{Field: "owner"}), api.CodeKeyReused, "owner", true},
 		{&engine.LimitMismatchError{Limit: 3}, api.CodeLimitMismatch, "limit", true},
+		{fmt.Errorf("grant: %w", engine.ErrTokenSpace), api.CodeInternal, "", true},
 		{errors.New("disk on fire"), api.CodeInternal, "", false},
 	}
 	for _, c := range cases {
