@@ -401,6 +401,9 @@ type Node struct {
 	// split says whether it is set. Guarded by mu.
 	splitToken uint64
 	split      bool
+	// splitWith: the URLs of the other live actives this node saw at its
+	// last decision while split (markSplitLocked). Guarded by mu.
+	splitWith []string
 	// resumeMark is the highest token this node granted while Resuming
 	// (OnEvent): such a grant reaches its client only once the node knows
 	// it is still the active (HoldsBack).

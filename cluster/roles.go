@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -292,19 +293,36 @@ func (n *Node) step(now time.Time, r *request) {
 // last answer, older by that poll's latency, both found their own state
 // newer for as long as both granted faster than their polls came back
 // (TestHistoryChaos CHAOS_SEED=2940: two actives for 4.8 s after they saw
-// each other, under load). n.mu is held.
+// each other, under load).
+//
+// The token is taken anew when an active appears that it has not seen
+// since it froze (n.splitWith, pruned to the actives it sees): that is
+// another split brain, to be settled by the state this node holds now. A
+// successor that a handoff promoted still sees its predecessor as active
+// until its next poll of it, and froze its state token then, before any
+// grant of its own; a paused node that came back as active a moment later
+// was compared with that token, not with the grants the successor had
+// answered since, and the successor stepped down with them
+// (TestSplitTokenTakenAnewForAnotherActive). n.mu is held.
 func (n *Node) markSplitLocked(v view) {
 	if n.role == api.RoleActive {
+		seen := n.splitWith[:0:0]
+		fresh := false
 		for _, p := range v.peers {
 			if p.live && p.Role == api.RoleActive {
-				if !n.split {
-					n.split, n.splitToken = true, v.self.StateToken
-				}
-				return
+				seen = append(seen, p.URL)
+				fresh = fresh || !slices.Contains(n.splitWith, p.URL)
 			}
 		}
+		if len(seen) > 0 {
+			if !n.split || fresh {
+				n.split, n.splitToken = true, v.self.StateToken
+			}
+			n.splitWith = seen
+			return
+		}
 	}
-	n.split, n.splitToken = false, 0
+	n.split, n.splitToken, n.splitWith = false, 0, nil
 }
 
 // gather is what this node knows, as a value for decide. n.mu is held.
