@@ -274,7 +274,9 @@ func (n *Node) step(now time.Time, r *request) {
 	v := n.gather(now, r)
 	a := decide(v)
 	n.apply(now, v, a)
-	n.markSplitLocked(v)
+	if n.role != api.RoleActive {
+		n.split, n.splitToken, n.splitWith = false, 0, nil
+	}
 	if r == nil && !v.stale && n.resumed.Load() != 0 {
 		// Serving again once this decision is applied (a step-down
 		// included).
@@ -283,9 +285,10 @@ func (n *Node) step(now time.Time, r *request) {
 	}
 }
 
-// markSplitLocked keeps, while this node stays active beside another live
-// active (a split brain, v the view it just decided on), the state token
-// it compared when it first saw one (n.splitToken), and forgets it once it
+// markSplitLocked keeps, while this node is active beside another live
+// active (a split brain; peers as the decision about to be taken sees
+// them), the state token it compares from when it first saw one
+// (n.splitToken; fresh is its state token now), and forgets it once it
 // sees none or is no longer active. Its Status reports that token and its
 // decisions compare it, so that two actives that both go on granting
 // compare the same two values, and one of them steps down (keepsState):
@@ -297,26 +300,29 @@ func (n *Node) step(now time.Time, r *request) {
 //
 // The token is taken anew when an active appears that it has not seen
 // since it froze (n.splitWith, pruned to the actives it sees): that is
-// another split brain, to be settled by the state this node holds now. A
-// successor that a handoff promoted still sees its predecessor as active
-// until its next poll of it, and froze its state token then, before any
-// grant of its own; a paused node that came back as active a moment later
-// was compared with that token, not with the grants the successor had
-// answered since, and the successor stepped down with them
-// (TestSplitTokenTakenAnewForAnotherActive). n.mu is held.
-func (n *Node) markSplitLocked(v view) {
+// another split brain, to be settled by the state this node holds now. It
+// runs before the decision (gather), so that the decision that first sees
+// the new active compares the state token taken then. A successor that a
+// handoff promoted still sees its predecessor as active until its next
+// poll of it, and froze its state token then, before any grant of its
+// own; a paused node that came back as active a moment later was compared
+// with that token, not with the grants the successor had answered since,
+// and the successor stepped down with them
+// (TestSplitTokenTakenAnewForAnotherActive,
+// TestGrantLostInAStepDownIsNotAnswered). n.mu is held.
+func (n *Node) markSplitLocked(peers []peerView, fresh uint64) {
 	if n.role == api.RoleActive {
 		seen := n.splitWith[:0:0]
-		fresh := false
-		for _, p := range v.peers {
+		unseen := false
+		for _, p := range peers {
 			if p.live && p.Role == api.RoleActive {
 				seen = append(seen, p.URL)
-				fresh = fresh || !slices.Contains(n.splitWith, p.URL)
+				unseen = unseen || !slices.Contains(n.splitWith, p.URL)
 			}
 		}
 		if len(seen) > 0 {
-			if !n.split || fresh {
-				n.split, n.splitToken = true, v.self.StateToken
+			if !n.split || unseen {
+				n.split, n.splitToken = true, fresh
 			}
 			n.splitWith = seen
 			return
@@ -327,8 +333,16 @@ func (n *Node) markSplitLocked(v view) {
 
 // gather is what this node knows, as a value for decide. n.mu is held.
 func (n *Node) gather(now time.Time, r *request) view {
+	var peers []peerView
+	for _, p := range n.peers {
+		st := p.status
+		st.URL, st.Priority = p.url, p.priority
+		peers = append(peers, peerView{Status: st, live: n.live(p, now), recent: n.recent(p, now), refused: p.refused})
+	}
+	// Before the node's own status, which reports the token it sets.
+	n.markSplitLocked(peers, n.stateToken.Load())
 	v := view{
-		self: n.statusLocked(), role: n.role, following: n.following, synced: n.synced,
+		self: n.statusLocked(), peers: peers, role: n.role, following: n.following, synced: n.synced,
 		uptime: now.Sub(n.started), sinceAsked: now.Sub(n.asked), failoverTimeout: n.cfg.FailoverTimeout,
 		moving: n.moving, closing: n.closing, followers: n.hub.synced(), req: r,
 		wasSynced: n.everSynced, followed: n.everFollowed, fetching: n.fetching, unfetchable: maps.Clone(n.unfetchable),
@@ -342,11 +356,6 @@ func (n *Node) gather(now time.Time, r *request) view {
 				v.stale = true
 			}
 		}
-	}
-	for _, p := range n.peers {
-		st := p.status
-		st.URL, st.Priority = p.url, p.priority
-		v.peers = append(v.peers, peerView{Status: st, live: n.live(p, now), recent: n.recent(p, now), refused: p.refused})
 	}
 	return v
 }

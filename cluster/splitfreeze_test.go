@@ -26,28 +26,28 @@ func TestSplitTokenTakenAnewForAnotherActive(t *testing.T) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	// Just promoted by node 2's handoff: node 2's last answer said active.
-	n.markSplitLocked(view{self: Status{StateToken: 0}, peers: []peerView{standby("n0"), active("n2")}})
+	n.markSplitLocked([]peerView{standby("n0"), active("n2")}, 0)
 	if !n.split || n.splitToken != 0 {
 		t.Fatalf("beside n2: split %v token %d, want frozen at 0", n.split, n.splitToken)
 	}
 	// It grants (token 50); n2's poll still says active: the freeze holds.
-	n.markSplitLocked(view{self: Status{StateToken: 50}, peers: []peerView{standby("n0"), active("n2")}})
+	n.markSplitLocked([]peerView{standby("n0"), active("n2")}, 50)
 	if n.splitToken != 0 {
 		t.Fatalf("still beside n2 only: token %d, want 0 kept", n.splitToken)
 	}
 	// n0, paused until now, answers as an active: another split brain,
 	// compared with the state this node holds now.
-	n.markSplitLocked(view{self: Status{StateToken: 50}, peers: []peerView{active("n0"), active("n2")}})
+	n.markSplitLocked([]peerView{active("n0"), active("n2")}, 50)
 	if !n.split || n.splitToken != 50 {
 		t.Fatalf("n0 appears as active: split %v token %d, want 50", n.split, n.splitToken)
 	}
 	// n2 answers as a standby now; n0 still active: the freeze for n0 holds.
-	n.markSplitLocked(view{self: Status{StateToken: 70}, peers: []peerView{active("n0"), standby("n2")}})
+	n.markSplitLocked([]peerView{active("n0"), standby("n2")}, 70)
 	if !n.split || n.splitToken != 50 {
 		t.Fatalf("beside n0 only: split %v token %d, want 50 kept", n.split, n.splitToken)
 	}
 	// No other active: forgotten.
-	n.markSplitLocked(view{self: Status{StateToken: 70}, peers: []peerView{standby("n0"), standby("n2")}})
+	n.markSplitLocked([]peerView{standby("n0"), standby("n2")}, 70)
 	if n.split || n.splitToken != 0 || len(n.splitWith) != 0 {
 		t.Fatalf("no other active: split %v token %d with %v, want none", n.split, n.splitToken, n.splitWith)
 	}
