@@ -33,3 +33,23 @@ test('a retryFor that is not a number of ms is refused naming retryFor', () => {
   }
   for (const retryFor of [0, 2500, undefined]) new Client({ addresses: ['http://127.0.0.1:9'], retryFor });
 });
+
+// A token that no HTTP header can carry ("…" pasted from the README, a
+// newline from a file read whole, a space): fetch throws a TypeError
+// before any request, which the client took for a node that did not
+// answer: it retried for retryFor (10 s by default) and failed
+// "unavailable: no node answered". It is the caller's argument, refused
+// naming token, also when set on the client later and for a release.
+test('a token no header can carry is refused naming token', async (t) => {
+  for (const token of ['…', 'a\nb', 'a b', 'é']) {
+    const c = new Client({ addresses: ['http://127.0.0.1:9'], token, retryFor: 0 });
+    t.after(() => c.close());
+    await assert.rejects(c.status('k'), invalid('token'), 'status ' + JSON.stringify(token));
+    await assert.rejects(c.acquire('k', { wait: 1 }), invalid('token'), 'acquire ' + JSON.stringify(token));
+    await assert.rejects(c.release('k', 5), invalid('token'), 'release ' + JSON.stringify(token));
+    const later = new Client({ addresses: ['http://127.0.0.1:9'], retryFor: 0 });
+    t.after(() => later.close());
+    later.token = token;
+    await assert.rejects(later.list(), invalid('token'), 'list, token set later ' + JSON.stringify(token));
+  }
+});
