@@ -17,9 +17,11 @@ export class BatonError extends Error {
   }
 }
 
+const invalid = (f, m, c) => new BatonError(400, 'invalid_argument', m, f, c);
+
 /** @param {string} key */
 function lockPath(key) {
-  if (typeof key !== 'string' || /^\.{0,2}$|\p{Cs}/u.test(key)) throw new BatonError(400, 'invalid_argument', 'key must be a well-formed string, not "", "." or ".."', 'key');
+  if (typeof key !== 'string' || /^\.{0,2}$|\p{Cs}/u.test(key)) throw invalid('key', 'key must be a well-formed string, not "", "." or ".."');
   return '/locks/' + (/(^|\/)\.\.?(\/|$)/.test(key) ? encodeURIComponent(key) : key.split('/').map(encodeURIComponent).join('/'));
 }
 
@@ -29,7 +31,7 @@ function query(params) {
   for (const [k, v] of Object.entries(params)) {
     if (v == null) continue;
     if (typeof v !== 'number' && typeof v !== 'string') {
-      throw new BatonError(400, 'invalid_argument', k + ' must be a number or a string, not ' + typeof v, k);
+      throw invalid(k, k + ' must be a number or a string, not ' + typeof v);
     }
     q.set(k, String(v));
   }
@@ -42,7 +44,7 @@ function normalize(base) {
   let u, cause;
   try { u = new URL(base); } catch (e) { cause = e; }
   if (u?.protocol !== 'http:' && u?.protocol !== 'https:') {
-    throw new BatonError(400, 'invalid_argument', 'address ' + JSON.stringify(base) + ' is not an http(s) URL', 'addresses', cause);
+    throw invalid('addresses', 'address ' + JSON.stringify(base) + ' is not an http(s) URL', cause);
   }
   return u.origin + u.pathname.replace(/\/+$/, '');
 }
@@ -79,7 +81,7 @@ export class Client {
   /** @param {ClientOptions} options */
   constructor({ addresses, token, fetch: f, retryFor } = /** @type {any} */ ({})) {
     const list = typeof addresses === 'string' ? addresses.split(',') : addresses;
-    if (!Array.isArray(list) || !list.length) throw new BatonError(400, 'invalid_argument', 'addresses must name at least one node', 'addresses');
+    if (!Array.isArray(list) || !list.length) throw invalid('addresses', 'addresses must name at least one node');
     /** @type {Addr[]} */
     this._addrs = list.map((a) => ({ base: normalize(String(a).trim()), downUntil: 0 }));
     this._next = 0;
@@ -88,7 +90,7 @@ export class Client {
     /** The bearer token of every call; may be changed. */
     this.token = token || '';
     this._fetch = f || ((i, o) => fetch(i, o));
-    if (!((this._retryFor = retryFor ?? 1e4) >= 0)) throw new BatonError(400, 'invalid_argument', 'retryFor must be ms >= 0', 'retryFor');
+    if (!((this._retryFor = retryFor ?? 1e4) >= 0)) throw invalid('retryFor', 'retryFor must be ms >= 0');
     /** @type {Set<Promise<void>>} what close() waits for */
     this._busy = new Set();
     this._closed = false;
@@ -151,6 +153,7 @@ export class Client {
   _fetchOne(addr, method, pathQuery, headers, signal) {
     /** @type {Record<string, string>} */
     const h = { Accept: 'application/json', ...headers };
+    if (/[^!-~]/.test(this.token)) throw invalid('token', 'token must be printable ASCII');
     if (this.token) h.Authorization = 'Bearer ' + this.token;
     return this._fetch(addr.base + pathQuery, { method, headers: h, signal, cache: 'no-store', redirect: 'follow' });
   }
@@ -176,6 +179,7 @@ export class Client {
         res = await this._fetchOne(addr, method, pathQuery, o.headers, s);
       } catch (e) {
         if (o.signal?.aborted) throw o.signal.reason;
+        if (e instanceof BatonError) throw e;
         this._down(addr);
         last = e;
       }
@@ -320,7 +324,7 @@ export class Client {
         if (gone && maybeSent && !other) return;
         if (s < 500 && !other) throw err;
       } catch (e) {
-        if (e === err) throw e;
+        if (e instanceof BatonError) throw e;
         err = unavailable('release ' + JSON.stringify(key), e);
       }
       if (!other) {
