@@ -308,6 +308,13 @@ func NewClient(cfg Config) (*Client, error) {
 	if cfg.ConnsPerAddress < 0 {
 		return nil, fmt.Errorf("baton: ConnsPerAddress must be >= 0, got %d", cfg.ConnsPerAddress)
 	}
+	for i := 0; i < len(cfg.Token); i++ {
+		// The server's auth_tokens are printable ASCII without spaces;
+		// anything else cannot be sent, and is not echoed (a secret).
+		if c := cfg.Token[i]; c <= ' ' || c > '~' {
+			return nil, fmt.Errorf("baton: Token must be printable ASCII without spaces (as the server's auth_tokens), got a byte 0x%02x at offset %d", c, i)
+		}
+	}
 	var bases []*url.URL
 	seen := map[string]bool{}
 	for _, a := range cfg.Addresses {
