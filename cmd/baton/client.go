@@ -122,14 +122,19 @@ func (f *clientFlags) client(cio cliIO) (*api.Client, error) {
 			return nil, usagef("--addr: no address in %q", strings.Join(f.addr, ","))
 		}
 	}
+	tokenFrom := api.EnvAuthToken
 	if f.authToken != "" {
-		cfg.Token = f.authToken
+		cfg.Token, tokenFrom = f.authToken, "--auth-token"
 	}
 	c, err := api.NewClient(cfg)
 	if err != nil {
-		// NewClient fails only on its Config, here the addresses: an
-		// invalid setting (exit 2) that names where it came from.
-		return nil, usagef("%s: %s", from, strings.TrimPrefix(err.Error(), "baton: "))
+		// NewClient fails only on its Config, here the addresses or the
+		// token: an invalid setting (exit 2) that names where it came from.
+		msg := strings.TrimPrefix(err.Error(), "baton: ")
+		if strings.HasPrefix(msg, "Token ") {
+			from = tokenFrom
+		}
+		return nil, usagef("%s: %s", from, msg)
 	}
 	return c, nil
 }
