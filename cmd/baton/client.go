@@ -690,7 +690,11 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) (int, error) {
 		if i := slices.Index(args, rest[1]); i >= 0 {
 			command = args[i:]
 		}
-		return exitUsage, usagef("add -- before COMMAND: baton run %s [flags] -- %s", rest[0], strings.Join(command, " "))
+		quoted := make([]string, len(command))
+		for i, w := range command {
+			quoted[i] = shellQuote(w)
+		}
+		return exitUsage, usagef("add -- before COMMAND: baton run %s [flags] -- %s", shellQuote(rest[0]), strings.Join(quoted, " "))
 	}
 	if len(rest) < 2 {
 		return exitUsage, usagef("want KEY -- COMMAND [ARGS...]")
@@ -863,4 +867,14 @@ func lostText(err error) string {
 // of the client library starts with: the command already says who speaks.
 func errText(err error) string {
 	return strings.ReplaceAll(err.Error(), "baton: ", "")
+}
+
+// shellQuote writes w as one word of a POSIX shell command line, so that a
+// suggested command can be pasted: as it is when the shell would neither
+// split nor expand it, else in single quotes.
+func shellQuote(w string) string {
+	if w != "" && strings.Trim(w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-") == "" {
+		return w
+	}
+	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
 }
