@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/internal/errcode"
@@ -56,7 +58,19 @@ func badRequest(field, msg string) error {
 		// 400 always names the field (found by FuzzQuery).
 		field, msg = "(empty name)", "a parameter or body field has an empty name"
 	}
-	return &httpError{status: http.StatusBadRequest, body: api.Error{Code: api.CodeInvalidArgument, Field: field, Message: field + ": " + msg}}
+	return &httpError{status: http.StatusBadRequest, body: api.Error{Code: api.CodeInvalidArgument, Field: field, Message: fieldName(field) + ": " + msg}}
+}
+
+// fieldName is field as a message starts with it: as it is, unless it is
+// a name the client made up that is not printable UTF-8 (a parameter
+// "%0Afake:%20line", a body member "\u001b[2J"), which is quoted, so that
+// the message stays one printable line (with Accept: text/plain, the
+// whole answer).
+func fieldName(field string) string {
+	if utf8.ValidString(field) && strings.IndexFunc(field, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) < 0 {
+		return field
+	}
+	return quoteShort(field)
 }
 
 // classify turns any error into its status and body.
