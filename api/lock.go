@@ -290,9 +290,24 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	// acquire starts afresh (see StatusGone).
 	var lost *address
 	for {
-		s, cc, err := c.pick(ctx, avoid, true)
+		// With a wait, the time to a connection counts toward the
+		// attempt's limit: a node paused before the client's first
+		// round trip with it completed (the kernel accepts the TCP
+		// connection) kept the acquire waiting for the dial, past the
+		// wait and AcquireGrace, under a ctx without a deadline.
+		pctx, pcancel := ctx, context.CancelFunc(func() {})
+		limit := c.attemptLimit(wait)
+		if limit > 0 {
+			pctx, pcancel = context.WithTimeout(ctx, limit)
+		}
+		s, cc, err := c.pick(pctx, avoid, true)
+		pcancel()
 		if err != nil {
-			if asked && (ctx.Err() != nil || extra) {
+			bounded := limit > 0 && ctx.Err() == nil && pctx.Err() != nil
+			if bounded {
+				err = fmt.Errorf("%w: acquire %q: no connection was up within the wait and AcquireGrace (%v)", ErrUnavailable, key, limit)
+			}
+			if asked && (ctx.Err() != nil || extra || bounded) {
 				// extra: the attempt before broke with its connection
 				// (settled as below, at attempts >= max).
 				c.settleAcquire(pathQuery, hdr, 0, last)

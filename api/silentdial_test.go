@@ -42,7 +42,7 @@ func silentListener(t *testing.T) string {
 			mu.Unlock()
 		}
 	}()
-	return "http://" + ln.Addr().String()
+	return ln.Addr().String()
 }
 
 // An acquire with a wait is bounded by the wait and AcquireGrace (Config,
@@ -52,9 +52,17 @@ func silentListener(t *testing.T) string {
 // client's first round trip: it waited for the connection, under a ctx
 // without a deadline, until the dial failed (by default two connections,
 // each broken by its unanswered PING: 10 s for a 1 s wait, the CLI 6 s). etcd-io/etcd#18082 is the
-// same hang in etcd's Mutex.Lock with its servers unreachable.
+// same hang in etcd's Mutex.Lock with its servers unreachable. A baton://
+// acquire was bounded already (its request goes out before the first
+// ping's answer, and its attempt limit applies).
 func TestAcquireWithWaitIsBoundedWhileTheOnlyNodeNeverAnswersTheDial(t *testing.T) {
-	addr := silentListener(t)
+	for _, scheme := range []string{"http", "baton"} {
+		t.Run(scheme, func(t *testing.T) { acquireFromASilentDial(t, scheme) })
+	}
+}
+
+func acquireFromASilentDial(t *testing.T, scheme string) {
+	addr := scheme + "://" + silentListener(t)
 	c := newClient(t, func(cfg *api.Config) {
 		// Neither the dial nor the pings end the connection's first
 		// round trip first: only the acquire's own bound may.
