@@ -301,9 +301,10 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			pctx, pcancel = context.WithTimeout(ctx, limit)
 		}
 		s, cc, err := c.pick(pctx, avoid, true)
+		// Read before pcancel, which ends pctx whatever happened.
+		bounded := err != nil && limit > 0 && ctx.Err() == nil && pctx.Err() != nil
 		pcancel()
 		if err != nil {
-			bounded := limit > 0 && ctx.Err() == nil && pctx.Err() != nil
 			if bounded {
 				err = fmt.Errorf("%w: acquire %q: no connection was up within the wait and AcquireGrace (%v)", ErrUnavailable, key, limit)
 			}
