@@ -881,6 +881,7 @@ func (c *Client) release(ctx context.Context, key string, token uint64, from *ad
 	if c.native {
 		return c.nRelease(ctx, key, token, from)
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReleaseTimeout)
 	defer cancel()
 	pathQuery := lockPath(key, url.Values{"token": {strconv.FormatUint(token, 10)}})
@@ -973,11 +974,21 @@ func (c *Client) release(ctx context.Context, key string, token uint64, from *ad
 				return nil
 			}
 			if last == nil {
-				return ctx.Err()
+				if parent.Err() != nil {
+					return parent.Err()
+				}
+				return c.releaseUnconfirmed(key)
 			}
 			return fmt.Errorf("baton: release %q not confirmed: %w", key, last)
 		}
 	}
+}
+
+// releaseUnconfirmed is the error of a release of key that no node
+// answered within ReleaseTimeout (the caller's ctx still live): it wraps
+// context.DeadlineExceeded.
+func (c *Client) releaseUnconfirmed(key string) error {
+	return fmt.Errorf("baton: release %q not confirmed within %v: %w", key, c.cfg.ReleaseTimeout, context.DeadlineExceeded)
 }
 
 // ForceRelease is an operator's release of key: every holder is

@@ -1397,7 +1397,7 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64, from *a
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				return fmt.Errorf("baton: release %q not confirmed within %v: %w", key, c.cfg.ReleaseTimeout, context.DeadlineExceeded)
+				return c.releaseUnconfirmed(key)
 			}
 			return fmt.Errorf("baton: release %q not confirmed: %w", key, last)
 		}

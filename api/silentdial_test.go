@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -82,5 +83,31 @@ func acquireFromASilentDial(t *testing.T, scheme string) {
 		}
 	case <-time.After(bound):
 		t.Fatalf("Acquire with a 200 ms wait and a 200 ms AcquireGrace still waiting for the silent node's connection after %v", bound)
+	}
+}
+
+// A release that no node confirmed within ReleaseTimeout says so, on both
+// protocols: "not confirmed within" the timeout, wrapping
+// context.DeadlineExceeded. Over HTTP, a release whose connection never
+// came up ended with the bare "context deadline exceeded" of its own
+// window, as if the caller's ctx had run out (the caller's had no
+// deadline).
+func TestReleaseNoNodeConfirmedSaysSo(t *testing.T) {
+	for _, scheme := range []string{"http", "baton"} {
+		t.Run(scheme, func(t *testing.T) {
+			addr := scheme + "://" + silentListener(t)
+			c := newClient(t, func(cfg *api.Config) {
+				cfg.DialTimeout = time.Hour
+				cfg.PingInterval, cfg.PingTimeout = time.Hour, time.Hour
+				cfg.ReleaseTimeout = 300 * time.Millisecond
+			}, addr)
+			err := c.Release(context.Background(), "k", 7)
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("release with no node answering: %v, want context.DeadlineExceeded", err)
+			}
+			if want := "not confirmed within 300ms"; !strings.Contains(err.Error(), want) {
+				t.Fatalf("release with no node answering: %q, want it to say %q", err, want)
+			}
+		})
 	}
 }
