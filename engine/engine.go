@@ -172,6 +172,7 @@ func (c Config) Validate() error {
 // the wall clock as it read when the Grant was made (the lease itself runs
 // on the monotonic clock: see Clock).
 type Grant struct {
+	// Key is the lock's key.
 	Key string
 	// Token is the fencing token: above every token issued before it (in
 	// the cluster, across restarts), below MaxToken.

@@ -116,7 +116,7 @@ const (
 // the wall clock (Unix ns), since they cross a process (see Clock). Which
 // fields a kind uses is said at each RecordKind.
 type Record struct {
-	Kind     RecordKind
+	Kind     RecordKind    // the change this record carries
 	Key      string        // the key changed
 	Token    uint64        // the fencing token of the grant concerned
 	Lease    time.Duration // the grant's or the waiter's lease
@@ -128,7 +128,7 @@ type Record struct {
 	// Until is the end of a kept place, a claim or a remembered outcome,
 	// Unix ns.
 	Until   int64
-	Outcome Outcome
+	Outcome Outcome // a remembered waiter ID's outcome (RecOutcome)
 	// Owner is the holder's or the waiter's label (RecGrant, RecEnqueue);
 	// "" = none.
 	Owner string
