@@ -145,7 +145,7 @@ type Config struct {
 	// without one adopts the ID of the first active it syncs with, or
 	// creates one when this node is the first active (see foreign).
 	IDFile string
-	// TailBytes bounds the recent records kept in memory for the
+	// TailBytes bounds, in bytes, the recent records kept in memory for the
 	// standbys' streams (older ones are read from the log's segments);
 	// 0 means DefaultTailBytes.
 	TailBytes int

@@ -7,8 +7,8 @@ import (
 	"github.com/baton-io/baton/engine"
 )
 
-// DefaultTailBytes bounds the records a node keeps in memory for its
-// standbys' streams (Config.TailBytes).
+// DefaultTailBytes bounds, in bytes (16 MiB), the records a node keeps in
+// memory for its standbys' streams (Config.TailBytes).
 const DefaultTailBytes = 16 << 20
 
 // mark is where an epoch began in a log: the RecEpoch record at index,
