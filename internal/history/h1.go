@@ -20,7 +20,11 @@ import (
 // Client is one kind of client a Loop drives: the official client (Official,
 // over HTTP/2 or baton://) or a plain HTTP/1.1 one (H1).
 type Client interface {
-	// Acquire takes key as r says, waiting up to r.Wait.
+	// Acquire takes key as r says, waiting up to r.Wait. Its error is
+	// the client's: one matching api.ErrTimeout and the other api
+	// sentinels for an error answer (an *api.StatusError over HTTP), the
+	// connection's for a failed one, and from H1 one wrapping
+	// ErrBadAnswer for an answer the contract does not allow.
 	Acquire(ctx context.Context, key string, r Request) (Held, error)
 }
 
@@ -36,9 +40,11 @@ type Request struct {
 type Held interface {
 	// Token is the grant's fencing token.
 	Token() uint64
-	// Renew restarts the lease from now with lease.
+	// Renew restarts the lease from now with lease. Its error is the
+	// client's, as Client.Acquire's (api.ErrNotHeld or api.ErrNotHolder:
+	// the lock is no longer this hold's).
 	Renew(ctx context.Context, lease time.Duration) error
-	// Release ends the hold.
+	// Release ends the hold. Its error is the client's, as Renew's.
 	Release(ctx context.Context) error
 }
 

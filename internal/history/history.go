@@ -27,11 +27,11 @@ import (
 
 // Grant is one lock a client held, as it saw it.
 type Grant struct {
-	Client int
-	Key    string
+	Client int    // the number of the client that held it
+	Key    string // the key held
 	Limit  int    // the key's limit (0 reads as 1)
 	Mode   string // api.ModeShared, or exclusive ("" reads as exclusive)
-	Token  uint64
+	Token  uint64 // the grant's fencing token
 	// Asked: Acquire called; Granted: Acquire returned; Ending: Release
 	// called. The server's hold spans [Granted, Ending] at least, its
 	// grant lies in [Asked, Granted].
@@ -66,8 +66,8 @@ func together(a, b Grant, limit int) bool {
 // Window is a time span around a fault in which mutual exclusion, token
 // order and holds are not guaranteed (SPEC section 3).
 type Window struct {
-	Name       string
-	Start, End time.Time
+	Name       string    // names the fault, for messages
+	Start, End time.Time // the span, both ends included
 }
 
 // InWindows reports whether [from, to] meets one of ws.
@@ -82,7 +82,7 @@ func InWindows(ws []Window, from, to time.Time) bool {
 
 // KeyFigures is what Check saw of one key.
 type KeyFigures struct {
-	Grants, Shared int
+	Grants, Shared int // grants seen, and how many of them were shared
 	Most           int // most holders seen holding at once
 }
 
@@ -226,11 +226,11 @@ func CheckOrderIn(grants []Grant, ws, orderWs []Window) (bad []string, fenced in
 // Sighting is one holder an active node showed: the grant Token of Key,
 // in a listing asked for at Asked and answered at Seen.
 type Sighting struct {
-	Node        int
-	Key         string
+	Node        int    // the number of the node that showed it
+	Key         string // the key held
 	Limit       int    // the key's limit, as the node reported it
 	Mode        string // the holder's mode
-	Token       uint64
+	Token       uint64 // the grant's fencing token
 	Asked, Seen time.Time
 }
 
