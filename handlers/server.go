@@ -541,6 +541,7 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 //	@Failure		307	{string}	string			"a standby that has no replica yet: Location names the same call on the active"
 //	@Failure	400	{object}	api.Error		"bad key, or a parameter was given"
 //	@Failure	401	{object}	api.Error		"auth_tokens is set and no valid bearer token was sent"
+//	@Failure	503	{object}	api.Error		"a standby that has no replica yet and knows no active; see Retry-After"
 //	@Security	BearerAuth
 //	@Router		/locks/{key} [get]
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
@@ -587,6 +588,7 @@ const (
 //	@Failure		307		{string}	string		"a standby that has no replica yet: Location names the same call on the active"
 //	@Failure		400		{object}	api.Error	"bad parameter; field names it"
 //	@Failure		401		{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
+//	@Failure		503		{object}	api.Error	"a standby that has no replica yet and knows no active; see Retry-After"
 //	@Security		BearerAuth
 //	@Router			/locks [get]
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
