@@ -39,7 +39,7 @@ export interface AcquireOptions {
   /** A label for people, 1-128 bytes. */
   owner?: string;
   mode?: "exclusive" | "shared";
-  /** Holders at once (a counting semaphore); default 1. */
+  /** Holders at once (a counting semaphore, 1-10000); default: the key's limit (1 for a free key); another limit than the key's is a 409 limit_mismatch. */
   limit?: number;
   /** Cancels the wait; the server drops the waiter (a grant the abort cut off is released). */
   signal?: AbortSignal;
