@@ -174,7 +174,8 @@ type Error struct {
 	// differs of a 422, and "limit" for a 409 limit_mismatch.
 	Field string `json:"field,omitempty"`
 	// Retry is true when the same request may be sent again at once
-	// (a poll_timeout: the waiter's place is kept).
+	// (a poll_timeout: the place of a waiter that sent an
+	// Idempotency-Key is kept for its repeat).
 	Retry bool `json:"retry,omitempty"`
 }
 
