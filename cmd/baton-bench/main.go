@@ -30,7 +30,7 @@
 //
 // Every run prints one line
 //
-//	RESULT workload=… proto=h1|h2c client=plain|official target=baton|null|floor c=… ops_s=… p50_us=… p99_us=… p999_us=… [extra fields] errors=… run=i/N
+//	RESULT workload=… proto=h1|h2c|native client=plain|official target=baton|null|floor|nfloor c=… ops_s=… p50_us=… p99_us=… p999_us=… [extra fields] errors=… run=i/N
 //
 // and, with --runs N > 1, a run=median/N line per target; then RATIO lines
 // and a readable summary.
