@@ -184,3 +184,57 @@ test('a release made by an active that dies before answering resolves, and the n
   assert.equal(l2.lost.aborted, false);
   await l2.release();
 });
+
+// An acquire that the active grants (and replicates), then dies (kill -9)
+// before its answer reaches the client: the client's repeat under the same
+// Idempotency-Key on the promoted node must get that grant, not a second
+// one, and leave no waiter behind. A second client, aborted while its
+// acquire waits across the failover, must leave nothing held or queued.
+test('an acquire granted by an active that dies before answering gets that grant from the promoted node', async (t) => {
+  const nodes = await startTrio(t, ['--sync-standbys', '1']);
+  const [a, b, c] = nodes;
+  let killed = null;
+  const proxyHost = `${NET}.9`;
+  const srv = (TRANSPORT === 'http2' ? http2 : http).createServer((req, res) => {
+    const up = http.request(a.url + req.url, { method: req.method, headers: endToEnd(req.headers) }, (r) => {
+      if (req.method === 'POST' && r.statusCode === 200 && !killed) {
+        r.resume();
+        killed = a.kill().then(() => { if (res.stream) res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR); else res.destroy(); });
+        return;
+      }
+      res.writeHead(r.statusCode, endToEnd(r.headers));
+      r.pipe(res);
+    });
+    up.on('error', () => res.destroy());
+    req.pipe(up);
+  });
+  await new Promise((r) => srv.listen(0, proxyHost, r));
+  const socks = new Set();
+  srv.on(TRANSPORT === 'http2' ? 'session' : 'connection', (s) => { socks.add(s); s.on('close', () => socks.delete(s)); });
+  t.after(() => { for (const s of socks) s.destroy(); srv.close(); });
+  const first = new Client({ addresses: [a.url, b.url, c.url] });
+  const viaProxy = new Client({ addresses: [`http://${proxyHost}:${srv.address().port}`, b.url, c.url] });
+  const quitter = new Client({ addresses: [a.url, b.url, c.url] });
+  t.after(() => Promise.all([first.close(), viaProxy.close(), quitter.close()]));
+  const l0 = await first.acquire('f3/acq', { lease: 60 });
+  const pending = viaProxy.acquire('f3/acq', { lease: 60, wait: 30 });
+  await waitFor('one waiter on a', 10000, async () => (await getQuick(a, '/locks/f3/acq')).waiters === 1);
+  const ac = new AbortController();
+  const quit = quitter.acquire('f3/acq', { lease: 60, wait: 30, signal: ac.signal }).then((l) => 'granted ' + l.token, (e) => 'gave up: ' + e.name);
+  await waitFor('two waiters on a', 10000, async () => (await getQuick(a, '/locks/f3/acq')).waiters === 2);
+  await l0.release(); // a grants to the proxied waiter, and dies before it hears
+  const l = await pending;
+  assert.ok(killed, 'a never granted through the proxy');
+  await killed;
+  ac.abort(); // the quitter gives up during the failover
+  assert.equal(await quit, 'gave up: AbortError');
+  assert.ok(l.token > l0.token, `token ${l.token} after ${l0.token}`);
+  const act = await waitFor('an active', 20000, () => activeOf(nodes));
+  const s = await getQuick(act, '/locks/f3/acq');
+  assert.deepEqual(s.holders.map((h) => h.token), [l.token], 'holders on the promoted node');
+  await l.release();
+  await first.close(); await quitter.close();
+  // Nothing left: no holder, no waiter (the quitter's place, kept for its
+  // repeat, is settled or dropped).
+  await waitFor('f3/acq free', 15000, async () => { const x = await getQuick(act, '/locks/f3/acq'); return !x.holder && !x.waiters; });
+});
