@@ -322,6 +322,12 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 		}
 		r, err := c.sendAcquire(ctx, s, cc, pathQuery, hdr, c.attemptLimit(wait))
 		served(&unavailableSince, sent)
+		if err == nil {
+			// A node answered: attempts counts the failures since (an
+			// acquire that waits through several failovers has its
+			// connection broken at each, and is moved on each time).
+			attempts = 0
+		}
 		if err != nil {
 			var ce *errConn
 			if !errors.As(err, &ce) {
