@@ -975,7 +975,8 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 	var buf [256]byte // do copies the line: no allocation for it
 	line := q.line(buf[:0], q.wait)
 	attempts, redirects := 0, 0
-	max := 0       // c.numConns() when an attempt has failed: the bound on attempts
+	failed := 0    // the attempts failed since a node last answered
+	max := 0       // c.numConns() when an attempt has failed: the bound on failed
 	extra := false // as in Acquire: the one round beyond max
 	var avoid *slot
 	var silent *slot // as in Acquire: the last attempt's that got no answer
@@ -1048,16 +1049,17 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 				max = c.numConns()
 			}
 			attempts++
-			if attempts == max && !extra && !errors.Is(err, errNoAnswer) && !errors.Is(err, errSilent) {
+			failed++
+			if failed == max && !extra && !errors.Is(err, errNoAnswer) && !errors.Is(err, errSilent) {
 				extra = true // as in Acquire: every connection may have broken at once
-				attempts = 0
+				failed = 0
 			}
-			if attempts >= max {
+			if failed >= max {
 				c.nsettle(q, nil, s.addr) // as in Acquire: a grant may be lost with the connection
 				if errors.Is(err, errNoAnswer) {
 					err = fmt.Errorf("%w (its wait + %v) from %s", err, c.cfg.AcquireGrace, s.addr.base.Host)
 				}
-				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, attempts, err)
+				return nil, fmt.Errorf("%w: acquire %q: %d attempts failed, last: %w", ErrUnavailable, key, failed, err)
 			}
 			avoid = s
 			if errors.Is(err, errSilent) {
@@ -1080,6 +1082,7 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 			}
 			continue
 		}
+		failed = 0 // a node answered: as in Acquire
 		switch a.Outcome {
 		case nline.OK:
 			c.answered(s)
