@@ -74,7 +74,8 @@ async function stress(t, fault) {
         }
         const h = { w, token: l.token, start: Date.now(), end: 0 };
         holds.push(h);
-        await sleep(Math.random() * 20);
+        // One hold in twenty spans about a fault (a lost grant shows as two holders).
+        await sleep(Math.random() < 0.05 ? 2000 + Math.random() * 1000 : Math.random() * 20);
         if (l.lost.aborted) errors.push(`worker ${w}: token ${l.token} lost while held: ${l.lost.reason?.message}`);
         h.end = Date.now();
         try {
