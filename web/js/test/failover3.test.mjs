@@ -239,3 +239,26 @@ test('an acquire granted by an active that dies before answering gets that grant
   // repeat, is settled or dropped).
   await waitFor('f3/acq free', 15000, async () => { const x = await getQuick(act, '/locks/f3/acq'); return !x.holder && !x.waiters; });
 });
+
+// An acquire that has waited longer than retryFor when its active dies
+// (kill -9) must move to the promoted node like one that has just been
+// sent: retryFor bounds the failures of a failover, not the wait before it.
+test('an acquire that waited past retryFor when the active dies waits on the promoted node', async (t) => {
+  const nodes = await startTrio(t, ['--sync-standbys', '1']);
+  const [a, b, c] = nodes;
+  const holder = new Client({ addresses: [a.url, b.url, c.url] });
+  const waiter = new Client({ addresses: [a.url, b.url, c.url], retryFor: 1000 });
+  t.after(() => Promise.all([holder.close(), waiter.close()]));
+  const l0 = await holder.acquire('f3/long', { lease: 60 });
+  const pending = waiter.acquire('f3/long', { lease: 60, wait: 60 }).then((l) => l, (e) => e);
+  await waitFor('the waiter queued on a', 10000, async () => (await getQuick(a, '/locks/f3/long')).waiters === 1);
+  await sleep(1500); // waiting longer than retryFor
+  await a.kill();
+  const act = await waitFor('a new active', 20000, async () => { const x = await activeOf(nodes); return x && x !== a && x; });
+  await waitFor('the waiter queued on the promoted node', 15000, async () => (await getQuick(act, '/locks/f3/long')).waiters === 1);
+  await l0.release();
+  const l = await pending;
+  assert.ok(!(l instanceof Error), 'the waiting acquire failed: ' + l?.message);
+  assert.ok(l.token > l0.token);
+  await l.release();
+});
