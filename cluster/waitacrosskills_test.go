@@ -24,6 +24,11 @@ func TestWaitingAcquireOutlivesManyFailovers(t *testing.T) {
 	testWaitingAcquireOutlivesManyFailovers(t, false)
 }
 
+// TestNativeWaitingAcquireOutlivesManyFailovers is the same over baton://.
+func TestNativeWaitingAcquireOutlivesManyFailovers(t *testing.T) {
+	testWaitingAcquireOutlivesManyFailovers(t, true)
+}
+
 func testWaitingAcquireOutlivesManyFailovers(t *testing.T, native bool) {
 	c := newCluster(t, 3, false, syncFlags...)
 	var addrs []string
@@ -77,8 +82,10 @@ func testWaitingAcquireOutlivesManyFailovers(t *testing.T, native bool) {
 		}
 		// Each failover its own: the client's patience with a cluster
 		// that knows no active (10 s) starts anew once an attempt has
-		// been served (in flight) for a second.
-		time.Sleep(1200 * time.Millisecond)
+		// been served (in flight) for a second. A native client reaches
+		// node 0 up to a second after its place did (the old active
+		// answered it E unavailable during the handoff).
+		time.Sleep(2500 * time.Millisecond)
 		c.kill9(0)
 		c.waitActive(-1, 1, 2)
 		c.start(0)
