@@ -262,3 +262,35 @@ test('an acquire that waited past retryFor when the active dies waits on the pro
   assert.ok(l.token > l0.token);
   await l.release();
 });
+
+// An acquire that waits (60 s) through more kill -9 failovers than the
+// client has addresses: each breaks its connection, and it moves on to the
+// promoted node, then by the handoff's 307 back to the restarted first
+// node. It must still wait, and be granted when the holder releases (as
+// TestWaitingAcquireOutlivesManyFailovers for the Go client).
+test('an acquire waits through many failovers', async (t) => {
+  const nodes = await startTrio(t, ['--sync-standbys', '1']);
+  const [a, b, c] = nodes;
+  const holder = new Client({ addresses: [a.url, b.url, c.url] });
+  const waiter = new Client({ addresses: [a.url, b.url, c.url] });
+  t.after(() => Promise.all([holder.close(), waiter.close()]));
+  const l0 = await holder.acquire('f3/many', { lease: 120 });
+  let ended = null;
+  const pending = waiter.acquire('f3/many', { lease: 60, wait: 90 }).then((l) => (ended = l), (e) => (ended = e));
+  for (let k = 0; k < 7; k++) {
+    await waitFor(`the waiter queued on a (after ${k} kills)`, 15000, async () => {
+      if (ended) throw new Error('the acquire ended: ' + (ended.message ?? ended.token));
+      return (await getQuick(a, '/locks/f3/many')).waiters === 1;
+    });
+    await sleep(2500); // each failover its own (as in the Go test)
+    await a.kill();
+    await waitFor('a new active', 20000, async () => { const x = await activeOf(nodes); return x && x !== a && x; });
+    await a.start();
+    await waitFor('a active again', 30000, async () => (await getQuick(a, '/cluster')).role === 'active');
+  }
+  await l0.release();
+  const l = await pending;
+  assert.ok(!(l instanceof Error), 'the waiting acquire failed: ' + l?.message);
+  assert.ok(l.token > l0.token);
+  await l.release();
+});
