@@ -6,6 +6,8 @@
 // RELEASE_RETRY_MS for RELEASE_FOR_MS, attempts cut at ATTEMPT_MS; a call
 // pauses ROUND_MS after a round of failed addresses.
 const SKIP_MS = 3000, RELEASE_RETRY_MS = 200, RELEASE_FOR_MS = 5000, ATTEMPT_MS = 1000, ROUND_MS = 200;
+/** ms an attempt must have been in flight to count as served (retryFor starts anew). */
+const SERVED_MS = 1000;
 /** The most redirected 401s a call repeats to the active itself. */
 const MAX_REDIRECTS = 10;
 
@@ -168,13 +170,14 @@ export class Client {
    * @type {(method: string, pathQuery: string, o?: { headers?: Record<string, string>, signal?: AbortSignal, pin?: boolean, at?: Addr, limit?: number | false }) => Promise<Response>}
    */
   async _call(method, pathQuery, o = {}) {
-    const start = Date.now();
+    let start = Date.now();
     let tries = 0;
     /** @type {unknown} */
     let last;
     for (let redirects = 0; ;) {
       const addr = o.at = this._pick(o.at, tries + redirects), s = o.limit && AbortSignal.any ? AbortSignal.any([o.t = AbortSignal.timeout(Math.ceil(o.limit))].concat(o.signal || [])) : o.signal;
       let res;
+      const sent = Date.now();
       try {
         res = await this._fetchOne(addr, method, pathQuery, o.headers, s);
       } catch (e) {
@@ -193,6 +196,10 @@ export class Client {
         last = await statusError(res);
         this._down(addr);
       }
+      // An attempt in flight SERVED_MS or more was served (a waiter
+      // parked there): retryFor counts from its end, as for a new call (an
+      // acquire waits through several failovers).
+      if (Date.now() - sent >= SERVED_MS) start = Date.now();
       tries++;
       if (tries >= this._addrs.length && Date.now() - start >= this._retryFor) {
         if (last instanceof BatonError) throw last;
