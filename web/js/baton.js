@@ -6,9 +6,7 @@
 // RELEASE_RETRY_MS for RELEASE_FOR_MS, attempts cut at ATTEMPT_MS; a call
 // pauses ROUND_MS after a round of failed addresses.
 const SKIP_MS = 3000, RELEASE_RETRY_MS = 200, RELEASE_FOR_MS = 5000, ATTEMPT_MS = 1000, ROUND_MS = 200;
-/** ms an attempt must have been in flight to count as served (retryFor starts anew). */
-const SERVED_MS = 1000;
-/** The most redirected 401s a call repeats to the active itself. */
+/** Max redirected 401s a call repeats to the active. */
 const MAX_REDIRECTS = 10;
 
 /** An error from baton or from reaching it (see baton.d.ts). */
@@ -70,7 +68,7 @@ async function statusError(res) {
   return new BatonError(res.status, code, message, body && typeof body.field === 'string' ? body.field : undefined);
 }
 
-// randomUUID: only in secure contexts (https, localhost) of browsers.
+// randomUUID: secure contexts only (https, localhost).
 const newKey = () => crypto.randomUUID?.() ?? Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
 
 /** @type {(what: string, cause: any) => BatonError} */
@@ -162,11 +160,12 @@ export class Client {
 
   /**
    * A call safe to repeat: a broken connection or a 503 moves it to the
-   * next address, for retryFor ms. fetch follows 307s; a 401 after one
-   * (fetch drops Authorization across origins) goes to the active itself.
-   * `o.at`: in, the node to ask first; out, the last one asked (answered).
-   * `o.limit`: ms an attempt may go unanswered (a silent node); `o.t` holds
-   * its timeout (Node 20 collects one only AbortSignal.any holds: never fired).
+   * next address, for retryFor ms from the last attempt served (1 s in
+   * flight, not cut by o.limit). fetch follows 307s; a 401 after one (no
+   * Authorization across origins) goes to the active.
+   * `o.at`: in, the node to ask first; out, last asked. `o.limit`: ms
+   * an attempt may go unanswered (silent node); `o.t`: its timeout (Node
+   * 20 collects one only AbortSignal.any holds).
    * @type {(method: string, pathQuery: string, o?: { headers?: Record<string, string>, signal?: AbortSignal, pin?: boolean, at?: Addr, limit?: number | false }) => Promise<Response>}
    */
   async _call(method, pathQuery, o = {}) {
@@ -176,8 +175,7 @@ export class Client {
     let last;
     for (let redirects = 0; ;) {
       const addr = o.at = this._pick(o.at, tries + redirects), s = o.limit && AbortSignal.any ? AbortSignal.any([o.t = AbortSignal.timeout(Math.ceil(o.limit))].concat(o.signal || [])) : o.signal;
-      let res;
-      const sent = Date.now();
+      let res, sent = Date.now();
       try {
         res = await this._fetchOne(addr, method, pathQuery, o.headers, s);
       } catch (e) {
@@ -196,10 +194,7 @@ export class Client {
         last = await statusError(res);
         this._down(addr);
       }
-      // An attempt in flight SERVED_MS or more was served (a waiter
-      // parked there): retryFor counts from its end, as for a new call (an
-      // acquire waits through several failovers).
-      if (Date.now() - sent >= SERVED_MS) start = Date.now();
+      if (Date.now() - sent > 999 && !o.t?.aborted) start = Date.now();
       tries++;
       if (tries >= this._addrs.length && Date.now() - start >= this._retryFor) {
         if (last instanceof BatonError) throw last;
