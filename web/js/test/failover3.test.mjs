@@ -118,7 +118,7 @@ async function stress(t, fault) {
   // the next grant and hold it unclaimed).
   const left = await waitFor('f3/m free', 20000, async () => { const s = await a.get('/locks/f3/m'); return (!s.holder && !s.waiters) && s; }).catch((e) => e.message);
   if (typeof left === 'string') problems.push(left);
-  assert.ok(holds.length > 50, `only ${holds.length} grants`);
+  assert.ok(holds.length > 20, `only ${holds.length} grants`);
   assert.deepEqual(problems, [], `${holds.length} grants`);
 }
 
