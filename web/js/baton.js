@@ -1,4 +1,4 @@
-// baton.js: the official JavaScript client of baton (SPEC section 4), an ES
+// baton.js: baton's official JavaScript client (SPEC section 4), an ES
 // module with no dependency: fetch, AbortSignal, crypto.randomUUID, timers.
 // Types: /baton.d.ts. Await close() before a process ends.
 
@@ -218,12 +218,12 @@ export class Client {
   }
 
   /**
-   * Takes the lock `key`, waiting in its queue up to `wait` seconds (0 or
-   * absent: no limit). One Idempotency-Key across retries, 307s and
-   * re-sends (never queued twice); a poll_timeout resumes the place;
-   * grant_ended (ran out unclaimed) starts anew (new key, the wait left).
-   * Errors: see baton.d.ts. A grant that an aborted `signal`, "unavailable"
-   * or a 5xx may have cut off is released.
+   * Takes the lock `key`, queued up to `wait` seconds (0/absent: no
+   * limit). One Idempotency-Key across retries, 307s and re-sends (never
+   * queued twice); a poll_timeout resumes the place; grant_ended (ran out
+   * unclaimed) starts anew (new key, the wait left).
+   * Errors: baton.d.ts. A grant an aborted `signal`, "unavailable" or a
+   * 5xx may have cut off is released.
    */
   async acquire(key, options = {}) {
     this._open();
@@ -267,9 +267,9 @@ export class Client {
 
   /**
    * Releases in the background what a cut-off acquire may hold: `token`,
-   * else what a repeat under its Idempotency-Key with a 1 ms wait finds
-   * (asked for up to 5 s; 408/410: none held), asking first `at` (its last
-   * attempt's node; another active knows nothing of it).
+   * else what a 1 ms-wait repeat under its Idempotency-Key finds (for up
+   * to 5 s; 408/410: none), asking `at` (its last node) first: another
+   * active knows nothing of it.
    * @type {(key: string, pathQuery: string, headers: Record<string, string>, token: number, at?: Addr) => void}
    */
   _settle(key, pathQuery, headers, token, at) {
@@ -426,9 +426,8 @@ export class Lock {
   }
 
   /**
-   * Restarts the lease from now, `lease` seconds long (absent: the lease
-   * of the grant). A "not_held"/"not_holder" answer aborts `lost` and
-   * rejects with it.
+   * Restarts the lease now, `lease` seconds long (absent: the grant's).
+   * A "not_held"/"not_holder" answer aborts `lost` and rejects with it.
    */
   async renew(lease, signal) {
     const sent = Date.now(), o = {};
@@ -447,9 +446,9 @@ export class Lock {
   }
 
   /**
-   * Renews at half the lease until released, lost or closed (a failure
-   * retried until the lease ends). Returns a function that stops it (the
-   * lock stays held); a second call changes nothing.
+   * Renews at half the lease until released, lost or closed (failures
+   * retried until the lease ends). Returns a stop function (the lock stays
+   * held); a second call changes nothing.
    */
   keepAlive() {
     let ka = this._ka;
