@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"github.com/baton-io/baton/engine"
 	"github.com/baton-io/baton/wal"
@@ -238,7 +240,32 @@ func (n *Node) behindLog(index uint64, m mark) bool {
 // a snapshot of the peer's state, which replaces this node's log and
 // state, when the peer's log no longer holds the records after this
 // node's (see serveRecords).
+//
+// The promotion waits for it, so it is given up once nothing came from the
+// peer for fetchSilence (before the answer's header, or between two reads
+// of its body): a connection that went silent (a link that drops packets,
+// a stale connection) would otherwise hold the promotion for as long as
+// TCP keeps it, while the peer's polls, on other connections, still
+// answer. The role loop then fetches again, on a new connection.
 func (n *Node) fetchTail(ctx context.Context, peer string) (int, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	silence := fetchSilence * n.cfg.FailoverTimeout
+	var silent atomic.Bool
+	wd := time.AfterFunc(silence, func() { silent.Store(true); cancel() })
+	defer wd.Stop()
+	got, err := n.fetchTailFrom(ctx, peer, func() { wd.Reset(silence) })
+	if err != nil && silent.Load() {
+		err = fmt.Errorf("records: nothing came from %s for %v: %w", peer, silence, err)
+	}
+	return got, err
+}
+
+// fetchSilence is how many failover timeouts fetchTail waits for the
+// peer's next bytes.
+const fetchSilence = 3
+
+func (n *Node) fetchTailFrom(ctx context.Context, peer string, progress func()) (int, error) {
 	last, m := n.tail.position()
 	q := url.Values{"from": {n.cfg.Self}, "index": {strconv.FormatUint(last, 10)},
 		"epoch": {strconv.FormatUint(m.epoch, 10)}, "by": {m.by}}
@@ -251,10 +278,11 @@ func (n *Node) fetchTail(ctx context.Context, peer string) (int, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
+	progress()
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("records: %w", &statusError{code: resp.StatusCode})
 	}
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	br := bufio.NewReaderSize(progressReader{resp.Body, progress}, 64<<10)
 	magic := make([]byte, len(streamMagic))
 	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != streamMagic {
 		return 0, fmt.Errorf("records: not a replication stream (%q, %v)", magic, err)
@@ -287,4 +315,18 @@ func (n *Node) fetchTail(ctx context.Context, peer string) (int, error) {
 			n.eng.ObserveToken(f.lastToken)
 		}
 	}
+}
+
+// progressReader calls progress after each read that brought bytes.
+type progressReader struct {
+	r        io.Reader
+	progress func()
+}
+
+func (p progressReader) Read(b []byte) (int, error) {
+	k, err := p.r.Read(b)
+	if k > 0 {
+		p.progress()
+	}
+	return k, err
 }

@@ -37,11 +37,6 @@ func TestPromotionNotStuckOnSilentFetch(t *testing.T) {
 	if got := c.holder(1, "silent-fetch"); got != g.Token {
 		t.Fatalf("the promoted node holds silent-fetch with token %d, want the grant answered before the kill, %d", got, g.Token)
 	}
-	for _, l := range strings.Split(c.nodes[1].log.String(), "\n") {
-		if strings.Contains(l, "fetch") || strings.Contains(l, "promot") {
-			t.Log(l)
-		}
-	}
 	if fetches.Load() == 0 {
 		t.Fatalf("node 1 promoted without fetching node 2's tail: the test did not reproduce the fault")
 	}
