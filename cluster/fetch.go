@@ -241,29 +241,36 @@ func (n *Node) behindLog(index uint64, m mark) bool {
 // state, when the peer's log no longer holds the records after this
 // node's (see serveRecords).
 //
-// The promotion waits for it, so it is given up once nothing came from the
-// peer for fetchSilence (before the answer's header, or between two reads
-// of its body): a connection that went silent (a link that drops packets,
-// a stale connection) would otherwise hold the promotion for as long as
-// TCP keeps it, while the peer's polls, on other connections, still
-// answer. The role loop then fetches again, on a new connection.
+// The promotion waits for it, so it is given up when nothing comes from
+// the peer: no answer's header within fetchFirstSilence failover timeouts
+// (the peer may dump its whole state first: about 0.75 s for a million
+// holders here), or no byte of its body for fetchSilence. A connection
+// that went silent (a link that drops packets, a stale connection) would
+// otherwise hold the promotion for as long as TCP keeps it, while the
+// peer's polls, on other connections, still answer. The role loop then
+// fetches again, on a new connection.
 func (n *Node) fetchTail(ctx context.Context, peer string) (int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	silence := fetchSilence * n.cfg.FailoverTimeout
+	first, silence := fetchFirstSilence*n.cfg.FailoverTimeout, fetchSilence*n.cfg.FailoverTimeout
 	var silent atomic.Bool
-	wd := time.AfterFunc(silence, func() { silent.Store(true); cancel() })
+	var limit atomic.Int64
+	limit.Store(int64(first))
+	wd := time.AfterFunc(first, func() { silent.Store(true); cancel() })
 	defer wd.Stop()
-	got, err := n.fetchTailFrom(ctx, peer, func() { wd.Reset(silence) })
+	got, err := n.fetchTailFrom(ctx, peer, func() { limit.Store(int64(silence)); wd.Reset(silence) })
 	if err != nil && silent.Load() {
-		err = fmt.Errorf("records: nothing came from %s for %v: %w", peer, silence, err)
+		err = fmt.Errorf("records: nothing came from %s for %v: %w", peer, time.Duration(limit.Load()), err)
 	}
 	return got, err
 }
 
-// fetchSilence is how many failover timeouts fetchTail waits for the
-// peer's next bytes.
-const fetchSilence = 3
+// How many failover timeouts fetchTail waits for the peer's answer
+// (fetchFirstSilence), then for each next bytes of it (fetchSilence).
+const (
+	fetchFirstSilence = 10
+	fetchSilence      = 3
+)
 
 func (n *Node) fetchTailFrom(ctx context.Context, peer string, progress func()) (int, error) {
 	last, m := n.tail.position()

@@ -12,8 +12,8 @@ import (
 // connection that delivers nothing (a link that went silent: a DROP, a
 // stale connection, a middlebox), while the polls between the two still
 // answer. The promotion must not wait for that connection forever: it
-// gives the fetch up, fetches again on another connection, promotes and
-// keeps the grant (cut with iptables DROP on a real link: no active for
+// gives the fetch up (10 failover timeouts without an answer), fetches
+// again on another connection, promotes and keeps the grant (cut with iptables DROP on a real link: no active for
 // as long as the link stayed silent, 45 s and more).
 func TestPromotionNotStuckOnSilentFetch(t *testing.T) {
 	c := newCluster(t, 3, true, "--sync-standbys", "1")
