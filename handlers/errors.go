@@ -58,14 +58,18 @@ func badRequest(field, msg string) error {
 		// 400 always names the field (found by FuzzQuery).
 		field, msg = "(empty name)", "a parameter or body field has an empty name"
 	}
-	return &httpError{status: http.StatusBadRequest, body: api.Error{Code: api.CodeInvalidArgument, Field: field, Message: fieldName(field) + ": " + msg}}
+	field = fieldName(field)
+	return &httpError{status: http.StatusBadRequest, body: api.Error{Code: api.CodeInvalidArgument, Field: field, Message: field + ": " + msg}}
 }
 
-// fieldName is field as a message starts with it: as it is, unless it is
-// a name the client made up that is not printable UTF-8 (a parameter
-// "%0Afake:%20line", a body member "\u001b[2J"), which is quoted, so that
-// the message stays one printable line (with Accept: text/plain, the
-// whole answer).
+// fieldName is field as the answer names it (its field, and the start of
+// its message): as it is, unless it is a name the client made up that is
+// not printable UTF-8 (a parameter "%0Afake:%20line", a body member
+// "\u001b[2J", a byte 0xbd), which is quoted, so that the message stays one
+// printable line (with Accept: text/plain, the whole answer) and the field
+// is the same string as the message's start (JSON would carry a byte that
+// is not UTF-8 as U+FFFD, which the message would not contain: found by
+// FuzzKeyPath).
 func fieldName(field string) string {
 	if utf8.ValidString(field) && strings.IndexFunc(field, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) < 0 {
 		return field
