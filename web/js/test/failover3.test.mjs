@@ -137,6 +137,35 @@ test('SIGSTOP of the active until a standby took over, under load, sync_standbys
   await stress(t, (a) => { a.proc.kill('SIGSTOP'); });
 });
 
+// killingProxy forwards the client's requests to node a until a's answer
+// to one satisfies dies(req, res): then it kills a (kill -9) and cuts that
+// answer off, as an active that dies before its answer leaves. It returns
+// its url, the requests seen, and killed (null until then, then a promise
+// that settles once a is dead and the answer cut).
+async function killingProxy(t, a, dies) {
+  const px = { url: '', seen: [], killed: null };
+  const srv = (TRANSPORT === 'http2' ? http2 : http).createServer((req, res) => {
+    px.seen.push(req.method + ' ' + req.url);
+    const up = http.request(a.url + req.url, { method: req.method, headers: endToEnd(req.headers) }, (r) => {
+      if (!px.killed && dies(req, r)) {
+        r.resume();
+        px.killed = a.kill().then(() => { if (res.stream) res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR); else res.destroy(); });
+        return;
+      }
+      res.writeHead(r.statusCode, endToEnd(r.headers));
+      r.pipe(res);
+    });
+    up.on('error', () => res.destroy());
+    req.pipe(up);
+  });
+  await new Promise((r) => srv.listen(0, `${NET}.9`, r));
+  const socks = new Set();
+  srv.on(TRANSPORT === 'http2' ? 'session' : 'connection', (s) => { socks.add(s); s.on('close', () => socks.delete(s)); });
+  t.after(() => { for (const s of socks) s.destroy(); srv.close(); });
+  px.url = `http://${NET}.9:${srv.address().port}`;
+  return px;
+}
+
 // A release that the active makes and replicates, then dies (kill -9)
 // before its answer reaches the holder: the promoted node has given the
 // key to the waiter (a newer token). The holder's release must resolve
@@ -146,28 +175,8 @@ test('a release made by an active that dies before answering resolves, and the n
   const [a, b, c] = nodes;
   // The holder reaches a through a proxy that, once a's answer to the
   // DELETE is in, kills a and cuts the holder's connection off.
-  let killed = null;
-  const proxyHost = `${NET}.9`;
-  const seen = [];
-  const srv = (TRANSPORT === 'http2' ? http2 : http).createServer((req, res) => {
-    seen.push(req.method + ' ' + req.url);
-    const up = http.request(a.url + req.url, { method: req.method, headers: endToEnd(req.headers) }, (r) => {
-      if (req.method === 'DELETE') {
-        r.resume();
-        killed = a.kill().then(() => { if (res.stream) res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR); else res.destroy(); });
-        return;
-      }
-      res.writeHead(r.statusCode, endToEnd(r.headers));
-      r.pipe(res);
-    });
-    up.on('error', () => res.destroy());
-    req.pipe(up);
-  });
-  await new Promise((r) => srv.listen(0, proxyHost, r));
-  const socks = new Set();
-  srv.on(TRANSPORT === 'http2' ? 'session' : 'connection', (s) => { socks.add(s); s.on('close', () => socks.delete(s)); });
-  t.after(() => { for (const s of socks) s.destroy(); srv.close(); });
-  const holder = new Client({ addresses: [`http://${proxyHost}:${srv.address().port}`, b.url, c.url] });
+  const px = await killingProxy(t, a, (req) => req.method === 'DELETE');
+  const holder = new Client({ addresses: [px.url, b.url, c.url] });
   const waiter = new Client({ addresses: [a.url, b.url, c.url] });
   t.after(() => Promise.all([holder.close(), waiter.close()]));
   const l = await holder.acquire('f3/rel', { lease: 60 });
@@ -175,8 +184,8 @@ test('a release made by an active that dies before answering resolves, and the n
   await waitFor('the waiter queued on a', 10000, async () => (await getQuick(a, '/locks/f3/rel')).waiters === 1);
   const released = l.release().then(() => 'resolved', (e) => 'rejected: ' + e.code + ' ' + e.message);
   const outcome = await released;
-  assert.ok(killed, 'the DELETE was never answered by a: ' + seen.join(', '));
-  await killed;
+  assert.ok(px.killed, 'the DELETE was never answered by a: ' + px.seen.join(', '));
+  await px.killed;
   const l2 = await next;
   assert.ok(l2.token > l.token, `token ${l2.token} after ${l.token}`);
   assert.equal(outcome, 'resolved');
@@ -194,27 +203,9 @@ test('a release made by an active that dies before answering resolves, and the n
 test('an acquire granted by an active that dies before answering gets that grant from the promoted node', async (t) => {
   const nodes = await startTrio(t, ['--sync-standbys', '1']);
   const [a, b, c] = nodes;
-  let killed = null;
-  const proxyHost = `${NET}.9`;
-  const srv = (TRANSPORT === 'http2' ? http2 : http).createServer((req, res) => {
-    const up = http.request(a.url + req.url, { method: req.method, headers: endToEnd(req.headers) }, (r) => {
-      if (req.method === 'POST' && r.statusCode === 200 && !killed) {
-        r.resume();
-        killed = a.kill().then(() => { if (res.stream) res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR); else res.destroy(); });
-        return;
-      }
-      res.writeHead(r.statusCode, endToEnd(r.headers));
-      r.pipe(res);
-    });
-    up.on('error', () => res.destroy());
-    req.pipe(up);
-  });
-  await new Promise((r) => srv.listen(0, proxyHost, r));
-  const socks = new Set();
-  srv.on(TRANSPORT === 'http2' ? 'session' : 'connection', (s) => { socks.add(s); s.on('close', () => socks.delete(s)); });
-  t.after(() => { for (const s of socks) s.destroy(); srv.close(); });
+  const px = await killingProxy(t, a, (req, r) => req.method === 'POST' && r.statusCode === 200);
   const first = new Client({ addresses: [a.url, b.url, c.url] });
-  const viaProxy = new Client({ addresses: [`http://${proxyHost}:${srv.address().port}`, b.url, c.url] });
+  const viaProxy = new Client({ addresses: [px.url, b.url, c.url] });
   const quitter = new Client({ addresses: [a.url, b.url, c.url] });
   t.after(() => Promise.all([first.close(), viaProxy.close(), quitter.close()]));
   const l0 = await first.acquire('f3/acq', { lease: 60 });
@@ -225,8 +216,8 @@ test('an acquire granted by an active that dies before answering gets that grant
   await waitFor('two waiters on a', 10000, async () => (await getQuick(a, '/locks/f3/acq')).waiters === 2);
   await l0.release(); // a grants to the proxied waiter, and dies before it hears
   const l = await pending;
-  assert.ok(killed, 'a never granted through the proxy');
-  await killed;
+  assert.ok(px.killed, 'a never granted through the proxy');
+  await px.killed;
   ac.abort(); // the quitter gives up during the failover
   assert.equal(await quit, 'gave up: AbortError');
   assert.ok(l.token > l0.token, `token ${l.token} after ${l0.token}`);
