@@ -275,7 +275,7 @@ func (n *Node) step(now time.Time, r *request) {
 	a := decide(v)
 	n.apply(now, v, a)
 	if n.role != api.RoleActive {
-		n.split, n.splitToken, n.splitWith = false, 0, nil
+		n.forgetSplitLocked()
 	}
 	if r == nil && !v.stale && n.resumed.Load() != 0 {
 		// Serving again once this decision is applied (a step-down
@@ -328,6 +328,12 @@ func (n *Node) markSplitLocked(peers []peerView, fresh uint64) {
 			return
 		}
 	}
+	n.forgetSplitLocked()
+}
+
+// forgetSplitLocked ends this node's split-brain bookkeeping: it is not
+// active, or sees no other active. n.mu is held.
+func (n *Node) forgetSplitLocked() {
 	n.split, n.splitToken, n.splitWith = false, 0, nil
 }
 
