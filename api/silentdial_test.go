@@ -46,6 +46,14 @@ func silentListener(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// neverGiveUpTheDial sets cfg so that neither the dial nor the pings end
+// a connection's first round trip to a silent node: only the call's own
+// bound may.
+func neverGiveUpTheDial(cfg *api.Config) {
+	cfg.DialTimeout = time.Hour
+	cfg.PingInterval, cfg.PingTimeout = time.Hour, time.Hour
+}
+
 // An acquire with a wait is bounded by the wait and AcquireGrace (Config,
 // README "Clients during a failover"; the CLI's --acquire-grace: "a node
 // that has not answered --acquire-grace after the wait ran out counts as
@@ -65,10 +73,8 @@ func TestAcquireWithWaitIsBoundedWhileTheOnlyNodeNeverAnswersTheDial(t *testing.
 func acquireFromASilentDial(t *testing.T, scheme string) {
 	addr := scheme + "://" + silentListener(t)
 	c := newClient(t, func(cfg *api.Config) {
-		// Neither the dial nor the pings end the connection's first
-		// round trip first: only the acquire's own bound may.
-		cfg.DialTimeout = time.Hour
-		cfg.PingInterval, cfg.PingTimeout = time.Hour, time.Hour
+		// Only the acquire's own bound may end it.
+		neverGiveUpTheDial(cfg)
 		cfg.AcquireGrace = 200 * time.Millisecond
 	}, addr)
 	done := make(chan error, 1)
@@ -97,8 +103,7 @@ func TestReleaseNoNodeConfirmedSaysSo(t *testing.T) {
 		t.Run(scheme, func(t *testing.T) {
 			addr := scheme + "://" + silentListener(t)
 			c := newClient(t, func(cfg *api.Config) {
-				cfg.DialTimeout = time.Hour
-				cfg.PingInterval, cfg.PingTimeout = time.Hour, time.Hour
+				neverGiveUpTheDial(cfg)
 				cfg.ReleaseTimeout = 300 * time.Millisecond
 			}, addr)
 			err := c.Release(context.Background(), "k", 7)
