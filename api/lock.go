@@ -320,7 +320,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 		if since.IsZero() {
 			since = sent
 		}
-		r, err := c.sendAcquire(ctx, s, cc, pathQuery, hdr, c.attemptLimit(wait))
+		r, err := c.sendAcquire(ctx, s, cc, pathQuery, hdr, limit)
 		served(&unavailableSince, sent)
 		if err == nil {
 			// A node answered: attempts counts the failures since (an
