@@ -312,7 +312,7 @@ func NewClient(cfg Config) (*Client, error) {
 		// The server's auth_tokens are printable ASCII without spaces;
 		// anything else cannot be sent, and is not echoed (a secret).
 		if c := cfg.Token[i]; c <= ' ' || c > '~' {
-			return nil, fmt.Errorf("baton: Token must be printable ASCII without spaces (as the server's auth_tokens), got a byte 0x%02x at offset %d", c, i)
+			return nil, fmt.Errorf("%w, got a byte 0x%02x at offset %d", ErrTokenUnsendable, c, i)
 		}
 	}
 	var bases []*url.URL

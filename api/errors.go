@@ -50,6 +50,12 @@ var (
 	// ran out, released from elsewhere, or not renewable in time). Lock.Err
 	// wraps it together with the cause.
 	ErrLost = errors.New("baton: lock lost")
+	// ErrTokenUnsendable: NewClient refuses Config.Token because an
+	// Authorization header cannot carry it (a byte that is not printable
+	// ASCII, or a space: the server's auth_tokens are printable ASCII
+	// without spaces). The error wrapping it names the offset, not the
+	// token.
+	ErrTokenUnsendable = errors.New("baton: Token must be printable ASCII without spaces (as the server's auth_tokens)")
 )
 
 // codeErrors is the one table mapping the server's error codes (Error.Code,

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -23,7 +24,7 @@ func TestNewClientRefusesATokenNoHeaderCanCarry(t *testing.T) {
 				t.Errorf("%s: Token %q accepted; want an error naming Token", addr, token)
 				continue
 			}
-			if !strings.Contains(err.Error(), "Token") || strings.Contains(err.Error(), "sec") {
+			if !errors.Is(err, api.ErrTokenUnsendable) || !strings.Contains(err.Error(), "Token") || strings.Contains(err.Error(), "sec") {
 				t.Errorf("%s: Token %q: err %q; want one that names Token and does not echo it", addr, token, err)
 			}
 		}

@@ -130,11 +130,10 @@ func (f *clientFlags) client(cio cliIO) (*api.Client, error) {
 	if err != nil {
 		// NewClient fails only on its Config, here the addresses or the
 		// token: an invalid setting (exit 2) that names where it came from.
-		msg := strings.TrimPrefix(err.Error(), "baton: ")
-		if strings.HasPrefix(msg, "Token ") {
+		if errors.Is(err, api.ErrTokenUnsendable) {
 			from = tokenFrom
 		}
-		return nil, usagef("%s: %s", from, msg)
+		return nil, usagef("%s: %s", from, strings.TrimPrefix(err.Error(), "baton: "))
 	}
 	return c, nil
 }
