@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
@@ -600,7 +601,7 @@ func cmdStatus(ctx context.Context, args []string, cio cliIO) error {
 		if *asJSON {
 			return printJSON(cio.stdout, st)
 		}
-		fmt.Fprintf(cio.stdout, "key:     %s\n", st.Key)
+		fmt.Fprintf(cio.stdout, "key:     %s\n", displayKey(st.Key))
 		if st.Limit > 1 {
 			fmt.Fprintf(cio.stdout, "limit:   %d\n", st.Limit)
 		}
@@ -642,13 +643,26 @@ func cmdStatus(ctx context.Context, args []string, cio cliIO) error {
 				tok = fmt.Sprintf("%s (+%d, %s)", tok, n-1, h.Mode)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", st.Key, tok, exp, st.Waiters, owner)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", displayKey(st.Key), tok, exp, st.Waiters, owner)
 	}
 	tw.Flush()
 	if ll.Total > len(ll.Locks) && len(ll.Locks) > 0 {
 		fmt.Fprintf(cio.stdout, "(%d of %d shown; next page: --after %q)\n", len(ll.Locks), ll.Total, ll.Locks[len(ll.Locks)-1].Key)
 	}
 	return nil
+}
+
+// displayKey is key as baton status prints it: as it is when every
+// character is printable (unicode.IsPrint, or a space), otherwise quoted
+// (strconv.Quote). A key holds no control characters (engine.CheckKey)
+// but may hold format characters such as U+202E RIGHT-TO-LEFT OVERRIDE
+// or U+200B ZERO WIDTH SPACE, which, printed raw, reorder or hide what a
+// terminal shows: one key would read as another.
+func displayKey(key string) string {
+	if strings.IndexFunc(key, func(r rune) bool { return r != ' ' && !unicode.IsPrint(r) }) < 0 {
+		return key
+	}
+	return strconv.Quote(key)
 }
 
 // ownerText is ", owner X" for a holder or waiter with an owner.

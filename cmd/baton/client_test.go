@@ -458,3 +458,35 @@ func TestCLISemaphoreOwnerAndForce(t *testing.T) {
 		t.Fatalf("force on a free key: %d %q", r.code, r.stderr.String())
 	}
 }
+
+// A key may hold Unicode format characters (U+202E RIGHT-TO-LEFT
+// OVERRIDE, U+200B ZERO WIDTH SPACE): they are not control characters.
+// Printed raw, they reorder or hide what a terminal shows, so that one
+// key reads as another; baton status prints such a key quoted, with them
+// escaped, in the table and for one key. --json keeps the key as it is.
+func TestStatusEscapesFormatCharactersOfKeys(t *testing.T) {
+	url := startNode(t)
+	c := apiClient(t, url)
+	for _, key := range []string{"a\u202eb", "zero\u200bwidth"} {
+		l, err := c.Acquire(t.Context(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(context.Background())
+	}
+	r := runCLI(t, url, false, "status")
+	out := r.stdout.String()
+	if r.code != exitOK || strings.ContainsAny(out, "\u202e\u200b") ||
+		!strings.Contains(out, `"a\u202eb"`) || !strings.Contains(out, `"zero\u200bwidth"`) {
+		t.Fatalf("status list: %d %q", r.code, out)
+	}
+	r = runCLI(t, url, false, "status", "a\u202eb")
+	out = r.stdout.String()
+	if r.code != exitOK || strings.Contains(out, "\u202e") || !strings.Contains(out, `key:     "a\u202eb"`) {
+		t.Fatalf("status KEY: %d %q", r.code, out)
+	}
+	r = runCLI(t, url, false, "status", "--json", "a\u202eb")
+	if r.code != exitOK || !strings.Contains(r.stdout.String(), "a\u202eb") {
+		t.Fatalf("status --json KEY: %d %q", r.code, r.stdout.String())
+	}
+}
