@@ -79,3 +79,41 @@ func TestGracefulHandoffIsNeverAFailover(t *testing.T) {
 		}
 	}
 }
+
+// Ctrl+C on the active while its best standby is paused (SIGSTOP): the
+// paused standby's stream stays open (the kernel takes the writes), but
+// it answers no poll, so the active hands off to the live standby instead
+// of calling the paused one until its call times out and leaving the
+// cluster to a failover. The successor is promoted by handoff: no node
+// logs a failover, and the grant made before is held on it.
+func TestHandoffOnCloseSkipsAPausedStandby(t *testing.T) {
+	c := newCluster(t, 3, false)
+	c.startAll()
+	c.waitActive(0, 1, 2)
+	g := c.grantOn(0, "paused", "lease=60")
+	c.signal(1, syscall.SIGSTOP)
+	// Node 0 sees node 1 gone (its polls unanswered) after the failover
+	// timeout.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		v, err := c.view(0)
+		if err == nil && len(v.Peers) == 3 && !v.Peers[1].Live {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node 0 still sees node 1 live: %+v %v", v, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mark := len(c.nodes[2].log.String())
+	c.signal(0, syscall.SIGINT)
+	c.waitActive(2, 2)
+	since := c.nodes[2].log.String()[mark:]
+	if strings.Contains(since, "why=failover") || !strings.Contains(since, "handoff from") {
+		t.Fatalf("node 2 did not take the role by handoff:\n%s", since)
+	}
+	if h := c.holder(2, "paused"); h != g.Token {
+		t.Fatalf("holder on node 2: token %d, want %d", h, g.Token)
+	}
+	c.signal(1, syscall.SIGCONT)
+}

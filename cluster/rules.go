@@ -433,9 +433,13 @@ func decideRequest(v view) action {
 }
 
 // successor picks the synced follower to hand off to: to, if it is one;
-// with to empty, the one of highest priority whose log writes. "" = none.
+// with to empty, the one of highest priority whose log writes, a live one
+// (answering this node's polls) before any other: a standby that is
+// paused or cut off may keep its stream for minutes (the kernel takes
+// the writes until its buffers fill), and the call to it would wait out
+// its timeout while the cluster has no active. "" = none.
 func (v view) successor(to string) string {
-	best, prio := "", -1
+	best, bestLive, prio := "", false, -1
 	for _, u := range v.followers {
 		if to != "" {
 			if u == to {
@@ -443,8 +447,12 @@ func (v view) successor(to string) string {
 			}
 			continue
 		}
-		if p := v.peer(u); p != nil && !p.LogFailing && (prio < 0 || p.Priority < prio) {
-			best, prio = u, p.Priority
+		p := v.peer(u)
+		if p == nil || p.LogFailing {
+			continue
+		}
+		if better := p.live && !bestLive; better || (p.live == bestLive && (prio < 0 || p.Priority < prio)) {
+			best, bestLive, prio = u, p.live, p.Priority
 		}
 	}
 	return best

@@ -338,6 +338,26 @@ func TestRuleHandoffOnCloseGoesToTheBestSyncedStandby(t *testing.T) {
 	wantAction(t, v, actHandOff, "c")
 }
 
+// A standby that stopped answering this node's polls (SIGSTOPped, cut off
+// by a firewall that drops its packets) may keep its stream for minutes:
+// the kernel takes the writes until its buffers fill. On Ctrl+C it is not
+// the one to hand off to: the call to it would wait out its timeout, and
+// the cluster would then have no active until a failover. A live synced
+// standby of lower priority takes the role instead; with none, the best
+// synced one is still asked.
+func TestRuleHandoffOnClosePrefersALiveStandby(t *testing.T) {
+	v := standbyView(livePeer("a", 0, api.RoleStandby, 10), livePeer("c", 2, api.RoleStandby, 10), livePeer("d", 3, api.RoleStandby, 10))
+	v.role, v.self.Role, v.closing = api.RoleActive, api.RoleActive, true
+	v.req = &request{kind: reqHandoff}
+	v.followers = []string{"a", "c", "d"}
+	v.peers[0].live = false
+	wantAction(t, v, actHandOff, "c")
+	v.peers[1].live = false
+	wantAction(t, v, actHandOff, "d")
+	v.peers[2].live = false
+	wantAction(t, v, actHandOff, "a") // none live: the best synced one
+}
+
 // Promotion never with less: a standby that would promote first fetches
 // the records the most advanced live node holds beyond its log (a later
 // epoch beats a higher index), and promotes once it has them.
