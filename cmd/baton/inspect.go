@@ -185,6 +185,21 @@ func eventText(ev api.Event) string {
 	if ev.Key != "" {
 		s += " waiters " + strconv.Itoa(ev.Waiters)
 	}
+	// Whose grant or wait it was, how it held, and an operator's release,
+	// as GET /events and the status page say (SPEC section 1: the owner
+	// is shown wherever the holder or the waiter is).
+	if ev.Owner != "" {
+		s += " owner " + strconv.Quote(ev.Owner)
+	}
+	if ev.Mode == api.ModeShared {
+		s += " shared"
+	}
+	if ev.Limit > 1 {
+		s += " limit " + strconv.Itoa(ev.Limit)
+	}
+	if ev.Forced {
+		s += " forced"
+	}
 	if ev.Node != "" {
 		s += "  " + ev.Node
 	}
