@@ -72,7 +72,10 @@ export interface LockStatus {
   holders: Holder[];
   limit: number;
   waiters: number;
+  /** While somebody waits: since when the first waiter waits, its owner (when it sent one) and its mode. */
   oldest_wait_since?: string;
+  oldest_waiter_owner?: string;
+  oldest_waiter_mode?: "exclusive" | "shared";
   /** Seconds, when a standby answered from its replica (Baton-Replica-Lag). */
   replicaLag?: number;
 }
