@@ -1,0 +1,92 @@
+package cluster_test
+
+import (
+	"bufio"
+	"net"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestNativeHandoffAnswersTheSuccessor: a native acquire parked on the
+// active when it is stopped (SIGINT: a graceful handoff, SPEC section 3)
+// is answered M with the successor's native address, as an HTTP waiter is
+// redirected there, and repeated there with its id it keeps its place.
+// Before, it was answered "E unavailable" the moment the old active was
+// demoted, a few milliseconds before the successor served, and the Go
+// client paused a second before it asked again (HTTP's redirect waits
+// for the successor: handlers' Gate.ActiveURL).
+func TestNativeHandoffAnswersTheSuccessor(t *testing.T) {
+	c := newCluster(t, 2, false)
+	native := []string{freeAddr(t, nodeHost(0)), freeAddr(t, nodeHost(1))}
+	c.args = map[int][]string{0: {"--native-listen", native[0]}, 1: {"--native-listen", native[1]}}
+	c.startAll()
+	c.waitActive(0, 1)
+	held := c.acquire(0, "nh", "lease=60")
+
+	w := dialLine(t, native[0])
+	w.send("A nh 60 - id=parked")
+	deadline := time.Now().Add(15 * time.Second)
+	for c.waitersOn(0, "nh") != 1 || c.waitersOn(1, "nh") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the native waiter is not queued on both nodes (active %d, standby %d)", c.waitersOn(0, "nh"), c.waitersOn(1, "nh"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	c.signal(0, syscall.SIGINT)
+	if line := w.read(); line != "A nh M "+native[1] {
+		t.Fatalf("the acquire parked on the active at its handoff was answered %q, want A nh M %s (the successor)", line, native[1])
+	}
+	c.waitActive(1)
+	r := dialLine(t, native[1])
+	r.send("A nh 60 - id=parked")
+	if n := c.waitersOn(1, "nh"); n != 1 {
+		t.Fatalf("%d waiters on the successor after the repeat, want the one place kept", n)
+	}
+	c.release(1, "nh", held.Token)
+	f := strings.Fields(r.read())
+	if len(f) != 6 || f[0] != "A" || f[1] != "nh" || f[2] != "OK" {
+		t.Fatalf("the repeat on the successor got %q, want a grant", strings.Join(f, " "))
+	}
+	if tok, err := strconv.ParseUint(f[3], 10, 64); err != nil || tok <= held.Token {
+		t.Fatalf("granted token %s, want one above the holder's %d", f[3], held.Token)
+	}
+}
+
+// lineConn is a raw native protocol connection.
+type lineConn struct {
+	t  *testing.T
+	nc net.Conn
+	br *bufio.Reader
+}
+
+func dialLine(t *testing.T, addr string) *lineConn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return &lineConn{t: t, nc: nc, br: bufio.NewReader(nc)}
+}
+
+func (c *lineConn) send(line string) {
+	c.t.Helper()
+	if _, err := c.nc.Write([]byte(line + "\n")); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// read returns the next line; a bound turns a hang into a failure.
+func (c *lineConn) read() string {
+	c.t.Helper()
+	_ = c.nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	line, err := c.br.ReadString('\n')
+	if err != nil {
+		c.t.Fatalf("native read: %v (%q)", err, line)
+	}
+	return strings.TrimSuffix(line, "\n")
+}
