@@ -688,6 +688,14 @@ func (n *Node) ActiveURL(ctx context.Context) string {
 	}
 }
 
+// AwaitActive waits as ActiveURL does while no active is known (a
+// failover or handoff under way): until one is, for at most
+// FailoverTimeout + 2 heartbeats, or until ctx ends. It is the native
+// protocol's wait (native.ActiveAwaiter): an acquire that finds no
+// active waits here, as an HTTP call's redirect does in ActiveURL, then
+// asks ActiveNative again.
+func (n *Node) AwaitActive(ctx context.Context) { n.ActiveURL(ctx) }
+
 // http1Only returns rt for the replication stream, its records and its
 // acknowledgement connection: when rt is an *http.Transport, a copy that
 // speaks HTTP/1.1 only, also to peers serving TLS (which would otherwise

@@ -82,9 +82,7 @@ func testWaitingAcquireOutlivesManyFailovers(t *testing.T, native bool) {
 		}
 		// Each failover its own: the client's patience with a cluster
 		// that knows no active (10 s) starts anew once an attempt has
-		// been served (in flight) for a second. A native client reaches
-		// node 0 up to a second after its place did (the old active
-		// answered it E unavailable during the handoff).
+		// been served (in flight) for a second.
 		time.Sleep(2500 * time.Millisecond)
 		c.kill9(0)
 		c.waitActive(-1, 1, 2)

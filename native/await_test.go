@@ -2,6 +2,7 @@ package native_test
 
 import (
 	"context"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -194,5 +195,64 @@ func TestAwaitedAcquireResumesWhenTheRoleComesBack(t *testing.T) {
 	}
 	if second := grant(t, w2.read(), "b"); second <= first {
 		t.Fatalf("second token %d after %d", second, first)
+	}
+}
+
+// TestCloseAnswersTheAcquiresThatAwaitAnActive: a node that closes (after
+// its handoff) first lets the acquires that wait for an active be
+// answered: M with the successor named meanwhile, not a closed
+// connection.
+func TestCloseAnswersTheAcquiresThatAwaitAnActive(t *testing.T) {
+	g := newAwaitGate(false)
+	e := newEnv(t, engine.Config{}, native.Config{Gate: g})
+	c := e.dial()
+	c.send("A s 60 -")
+	line, later := answerOrAsked(t, c, g)
+	if line != "" {
+		t.Fatalf("answered %q at once; want a wait for an active", line)
+	}
+	closed := make(chan struct{})
+	go func() {
+		_ = e.srv.Close()
+		close(closed)
+	}()
+	// Close has begun once the listener refuses connections.
+	waitFor(t, func() bool {
+		nc, err := net.Dial("tcp", e.addr)
+		if err == nil {
+			nc.Close()
+		}
+		return err != nil
+	})
+	g.name("10.0.0.4:7071")
+	if line := <-later; line != "A s M 10.0.0.4:7071\n" {
+		t.Fatalf("got %q from a closing node, want A s M 10.0.0.4:7071", line)
+	}
+	<-closed
+}
+
+// TestCancelOfAnAcquireThatAwaitsAnActive: "C <key> <id>" withdraws an
+// acquire that waits for an active at once (README: the acquire "leaves
+// the queue at once ... and is answered A <key> T"), and the
+// connection's next acquire of the key takes its turn.
+func TestCancelOfAnAcquireThatAwaitsAnActive(t *testing.T) {
+	g := newAwaitGate(false)
+	e := newEnv(t, engine.Config{}, native.Config{Gate: g})
+	c := e.dial()
+	c.send("A s 60 - id=x", "A s 60 - id=y")
+	line, later := answerOrAsked(t, c, g)
+	if line != "" {
+		t.Fatalf("answered %q at once; want a wait for an active", line)
+	}
+	c.send("C s x")
+	if line := <-later; line != "A s T\n" {
+		t.Fatalf("got %q after C, want A s T at once", line)
+	}
+	if line := c.read(); line != "C s OK" {
+		t.Fatalf("got %q, want C s OK", line)
+	}
+	g.name("10.0.0.5:7071")
+	if line := c.read(); line != "A s M 10.0.0.5:7071" {
+		t.Fatalf("the next acquire of the key got %q, want A s M 10.0.0.5:7071", line)
 	}
 }

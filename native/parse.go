@@ -65,6 +65,9 @@ type request struct {
 	// the acquire reads it) by a C line naming it: it leaves the queue,
 	// or never joins it, and is answered T.
 	cancelled uint32
+	// awaited: it has waited once for an active to become known (await),
+	// and is answered E unavailable, not held back again, if none did.
+	awaited bool
 }
 
 // lineError is a line the server refuses. With fatal, the op or the key

@@ -72,6 +72,21 @@ type Gate interface {
 	RefusedByPeers() bool
 }
 
+// ActiveAwaiter is implemented by a Gate that can wait for an active to
+// become known (cluster.Node). With it, an acquire that this node cannot
+// serve while it knows no active (a handoff or a failover under way),
+// or that was parked here when the node stopped being the active, waits
+// for one, off the connection's reader, and then runs again: M with the
+// new active's address, served here if the role came back, or E
+// unavailable if none became known. HTTP's redirect waits the same way
+// (handlers.Gate.ActiveURL). Without it such an acquire is answered E
+// unavailable at once.
+type ActiveAwaiter interface {
+	// AwaitActive returns once an active is known, this node serves, a
+	// bound of the Gate's own has passed, or ctx ends.
+	AwaitActive(ctx context.Context)
+}
+
 // Metrics receives what the server does. handlers.Metrics implements it.
 type Metrics interface {
 	// ObserveNative records one answer: its op ("A", "R", "N", "C", "P", "AUTH",
@@ -138,6 +153,9 @@ type Server struct {
 	conns  map[*conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
+	// awaits counts the connections' goroutines that wait for an active
+	// (conn.awaitActive), which Close lets answer first.
+	awaits sync.WaitGroup
 
 	// batch is how many answers may wait for the reader's own write
 	// (readerBatch, less with a small MaxQueue); pauseAt how many make the
@@ -238,9 +256,11 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Close stops every listener and connection: parked acquires leave their
-// queues, as when their clients go away. What a connection has queued
-// (the E unavailable or M lines of its parked acquires, when the engine
-// was closed or demoted first) is written out before its socket closes,
+// queues, as when their clients go away. The acquires held back until an
+// active is known (ActiveAwaiter) are answered first, within closeGrace:
+// after a handoff, M with the successor's address. What a connection
+// has queued (the E unavailable or M lines of its parked acquires, when
+// the engine was closed or demoted first) is written out before its socket closes,
 // each connection's writer bounded by a second (writeLoop); a connection
 // still open closeGrace after that is closed regardless. It waits for
 // every goroutine of the server and is idempotent. It always returns nil
@@ -252,14 +272,25 @@ func (s *Server) Close() error {
 		ln.Close()
 	}
 	s.mu.Unlock()
+	awaited := make(chan struct{})
+	go func() {
+		s.awaits.Wait()
+		close(awaited)
+	}()
+	t := time.NewTimer(closeGrace)
+	defer t.Stop()
+	select {
+	case <-awaited:
+	case <-t.C:
+	}
 	s.cancel() // every writer writes what is queued, then closes its socket
+	<-awaited  // (their connections' ends end the waits)
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
 		close(done)
 	}()
-	t := time.NewTimer(closeGrace)
-	defer t.Stop()
+	t.Reset(closeGrace)
 	select {
 	case <-done:
 	case <-t.C:
@@ -391,6 +422,11 @@ type conn struct {
 	// it signals resume.
 	paused bool
 	resume chan struct{}
+	// awaiting are the acquires held back until an active is known, each
+	// its key's running one (await); awaitOn: a goroutine waits for
+	// them (awaitActive). Under mu.
+	awaiting []*request
+	awaitOn  bool
 	// wstart is when the writer's current blocking write of the socket
 	// began (an instant, plus 1), 0 while it is in none: a paused reader
 	// tells from it a client that reads nothing (writeBlocking).
@@ -1241,7 +1277,11 @@ func (c *conn) run(r *request) {
 			r = c.next(r)
 			continue
 		}
-		if r.pre == nil && !c.notServing(r) {
+		if r.pre != nil {
+			c.send(*r.pre, OpAcquire, api.CodeInvalidArgument, r.start)
+		} else if moved, held := c.notServingAcquire(r); held {
+			return // runs again once an active is known (await)
+		} else if !moved {
 			req := engine.AcquireRequest{Key: r.key, Lease: r.lease, Wait: r.wait, ID: r.id, Owner: r.owner, Mode: r.mode, Limit: r.limit}
 			res, p := c.s.eng.AcquireTo(req, r)
 			if p != nil {
@@ -1272,8 +1312,6 @@ func (c *conn) run(r *request) {
 			}
 			r = n
 			continue
-		} else if r.pre != nil {
-			c.send(*r.pre, OpAcquire, api.CodeInvalidArgument, r.start)
 		}
 		r = c.next(r)
 	}
@@ -1288,6 +1326,7 @@ func (c *conn) run(r *request) {
 func (c *conn) cancelAcquire(r *request, start instant) {
 	var p *engine.Waiting
 	var head *request
+	unheld := false // head waited for an active (await), and waits no more
 	c.mu.Lock()
 	if run := c.chains[r.rawKey]; run != nil {
 		for i := -1; i < len(run.after); i++ {
@@ -1299,6 +1338,7 @@ func (c *conn) cancelAcquire(r *request, start instant) {
 				atomic.StoreUint32(&a.cancelled, 1)
 				if i < 0 {
 					p, head = a.parked, a
+					unheld = c.unawaitLocked(a)
 				}
 				break
 			}
@@ -1306,7 +1346,7 @@ func (c *conn) cancelAcquire(r *request, start instant) {
 	}
 	c.mu.Unlock()
 	line := []byte(OpCancel + " " + r.rawKey + " OK\n")
-	if p != nil && p.Cancel() {
+	if unheld || (p != nil && p.Cancel()) {
 		// Withdrawn before it was answered: its answer is this T, and
 		// the key's turn passes on.
 		c.send(c.cancelledLine(head), OpAcquire, "T", head.start)
@@ -1433,6 +1473,12 @@ func (c *conn) settle(a *answer, end instant) (restart bool) {
 		// says the same over HTTP).
 		*a = errorLine(r.op, r.rawKey, api.CodePollTimeout, "the poll ended early; this request had no id, so its place in the queue was not kept: repeat it (with id=, a repeat resumes the place)")
 		c.observeAt(end, r.op, api.CodePollTimeout, r.start)
+	case a.parked && (errors.Is(err, engine.ErrMoved) || errors.Is(err, engine.ErrNotActive)) && c.awaitsAgain(r):
+		// Parked here when this node stopped being the active (a
+		// handoff), and the new active is not known yet: it runs again
+		// (run), held back until one is (await), rather than answered E
+		// unavailable while the new active may serve a millisecond later.
+		return true
 	case errors.Is(err, engine.ErrTimeout):
 		a.line = append(append(append(c.scratch[:0], "A "...), r.rawKey...), " T\n"...)
 		c.scratch = a.line[:0]
@@ -1588,6 +1634,109 @@ func (c *conn) renew(r *request, start instant) {
 		return
 	}
 	c.send(answer{logged: idx, gen: gen, op: r.op, rawKey: r.rawKey, start: start, g: g}, r.op, "OK", start)
+}
+
+// notServingAcquire is notServing for the acquire r, which waits for an
+// active instead of an E unavailable when this node knows none (await,
+// once: see mayAwait): moved, it was answered M or E; held, it waits.
+func (c *conn) notServingAcquire(r *request) (moved, held bool) {
+	gate := c.s.cfg.Gate
+	if gate == nil || gate.Serving() {
+		return false, false
+	}
+	if c.mayAwait(r) && gate.ActiveNative() == "" && c.await(r) {
+		return false, true
+	}
+	a, outcome := c.movedAnswer(r)
+	c.send(a, r.op, outcome, r.start)
+	return true, false
+}
+
+// awaitsAgain reports whether the parked acquire r, which this node's
+// engine gave up as it stopped being the active, is to run again once an
+// active is known (await) rather than be answered now (settle): this
+// node knows no active, r may wait (mayAwait), and neither the
+// connection nor the server is closing (an answer made now still goes
+// out before the socket closes; one made later would not).
+func (c *conn) awaitsAgain(r *request) bool {
+	gate := c.s.cfg.Gate
+	if !c.mayAwait(r) || gate.Serving() || gate.ActiveNative() != "" {
+		return false
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	return !closed && !c.s.closed
+}
+
+// mayAwait reports whether the acquire r may wait for an active: the
+// Gate can wait for one (ActiveAwaiter), and r has not waited yet.
+func (c *conn) mayAwait(r *request) bool {
+	if r.awaited {
+		return false
+	}
+	_, ok := c.s.cfg.Gate.(ActiveAwaiter)
+	return ok
+}
+
+// await holds r, the connection's running acquire of its key, back until
+// an active is known, then runs it again (awaitActive): the connection's
+// later acquires of the key wait behind it as behind a parked one, its
+// other requests go on. One goroutine per connection waits, for all of
+// its acquires held back; the connection's end ends it (the acquires
+// are dropped: nobody reads their answers).
+// It reports false, holding nothing back, once the server closes.
+func (c *conn) await(r *request) bool {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if c.s.closed {
+		return false // Close answers what waits, and then no more
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return true // nobody reads the answer
+	}
+	r.parked = nil // answered: nothing of it is left to withdraw
+	c.awaiting = append(c.awaiting, r)
+	start := !c.awaitOn
+	c.awaitOn = true
+	c.mu.Unlock()
+	if start {
+		c.s.awaits.Add(1)
+		go c.awaitActive()
+	}
+	return true
+}
+
+// unawaitLocked takes r out of the acquires held back until an active is
+// known, and reports whether it was one (c.mu held).
+func (c *conn) unawaitLocked(r *request) bool {
+	for i, a := range c.awaiting {
+		if a == r {
+			c.awaiting = append(c.awaiting[:i], c.awaiting[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// awaitActive waits for an active (ActiveAwaiter.AwaitActive, bounded by
+// the Gate and by the connection's end), then runs the acquires held
+// back meanwhile again, each held back once at most (request.awaited).
+func (c *conn) awaitActive() {
+	defer c.s.awaits.Done()
+	c.s.cfg.Gate.(ActiveAwaiter).AwaitActive(c.ctx)
+	c.mu.Lock()
+	held := c.awaiting
+	c.awaiting, c.awaitOn = nil, false
+	c.mu.Unlock()
+	for _, r := range held {
+		r.awaited = true
+		c.run(r)
+	}
 }
 
 // notServing answers r with M (or E unavailable) when this node is not

@@ -255,7 +255,7 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 	if n.nln != nil {
 		nc := native.Config{AuthTokens: cfg.AuthTokens, AdminTokens: cfg.AdminTokens, Metrics: n.metrics, Logger: log}
 		if peer != nil {
-			nc.Gate = peer
+			nc.Gate = peer // a native.ActiveAwaiter too (see below)
 		}
 		n.nsrv = native.New(n.eng, nc)
 		nln := n.nln
@@ -633,3 +633,8 @@ func (c replCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(replLagSecondsDesc, prometheus.GaugeValue, sb.LagSeconds, sb.URL)
 	}
 }
+
+// The cluster node is the native server's Gate, and waits for an active
+// as the native server asks of a Gate that can (an acquire during a
+// handoff waits for the new active instead of an E unavailable).
+var _ native.ActiveAwaiter = (*cluster.Node)(nil)
