@@ -90,3 +90,52 @@ func (c *lineConn) read() string {
 	}
 	return strings.TrimSuffix(line, "\n")
 }
+
+// TestNativeHandoffLeavesNoGhost: a native acquire without an id parked
+// on the active at its handoff cannot keep its place (M names only the
+// successor's address; HTTP's 307 carries the waiter's ticket), so its
+// repeat queues anew there. Its old place must not stay behind as a
+// ghost that no repeat can ever claim: granted to nobody, it held the
+// lock idle for poll_grace (5 s) when the holder released, ahead of the
+// repeat and of every waiter behind it.
+func TestNativeHandoffLeavesNoGhost(t *testing.T) {
+	c := newCluster(t, 2, false)
+	native := []string{freeAddr(t, nodeHost(0)), freeAddr(t, nodeHost(1))}
+	c.args = map[int][]string{0: {"--native-listen", native[0]}, 1: {"--native-listen", native[1]}}
+	c.startAll()
+	c.waitActive(0, 1)
+	held := c.acquire(0, "ng", "lease=60")
+
+	w := dialLine(t, native[0])
+	w.send("A ng 60 -")
+	deadline := time.Now().Add(15 * time.Second)
+	for c.waitersOn(0, "ng") != 1 || c.waitersOn(1, "ng") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the native waiter is not queued on both nodes (active %d, standby %d)", c.waitersOn(0, "ng"), c.waitersOn(1, "ng"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.signal(0, syscall.SIGINT)
+	if line := w.read(); !strings.HasPrefix(line, "A ng M ") {
+		t.Fatalf("the parked acquire got %q at the handoff, want M", line)
+	}
+	c.waitActive(1)
+	r := dialLine(t, native[1])
+	r.send("A ng 60 -")
+	deadline = time.Now().Add(15 * time.Second)
+	for c.waitersOn(1, "ng") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the repeat is not queued on the successor")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := c.waitersOn(1, "ng"); n != 1 {
+		t.Fatalf("%d waiters on the successor after the repeat without an id, want 1 (the repeat; the moved place, which no repeat can claim, gone)", n)
+	}
+	c.release(1, "ng", held.Token)
+	st := c.lockStatus(1, "ng")
+	f := strings.Fields(r.read())
+	if len(f) != 6 || f[2] != "OK" || st.Holder == nil || f[3] != strconv.FormatUint(st.Holder.Token, 10) {
+		t.Fatalf("after the release the holder is %+v and the repeat got %q; want the repeat granted first", st.Holder, strings.Join(f, " "))
+	}
+}
