@@ -217,6 +217,15 @@ type AcquireRequest struct {
 	// first acquire of a free key sets it; naming another one while the
 	// key exists is ErrLimitMismatch.
 	Limit int
+	// NoTicket: a redirect of this caller cannot carry a ticket (the
+	// native protocol's M names only the active's address). Queued
+	// without an ID, its waiter then gets a ticket that no promotion
+	// keeps (IsLocalTicket): the successor of a handoff drops it as any
+	// promotion after a failover drops tickets, instead of keeping its
+	// place for PollGrace for a repeat that cannot come (granted to
+	// nobody, the lock stood idle until the claim ran out). A repeat of
+	// the acquire queues anew.
+	NoTicket bool
 }
 
 // MaxLimit is the largest holder limit of a key.
@@ -1129,8 +1138,9 @@ func (s *shard) enqueue(lk *lock, req *AcquireRequest, lease, wait time.Duration
 	id := req.ID
 	if id == "" {
 		// A queued waiter always has an ID, so that it can be resumed on
-		// another node after a handoff (the ticket travels in a redirect).
-		id = newTicketID()
+		// another node after a handoff (the ticket travels in a redirect),
+		// or, when no redirect can carry it, left behind (NoTicket).
+		id = newTicketID(req.NoTicket)
 	}
 	r := Record{Kind: RecEnqueue, Key: lk.key, WaiterID: id, Lease: lease, At: now.wall, Owner: req.Owner, Mode: req.Mode, Limit: recLimit(limit), LeaseDefaulted: req.Lease == 0}
 	if wait > 0 {

@@ -54,11 +54,26 @@ func Ticket(id string) string {
 	return ""
 }
 
-func newTicketID() string {
+// localMark follows AnonPrefix in a ticket that no promotion keeps
+// (IsLocalTicket); it is not a hex digit, which the others have there.
+const localMark = "n"
+
+// newTicketID returns a new ticket ID; local: one no promotion keeps
+// (AcquireRequest.NoTicket).
+func newTicketID(local bool) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
+	if local {
+		return AnonPrefix + localMark + hex.EncodeToString(b[:])
+	}
 	return AnonPrefix + hex.EncodeToString(b[:])
 }
+
+// IsLocalTicket reports whether id is a ticket made for an acquire whose
+// redirect cannot carry it (AcquireRequest.NoTicket): every promotion,
+// a handoff's too, drops its waiter, and releases a grant to it that
+// awaits its claim.
+func IsLocalTicket(id string) bool { return strings.HasPrefix(id, AnonPrefix+localMark) }
 
 // serving reports why calls are refused, if they are. s.mu is held.
 func (e *Engine) serving() error {
@@ -189,7 +204,8 @@ const (
 	Failover Promotion = iota
 	// Handoff: the old active hands its state over on purpose and
 	// redirects its parked calls, each waiter with its ticket, to this
-	// node: every waiter keeps its place.
+	// node: every waiter keeps its place, but one whose ticket no
+	// redirect carries (IsLocalTicket), which is dropped.
 	Handoff
 )
 
@@ -258,7 +274,7 @@ func (e *Engine) Promote(how Promotion, undelivered ...Grant) uint64 {
 					// grant waits for a repeat and is never delivered.
 					continue
 				}
-				if how == Failover && IsTicket(w.t.id) {
+				if (how == Failover && IsTicket(w.t.id)) || IsLocalTicket(w.t.id) {
 					s.leave(w, now)
 					s.retire(w.t, tForget, now)
 					continue
@@ -284,7 +300,7 @@ func (e *Engine) Promote(how Promotion, undelivered ...Grant) uint64 {
 				s.apply(lk, &r, now)
 			}
 			lk.each(func(h *hold) {
-				if t := h.holder; how == Failover && t != nil && t.claimBy != 0 && IsTicket(t.id) {
+				if t := h.holder; t != nil && t.claimBy != 0 && ((how == Failover && IsTicket(t.id)) || IsLocalTicket(t.id)) {
 					// Logged like every other change, through the one apply
 					// path: a release whose answer nobody can get.
 					r := Record{Kind: RecRelease, Key: lk.key, Token: h.token, WaiterID: t.id, At: now.wall}

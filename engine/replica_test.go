@@ -554,3 +554,48 @@ func TestPromoteGrantsNoWaiterWhoseGraceRanOut(t *testing.T) {
 		}
 	})
 }
+
+// A waiter queued without an ID by a caller whose redirect cannot carry
+// a ticket (NoTicket: the native protocol) does not outlive a handoff:
+// the successor drops it at its promotion instead of keeping its place
+// for a repeat that cannot come. One with a ticket a redirect carries,
+// and one with an ID, keep theirs.
+func TestHandoffDropsWaitersWhoseTicketNoRedirectCarries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := replicaPair(t)
+		defer b.Close()
+		const key = "k"
+		h := mustAcquire(t, a, AcquireRequest{Key: key})
+		local := goAcquire(a, context.Background(), AcquireRequest{Key: key, NoTicket: true})
+		synctest.Wait()
+		anon := goAcquire(a, context.Background(), AcquireRequest{Key: key})
+		synctest.Wait()
+		named := goAcquire(a, context.Background(), AcquireRequest{Key: key, ID: "named", NoTicket: true})
+		synctest.Wait()
+		a.Demote()
+		synctest.Wait()
+		r := answered(t, "waiter without a ticket", local)
+		wantErr(t, "waiter without a ticket", r.err, ErrMoved)
+		if id := r.err.(*MovedError).ID; !IsTicket(id) || !IsLocalTicket(id) {
+			t.Fatalf("the moved waiter's ID %q is not a local ticket", id)
+		}
+		r = answered(t, "anonymous waiter", anon)
+		ticket := Ticket(r.err.(*MovedError).ID)
+		if IsLocalTicket(r.err.(*MovedError).ID) {
+			t.Fatalf("a waiter a redirect can carry got a local ticket")
+		}
+		<-named
+		a.Close()
+		wantHolder(t, b, key, h.Token, 3)
+
+		b.Promote(Handoff)
+		wantHolder(t, b, key, h.Token, 2)
+		if err := b.Release(key, h.Token); err != nil {
+			t.Fatal(err)
+		}
+		// The anonymous waiter, first of the two kept, resumes by its
+		// ticket and holds; the named one waits behind.
+		g := mustAcquire(t, b, AcquireRequest{Key: key, ID: TicketID(ticket)})
+		wantHolder(t, b, key, g.Token, 1)
+	})
+}

@@ -1282,7 +1282,9 @@ func (c *conn) run(r *request) {
 		} else if moved, held := c.notServingAcquire(r); held {
 			return // runs again once an active is known (await)
 		} else if !moved {
-			req := engine.AcquireRequest{Key: r.key, Lease: r.lease, Wait: r.wait, ID: r.id, Owner: r.owner, Mode: r.mode, Limit: r.limit}
+			// (NoTicket: M carries no ticket, so a handoff's successor
+			// keeps no place for an acquire without an id.)
+			req := engine.AcquireRequest{Key: r.key, Lease: r.lease, Wait: r.wait, ID: r.id, Owner: r.owner, Mode: r.mode, Limit: r.limit, NoTicket: true}
 			res, p := c.s.eng.AcquireTo(req, r)
 			if p != nil {
 				c.mu.Lock()
