@@ -256,3 +256,23 @@ func TestCancelOfAnAcquireThatAwaitsAnActive(t *testing.T) {
 		t.Fatalf("the next acquire of the key got %q, want A s M 10.0.0.5:7071", line)
 	}
 }
+
+// TestCloseAnswersUnavailableWhenNoActiveCame: a node that closes while
+// an acquire waits for an active that never comes (its handoff failed:
+// no successor took the role) answers it E unavailable before its
+// socket closes, as it answered a parked acquire before the wait for an
+// active existed: the client is told, not left with a closed connection.
+func TestCloseAnswersUnavailableWhenNoActiveCame(t *testing.T) {
+	g := newAwaitGate(false)
+	e := newEnv(t, engine.Config{}, native.Config{Gate: g})
+	c := e.dial()
+	c.send("A s 60 -")
+	line, later := answerOrAsked(t, c, g)
+	if line != "" {
+		t.Fatalf("answered %q at once; want a wait for an active", line)
+	}
+	_ = e.srv.Close()
+	if line := <-later; line != "A s E unavailable no active node is known at the moment; retry\n" {
+		t.Fatalf("got %q from a node that closed with no active known, want E unavailable", line)
+	}
+}
