@@ -140,7 +140,11 @@ type Server struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	epoch  time.Time // the origin of now (with Go's monotonic reading)
+	// awaitCtx ends the waits for an active (conn.awaitActive) at Close
+	// before ctx ends the connections, so that their answers still go out.
+	awaitCtx  context.Context
+	stopAwait context.CancelFunc
+	epoch     time.Time // the origin of now (with Go's monotonic reading)
 
 	// releasers: per slot of key hashes, the connection whose reader is
 	// releasing a key of that slot now and writes the grants its release
@@ -177,6 +181,7 @@ func New(eng *engine.Engine, cfg Config) *Server {
 	s.auth = digests(cfg.AuthTokens)
 	s.admin = digests(cfg.AdminTokens)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.awaitCtx, s.stopAwait = context.WithCancel(context.Background())
 	s.epoch = time.Now()
 	s.seed = maphash.MakeSeed()
 	return s
@@ -258,7 +263,8 @@ func (s *Server) Serve(ln net.Listener) error {
 // Close stops every listener and connection: parked acquires leave their
 // queues, as when their clients go away. The acquires held back until an
 // active is known (ActiveAwaiter) are answered first, within closeGrace:
-// after a handoff, M with the successor's address. What a connection
+// after a handoff, M with the successor's address; E unavailable if none
+// became known by then. What a connection
 // has queued (the E unavailable or M lines of its parked acquires, when
 // the engine was closed or demoted first) is written out before its socket closes,
 // each connection's writer bounded by a second (writeLoop); a connection
@@ -283,8 +289,9 @@ func (s *Server) Close() error {
 	case <-awaited:
 	case <-t.C:
 	}
-	s.cancel() // every writer writes what is queued, then closes its socket
-	<-awaited  // (their connections' ends end the waits)
+	s.stopAwait() // the waits left end: their acquires are answered (E unavailable)
+	<-awaited     // into queues the writers still write
+	s.cancel()    // every writer writes what is queued, then closes its socket
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
@@ -1726,11 +1733,15 @@ func (c *conn) unawaitLocked(r *request) bool {
 }
 
 // awaitActive waits for an active (ActiveAwaiter.AwaitActive, bounded by
-// the Gate and by the connection's end), then runs the acquires held
+// the Gate, by the connection's end and by Close), then runs the acquires held
 // back meanwhile again, each held back once at most (request.awaited).
 func (c *conn) awaitActive() {
 	defer c.s.awaits.Done()
-	c.s.cfg.Gate.(ActiveAwaiter).AwaitActive(c.ctx)
+	ctx, stop := context.WithCancel(c.ctx)
+	unhook := context.AfterFunc(c.s.awaitCtx, stop)
+	c.s.cfg.Gate.(ActiveAwaiter).AwaitActive(ctx)
+	unhook()
+	stop()
 	c.mu.Lock()
 	held := c.awaiting
 	c.awaiting, c.awaitOn = nil, false
