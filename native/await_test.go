@@ -276,3 +276,40 @@ func TestCloseAnswersUnavailableWhenNoActiveCame(t *testing.T) {
 		t.Fatalf("got %q from a node that closed with no active known, want E unavailable", line)
 	}
 }
+
+// TestMovedAcquireSettledAfterTheRoleCameBackIsServedHere: a handoff
+// that the successor refuses at once gives the role back (cluster's
+// finishHandoff) before the writers have made the answers of the
+// acquires the demotion moved. Such an acquire runs here again under
+// its id and keeps its place (ActiveAwaiter: "served here if the role
+// came back"), not "E unavailable no active node is known" from the
+// active itself.
+func TestMovedAcquireSettledAfterTheRoleCameBackIsServedHere(t *testing.T) {
+	g := newAwaitGate(true)
+	e := newEnv(t, engine.Config{}, native.Config{Gate: g})
+	h := e.dial()
+	h.send("A q 60 -")
+	tok := grant(t, h.read(), "q")
+	var ws []*client
+	for i := range 4 {
+		w := e.dial()
+		w.send("A q 60 - id=w" + strconv.Itoa(i))
+		waitFor(t, func() bool { li, _ := e.eng.Status("q"); return li.Waiters == i+1 })
+		ws = append(ws, w)
+	}
+	g.demote()
+	e.eng.Demote()
+	e.eng.Promote(engine.Handoff)
+	g.serve()
+	for _, w := range ws {
+		h.send("R q " + strconv.FormatUint(tok, 10))
+		if line := h.read(); line != "R q OK" {
+			t.Fatalf("release: %q", line)
+		}
+		next := grant(t, w.read(), "q")
+		if next <= tok {
+			t.Fatalf("token %d after %d", next, tok)
+		}
+		tok = next
+	}
+}
