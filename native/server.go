@@ -1662,14 +1662,19 @@ func (c *conn) notServingAcquire(r *request) (moved, held bool) {
 }
 
 // awaitsAgain reports whether the parked acquire r, which this node's
-// engine gave up as it stopped being the active, is to run again once an
-// active is known (await) rather than be answered now (settle): this
-// node knows no active, r may wait (mayAwait), and neither the
-// connection nor the server is closing (an answer made now still goes
-// out before the socket closes; one made later would not).
+// engine gave up as it stopped being the active, is to run again rather
+// than be answered now (settle): served here, this node being the active
+// again already (a handoff refused at once gives the role back before
+// the answer is made), or held back until an active is known (await),
+// this node knowing none and r allowed to wait (mayAwait); and neither
+// the connection nor the server is closing (an answer made now still
+// goes out before the socket closes; one made later would not).
 func (c *conn) awaitsAgain(r *request) bool {
 	gate := c.s.cfg.Gate
-	if !c.mayAwait(r) || gate.Serving() || gate.ActiveNative() != "" {
+	if gate == nil {
+		return false
+	}
+	if !gate.Serving() && (!c.mayAwait(r) || gate.ActiveNative() != "") {
 		return false
 	}
 	c.mu.Lock()
