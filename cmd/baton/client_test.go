@@ -490,3 +490,22 @@ func TestStatusEscapesFormatCharactersOfKeys(t *testing.T) {
 		t.Fatalf("status --json KEY: %d %q", r.code, r.stdout.String())
 	}
 }
+
+// Quoting only the keys with a format character is not enough for one
+// key never to read as another: a key made of printable characters
+// alone may spell a quoted key, quotes and escape included. Every key
+// shows differently from every other.
+func TestDisplayKeyTellsKeysApart(t *testing.T) {
+	for _, pair := range [][2]string{
+		{"a\u202eb", `"a\u202eb"`},
+		{"zero\u200bwidth", `"zero\u200bwidth"`},
+		{"plain", `"plain"`},
+	} {
+		if a, b := displayKey(pair[0]), displayKey(pair[1]); a == b {
+			t.Errorf("keys %q and %q both show as %s", pair[0], pair[1], a)
+		}
+	}
+	if got := displayKey("plain key"); got != "plain key" {
+		t.Errorf("displayKey(%q) = %s, want it as it is", "plain key", got)
+	}
+}
