@@ -93,6 +93,14 @@ export interface PeerView {
   role: string;
   live: boolean;
   last_contact?: string;
+  /** The last index of the node's log, as its last status said. */
+  last_index: number;
+  /** In the active's view of a standby that streams from it: the last index it acknowledged. */
+  acked_index?: number;
+  /** The node's log has refused writes for a failover timeout or more (a full disk). */
+  log_failing?: boolean;
+  /** The node's cluster ID, as its last status said. */
+  cluster_id?: string;
   /** The node refuses this node's peer requests: its cluster_secret differs. */
   refused?: boolean;
 }
