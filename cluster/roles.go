@@ -661,7 +661,7 @@ func (n *Node) handoff(ctx context.Context, to string) (string, error) {
 // off the loop; the answer comes back to the loop (finishHandoff). It
 // reports false if to has no synced stream from this node. n.mu is held.
 func (n *Node) startHandoff(now time.Time, to string, r *request) bool {
-	f := n.hub.successor(to, n.cfg.Peers)
+	f := n.hub.syncedFollower(to)
 	if f == nil {
 		return false
 	}

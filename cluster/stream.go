@@ -239,33 +239,24 @@ func (f *follower) end(sw *streamWriter) {
 	}
 }
 
-// successor picks the follower to hand off to: the one at url to if given,
-// else the synced one with the highest priority in peers.
-func (h *hub) successor(to string, peers []string) *follower {
+// syncedFollower returns the follower at url if its log agrees with this
+// one's, else nil. Which follower a handoff goes to is the role rules'
+// choice (view.successor, cluster/rules.go); this only finds its stream.
+func (h *hub) syncedFollower(url string) *follower {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var best *follower
-	bestPrio := len(peers)
 	for f := range h.fs {
+		if f.url != url {
+			continue
+		}
 		f.mu.Lock()
 		ok := f.synced
 		f.mu.Unlock()
-		if !ok {
-			continue
-		}
-		if to != "" {
-			if f.url == to {
-				return f
-			}
-			continue
-		}
-		for i, p := range peers {
-			if p == f.url && i < bestPrio {
-				best, bestPrio = f, i
-			}
+		if ok {
+			return f
 		}
 	}
-	return best
+	return nil
 }
 
 // synced returns the URLs of the followers whose logs agree with this
