@@ -664,7 +664,7 @@ func (n *Node) since() int64 { return int64(time.Since(n.base)) }
 
 // ActiveURL returns the active's base URL for a redirect. While no active is
 // known (a failover or handoff under way) it waits, up to FailoverTimeout +
-// Heartbeat or until ctx ends, and returns "" if none became known.
+// 2 Heartbeats or until ctx ends, and returns "" if none became known.
 func (n *Node) ActiveURL(ctx context.Context) string {
 	deadline := time.NewTimer(n.cfg.FailoverTimeout + 2*n.cfg.Heartbeat)
 	defer deadline.Stop()
