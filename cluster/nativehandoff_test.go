@@ -43,6 +43,13 @@ func TestNativeHandoffAnswersTheSuccessor(t *testing.T) {
 	c.waitActive(1)
 	r := dialLine(t, native[1])
 	r.send("A nh 60 - id=parked")
+	// The reader answers P after it has queued the acquire before it: the
+	// count below is taken after the repeat, not before (when the kept
+	// place alone makes it 1 too).
+	r.send("P queued")
+	if line := r.read(); line != "P queued OK" {
+		t.Fatalf("got %q, want P queued OK", line)
+	}
 	if n := c.waitersOn(1, "nh"); n != 1 {
 		t.Fatalf("%d waiters on the successor after the repeat, want the one place kept", n)
 	}
@@ -122,12 +129,11 @@ func TestNativeHandoffLeavesNoGhost(t *testing.T) {
 	c.waitActive(1)
 	r := dialLine(t, native[1])
 	r.send("A ng 60 -")
-	deadline = time.Now().Add(15 * time.Second)
-	for c.waitersOn(1, "ng") < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the repeat is not queued on the successor")
-		}
-		time.Sleep(10 * time.Millisecond)
+	// The reader answers P after it has queued the acquire before it (a
+	// count of 1 before the repeat would be the ghost alone).
+	r.send("P queued")
+	if line := r.read(); line != "P queued OK" {
+		t.Fatalf("got %q, want P queued OK", line)
 	}
 	if n := c.waitersOn(1, "ng"); n != 1 {
 		t.Fatalf("%d waiters on the successor after the repeat without an id, want 1 (the repeat; the moved place, which no repeat can claim, gone)", n)
