@@ -1649,16 +1649,10 @@ func (c *conn) renew(r *request, start instant) {
 // active instead of an E unavailable when this node knows none (await,
 // once: see mayAwait): moved, it was answered M or E; held, it waits.
 func (c *conn) notServingAcquire(r *request) (moved, held bool) {
-	gate := c.s.cfg.Gate
-	if gate == nil || gate.Serving() {
-		return false, false
-	}
-	if c.mayAwait(r) && gate.ActiveNative() == "" && c.await(r) {
+	if gate := c.s.cfg.Gate; gate != nil && !gate.Serving() && c.mayAwait(r) && gate.ActiveNative() == "" && c.await(r) {
 		return false, true
 	}
-	a, outcome := c.movedAnswer(r)
-	c.send(a, r.op, outcome, r.start)
-	return true, false
+	return c.notServing(r), false
 }
 
 // awaitsAgain reports whether the parked acquire r, which this node's
