@@ -1286,7 +1286,7 @@ func (c *conn) run(r *request) {
 		}
 		if r.pre != nil {
 			c.send(*r.pre, OpAcquire, api.CodeInvalidArgument, r.start)
-		} else if moved, held := c.notServingAcquire(r); held {
+		} else if moved, awaits := c.notServingAcquire(r); awaits {
 			return // runs again once an active is known (await)
 		} else if !moved {
 			// (NoTicket: M carries no ticket, so a handoff's successor
@@ -1335,7 +1335,7 @@ func (c *conn) run(r *request) {
 func (c *conn) cancelAcquire(r *request, start instant) {
 	var p *engine.Waiting
 	var head *request
-	unheld := false // head waited for an active (await), and waits no more
+	unawaited := false // head waited for an active (await), and waits no more
 	c.mu.Lock()
 	if run := c.chains[r.rawKey]; run != nil {
 		for i := -1; i < len(run.after); i++ {
@@ -1347,7 +1347,7 @@ func (c *conn) cancelAcquire(r *request, start instant) {
 				atomic.StoreUint32(&a.cancelled, 1)
 				if i < 0 {
 					p, head = a.parked, a
-					unheld = c.unawaitLocked(a)
+					unawaited = c.unawaitLocked(a)
 				}
 				break
 			}
@@ -1355,7 +1355,7 @@ func (c *conn) cancelAcquire(r *request, start instant) {
 	}
 	c.mu.Unlock()
 	line := []byte(OpCancel + " " + r.rawKey + " OK\n")
-	if unheld || (p != nil && p.Cancel()) {
+	if unawaited || (p != nil && p.Cancel()) {
 		// Withdrawn before it was answered: its answer is this T, and
 		// the key's turn passes on.
 		c.send(c.cancelledLine(head), OpAcquire, "T", head.start)
@@ -1647,8 +1647,8 @@ func (c *conn) renew(r *request, start instant) {
 
 // notServingAcquire is notServing for the acquire r, which waits for an
 // active instead of an E unavailable when this node knows none (await,
-// once: see mayAwait): moved, it was answered M or E; held, it waits.
-func (c *conn) notServingAcquire(r *request) (moved, held bool) {
+// once: see mayAwait): moved, it was answered M or E; awaits, it waits.
+func (c *conn) notServingAcquire(r *request) (moved, awaits bool) {
 	if gate := c.s.cfg.Gate; gate != nil && !gate.Serving() && c.mayAwait(r) && gate.ActiveNative() == "" && c.await(r) {
 		return false, true
 	}
@@ -1742,10 +1742,10 @@ func (c *conn) awaitActive() {
 	unhook()
 	stop()
 	c.mu.Lock()
-	held := c.awaiting
+	waiting := c.awaiting
 	c.awaiting, c.awaitOn = nil, false
 	c.mu.Unlock()
-	for _, r := range held {
+	for _, r := range waiting {
 		r.awaited = true
 		c.run(r)
 	}
