@@ -40,17 +40,24 @@ func TestTypesDeclareEveryAnswerField(t *testing.T) {
 		if m == nil {
 			t.Fatalf("baton.d.ts declares no interface %s", c.name)
 		}
-		declared := map[string]bool{}
-		for _, d := range regexp.MustCompile(`(?m)^  ([a-z_]+)\??:`).FindAllStringSubmatch(m[1], -1) {
-			declared[d[1]] = true
+		declared := map[string]string{} // member: its type
+		for _, d := range regexp.MustCompile(`(?m)^  ([a-z_]+)\??: (.*);$`).FindAllStringSubmatch(m[1], -1) {
+			declared[d[1]] = d[2]
 		}
 		for i := range c.typ.NumField() {
-			name, _, _ := strings.Cut(c.typ.Field(i).Tag.Get("json"), ",")
+			f := c.typ.Field(i)
+			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
 			if name == "" || name == "-" {
 				continue
 			}
-			if !declared[name] {
-				t.Errorf("baton.d.ts: interface %s has no %s (api.%s.%s)", c.name, name, c.typ.Name(), c.typ.Field(i).Name)
+			typ, ok := declared[name]
+			if !ok {
+				t.Errorf("baton.d.ts: interface %s has no %s (api.%s.%s)", c.name, name, c.typ.Name(), f.Name)
+				continue
+			}
+			// A pointer without omitempty is sent as null when nil.
+			if f.Type.Kind() == reflect.Pointer && !strings.Contains(opts, "omitempty") && !strings.Contains(typ, "null") {
+				t.Errorf("baton.d.ts: %s.%s is %q, but the server sends null for it (api.%s.%s)", c.name, name, typ, c.typ.Name(), f.Name)
 			}
 		}
 	}
