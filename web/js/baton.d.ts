@@ -92,7 +92,8 @@ export interface PeerView {
   priority: number;
   role: string;
   live: boolean;
-  last_contact?: string;
+  /** RFC 3339; null if never heard from. */
+  last_contact: string | null;
   /** The last index of the node's log, as its last status said. */
   last_index: number;
   /** In the active's view of a standby that streams from it: the last index it acknowledged. */
