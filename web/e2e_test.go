@@ -178,7 +178,7 @@ type node struct {
 // the given BATON_* settings.
 func startBaton(t *testing.T, env ...string) *node {
 	t.Helper()
-	return startNode(t, freeAddr(t, "127.0.0.1"), nil, env)
+	return startNode(t, freeAddr(t, loopback(1)), nil, env)
 }
 
 // startNode runs the binary on addr with a fresh data dir, args and env
@@ -256,7 +256,7 @@ func startPair(t *testing.T, origins ...string) (active, standby *node) {
 // startPairWith is startPair with extra flags for both nodes.
 func startPairWith(t *testing.T, extra []string, origins ...string) (active, standby *node) {
 	t.Helper()
-	urls := []string{"http://" + freeAddr(t, "127.0.0.1"), "http://" + freeAddr(t, "127.0.0.2")}
+	urls := []string{"http://" + freeAddr(t, loopback(1)), "http://" + freeAddr(t, loopback(2))}
 	peers := strings.Join(urls, ",")
 	cors := "BATON_CORS_ORIGINS=" + strings.Join(append(urls[:2:2], origins...), ",")
 	var nodes []*node
@@ -1106,6 +1106,18 @@ func TestStatusPageManyKeys(t *testing.T) {
 type syncBuffer = testproc.Buffer
 
 func freeAddr(t *testing.T, host string) string { return testproc.FreeAddr(t, host) }
+
+// loopback is the i-th address (1, 2, …) of the loopback network the nodes
+// listen on: CLUSTER_NET's (the first three numbers, such as "127.0.23",
+// as the cluster tests take it), so that runs side by side keep to
+// addresses of their own; else 127.0.0.i.
+func loopback(i int) string {
+	net := os.Getenv("CLUSTER_NET")
+	if net == "" {
+		net = "127.0.0"
+	}
+	return fmt.Sprintf("%s.%d", net, i)
+}
 
 // TestStatusPageLongOwner: an owner label of 128 bytes without a break
 // (the longest one accepted) stays inside its panel, on a desktop and on

@@ -351,7 +351,7 @@ func TestStatusPagePhone(t *testing.T) {
 // lock with the replica lag, and never says "No lock is held".
 func TestStatusPageOnStandby(t *testing.T) {
 	browserTest(t)
-	urls := []string{"http://" + freeAddr(t, "127.0.0.1"), "http://" + freeAddr(t, "127.0.0.2")}
+	urls := []string{"http://" + freeAddr(t, loopback(1)), "http://" + freeAddr(t, loopback(2))}
 	var nodes []*node
 	for _, u := range urls {
 		nodes = append(nodes, startNode(t, strings.TrimPrefix(u, "http://"), []string{"--advertise", u, "--peers", strings.Join(urls, ","),

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { Client, BatonError, Lock } from './client.mjs';
-import { startNode, freePort, sleep, waitFor } from './harness.mjs';
+import { startNode, freePort, sleep, waitFor, HOST } from './harness.mjs';
 
 /** Rejects with a BatonError of this status and code (and field). */
 async function rejectsWith(p, status, code, field) {
@@ -192,7 +192,7 @@ test('a Lock.release that failed is made by the next call', async (t) => {
 
 test('unavailable: no node answers', async (t) => {
   const port = await freePort();
-  const c = new Client({ addresses: [`http://127.0.0.1:${port}`], retryFor: 300 });
+  const c = new Client({ addresses: [`http://${HOST}:${port}`], retryFor: 300 });
   await rejectsWith(c.acquire('x'), 0, 'unavailable');
   await rejectsWith(c.cluster(), 0, 'unavailable');
   await rejectsWith(c.release('x', 1), 0, 'unavailable');

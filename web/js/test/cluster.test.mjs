@@ -6,7 +6,7 @@ import http from 'node:http';
 import net from 'node:net';
 import assert from 'node:assert/strict';
 import { Client } from './client.mjs';
-import { startNode, startPair, sleep, waitFor, listenProxy, endToEnd } from './harness.mjs';
+import { startNode, startPair, sleep, waitFor, listenProxy, endToEnd, HOST } from './harness.mjs';
 
 test('kill -9 of the active: the waiter gets the lock from the new active, the holder keeps its token', async (t) => {
   const [a, b] = await startPair(t);
@@ -64,11 +64,11 @@ test('a release attempt that gets no answer moves on to the next address', async
   const n = await startNode(t);
   const held = [];
   const silent = net.createServer((s) => held.push(s));
-  await new Promise((r) => silent.listen(0, '127.0.0.1', r));
+  await new Promise((r) => silent.listen(0, HOST, r));
   t.after(() => { for (const s of held) s.destroy(); silent.close(); });
   const holder = new Client({ addresses: [n.url] });
   const l = await holder.acquire('silent/1', { lease: 60 });
-  const c = new Client({ addresses: [`http://127.0.0.1:${silent.address().port}`, n.url] });
+  const c = new Client({ addresses: [`http://${HOST}:${silent.address().port}`, n.url] });
   t.after(() => { holder.close?.(); c.close?.(); });
   const outcome = await Promise.race([
     c.release('silent/1', l.token).then(() => 'released', (e) => 'rejected: ' + e.message),

@@ -9,11 +9,11 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import http2 from 'node:http2';
 import { Client, TRANSPORT } from './client.mjs';
-import { Node, CLUSTER_ARGS, endToEnd, freePort, sleep, waitFor } from './harness.mjs';
+import { Node, CLUSTER_ARGS, endToEnd, freePort, sleep, waitFor, NET as HARNESS_NET } from './harness.mjs';
 
 // BATON_JS_NET: the first three numbers of the loopback network the nodes
-// listen on (runs side by side keep to their own).
-const NET = process.env.BATON_JS_NET || '127.0.0';
+// listen on (runs side by side keep to their own); else the harness's NET.
+const NET = process.env.BATON_JS_NET || HARNESS_NET;
 // BATON_JS_ROUNDS: how many faults each test applies (default 3).
 const ROUNDS = Number(process.env.BATON_JS_ROUNDS) || 3;
 

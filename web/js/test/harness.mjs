@@ -1,5 +1,5 @@
 // Test harness: real baton processes (the binary named by BATON_BIN, built
-// by the Go test that runs these files), on free ports of 127.0.0.x.
+// by the Go test that runs these files), on free ports of NET.x.
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 import http2 from 'node:http2';
@@ -12,8 +12,17 @@ import { TRANSPORT } from './client.mjs';
 export const BIN = process.env.BATON_BIN;
 if (!BIN) throw new Error('BATON_BIN must name the baton binary (go test ./web sets it)');
 
+/**
+ * The first three numbers of the loopback network nodes and proxies listen
+ * on: CLUSTER_NET (such as "127.0.23", as the cluster tests take it), so
+ * that runs side by side keep to addresses of their own; else 127.0.0.
+ */
+export const NET = process.env.CLUSTER_NET || '127.0.0';
+/** The first address of NET, where a lone node or proxy listens. */
+export const HOST = NET + '.1';
+
 /** A free TCP port on host. */
-export function freePort(host = '127.0.0.1') {
+export function freePort(host = HOST) {
   return new Promise((resolve, reject) => {
     const s = createServer();
     s.once('error', reject);
@@ -47,7 +56,7 @@ export async function waitFor(what, within, cond) {
  * host:port, with its own data dir (kept across restart()).
  */
 export class Node {
-  constructor({ host = '127.0.0.1', port, args = [], env = {}, scheme = 'http', ready }) {
+  constructor({ host = HOST, port, args = [], env = {}, scheme = 'http', ready }) {
     this.host = host;
     this.port = port;
     this.url = `${scheme}://${host}:${port}`;
@@ -132,7 +141,7 @@ export const CLUSTER_ARGS = ['--heartbeat', '100ms', '--failover-timeout', '600m
  * arguments; token: auth_tokens (the nodes' get() sends it).
  */
 export async function startPair(t, extra = [], token = '') {
-  const hosts = ['127.0.0.1', '127.0.0.2'];
+  const hosts = [NET + '.1', NET + '.2'];
   const ports = [await freePort(hosts[0]), await freePort(hosts[1])];
   const urls = hosts.map((h, i) => `http://${h}:${ports[i]}`);
   const nodes = hosts.map((h, i) => new Node({
@@ -159,7 +168,7 @@ export function endToEnd(headers) {
 }
 
 /**
- * A server on a free port of 127.0.0.1 for proxies in front of baton, in
+ * A server on a free port of HOST for proxies in front of baton, in
  * the protocol of the client under test: HTTP/1.1 for fetch, h2c for the
  * http2 transport, or proto ("http1" or "h2c") if given (handler gets the
  * compatibility API's req and res, like node:http's). Returns its url and
@@ -174,10 +183,10 @@ export async function listenProxy(t, handler, proto = TRANSPORT === 'http2' ? 'h
     open.add(c);
     c.on('close', () => open.delete(c));
   });
-  await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  await new Promise((resolve) => srv.listen(0, HOST, resolve));
   t.after(() => new Promise((resolve) => {
     for (const c of open) c.destroy();
     srv.close(() => resolve());
   }));
-  return { url: `http://127.0.0.1:${srv.address().port}`, seen };
+  return { url: `http://${HOST}:${srv.address().port}`, seen };
 }

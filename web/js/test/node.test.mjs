@@ -10,7 +10,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, BatonError } from '../baton-node.js';
-import { startNode, listenProxy, endToEnd } from './harness.mjs';
+import { startNode, listenProxy, endToEnd, HOST } from './harness.mjs';
 
 test('the transport option: http2 by default, fetch on request, anything else refused naming the field', () => {
   assert.equal(new Client({ addresses: ['http://127.0.0.1:9'] }).transport, 'http2');
@@ -74,7 +74,7 @@ test('https addresses: h2 by ALPN, with the tls option (a private CA)', { timeou
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const cert = join(dir, 'cert.pem'), key = join(dir, 'key.pem');
   execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', key, '-out', cert,
-    '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+    '-days', '1', '-subj', '/CN=' + HOST, '-addext', 'subjectAltName=IP:' + HOST], { stdio: 'ignore' });
   const ca = readFileSync(cert);
   // Ready when an HTTP/2 session over TLS (ALPN h2) answers /healthz.
   const ready = (url) => new Promise((resolve, reject) => {

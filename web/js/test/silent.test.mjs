@@ -8,14 +8,14 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { Client } from './client.mjs';
-import { startNode, sleep } from './harness.mjs';
+import { startNode, sleep, HOST } from './harness.mjs';
 
 async function silentNode(t) {
   const held = [];
   const srv = net.createServer((s) => held.push(s));
-  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  await new Promise((r) => srv.listen(0, HOST, r));
   t.after(() => { for (const s of held) s.destroy(); srv.close(); });
-  return `http://127.0.0.1:${srv.address().port}`;
+  return `http://${HOST}:${srv.address().port}`;
 }
 
 const within = (p, ms, what) => Promise.race([
