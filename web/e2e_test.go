@@ -644,13 +644,27 @@ func TestStatusPage(t *testing.T) {
 	stopWaiter()
 }
 
-// otherOrigin serves a blank page on another origin than baton's.
+// otherOrigin serves a blank page on another origin than baton's, on
+// 127.0.0.1 (whose other name, localhost, is an origin not configured).
 func otherOrigin(t *testing.T) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return otherOriginAt(t, "127.0.0.1")
+}
+
+// otherOriginAt is otherOrigin on a free port of host.
+func otherOriginAt(t *testing.T, host string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		io.WriteString(w, "<!doctype html><title>another origin</title><p>a page on another origin</p>")
 	}))
+	ln, err := net.Listen("tcp", freeAddr(t, host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv
 }

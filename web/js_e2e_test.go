@@ -435,3 +435,53 @@ func TestJSClientTimeoutInChromium(t *testing.T) {
 		t.Fatalf("after the release: %+v; want no holder and no waiter", st)
 	}
 }
+
+// TestJSClientReplicaLagFromAnotherOrigin: a page on another origin (in
+// cors_origins) reads the locks from a standby through /baton.js; the
+// standby answers from its replica with Baton-Replica-Lag (SPEC section
+// 2, "Reads on standbys"), which the client reports as replicaLag — so
+// the browser must be allowed to read that header across origins.
+func TestJSClientReplicaLagFromAnotherOrigin(t *testing.T) {
+	browserTest(t)
+	other := otherOriginAt(t, loopback(3))
+	active, standby := startPair(t, other.URL)
+	ctx, cons := tab(t)
+	if _, err := active.acquire(ctx, "lag/1", 60, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(other.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := json.Marshal(standby.url)
+	type lagResult struct {
+		List   any    `json:"list"`
+		Status any    `json:"status"`
+		Holder bool   `json:"holder"`
+		Error  string `json:"error"`
+	}
+	var got lagResult
+	waitFor(t, 5*time.Second, "the standby's replica holds lag/1", func() (bool, string) {
+		got = eval[lagResult](t, ctx, `(async () => {
+			try {
+				const { Client } = await import(`+string(url)+` + '/baton.js');
+				const c = new Client({ addresses: [`+string(url)+`] });
+				const list = await c.list(), status = await c.status('lag/1');
+				return { list: list.replicaLag ?? null, status: status.replicaLag ?? null, holder: status.holder !== null };
+			} catch (e) {
+				return { error: String(e) };
+			}
+		})()`)
+		return got.Error != "" || got.Holder, fmt.Sprintf("%+v", got)
+	})
+	if got.Error != "" {
+		t.Fatalf("the page's reads from the standby: %s", got.Error)
+	}
+	for what, v := range map[string]any{"list()": got.List, "status()": got.Status} {
+		if lag, ok := v.(float64); !ok || lag < 0 {
+			t.Errorf("%s from the standby, in a page on another origin: replicaLag %v, want the standby's Baton-Replica-Lag (seconds)", what, v)
+		}
+	}
+	if errs := cons.errors(); len(errs) > 0 {
+		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
