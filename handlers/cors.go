@@ -27,11 +27,13 @@ import (
 // any script outside a browser must, so on a network that is not trusted
 // configure auth_tokens, not only cors_origins.
 
-// CORS settings: what a cross-origin page may send and read.
+// CORS settings: what a cross-origin page may send and read. A page reads
+// every header baton.js reads: a grant's Lock-Token, a 503's Retry-After,
+// and the Baton-Replica-Lag of a standby's reads (its replicaLag).
 var (
 	corsMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodDelete, http.MethodPatch}
 	corsHeaders = []string{"Authorization", "Content-Type", api.HeaderIdempotencyKey, api.HeaderLockToken, "Last-Event-ID"}
-	corsExposed = []string{api.HeaderLockToken, "Retry-After"}
+	corsExposed = []string{api.HeaderLockToken, "Retry-After", api.HeaderReplicaLag}
 )
 
 // corsMaxAge is how long, in seconds, a browser may cache a preflight.

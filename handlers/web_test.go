@@ -122,8 +122,8 @@ func TestCORSActualRequest(t *testing.T) {
 		if got := res.Header.Get("Access-Control-Allow-Origin"); got != o {
 			t.Errorf("POST from %s: Access-Control-Allow-Origin %q", o, got)
 		}
-		if got := res.Header.Get("Access-Control-Expose-Headers"); !strings.Contains(got, api.HeaderLockToken) {
-			t.Errorf("POST from %s: Access-Control-Expose-Headers %q lacks Lock-Token", o, got)
+		if got := res.Header.Get("Access-Control-Expose-Headers"); !strings.Contains(got, api.HeaderLockToken) || !strings.Contains(got, api.HeaderReplicaLag) {
+			t.Errorf("POST from %s: Access-Control-Expose-Headers %q lacks Lock-Token or Baton-Replica-Lag", o, got)
 		}
 		if !strings.Contains(res.Header.Get("Vary"), "Origin") {
 			t.Errorf("POST from %s: no Vary: Origin", o)
