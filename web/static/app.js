@@ -120,14 +120,34 @@ function el(tag, cls, text) {
   if (text !== undefined) e.textContent = text;
   return e;
 }
+// A key may hold any character but a control character, so also some that
+// show as nothing, look like another one or turn the text around them:
+// format characters (U+200B zero width space, U+202E right-to-left
+// override…), spaces other than U+0020 (U+00A0 looks like it), line and
+// paragraph separators, private-use and unassigned code points. The page
+// shows each as its code point, marked, so that no two keys read alike
+// (runs of spaces are kept by the style sheet).
+const HIDDEN = /((?! )[\p{Cf}\p{Z}\p{Co}\p{Cn}])/gu;
+const codePoint = (c) => 'U+' + c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0');
+// plainKey is a key as plain text (a confirmation, a banner).
+const plainKey = (key) => key.replace(HIDDEN, (c) => '<' + codePoint(c) + '>');
+
 // keyEl is el for a key: a line may break after a separator (/ . : _ -),
-// never inside a word.
+// never inside a word; the characters HIDDEN matches are shown marked.
 function keyEl(tag, cls, key) {
   const e = el(tag, cls);
   const parts = key.split(/(?<=[/.:_-])/);
   parts.forEach((p, i) => {
     if (i) e.appendChild(document.createElement('wbr'));
-    e.appendChild(document.createTextNode(p));
+    p.split(HIDDEN).forEach((s, j) => {
+      if (j % 2) {
+        const m = el('span', 'hidden-char', codePoint(s));
+        m.title = codePoint(s) + ': a character of the key that shows as nothing, like another one, or turns the text around it';
+        e.appendChild(m);
+      } else if (s) {
+        e.appendChild(document.createTextNode(s));
+      }
+    });
   });
   return e;
 }
@@ -448,7 +468,7 @@ async function refreshLocks() {
 // token), and offers it again once a token is given.
 async function forceRelease(key, holders) {
   const who = holders === 1 ? 'its holder' : 'all ' + holders + ' holders';
-  if (!window.confirm('Force the release of “' + key + '”? This ends ' + who + '’s lease now and moves the queue on.')) return;
+  if (!window.confirm('Force the release of “' + plainKey(key) + '”? This ends ' + who + '’s lease now and moves the queue on.')) return;
   // As baton.js's lockPath: a key with a "." or ".." segment has its
   // slashes escaped too, or the browser resolves the segment and the call
   // names another lock ("x/../y" forced the release of "y").
@@ -460,13 +480,13 @@ async function forceRelease(key, holders) {
       banner('force', 'This token may not force a release: that needs one of the node’s admin_tokens.');
       askAdminToken();
     } else if (!res.ok && res.status !== 404) {
-      banner('force', 'The forced release of “' + key + '” failed: ' + res.status + ' ' + res.statusText + '.');
+      banner('force', 'The forced release of “' + plainKey(key) + '” failed: ' + res.status + ' ' + res.statusText + '.');
     } else {
       banner('force', '');
     }
     await res.body?.cancel();
   } catch (e) {
-    if (!(e instanceof AuthError)) banner('force', 'The forced release of “' + key + '” failed: ' + e.message);
+    if (!(e instanceof AuthError)) banner('force', 'The forced release of “' + plainKey(key) + '” failed: ' + e.message);
   }
   kickLocks();
   renderLocks();
