@@ -186,6 +186,13 @@ func startBaton(t *testing.T, env ...string) *node {
 // kill) at the end of the test.
 func startNode(t *testing.T, addr string, args, env []string) *node {
 	t.Helper()
+	return startNodeAt(t, "http://"+addr, addr, args, env, http.DefaultClient)
+}
+
+// startNodeAt is startNode for a node whose URL is url (https:// with
+// --tls-cert), asking it whether it answers with hc.
+func startNodeAt(t *testing.T, url, addr string, args, env []string, hc *http.Client) *node {
+	t.Helper()
 	cmd := exec.Command(batonBin, append([]string{"serve", "--listen", addr, "--data-dir", t.TempDir()}, args...)...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "BATON_") {
@@ -193,7 +200,7 @@ func startNode(t *testing.T, addr string, args, env []string) *node {
 		}
 	}
 	cmd.Env = append(cmd.Env, env...)
-	n := &node{url: "http://" + addr, cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
+	n := &node{url: url, cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = n.out, n.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -213,7 +220,7 @@ func startNode(t *testing.T, addr string, args, env []string) *node {
 	})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		res, err := http.Get(n.url + "/healthz")
+		res, err := hc.Get(n.url + "/healthz")
 		if err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {

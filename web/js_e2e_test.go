@@ -4,6 +4,7 @@ package web_test
 // page's states (loading, unknown, replica lag) and phone layout.
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -17,7 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/security"
 	"github.com/chromedp/chromedp"
+
+	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/internal/testproc"
 )
 
 // jsResult is what the page's client calls report.
@@ -480,6 +485,75 @@ func TestJSClientReplicaLagFromAnotherOrigin(t *testing.T) {
 		if lag, ok := v.(float64); !ok || lag < 0 {
 			t.Errorf("%s from the standby, in a page on another origin: replicaLag %v, want the standby's Baton-Replica-Lag (seconds)", what, v)
 		}
+	}
+	if errs := cons.errors(); len(errs) > 0 {
+		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
+
+// TestJSClientKeepsALockWhileManyAcquiresWaitOverHTTPS: a page holds a
+// lock with keepAlive while 8 acquires of its own wait on the same node.
+// Over plain http a browser opens at most 6 connections to a node, each
+// waiting acquire holds one, and the renewals waited behind them until
+// the lock was lost; over https (HTTP/2, one connection) the renewals go
+// out and the lock is kept — what the README tells browsers to use.
+func TestJSClientKeepsALockWhileManyAcquiresWaitOverHTTPS(t *testing.T) {
+	browserTest(t)
+	other := otherOriginAt(t, loopback(3))
+	certFile, keyFile, pool := testproc.SelfSigned(t, t.TempDir())
+	addr := freeAddr(t, loopback(5))
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}}}
+	n := startNodeAt(t, "https://"+addr, addr, []string{"--tls-cert", certFile, "--tls-key", keyFile}, []string{"BATON_CORS_ORIGINS=" + other.URL}, hc)
+	ctx, cons := tab(t)
+	// The certificate names 127.0.0.1 and localhost, signed by nobody
+	// Chromium knows.
+	if _, err := chromedp.Call(ctx, security.SetIgnoreCertificateErrors, security.SetIgnoreCertificateErrorsParams{Ignore: true}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = chromedp.Call(ctx, security.SetIgnoreCertificateErrors, security.SetIgnoreCertificateErrorsParams{Ignore: false})
+	})
+	if err := chromedp.Do(ctx, chromedp.Navigate(other.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := json.Marshal(n.url)
+	type keptResult struct {
+		Token   float64 `json:"token"`
+		Outcome string  `json:"outcome"`
+		Waiting int     `json:"waiting"`
+		Error   string  `json:"error"`
+	}
+	got := eval[keptResult](t, ctx, `(async () => {
+		try {
+			const { Client } = await import(`+string(url)+` + '/baton.js');
+			const other = new Client({ addresses: [`+string(url)+`] }), c = new Client({ addresses: [`+string(url)+`] });
+			for (let i = 0; i < 8; i++) await other.acquire('busy/' + i, { lease: 60 });
+			const mine = await c.acquire('mine', { lease: 4 });
+			mine.keepAlive();
+			const lost = new Promise((r) => mine.lost.addEventListener('abort', () => r('lost: ' + mine.lost.reason.message)));
+			let waiting = 8;
+			for (let i = 0; i < 8; i++) c.acquire('busy/' + i, { lease: 10, wait: 60 }).then(() => waiting--, () => waiting--);
+			// Two and a half leases: two renewals at least.
+			const outcome = await Promise.race([lost, new Promise((r) => setTimeout(() => r('kept'), 10000))]);
+			return { token: mine.token, outcome, waiting };
+		} catch (e) {
+			return { error: String(e) };
+		}
+	})()`)
+	if got.Error != "" || got.Outcome != "kept" || got.Waiting != 8 {
+		t.Fatalf("a lock kept alive over https while 8 acquires wait: %+v", got)
+	}
+	var st api.LockStatus
+	res, err := hc.Get(n.url + "/locks/mine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Holder == nil || float64(st.Holder.Token) != got.Token {
+		t.Fatalf("the node's view of the page's lock: %+v, want token %.0f", st.Holder, got.Token)
 	}
 	if errs := cons.errors(); len(errs) > 0 {
 		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
