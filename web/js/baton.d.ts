@@ -122,7 +122,10 @@ export declare class Client {
   /**
    * Takes the lock `key`, waiting in its queue up to `wait` seconds (0 or
    * absent: no limit). Errors: "timeout" (408, not granted; also a
-   * grant_ended past the wait), "invalid_argument" (400, `field`),
+   * grant_ended past the wait), "grant_ended" (410, nothing held: a grant
+   * answered after half its lease whose renewal at once was refused, so
+   * it ran out before its answer came — a frozen tab, a held-back answer;
+   * or 10 grant_ended in a row), "invalid_argument" (400, `field`),
    * "limit_mismatch" (409), "too_many_waiters" (429), "unauthorized" (401),
    * "unavailable", "closed", another 5xx as answered (a node's 500, a
    * proxy's 502 or 504). An aborted `signal` rejects with its reason (the
