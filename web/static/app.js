@@ -467,8 +467,8 @@ async function refreshLocks() {
 // opens the token form (with admin_tokens alone nothing else asks for a
 // token), and offers it again once a token is given.
 async function forceRelease(key, holders) {
-  const who = holders === 1 ? 'its holder' : 'all ' + holders + ' holders';
-  if (!window.confirm('Force the release of “' + plainKey(key) + '”? This ends ' + who + '’s lease now and moves the queue on.')) return;
+  const leases = holders === 1 ? 'its holder’s lease' : 'the leases of all ' + holders + ' holders';
+  if (!window.confirm('Force the release of “' + plainKey(key) + '”? This ends ' + leases + ' now and moves the queue on.')) return;
   // As baton.js's lockPath: a key with a "." or ".." segment has its
   // slashes escaped too, or the browser resolves the segment and the call
   // names another lock ("x/../y" forced the release of "y").
