@@ -559,3 +559,47 @@ func TestJSClientKeepsALockWhileManyAcquiresWaitOverHTTPS(t *testing.T) {
 		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
 	}
 }
+
+// TestJSClientRefusesAnOverlongOwnerAtOnce: a page on another origin
+// passes an owner of 200 KB (a key or an owner longer than the API
+// allows). The node refuses such a request line before reading it (431,
+// which carries no CORS header), so the page saw only "Failed to fetch";
+// each attempt took over a second, the client's retry window started
+// again after each, and the acquire went on for about 98 s before it
+// failed "unavailable". It must fail as the 400 of a shorter one does:
+// invalid_argument naming the field.
+func TestJSClientRefusesAnOverlongOwnerAtOnce(t *testing.T) {
+	browserTest(t)
+	other := otherOriginAt(t, loopback(3))
+	n := startNode(t, freeAddr(t, loopback(6)), nil, []string{"BATON_CORS_ORIGINS=" + other.URL})
+	ctx, _ := tab(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(other.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := json.Marshal(n.url)
+	type refusal struct {
+		Code   string `json:"code"`
+		Field  string `json:"field"`
+		Length int    `json:"length"`
+	}
+	for _, c := range []struct{ what, call, field string }{
+		{"owner", `c.acquire('k', { owner: 'o'.repeat(200000) })`, "owner"},
+		{"key", `c.acquire('k'.repeat(200000))`, "key"},
+	} {
+		got := eval[refusal](t, ctx, `(async () => {
+			const { Client } = await import(`+string(url)+` + '/baton.js');
+			const c = new Client({ addresses: [`+string(url)+`] });
+			// Bounded here so that the test ends: 20 s is twice the client's retryFor.
+			const still = new Promise((r) => setTimeout(() => r({ code: 'still retrying after 20 s' }), 20000));
+			return Promise.race([`+c.call+`.then(() => ({ code: 'granted' }), (e) => ({ code: e.code, field: e.field, length: e.message.length })), still]);
+		})()`)
+		if got.Code != "invalid_argument" || got.Field != c.field {
+			t.Errorf("an acquire with a 200 KB %s: %+v, want invalid_argument naming %s", c.what, got, c.field)
+		}
+	}
+	var st api.LockStatus
+	n.getJSON(t, "/locks/k", &st)
+	if st.Holder != nil || st.Waiters != 0 {
+		t.Errorf("after the refused acquires: %+v", st)
+	}
+}

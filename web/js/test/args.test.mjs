@@ -53,3 +53,37 @@ test('a token no header can carry is refused naming token', async (t) => {
     await assert.rejects(later.list(), invalid('token'), 'list, token set later ' + JSON.stringify(token));
   }
 });
+
+// A key or an owner longer than the API allows (SPEC: a key is 1–256
+// bytes of UTF-8, an owner 1–128). One long enough (tens of KB) makes a
+// request line the node refuses before reading it (431, with no CORS
+// header): a page on another origin saw only "Failed to fetch", each
+// attempt took over a second, so the retry window started again after
+// each one, and the acquire went on for 98 s in Chromium before failing
+// "unavailable" (a 200 KB message quoting the URL). The client refuses
+// them itself, naming the field, before any request.
+test('a key over 256 bytes or an owner over 128 is refused naming it, before any request', async (t) => {
+  const sent = [];
+  const fetch = async (url) => {
+    sent.push(url);
+    const key = decodeURIComponent(new URL(url).pathname.slice('/locks/'.length));
+    return new Response(JSON.stringify({ key, token: 7, lease: 30, expires_at: '2030-01-01T00:00:00Z' }),
+      { status: 200, headers: { 'content-type': 'application/json', 'lock-token': '7' } });
+  };
+  const c = new Client({ addresses: ['http://127.0.0.1:9'], retryFor: 0, fetch, transport: 'fetch' });
+  t.after(() => c.close());
+  const long = (n, c = 'é') => c.repeat(n / new TextEncoder().encode(c).length);
+  for (const key of [long(258), long(200000, 'k')]) {
+    await assert.rejects(c.acquire(key), invalid('key'), 'acquire, key of ' + key.length + ' characters');
+    await assert.rejects(c.status(key), invalid('key'), 'status');
+    await assert.rejects(c.release(key, 5), invalid('key'), 'release');
+    await assert.rejects(c.renew(key, 5, 10), invalid('key'), 'renew');
+  }
+  for (const owner of [long(130), long(200000, 'o')]) {
+    await assert.rejects(c.acquire('k', { owner }), invalid('owner'), 'owner of ' + owner.length + ' characters');
+  }
+  assert.deepEqual(sent, [], 'requests were sent');
+  const l = await c.acquire(long(256), { owner: long(128) });
+  assert.equal(l.token, 7, 'the longest key and owner allowed are sent');
+  assert.equal(sent.length, 1);
+});
