@@ -1,10 +1,8 @@
-// baton.js: baton's official JavaScript client (SPEC section 4), an ES
-// module with no dependency: fetch, AbortSignal, crypto.randomUUID, timers.
-// Types: /baton.d.ts. Await close() before a process ends.
+// baton's official JavaScript client (SPEC section 4), an ES module using only
+// fetch, AbortSignal, crypto, timers. Types: baton.d.ts. Await close() at exit.
 
-// ms: a failed address skipped SKIP_MS; releases (and _settle) retried every
-// RELEASE_RETRY_MS for RELEASE_FOR_MS, attempts cut at ATTEMPT_MS; a call
-// pauses ROUND_MS after a round of failed addresses.
+// ms: a failed address's skip; releases' (and _settle's) retry pace and span;
+// an attempt's cut; the pause after a round of failed addresses.
 const SKIP_MS = 3000, RELEASE_RETRY_MS = 200, RELEASE_FOR_MS = 5000, ATTEMPT_MS = 1000, ROUND_MS = 200;
 /** Max redirected 401s a call repeats to the active. */
 const MAX_REDIRECTS = 10;
@@ -19,21 +17,24 @@ export class BatonError extends Error {
 
 const invalid = (f, m, c) => new BatonError(400, 'invalid_argument', m, f, c);
 
+// Over 256 characters (a key's most bytes): refused unsent; a node refuses a
+// long request line unread (431 without CORS headers: "Failed to fetch").
 /** @param {string} key */
 function lockPath(key) {
-  if (typeof key !== 'string' || /^\.{0,2}$|\p{Cs}/u.test(key)) throw invalid('key', 'key must be a well-formed string, not "", "." or ".."');
+  if (typeof key !== 'string' || /^\.{0,2}$|\p{Cs}/u.test(key) || key.length > 256) throw invalid('key', 'key must be well-formed text of 1 to 256 bytes, not "." or ".."');
   return '/locks/' + (/(^|\/)\.\.?(\/|$)/.test(key) ? encodeURIComponent(key) : key.split('/').map(encodeURIComponent).join('/'));
 }
 
 /** @param {Record<string, unknown>} params */
 function query(params) {
   const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) {
+  for (let [k, v] of Object.entries(params)) {
     if (v == null) continue;
     if (typeof v !== 'number' && typeof v !== 'string') {
       throw invalid(k, k + ' must be a number or a string, not ' + typeof v);
     }
-    q.set(k, String(v));
+    if ((v = String(v)).length > 256) throw invalid(k, k + ' is over 256 characters');
+    q.set(k, v);
   }
   const s = '' + q;
   return s ? '?' + s : '';
@@ -218,12 +219,10 @@ export class Client {
   }
 
   /**
-   * Takes the lock `key`, queued up to `wait` seconds (0/absent: no
-   * limit). One Idempotency-Key across retries, 307s and re-sends (never
-   * queued twice); a poll_timeout resumes the place; grant_ended (ran out
-   * unclaimed) starts anew (new key, the wait left).
-   * Errors: baton.d.ts. A grant an aborted `signal`, "unavailable" or a
-   * 5xx may have cut off is released.
+   * Takes the lock `key` (baton.d.ts). One Idempotency-Key across retries,
+   * 307s and re-sends; poll_timeout resumes the place; grant_ended starts
+   * anew (new key, the wait left); a grant that an abort, "unavailable" or
+   * a 5xx may have cut off is released.
    */
   async acquire(key, options = {}) {
     this._open();
@@ -363,8 +362,8 @@ export class Client {
     return this._get(lockPath(key), options.signal);
   }
 
-  /** GET /locks, by key; `after`: the last key of the previous page. */
-  list(options = {}) {
+  /** GET /locks by key; `after`: the previous page's last key. */
+  async list(options = {}) {
     const { prefix, after, limit, signal } = options;
     return this._get('/locks' + query({ prefix, after, limit }), signal);
   }
@@ -407,8 +406,7 @@ export class Lock {
     clearTimeout(this._timer);
     this._deadline = deadline;
     this._timer = setTimeout(() => this._lose(new BatonError(0, 'lost', 'lock ' + JSON.stringify(this.key) + ' token ' + this.token + ': the lease ran out before a renewal succeeded')), deadline - Date.now());
-    // In Node it keeps no process running.
-    /** @type {any} */ (this._timer).unref?.();
+    /** @type {any} */ (this._timer).unref?.(); // keeps no Node process up
   }
 
   /** Stops the lease watch and the renewals. */
