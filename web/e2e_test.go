@@ -771,7 +771,7 @@ func TestCrossOriginFetch(t *testing.T) {
 // Chromium may re-send a request on its own after a 408.
 func TestFetchTimeout(t *testing.T) {
 	browserTest(t)
-	other := otherOrigin(t)
+	other := otherOriginAt(t, loopback(3))
 	n := startBaton(t, "BATON_CORS_ORIGINS="+other.URL)
 	ctx, _ := tab(t)
 	if err := chromedp.Do(ctx, chromedp.Navigate(other.URL+"/")); err != nil {
@@ -920,7 +920,7 @@ func TestStatusPageShowsADegradedActive(t *testing.T) {
 // Origin: null there, and the acquire and the release succeed.
 func TestCrossOriginFetchViaStandby(t *testing.T) {
 	browserTest(t)
-	other := otherOrigin(t)
+	other := otherOriginAt(t, loopback(3))
 	first, second := startPair(t, other.URL)
 	ctx, _ := tab(t)
 	if err := chromedp.Do(ctx, chromedp.Navigate(other.URL+"/")); err != nil {

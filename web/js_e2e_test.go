@@ -406,7 +406,7 @@ func TestStatusPageOnStandby(t *testing.T) {
 // waiter and, after the holder's release, no grant to a stray re-send.
 func TestJSClientTimeoutInChromium(t *testing.T) {
 	browserTest(t)
-	other := otherOrigin(t)
+	other := otherOriginAt(t, loopback(3))
 	n := startBaton(t, "BATON_CORS_ORIGINS="+other.URL)
 	ctx, _ := tab(t)
 	if err := chromedp.Do(ctx, chromedp.Navigate(other.URL+"/")); err != nil {
