@@ -138,12 +138,12 @@ export class Client {
     if (this._active === a) this._active = null;
   }
 
-  /** @type {(res: Response, addr: Addr) => Addr} The node that answered (a 307's target, else addr): the active after a 307 or 2xx. */
+  /** @type {(res: Response, addr: Addr) => Addr} The node that answered (a 307's target, else addr): the active, live, after a 307 or 2xx. */
   _follow(res, addr) {
     const u = res.redirected && res.url && new URL(res.url), base = u && u.origin + u.pathname.replace(/\/locks\/.*$/, '');
     if (u) addr = this._addrs.find((a) => a.base === base) || { base, downUntil: 0 };
     if (res.ok) addr.gone = 0;
-    if (u || res.ok) this._active = addr;
+    if (u || res.ok) this._active = addr, addr.downUntil = 0;
     return addr;
   }
 
@@ -406,7 +406,7 @@ export class Lock {
     clearTimeout(this._timer);
     this._deadline = deadline;
     this._timer = setTimeout(() => this._lose(new BatonError(0, 'lost', 'lock ' + JSON.stringify(this.key) + ' token ' + this.token + ': the lease ran out before a renewal succeeded')), deadline - Date.now());
-    /** @type {any} */ (this._timer).unref?.(); // keeps no Node process up
+    /** @type {any} */ (this._timer).unref?.();
   }
 
   /** Stops the lease watch and the renewals. */
