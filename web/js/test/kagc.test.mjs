@@ -15,7 +15,11 @@ const gc = runInNewContext('gc');
 
 test('a keepAlive renewal that a silent node leaves unanswered moves on, garbage collections or not', async (t) => {
   const seen = [];
-  const grant = () => new Response(JSON.stringify({ key: 'k', token: 5, lease: 1, expires_at: new Date(Date.now() + 1000).toISOString() }), { status: 200, headers: { 'Content-Type': 'application/json' } });
+  // A lease of 4 s: the renewal goes at 2 s, its attempt on the silent
+  // node ends at 3 s, the other node renews before 4 s. With 1 s, the
+  // 250 ms between that attempt's end and the lease's was too little on
+  // a loaded machine (a collection every 20 ms, timers late).
+  const grant = () => new Response(JSON.stringify({ key: 'k', token: 5, lease: 4, expires_at: new Date(Date.now() + 4000).toISOString() }), { status: 200, headers: { 'Content-Type': 'application/json' } });
   const fetch = (url, o) => {
     seen.push(o.method + ' ' + new URL(url).host);
     if (o.method === 'PATCH' && url.startsWith('http://silent.invalid')) {
@@ -28,7 +32,7 @@ test('a keepAlive renewal that a silent node leaves unanswered moves on, garbage
   const every = setInterval(gc, 20);
   t.after(() => clearInterval(every));
   l.keepAlive();
-  await new Promise((r) => setTimeout(r, 2500));
+  await new Promise((r) => setTimeout(r, 5000));
   assert.equal(l.lost.aborted, false, 'lost: ' + l.lost.reason?.message + '; calls: ' + seen.join(', '));
   assert.ok(seen.includes('PATCH other.invalid'), 'calls: ' + seen.join(', '));
   await l.release();
