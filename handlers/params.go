@@ -754,6 +754,13 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 		// which said nothing of the cause.
 		return nil, badRequest("Content-Encoding", "must be identity or left out, got "+quoteShort(strings.Join(ce, ", "))+": send the body uncompressed")
 	}
+	// A Content-Length over max is a 413 before any byte is read: with
+	// Expect: 100-continue (curl's, for a body over 1 MB) reading would
+	// first invite the body with 100 Continue, and the connection was then
+	// closed under the rest of it, so the client saw a reset, no 413.
+	if r.ContentLength > max {
+		return nil, &http.MaxBytesError{Limit: max}
+	}
 	// Any Content-Type is read as JSON: curl -d sends a form type, and
 	// browsers send text/plain to avoid a CORS preflight.
 	// A body is read under a deadline so that a slow sender cannot hold a
