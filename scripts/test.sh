@@ -10,6 +10,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
+command -v git >/dev/null || missing+=(git)
+# -race needs cgo: a C compiler and the C library's headers (Debian's gcc
+# only recommends libc6-dev, which --no-install-recommends leaves out).
+command -v gcc >/dev/null || missing+=(gcc)
+[ -e /usr/include/stdlib.h ] || missing+=(libc6-dev)
 command -v curl >/dev/null || missing+=(curl)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v node >/dev/null || missing+=(nodejs)
@@ -22,7 +27,12 @@ if ((${#missing[@]})); then
 fi
 
 echo "== gofmt"
-unformatted=$(gofmt -l $(git ls-files '*.go'))
+# Two steps: inside one $(...) a failed git ls-files (no git, or a copy
+# without .git) left gofmt with no arguments, reading an empty standard
+# input, and the check passed without looking at a file.
+gofiles=$(git ls-files '*.go')
+[ -n "$gofiles" ] || { echo "git ls-files found no Go file"; exit 1; }
+unformatted=$(gofmt -l $gofiles)
 if [ -n "$unformatted" ]; then
 	echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
@@ -34,6 +44,9 @@ go vet ./...
 # loaded 2-core machine runs into: ./web took over 10 m at a load average
 # of 25 (its browser and Node tests at 5 m). Every test bounds its own
 # waits; CI's limit bounds the run.
+if [ "$(id -u)" != 0 ]; then
+	echo "== not root: cmd/baton's TestDataDirOfAnotherUserIsAUsageError will SKIP (it starts a node as user nobody); run as root for the whole suite"
+fi
 echo "== go test -race (all packages but the cluster)"
 go test -race -count=1 -timeout 30m $(go list ./... | grep -v '/cluster$')
 

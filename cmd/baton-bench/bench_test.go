@@ -394,7 +394,7 @@ func TestStandbys(t *testing.T) {
 	dir := t.TempDir()
 	baton := filepath.Join(dir, "baton")
 	if out, err := exec.Command("go", "build", "-o", baton, "github.com/baton-io/baton/cmd/baton").CombinedOutput(); err != nil {
-		t.Skipf("baton does not build (%v)\n%s", err, out)
+		t.Fatalf("baton does not build (%v)\n%s", err, out)
 	}
 	// Short heartbeats: the cluster elects its first active after about
 	// three failover timeouts. A measured window of 2 s: the figures
