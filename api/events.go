@@ -46,10 +46,10 @@ type Event struct {
 	Waited float64 `json:"waited,omitempty"`
 	// Waiters is the key's queue length after the change.
 	Waiters int `json:"waiters"`
-	// Owner is the holder's or waiter's label (grant, release, expire,
-	// enqueue, leave, timeout); absent without one.
+	// Owner is the holder's or waiter's label (grant, renew, release,
+	// expire, enqueue, leave, timeout); absent without one.
 	Owner string `json:"owner,omitempty"`
-	// Mode is ModeExclusive or ModeShared (grant, release, expire,
+	// Mode is ModeExclusive or ModeShared (grant, renew, release, expire,
 	// enqueue, leave, timeout).
 	Mode string `json:"mode,omitempty"`
 	// Limit is the key's holder limit (grant, enqueue).

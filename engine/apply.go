@@ -74,7 +74,7 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 		h.clearClaim()
 		s.armLease(h)
 		if s.e.cfg.OnEvent != nil {
-			s.emit(Event{Kind: EventRenew, Key: lk.key, Token: r.Token, Lease: r.Lease, At: r.At, ExpiresAt: r.Expires})
+			s.emit(Event{Kind: EventRenew, Key: lk.key, Token: r.Token, Lease: r.Lease, At: r.At, ExpiresAt: r.Expires, Waiters: lk.n, Owner: lk.owner(h), Mode: lk.mode()})
 		}
 	case RecEnqueue:
 		t := s.ticket(lk.key, r.WaiterID)

@@ -64,11 +64,11 @@ type Event struct {
 	// WaitUntil is an enqueued waiter's wait deadline, Unix nanoseconds;
 	// 0 = no limit.
 	WaitUntil int64
-	// Owner is the holder's or waiter's label (grant, release, expire,
-	// enqueue, leave, timeout); "" = none.
+	// Owner is the holder's or waiter's label (grant, renew, release,
+	// expire, enqueue, leave, timeout); "" = none.
 	Owner string `json:",omitempty"`
-	// Mode of the grant or the waiter (grant, release, expire, enqueue,
-	// leave, timeout).
+	// Mode of the grant or the waiter (grant, renew, release, expire,
+	// enqueue, leave, timeout).
 	Mode Mode `json:",omitempty"`
 	// Limit is the key's holder limit (grant, enqueue).
 	Limit int `json:",omitempty"`

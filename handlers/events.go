@@ -192,7 +192,7 @@ func (e *logEntry) wire() api.Event {
 		Limit:   ev.Limit,
 	}
 	switch ev.Kind {
-	case engine.EventGrant, engine.EventRelease, engine.EventExpire, engine.EventEnqueue,
+	case engine.EventGrant, engine.EventRenew, engine.EventRelease, engine.EventExpire, engine.EventEnqueue,
 		engine.EventLeave, engine.EventTimeout:
 		out.Mode = ev.Mode.String()
 	}
