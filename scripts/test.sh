@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, runnable on a fresh Debian machine with Go and a
-# Docker engine: it installs what the tests drive (curl, chromium, nodejs) when they
+# Docker engine: it installs what the tests drive (curl, chromium, nodejs) and
+# what -race builds with (gcc, libc6-dev), and git, when they
 # are missing, then runs, stopping at the first failure:
 #   gofmt, go vet, every Go test with the race detector (unit, HTTP,
 #   headless-browser, hostile-client and OpenAPI-staleness tests), the cluster
