@@ -168,4 +168,16 @@
 // written before the failure, and no record whose Wait failed. When a retry succeeds the log is healthy
 // again. Healthy, Stats
 // and Config.OnHealth report it; errors and recoveries are logged.
+//
+// # The segment removed while the log writes it
+//
+// A write into a segment that was removed from the directory (an rm of
+// the directory or of its files while the log is open) succeeds, into a
+// file that no Open will read. At every tick (Config.SyncInterval) the
+// log checks that the file under the active segment's name is still the
+// one it writes; when it is not, the log fails for good (Append returns
+// ErrUnavailable naming the file, OnHealth is called) and no retry
+// writes into the removed file: only an Install, which begins a new
+// segment, makes it healthy again. Records written in the tick before
+// the check are in the removed file only.
 package wal

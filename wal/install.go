@@ -85,12 +85,12 @@ func (l *Log) install(index uint64, write func(io.Writer) error) error {
 		}
 		snap = index
 	}
-	f, path, err := l.createSegment(index + 1)
+	f, seg, err := l.createSegment(index + 1)
 	if err != nil {
 		return err
 	}
 	l.segMu.Lock()
-	l.segs, l.snapIndex = []segment{{path, index + 1}}, snap
+	l.segs, l.snapIndex = []segment{seg}, snap
 	l.segMu.Unlock()
 	l.mu.Lock()
 	l.active = f
@@ -100,7 +100,7 @@ func (l *Log) install(index uint64, write func(io.Writer) error) error {
 	l.writeOff, l.syncOff = headerSize, headerSize
 	l.allocEnd = headerSize // a new segment: nothing written ahead yet
 	l.retained = l.retained[:0]
-	l.failed = nil
+	l.failed, l.removed = nil, nil
 	l.stats.Healthy = true
 	l.mu.Unlock()
 	return nil

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -37,6 +38,10 @@ var gatherFor = func(lastFsync time.Duration) time.Duration {
 type segment struct {
 	path  string
 	first uint64 // index of its first record
+	// id is the file the log opened for writing, for the active segment
+	// (nil for the others): checkActive compares the file under path with
+	// it, to see the segment removed while the log writes it.
+	id os.FileInfo
 }
 
 // Log is baton's ordered log of changes on disk: segments of checksummed
@@ -62,6 +67,11 @@ type Log struct {
 	shut     bool          // files closed
 	failed   error         // the write error while the log is failed
 	failedAt time.Time     // when it failed
+	// removed: checkActive found the active segment removed from the
+	// directory (or replaced). Every write would go into a file no start
+	// reads, so the log stays failed (recover writes nothing) until an
+	// Install replaces the log.
+	removed error
 
 	// quick: the leader's last write of records took less than
 	// quickWriteMax, so its next one is made as a raw system call
@@ -233,7 +243,7 @@ func (l *Log) load() error {
 			continue
 		}
 		if i, ok := parseName(name, segmentExt); ok {
-			segs = append(segs, segment{l.path(name), i})
+			segs = append(segs, segment{path: l.path(name), first: i})
 		} else if i, ok := parseName(name, snapshotExt); ok && i > l.snapIndex {
 			l.snapIndex = i
 		}
@@ -375,11 +385,11 @@ func (l *Log) load() error {
 		segs, next = nil, l.snapIndex+1
 	}
 	if len(segs) == 0 {
-		f, path, err := l.createSegment(next)
+		f, seg, err := l.createSegment(next)
 		if err != nil {
 			return err
 		}
-		segs, l.active, end = []segment{{path, next}}, f, headerSize
+		segs, l.active, end = []segment{seg}, f, headerSize
 		l.allocEnd = headerSize
 	} else {
 		path := segs[len(segs)-1].path
@@ -399,6 +409,7 @@ func (l *Log) load() error {
 			return fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, l.cfg.Dir, err)
 		}
 		l.active = l.wrap(path, f)
+		segs[len(segs)-1].id = st
 		l.allocEnd = max(st.Size(), end) // zeros after end: written ahead before a crash
 	}
 	l.segs = segs
@@ -507,13 +518,14 @@ func truncateFile(path string, size int64) error {
 
 // createSegment creates the segment whose first record is first, whole or
 // not at all: header written and fsynced under a temporary name, renamed,
-// directory fsynced. The file is returned open for writing.
-func (l *Log) createSegment(first uint64) (File, string, error) {
+// directory fsynced. The file is returned open for writing, with its
+// segment (id set).
+func (l *Log) createSegment(first uint64) (File, segment, error) {
 	path := l.path(fileName(first, segmentExt))
 	tmp := path + tmpExt
 	tf, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, l.cfg.Dir, err)
+		return nil, segment{}, fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, l.cfg.Dir, err)
 	}
 	_, err = tf.WriteAt(encodeHeader(segmentMagic, first), 0)
 	if err == nil {
@@ -533,14 +545,20 @@ func (l *Log) createSegment(first uint64) (File, string, error) {
 		// Opened again under its final name, which errors then quote.
 		of, err = os.OpenFile(path, os.O_RDWR, 0)
 	}
+	var st os.FileInfo
+	if err == nil {
+		if st, err = of.Stat(); err != nil {
+			of.Close()
+		}
+	}
 	if err != nil {
 		// Neither name may stay: records meant for this segment go on in
 		// the current one, and an empty segment after them would be a gap.
 		os.Remove(tmp)
 		os.Remove(path)
-		return nil, "", fmt.Errorf("wal: create segment %s: %w", path, err)
+		return nil, segment{}, fmt.Errorf("wal: create segment %s: %w", path, err)
 	}
-	return l.wrap(path, of), path, nil
+	return l.wrap(path, of), segment{path: path, first: first, id: st}, nil
 }
 
 // Append adds a record to the log and returns its index (1, 2, 3...). It
@@ -995,6 +1013,56 @@ func (l *Log) setFailed(err error, op string) {
 	}
 }
 
+// checkActive fails the log for good when the active segment is no longer
+// the file under its name in the directory: removed (an operator's rm of
+// data_dir or of its files, a cleaner), or replaced. The log would go on
+// writing into a file that no start reads, and every change answered
+// from then on would be lost at the next start. Called every tick (the
+// removal is seen within Config.SyncInterval; records written before
+// that are in the removed file only); l.syncMu held (cut and Install,
+// which replace the active segment, hold it), l.mu not held.
+func (l *Log) checkActive() {
+	l.segMu.Lock()
+	var s segment
+	if len(l.segs) > 0 {
+		s = l.segs[len(l.segs)-1]
+	}
+	l.segMu.Unlock()
+	if s.id == nil {
+		return
+	}
+	st, err := os.Stat(s.path)
+	switch {
+	case err == nil && os.SameFile(st, s.id):
+		return
+	case err == nil:
+		err = fmt.Errorf("%s was replaced by another file while the log wrote it", s.path)
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+		err = fmt.Errorf("%s was removed while the log wrote it", s.path)
+	default:
+		return // cannot tell; a failing disk shows in the writes
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.removed != nil || l.shut {
+		return
+	}
+	l.removed = err
+	if l.failed == nil {
+		l.failed = err
+		l.failedAt = time.Now()
+		l.stats.Failures++
+		l.stats.Healthy = false
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+	l.lastRetryLog = time.Now()
+	l.log.Error("wal: the log's segment is gone from data_dir; refusing changes until the node is restarted (records written since it went are in no file a restart reads)",
+		"dir", l.cfg.Dir, "file", s.path, "last_record", l.written, "err", err)
+}
+
 // cut fsyncs the active segment and starts the next one. Called by the
 // writer, l.mu not held. If the new segment cannot be created, the log
 // goes on in the current one and tries again after the next write.
@@ -1023,7 +1091,7 @@ func (l *Log) cut() {
 		l.allocEnd = off
 		l.mu.Unlock()
 	}
-	f, path, err := l.createSegment(first)
+	f, seg, err := l.createSegment(first)
 	if err != nil {
 		l.log.Warn("wal: cannot begin a new segment; writing on in the current one", "dir", l.cfg.Dir, "err", err)
 		return
@@ -1034,7 +1102,8 @@ func (l *Log) cut() {
 	l.allocEnd = headerSize
 	l.mu.Unlock()
 	l.segMu.Lock()
-	l.segs = append(l.segs, segment{path, first})
+	l.segs[len(l.segs)-1].id = nil // no longer written
+	l.segs = append(l.segs, seg)
 	l.segMu.Unlock()
 	if err := old.Close(); err != nil {
 		l.log.Warn("wal: close segment", "err", err)
@@ -1108,7 +1177,7 @@ func (l *Log) recover() bool {
 		l.mu.Unlock()
 		return true
 	}
-	if l.shut {
+	if l.shut || l.removed != nil {
 		l.mu.Unlock()
 		return false
 	}
@@ -1224,11 +1293,12 @@ func (l *Log) run() {
 			l.flush()
 		case <-tick.C:
 			l.flush()
+			l.syncMu.Lock()
+			l.checkActive()
 			if l.cfg.Sync == SyncInterval {
-				l.syncMu.Lock()
 				_ = l.syncLocked() // a failure is reported through setFailed
-				l.syncMu.Unlock()
 			}
+			l.syncMu.Unlock()
 		}
 	}
 }
@@ -1377,10 +1447,15 @@ func (l *Log) close() error {
 	} else {
 		err = l.Sync()
 	}
+	l.segMu.Lock()
+	activeFirst := l.segs[len(l.segs)-1].first
+	l.segMu.Unlock()
 	l.mu.Lock()
 	l.awaitNoWriter() // a Wait that began before Close
 	l.shut = true
-	if err != nil {
+	if l.removed != nil {
+		err = fmt.Errorf("wal: close %s: records %d to %d are in no file of it: %w", l.cfg.Dir, activeFirst, l.next-1, l.removed)
+	} else if err != nil {
 		err = fmt.Errorf("wal: close %s: records %d to %d not on disk: %w", l.cfg.Dir, l.synced+1, l.next-1, err)
 	}
 	l.wake()
