@@ -27,8 +27,9 @@
 //   - standby back from a cold start, following nobody yet, whose state is
 //     newer than the live active's (a higher state token, replayed from
 //     its log: the active was elected from an older log while this node
-//     was down, and its log's epoch is not later than this node's, which
-//     it would be had it replaced this node): it does not follow that
+//     was down, and it did not replace this node, as it did if this node
+//     began its log's last epoch and the active's log is of a later one):
+//     it does not follow that
 //     active, which would replace its answered grants; once it has heard
 //     every peer (or listened three FailoverTimeouts), the one such node
 //     that keeps its state against the others promotes itself, and the
@@ -268,6 +269,10 @@ type Status struct {
 	// the node's log position.
 	LastIndex uint64 `json:"last_index"`
 	LogEpoch  uint64 `json:"log_epoch"`
+	// LogEpochBy is the node that began that epoch (its URL): the active
+	// whose records end the log. A node whose log ends in an epoch it
+	// began itself was that epoch's active (see replacedBy).
+	LogEpochBy string `json:"log_epoch_by,omitempty"`
 	// LogFailing: the node's log has refused writes for a failover
 	// timeout or more (and the log's FailTimeout; see logFailAfter): a
 	// full disk; it refuses every change, so it is handed no active role.
@@ -814,7 +819,7 @@ func (n *Node) statusLocked() Status {
 	}
 	return Status{URL: n.cfg.Self, Role: role, Active: n.active, Priority: n.self, Epoch: n.epoch,
 		HasState: n.hasState, LastToken: n.eng.LastToken(), StateToken: state, Native: n.cfg.Native,
-		LastIndex: last, LogEpoch: m.epoch, LogFailing: !n.logBad.IsZero() && time.Since(n.logBad) >= n.logFailAfter(),
+		LastIndex: last, LogEpoch: m.epoch, LogEpochBy: m.by, LogFailing: !n.logBad.IsZero() && time.Since(n.logBad) >= n.logFailAfter(),
 		Peers: n.cfg.Peers, ClusterID: n.clusterID, Settled: n.everSynced}
 }
 

@@ -127,9 +127,10 @@ type action struct {
 //     state is newer than the best live active's (a higher state token:
 //     it holds grants the active lacks) promotes itself instead of
 //     following it, if no other live standby keeps its state against it
-//     and the active's log epoch is not later than its own
-//     (ruleRestartNewer); the stale active then steps down to it
-//     (ruleTwoActives);
+//     and the active did not replace it (its log epoch is not later than
+//     that of this node's log, when this node began that epoch:
+//     replacedBy) (ruleRestartNewer); the stale active then steps down
+//     to it (ruleTwoActives);
 //   - a standby follows the best live active (ruleFollowBest,
 //     ruleNewerActive) and, once synced, asks an active of lower priority
 //     for a handoff (ruleAskHandoff);
@@ -187,7 +188,7 @@ func decide(v view) action {
 		return action{kind: actStay, why: "active"}
 	}
 	if best >= 0 && !v.wasSynced && !v.followed && !foreign(v.self, v.peers[best].Status) &&
-		v.self.StateToken > v.peers[best].StateToken && v.self.LogEpoch >= v.peers[best].LogEpoch {
+		v.self.StateToken > v.peers[best].StateToken && !replacedBy(v.self, v.peers[best].Status) {
 		// ruleRestartNewer: this node came back (a cold start: it has
 		// neither followed nor been an active since it started) with
 		// grants the live active lacks: it was started while this node
@@ -201,10 +202,18 @@ func decide(v view) action {
 		// keeps its state against every other live standby promotes; the
 		// others follow it once it is active.
 		//
-		// Not when the active's log is of a later epoch than this node's:
-		// it was promoted by a node that knew this node's last promotion
-		// (it had followed this node, or one that had), so this node is the
-		// one that was replaced.
+		// Not when this node was the active of its log's last epoch and
+		// the active's log is of a later epoch (replacedBy): it was
+		// promoted by a node that knew this node's last promotion (it had
+		// followed this node, or one that had), so this node is the one
+		// that was replaced. A node whose log ends in another node's
+		// epoch was a standby there: its records beyond the active's are
+		// that epoch's active's, which it acknowledged (with
+		// sync_standbys they were answered), never grants of its own as a
+		// replaced active; the active's later epoch may be only its own
+		// election from an older log of that same epoch (a lagging
+		// standby elected alone on a cold start), which must not replace
+		// them.
 		//
 		// Never against an active of another cluster ID (foreign): this
 		// node's log is then another cluster's (a data_dir copied from
@@ -226,7 +235,10 @@ func decide(v view) action {
 			return action{kind: actStay, why: "listening after start: restarted with a newer state than the active's"}
 		}
 		for _, p := range v.peers {
-			if p.live && !p.refused && p.Role != api.RoleActive && !foreign(p.Status, v.self) && keepsState(p.Status, v.self) {
+			if p.live && !p.refused && p.Role != api.RoleActive && !foreign(p.Status, v.self) && keepsState(p.Status, v.self) &&
+				!replacedBy(p.Status, act.Status) {
+				// (A node the active replaced follows it instead:
+				// waited for, it would never promote.)
 				return action{kind: actStay, why: "restarted with grants the active lacks, as a live node that keeps its state against this one: it promotes"}
 			}
 		}
@@ -493,6 +505,13 @@ func (v view) allHeard() bool {
 		}
 	}
 	return true
+}
+
+// replacedBy reports whether the active act replaced the node s (see
+// ruleRestartNewer): s was the active of its log's last epoch (it began
+// it) and act's log is of a later epoch.
+func replacedBy(s, act Status) bool {
+	return s.LogEpochBy == s.URL && s.LogEpoch < act.LogEpoch
 }
 
 func (v view) maxEpoch() uint64 {

@@ -565,16 +565,38 @@ func TestRuleRestartNewerListensUntilEveryPeerIsHeard(t *testing.T) {
 	wantAction(t, v, actPromote, "")
 }
 
-// ruleRestartNewer: not when the active's log is of a later epoch than
-// this node's: the active replaced this node (its promotion knew this
-// node's epoch), and what this node's log holds beyond it are grants it
-// made as a replaced active (a pause), which reached no client.
+// ruleRestartNewer: not when this node began its log's last epoch (it
+// was that epoch's active) and the active's log is of a later epoch: the
+// active replaced this node (its promotion knew this node's epoch), and
+// what this node's log holds beyond it are grants it made as a replaced
+// active (a pause), which reached no client.
 func TestRuleRestartNewerNotWhenTheActiveReplacedThisNode(t *testing.T) {
 	v := restartedView()
+	v.self.LogEpochBy = v.self.URL
 	v.peers[0].LogEpoch, v.peers[0].Epoch = 5, 5
 	wantAction(t, v, actFollow, "a")
 	v.self.LogEpoch = 6 // this node's log is of a later epoch
 	wantAction(t, v, actPromote, "")
+}
+
+// ruleRestartNewer: a node whose log ends in another node's epoch was a
+// standby there, and its records beyond the active's are that epoch's
+// active's, which it acknowledged: the active's later epoch is no sign
+// that it replaced this node. A standby that lagged in the same epoch,
+// elected alone on a cold start, is at a later epoch by its own election
+// (TestColdStartLaggingStandbyElectedAloneYieldsToAcknowledgedGrants).
+func TestRuleRestartNewerAStandbysLogAgainstALaterEpoch(t *testing.T) {
+	v := restartedView()
+	v.self.LogEpochBy = "z" // the epoch's active, down
+	v.peers[0].LogEpoch, v.peers[0].Epoch, v.peers[0].LogEpochBy = 5, 5, "a"
+	wantAction(t, v, actPromote, "")
+	// A live restarted node with a newer state that the active replaced
+	// follows the active: it is not waited for.
+	v.peers[1].StateToken, v.peers[1].LogEpoch, v.peers[1].LogEpochBy = 300, 4, "c"
+	wantAction(t, v, actPromote, "")
+	// One that the active did not replace promotes: this one waits.
+	v.peers[1].LogEpochBy = "z"
+	wantAction(t, v, actStay, "")
 }
 
 // ruleLogFailing: an active whose log cannot write (a full disk) refuses
