@@ -483,6 +483,7 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	wg := runLoop(t, c, nm.clients, history.Loop{Keys: nm.keys, Lease: lease, Wait: wait,
 		Hold: nm.hold, LongHold: nm.longHold, LongShare: nm.longShare, Seed: 7, RenewEvery: nm.renewEvery}, stop, h, native, true)
 	samples := sampleHolders(c, stop)
+	feeds := collectFeeds(c)
 
 	// Mutual exclusion is not promised from a fault until the cluster has
 	// settled again (a failover plus a handoff back), so each window ends
@@ -535,6 +536,11 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	waitGrants(h, minHistoryGrants, 60*time.Second)
 	close(stop)
 	wg.Wait()
+	// Every client has ended: each key's queue drains, and what is still
+	// held is a grant its client could not release (an error), held to
+	// its lease at most.
+	c.waitDrained(nm.keys, max(lease, claimWindow)+5*time.Second)
+	evFeeds := feeds.wait()
 
 	grants, errs := h.Grants(), h.Errs()
 	// Failovers and gaps the nodes' logs show but for a strict kill's own
@@ -554,14 +560,35 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	fenced, figs := checkOrderIn(t, grants, ws, orderWs)
 	sampled := samples.wait()
 	if dir := os.Getenv("HISTORY_DIR"); dir != "" {
-		saveHistory(t, c, dir, grants, errs, names, sampled)
+		saveHistory(t, c, dir, grants, errs, names, sampled, evFeeds, h.Timeouts(), h.Hangs())
 	}
 	lost := append(append(cuts, killedNodes(nodeLogs(c))...), stalledNodes(nodeLogs(c))...)
 	ghosts := len(checkGhostGrants(t, grants, sampled, len(c.nodes), lost, abandonedGrants(errs)))
 	var sightings []history.Sighting
 	for _, s := range sampled {
-		sightings = append(sightings, history.Sighting{Node: s.node, Key: s.key, Limit: s.limit, Mode: s.mode, Token: s.token, Asked: s.asked, Seen: s.seen})
+		sightings = append(sightings, history.Sighting{Node: s.node, Key: s.key, Limit: s.limit, Mode: s.mode, Owner: s.owner, Token: s.token, Asked: s.asked, Seen: s.seen})
 	}
+	// The queue of each key, as each node's feed shows it, is FIFO
+	// whatever the faults (history.CheckFIFO); an acquire answered 408
+	// holds nothing, in a listing or a feed's grant after the answer
+	// (history.CheckTimeouts); every acquire is answered by its wait and
+	// the grace (history.CheckHangs).
+	var fifoBad []string
+	fifoEvents := 0
+	for i, feed := range evFeeds {
+		fifoBad = append(fifoBad, history.CheckFIFO(i, feed, spillPrefix)...)
+		fifoEvents += len(feed)
+	}
+	for _, v := range fifoBad[:min(len(fifoBad), 20)] {
+		t.Error(v)
+	}
+	badTimeouts, fencedTimeouts := history.CheckTimeouts(h.Timeouts(), append(slices.Clone(sightings), feedGrants(evFeeds)...), ws)
+	badHangs, fencedHangs := history.CheckHangs(h.Hangs(), ws)
+	for _, v := range append(badTimeouts, badHangs...) {
+		t.Error(v)
+	}
+	fenced += fencedTimeouts + fencedHangs
+	t.Logf("fifo: %d feed events read, %d violations; %d acquires answered 408, %d hung", fifoEvents, len(fifoBad), len(h.Timeouts()), len(h.Hangs()))
 	// What the actives showed: a release answered done and then forgotten,
 	// a holder beside a grant a client held.
 	badReleases, fencedReleases := history.CheckReleases(grants, sightings, ws)
@@ -619,6 +646,7 @@ type holderSample struct {
 	key     string
 	limit   int
 	mode    string
+	owner   string
 	token   uint64
 	granted time.Time
 	expires time.Time
@@ -672,7 +700,7 @@ func sampleHolders(c *testCluster, stop <-chan struct{}) *holderSamples {
 						continue // the full-disk faults' writes, in no history
 					}
 					for _, hd := range l.Holders {
-						hs.samples = append(hs.samples, holderSample{node: i, key: l.Key, limit: l.Limit, mode: hd.Mode, token: hd.Token, granted: hd.GrantedAt, expires: hd.ExpiresAt, asked: asked, seen: seen})
+						hs.samples = append(hs.samples, holderSample{node: i, key: l.Key, limit: l.Limit, mode: hd.Mode, owner: hd.Owner, token: hd.Token, granted: hd.GrantedAt, expires: hd.ExpiresAt, asked: asked, seen: seen})
 					}
 				}
 				hs.mu.Unlock()
@@ -866,7 +894,7 @@ func lostInCut(s holderSample, nodes int, cuts []cutOff) bool {
 // saveHistory writes a run's faults, grants (ordered by the time they were
 // received), client errors, the holders sampled on the actives and node
 // logs under dir/<test name>, for a person to read (HISTORY_DIR).
-func saveHistory(t *testing.T, c *testCluster, dir string, grants []history.Grant, errs, faults []string, samples []holderSample) {
+func saveHistory(t *testing.T, c *testCluster, dir string, grants []history.Grant, errs, faults []string, samples []holderSample, feeds [][]api.Event, timeouts, hangs []history.Outcome) {
 	t.Helper()
 	dir = filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_"))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -877,15 +905,29 @@ func saveHistory(t *testing.T, c *testCluster, dir string, grants []history.Gran
 	var b strings.Builder
 	at := func(tm time.Time) string { return tm.Format("15:04:05.000") }
 	for _, g := range grants {
-		fmt.Fprintf(&b, "%s client=%d %s %s token=%d asked=%s granted=%s ending=%s released=%s lost=%q lost_at=%s\n",
-			g.Key, g.Client, g.Mode, strconv.Itoa(g.Limit), g.Token, at(g.Asked), at(g.Granted), at(g.Ending), at(g.Released), g.Lost, at(g.LostAt))
+		fmt.Fprintf(&b, "%s client=%d owner=%s %s %s token=%d asked=%s granted=%s ending=%s released=%s lost=%q lost_at=%s\n",
+			g.Key, g.Client, g.Owner, g.Mode, strconv.Itoa(g.Limit), g.Token, at(g.Asked), at(g.Granted), at(g.Ending), at(g.Released), g.Lost, at(g.LostAt))
 	}
 	var hs strings.Builder
 	for _, h := range samples {
-		fmt.Fprintf(&hs, "%s node=%d %s %s limit=%d token=%d granted=%s expires=%s asked=%s\n",
-			at(h.seen), h.node, h.key, h.mode, h.limit, h.token, at(h.granted), at(h.expires), at(h.asked))
+		fmt.Fprintf(&hs, "%s node=%d %s %s owner=%s limit=%d token=%d granted=%s expires=%s asked=%s\n",
+			at(h.seen), h.node, h.key, h.mode, h.owner, h.limit, h.token, at(h.granted), at(h.expires), at(h.asked))
 	}
-	files := map[string]string{"faults.txt": strings.Join(faults, "\n") + "\n", "grants.txt": b.String(), "errors.txt": strings.Join(errs, "\n") + "\n", "holders.txt": hs.String()}
+	var outs strings.Builder
+	for _, o := range timeouts {
+		fmt.Fprintf(&outs, "408 %s client=%d owner=%s %s asked=%s answered=%s %s\n", o.Key, o.Client, o.Owner, o.Mode, at(o.Asked), at(o.Answered), o.Err)
+	}
+	for _, o := range hangs {
+		fmt.Fprintf(&outs, "hung %s client=%d owner=%s %s asked=%s gave_up=%s %s\n", o.Key, o.Client, o.Owner, o.Mode, at(o.Asked), at(o.Answered), o.Err)
+	}
+	files := map[string]string{"faults.txt": strings.Join(faults, "\n") + "\n", "grants.txt": b.String(), "errors.txt": strings.Join(errs, "\n") + "\n", "holders.txt": hs.String(), "outcomes.txt": outs.String()}
+	for i, feed := range feeds {
+		var fb strings.Builder
+		for _, ev := range feed {
+			fmt.Fprintf(&fb, "%d %s %s %s owner=%s mode=%s token=%d waiters=%d %s\n", ev.Seq, at(ev.At), ev.Kind, ev.Key, ev.Owner, ev.Mode, ev.Token, ev.Waiters, ev.Node)
+		}
+		files[fmt.Sprintf("events%d.txt", i)] = fb.String()
+	}
 	for _, nd := range c.nodes {
 		files[fmt.Sprintf("node%d.log", nd.i)] = nd.log.String()
 	}

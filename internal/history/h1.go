@@ -29,11 +29,13 @@ type Client interface {
 }
 
 // Request is one acquire: lease and wait (> 0), the key's limit (0 or 1:
-// a mutex) and mode (api.ModeShared, or "" for exclusive).
+// a mutex), mode (api.ModeShared, or "" for exclusive) and owner label
+// ("": the client's default).
 type Request struct {
 	Lease, Wait time.Duration
 	Limit       int
 	Mode        string
+	Owner       string
 }
 
 // Held is a grant a Client received.
@@ -68,6 +70,9 @@ func (o official) Acquire(ctx context.Context, key string, r Request) (Held, err
 	}
 	if r.Mode == api.ModeShared {
 		opts = append(opts, api.WithShared())
+	}
+	if r.Owner != "" {
+		opts = append(opts, api.WithOwner(r.Owner))
 	}
 	lk, err := o.cl.Acquire(ctx, key, opts...)
 	if err != nil {
@@ -201,6 +206,9 @@ func (c *H1) Acquire(ctx context.Context, key string, r Request) (Held, error) {
 		}
 		if r.Mode != "" {
 			q.Set("mode", r.Mode)
+		}
+		if r.Owner != "" {
+			q.Set("owner", r.Owner)
 		}
 		var g api.Grant
 		err := c.do(ctx, http.MethodPost, "/locks/"+url.PathEscape(key), q, hdr, left+c.Grace, &g)

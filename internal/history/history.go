@@ -29,6 +29,7 @@ import (
 type Grant struct {
 	Client int    // the number of the client that held it
 	Key    string // the key held
+	Owner  string // the acquire's owner label, unique per acquire (Loop)
 	Limit  int    // the key's limit (0 reads as 1)
 	Mode   string // api.ModeShared, or exclusive ("" reads as exclusive)
 	Token  uint64 // the grant's fencing token
@@ -230,6 +231,7 @@ type Sighting struct {
 	Key         string // the key held
 	Limit       int    // the key's limit, as the node reported it
 	Mode        string // the holder's mode
+	Owner       string // the holder's owner label
 	Token       uint64 // the grant's fencing token
 	Asked, Seen time.Time
 }
@@ -415,9 +417,51 @@ func crossKeyOrder(grants []Grant, ws []Window) (bad []string, fenced int) {
 
 // Recorder collects the grants and the errors of concurrent clients.
 type Recorder struct {
-	mu     sync.Mutex
-	grants []Grant
-	errs   []string
+	mu       sync.Mutex
+	grants   []Grant
+	errs     []string
+	timeouts []Outcome
+	hangs    []Outcome
+}
+
+// Outcome is an acquire that ended without a grant: told that its wait
+// ran out (api.ErrTimeout), or given up by its client's deadline with no
+// answer (a hang).
+type Outcome struct {
+	Client          int
+	Key, Mode       string
+	Owner           string // the acquire's owner label, unique (Loop)
+	Asked, Answered time.Time
+	Err             string
+}
+
+// AddTimeout records an acquire answered api.ErrTimeout.
+func (r *Recorder) AddTimeout(o Outcome) {
+	r.mu.Lock()
+	r.timeouts = append(r.timeouts, o)
+	r.mu.Unlock()
+}
+
+// AddHang records an acquire its client's deadline ended unanswered.
+func (r *Recorder) AddHang(o Outcome) {
+	r.mu.Lock()
+	r.hangs = append(r.hangs, o)
+	r.mu.Unlock()
+}
+
+// Timeouts returns a copy of the acquires answered api.ErrTimeout.
+func (r *Recorder) Timeouts() []Outcome {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.timeouts)
+}
+
+// Hangs returns a copy of the acquires left unanswered past their
+// client's deadline.
+func (r *Recorder) Hangs() []Outcome {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.hangs)
 }
 
 // Add records one grant.
@@ -507,15 +551,18 @@ func (l Loop) Run(cl Client, id int, stop <-chan struct{}, r *Recorder) {
 	if pause <= 0 {
 		pause = 50 * time.Millisecond
 	}
-	for {
+	for n := 1; ; n++ {
 		select {
 		case <-stop:
 			return
 		default:
 		}
 		k := l.Keys[rng.IntN(len(l.Keys))]
-		req := Request{Lease: l.Lease, Wait: l.Wait, Limit: k.Limit}
-		g := Grant{Client: id, Key: k.Name, Limit: max(1, k.Limit), Mode: api.ModeExclusive}
+		// An owner label of its own per acquire, so that a holder or a
+		// waiter a node shows (GET /locks, /events) names the acquire.
+		owner := fmt.Sprintf("c%d-%d", id, n)
+		req := Request{Lease: l.Lease, Wait: l.Wait, Limit: k.Limit, Owner: owner}
+		g := Grant{Client: id, Key: k.Name, Owner: owner, Limit: max(1, k.Limit), Mode: api.ModeExclusive}
 		if rng.Float64() < k.Shared {
 			g.Mode = api.ModeShared
 			req.Mode = api.ModeShared
@@ -528,6 +575,13 @@ func (l Loop) Run(cl Client, id int, stop <-chan struct{}, r *Recorder) {
 		g.Asked = time.Now()
 		lk, err := cl.Acquire(ctx, k.Name, req)
 		if err != nil {
+			o := Outcome{Client: id, Key: k.Name, Mode: g.Mode, Owner: owner, Asked: g.Asked, Answered: time.Now(), Err: err.Error()}
+			switch {
+			case errors.Is(err, api.ErrTimeout):
+				r.AddTimeout(o)
+			case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+				r.AddHang(o)
+			}
 			cancel()
 			r.Fail("client %d acquire %s (%s): %v", id, k.Name, g.Mode, err)
 			time.Sleep(pause)

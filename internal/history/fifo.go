@@ -1,0 +1,102 @@
+package history
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/baton-io/baton/api"
+)
+
+// KindBreak is the kind of the event a feed's collector puts where the
+// feed it read broke: events it missed (api.EventList.Missed), or a
+// restart of the node (a Seq that does not follow the last one read).
+// What the node held across it is unknown to CheckFIFO.
+const KindBreak = "history-break"
+
+// CheckFIFO holds one node's event feed (GET /events, oldest first, with
+// a KindBreak event where the collector missed some) to SPEC section 1's
+// queue: every key's acquires queue in one FIFO across modes, a grant
+// made from the queue goes to its head (an exclusive waiter holds back
+// every later one, shared or not), and an acquire is granted at once only
+// with the queue empty (no newcomer jumps it). Waiters are told apart by
+// their owner, which the clients make unique per acquire; a waiter that
+// leaves (timeout, cancel) and is queued again by its client's retry
+// joins the tail, as the feed shows.
+//
+// The feed is the node's log applied in order (a standby's feed holds
+// what it replicated), so the rule holds through every fault: no window
+// excuses it. A key's queue is known from the first event that shows it
+// empty (Waiters 0) after the feed began, broke, or showed a "reset" (the
+// node's state replaced by a snapshot); keys with the prefixes in skip,
+// and events without an owner, are left out (the key is unknown again
+// after one). An event whose Waiters is not the queue's length the feed
+// implies is reported too: the feed contradicts itself.
+//
+// It returns one line per violation.
+func CheckFIFO(node int, feed []api.Event, skip ...string) (bad []string) {
+	type waiter struct{ owner, mode string }
+	queues := map[string][]waiter{} // key -> its queue, for the keys known
+	at := func(ev api.Event) string { return ev.At.Format("15:04:05.000") }
+	for _, ev := range feed {
+		switch ev.Kind {
+		case KindBreak, "reset":
+			clear(queues)
+			continue
+		}
+		if ev.Key == "" || slices.ContainsFunc(skip, func(p string) bool { return strings.HasPrefix(ev.Key, p) }) {
+			continue
+		}
+		q, known := queues[ev.Key]
+		if !known {
+			if ev.Waiters == 0 {
+				queues[ev.Key] = nil
+			}
+			continue
+		}
+		queued := slices.IndexFunc(q, func(w waiter) bool { return w.owner == ev.Owner })
+		switch ev.Kind {
+		case api.EventEnqueue, api.EventLeave, api.EventTimeout, api.EventGrant:
+			if ev.Owner == "" {
+				delete(queues, ev.Key)
+				continue
+			}
+		}
+		switch ev.Kind {
+		case api.EventEnqueue:
+			q = append(q, waiter{ev.Owner, ev.Mode})
+		case api.EventLeave, api.EventTimeout:
+			if queued < 0 {
+				bad = append(bad, fmt.Sprintf("node %d, %s: %s %s of %q, which is not queued (seq %d)", node, ev.Key, at(ev), ev.Kind, ev.Owner, ev.Seq))
+				delete(queues, ev.Key)
+				continue
+			}
+			q = slices.Delete(q, queued, queued+1)
+		case api.EventGrant:
+			switch {
+			case queued > 0:
+				var ahead []string
+				for _, w := range q[:queued] {
+					ahead = append(ahead, fmt.Sprintf("%s %q", w.mode, w.owner))
+				}
+				bad = append(bad, fmt.Sprintf("node %d, %s: %s granted %s %q (token %d, seq %d) from the queue while %s, queued before it, still waited: not FIFO",
+					node, ev.Key, at(ev), ev.Mode, ev.Owner, ev.Token, ev.Seq, strings.Join(ahead, ", ")))
+			case queued < 0 && len(q) > 0:
+				bad = append(bad, fmt.Sprintf("node %d, %s: %s granted %s %q (token %d, seq %d) at once, never queued, while %d waiters queued (first %s %q): jumped the queue",
+					node, ev.Key, at(ev), ev.Mode, ev.Owner, ev.Token, ev.Seq, len(q), q[0].mode, q[0].owner))
+			}
+			if queued >= 0 {
+				q = slices.Delete(q, queued, queued+1)
+			}
+		default: // release, expire, renew, claim: the queue stays
+		}
+		if len(q) != ev.Waiters {
+			bad = append(bad, fmt.Sprintf("node %d, %s: %s %s of %q (seq %d) says %d waiters, the feed before it queued %d",
+				node, ev.Key, at(ev), ev.Kind, ev.Owner, ev.Seq, ev.Waiters, len(q)))
+			delete(queues, ev.Key)
+			continue
+		}
+		queues[ev.Key] = q
+	}
+	return bad
+}

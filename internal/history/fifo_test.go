@@ -1,0 +1,58 @@
+package history
+
+import (
+	"testing"
+	"time"
+
+	"github.com/baton-io/baton/api"
+)
+
+// TestCheckFIFOCatchesQueueOrderBroken feeds CheckFIFO made-up feeds: a
+// grant past the head of the queue, a newcomer granted at once before the
+// waiters, a later reader granted past a queued writer, and a count of
+// waiters the feed does not add up to are violations; grants in queue
+// order, readers at the head granted together, a waiter that left and
+// queued again behind the others, and what comes before a key's queue is
+// known or across a break are not.
+func TestCheckFIFOCatchesQueueOrderBroken(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var seq uint64
+	ev := func(kind, owner, mode string, waiters int) api.Event {
+		seq++
+		return api.Event{Seq: seq, Kind: kind, At: t0.Add(time.Duration(seq) * time.Millisecond), Key: "k", Owner: owner, Mode: mode, Waiters: waiters}
+	}
+	const sh, ex = api.ModeShared, api.ModeExclusive
+	grant := func(owner, mode string, waiters int) api.Event { return ev(api.EventGrant, owner, mode, waiters) }
+	enq := func(owner, mode string, waiters int) api.Event { return ev(api.EventEnqueue, owner, mode, waiters) }
+	rel := func(owner, mode string, waiters int) api.Event { return ev(api.EventRelease, owner, mode, waiters) }
+	for _, tc := range []struct {
+		name string
+		feed []api.Event
+		bad  bool
+	}{
+		{"grants in queue order", []api.Event{grant("a", ex, 0), enq("b", ex, 1), enq("c", ex, 2), rel("a", ex, 2), grant("b", ex, 1), rel("b", ex, 1), grant("c", ex, 0)}, false},
+		{"the second waiter granted first", []api.Event{grant("a", ex, 0), enq("b", ex, 1), enq("c", ex, 2), rel("a", ex, 2), grant("c", ex, 1)}, true},
+		{"a newcomer granted at once past the queue", []api.Event{grant("a", ex, 0), enq("b", ex, 1), rel("a", ex, 1), grant("x", ex, 1)}, true},
+		{"readers at the head granted together", []api.Event{grant("w", ex, 0), enq("r1", sh, 1), enq("r2", sh, 2), enq("w2", ex, 3), rel("w", ex, 3), grant("r1", sh, 2), grant("r2", sh, 1)}, false},
+		{"a later reader past a queued writer", []api.Event{grant("r", sh, 0), enq("w", ex, 1), enq("r2", sh, 2), grant("r2", sh, 1)}, true},
+		{"a reader granted at once beside a reader, past a queued writer", []api.Event{grant("r", sh, 0), enq("w", ex, 1), grant("r2", sh, 1)}, true},
+		{"a waiter that left and queued again", []api.Event{grant("a", ex, 0), enq("b", ex, 1), enq("c", ex, 2), ev(api.EventLeave, "b", ex, 1), enq("b", ex, 2), rel("a", ex, 2), grant("c", ex, 1), rel("c", ex, 1), grant("b", ex, 0)}, false},
+		{"a waiter that timed out", []api.Event{grant("a", ex, 0), enq("b", ex, 1), enq("c", ex, 2), ev(api.EventTimeout, "b", ex, 1), rel("a", ex, 1), grant("c", ex, 0)}, false},
+		{"waiters counted wrong", []api.Event{grant("a", ex, 0), enq("b", ex, 1), enq("c", ex, 1)}, true},
+		{"before the queue is known", []api.Event{enq("b", ex, 2), grant("c", ex, 1), rel("c", ex, 1), grant("b", ex, 0)}, false},
+		{"across a break", []api.Event{grant("a", ex, 0), enq("b", ex, 1), {Kind: KindBreak}, enq("c", ex, 2), grant("c", ex, 1)}, false},
+		{"across a reset", []api.Event{grant("a", ex, 0), enq("b", ex, 1), {Kind: "reset"}, enq("c", ex, 2), grant("c", ex, 1)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := CheckFIFO(1, tc.feed)
+			if (len(bad) > 0) != tc.bad {
+				t.Errorf("violations %q; want some: %v", bad, tc.bad)
+			}
+		})
+	}
+	// Keys left out are not judged.
+	feed := []api.Event{grant("a", ex, 0), enq("b", ex, 1), enq("c", ex, 2), rel("a", ex, 2), grant("c", ex, 1)}
+	if bad := CheckFIFO(1, feed, "k"); len(bad) > 0 {
+		t.Errorf("a key left out: violations %q", bad)
+	}
+}
