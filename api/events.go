@@ -17,7 +17,7 @@ const (
 	EventPromote  = "promote"   // Node became the active
 	EventHandoff  = "handoff"   // the active handed its state over to Node
 	EventStepDown = "step_down" // Node stepped down to standby
-	EventReset    = "reset"     // Node's state was replaced by the active's snapshot: the events before it are of a state it no longer has (after a step_down: one the cluster may never have had); not on a standby's first sync
+	EventReset    = "reset"     // Node's state was replaced by the active's snapshot: the events before it are of a state it no longer has (after a step_down: one the cluster may never have had), the snapshot's holders and waiters follow it as grant and enqueue events; not on a standby's first sync
 )
 
 // Event is one entry of a node's recent-events feed, GET /events: a state

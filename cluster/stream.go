@@ -685,6 +685,20 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 		if f.kind == frameMoved {
 			return &movedError{to: string(f.data), epoch: f.epoch}
 		}
+		if f.kind == frameSnapshot {
+			// This node's state is replaced: what its feed said before
+			// (after a step-down, the grants and expiries of a state it
+			// discarded) is not the cluster's history. Said before the
+			// snapshot loads, whose holders and waiters the engine
+			// reports as grants and enqueues of the new state. A
+			// standby's first sync replaces nothing its feed showed: no
+			// reset.
+			n.mu.Lock()
+			if n.everSynced { // it followed an active or was one: its feed showed a state
+				n.notify(api.EventReset, n.cfg.Self, fmt.Sprintf("state replaced by a snapshot of %s's (index %d): the events before this one are of the state this node held before, which the cluster may never have had", active, f.index))
+			}
+			n.mu.Unlock()
+		}
 		if err := n.applyFrame(ctx, &f, &begun, &dumps, &dumpMax, &last); err != nil {
 			return err
 		}
@@ -733,16 +747,7 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 			}
 		case frameSnapshot:
 			n.installs.Add(1)
-			shown := n.everSynced // it followed an active or was one: its feed showed a state
 			n.markSyncedLocked(active, activeID, "installed the active's snapshot", last)
-			// This node's state was replaced: what its feed said before
-			// (after a step-down, the grants and expiries of a state it
-			// discarded) is not the cluster's history. A standby's first
-			// sync replaces nothing its feed showed: no reset.
-			if !shown {
-				break
-			}
-			n.notify(api.EventReset, n.cfg.Self, fmt.Sprintf("state replaced by a snapshot of %s's (index %d): the events before this one are of the state this node held before, which the cluster may never have had", active, last))
 		case frameHeartbeat:
 			if batch == 0 && n.synced {
 				n.streamWorksLocked(active)
