@@ -223,6 +223,9 @@ type memCluster struct {
 	onEvent func(node int, ev engine.Event)
 	// logOpt, if set, changes every node's log Config.
 	logOpt func(*wal.Config)
+	// clocks, if set before open, are the engines' clocks by node (nil
+	// or missing: the system clock).
+	clocks map[int]engine.Clock
 }
 
 // newMemCluster sets up n nodes, priority in index order, started by
@@ -237,9 +240,16 @@ func newMemCluster(t testing.TB, n int, opts ...func(*Config)) *memCluster {
 // Config (nil: none).
 func newMemClusterLog(t testing.TB, n int, logOpt func(*wal.Config), opts ...func(*Config)) *memCluster {
 	t.Helper()
+	return newMemClusterClocks(t, n, logOpt, nil, opts...)
+}
+
+// newMemClusterClocks is newMemClusterLog with clocks as the engines'
+// clocks by node (missing: the system clock).
+func newMemClusterClocks(t testing.TB, n int, logOpt func(*wal.Config), clocks map[int]engine.Clock, opts ...func(*Config)) *memCluster {
+	t.Helper()
 	leaks := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, leaks) })
-	c := &memCluster{t: t, opts: opts, logOpt: logOpt, links: &links{addrs: map[string]int{}, cut: map[[2]int]bool{}, conns: map[[2]int]map[net.Conn]struct{}{}}}
+	c := &memCluster{t: t, opts: opts, logOpt: logOpt, clocks: clocks, links: &links{addrs: map[string]int{}, cut: map[[2]int]bool{}, conns: map[[2]int]map[net.Conn]struct{}{}}}
 	for i := range n {
 		mn := &memNode{i: i}
 		mn.srv = httptest.NewUnstartedServer(nil)
@@ -288,6 +298,7 @@ func (c *memCluster) open(i int) {
 	sl := NewSyncLog(l)
 	ec := engine.DefaultConfig()
 	ec.DataDir, ec.Standby, ec.Shards, ec.Log = mn.dir, true, 16, sl
+	ec.Clock = c.clocks[i]
 	var nd atomic.Pointer[Node]
 	ec.OnEvent = func(ev engine.Event) {
 		if p := nd.Load(); p != nil {
