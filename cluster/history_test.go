@@ -584,10 +584,13 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	}
 	badTimeouts, fencedTimeouts := history.CheckTimeouts(h.Timeouts(), append(slices.Clone(sightings), feedGrants(evFeeds)...), ws)
 	badHangs, fencedHangs := history.CheckHangs(h.Hangs(), ws)
-	for _, v := range append(badTimeouts, badHangs...) {
+	// No lease is cut short: an expire event before the expires_at a
+	// grant or renewal announced (100 ms for timers and clock readings).
+	badExpiries, fencedExpiries := history.CheckExpiries(evFeeds, ws, 100*time.Millisecond)
+	for _, v := range slices.Concat(badTimeouts, badHangs, badExpiries) {
 		t.Error(v)
 	}
-	fenced += fencedTimeouts + fencedHangs
+	fenced += fencedTimeouts + fencedHangs + fencedExpiries
 	t.Logf("fifo: %d feed events read, %d violations; %d acquires answered 408, %d hung", fifoEvents, len(fifoBad), len(h.Timeouts()), len(h.Hangs()))
 	// What the actives showed: a release answered done and then forgotten,
 	// a holder beside a grant a client held.

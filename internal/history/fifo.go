@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/baton-io/baton/api"
 )
@@ -99,4 +100,61 @@ func CheckFIFO(node int, feed []api.Event, skip ...string) (bad []string) {
 		queues[ev.Key] = q
 	}
 	return bad
+}
+
+// CheckExpiries holds the nodes' event feeds (feeds[i] is node i's, as
+// CheckFIFO takes them) to SPEC section 1's lease: the server takes a lock
+// back (an "expire" event) only once the holder neither released nor
+// renewed within its lease, so never before the expires_at a grant or a
+// renewal of that token announced (their ExpiresAt, which the holder was
+// told). An expire event slack or more before the latest such deadline
+// any feed showed is a lease cut short, outside the windows ws
+// (a cut-off active may renew a grant that the other side expires as it
+// knew it). It returns one line per token expired early outside the
+// windows, and the count inside them.
+func CheckExpiries(feeds [][]api.Event, ws []Window, slack time.Duration) (bad []string, fenced int) {
+	at := func(tm time.Time) string { return tm.Format("15:04:05.000") }
+	type deadline struct {
+		until time.Time
+		node  int
+		kind  string
+	}
+	// The latest deadline a grant or a renewal announced, by token; a
+	// token's renewals all come before its expiry on the node that
+	// expires it.
+	type expiry struct {
+		ev   api.Event
+		node int
+	}
+	latest := map[uint64]deadline{}
+	var expires []expiry
+	for i, feed := range feeds {
+		for _, ev := range feed {
+			switch ev.Kind {
+			case api.EventGrant, api.EventRenew:
+				if ev.ExpiresAt != nil && ev.At.Before(*ev.ExpiresAt) {
+					if d, ok := latest[ev.Token]; !ok || ev.ExpiresAt.After(d.until) {
+						latest[ev.Token] = deadline{*ev.ExpiresAt, i, ev.Kind}
+					}
+				}
+			case api.EventExpire:
+				expires = append(expires, expiry{ev, i})
+			}
+		}
+	}
+	done := map[uint64]bool{}
+	for _, x := range expires {
+		d, ok := latest[x.ev.Token]
+		if !ok || done[x.ev.Token] || !x.ev.At.Add(slack).Before(d.until) {
+			continue
+		}
+		done[x.ev.Token] = true
+		if InWindows(ws, x.ev.At, d.until) {
+			fenced++
+			continue
+		}
+		bad = append(bad, fmt.Sprintf("%s: outside any fault window, node %d expired %s token %d at %s, %v before the lease a %s on node %d announced (expires_at %s)",
+			x.ev.Key, x.node, x.ev.Mode, x.ev.Token, at(x.ev.At), d.until.Sub(x.ev.At).Round(time.Millisecond), d.kind, d.node, at(d.until)))
+	}
+	return bad, fenced
 }

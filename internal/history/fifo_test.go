@@ -56,3 +56,38 @@ func TestCheckFIFOCatchesQueueOrderBroken(t *testing.T) {
 		t.Errorf("a key left out: violations %q", bad)
 	}
 }
+
+// TestCheckExpiriesCatchesALeaseCutShort: an expire event before the
+// expires_at its grant or its last renewal announced, on any node's feed,
+// is a violation outside a window and counted inside one; one at or after
+// it is not.
+func TestCheckExpiriesCatchesALeaseCutShort(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) *time.Time { tm := t0.Add(time.Duration(n) * time.Millisecond); return &tm }
+	ev := func(kind string, at int, expires *time.Time) api.Event {
+		return api.Event{Kind: kind, Key: "k", Token: 7, Mode: api.ModeExclusive, At: *ms(at), ExpiresAt: expires}
+	}
+	for _, tc := range []struct {
+		name  string
+		feeds [][]api.Event
+		bad   bool
+	}{
+		{"expired at its lease's end", [][]api.Event{{ev(api.EventGrant, 0, ms(2000)), ev(api.EventExpire, 2001, nil)}}, false},
+		{"expired before its grant's lease ended", [][]api.Event{{ev(api.EventGrant, 0, ms(2000)), ev(api.EventExpire, 1500, nil)}}, true},
+		{"expired at the grant's end, past a renewal", [][]api.Event{{ev(api.EventGrant, 0, ms(2000)), ev(api.EventRenew, 1000, ms(3000)), ev(api.EventExpire, 2001, nil)}}, true},
+		{"a renewal on one node, expired early on another", [][]api.Event{{ev(api.EventGrant, 0, ms(2000)), ev(api.EventRenew, 1000, ms(3000))}, {ev(api.EventExpire, 2001, nil)}}, true},
+		{"expired past the renewal's end", [][]api.Event{{ev(api.EventGrant, 0, ms(2000)), ev(api.EventRenew, 1000, ms(3000)), ev(api.EventExpire, 3002, nil)}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad, fenced := CheckExpiries(tc.feeds, nil, 50*time.Millisecond)
+			if (len(bad) == 1) != tc.bad || len(bad) > 1 || fenced != 0 {
+				t.Errorf("outside any window: violations %q, fenced %d; want one: %v", bad, fenced, tc.bad)
+			}
+			ws := []Window{{Name: "cut", Start: *ms(0), End: *ms(4000)}}
+			bad, fenced = CheckExpiries(tc.feeds, ws, 50*time.Millisecond)
+			if len(bad) > 0 || (fenced == 1) != tc.bad {
+				t.Errorf("inside a window: violations %q, fenced %d; want one counted: %v", bad, fenced, tc.bad)
+			}
+		})
+	}
+}
