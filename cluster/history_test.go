@@ -582,7 +582,11 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	for _, v := range fifoBad[:min(len(fifoBad), 20)] {
 		t.Error(v)
 	}
-	badTimeouts, fencedTimeouts := history.CheckTimeouts(h.Timeouts(), append(slices.Clone(sightings), feedGrants(evFeeds)...), ws)
+	shown := append(slices.Clone(sightings), feedGrants(evFeeds)...)
+	badTimeouts, fencedTimeouts := history.CheckTimeouts(h.Timeouts(), shown, ws)
+	for _, v := range history.CheckOwners(grants, shown) {
+		t.Error(v)
+	}
 	badHangs, fencedHangs := history.CheckHangs(h.Hangs(), ws)
 	// No lease is cut short: an expire event before the expires_at a
 	// grant or renewal announced (100 ms for timers and clock readings).

@@ -69,3 +69,33 @@ func CheckHangs(hangs []Outcome, ws []Window) (bad []string, fenced int) {
 	}
 	return bad, fenced
 }
+
+// CheckOwners holds the grants the clients received to the holders the
+// nodes showed (listings, and the grants of the event feeds): every
+// holder has its own grant and its own token (SPEC section 1), so a token
+// a client received is shown, on any node and at any time, as the
+// holder of the key that client asked for, with the owner label of its
+// acquire; shown with another key or owner, the grant went to another
+// acquire than the one the node recorded (no fault excuses it: tokens
+// are never issued twice, even by two actives). It returns one line per
+// token shown so.
+func CheckOwners(grants []Grant, seen []Sighting) (bad []string) {
+	at := func(tm time.Time) string { return tm.Format("15:04:05.000") }
+	byToken := map[uint64]Grant{}
+	for _, g := range grants {
+		if g.Owner != "" {
+			byToken[g.Token] = g
+		}
+	}
+	reported := map[uint64]bool{}
+	for _, s := range seen {
+		g, ok := byToken[s.Token]
+		if !ok || reported[s.Token] || (s.Key == g.Key && s.Owner == g.Owner) {
+			continue
+		}
+		reported[s.Token] = true
+		bad = append(bad, fmt.Sprintf("token %d: client %d received it for %s acquire %q of %s (at %s), and node %d showed it as %s %q's holder of %s (at %s)",
+			s.Token, g.Client, g.Mode, g.Owner, g.Key, at(g.Granted), s.Node, s.Mode, s.Owner, s.Key, at(s.Asked)))
+	}
+	return bad
+}

@@ -56,3 +56,27 @@ func TestCheckHangsCatchesAnAcquireLeftUnanswered(t *testing.T) {
 		t.Errorf("inside a window: violations %q, fenced %d; want one counted", bad, fenced)
 	}
 }
+
+// TestCheckOwnersCatchesATokenOfAnotherAcquire: a token a client received
+// and a node showed for another owner or another key is a violation; the
+// same token for the same acquire, or a token no client received, is not.
+func TestCheckOwnersCatchesATokenOfAnotherAcquire(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	grants := []Grant{{Client: 2, Key: "m", Owner: "c2-5", Mode: api.ModeExclusive, Token: 11, Granted: t0}}
+	for _, tc := range []struct {
+		name string
+		seen Sighting
+		bad  bool
+	}{
+		{"the same acquire", Sighting{Key: "m", Owner: "c2-5", Token: 11}, false},
+		{"another acquire's owner", Sighting{Key: "m", Owner: "c4-1", Token: 11}, true},
+		{"another key", Sighting{Key: "x", Owner: "c2-5", Token: 11}, true},
+		{"a token nobody received", Sighting{Key: "m", Owner: "c4-1", Token: 12}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if bad := CheckOwners(grants, []Sighting{tc.seen, tc.seen}); (len(bad) == 1) != tc.bad || len(bad) > 1 {
+				t.Errorf("violations %q; want one: %v", bad, tc.bad)
+			}
+		})
+	}
+}
