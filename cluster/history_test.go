@@ -446,7 +446,8 @@ type nemesis struct {
 // figures.
 func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	// CHAOS_FLAGS: more flags for every node (space-separated, after
-	// nm.extra: later flags win), such as "--fsync always".
+	// nm.extra: later flags win), such as "--fsync always"; CHAOS_CLIENTS
+	// the number of clients.
 	c := newCluster(t, envInt("CHAOS_NODES", 3), true, append(slices.Clone(nm.extra), strings.Fields(os.Getenv("CHAOS_FLAGS"))...)...)
 	if diskFaults(nm.faults) {
 		c.mountDataDirs()
@@ -480,7 +481,9 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	if wait == 0 {
 		wait = 15 * time.Second
 	}
-	wg := runLoop(t, c, nm.clients, history.Loop{Keys: nm.keys, Lease: lease, Wait: wait,
+	// CHAOS_CLIENTS: more (or fewer) clients than the run's own, for
+	// longer queues.
+	wg := runLoop(t, c, envInt("CHAOS_CLIENTS", nm.clients), history.Loop{Keys: nm.keys, Lease: lease, Wait: wait,
 		Hold: nm.hold, LongHold: nm.longHold, LongShare: nm.longShare, Seed: 7, RenewEvery: nm.renewEvery}, stop, h, native, true)
 	samples := sampleHolders(c, stop)
 	feeds := collectFeeds(c)
