@@ -23,7 +23,10 @@ const KindBreak = "history-break"
 // with the queue empty (no newcomer jumps it). Waiters are told apart by
 // their owner, which the clients make unique per acquire; a waiter that
 // leaves (timeout, cancel) and is queued again by its client's retry
-// joins the tail, as the feed shows.
+// joins the tail, as the feed shows. One acquire (one owner) is queued
+// once and granted once (SPEC section 2, waiter identity: a repeat takes
+// over its place, or gets its grant): an enqueue of an owner queued
+// already, or a grant to an owner that holds another grant, is reported.
 //
 // The feed is the node's log applied in order (a standby's feed holds
 // what it replicated), so the rule holds through every fault: no window
@@ -38,12 +41,29 @@ const KindBreak = "history-break"
 func CheckFIFO(node int, feed []api.Event, skip ...string) (bad []string) {
 	type waiter struct{ owner, mode string }
 	queues := map[string][]waiter{} // key -> its queue, for the keys known
+	// The token each owner holds, as the feed showed it granted and not
+	// yet ended (whatever is known of its key's queue).
+	holding := map[string]uint64{}
 	at := func(ev api.Event) string { return ev.At.Format("15:04:05.000") }
 	for _, ev := range feed {
 		switch ev.Kind {
 		case KindBreak, "reset":
 			clear(queues)
+			clear(holding)
 			continue
+		}
+		switch {
+		case ev.Owner == "":
+		case ev.Kind == api.EventGrant:
+			if tok, ok := holding[ev.Owner]; ok && tok != ev.Token {
+				bad = append(bad, fmt.Sprintf("node %d, %s: %s granted %q token %d (seq %d) while it held token %d: one acquire granted twice",
+					node, ev.Key, at(ev), ev.Owner, ev.Token, ev.Seq, tok))
+			}
+			holding[ev.Owner] = ev.Token
+		case ev.Kind == api.EventRelease || ev.Kind == api.EventExpire:
+			if holding[ev.Owner] == ev.Token {
+				delete(holding, ev.Owner)
+			}
 		}
 		if ev.Key == "" || slices.ContainsFunc(skip, func(p string) bool { return strings.HasPrefix(ev.Key, p) }) {
 			continue
@@ -65,6 +85,10 @@ func CheckFIFO(node int, feed []api.Event, skip ...string) (bad []string) {
 		}
 		switch ev.Kind {
 		case api.EventEnqueue:
+			if queued >= 0 {
+				bad = append(bad, fmt.Sprintf("node %d, %s: %s enqueue of %q (seq %d), which is queued already: one acquire queued twice",
+					node, ev.Key, at(ev), ev.Owner, ev.Seq))
+			}
 			q = append(q, waiter{ev.Owner, ev.Mode})
 		case api.EventLeave, api.EventTimeout:
 			if queued < 0 {

@@ -17,9 +17,20 @@ import (
 func TestCheckFIFOCatchesQueueOrderBroken(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var seq uint64
+	// Each event of a kind that carries a token has a token of its own,
+	// but a release names the token of the owner's last grant.
+	tokens := map[string]uint64{}
 	ev := func(kind, owner, mode string, waiters int) api.Event {
 		seq++
-		return api.Event{Seq: seq, Kind: kind, At: t0.Add(time.Duration(seq) * time.Millisecond), Key: "k", Owner: owner, Mode: mode, Waiters: waiters}
+		e := api.Event{Seq: seq, Kind: kind, At: t0.Add(time.Duration(seq) * time.Millisecond), Key: "k", Owner: owner, Mode: mode, Waiters: waiters}
+		switch kind {
+		case api.EventGrant:
+			e.Token = seq
+			tokens[owner] = seq
+		case api.EventRelease, api.EventExpire:
+			e.Token = tokens[owner]
+		}
+		return e
 	}
 	const sh, ex = api.ModeShared, api.ModeExclusive
 	grant := func(owner, mode string, waiters int) api.Event { return ev(api.EventGrant, owner, mode, waiters) }
@@ -41,6 +52,9 @@ func TestCheckFIFOCatchesQueueOrderBroken(t *testing.T) {
 		{"waiters counted wrong", []api.Event{grant("a", ex, 0), enq("b", ex, 1), enq("c", ex, 1)}, true},
 		{"before the queue is known", []api.Event{enq("b", ex, 2), grant("c", ex, 1), rel("c", ex, 1), grant("b", ex, 0)}, false},
 		{"across a break", []api.Event{grant("a", ex, 0), enq("b", ex, 1), {Kind: KindBreak}, enq("c", ex, 2), grant("c", ex, 1)}, false},
+		{"one acquire queued twice", []api.Event{grant("a", ex, 0), enq("b", ex, 1), enq("b", ex, 2)}, true},
+		{"one acquire granted twice", []api.Event{grant("a", ex, 0), ev(api.EventGrant, "a", ex, 0)}, true},
+		{"one acquire granted again after its grant ended", []api.Event{grant("a", ex, 0), rel("a", ex, 0), grant("a", ex, 0)}, false},
 		{"across a reset", []api.Event{grant("a", ex, 0), enq("b", ex, 1), {Kind: "reset"}, enq("c", ex, 2), grant("c", ex, 1)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
