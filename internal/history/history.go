@@ -94,7 +94,7 @@ type KeyFigures struct {
 // shared beside an exclusive holder); tokens that rise (a grant's token is
 // above the token of every grant received before it was asked for, of any
 // key, and of every earlier grant it could not hold beside); no token
-// granted twice;
+// granted twice, none of 2^53 or more;
 // and no lost hold (Grant.Lost). Client-side spans lie inside the
 // server's holds, so every overlap reported is a real one.
 //
@@ -118,6 +118,10 @@ func CheckOrderIn(grants []Grant, ws, orderWs []Window) (bad []string, fenced in
 	for _, g := range grants {
 		if o, dup := seen[g.Token]; dup {
 			bad = append(bad, fmt.Sprintf("token %d granted twice: %+v and %+v", g.Token, o, g))
+		}
+		if g.Token >= 1<<53 {
+			// SPEC section 1: below 2^53, so that JavaScript reads it exactly.
+			bad = append(bad, fmt.Sprintf("%s: token %d is 2^53 or more", g.Key, g.Token))
 		}
 		seen[g.Token] = g
 		if g.Lost == "" {
