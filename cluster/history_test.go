@@ -593,7 +593,7 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	badHangs, fencedHangs := history.CheckHangs(h.Hangs(), ws)
 	// No lease is cut short: an expire event before the expires_at a
 	// grant or renewal announced (100 ms for timers and clock readings).
-	badExpiries, fencedExpiries := history.CheckExpiries(evFeeds, ws, 100*time.Millisecond)
+	badExpiries, fencedExpiries := history.CheckExpiries(evFeeds, grants, ws, 100*time.Millisecond)
 	for _, v := range slices.Concat(badTimeouts, badHangs, badExpiries) {
 		t.Error(v)
 	}

@@ -71,10 +71,11 @@ func TestCheckFIFOCatchesQueueOrderBroken(t *testing.T) {
 	}
 }
 
-// TestCheckExpiriesCatchesALeaseCutShort: an expire event before the
-// expires_at its grant or its last renewal announced, on any node's feed,
-// is a violation outside a window and counted inside one; one at or after
-// it is not.
+// TestCheckExpiriesCatchesALeaseCutShort: an expire event of a grant a
+// client received, before the expires_at its grant or its last renewal
+// announced, on any node's feed, is a violation outside a window and
+// counted inside one; one at or after it is not, nor one of a grant no
+// client received.
 func TestCheckExpiriesCatchesALeaseCutShort(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ms := func(n int) *time.Time { tm := t0.Add(time.Duration(n) * time.Millisecond); return &tm }
@@ -93,12 +94,18 @@ func TestCheckExpiriesCatchesALeaseCutShort(t *testing.T) {
 		{"expired past the renewal's end", [][]api.Event{{ev(api.EventGrant, 0, ms(2000)), ev(api.EventRenew, 1000, ms(3000)), ev(api.EventExpire, 3002, nil)}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			bad, fenced := CheckExpiries(tc.feeds, nil, 50*time.Millisecond)
+			received := []Grant{{Key: "k", Token: 7}}
+			// A grant no client received (one awaiting its claim ends at
+			// the claim deadline, before its lease) is not judged.
+			if bad, fenced := CheckExpiries(tc.feeds, nil, nil, 50*time.Millisecond); len(bad) > 0 || fenced > 0 {
+				t.Errorf("no grant received: violations %q, fenced %d; want none", bad, fenced)
+			}
+			bad, fenced := CheckExpiries(tc.feeds, received, nil, 50*time.Millisecond)
 			if (len(bad) == 1) != tc.bad || len(bad) > 1 || fenced != 0 {
 				t.Errorf("outside any window: violations %q, fenced %d; want one: %v", bad, fenced, tc.bad)
 			}
 			ws := []Window{{Name: "cut", Start: *ms(0), End: *ms(4000)}}
-			bad, fenced = CheckExpiries(tc.feeds, ws, 50*time.Millisecond)
+			bad, fenced = CheckExpiries(tc.feeds, received, ws, 50*time.Millisecond)
 			if len(bad) > 0 || (fenced == 1) != tc.bad {
 				t.Errorf("inside a window: violations %q, fenced %d; want one counted: %v", bad, fenced, tc.bad)
 			}
