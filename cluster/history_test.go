@@ -577,9 +577,10 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	// (history.CheckTimeouts); every acquire is answered by its wait and
 	// the grace (history.CheckHangs).
 	var fifoBad []string
-	fifoEvents := 0
+	fifoEvents, fifoJudged := 0, 0
 	for i, feed := range evFeeds {
-		fifoBad = append(fifoBad, history.CheckFIFO(i, feed, spillPrefix)...)
+		bad, judged := history.CheckFIFO(i, feed, spillPrefix)
+		fifoBad, fifoJudged = append(fifoBad, bad...), fifoJudged+judged
 		fifoEvents += len(feed)
 	}
 	for _, v := range fifoBad[:min(len(fifoBad), 20)] {
@@ -598,7 +599,7 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 		t.Error(v)
 	}
 	fenced += fencedTimeouts + fencedHangs + fencedExpiries
-	t.Logf("fifo: %d feed events read, %d violations; %d acquires answered 408, %d hung", fifoEvents, len(fifoBad), len(h.Timeouts()), len(h.Hangs()))
+	t.Logf("fifo: %d feed events read, %d queue events judged, %d violations; %d acquires answered 408, %d hung", fifoEvents, fifoJudged, len(fifoBad), len(h.Timeouts()), len(h.Hangs()))
 	// What the actives showed: a release answered done and then forgotten,
 	// a holder beside a grant a client held.
 	badReleases, fencedReleases := history.CheckReleases(grants, sightings, ws)

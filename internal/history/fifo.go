@@ -37,8 +37,10 @@ const KindBreak = "history-break"
 // after one). An event whose Waiters is not the queue's length the feed
 // implies is reported too: the feed contradicts itself.
 //
-// It returns one line per violation.
-func CheckFIFO(node int, feed []api.Event, skip ...string) (bad []string) {
+// It returns one line per violation, and how many of the feed's queue
+// events (enqueue, leave, timeout, grant) it judged against a known
+// queue.
+func CheckFIFO(node int, feed []api.Event, skip ...string) (bad []string, judged int) {
 	type waiter struct{ owner, mode string }
 	queues := map[string][]waiter{} // key -> its queue, for the keys known
 	// The token each owner holds, as the feed showed it granted and not
@@ -84,6 +86,10 @@ func CheckFIFO(node int, feed []api.Event, skip ...string) (bad []string) {
 			}
 		}
 		switch ev.Kind {
+		case api.EventEnqueue, api.EventLeave, api.EventTimeout, api.EventGrant:
+			judged++
+		}
+		switch ev.Kind {
 		case api.EventEnqueue:
 			if queued >= 0 {
 				bad = append(bad, fmt.Sprintf("node %d, %s: %s enqueue of %q (seq %d), which is queued already: one acquire queued twice",
@@ -123,7 +129,7 @@ func CheckFIFO(node int, feed []api.Event, skip ...string) (bad []string) {
 		}
 		queues[ev.Key] = q
 	}
-	return bad
+	return bad, judged
 }
 
 // CheckExpiries holds the nodes' event feeds (feeds[i] is node i's, as
