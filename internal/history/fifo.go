@@ -54,6 +54,9 @@ func CheckFIFO(node int, feed []api.Event, skip ...string) (bad []string, judged
 			clear(holding)
 			continue
 		}
+		if ev.Key == "" || slices.ContainsFunc(skip, func(p string) bool { return strings.HasPrefix(ev.Key, p) }) {
+			continue
+		}
 		switch {
 		case ev.Owner == "":
 		case ev.Kind == api.EventGrant:
@@ -66,9 +69,6 @@ func CheckFIFO(node int, feed []api.Event, skip ...string) (bad []string, judged
 			if holding[ev.Owner] == ev.Token {
 				delete(holding, ev.Owner)
 			}
-		}
-		if ev.Key == "" || slices.ContainsFunc(skip, func(p string) bool { return strings.HasPrefix(ev.Key, p) }) {
-			continue
 		}
 		q, known := queues[ev.Key]
 		if !known {
