@@ -434,6 +434,10 @@ type nemesis struct {
 	// wait is how long an acquire waits (0: 15 s); a short one makes
 	// many answers 408, each of which must leave nothing held.
 	wait time.Duration
+	// dropShare of the grants the clients drop as holders that died,
+	// which the server must take back by their lease (CHAOS_DROP_PERCENT
+	// sets it in percent).
+	dropShare float64
 }
 
 // runHistory starts a cluster of three, runs nm's clients while the
@@ -484,7 +488,8 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	// CHAOS_CLIENTS: more (or fewer) clients than the run's own, for
 	// longer queues.
 	wg := runLoop(t, c, envInt("CHAOS_CLIENTS", nm.clients), history.Loop{Keys: nm.keys, Lease: lease, Wait: wait,
-		Hold: nm.hold, LongHold: nm.longHold, LongShare: nm.longShare, Seed: 7, RenewEvery: nm.renewEvery}, stop, h, native, true)
+		Hold: nm.hold, LongHold: nm.longHold, LongShare: nm.longShare, Seed: 7, RenewEvery: nm.renewEvery,
+		DropShare: float64(envInt("CHAOS_DROP_PERCENT", int(nm.dropShare*100))) / 100}, stop, h, native, true)
 	samples := sampleHolders(c, stop)
 	feeds := collectFeeds(c)
 
@@ -595,11 +600,14 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	// No lease is cut short: an expire event before the expires_at a
 	// grant or renewal announced (100 ms for timers and clock readings).
 	badExpiries, fencedExpiries := history.CheckExpiries(evFeeds, grants, ws, 100*time.Millisecond)
-	for _, v := range slices.Concat(badTimeouts, badHangs, badExpiries) {
+	// A grant its client dropped ends by its lease (a second for timers
+	// on a loaded machine).
+	badDropped, fencedDropped, dropped := history.CheckDropped(grants, evFeeds, ws, time.Second)
+	for _, v := range slices.Concat(badTimeouts, badHangs, badExpiries, badDropped) {
 		t.Error(v)
 	}
-	fenced += fencedTimeouts + fencedHangs + fencedExpiries
-	t.Logf("fifo: %d feed events read, %d queue events judged, %d violations; %d acquires answered 408, %d hung", fifoEvents, fifoJudged, len(fifoBad), len(h.Timeouts()), len(h.Hangs()))
+	fenced += fencedTimeouts + fencedHangs + fencedExpiries + fencedDropped
+	t.Logf("fifo: %d feed events read, %d queue events judged, %d violations; %d acquires answered 408, %d hung; %d dropped grants judged", fifoEvents, fifoJudged, len(fifoBad), len(h.Timeouts()), len(h.Hangs()), dropped)
 	// What the actives showed: a release answered done and then forgotten,
 	// a holder beside a grant a client held.
 	badReleases, fencedReleases := history.CheckReleases(grants, sightings, ws)
@@ -916,8 +924,8 @@ func saveHistory(t *testing.T, c *testCluster, dir string, grants []history.Gran
 	var b strings.Builder
 	at := func(tm time.Time) string { return tm.Format("15:04:05.000") }
 	for _, g := range grants {
-		fmt.Fprintf(&b, "%s client=%d owner=%s %s %s token=%d asked=%s granted=%s ending=%s released=%s lost=%q lost_at=%s\n",
-			g.Key, g.Client, g.Owner, g.Mode, strconv.Itoa(g.Limit), g.Token, at(g.Asked), at(g.Granted), at(g.Ending), at(g.Released), g.Lost, at(g.LostAt))
+		fmt.Fprintf(&b, "%s client=%d owner=%s %s %s token=%d asked=%s granted=%s ending=%s released=%s lost=%q lost_at=%s dropped=%v\n",
+			g.Key, g.Client, g.Owner, g.Mode, strconv.Itoa(g.Limit), g.Token, at(g.Asked), at(g.Granted), at(g.Ending), at(g.Released), g.Lost, at(g.LostAt), g.Dropped)
 	}
 	var hs strings.Builder
 	for _, h := range samples {

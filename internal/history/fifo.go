@@ -195,3 +195,58 @@ func CheckExpiries(feeds [][]api.Event, grants []Grant, ws []Window, slack time.
 	}
 	return bad, fenced
 }
+
+// CheckDropped holds the grants their clients dropped (Grant.Dropped: a
+// holder that died, neither renewing nor releasing) to SPEC section 1's
+// lease: the server takes the lock back once the lease runs out, and
+// hands it on as a release would. The nodes' feeds (as CheckExpiries
+// takes them) must show each such token ended (an "expire", or a
+// "release": an operator's, or a grant taken back) by slack after the
+// latest expires_at its grant or renewals announced. A token whose grant
+// no feed showed is not judged. One whose lease meets a window ws (from
+// its grant to that deadline plus slack) is counted, not reported: a
+// failover with async replication may lose the grant with its lease, a
+// paused active runs no timer. It returns one line per grant held past
+// its lease outside the windows, the count inside them, and how many
+// dropped grants it judged.
+func CheckDropped(grants []Grant, feeds [][]api.Event, ws []Window, slack time.Duration) (bad []string, fenced, judged int) {
+	at := func(tm time.Time) string { return tm.Format("15:04:05.000") }
+	deadline := map[uint64]time.Time{} // the latest expires_at announced
+	ended := map[uint64]api.Event{}    // the earliest end any feed showed
+	for _, feed := range feeds {
+		for _, ev := range feed {
+			switch ev.Kind {
+			case api.EventGrant, api.EventRenew:
+				if ev.ExpiresAt != nil && ev.ExpiresAt.After(deadline[ev.Token]) {
+					deadline[ev.Token] = *ev.ExpiresAt
+				}
+			case api.EventExpire, api.EventRelease:
+				if e, ok := ended[ev.Token]; !ok || ev.At.Before(e.At) {
+					ended[ev.Token] = ev
+				}
+			}
+		}
+	}
+	for _, g := range grants {
+		d, ok := deadline[g.Token]
+		if !g.Dropped || !ok {
+			continue
+		}
+		judged++
+		e, over := ended[g.Token]
+		if over && !e.At.After(d.Add(slack)) {
+			continue
+		}
+		if InWindows(ws, g.Granted, d.Add(slack)) {
+			fenced++
+			continue
+		}
+		end := "no feed showed it ended"
+		if over {
+			end = fmt.Sprintf("%s at %s, %v past it", e.Kind, at(e.At), e.At.Sub(d).Round(time.Millisecond))
+		}
+		bad = append(bad, fmt.Sprintf("%s: outside any fault window, %s grant %d (received %s) dropped by its client, lease to %s: %s",
+			g.Key, g.Mode, g.Token, at(g.Granted), at(d), end))
+	}
+	return bad, fenced, judged
+}

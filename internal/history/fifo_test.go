@@ -113,3 +113,43 @@ func TestCheckExpiriesCatchesALeaseCutShort(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckDroppedCatchesALeaseThatNeverEnds: a grant its client dropped
+// whose lease the feeds show ended late, or not at all, is a violation
+// outside a window and counted inside one; one ended by its lease (an
+// expire, or a release) is not, nor one no feed showed granted, nor one
+// its client did not drop.
+func TestCheckDroppedCatchesALeaseThatNeverEnds(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) *time.Time { tm := t0.Add(time.Duration(n) * time.Millisecond); return &tm }
+	ev := func(kind string, at int, expires *time.Time) api.Event {
+		return api.Event{Kind: kind, Key: "k", Token: 7, Mode: api.ModeExclusive, At: *ms(at), ExpiresAt: expires}
+	}
+	dropped := []Grant{{Key: "k", Token: 7, Mode: api.ModeExclusive, Granted: *ms(5), Ending: *ms(2000), Dropped: true}}
+	for _, tc := range []struct {
+		name   string
+		grants []Grant
+		feeds  [][]api.Event
+		bad    bool
+	}{
+		{"expired by its lease", dropped, [][]api.Event{{ev(api.EventGrant, 0, ms(2000)), ev(api.EventExpire, 2010, nil)}}, false},
+		{"released (taken back) before its lease", dropped, [][]api.Event{{ev(api.EventGrant, 0, ms(2000))}, {ev(api.EventRelease, 900, nil)}}, false},
+		{"expired long past its lease", dropped, [][]api.Event{{ev(api.EventGrant, 0, ms(2000)), ev(api.EventExpire, 5000, nil)}}, true},
+		{"expired past a renewal's lease", dropped, [][]api.Event{{ev(api.EventGrant, 0, ms(2000)), ev(api.EventRenew, 10, ms(2010)), ev(api.EventExpire, 5000, nil)}}, true},
+		{"never ended", dropped, [][]api.Event{{ev(api.EventGrant, 0, ms(2000))}}, true},
+		{"no feed showed the grant", dropped, [][]api.Event{{ev(api.EventExpire, 5000, nil)}}, false},
+		{"not dropped", []Grant{{Key: "k", Token: 7, Granted: *ms(5), Ending: *ms(100)}}, [][]api.Event{{ev(api.EventGrant, 0, ms(2000))}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad, fenced, _ := CheckDropped(tc.grants, tc.feeds, nil, time.Second)
+			if (len(bad) == 1) != tc.bad || len(bad) > 1 || fenced != 0 {
+				t.Errorf("outside any window: violations %q, fenced %d; want one: %v", bad, fenced, tc.bad)
+			}
+			ws := []Window{{Name: "pause", Start: *ms(1000), End: *ms(1500)}}
+			bad, fenced, _ = CheckDropped(tc.grants, tc.feeds, ws, time.Second)
+			if len(bad) > 0 || (fenced == 1) != tc.bad {
+				t.Errorf("inside a window: violations %q, fenced %d; want one counted: %v", bad, fenced, tc.bad)
+			}
+		})
+	}
+}

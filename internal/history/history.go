@@ -49,6 +49,9 @@ type Grant struct {
 	// (zero when it was not: an error, or Lost). From then on no active
 	// node may show the grant as a holder (CheckReleases).
 	Released time.Time
+	// Dropped: the client neither renewed nor released the grant, as a
+	// holder that died (Loop.DropShare); its Ending is its lease's end.
+	Dropped bool
 }
 
 func (g Grant) shared() bool { return g.Mode == api.ModeShared }
@@ -543,6 +546,10 @@ type Loop struct {
 	// before the lease its last answered renewal (or the grant) gave
 	// could end, is a lost hold (Grant.Lost).
 	RenewEvery time.Duration
+	// DropShare (0..1) of the grants the client drops as a holder that
+	// died does: it neither renews nor releases them (Grant.Dropped),
+	// and the server must take them back by their lease (CheckDropped).
+	DropShare float64
 }
 
 // Run loops on cl as client number id until stop closes, recording every
@@ -597,6 +604,12 @@ func (l Loop) Run(cl Client, id int, stop <-chan struct{}, r *Recorder) {
 		// asked for.
 		leaseEnd := g.Asked.Add(l.Lease)
 		cancel()
+		if l.DropShare > 0 && rng.Float64() < l.DropShare {
+			// A holder that died: it holds until its lease runs out.
+			g.Dropped, g.Ending = true, leaseEnd
+			r.Add(g)
+			continue
+		}
 		ctx, cancel = context.WithTimeout(context.Background(), hold+l.Wait+5*time.Second)
 		if l.RenewEvery > 0 {
 			for end := g.Granted.Add(hold); time.Until(end) > 0 && time.Until(leaseEnd) > 0 && g.Lost == ""; {
