@@ -12,7 +12,7 @@ import (
 )
 
 // eventFeeds reads every node's event feed (GET /events?since=, every
-// 50 ms) until stopped, with a history.KindBreak event where a node's
+// 50 ms, and once more when stopped) until stopped, with a history.KindBreak event where a node's
 // feed broke: at its start, where it missed events, and where the node
 // restarted (a Seq that does not follow the last one read).
 type eventFeeds struct {
@@ -31,10 +31,13 @@ func collectFeeds(c *testCluster) *eventFeeds {
 		began := make([]bool, len(c.nodes))
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
-		for {
+		for stopped := false; !stopped; {
 			select {
 			case <-f.stop:
-				return
+				// Once more: what happened up to the stop is read
+				// (TestHistoryChaos CHAOS_SEED=4856: the expiry the
+				// drain waited for, made after the last read).
+				stopped = true
 			case <-tick.C:
 			}
 			for i, nd := range c.nodes {
