@@ -274,8 +274,9 @@ var chaosKeys = []history.KeySpec{{Name: "m"}, {Name: "sem", Limit: 3, Shared: 0
 // a standby, a pause past failover_timeout, a stalled replication link
 // between the active and one standby, and every node killed at once; half
 // the clients speak the native protocol, on a mutex, a semaphore and a
-// read/write lock, with short leases that live on renewals. Every fault
-// has its window. CHAOS_FAULTS (default 4) and CHAOS_SEED
+// read/write lock, with short leases that live on renewals; a few grants
+// are dropped, as by holders that died, and must end by their lease.
+// Every fault has its window. CHAOS_FAULTS (default 4) and CHAOS_SEED
 // (default 1) make it longer or different; CHAOS_LIST names the faults.
 func TestHistoryChaos(t *testing.T) {
 	seed := uint64(envInt("CHAOS_SEED", 1))
@@ -283,7 +284,7 @@ func TestHistoryChaos(t *testing.T) {
 		"kill", "pause", "cut", "kill-standby", "pause-standby", "cut-standby", "long-pause", "cut-link", "kill-all")
 	t.Logf("seed %d: faults %s", seed, strings.Join(faults, ", "))
 	runHistory(t, nemesis{keys: chaosKeys, clients: 10, hold: 5 * time.Millisecond, longHold: 3 * time.Second, longShare: 0.05,
-		faults: faults, seed: seed, native: true, lease: 2 * time.Second, renewEvery: 500 * time.Millisecond})
+		faults: faults, seed: seed, native: true, lease: 2 * time.Second, renewEvery: 500 * time.Millisecond, dropShare: 0.03})
 }
 
 // TestSyncHistoryChaos is TestHistoryChaos with sync_standbys 1, where a
@@ -296,7 +297,7 @@ func TestSyncHistoryChaos(t *testing.T) {
 		"kill", "kill-standby", "kill-all", "pause", "cut", "pause-standby", "cut-standby", "long-pause", "cut-link")
 	t.Logf("seed %d: faults %s", seed, strings.Join(faults, ", "))
 	runHistory(t, nemesis{keys: chaosKeys, clients: 10, hold: 5 * time.Millisecond, longHold: 3 * time.Second, longShare: 0.05,
-		faults: faults, seed: seed, native: true, lease: 2 * time.Second, renewEvery: 500 * time.Millisecond,
+		faults: faults, seed: seed, native: true, lease: 2 * time.Second, renewEvery: 500 * time.Millisecond, dropShare: 0.03,
 		extra: syncFlags, strict: map[string]bool{"kill": true, "kill-standby": true, "kill-all": true}})
 }
 
