@@ -586,6 +586,7 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	for i, feed := range evFeeds {
 		bad, judged := history.CheckFIFO(i, feed, spillPrefix)
 		fifoBad, fifoJudged = append(fifoBad, bad...), fifoJudged+judged
+		fifoBad = append(fifoBad, history.CheckFeedTokens(i, feed)...)
 		fifoEvents += len(feed)
 	}
 	for _, v := range fifoBad[:min(len(fifoBad), 20)] {

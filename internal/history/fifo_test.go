@@ -153,3 +153,36 @@ func TestCheckDroppedCatchesALeaseThatNeverEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckFeedTokensCatchesATokenThatFalls: a node's feed that grants a
+// key a token at or below the one before is a violation; another key's
+// lower token after it (the feed's order across keys is not the tokens'),
+// or one across a break or a reset (whose snapshot's holders come with
+// their own, older times), is not.
+func TestCheckFeedTokensCatchesATokenThatFalls(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	g := func(token uint64, at int) api.Event {
+		return api.Event{Kind: api.EventGrant, Key: "k", Token: token, At: t0.Add(time.Duration(at) * time.Millisecond)}
+	}
+	other := func(token uint64, at int) api.Event { e := g(token, at); e.Key = "other"; return e }
+	mark := func(kind string, at int) api.Event { return api.Event{Kind: kind, At: t0.Add(time.Duration(at) * time.Millisecond)} }
+	for _, tc := range []struct {
+		name string
+		feed []api.Event
+		bad  bool
+	}{
+		{"rising", []api.Event{g(1, 0), g(2, 1), g(9, 2)}, false},
+		{"a token that falls", []api.Event{g(1, 0), g(5, 1), g(4, 2)}, true},
+		{"another key's lower token after", []api.Event{g(1, 0), g(5, 1), other(4, 0)}, false},
+		{"a token granted again", []api.Event{g(5, 0), g(5, 1)}, true},
+		{"across a break", []api.Event{g(5, 0), mark(KindBreak, 10), g(4, 11)}, false},
+		{"a snapshot's holders after a reset", []api.Event{g(5, 0), mark("reset", 10), g(3, 2), g(2, 1), g(6, 12), g(7, 13)}, false},
+		{"falling after a reset", []api.Event{g(5, 0), mark("reset", 10), g(7, 12), g(6, 13)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if bad := CheckFeedTokens(0, tc.feed); (len(bad) > 0) != tc.bad {
+				t.Errorf("violations %q; want some: %v", bad, tc.bad)
+			}
+		})
+	}
+}
