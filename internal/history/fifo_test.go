@@ -165,7 +165,9 @@ func TestCheckFeedTokensCatchesATokenThatFalls(t *testing.T) {
 		return api.Event{Kind: api.EventGrant, Key: "k", Token: token, At: t0.Add(time.Duration(at) * time.Millisecond)}
 	}
 	other := func(token uint64, at int) api.Event { e := g(token, at); e.Key = "other"; return e }
-	mark := func(kind string, at int) api.Event { return api.Event{Kind: kind, At: t0.Add(time.Duration(at) * time.Millisecond)} }
+	mark := func(kind string, at int) api.Event {
+		return api.Event{Kind: kind, At: t0.Add(time.Duration(at) * time.Millisecond)}
+	}
 	for _, tc := range []struct {
 		name string
 		feed []api.Event
