@@ -2,8 +2,11 @@ package cluster_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -133,5 +136,35 @@ func (c *testCluster) waitDrained(keys []history.KeySpec, bound time.Duration) {
 // (from its "degraded" line to its "recovered" line, or to the end of
 // the run, and settle after).
 func degradedSpans(logs []string, settle time.Duration) []history.Window {
-	return nil
+	var ws []history.Window
+	for i, log := range logs {
+		var from time.Time // zero: not degraded
+		for _, line := range strings.Split(log, "\n") {
+			tm := logTime.FindStringSubmatch(line)
+			if tm == nil {
+				continue
+			}
+			at, err := time.Parse(time.RFC3339Nano, tm[1])
+			if err != nil {
+				continue
+			}
+			switch {
+			case degradedLine.MatchString(line) && from.IsZero():
+				from = at
+			case (recoveredLine.MatchString(line) || selfLine.MatchString(line)) && !from.IsZero():
+				// Recovered, or the process started again.
+				ws = append(ws, history.Window{Name: fmt.Sprintf("node %d answered without its sync_standbys", i), Start: from, End: at.Add(settle)})
+				from = time.Time{}
+			}
+		}
+		if !from.IsZero() {
+			ws = append(ws, history.Window{Name: fmt.Sprintf("node %d answered without its sync_standbys", i), Start: from, End: time.Now().Add(settle)})
+		}
+	}
+	return ws
 }
+
+var (
+	degradedLine  = regexp.MustCompile(`msg="sync_standbys: degraded`)
+	recoveredLine = regexp.MustCompile(`msg="sync_standbys: recovered from degraded`)
+)
