@@ -167,7 +167,12 @@ export function http2Transport(tls) {
       const broken = () => new Error(origin + ': the HTTP/2 stream closed before its answer (code ' + st.rstCode + ')');
       st.on('end', () => {
         done = true;
-        if (status) resolve({ status, headers: rh, body: body.length === 1 ? body[0].toString() : Buffer.concat(body).toString() });
+        const b = body.length === 1 ? body[0] : Buffer.concat(body);
+        // A connection that closes (the node killed while it wrote) ends
+        // the stream too: an answer short of its Content-Length, or one
+        // reset, is a broken stream, not an answer (JSON.parse threw on
+        // it), and the call asks again under its Idempotency-Key.
+        if (status && !st.rstCode && !(b.length < Number(rh['content-length']))) resolve({ status, headers: rh, body: b.toString() });
         else reject(signal?.aborted ? signal.reason : broken());
       });
       st.on('error', (e) => { done = true; reject(e); });
