@@ -19,6 +19,12 @@ func TestPromotionNotStuckOnSilentFetch(t *testing.T) {
 	c := newCluster(t, 3, true, "--sync-standbys", "1")
 	c.startAll()
 	c.waitActive(0, 1, 2)
+	// Both standbys synced first: a node 1 whose stream is held before
+	// its first frames holds no state, and node 2 does not defer to it
+	// (it promoted itself, and the fault was not reproduced: CI, 1 run).
+	warm := c.acquire(0, "silent-fetch/warm", "lease=60")
+	c.waitReplicated(1, warm.Token)
+	c.waitReplicated(2, warm.Token)
 
 	// Node 1 stops receiving node 0's stream: node 2 alone acknowledges
 	// the grant, so only node 2's log holds it.
