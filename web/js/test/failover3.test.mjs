@@ -92,6 +92,7 @@ async function stress(t, fault) {
   for (let round = 0; round < ROUNDS; round++) {
     await sleep(1500);
     const a = await waitFor('an active', 20000, () => activeOf(nodes));
+    const faultAt = Date.now();
     await fault(a);
     await waitFor('a new active', 20000, async () => { const b = await activeOf(nodes); return b && b !== a && b; });
     if (a.proc.exitCode !== null || a.proc.signalCode) await a.start(); else a.proc.kill('SIGCONT');
@@ -100,6 +101,10 @@ async function stress(t, fault) {
       const act = nodes.filter((n, i) => s[i].role === 'active');
       return act.length === 1 && s.every((x) => x.role === 'active' || (x.role === 'standby' && x.active === act[0].url));
     }).catch(async (e) => t.diagnostic('round ' + round + ': ' + e.message + ' ' + JSON.stringify(await Promise.all(nodes.map((n) => n.get('/cluster').then((x) => [x.role, x.active], (e) => e.message))))));
+    // The cluster grants again after each fault (a hold that spans it
+    // ends within 3 s; the waiters move to the new active).
+    await waitFor(`a grant after fault ${round}`, 20000, () => holds.some((h) => h.start > faultAt))
+      .catch((e) => errors.push(e.message));
     t.diagnostic(`round ${round}: ${holds.length} grants so far, ${gaveUp} given up, ${errors.length} errors`);
   }
   await sleep(1500);
@@ -118,7 +123,6 @@ async function stress(t, fault) {
   // the next grant and hold it unclaimed).
   const left = await waitFor('f3/m free', 20000, async () => { const s = await a.get('/locks/f3/m'); return (!s.holder && !s.waiters) && s; }).catch((e) => e.message);
   if (typeof left === 'string') problems.push(left);
-  assert.ok(holds.length > 20, `only ${holds.length} grants`);
   assert.deepEqual(problems, [], `${holds.length} grants`);
 }
 
