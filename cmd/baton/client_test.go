@@ -397,6 +397,25 @@ func TestRunWaitRunsOut(t *testing.T) {
 	}
 }
 
+// baton acquire --wait 0 (no limit of its own) on a node with wait_max
+// is ended by the node's cap: the message says so, not that a wait of 0s
+// ran out (it said "the wait ran out after 0s" after waiting wait_max).
+func TestAcquireWaitZeroEndedByWaitMax(t *testing.T) {
+	leakCheck(t)
+	url := openNode(t, t.TempDir(), "--wait-max", "200ms").URL()
+	c := apiClient(t, url)
+	if _, err := c.Acquire(t.Context(), "held", api.WithLease(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{{"acquire", "held", "--wait", "0"}, {"run", "held", "--wait", "0", "--", "true"}} {
+		r := runCLI(t, url, false, cmd[0], cmd[1:]...)
+		msg := r.stderr.String()
+		if r.code != exitTimeout || strings.Contains(msg, "after 0s") || !strings.Contains(msg, "wait_max") {
+			t.Fatalf("baton %v: code %d, stderr %q; want %d and a message naming the node's wait_max", cmd, r.code, msg, exitTimeout)
+		}
+	}
+}
+
 // baton run that cannot reach a node says so (exit 1); it was not
 // interrupted.
 func TestRunNoNode(t *testing.T) {
