@@ -456,6 +456,10 @@ func acquire(ctx context.Context, c *api.Client, key string, lease, wait time.Du
 	l, err := c.Acquire(ctx, key, append([]api.AcquireOption{api.WithLease(lease), api.WithWait(wait)}, opts...)...)
 	stop()
 	if errors.Is(err, api.ErrTimeout) {
+		if wait == 0 {
+			// No wait of its own: the node's wait_max ended it.
+			return nil, &wrapped{fmt.Sprintf("%q: the node's wait_max ran out (--wait 0 waits at most that long); the lock was not granted", key), err}
+		}
 		return nil, &wrapped{fmt.Sprintf("%q: the wait ran out after %v; the lock was not granted", key, wait), err}
 	}
 	return l, err
