@@ -357,3 +357,115 @@ func TestNativeAfreshSettlesTheLostAttempt(t *testing.T) {
 		}
 	}
 }
+
+// A grant answered half its lease or more after its request went out is
+// renewed at once (grantSince); when that renewal finds the grant ended
+// (its lease ran out before the answer and the renewal crossed: a 50 ms
+// lease on a loaded machine, a grant made as a paused active resumed),
+// nothing is held, as after a 410 grant_ended: the acquire starts again
+// with a fresh Idempotency-Key, within what is left of its wait. It
+// returned ErrGrantEnded at once, not a timeout, and without a second
+// try (seen replaying etcd-io/etcd#9921 against a node: a fresh key
+// acquired with a 50 ms lease failed "the grant of this acquire has
+// ended ... not_held").
+func TestAcquireWhoseLateGrantEndedStartsAgain(t *testing.T) {
+	var mu sync.Mutex
+	var keys []string
+	renewals := 0
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.Method {
+		case http.MethodPatch:
+			mu.Lock()
+			renewals++
+			mu.Unlock()
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"error":"not_held","message":"nobody holds the lock"}`)
+			return
+		case http.MethodPost:
+		default:
+			return
+		}
+		mu.Lock()
+		keys = append(keys, r.Header.Get(api.HeaderIdempotencyKey))
+		n := len(keys)
+		mu.Unlock()
+		if n == 1 {
+			// Answered past half its lease of 100 ms: renewed at once.
+			time.Sleep(80 * time.Millisecond)
+			w.Header().Set(api.HeaderLockToken, "7")
+			fmt.Fprint(w, `{"key":"k","token":7,"lease":0.1,"expires_at":"2030-01-01T00:00:00Z"}`)
+			return
+		}
+		w.Header().Set(api.HeaderLockToken, "8")
+		fmt.Fprint(w, `{"key":"k","token":8,"lease":60,"expires_at":"2030-01-01T00:00:00Z"}`)
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+	c := newClient(t, nil, srv.URL)
+	l, err := c.Acquire(ctxBound(t), "k", api.WithLease(100*time.Millisecond), api.WithWait(time.Minute))
+	if err != nil {
+		t.Fatalf("acquire whose first grant ended before its renewal: %v; want a second acquire's grant", err)
+	}
+	if l.Token != 8 {
+		t.Fatalf("token %d, want 8 (the second acquire's)", l.Token)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if renewals != 1 || len(keys) != 2 || keys[0] == "" || keys[0] == keys[1] {
+		t.Fatalf("renewals %d, Idempotency-Keys %q: want one renewal and two keys, the second a fresh one", renewals, keys)
+	}
+}
+
+// Over the native protocol likewise.
+func TestNativeAcquireWhoseLateGrantEndedStartsAgain(t *testing.T) {
+	f := newFakeNode(t)
+	c := newClient(t, func(c *api.Config) { c.ConnsPerAddress = 1 }, f.Base())
+	fc := f.accept(t)
+	res := acquireAsync(ctxBound(t), c, "k", api.WithLease(100*time.Millisecond), api.WithWait(time.Minute))
+	line := regexp.MustCompile(`^A k \S+ \S+ id=(\S+)`)
+	first := line.FindStringSubmatch(fc.read(t))
+	if first == nil {
+		t.Fatal("no acquire line")
+	}
+	// Answered past half its lease of 100 ms: renewed at once.
+	time.Sleep(80 * time.Millisecond)
+	fc.send(t, fmt.Sprintf("A k OK 7 0.1 %d", time.Now().Add(time.Minute).UnixMilli()))
+	if l := fc.read(t); !strings.HasPrefix(l, "N k 7 ") {
+		t.Fatalf("line %q: want the renewal of token 7", l)
+	}
+	fc.send(t, "N k E not_held nobody holds the lock")
+	// The next line, or the acquire's end without one (the client
+	// pings on, so a read alone would not end).
+	next := make(chan string, 1)
+	go func() {
+		for {
+			_ = fc.nc.SetReadDeadline(time.Now().Add(bound))
+			l, err := fc.br.ReadString('\n')
+			if err != nil {
+				close(next)
+				return
+			}
+			if !answerPing(fc.nc, l) {
+				next <- strings.TrimSuffix(l, "\n")
+				return
+			}
+		}
+	}()
+	var l2 string
+	select {
+	case l2 = <-next:
+	case r := <-res:
+		t.Fatalf("acquire returned %v, %v without acquiring again; want a second acquire's grant", r.l, r.err)
+	}
+	second := line.FindStringSubmatch(l2)
+	if second == nil || second[1] == first[1] {
+		t.Fatalf("line %q: want a new acquire with a new id (the first was %s)", l2, first[1])
+	}
+	fc.send(t, grantLine("k", 9))
+	if l := get(t, res); l.Token != 9 {
+		t.Fatalf("acquire: %+v", l)
+	}
+}
