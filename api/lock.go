@@ -175,7 +175,8 @@ var (
 // ErrInvalidArgument (as *StatusError), ErrUnauthorized (the Token was
 // refused: a 401, or an AUTH refused on a baton:// connection; at once,
 // not retried), ErrGrantEnded (the grant ended
-// before its answer could be delivered, and again after each new acquire
+// before its answer could be delivered, or before the at-once renewal of
+// a grant answered late, and again after each new acquire
 // made within what was left of the wait: nothing is held; when the wait
 // ran out meanwhile, the error Is ErrTimeout too), ErrUnavailable
 // (no connection, or all attempts failed: a grant whose answer was lost
@@ -383,6 +384,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			}
 			continue
 		}
+		var ended error // a grant found ended by grantSince
 		switch r.status {
 		case http.StatusOK:
 			c.answered(s)
@@ -395,7 +397,43 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 				return nil, err
 			}
 			l.from = s.addr
-			return l.grantSince(ctx, since, sent, silent)
+			gl, gerr := l.grantSince(ctx, since, sent, silent)
+			if !errors.Is(gerr, ErrGrantEnded) {
+				return gl, gerr
+			}
+			// The renewal of a grant answered late found it ended:
+			// nothing is held, as after a 410 grant_ended, and the
+			// acquire starts again the same way.
+			ended = gerr
+			fallthrough
+		case http.StatusGone:
+			var se error = ended
+			if se == nil {
+				se = statusError(r)
+			}
+			left, again, aerr := afresh(se, o.wait, start, &restarts)
+			if !again {
+				return nil, aerr
+			}
+			// The grant ended unclaimed (its lease ran out on a new
+			// active while this client was stuck on a paused node):
+			// nothing is held; a new acquire, with what is left of
+			// the wait.
+			if lost != nil && lost != s.addr {
+				// An attempt under the old key whose answer was lost
+				// went to another node, which may hold its grant (two
+				// actives at once) that nobody will claim now: settled
+				// there, as after a cancel.
+				c.settleAcquire(pathQuery, hdr, 0, lost)
+			}
+			lost = nil
+			if pathQuery, err = withWait(pathQuery, left); err != nil {
+				return nil, err
+			}
+			wait = left
+			hdr = http.Header{HeaderIdempotencyKey: {newKey()}}
+			avoid, redirects, since = nil, 0, time.Time{}
+			continue
 		case http.StatusTemporaryRedirect:
 			if redirects++; redirects > maxRedirects {
 				// The nodes still name an active that does not answer
@@ -423,31 +461,6 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			if !c.stillSilent(avoid, silent) {
 				avoid = nil
 			}
-			continue
-		case http.StatusGone:
-			se := statusError(r)
-			left, again, aerr := afresh(se, o.wait, start, &restarts)
-			if !again {
-				return nil, aerr
-			}
-			// The grant ended unclaimed (its lease ran out on a new
-			// active while this client was stuck on a paused node):
-			// nothing is held; a new acquire, with what is left of
-			// the wait.
-			if lost != nil && lost != s.addr {
-				// An attempt under the old key whose answer was lost
-				// went to another node, which may hold its grant (two
-				// actives at once) that nobody will claim now: settled
-				// there, as after a cancel.
-				c.settleAcquire(pathQuery, hdr, 0, lost)
-			}
-			lost = nil
-			if pathQuery, err = withWait(pathQuery, left); err != nil {
-				return nil, err
-			}
-			wait = left
-			hdr = http.Header{HeaderIdempotencyKey: {newKey()}}
-			avoid, redirects, since = nil, 0, time.Time{}
 			continue
 		case http.StatusRequestTimeout:
 			if isPollTimeout(r) {

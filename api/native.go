@@ -1082,7 +1082,8 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 			}
 			continue
 		}
-		failed = 0 // a node answered: as in Acquire
+		failed = 0      // a node answered: as in Acquire
+		var ended error // a grant found ended by grantSince
 		switch a.Outcome {
 		case nline.OK:
 			c.answered(s)
@@ -1091,7 +1092,14 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 				c: c, lease: a.Lease, expiry: a.Expires, deadline: sent.Add(a.Lease), lost: make(chan struct{}),
 				from: s.addr,
 			}
-			return l.grantSince(ctx, since, sent, silent)
+			gl, gerr := l.grantSince(ctx, since, sent, silent)
+			if !errors.Is(gerr, ErrGrantEnded) {
+				return gl, gerr
+			}
+			// The renewal of a grant answered late found it ended:
+			// nothing is held, as after E grant_ended, and the
+			// acquire starts again the same way (below).
+			ended = gerr
 		case nline.Timeout:
 			if derived {
 				// The wait was ctx's deadline, which the node's timer
@@ -1129,7 +1137,11 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 			continue
 		}
 		se := answerError(&a)
-		left, again, aerr := afresh(se, o.wait, start, &restarts)
+		var ae error = se
+		if ended != nil {
+			ae = ended
+		}
+		left, again, aerr := afresh(ae, o.wait, start, &restarts)
 		if again {
 			// The grant ended unclaimed: nothing is held; a new
 			// acquire (a new id), with what is left of the wait. What
@@ -1150,6 +1162,9 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 			wait = left
 			avoid, redirects, since = nil, 0, time.Time{}
 			continue
+		}
+		if ended != nil {
+			return nil, aerr
 		}
 		if derived && se.Code == CodeInvalidArgument && se.Field == "wait" {
 			// ctx's deadline is beyond the node's wait_max: asked
