@@ -209,6 +209,8 @@ func TestUsage(t *testing.T) {
 		{"status", "--limit", "10001"},
 		{"release", "k"},
 		{"release", "k", "x"},
+		{"release", "k", "9007199254740992"}, // 2^53: no node issues it
+		{"renew", "k", "9007199254740992"},
 		{"run", "k"},
 		{"run", "k", "x", "--", "true"},
 		{"status", "a", "b"},
