@@ -286,8 +286,8 @@ func (f *clientFlags) parse(args []string) error {
 
 func parseToken(s string) (uint64, error) {
 	t, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || t == 0 {
-		return 0, usagef("TOKEN %q is not a fencing token (a positive integer)", s)
+	if err != nil || t == 0 || t >= api.MaxToken {
+		return 0, usagef("TOKEN %q is not a fencing token (an integer from 1 to 2^53-1)", s)
 	}
 	return t, nil
 }
