@@ -30,9 +30,7 @@ function query(params) {
   const q = new URLSearchParams();
   for (let [k, v] of Object.entries(params)) {
     if (v == null) continue;
-    if (typeof v !== 'number' && typeof v !== 'string') {
-      throw invalid(k, k + ' must be a number or a string, not ' + typeof v);
-    }
+    if (typeof v !== 'number' && typeof v !== 'string') throw invalid(k, k + ' must be a number or a string, not ' + typeof v);
     if ((v = String(v)).length > 256) throw invalid(k, k + ' is over 256 characters');
     q.set(k, v);
   }
@@ -61,12 +59,10 @@ const sleep = (ms, signal) => new Promise((resolve, reject) => {
 
 /** @param {Response} res a failed answer */
 async function statusError(res) {
-  const text = await res.text().catch(() => '');
-  let body = null;
-  try { body = JSON.parse(text); } catch { /* not JSON */ }
-  const code = body && typeof body.error === 'string' ? body.error : 'http_' + res.status;
-  const message = body && typeof body.message === 'string' ? body.message : (text.trim().slice(0, 200) || res.status + ' ' + res.statusText);
-  return new BatonError(res.status, code, message, body && typeof body.field === 'string' ? body.field : undefined);
+  const text = await res.text(), str = (v) => typeof v === 'string' ? v : undefined;
+  let b = {};
+  try { b = Object(JSON.parse(text)); } catch { /* not JSON */ }
+  return new BatonError(res.status, str(b.error) ?? 'http_' + res.status, str(b.message) ?? (text.trim().slice(0, 200) || res.status + ' ' + res.statusText), str(b.field));
 }
 
 // randomUUID: secure contexts only (https, localhost).
@@ -148,15 +144,17 @@ export class Client {
   }
 
   /**
-   * One request to one address.
+   * One request to one address, its body read: one cut off (its node
+   * killed while it wrote) rejects, a broken attempt, as over HTTP/2.
    * @type {(addr: { base: string }, method: string, pathQuery: string, headers?: Record<string, string>, signal?: AbortSignal) => Promise<Response>}
    */
-  _fetchOne(addr, method, pathQuery, headers, signal) {
+  async _fetchOne(addr, method, pathQuery, headers, signal) {
     /** @type {Record<string, string>} */
     const h = { Accept: 'application/json', ...headers };
     if (/[^!-~]/.test(this.token)) throw invalid('token', 'token must be printable ASCII');
     if (this.token) h.Authorization = 'Bearer ' + this.token;
-    return this._fetch(addr.base + pathQuery, { method, headers: h, signal, cache: 'no-store', redirect: 'follow' });
+    const res = await this._fetch(addr.base + pathQuery, { method, headers: h, signal, cache: 'no-store', redirect: 'follow' }), text = await res.text();
+    return Object.assign(res, { text: async () => text, json: async () => JSON.parse(text) });
   }
 
   /**
@@ -187,10 +185,7 @@ export class Client {
       }
       if (res) {
         if (o.pin || res.status === 401) o.at = this._follow(res, addr);
-        if (res.redirected && res.status === 401 && this.token && redirects++ < MAX_REDIRECTS) {
-          await res.text();
-          continue;
-        }
+        if (res.redirected && res.status === 401 && this.token && redirects++ < MAX_REDIRECTS) continue;
         if (res.status !== 503) return res;
         last = await statusError(res);
         this._down(addr);
@@ -248,7 +243,6 @@ export class Client {
           return l;
         }
         err = await statusError(res);
-        if (signal?.aborted) throw signal.reason; // a poll_timeout's body cut off
         if (res.status > 499) throw err; // maybe granted: settled
       } catch (e) {
         if (asked) this._settle(key, pathQuery, headers, Number(res?.headers.get('Lock-Token')), o.at);
@@ -281,8 +275,7 @@ export class Client {
           const o = { headers, signal: AbortSignal.timeout(ATTEMPT_MS), pin: true, at };
           const res = await this._call('POST', u.pathname + u.search, o);
           at = o.at;
-          const text = await res.text();
-          if (res.ok) token = Number(res.headers.get('Lock-Token')) || JSON.parse(text).token;
+          if (res.ok) token = Number(res.headers.get('Lock-Token')) || (await res.json()).token;
           else if (res.status < 500 && res.status !== 429) return; // nothing held
         } catch { /* no answer: asked again */ }
         if (!(token > 0)) await sleep(RELEASE_RETRY_MS);
@@ -316,8 +309,8 @@ export class Client {
       try {
         const res = await this._fetchOne(addr, 'DELETE', path, { 'Lock-Token': String(token) }, AbortSignal.timeout(ATTEMPT_MS));
         this._follow(res, addr);
-        if (res.ok) { await res.text(); return; }
-        if (res.redirected && res.status === 401 && this.token && redirects++ < MAX_REDIRECTS) { await res.text(); continue; }
+        if (res.ok) return;
+        if (res.redirected && res.status === 401 && this.token && redirects++ < MAX_REDIRECTS) continue;
         err = await statusError(res);
         const s = res.status, gone = s === 404 || s === 409;
         other = gone && from && addr !== from; // not the granting node: asked again
