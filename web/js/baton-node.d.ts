@@ -41,7 +41,7 @@ export interface Answer {
 /**
  * A fetch-shaped transport over node:http2 (for the `fetch` option):
  * follows redirects like fetch (Authorization dropped across origins);
- * `close()` ends its connections.
+ * `close()` ends its connections (a later call opens new ones).
  */
 export declare function http2Transport(tls?: Record<string, unknown>): ((url: string, init?: {
   method?: string;
@@ -58,8 +58,9 @@ export declare class Client extends FetchClient {
   /**
    * As baton.js's close() (later calls reject "closed"; resolves once the
    * releases and settles in flight have ended). The HTTP/2 connections
-   * close once no acquire or withLock is in flight either, so that what
-   * one leaves held after close() is still settled or released.
+   * close once no call, acquire or withLock is in flight either; a
+   * Lock.release after close() (or a call in flight that asks again)
+   * opens them again, and they close once it ends.
    */
   close(): Promise<void>;
 }

@@ -80,7 +80,8 @@ const inFlight = Symbol('inFlight');
  * A connection that closes is replaced at the next call; one with calls in
  * flight that leaves a PING unanswered (PING_MS) is closed; an aborted
  * `signal` resets the stream and rejects with its reason. Connections hold
- * the process open only while a call is in flight; `close()` ends them.
+ * the process open only while a call is in flight; `close()` ends them (a
+ * later call opens new ones).
  * @param {import('node:tls').ConnectionOptions} [tls] options of the TLS
  *   connections to https:// origins (ca for a private CA, cert and key for
  *   client certificates, ...); ALPN always asks for h2
@@ -89,7 +90,6 @@ const inFlight = Symbol('inFlight');
 export function http2Transport(tls) {
   /** @type {Map<string, { conns: (http2.ClientHttp2Session | null)[], next: number }>} */
   const pools = new Map();
-  let closed = false;
 
   /** @param {string} origin */
   function session(origin) {
@@ -146,7 +146,6 @@ export function http2Transport(tls) {
    */
   function once(origin, path, method, headers, signal) {
     return new Promise((resolve, reject) => {
-      if (closed) return reject(new Error('baton-node: the transport is closed'));
       const s = /** @type {any} */ (session(origin));
       /** @type {Record<string, string>} */
       const h = { ':method': method, ':path': path };
@@ -211,7 +210,6 @@ export function http2Transport(tls) {
     }
   };
   fetch.close = () => {
-    closed = true;
     for (const p of pools.values()) for (const s of p.conns) s?.close();
     pools.clear();
   };
@@ -241,9 +239,10 @@ export class Client extends FetchClient {
   /**
    * As baton.js's close() (later calls reject "closed"; resolves when the
    * releases and settles in flight have ended). The HTTP/2 connections
-   * close once no acquire (or withLock's acquire and release) is in flight
-   * either: what one of them leaves held after close() is settled or
-   * released over them (a closed transport would leave it held by nobody).
+   * close once no call, acquire or withLock is in flight either; what runs
+   * after (a Lock.release, a call in flight that asks again, the settle of
+   * an acquire cut off) opens them again, and they close once it ends, as
+   * over fetch (a closed transport would leave a lock held by nobody).
    * @returns {Promise<void>}
    */
   async close() {
@@ -269,6 +268,9 @@ export class Client extends FetchClient {
       this._end();
     }
   }
+
+  /** @type {FetchClient['_call']} */
+  _call(method, pathQuery, o) { return this._counted(() => super._call(method, pathQuery, o)); }
 
   /** @type {FetchClient['acquire']} */
   acquire(key, options) { return this._counted(() => super.acquire(key, options)); }

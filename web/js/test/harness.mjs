@@ -172,12 +172,13 @@ export function endToEnd(headers) {
  * the protocol of the client under test: HTTP/1.1 for fetch, h2c for the
  * http2 transport, or proto ("http1" or "h2c") if given (handler gets the
  * compatibility API's req and res, like node:http's). Returns its url and
- * the connections it accepted so far (`seen.conns`); t.after closes it.
+ * the connections it accepted so far (`seen.conns`) and still open
+ * (`seen.open`); t.after closes it.
  */
 export async function listenProxy(t, handler, proto = TRANSPORT === 'http2' ? 'h2c' : 'http1') {
   const srv = proto === 'h2c' ? http2.createServer(handler) : http.createServer(handler);
   const open = new Set();
-  const seen = { conns: 0 };
+  const seen = { conns: 0, get open() { return open.size; } };
   srv.on(proto === 'h2c' ? 'session' : 'connection', (c) => {
     seen.conns++;
     open.add(c);
