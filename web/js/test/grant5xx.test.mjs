@@ -9,11 +9,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client } from './client.mjs';
-import { startNode } from './harness.mjs';
+import { startNode, NET } from './harness.mjs';
 
 for (const status of [500, 502, 504]) {
   test(`an acquire answered ${status} after its grant releases the grant`, async (t) => {
-    const n = await startNode(t, { host: '127.0.47.4' });
+    const n = await startNode(t, { host: NET + '.44' });
     let swapped = false;
     const f = async (url, init) => {
       const res = await fetch(url, init);

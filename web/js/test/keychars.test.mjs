@@ -12,13 +12,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client } from './client.mjs';
-import { startNode } from './harness.mjs';
+import { startNode, NET } from './harness.mjs';
 
 const keys = ['100%', '%2F', '/', 'a%2Fb', 'a/b', '%41', 'A', '/lead', 'trail/', 'a//b', '//', 'sp ace+plus', 'semi;colon&amp=',
   "q'uo\"te", 'back\\slash', 'back/slash'];
 
 test('keys with empty segments, literal %XX and backslashes are each their own lock', async (t) => {
-  const n = await startNode(t, { host: '127.0.47.1' });
+  const n = await startNode(t, { host: NET + '.41' });
   const c = new Client({ addresses: [n.url] });
   t.after(() => c.close());
   const held = [];

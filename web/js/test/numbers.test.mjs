@@ -9,7 +9,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client, BatonError } from './client.mjs';
-import { startNode } from './harness.mjs';
+import { startNode, NET } from './harness.mjs';
 
 const refused = (p, field) => assert.rejects(p, (e) => {
   assert.ok(e instanceof BatonError, String(e));
@@ -20,7 +20,7 @@ const refused = (p, field) => assert.rejects(p, (e) => {
 });
 
 test('rounded tokens, exponents, NaN and Infinity', async (t) => {
-  const n = await startNode(t, { host: '127.0.47.2' });
+  const n = await startNode(t, { host: NET + '.42' });
   const c = new Client({ addresses: [n.url] });
   t.after(() => c.close());
   const l = await c.acquire('held', { lease: 30 });

@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import net from 'node:net';
 import assert from 'node:assert/strict';
 import { Client } from '../baton-node.js';
-import { startNode, waitFor } from './harness.mjs';
+import { startNode, waitFor, NET } from './harness.mjs';
 
 /** A TCP proxy to node that forwards nothing either way once frozen. */
 async function freezableProxy(t, target) {
@@ -26,13 +26,13 @@ async function freezableProxy(t, target) {
     down.on('data', (d) => { if (!frozen) up.write(d); });
     up.on('data', (d) => { if (!frozen) down.write(d); });
   });
-  await new Promise((r) => srv.listen(0, '127.0.0.22', r));
+  await new Promise((r) => srv.listen(0, NET + '.22', r));
   t.after(() => { for (const s of socks) s.destroy(); srv.close(); });
-  return { url: `http://127.0.0.22:${srv.address().port}`, freeze() { frozen = true; } };
+  return { url: `http://${NET}.22:${srv.address().port}`, freeze() { frozen = true; } };
 }
 
 test('an acquire waiting on a connection gone silent moves on to the next address', async (t) => {
-  const n = await startNode(t, { host: '127.0.0.22' });
+  const n = await startNode(t, { host: NET + '.22' });
   const holder = new Client({ addresses: [n.url] });
   t.after(() => holder.close());
   const held = await holder.acquire('ping/1', { lease: 60 });

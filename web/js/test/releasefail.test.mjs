@@ -8,10 +8,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client, BatonError } from './client.mjs';
-import { startNode } from './harness.mjs';
+import { startNode, NET } from './harness.mjs';
 
 test('after a failed release, lost still aborts when the lease runs out', async (t) => {
-  const n = await startNode(t, { host: '127.0.47.3', env: { BATON_AUTH_TOKENS: 'js-secret' } });
+  const n = await startNode(t, { host: NET + '.43', env: { BATON_AUTH_TOKENS: 'js-secret' } });
   const c = new Client({ addresses: [n.url], token: 'js-secret' });
   t.after(() => c.close());
   const l = await c.acquire('rf/1', { lease: 1 });
