@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import http from 'node:http';
 import http2 from 'node:http2';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import net, { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { TRANSPORT } from './client.mjs';
@@ -190,4 +190,27 @@ export async function listenProxy(t, handler, proto = TRANSPORT === 'http2' ? 'h
     srv.close(() => resolve());
   }));
   return { url: `http://${HOST}:${srv.address().port}`, seen };
+}
+
+/**
+ * A TCP proxy to node `target` on host (default its host) that forwards
+ * nothing either way once frozen, not even a close (a node paused, a link
+ * cut without a reset); t.after closes it.
+ */
+export async function freezableProxy(t, target, host = target.host) {
+  const socks = new Set();
+  let frozen = false;
+  const srv = net.createServer((down) => {
+    const up = net.connect(target.port, target.host);
+    for (const s of [up, down]) {
+      socks.add(s);
+      s.on('error', () => {});
+      s.on('close', () => { if (!frozen) { up.destroy(); down.destroy(); } }); // frozen: not even a close passes
+    }
+    down.on('data', (d) => { if (!frozen) up.write(d); });
+    up.on('data', (d) => { if (!frozen) down.write(d); });
+  });
+  await new Promise((r) => srv.listen(0, host, r));
+  t.after(() => { for (const s of socks) s.destroy(); srv.close(); });
+  return { url: `http://${host}:${srv.address().port}`, freeze() { frozen = true; } };
 }

@@ -7,29 +7,9 @@
 // It runs the http2 transport whatever BATON_JS_TRANSPORT says (fetch has
 // no ping).
 import { test } from 'node:test';
-import net from 'node:net';
 import assert from 'node:assert/strict';
 import { Client } from '../baton-node.js';
-import { startNode, waitFor, NET } from './harness.mjs';
-
-/** A TCP proxy to node that forwards nothing either way once frozen. */
-async function freezableProxy(t, target) {
-  const socks = new Set();
-  let frozen = false;
-  const srv = net.createServer((down) => {
-    const up = net.connect(target.port, target.host);
-    for (const s of [up, down]) {
-      socks.add(s);
-      s.on('error', () => {});
-      s.on('close', () => { up.destroy(); down.destroy(); });
-    }
-    down.on('data', (d) => { if (!frozen) up.write(d); });
-    up.on('data', (d) => { if (!frozen) down.write(d); });
-  });
-  await new Promise((r) => srv.listen(0, NET + '.22', r));
-  t.after(() => { for (const s of socks) s.destroy(); srv.close(); });
-  return { url: `http://${NET}.22:${srv.address().port}`, freeze() { frozen = true; } };
-}
+import { startNode, waitFor, freezableProxy, NET } from './harness.mjs';
 
 test('an acquire waiting on a connection gone silent moves on to the next address', async (t) => {
   const n = await startNode(t, { host: NET + '.22' });

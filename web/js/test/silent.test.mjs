@@ -3,12 +3,14 @@
 // with a `wait` and a read must move on to the next address, as the Go
 // client's do (AcquireGrace 3 s past the wait; README "Cluster": a paused
 // active). Before, over fetch, both waited for that node for ever (Node's
-// fetch: 300 s), an acquire long after its wait had run out.
+// fetch: 300 s), an acquire long after its wait had run out. A renewal
+// sent to an active gone silent moves on too: over fetch it waited 300 s
+// (the HTTP/2 transport's PINGs broke the connection within 10 s).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { Client } from './client.mjs';
-import { startNode, sleep, HOST } from './harness.mjs';
+import { startNode, sleep, freezableProxy, HOST } from './harness.mjs';
 
 async function silentNode(t) {
   const held = [];
@@ -38,4 +40,17 @@ test('a read moves on from a silent node', async (t) => {
   const c = new Client({ addresses: [await silentNode(t), n.url] });
   t.after(() => c.close());
   assert.equal(await within(c.status('silent/r'), 8000, 'status'), 'done');
+});
+
+test('a renewal moves on from an active gone silent', async (t) => {
+  const n = await startNode(t);
+  const proxy = await freezableProxy(t, n);
+  const c = new Client({ addresses: [proxy.url, n.url] }); // the first call goes through the proxy
+  t.after(() => c.close());
+  const l = await c.acquire('silent/renew', { lease: 60 }); // granted through the proxy: the active
+  proxy.freeze();
+  assert.equal(await within(l.renew(90), 15000, 'renew'), 'done');
+  assert.equal(l.lease, 90);
+  assert.equal((await c.status('silent/renew')).holder?.lease, 90);
+  await l.release();
 });
