@@ -138,6 +138,8 @@ export declare class Client {
   /**
    * Renews the lock `key` held under `token`: its lease restarts from now,
    * `lease` seconds long (absent: the grant's lease). Errors as release.
+   * An attempt still unanswered after 5 s (a silent node) moves to the
+   * next address, as a read's.
    */
   renew(key: string, token: number, lease?: number, signal?: AbortSignal): Promise<Grant>;
   /**

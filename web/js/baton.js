@@ -287,7 +287,7 @@ export class Client {
   /** Renews the lock `key` held under `token` (baton.d.ts). */
   async renew(key, token, lease, signal, o = {}) {
     this._open();
-    const res = await this._call('PATCH', lockPath(key) + query({ lease }), Object.assign(o, { headers: { 'Lock-Token': String(token) }, signal, pin: true }));
+    const res = await this._call('PATCH', lockPath(key) + query({ lease }), Object.assign(o, { headers: { 'Lock-Token': String(token) }, signal, pin: true, limit: 5e3 }));
     if (!res.ok) throw await statusError(res);
     return res.json();
   }
