@@ -59,8 +59,8 @@ export declare class Client extends FetchClient {
    * As baton.js's close() (later calls reject "closed"; resolves once the
    * releases and settles in flight have ended). The HTTP/2 connections
    * close once no call, acquire or withLock is in flight either; a
-   * Lock.release after close() (or a call in flight that asks again)
-   * opens them again, and they close once it ends.
+   * Lock.release after close() opens them again, and they close once it
+   * ends.
    */
   close(): Promise<void>;
 }

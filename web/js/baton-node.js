@@ -239,10 +239,10 @@ export class Client extends FetchClient {
   /**
    * As baton.js's close() (later calls reject "closed"; resolves when the
    * releases and settles in flight have ended). The HTTP/2 connections
-   * close once no call, acquire or withLock is in flight either; what runs
-   * after (a Lock.release, a call in flight that asks again, the settle of
-   * an acquire cut off) opens them again, and they close once it ends, as
-   * over fetch (a closed transport would leave a lock held by nobody).
+   * close once no call, acquire or withLock is in flight either (what one
+   * of them leaves held is settled or released over them); a Lock.release
+   * after close() opens them again, and they close once it ends, as over
+   * fetch (a closed transport would leave a lock held by nobody).
    * @returns {Promise<void>}
    */
   async close() {
