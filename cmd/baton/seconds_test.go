@@ -37,3 +37,21 @@ func TestParseSecondsNegativeSaysSo(t *testing.T) {
 		}
 	}
 }
+
+// NaN is no number of seconds: refused as "abc" is (exit 2), for every
+// duration flag. Before, strconv.ParseFloat took "NaN" (any case), which
+// passed the range checks and became the duration -2562047h47m16s: --lease
+// NaN and --wait NaN went to the node as a negative duration, and
+// --acquire-grace NaN was blamed on BATON_ADDR.
+func TestParseSecondsRefusesNaN(t *testing.T) {
+	for _, in := range []string{"NaN", "nan", "+NaN", "-nan"} {
+		got, err := parseSeconds(in)
+		if err == nil {
+			t.Errorf("parseSeconds(%q) = %v, nil; want an error", in, got)
+			continue
+		}
+		if want := strconv.Quote(in) + " is neither seconds nor a Go duration"; err.Error() != want {
+			t.Errorf("parseSeconds(%q) error = %q; want %q", in, err, want)
+		}
+	}
+}
