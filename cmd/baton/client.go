@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -167,7 +168,7 @@ func (d *durationValue) Set(s string) error {
 }
 
 func parseSeconds(s string) (time.Duration, error) {
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
+	if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsNaN(f) {
 		if f < 0 {
 			return 0, fmt.Errorf("%q is negative", s)
 		}
