@@ -530,3 +530,40 @@ func TestDisplayKeyTellsKeysApart(t *testing.T) {
 		t.Errorf("displayKey(%q) = %s, want it as it is", "plain key", got)
 	}
 }
+
+// baton status offers a next page only when one follows. total counts
+// every key with the prefix, those before --after too, so before, the
+// last page of a listing with --after said "(1 of 3 shown; next page:
+// --after "c")" and that page was empty.
+func TestStatusNextPageOnlyWhenOneFollows(t *testing.T) {
+	url := startNode(t)
+	for _, k := range []string{"a", "b", "c"} {
+		if r := runCLI(t, url, false, "acquire", k, "--lease", "1h"); r.code != exitOK {
+			t.Fatalf("acquire %s: %d %q", k, r.code, r.stderr.String())
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		next string // the hint's --after, "" for none
+	}{
+		{[]string{"--limit", "2"}, "b"},
+		{[]string{"--limit", "1", "--after", "a"}, "b"},
+		{[]string{"--limit", "2", "--after", "b"}, ""},
+		{[]string{"--after", "a"}, ""},
+		{[]string{"--after", "c"}, ""},
+		{[]string{"--limit", "3"}, ""},
+		{nil, ""},
+	} {
+		r := runCLI(t, url, false, "status", c.args...)
+		if r.code != exitOK {
+			t.Fatalf("status %v: %d %q", c.args, r.code, r.stderr.String())
+		}
+		out := r.stdout.String()
+		if c.next == "" && strings.Contains(out, "next page") {
+			t.Errorf("status %v offers a next page, but none follows:\n%s", c.args, out)
+		}
+		if c.next != "" && !strings.Contains(out, "next page: --after "+strconv.Quote(c.next)) {
+			t.Errorf("status %v: want a next page after %q:\n%s", c.args, c.next, out)
+		}
+	}
+}
