@@ -651,8 +651,18 @@ func cmdStatus(ctx context.Context, args []string, cio cliIO) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", displayKey(st.Key), tok, exp, st.Waiters, owner)
 	}
 	tw.Flush()
-	if ll.Total > len(ll.Locks) && len(ll.Locks) > 0 {
-		fmt.Fprintf(cio.stdout, "(%d of %d shown; next page: --after %q)\n", len(ll.Locks), ll.Total, ll.Locks[len(ll.Locks)-1].Key)
+	if len(ll.Locks) > 0 && ll.Total > len(ll.Locks) {
+		// Total counts every key with the prefix, those up to --after
+		// too: whether a page follows this one, only the keys after its
+		// last can say.
+		last := ll.Locks[len(ll.Locks)-1].Key
+		next, err := c.ListPage(ctx, api.ListOptions{Prefix: *prefix, After: last, Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(next.Locks) > 0 {
+			fmt.Fprintf(cio.stdout, "(%d of %d shown; next page: --after %q)\n", len(ll.Locks), ll.Total, last)
+		}
 	}
 	return nil
 }
