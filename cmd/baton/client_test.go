@@ -209,8 +209,12 @@ func TestUsage(t *testing.T) {
 		{"status", "--limit", "10001"},
 		{"release", "k"},
 		{"release", "k", "x"},
-		{"release", "k", "9007199254740992"}, // 2^53: no node issues it
-		{"renew", "k", "9007199254740992"},
+		// Above 2^53-1 no fencing token can be: a usage error, as "0"
+		// is, not a node's 400 (exit 1).
+		{"release", "k", "9007199254740992"},
+		{"renew", "k", "18446744073709551615"},
+		{"acquire", "k", "--lease", "NaN"},
+		{"run", "k", "--kill-after", "nan", "--", "true"},
 		{"run", "k"},
 		{"run", "k", "x", "--", "true"},
 		{"status", "a", "b"},
