@@ -215,6 +215,8 @@ func TestUsage(t *testing.T) {
 		{"renew", "k", "18446744073709551615"},
 		{"acquire", "k", "--lease", "NaN"},
 		{"run", "k", "--kill-after", "nan", "--", "true"},
+		// No key is "", as GET /events?key= is a 400: not every key's events.
+		{"events", "--key", ""},
 		{"run", "k"},
 		{"run", "k", "x", "--", "true"},
 		{"status", "a", "b"},
