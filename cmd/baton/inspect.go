@@ -108,6 +108,10 @@ func cmdEvents(ctx context.Context, args []string, cio cliIO) error {
 	if f.fs.NArg() > 0 {
 		return usagef("want no arguments, got %s (the key goes in --key)", nargs(f.fs.NArg()))
 	}
+	if *key == "" && f.fs.Changed("key") {
+		// No key is "": sent as none, it listed every key's events.
+		return usagef("--key is empty (leave it out for the events of every key)")
+	}
 	c, err := f.client(cio)
 	if err != nil {
 		return err
