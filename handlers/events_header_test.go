@@ -201,3 +201,36 @@ func TestEventsResumeWithASeqNotOfThisFeed(t *testing.T) {
 		t.Errorf("GET /events?since=5000000 (not a Seq of this feed, %d to %d): %d events from %d, missed %d; want all %d", first, first+n-1, len(l.Events), l.Events[0].Seq, l.Missed, n)
 	}
 }
+
+// TestEventsStreamRefusedByQZero: an Accept that gives text/event-stream
+// q=0 ("not acceptable", RFC 9110 section 12.4.2) gets the JSON list, not
+// a stream; before, any Accept that contained the type started an endless
+// stream (curl -H 'Accept: text/event-stream;q=0' never returned). A
+// weight above 0 still streams.
+func TestEventsStreamRefusedByQZero(t *testing.T) {
+	e := newWebEnv(t, handlers.Config{})
+	e.events.AddEvent(api.Event{Kind: api.EventPromote, Node: "http://n"})
+	for _, c := range []struct {
+		accept string
+		stream bool
+	}{
+		{"text/event-stream;q=0", false},
+		{"text/event-stream; q=0.0, application/json", false},
+		{"application/json, text/event-stream;Q=0", false},
+		{"text/event-stream", true},
+		{"text/event-stream;q=0.5", true},
+		{"application/json;q=0.9, text/event-stream", true},
+	} {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, e.srv.URL+"/events", nil)
+		req.Header.Set("Accept", c.accept)
+		res, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ct := res.Header.Get("Content-Type")
+		res.Body.Close() // a stream ends with its connection
+		if got := strings.HasPrefix(ct, "text/event-stream"); res.StatusCode != http.StatusOK || got != c.stream {
+			t.Errorf("GET /events, Accept %q: %s, Content-Type %q; want a stream: %v", c.accept, res.Status, ct, c.stream)
+		}
+	}
+}
