@@ -299,13 +299,38 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		// node's) resumes at this run's first event: all are new.
 		since = lg.Resume(n)
 	}
-	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+	if !wantsEventStream(r.Header.Get("Accept")) {
 		evs, missed, _, last := lg.Since(since, 0)
 		evs = onlyKey(evs, key)
 		writeJSON(w, http.StatusOK, api.EventList{Events: evs, Missed: missed, Last: last})
 		return
 	}
 	s.streamEvents(w, r, lg, since, key)
+}
+
+// wantsEventStream reports whether acc names text/event-stream with a
+// weight above 0: q=0 is "not acceptable" (RFC 9110 section 12.4.2), and
+// such a client gets the JSON list, not a stream that never ends.
+func wantsEventStream(acc string) bool {
+	for part := range strings.SplitSeq(acc, ",") {
+		mr, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if !strings.EqualFold(strings.TrimSpace(mr), "text/event-stream") {
+			continue
+		}
+		q := 1.0
+		for p := range strings.SplitSeq(params, ";") {
+			k, v, ok := strings.Cut(strings.TrimSpace(p), "=")
+			if ok && strings.EqualFold(strings.TrimSpace(k), "q") {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f >= 0 && f <= 1 {
+					q = f
+				}
+			}
+		}
+		if q > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // onlyKey keeps the events of key ("" keeps all), in place; never nil.
