@@ -135,3 +135,20 @@ func TestReadWithABodyIsRefused(t *testing.T) {
 		t.Fatalf("GET /locks?prefix=x: %d %s", r.code, r.body)
 	}
 }
+
+// A call that takes no parameter at all (GET /locks/{key}, /cluster,
+// /healthz, /readyz, /metrics) refuses a body saying just that: before, it
+// said to put the parameters in the query string, where the same call then
+// refused each one ("takes no parameters").
+func TestNoParamsCallRefusesABodyWithoutPointingToTheQuery(t *testing.T) {
+	log := handlers.NewEventLog(0)
+	e := newEnv(t, engine.Config{OnEvent: log.Add}, handlers.Config{Events: log})
+	t.Cleanup(log.Close)
+	for _, path := range []string{"/locks/k", "/cluster", "/healthz", "/readyz", "/metrics"} {
+		r := e.do(http.MethodGet, path, `{"x":1}`, "Content-Type", "application/json")
+		eb := r.errBody(t)
+		if r.code != http.StatusBadRequest || eb.Field != "body" || strings.Contains(eb.Message, "query string") || !strings.Contains(eb.Message, "takes no parameters") {
+			t.Errorf("GET %s with a body: %d %s; want 400 naming body, saying it takes no parameters", path, r.code, r.body)
+		}
+	}
+}
