@@ -259,8 +259,10 @@ func noBody(r *http.Request, route string) error {
 // of the query string ("query" when its name does not decode). Those calls
 // ignored them, while the others refuse what they do not take.
 func noParams(r *http.Request, route string) error {
-	if err := noBody(r, route); err != nil {
-		return err
+	if r.ContentLength > 0 {
+		// Not noBody's message, which points to the query string:
+		// that takes none either.
+		return badRequest("body", route+" takes no parameters and no body")
 	}
 	if r.URL.RawQuery == "" {
 		return nil
