@@ -573,3 +573,18 @@ func TestStatusNextPageOnlyWhenOneFollows(t *testing.T) {
 		}
 	}
 }
+
+// An acquire whose grant ended before it reached baton (a lease of 1 ns:
+// over when the late grant's renewal arrives, engine.RenewNoWait's overdue
+// check) exits 1, as run does: exit 5 is release's and renew's "not held
+// under that token" (baton help). It exited 5, through the not_held error
+// that ErrGrantEnded wraps.
+func TestAcquireWhoseGrantEndedExitsOne(t *testing.T) {
+	url := startNode(t)
+	for _, cmd := range [][]string{{"acquire", "k", "--lease", "1ns"}, {"run", "k", "--lease", "1ns", "--", "true"}} {
+		r := runCLI(t, url, false, cmd[0], cmd[1:]...)
+		if r.code != exitError || !strings.Contains(r.stderr.String(), "has ended") {
+			t.Errorf("baton %v: code %d, stderr %q; want %d, the grant has ended", cmd, r.code, r.stderr.String(), exitError)
+		}
+	}
+}
