@@ -261,6 +261,10 @@ func clientMain(ctx context.Context, cmd string, args []string, cio cliIO) int {
 		return code
 	case errors.Is(err, api.ErrTimeout):
 		return exitTimeout
+	case errors.Is(err, api.ErrGrantEnded):
+		// It wraps the not_held that ended it: an acquire's error, not
+		// release's or renew's "not held under that token" (exit 5).
+		return exitError
 	case errors.Is(err, api.ErrNotHeld), errors.Is(err, api.ErrNotHolder):
 		return exitNotHolder
 	}
