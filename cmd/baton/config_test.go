@@ -256,3 +256,22 @@ func TestConfigOfSeveralYAMLDocumentsRefused(t *testing.T) {
 		}
 	}
 }
+
+// advertise is a node base URL on a single node too, as every entry of
+// peers is in a cluster: before, --advertise http://h:7070?x=1 (or with a
+// path, a fragment or a user) started a single node that put it in the
+// node field of every grant.
+func TestConfigAdvertiseIsABaseURLOnASingleNode(t *testing.T) {
+	dir := t.TempDir()
+	for _, adv := range []string{"http://127.0.0.1:7070?x=1", "http://127.0.0.1:7070#f", "http://127.0.0.1:7070/path", "http://u:p@127.0.0.1:7070", "http://127.0.0.1:99999"} {
+		_, err := loadConfig([]string{"--data-dir", dir, "--listen", "127.0.0.1:7070", "--advertise", adv}, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), "advertise:") {
+			t.Errorf("--advertise %q on a single node: %v; want an error naming advertise", adv, err)
+		}
+	}
+	for _, adv := range []string{"http://127.0.0.1:7070", "http://127.0.0.1:7070/", "https://lock.example.com"} {
+		if _, err := loadConfig([]string{"--data-dir", dir, "--listen", "127.0.0.1:7070", "--advertise", adv}, nil); err != nil {
+			t.Errorf("--advertise %q: %v", adv, err)
+		}
+	}
+}
