@@ -570,6 +570,11 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("advertise: %q is http://, but this node serves TLS (tls_cert is set): write https:// here and in peers", c.Advertise)
 	}
 	c.Advertise = strings.TrimRight(c.Advertise, "/")
+	if err := cluster.CheckNodeURL(c.Advertise); err != nil {
+		// As every entry of peers (which a cluster's advertise is one
+		// of): a single node put a query or a path in every grant's node.
+		return fmt.Errorf("advertise: %q is not a node base URL (http://host:port): %v", c.Advertise, err)
+	}
 	if c.NativeListen != "" {
 		_, nport, err := net.SplitHostPort(c.NativeListen)
 		if err != nil {
