@@ -552,7 +552,8 @@ func (c *serveConfig) validate() error {
 	if _, err := net.LookupPort("tcp", port); err != nil {
 		return fmt.Errorf("listen: %q has no valid port (0 to 65535): %v", c.Listen, err)
 	}
-	if c.Advertise == "" {
+	given := c.Advertise != ""
+	if !given {
 		if host == "" || host == "0.0.0.0" || host == "::" {
 			host, _ = os.Hostname()
 			if host == "" {
@@ -570,9 +571,11 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("advertise: %q is http://, but this node serves TLS (tls_cert is set): write https:// here and in peers", c.Advertise)
 	}
 	c.Advertise = strings.TrimRight(c.Advertise, "/")
-	if err := cluster.CheckNodeURL(c.Advertise); err != nil {
+	if err := cluster.CheckNodeURL(c.Advertise); given && err != nil {
 		// As every entry of peers (which a cluster's advertise is one
 		// of): a single node put a query or a path in every grant's node.
+		// (A derived one is listen's host and port, which may be 0 until
+		// the listener is bound.)
 		return fmt.Errorf("advertise: %q is not a node base URL (http://host:port): %v", c.Advertise, err)
 	}
 	if c.NativeListen != "" {
