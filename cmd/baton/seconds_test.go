@@ -2,6 +2,7 @@ package main
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -52,6 +53,18 @@ func TestParseSecondsRefusesNaN(t *testing.T) {
 		}
 		if want := strconv.Quote(in) + " is neither seconds nor a Go duration"; err.Error() != want {
 			t.Errorf("parseSeconds(%q) error = %q; want %q", in, err, want)
+		}
+	}
+}
+
+// A number too large for a float64 (1e400) is out of range, as 1e300 is:
+// before, ParseFloat's range error sent it on to time.ParseDuration, and
+// it was "neither seconds nor a Go duration".
+func TestParseSecondsHugeIsOutOfRange(t *testing.T) {
+	for _, in := range []string{"1e300", "1e400", "Inf", "+Inf"} {
+		_, err := parseSeconds(in)
+		if err == nil || !strings.HasSuffix(err.Error(), " is out of range (at most 4611686018 seconds)") {
+			t.Errorf("parseSeconds(%q) error = %v; want out of range", in, err)
 		}
 	}
 }
