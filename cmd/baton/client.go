@@ -168,7 +168,11 @@ func (d *durationValue) Set(s string) error {
 }
 
 func parseSeconds(s string) (time.Duration, error) {
-	if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsNaN(f) {
+	f, err := strconv.ParseFloat(s, 64)
+	if errors.Is(err, strconv.ErrRange) && math.IsInf(f, 0) {
+		err = nil // beyond a float64 (1e400): out of range below, as 1e300 is
+	}
+	if err == nil && !math.IsNaN(f) {
 		if f < 0 {
 			return 0, fmt.Errorf("%q is negative", s)
 		}
