@@ -48,7 +48,12 @@ import (
 // (0.75 to 1.25 of it: a failover or none); kill-pause-next kills the
 // active with SIGKILL and, while the successor (the live standby of
 // highest priority) waits out failoverTimeout to take over, stops that
-// successor for failoverTimeout, then starts the killed node again. The
+// successor for failoverTimeout, then starts the killed node again;
+// drop-out, drop-in, fw-cut-link, cut-standbys and fw-isolate cut real
+// links with iptables (firewall_test.go, a run with nemesis.firewall);
+// pause-under and pause-over stop the active for 0.85 and 1.15 of
+// failoverTimeout; handoff-kill sends the active SIGINT and kills its
+// successor with SIGKILL in the middle of the handoff. The
 // history runs take CHAOS_NODES nodes (default 3), draw from CHAOS_KINDS
 // when it is set, and give CHAOS_STRICT's faults no window (handoff,
 // stop-all and sigint-all never get one); CHAOS_FLAGS adds flags to every
@@ -64,7 +69,7 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time, int) 
 	}
 	active := c.waitActive(-1, all...)
 	standby := active
-	if strings.Contains(f, "standby") || f == "cut-link" {
+	if strings.Contains(f, "standby") || f == "cut-link" || f == "drop-out" || f == "drop-in" || f == "fw-cut-link" {
 		standby = (active + 1 + rng.IntN(len(c.nodes)-1)) % len(c.nodes)
 	}
 	start := time.Now()
@@ -235,6 +240,84 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time, int) 
 			c.waitHTTP(i)
 		}
 		return fmt.Sprintf("stop-all, started in order %v", order), start, -1
+	case "drop-out", "drop-in", "fw-cut-link":
+		// iptables (firewall): what the active sends to a standby is
+		// dropped (drop-out), what the standby sends to the active
+		// (drop-in), or both, for 3*failoverTimeout: longer than a
+		// failover takes. Every other link stays up.
+		switch f {
+		case "drop-out":
+			c.fw.drop(active, standby)
+		case "drop-in":
+			c.fw.drop(standby, active)
+		default:
+			c.fw.cut(active, standby)
+		}
+		time.Sleep(3 * failoverTimeout)
+		c.fw.mend(active, standby)
+		return fmt.Sprintf("%s node %d to node %d", f, active, standby), start, -1
+	case "cut-standbys":
+		// iptables: every standby cut from every other, both ways, for
+		// 3*failoverTimeout; each still reaches the active.
+		var sbs []int
+		for i := range c.nodes {
+			if i != active {
+				sbs = append(sbs, i)
+			}
+		}
+		for _, a := range sbs {
+			for _, b := range sbs {
+				if a < b {
+					c.fw.cut(a, b)
+				}
+			}
+		}
+		time.Sleep(3 * failoverTimeout)
+		c.fw.healAll()
+		return fmt.Sprintf("cut-standbys %v", sbs), start, -1
+	case "fw-isolate":
+		// iptables: the active cut from every peer both ways (its
+		// clients still reach it) for 2*failoverTimeout.
+		for i := range c.nodes {
+			if i != active {
+				c.fw.cut(active, i)
+			}
+		}
+		time.Sleep(2 * failoverTimeout)
+		c.fw.healAll()
+		return fmt.Sprintf("fw-isolate node %d", active), start, -1
+	case "pause-under", "pause-over":
+		// The active stopped for just under (0.85) or just over (1.15)
+		// failoverTimeout.
+		d := failoverTimeout * 85 / 100
+		if f == "pause-over" {
+			d = failoverTimeout * 115 / 100
+		}
+		c.signal(active, syscall.SIGSTOP)
+		time.Sleep(d)
+		c.signal(active, syscall.SIGCONT)
+		return fmt.Sprintf("%s node %d for %s", f, active, d), start, -1
+	case "handoff-kill":
+		// SIGINT on the active, and kill -9 of its successor (the live
+		// standby of highest priority) 0-30 ms later, in the middle of
+		// the handoff; both start again a failover timeout after the old
+		// active exited.
+		succ := 0
+		if succ == active {
+			succ = 1
+		}
+		c.signal(active, syscall.SIGINT)
+		time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
+		c.kill9(succ)
+		select {
+		case <-c.nodes[active].exited:
+		case <-time.After(15 * time.Second):
+			c.t.Fatalf("node %d did not exit after SIGINT:\n%s", active, c.nodes[active].log)
+		}
+		time.Sleep(failoverTimeout)
+		c.start(succ)
+		c.start(active)
+		return fmt.Sprintf("handoff-kill node %d, successor %d", active, succ), start, -1
 	}
 	c.t.Fatalf("unknown fault %q", f)
 	return "", start, -1

@@ -4,7 +4,8 @@ package cluster_test
 // inject real faults: kill -9, SIGSTOP/SIGCONT, SIGINT, and cut links (a TCP
 // proxy in front of a node that drops every connection and refuses new ones).
 // The binary is built once, with the race detector, and every node's log is
-// checked for data races when its test ends.
+// checked for data races when its test ends (CLUSTER_NORACE: built
+// without it).
 
 import (
 	"encoding/json"
@@ -17,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,7 +45,13 @@ func TestMain(m *testing.M) {
 		}
 		defer os.RemoveAll(dir)
 		batonBin = filepath.Join(dir, "baton")
-		build := exec.Command("go", "build", "-race", "-o", batonBin, "../cmd/baton")
+		// CLUSTER_NORACE set: the nodes are built without the race
+		// detector, for long chaos runs on a loaded machine.
+		flags := []string{"build", "-race", "-o", batonBin, "../cmd/baton"}
+		if os.Getenv("CLUSTER_NORACE") != "" {
+			flags = slices.Delete(flags, 1, 2)
+		}
+		build := exec.Command("go", flags...)
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "building baton:", err)
@@ -80,6 +88,10 @@ type testCluster struct {
 	peers string
 	extra []string
 	args  map[int][]string // more flags for one node (later flags win)
+	// gid, when set, gives node i's process a group ID of its own
+	// (firewall: iptables tells the nodes' connections apart by it).
+	gid func(i int) int
+	fw  *firewall // newFirewall: links cut with iptables
 }
 
 // nodeHost is the loopback address node i listens on: 127.0.0.(i+1), or
@@ -138,6 +150,9 @@ func (c *testCluster) launch(i int) {
 	fmt.Fprintf(nd.log, "=== start node %d\n", i)
 	nd.ended.Store(false)
 	cmd.Stdout, cmd.Stderr = nd.log, nd.log
+	if c.gid != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(os.Getuid()), Gid: uint32(c.gid(i)), NoSetGroups: true}}
+	}
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start node %d: %v", i, err)
 	}

@@ -460,6 +460,10 @@ type nemesis struct {
 	// which the server must take back by their lease (CHAOS_DROP_PERCENT
 	// sets it in percent).
 	dropShare float64
+	// firewall: links are cut with iptables (newFirewall), for the
+	// faults that need it (drop-out, drop-in, fw-cut-link, cut-standbys,
+	// fw-isolate).
+	firewall bool
 }
 
 // runHistory starts a cluster of three, runs nm's clients while the
@@ -477,6 +481,9 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	c := newCluster(t, envInt("CHAOS_NODES", 3), true, append(slices.Clone(nm.extra), strings.Fields(os.Getenv("CHAOS_FLAGS"))...)...)
 	if diskFaults(nm.faults) {
 		c.mountDataDirs()
+	}
+	if nm.firewall {
+		newFirewall(t, c)
 	}
 	all := make([]int, len(c.nodes))
 	for i := range all {
@@ -530,7 +537,8 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	// once: only the faults that can make two actives (a node that does
 	// not run or is cut off while the others go on) window token order.
 	partitions := map[string]bool{"pause": true, "long-pause": true, "pause-standby": true, "cut": true,
-		"cut-standby": true, "cut-link": true, "handoff-paused": true, "pause-edge": true, "kill-pause-next": true}
+		"cut-standby": true, "cut-link": true, "handoff-paused": true, "pause-edge": true, "kill-pause-next": true,
+		"drop-out": true, "drop-in": true, "fw-cut-link": true, "cut-standbys": true, "fw-isolate": true, "pause-under": true, "pause-over": true}
 	var ws, orderWs, strictWs []history.Window
 	var names []string
 	var cuts []cutOff

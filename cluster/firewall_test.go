@@ -1,0 +1,187 @@
+package cluster_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// firewall cuts links between nodes with iptables, one direction at a
+// time, as a real network does (a DROP: no reset, no refusal; the
+// sockets stay open and their writes wait in the kernel). Every node
+// connects from 127.0.0.1 whatever address it listens on, so the source
+// address cannot tell the nodes apart: each node runs with a group ID of
+// its own (launch), and a rule marks each connection a node opens to
+// another node's address (directly, or through the proxy in front of it)
+// with the pair (conntrack's mark). Cutting a to b then drops what a
+// sends on a's connections to b and what it answers on b's connections
+// to it; b's packets still reach a. The clients (this process) are never
+// cut off. Every rule sits in a chain of its own, reached from OUTPUT
+// only for the addresses of CLUSTER_NET, and is removed when the test
+// ends. It needs root and iptables (conntrack, owner and connmark
+// matches), as CI has.
+type firewall struct {
+	t     *testing.T
+	c     *testCluster
+	chain string
+	net   string // the first three numbers of the nodes' addresses
+	base  int    // the nodes' group IDs are base+i
+	mark  int    // the connections' marks are mark|a<<4|b
+
+	mu    sync.Mutex
+	drops map[[2]int]bool // a to b dropped
+}
+
+// clusterNet returns CLUSTER_NET or its default.
+func clusterNet() string {
+	if n := os.Getenv("CLUSTER_NET"); n != "" {
+		return n
+	}
+	return "127.0.0"
+}
+
+// newFirewall sets up the chain for c's nodes (before they start: their
+// group IDs are set at launch) and removes it when the test ends.
+func newFirewall(t *testing.T, c *testCluster) *firewall {
+	t.Helper()
+	net := clusterNet()
+	third, err := strconv.Atoi(net[strings.LastIndex(net, ".")+1:])
+	if err != nil {
+		t.Fatalf("CLUSTER_NET %q: %v", net, err)
+	}
+	fw := &firewall{t: t, c: c, chain: "BATON-" + strings.ReplaceAll(net, ".", "-"), net: net,
+		base: 50000 + third*16, mark: 0xba000000 | third<<8, drops: map[[2]int]bool{}}
+	fw.remove() // a chain a killed run left
+	fw.ipt("-N", fw.chain)
+	t.Cleanup(fw.remove)
+	for a := range c.nodes {
+		for b := range c.nodes {
+			if a != b {
+				fw.ipt("-A", fw.chain, "-d", nodeHost(b), "-m", "conntrack", "--ctstate", "NEW", "-m", "owner", "--gid-owner", strconv.Itoa(fw.base+a),
+					"-j", "CONNMARK", "--set-mark", fw.pair(a, b))
+			}
+		}
+	}
+	fw.ipt("-I", "OUTPUT", "1", "-s", net+".0/24", "-j", fw.chain)
+	fw.ipt("-I", "OUTPUT", "1", "-d", net+".0/24", "-j", fw.chain)
+	c.gid = func(i int) int { return fw.base + i }
+	c.fw = fw
+	return fw
+}
+
+func (fw *firewall) pair(a, b int) string { return fmt.Sprintf("0x%x", fw.mark|a<<4|b) }
+
+func (fw *firewall) ipt(args ...string) {
+	fw.t.Helper()
+	if out, err := exec.Command("iptables", append([]string{"-w"}, args...)...).CombinedOutput(); err != nil {
+		fw.t.Fatalf("iptables %s (cutting links needs root and iptables, as CI has): %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// remove deletes the chain and the rules that reach it, whatever is left.
+func (fw *firewall) remove() {
+	for _, f := range []string{"-s", "-d"} {
+		for exec.Command("iptables", "-w", "-D", "OUTPUT", f, fw.net+".0/24", "-j", fw.chain).Run() == nil {
+		}
+	}
+	_ = exec.Command("iptables", "-w", "-F", fw.chain).Run()
+	_ = exec.Command("iptables", "-w", "-X", fw.chain).Run()
+}
+
+// dropRules are the two rules that drop what a sends to b: on a's
+// connections to b, and a's answers on b's connections to a.
+func (fw *firewall) dropRules(a, b int) [][]string {
+	return [][]string{
+		{fw.chain, "-m", "connmark", "--mark", fw.pair(a, b), "-m", "conntrack", "--ctdir", "ORIGINAL", "-j", "DROP"},
+		{fw.chain, "-m", "connmark", "--mark", fw.pair(b, a), "-m", "conntrack", "--ctdir", "REPLY", "-j", "DROP"},
+	}
+}
+
+// drop cuts the link from a to b (b still reaches a).
+func (fw *firewall) drop(a, b int) {
+	fw.t.Helper()
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if fw.drops[[2]int{a, b}] {
+		return
+	}
+	for _, r := range fw.dropRules(a, b) {
+		fw.ipt(append([]string{"-A"}, r...)...)
+	}
+	fw.drops[[2]int{a, b}] = true
+	fw.note(fmt.Sprintf("=== link from node %d to node %d dropped at %s\n", a, b, time.Now().UTC().Format(time.RFC3339Nano)), a, b)
+}
+
+// heal restores the link from a to b.
+func (fw *firewall) heal(a, b int) {
+	fw.t.Helper()
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if !fw.drops[[2]int{a, b}] {
+		return
+	}
+	for _, r := range fw.dropRules(a, b) {
+		fw.ipt(append([]string{"-D"}, r...)...)
+	}
+	delete(fw.drops, [2]int{a, b})
+	fw.note(fmt.Sprintf("=== link from node %d to node %d healed at %s\n", a, b, time.Now().UTC().Format(time.RFC3339Nano)), a, b)
+}
+
+// cut cuts the link between a and b both ways; mend heals it.
+func (fw *firewall) cut(a, b int)  { fw.drop(a, b); fw.drop(b, a) }
+func (fw *firewall) mend(a, b int) { fw.heal(a, b); fw.heal(b, a) }
+
+// healAll restores every link.
+func (fw *firewall) healAll() {
+	fw.mu.Lock()
+	var ds [][2]int
+	for d := range fw.drops {
+		ds = append(ds, d)
+	}
+	fw.mu.Unlock()
+	for _, d := range ds {
+		fw.heal(d[0], d[1])
+	}
+}
+
+func (fw *firewall) note(line string, nodes ...int) {
+	for _, i := range nodes {
+		fmt.Fprint(fw.c.nodes[i].log, line)
+	}
+}
+
+// firewallKinds are the faults of the firewall runs: one-way and two-way
+// cuts of real links (iptables), the standbys cut from each other, the
+// active cut from its peers while its clients reach it, pauses of the
+// active just under and just over failover_timeout, and kill -9 of the
+// successor in the middle of a graceful handoff.
+var firewallKinds = []string{"drop-out", "drop-in", "fw-cut-link", "cut-standbys", "fw-isolate", "pause-under", "pause-over", "handoff-kill"}
+
+// TestFirewallHistoryChaos is the history run under firewallKinds, with
+// a window for each (handoff-kill's: the successor's kill makes a
+// failover). CHAOS_SEED, CHAOS_FAULTS (default 4), CHAOS_KINDS,
+// CHAOS_LIST, CHAOS_STRICT and CHAOS_FLAGS as in TestHistoryChaos.
+func TestFirewallHistoryChaos(t *testing.T) {
+	seed := uint64(envInt("CHAOS_SEED", 1))
+	faults := chaosFaults(rand.New(rand.NewPCG(seed, 221)), envInt("CHAOS_FAULTS", 4), firewallKinds...)
+	t.Logf("seed %d: faults %s", seed, strings.Join(faults, ", "))
+	runHistory(t, nemesis{keys: chaosKeys, clients: 10, hold: 5 * time.Millisecond, longHold: 3 * time.Second, longShare: 0.05,
+		faults: faults, seed: seed, native: true, lease: 2 * time.Second, renewEvery: 500 * time.Millisecond, dropShare: 0.03, firewall: true})
+}
+
+// TestSyncFirewallHistoryChaos is TestFirewallHistoryChaos with
+// sync_standbys 1.
+func TestSyncFirewallHistoryChaos(t *testing.T) {
+	seed := uint64(envInt("CHAOS_SEED", 1))
+	faults := chaosFaults(rand.New(rand.NewPCG(seed, 222)), envInt("CHAOS_FAULTS", 4), firewallKinds...)
+	t.Logf("seed %d: faults %s", seed, strings.Join(faults, ", "))
+	runHistory(t, nemesis{keys: chaosKeys, clients: 10, hold: 5 * time.Millisecond, longHold: 3 * time.Second, longShare: 0.05,
+		faults: faults, seed: seed, native: true, lease: 2 * time.Second, renewEvery: 500 * time.Millisecond, dropShare: 0.03,
+		extra: syncFlags, firewall: true})
+}
