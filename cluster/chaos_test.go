@@ -53,7 +53,10 @@ import (
 // links with iptables (firewall_test.go, a run with nemesis.firewall);
 // pause-under and pause-over stop the active for 0.85 and 1.15 of
 // failoverTimeout; handoff-kill sends the active SIGINT and kills its
-// successor with SIGKILL in the middle of the handoff. The
+// successor with SIGKILL in the middle of the handoff, handoff-kill-old
+// the active itself; drop-kill and cut-kill cut what the active sends
+// to its successor (or both ways) and kill -9 the active while the cut
+// holds. The
 // history runs take CHAOS_NODES nodes (default 3), draw from CHAOS_KINDS
 // when it is set, and give CHAOS_STRICT's faults no window (handoff,
 // stop-all and sigint-all never get one); CHAOS_FLAGS adds flags to every
@@ -297,6 +300,38 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time, int) 
 		time.Sleep(d)
 		c.signal(active, syscall.SIGCONT)
 		return fmt.Sprintf("%s node %d for %s", f, active, d), start, -1
+	case "drop-kill", "cut-kill":
+		// iptables: what the active sends to its successor (the live
+		// standby of highest priority) is dropped (drop-kill), or both
+		// ways (cut-kill), for half a failover timeout (no failover yet),
+		// then the active is killed with SIGKILL while the cut holds
+		// (its connections' ends never reach the successor); the link
+		// heals 2*failoverTimeout later and the node starts again.
+		succ := 0
+		if succ == active {
+			succ = 1
+		}
+		if f == "drop-kill" {
+			c.fw.drop(active, succ)
+		} else {
+			c.fw.cut(active, succ)
+		}
+		time.Sleep(failoverTimeout / 2)
+		c.kill9(active)
+		time.Sleep(2 * failoverTimeout)
+		c.fw.mend(active, succ)
+		c.start(active)
+		return fmt.Sprintf("%s node %d, successor %d", f, active, succ), start, -1
+	case "handoff-kill-old":
+		// SIGINT on the active, then kill -9 of that same node 0-30 ms
+		// later, in the middle of its handoff; it starts again a
+		// failover timeout later.
+		c.signal(active, syscall.SIGINT)
+		time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
+		c.kill9(active)
+		time.Sleep(failoverTimeout)
+		c.start(active)
+		return fmt.Sprintf("handoff-kill-old node %d", active), start, -1
 	case "handoff-kill":
 		// SIGINT on the active, and kill -9 of its successor (the live
 		// standby of highest priority) 0-30 ms later, in the middle of

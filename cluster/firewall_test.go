@@ -24,7 +24,7 @@ import (
 // to it; b's packets still reach a. The clients (this process) are never
 // cut off. Every rule sits in a chain of its own, reached from OUTPUT
 // only for the addresses of CLUSTER_NET, and is removed when the test
-// ends. It needs root and iptables (conntrack, owner and connmark
+// ends (with the process's ID in its name). It needs root and iptables (conntrack, owner and connmark
 // matches), as CI has.
 type firewall struct {
 	t     *testing.T
@@ -55,10 +55,13 @@ func newFirewall(t *testing.T, c *testCluster) *firewall {
 	if err != nil {
 		t.Fatalf("CLUSTER_NET %q: %v", net, err)
 	}
-	fw := &firewall{t: t, c: c, chain: "BATON-" + strings.ReplaceAll(net, ".", "-"), net: net,
-		base: 50000 + third*16, mark: 0xba000000 | third<<8, drops: map[[2]int]bool{}}
-	fw.remove() // a chain a killed run left
+	// The chain, the group IDs and the marks are this process's own, so
+	// that runs side by side on one CLUSTER_NET keep to their own nodes.
+	pid := os.Getpid()
+	fw := &firewall{t: t, c: c, chain: fmt.Sprintf("BATON-%d-%d", third, pid), net: net,
+		base: 50000 + (pid%4096)*16, mark: 0xba000000 | (pid%4096)<<8, drops: map[[2]int]bool{}}
 	fw.ipt("-N", fw.chain)
+	fw.ipt("-N", fw.chain+"-in")
 	t.Cleanup(fw.remove)
 	for a := range c.nodes {
 		for b := range c.nodes {
@@ -68,8 +71,10 @@ func newFirewall(t *testing.T, c *testCluster) *firewall {
 			}
 		}
 	}
-	fw.ipt("-I", "OUTPUT", "1", "-s", net+".0/24", "-j", fw.chain)
-	fw.ipt("-I", "OUTPUT", "1", "-d", net+".0/24", "-j", fw.chain)
+	for _, f := range []string{"-s", "-d"} {
+		fw.ipt("-I", "OUTPUT", "1", f, net+".0/24", "-j", fw.chain)
+		fw.ipt("-I", "INPUT", "1", f, net+".0/24", "-j", fw.chain+"-in")
+	}
 	c.gid = func(i int) int { return fw.base + i }
 	c.fw = fw
 	return fw
@@ -89,17 +94,25 @@ func (fw *firewall) remove() {
 	for _, f := range []string{"-s", "-d"} {
 		for exec.Command("iptables", "-w", "-D", "OUTPUT", f, fw.net+".0/24", "-j", fw.chain).Run() == nil {
 		}
+		for exec.Command("iptables", "-w", "-D", "INPUT", f, fw.net+".0/24", "-j", fw.chain+"-in").Run() == nil {
+		}
 	}
-	_ = exec.Command("iptables", "-w", "-F", fw.chain).Run()
-	_ = exec.Command("iptables", "-w", "-X", fw.chain).Run()
+	for _, ch := range []string{fw.chain, fw.chain + "-in"} {
+		_ = exec.Command("iptables", "-w", "-F", ch).Run()
+		_ = exec.Command("iptables", "-w", "-X", ch).Run()
+	}
 }
 
 // dropRules are the two rules that drop what a sends to b: on a's
-// connections to b, and a's answers on b's connections to a.
+// connections to b, and a's answers on b's connections to a. They drop
+// on input, as a network does: a packet dropped on output is an error
+// for its sender, whose TCP then retries every half second or so
+// instead of backing off as it does for a packet lost on the way.
 func (fw *firewall) dropRules(a, b int) [][]string {
+	in := fw.chain + "-in"
 	return [][]string{
-		{fw.chain, "-m", "connmark", "--mark", fw.pair(a, b), "-m", "conntrack", "--ctdir", "ORIGINAL", "-j", "DROP"},
-		{fw.chain, "-m", "connmark", "--mark", fw.pair(b, a), "-m", "conntrack", "--ctdir", "REPLY", "-j", "DROP"},
+		{in, "-m", "connmark", "--mark", fw.pair(a, b), "-m", "conntrack", "--ctdir", "ORIGINAL", "-j", "DROP"},
+		{in, "-m", "connmark", "--mark", fw.pair(b, a), "-m", "conntrack", "--ctdir", "REPLY", "-j", "DROP"},
 	}
 }
 
@@ -160,8 +173,10 @@ func (fw *firewall) note(line string, nodes ...int) {
 // cuts of real links (iptables), the standbys cut from each other, the
 // active cut from its peers while its clients reach it, pauses of the
 // active just under and just over failover_timeout, and kill -9 of the
-// successor in the middle of a graceful handoff.
-var firewallKinds = []string{"drop-out", "drop-in", "fw-cut-link", "cut-standbys", "fw-isolate", "pause-under", "pause-over", "handoff-kill"}
+// successor, or of the active itself, in the middle of a graceful
+// handoff, and kill -9 of the active while its link to its successor is
+// cut.
+var firewallKinds = []string{"drop-out", "drop-in", "fw-cut-link", "cut-standbys", "fw-isolate", "pause-under", "pause-over", "handoff-kill", "handoff-kill-old", "drop-kill", "cut-kill"}
 
 // TestFirewallHistoryChaos is the history run under firewallKinds, with
 // a window for each (handoff-kill's: the successor's kill makes a
