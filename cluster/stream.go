@@ -557,6 +557,9 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 	last, m := n.tail.position()
 	q := url.Values{"from": {n.cfg.Self}, "last_token": {strconv.FormatUint(lastToken, 10)},
 		"index": {strconv.FormatUint(last, 10)}, "epoch": {strconv.FormatUint(m.epoch, 10)}, "by": {m.by}}
+	// The stream's own context: ended when it goes silent (watchSilence).
+	ctx, stopStream := context.WithCancel(ctx)
+	defer stopStream()
 	req, err := n.newRequest(ctx, http.MethodGet, active, "/stream", q)
 	if err != nil {
 		return err
@@ -577,7 +580,69 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 	if ct := resp.Header.Get("Content-Type"); ct != streamType {
 		return fmt.Errorf("stream: the active sends %q, this node reads %q: run the same baton version on every node", ct, streamType)
 	}
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	body := &countingReader{r: resp.Body}
+	var silent atomic.Bool
+	go n.watchSilence(ctx, body, func() { silent.Store(true); stopStream() })
+	err = n.readStream(ctx, active, resp, body, last)
+	if silent.Load() {
+		return fmt.Errorf("stream: nothing came from the active for %v (a link that went silent): %w", max(n.cfg.FailoverTimeout, 3*n.cfg.Heartbeat), err)
+	}
+	return err
+}
+
+// countingReader counts the reads that brought bytes.
+type countingReader struct {
+	r     io.Reader
+	reads atomic.Uint64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	if k > 0 {
+		c.reads.Add(1)
+	}
+	return k, err
+}
+
+// watchSilence calls end once body has brought nothing for
+// FailoverTimeout, and three heartbeats at least (counted in ticks of
+// this node's own clock, so that a pause of this node is not taken for
+// the active's silence), until ctx ends. The active writes a frame at
+// least every heartbeat, so a stream
+// that brings nothing for that long is a link that went silent: a cut
+// (a DROP) leaves the connection open, and once the link heals the
+// active's TCP resends only when its backed-off retransmission timer
+// fires, up to the cut's length later (two minutes at most), while the
+// polls, on new connections, answer at once; meanwhile this node would
+// look live and synced and acknowledge nothing. The stream ends instead,
+// and the next one opens on a new connection as soon as a poll of the
+// active answers again.
+func (n *Node) watchSilence(ctx context.Context, body *countingReader, end func()) {
+	t := time.NewTicker(n.cfg.Heartbeat)
+	defer t.Stop()
+	seen, idle := body.reads.Load(), time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if r := body.reads.Load(); r != seen {
+			seen, idle = r, 0
+			continue
+		}
+		if idle += n.cfg.Heartbeat; idle >= max(n.cfg.FailoverTimeout, 3*n.cfg.Heartbeat) {
+			end()
+			return
+		}
+	}
+}
+
+// readStream reads the active's stream (resp, its body read through
+// body) into this node's log and engine until it ends; last is this
+// node's log's last index when it asked for the stream.
+func (n *Node) readStream(ctx context.Context, active string, resp *http.Response, body io.Reader, last uint64) error {
+	br := bufio.NewReaderSize(body, 64<<10)
 	magic := make([]byte, len(streamMagic))
 	if _, err := io.ReadFull(br, magic); err != nil {
 		return err
