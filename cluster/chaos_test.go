@@ -56,7 +56,8 @@ import (
 // successor with SIGKILL in the middle of the handoff, handoff-kill-old
 // the active itself; drop-kill and cut-kill cut what the active sends
 // to its successor (or both ways) and kill -9 the active while the cut
-// holds. The
+// holds; long-cut-link and long-isolate cut the active from one standby
+// or from every peer for 16 s. The
 // history runs take CHAOS_NODES nodes (default 3), draw from CHAOS_KINDS
 // when it is set, and give CHAOS_STRICT's faults no window (handoff,
 // stop-all and sigint-all never get one); CHAOS_FLAGS adds flags to every
@@ -72,7 +73,7 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time, int) 
 	}
 	active := c.waitActive(-1, all...)
 	standby := active
-	if strings.Contains(f, "standby") || f == "cut-link" || f == "drop-out" || f == "drop-in" || f == "fw-cut-link" {
+	if strings.Contains(f, "standby") || f == "cut-link" || f == "drop-out" || f == "drop-in" || f == "fw-cut-link" || f == "long-cut-link" {
 		standby = (active + 1 + rng.IntN(len(c.nodes)-1)) % len(c.nodes)
 	}
 	start := time.Now()
@@ -243,6 +244,26 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time, int) 
 			c.waitHTTP(i)
 		}
 		return fmt.Sprintf("stop-all, started in order %v", order), start, -1
+	case "long-cut-link", "long-isolate":
+		// iptables: the active cut from one standby (long-cut-link) or
+		// from every peer (long-isolate), both ways, for 16 s: long
+		// enough for TCP to back off its retransmissions on the
+		// connections the cut left open to 12.8 s.
+		peers := []int{standby}
+		if f == "long-isolate" {
+			peers = nil
+			for i := range c.nodes {
+				if i != active {
+					peers = append(peers, i)
+				}
+			}
+		}
+		for _, p := range peers {
+			c.fw.cut(active, p)
+		}
+		time.Sleep(16 * time.Second)
+		c.fw.healAll()
+		return fmt.Sprintf("%s node %d from %v", f, active, peers), start, -1
 	case "drop-out", "drop-in", "fw-cut-link":
 		// iptables (firewall): what the active sends to a standby is
 		// dropped (drop-out), what the standby sends to the active
