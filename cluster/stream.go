@@ -585,7 +585,7 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 	go n.watchSilence(ctx, body, func() { silent.Store(true); stopStream() })
 	err = n.readStream(ctx, active, resp, body, last)
 	if silent.Load() {
-		return fmt.Errorf("stream: nothing came from the active for %v (a link that went silent): %w", max(n.cfg.FailoverTimeout, 3*n.cfg.Heartbeat), err)
+		return fmt.Errorf("stream: nothing came from the active for %v (a link that went silent): %w", n.silenceLimit(), err)
 	}
 	return err
 }
@@ -604,19 +604,18 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return k, err
 }
 
-// watchSilence calls end once body has brought nothing for
-// FailoverTimeout, and three heartbeats at least (counted in ticks of
-// this node's own clock, so that a pause of this node is not taken for
-// the active's silence), until ctx ends. The active writes a frame at
-// least every heartbeat, so a stream
-// that brings nothing for that long is a link that went silent: a cut
-// (a DROP) leaves the connection open, and once the link heals the
-// active's TCP resends only when its backed-off retransmission timer
-// fires, up to the cut's length later (two minutes at most), while the
-// polls, on new connections, answer at once; meanwhile this node would
-// look live and synced and acknowledge nothing. The stream ends instead,
-// and the next one opens on a new connection as soon as a poll of the
-// active answers again.
+// watchSilence calls end once body has brought nothing for silenceLimit
+// (counted in ticks of this node's own clock, so that a pause of this
+// node is not taken for the active's silence), until ctx ends. The
+// active writes a frame at least every heartbeat, so a stream that brings
+// nothing for that long is a link that went silent: a cut (a DROP) leaves
+// the connection open, and once the link heals the active's TCP resends
+// only when its backed-off retransmission timer fires, up to the cut's
+// length later (two minutes at most), while the polls, on new
+// connections, answer at once; meanwhile this node would look live and
+// synced and acknowledge nothing. The stream ends instead, and the next
+// one opens on a new connection as soon as a poll of the active answers
+// again.
 func (n *Node) watchSilence(ctx context.Context, body *countingReader, end func()) {
 	t := time.NewTicker(n.cfg.Heartbeat)
 	defer t.Stop()
@@ -631,11 +630,17 @@ func (n *Node) watchSilence(ctx context.Context, body *countingReader, end func(
 			seen, idle = r, 0
 			continue
 		}
-		if idle += n.cfg.Heartbeat; idle >= max(n.cfg.FailoverTimeout, 3*n.cfg.Heartbeat) {
+		if idle += n.cfg.Heartbeat; idle >= n.silenceLimit() {
 			end()
 			return
 		}
 	}
+}
+
+// silenceLimit is how long a standby's stream may bring nothing before it
+// ends (watchSilence): FailoverTimeout, and three heartbeats at least.
+func (n *Node) silenceLimit() time.Duration {
+	return max(n.cfg.FailoverTimeout, 3*n.cfg.Heartbeat)
 }
 
 // readStream reads the active's stream (resp, its body read through
