@@ -590,14 +590,18 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 	return err
 }
 
-// countingReader counts the reads that brought bytes.
+// countingReader counts the reads that brought bytes, and says whether
+// a read is waiting for some.
 type countingReader struct {
-	r     io.Reader
-	reads atomic.Uint64
+	r       io.Reader
+	reads   atomic.Uint64
+	waiting atomic.Bool
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
+	c.waiting.Store(true)
 	k, err := c.r.Read(p)
+	c.waiting.Store(false)
 	if k > 0 {
 		c.reads.Add(1)
 	}
@@ -605,8 +609,10 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 // watchSilence calls end once body has brought nothing for silenceLimit
-// (counted in ticks of this node's own clock, so that a pause of this
-// node is not taken for the active's silence), until ctx ends. The
+// while a read waited for it (counted in ticks of this node's own clock,
+// so that a pause of this node is not taken for the active's silence, nor
+// the time it spends applying what it read, such as a large snapshot,
+// for the link's), until ctx ends. The
 // active writes a frame at least every heartbeat, so a stream that brings
 // nothing for that long is a link that went silent: a cut (a DROP) leaves
 // the connection open, and once the link heals the active's TCP resends
@@ -626,7 +632,7 @@ func (n *Node) watchSilence(ctx context.Context, body *countingReader, end func(
 			return
 		case <-t.C:
 		}
-		if r := body.reads.Load(); r != seen {
+		if r := body.reads.Load(); r != seen || !body.waiting.Load() {
 			seen, idle = r, 0
 			continue
 		}
