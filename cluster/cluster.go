@@ -112,6 +112,14 @@ type Config struct {
 	// http.DefaultTransport. The in-process test harness sets one whose
 	// links it can cut.
 	Transport http.RoundTripper
+	// SourceIP, when set and a loopback address, is the address this
+	// node's peer connections leave from when they go to a loopback
+	// address too: several nodes on one host, each on its own 127.0.0.x.
+	// Left to the kernel they would all leave from 127.0.0.1, and a
+	// firewall rule keyed on a node's address (a cut link, as between
+	// hosts) would never match them. nil, or not loopback: the kernel's
+	// choice. Unused with Transport. baton serve sets the IP of listen.
+	SourceIP net.IP
 	// Logger receives role changes; nil means slog.Default().
 	Logger *slog.Logger
 	// OnRole, if set, is called with the new role on every role change.
@@ -482,6 +490,7 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 		n.stream = &http.Client{Transport: http1Only(cfg.Transport)}
 	} else {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
+		bindLoopback(tr, cfg.SourceIP)
 		tr.MaxIdleConnsPerHost = 8
 		tr.ResponseHeaderTimeout = 0
 		n.client = &http.Client{Transport: tr, Timeout: cfg.FailoverTimeout}
@@ -730,6 +739,27 @@ func http1Only(rt http.RoundTripper) http.RoundTripper {
 	tc.NextProtos = []string{"http/1.1"}
 	tr.TLSClientConfig = tc
 	return tr
+}
+
+// bindLoopback makes tr's connections to a loopback address of ip's
+// family leave from ip (Config.SourceIP) when ip is a loopback address;
+// others, and every connection when it is not, leave from the kernel's
+// choice. The dialers are http.DefaultTransport's (30 s to connect,
+// keep-alive probes every 30 s).
+func bindLoopback(tr *http.Transport, ip net.IP) {
+	if ip == nil || !ip.IsLoopback() {
+		return
+	}
+	plain := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	bound := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, LocalAddr: &net.TCPAddr{IP: ip}}
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			if to := net.ParseIP(host); to != nil && to.IsLoopback() && (to.To4() == nil) == (ip.To4() == nil) {
+				return bound.DialContext(ctx, network, addr)
+			}
+		}
+		return plain.DialContext(ctx, network, addr)
+	}
 }
 
 // rawDial makes tr's connections read and write with raw system calls

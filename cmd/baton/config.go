@@ -706,10 +706,21 @@ func (c *serveConfig) engineConfig() engine.Config {
 	return ec
 }
 
+// listenIP is the IP address of listen (host:port), nil when its host
+// is a name, empty or not an address.
+func listenIP(listen string) net.IP {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil
+	}
+	return net.ParseIP(host)
+}
+
 func (c *serveConfig) clusterConfig() cluster.Config {
 	return cluster.Config{
 		Self:            c.Advertise,
 		Peers:           c.Peers,
+		SourceIP:        listenIP(c.Listen),
 		Heartbeat:       c.Heartbeat,
 		FailoverTimeout: c.FailoverTimeout,
 		SyncStandbys:    c.SyncStandbys,
