@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, runnable on a fresh Debian machine with Go and a
-# Docker engine: it installs what the tests drive (curl, chromium, nodejs) and
+# Docker engine: it installs what the tests drive (curl, chromium, nodejs,
+# iptables) and
 # what -race builds with (gcc, libc6-dev), and git, when they
 # are missing, then runs, stopping at the first failure:
 #   gofmt, go vet, every Go test with the race detector (unit, HTTP,
@@ -19,6 +20,8 @@ command -v gcc >/dev/null || missing+=(gcc)
 command -v curl >/dev/null || missing+=(curl)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v node >/dev/null || missing+=(nodejs)
+# The cluster tests cut links between nodes with iptables (as root).
+command -v iptables >/dev/null || missing+=(iptables)
 if ((${#missing[@]})); then
 	sudo=""
 	[ "$(id -u)" = 0 ] || sudo=sudo
