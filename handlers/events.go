@@ -150,6 +150,35 @@ func (l *EventLog) Since(since uint64, max int) (evs []api.Event, missed, upto, 
 	return evs, missed, upto, last
 }
 
+// Backlog returns the Seq after which the last n events of key ("":
+// of every key) that the ring holds begin: where a feed that names no
+// since starts (GET /events?key= gets that key's own last n, not those
+// among every key's last n).
+func (l *EventLog) Backlog(key string, n int) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	oldest := l.first
+	if held := uint64(len(l.ring)); l.next-l.first > held {
+		oldest = l.next - held
+	}
+	for seq := l.next - 1; seq >= oldest && seq > 0; seq-- {
+		if key == "" || l.ring[seq%uint64(len(l.ring))].key() == key {
+			if n--; n == 0 {
+				return seq - 1
+			}
+		}
+	}
+	return oldest - 1
+}
+
+// key is the key of the event e holds.
+func (e *logEntry) key() string {
+	if e.ext != nil {
+		return e.ext.Key
+	}
+	return e.ev.Key
+}
+
 // wait returns a channel that is closed once an event with a Seq above
 // after exists (at once if it already does), or by Close.
 func (l *EventLog) wait(after uint64) <-chan struct{} {
@@ -229,7 +258,7 @@ const (
 // text/event-stream it is a server-sent event stream (one "message" per
 // event, id = Seq; a "gap" event with {"missed":N} when events were
 // skipped; it resumes after Last-Event-ID, else ?since=); otherwise the events
-// after ?since= (default: the last 100) as an api.EventList. ?key= keeps
+// after ?since= (default: the last 100, of ?key= when given) as an api.EventList. ?key= keeps
 // only one lock's events; a ?key= stream also sends "id:" lines without
 // data past the events it leaves out, so that a reconnect resumes where it
 // was, and its missed counts the skipped events of every key (the ring
@@ -242,7 +271,7 @@ const (
 //	@Tags			cluster
 //	@Produce		json
 //	@Produce		text/event-stream
-//	@Param			since			query		integer	false	"only events with a seq above this (default: the last 100)"
+//	@Param			since			query		integer	false	"only events with a seq above this (default: the last 100, of key when given)"
 //	@Param			key				query		string	false	"only the events of this lock key (cluster events are left out)"
 //	@Param			Last-Event-ID	header		integer	false	"as since, for a stream that resumes (at most once); wins over since"
 //	@Success		200				{object}	api.EventList
@@ -276,8 +305,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.setReplicaLag(w)
-	last := lg.Last()
-	since := last - min(last, eventsBacklog)
+	since := lg.Backlog(key, eventsBacklog)
 	// ?since= is where a feed starts; Last-Event-ID, which an EventSource
 	// sends when it reconnects to the same URL (its ?since= included), is
 	// where it resumes: the header, when given, wins. (since won: every
