@@ -220,15 +220,15 @@ func (c *Config) ValidateTimings() error {
 	return nil
 }
 
-// checkPeerURL reports why p cannot be a node's base URL: nodes dial it,
-// so it needs an http or https scheme, a host, and a port (when one is
-// written) from 1 to 65535; a path, a query, a fragment or a user would be
-// dropped or misused by the calls built on it.
 // CheckNodeURL reports why u is not a node's base URL (http(s)://host[:port],
 // no user, path, query or fragment), as an entry of peers and advertise
 // must be; nil when it is one.
 func CheckNodeURL(u string) error { return checkPeerURL(u) }
 
+// checkPeerURL reports why p cannot be a node's base URL: nodes dial it,
+// so it needs an http or https scheme, a host, and a port (when one is
+// written) from 1 to 65535; a path, a query, a fragment or a user would be
+// dropped or misused by the calls built on it.
 func checkPeerURL(p string) error {
 	u, err := url.Parse(p)
 	switch {
