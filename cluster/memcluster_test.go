@@ -148,8 +148,26 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// Read waits while the connection is a held stream (links.holdStream).
+// Read waits while the connection is a held stream (links.holdStream),
+// before it reads and again before it returns what it read: a read that
+// began before the connection carried a stream (an idle connection's,
+// which net/http keeps waiting on) delivers nothing while held either.
 func (c *trackedConn) Read(p []byte) (int, error) {
+	if err := c.waitHeld(); err != nil {
+		return 0, err
+	}
+	k, err := c.Conn.Read(p)
+	if k > 0 {
+		if werr := c.waitHeld(); werr != nil {
+			return 0, werr
+		}
+	}
+	return k, err
+}
+
+// waitHeld waits while the connection is a held stream; net.ErrClosed
+// once it is closed.
+func (c *trackedConn) waitHeld() error {
 	for {
 		c.l.mu.Lock()
 		held, closed := c.stream && c.l.held[c.k[0]], c.closed
@@ -159,10 +177,10 @@ func (c *trackedConn) Read(p []byte) (int, error) {
 		ch := c.l.changed
 		c.l.mu.Unlock()
 		if closed {
-			return 0, net.ErrClosed
+			return net.ErrClosed
 		}
 		if !held {
-			return c.Conn.Read(p)
+			return nil
 		}
 		<-ch
 	}
