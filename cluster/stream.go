@@ -569,7 +569,23 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 		req.Header.Set(headerClusterID, n.clusterID)
 	}
 	n.mu.Unlock()
+	// The answer's header comes once the active has its snapshot dump
+	// ready, if it sends one: waited for fetchFirstSilence failover
+	// timeouts, as fetchTail waits for its peer's. A request sent just
+	// before a cut that drops packets would otherwise wait, once the link
+	// healed, for the active's backed-off TCP retransmission, as a silent
+	// body would (watchSilence).
+	var late atomic.Bool
+	first := fetchFirstSilence * n.cfg.FailoverTimeout
+	hdr := time.AfterFunc(first, func() { late.Store(true); stopStream() })
 	resp, err := n.stream.Do(req)
+	hdr.Stop()
+	if late.Load() {
+		if err == nil {
+			resp.Body.Close()
+		}
+		return fmt.Errorf("stream: no answer from the active within %v (a link that went silent): %w", first, context.Cause(ctx))
+	}
 	if err != nil {
 		return err
 	}
