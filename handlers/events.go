@@ -306,6 +306,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	s.setReplicaLag(w)
 	since := lg.Backlog(key, eventsBacklog)
+	// named: the request names where it starts (since, Last-Event-ID).
+	// Without, nothing can be missed: events that newer ones pushed out
+	// of the ring between Backlog and the first read are not counted.
+	named := false
 	// ?since= is where a feed starts; Last-Event-ID, which an EventSource
 	// sends when it reconnects to the same URL (its ?since= included), is
 	// where it resumes: the header, when given, wins. (since won: every
@@ -325,15 +329,18 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		// A Seq this run did not number (an earlier run's, another
 		// node's) resumes at this run's first event: all are new.
-		since = lg.Resume(n)
+		since, named = lg.Resume(n), true
 	}
 	if !wantsEventStream(r.Header.Get("Accept")) {
 		evs, missed, _, last := lg.Since(since, 0)
+		if !named {
+			missed = 0
+		}
 		evs = onlyKey(evs, key)
 		writeJSON(w, http.StatusOK, api.EventList{Events: evs, Missed: missed, Last: last})
 		return
 	}
-	s.streamEvents(w, r, lg, since, key)
+	s.streamEvents(w, r, lg, since, key, named)
 }
 
 // wantsEventStream reports whether acc names text/event-stream with a
@@ -378,7 +385,11 @@ func onlyKey(evs []api.Event, key string) []api.Event {
 	return out
 }
 
-func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lg *EventLog, since uint64, key string) {
+// streamEvents streams the events after since (of key, "" for every
+// key); named: the request named since (or Last-Event-ID), else the
+// first read's missed events, pushed out after since was found, are
+// none of the client's.
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lg *EventLog, since uint64, key string, named bool) {
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
@@ -404,6 +415,9 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lg *EventL
 	buf = append(buf, "retry: 1000\n\n"...)
 	for {
 		evs, missed, upto, last := lg.Since(since, eventsBatch)
+		if !named {
+			missed, named = 0, true // later reads: missed by the client
+		}
 		if missed > 0 {
 			buf = append(buf, "event: gap\ndata: {\"missed\":"...)
 			buf = strconv.AppendUint(buf, missed, 10)
