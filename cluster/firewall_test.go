@@ -14,10 +14,12 @@ import (
 
 // firewall cuts links between nodes with iptables, one direction at a
 // time, as a real network does (a DROP: no reset, no refusal; the
-// sockets stay open and their writes wait in the kernel). Every node
-// connects from 127.0.0.1 whatever address it listens on, so the source
-// address cannot tell the nodes apart: each node runs with a group ID of
-// its own (launch), and a rule marks each connection a node opens to
+// sockets stay open and their writes wait in the kernel). A node's
+// connections to its peers leave from its own address (Config.SourceIP),
+// but those that the proxy in front of a node opens to it leave from
+// 127.0.0.1, so the source address cannot tell the nodes apart on every
+// hop: each node runs with a group ID of its own (launch), and a rule
+// marks each connection a node opens to
 // another node's address (directly, or through the proxy in front of it)
 // with the pair (conntrack's mark). Cutting a to b then drops what a
 // sends on a's connections to b and what it answers on b's connections
