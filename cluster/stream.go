@@ -598,8 +598,11 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 	}
 	body := &countingReader{r: resp.Body}
 	var silent atomic.Bool
-	go n.watchSilence(ctx, body, func() { silent.Store(true); stopStream() })
+	var watcher sync.WaitGroup
+	watcher.Go(func() { n.watchSilence(ctx, body, func() { silent.Store(true); stopStream() }) })
 	err = n.readStream(ctx, active, resp, body, last)
+	stopStream()
+	watcher.Wait() // the watcher is this call's: it ends before follow returns
 	if silent.Load() {
 		return fmt.Errorf("stream: nothing came from the active for %v (a link that went silent): %w", n.silenceLimit(), err)
 	}
