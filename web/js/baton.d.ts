@@ -121,15 +121,17 @@ export declare class Client {
   token: string;
   /**
    * Takes the lock `key`, waiting in its queue up to `wait` seconds (0 or
-   * absent: no limit). Errors: "timeout" (408, not granted; also a
-   * grant_ended past the wait), "grant_ended" (410, nothing held: a grant
-   * answered after half its lease whose renewal at once was refused, so
-   * it ran out before its answer came — a frozen tab, a held-back answer;
-   * or 10 grant_ended in a row), "invalid_argument" (400, `field`),
-   * "limit_mismatch" (409), "too_many_waiters" (429), "unauthorized" (401),
-   * "unavailable", "closed", another 5xx as answered (a node's 500, a
-   * proxy's 502 or 504). An aborted `signal` rejects with its reason (the
-   * waiter is dropped). A grant that the abort, "unavailable" or a 5xx may
+   * absent: no limit). A grant that ended before its answer came (a 410
+   * grant_ended; or one answered after half its lease whose renewal at
+   * once was refused — a frozen tab, a held-back answer) starts the
+   * acquire again, with a new Idempotency-Key, for what is left of the
+   * wait. Errors: "timeout" (408, not granted; also a grant ended past
+   * the wait), "grant_ended" (410, nothing held: still after 10 new
+   * acquires), "invalid_argument" (400, `field`), "limit_mismatch" (409),
+   * "too_many_waiters" (429), "unauthorized" (401), "unavailable",
+   * "closed", another 5xx as answered (a node's 500, a proxy's 502 or
+   * 504). An aborted `signal` rejects with its reason (the waiter is
+   * dropped). A grant that the abort, "unavailable" or a 5xx may
    * have cut off is released in the background (close() waits for it).
    * With a `wait`, an attempt still unanswered 3 s after it (a silent
    * node: paused, frozen) moves to the next address; a read's, after 5 s.

@@ -215,9 +215,9 @@ export class Client {
 
   /**
    * Takes the lock `key` (baton.d.ts). One Idempotency-Key across retries,
-   * 307s and re-sends; poll_timeout resumes the place; grant_ended starts
-   * anew (new key, the wait left); a grant that an abort, "unavailable" or
-   * a 5xx may have cut off is released.
+   * 307s and re-sends; poll_timeout resumes the place; grant_ended (or a
+   * late grant's renewal refused) starts anew (new key, the wait left); a
+   * grant an abort, "unavailable" or a 5xx may have cut off is released.
    */
   async acquire(key, options = {}) {
     this._open();
@@ -239,11 +239,9 @@ export class Client {
           // Waited half its lease or more: renewed now; refused: it ended.
           const g = await res.json(), late = Date.now() - sent >= g.lease * 500, l = new Lock(this, g, late ? Date.now() : sent, o.at);
           if (late) await l.renew().catch(() => l._watch(sent + g.lease * 1000));
-          if (l.lost.aborted) throw (asked = false, new BatonError(410, 'grant_ended', 'ended unanswered', undefined, l.lost.reason));
-          return l;
-        }
-        err = await statusError(res);
-        if (res.status > 499) throw err; // maybe granted: settled
+          if (!l.lost.aborted) return l;
+          err = new BatonError(410, 'grant_ended', 'ended unanswered', undefined, l.lost.reason);
+        } else if (err = await statusError(res), res.status > 499) throw err; // maybe granted: settled
       } catch (e) {
         if (asked) this._settle(key, pathQuery, headers, Number(res?.headers.get('Lock-Token')), o.at);
         throw signal?.aborted ? signal.reason : e;

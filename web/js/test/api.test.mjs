@@ -149,7 +149,7 @@ test('error codes', async (t) => {
   await t.test('a lock taken back: renew says not_held or not_holder and lost is aborted', async () => {
     // 2 s leases: an acquire answered after half its lease is renewed at
     // once, and a 0.3 s lease whose answer took 150 ms on a loaded machine
-    // had run out by then (grant_ended 'ended unanswered').
+    // had run out by then (its renewal refused: acquired anew).
     const m = await c.acquire('e/back', { lease: 2 });
     await waitFor('the lease to run out', 15000, async () => (await c.status('e/back')).holder === null);
     await rejectsWith(m.renew(), 404, 'not_held');
