@@ -35,6 +35,9 @@ type firewall struct {
 	net   string // the first three numbers of the nodes' addresses
 	base  int    // the nodes' group IDs are base+i
 	mark  int    // the connections' marks are mark|a<<4|b
+	// byAddr: links are cut by address alone (newAddrFirewall), as a
+	// fault injector outside the nodes cuts them: no group IDs, no marks.
+	byAddr bool
 
 	mu    sync.Mutex
 	drops map[[2]int]bool // a to b dropped
@@ -52,6 +55,24 @@ func clusterNet() string {
 // group IDs are set at launch) and removes it when the test ends.
 func newFirewall(t *testing.T, c *testCluster) *firewall {
 	t.Helper()
+	return setupFirewall(t, c, false)
+}
+
+// newAddrFirewall is newFirewall cutting links the way a Jepsen-style
+// fault injector on one host does: dropping a to b is the one rule
+// "-s A -d B -j DROP" on input, keyed on the nodes' listen addresses
+// alone (no group IDs, no marks). It cuts a's requests on its own
+// connections to b (to b's proxy, on b's address) and a's answers on b's
+// connections to a alike, and only because a node dials its peers from
+// its own address (Config.SourceIP); the hop from b's proxy to b, from
+// 127.0.0.1, and the clients are never cut.
+func newAddrFirewall(t *testing.T, c *testCluster) *firewall {
+	t.Helper()
+	return setupFirewall(t, c, true)
+}
+
+func setupFirewall(t *testing.T, c *testCluster, byAddr bool) *firewall {
+	t.Helper()
 	net := clusterNet()
 	third, err := strconv.Atoi(net[strings.LastIndex(net, ".")+1:])
 	if err != nil {
@@ -61,13 +82,13 @@ func newFirewall(t *testing.T, c *testCluster) *firewall {
 	// that runs side by side on one CLUSTER_NET keep to their own nodes.
 	pid := os.Getpid()
 	fw := &firewall{t: t, c: c, chain: fmt.Sprintf("BATON-%d-%d", third, pid), net: net,
-		base: 50000 + (pid%4096)*16, mark: 0xba000000 | (pid%4096)<<8, drops: map[[2]int]bool{}}
+		base: 50000 + (pid%4096)*16, mark: 0xba000000 | (pid%4096)<<8, byAddr: byAddr, drops: map[[2]int]bool{}}
 	fw.ipt("-N", fw.chain)
 	fw.ipt("-N", fw.chain+"-in")
 	t.Cleanup(fw.remove)
 	for a := range c.nodes {
 		for b := range c.nodes {
-			if a != b {
+			if a != b && !byAddr {
 				fw.ipt("-A", fw.chain, "-d", nodeHost(b), "-m", "conntrack", "--ctstate", "NEW", "-m", "owner", "--gid-owner", strconv.Itoa(fw.base+a),
 					"-j", "CONNMARK", "--set-mark", fw.pair(a, b))
 			}
@@ -77,7 +98,9 @@ func newFirewall(t *testing.T, c *testCluster) *firewall {
 		fw.ipt("-I", "OUTPUT", "1", f, net+".0/24", "-j", fw.chain)
 		fw.ipt("-I", "INPUT", "1", f, net+".0/24", "-j", fw.chain+"-in")
 	}
-	c.gid = func(i int) int { return fw.base + i }
+	if !byAddr {
+		c.gid = func(i int) int { return fw.base + i }
+	}
 	c.fw = fw
 	return fw
 }
@@ -112,6 +135,9 @@ func (fw *firewall) remove() {
 // instead of backing off as it does for a packet lost on the way.
 func (fw *firewall) dropRules(a, b int) [][]string {
 	in := fw.chain + "-in"
+	if fw.byAddr {
+		return [][]string{{in, "-s", nodeHost(a), "-d", nodeHost(b), "-j", "DROP"}}
+	}
 	return [][]string{
 		{in, "-m", "connmark", "--mark", fw.pair(a, b), "-m", "conntrack", "--ctdir", "ORIGINAL", "-j", "DROP"},
 		{in, "-m", "connmark", "--mark", fw.pair(b, a), "-m", "conntrack", "--ctdir", "REPLY", "-j", "DROP"},
@@ -185,14 +211,15 @@ var firewallKinds = []string{"drop-out", "drop-in", "fw-cut-link", "cut-standbys
 // failover) but cut-standbys': the standbys cut from each other, each
 // still hearing the active, is no partition of the service. CHAOS_SEED,
 // CHAOS_FAULTS (default 4), CHAOS_KINDS, CHAOS_LIST, CHAOS_STRICT and
-// CHAOS_FLAGS as in TestHistoryChaos.
+// CHAOS_FLAGS as in TestHistoryChaos; CHAOS_ADDRCUT set cuts the links
+// by address rules alone (newAddrFirewall).
 func TestFirewallHistoryChaos(t *testing.T) {
 	seed := uint64(envInt("CHAOS_SEED", 1))
 	faults := chaosFaults(rand.New(rand.NewPCG(seed, 221)), envInt("CHAOS_FAULTS", 4), firewallKinds...)
 	t.Logf("seed %d: faults %s", seed, strings.Join(faults, ", "))
 	runHistory(t, nemesis{keys: chaosKeys, clients: 10, hold: 5 * time.Millisecond, longHold: 3 * time.Second, longShare: 0.05,
 		faults: faults, seed: seed, native: true, lease: 2 * time.Second, renewEvery: 500 * time.Millisecond, dropShare: 0.03, firewall: true,
-		strict: map[string]bool{"cut-standbys": true}})
+		addrCut: os.Getenv("CHAOS_ADDRCUT") != "", strict: map[string]bool{"cut-standbys": true}})
 }
 
 // TestSyncFirewallHistoryChaos is TestFirewallHistoryChaos with
@@ -200,7 +227,8 @@ func TestFirewallHistoryChaos(t *testing.T) {
 // the middle of its handoff, of its successor in the middle of the
 // handoff, or while its link to its successor has been cut for half a
 // failover timeout (the contract loses no answered change through a
-// crash of the active). CHAOS_SEED 1 draws drop-out, cut-kill,
+// crash of the active). CHAOS_ADDRCUT as in TestFirewallHistoryChaos.
+// CHAOS_SEED 1 draws drop-out, cut-kill,
 // cut-standbys and handoff-kill.
 func TestSyncFirewallHistoryChaos(t *testing.T) {
 	seed := uint64(envInt("CHAOS_SEED", 1))
@@ -208,6 +236,20 @@ func TestSyncFirewallHistoryChaos(t *testing.T) {
 	t.Logf("seed %d: faults %s", seed, strings.Join(faults, ", "))
 	runHistory(t, nemesis{keys: chaosKeys, clients: 10, hold: 5 * time.Millisecond, longHold: 3 * time.Second, longShare: 0.05,
 		faults: faults, seed: seed, native: true, lease: 2 * time.Second, renewEvery: 500 * time.Millisecond, dropShare: 0.03,
-		extra: syncFlags, firewall: true,
+		extra: syncFlags, firewall: true, addrCut: os.Getenv("CHAOS_ADDRCUT") != "",
 		strict: map[string]bool{"cut-standbys": true, "handoff-kill": true, "handoff-kill-old": true, "drop-kill": true, "cut-kill": true}})
+}
+
+// TestSyncAddrCutHistoryChaos is TestSyncFirewallHistoryChaos with its
+// links cut by address rules alone (newAddrFirewall), as a fault injector
+// on one host cuts them: the active isolated from both standbys both
+// ways, what it sends to a standby dropped (one way), what a standby
+// sends to it dropped, and the active killed while its link to its
+// successor is cut both ways (no window: sync_standbys 1 loses no
+// answered grant through a crash of the active), each healed in turn.
+func TestSyncAddrCutHistoryChaos(t *testing.T) {
+	runHistory(t, nemesis{keys: chaosKeys, clients: 10, hold: 5 * time.Millisecond, longHold: 3 * time.Second, longShare: 0.05,
+		faults: []string{"fw-isolate", "drop-out", "drop-in", "cut-kill"}, seed: 1, native: true, lease: 2 * time.Second,
+		renewEvery: 500 * time.Millisecond, dropShare: 0.03, extra: syncFlags, firewall: true, addrCut: true,
+		strict: map[string]bool{"cut-kill": true}})
 }

@@ -464,6 +464,9 @@ type nemesis struct {
 	// faults that need it (drop-out, drop-in, fw-cut-link, cut-standbys,
 	// fw-isolate).
 	firewall bool
+	// addrCut: with firewall, links are cut by address rules alone
+	// (newAddrFirewall), as a fault injector outside the nodes cuts them.
+	addrCut bool
 }
 
 // runHistory starts a cluster of three, runs nm's clients while the
@@ -482,7 +485,9 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	if diskFaults(nm.faults) {
 		c.mountDataDirs()
 	}
-	if nm.firewall {
+	if nm.firewall && nm.addrCut {
+		newAddrFirewall(t, c)
+	} else if nm.firewall {
 		newFirewall(t, c)
 	}
 	all := make([]int, len(c.nodes))
