@@ -299,17 +299,26 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time, int) 
 		time.Sleep(3 * failoverTimeout)
 		c.fw.healAll()
 		return fmt.Sprintf("cut-standbys %v", sbs), start, -1
-	case "fw-isolate":
+	case "fw-isolate", "fw-isolate-out", "fw-isolate-in":
 		// iptables: the active cut from every peer both ways (its
-		// clients still reach it) for 2*failoverTimeout.
+		// clients still reach it) for 2*failoverTimeout; or one way:
+		// what it sends to every peer dropped (fw-isolate-out), or what
+		// every peer sends to it (fw-isolate-in).
 		for i := range c.nodes {
 			if i != active {
-				c.fw.cut(active, i)
+				switch f {
+				case "fw-isolate-out":
+					c.fw.drop(active, i)
+				case "fw-isolate-in":
+					c.fw.drop(i, active)
+				default:
+					c.fw.cut(active, i)
+				}
 			}
 		}
 		time.Sleep(2 * failoverTimeout)
 		c.fw.healAll()
-		return fmt.Sprintf("fw-isolate node %d", active), start, -1
+		return fmt.Sprintf("%s node %d", f, active), start, -1
 	case "pause-under", "pause-over":
 		// The active stopped for just under (0.85) or just over (1.15)
 		// failoverTimeout.

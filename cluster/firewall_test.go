@@ -253,3 +253,15 @@ func TestSyncAddrCutHistoryChaos(t *testing.T) {
 		renewEvery: 500 * time.Millisecond, dropShare: 0.03, extra: syncFlags, firewall: true, addrCut: true,
 		strict: map[string]bool{"cut-kill": true}})
 }
+
+// TestAddrCutHistoryChaos is the history run with its links cut by
+// address rules alone (newAddrFirewall): the active isolated from both
+// standbys one way (what it sends dropped, then what it hears), both
+// ways, and cut from one standby both ways, each healed before the next;
+// after each the cluster must come back to one active (inject waits for
+// it).
+func TestAddrCutHistoryChaos(t *testing.T) {
+	runHistory(t, nemesis{keys: chaosKeys, clients: 10, hold: 5 * time.Millisecond, longHold: 3 * time.Second, longShare: 0.05,
+		faults: []string{"fw-isolate-out", "fw-isolate-in", "fw-isolate", "fw-cut-link"}, seed: 1, native: true, lease: 2 * time.Second,
+		renewEvery: 500 * time.Millisecond, dropShare: 0.03, firewall: true, addrCut: true})
+}

@@ -543,7 +543,7 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	// not run or is cut off while the others go on) window token order.
 	partitions := map[string]bool{"pause": true, "long-pause": true, "pause-standby": true, "cut": true,
 		"cut-standby": true, "cut-link": true, "handoff-paused": true, "pause-edge": true, "kill-pause-next": true,
-		"drop-out": true, "drop-in": true, "fw-cut-link": true, "cut-standbys": true, "fw-isolate": true, "pause-under": true, "pause-over": true, "drop-kill": true, "cut-kill": true, "long-cut-link": true, "long-isolate": true}
+		"drop-out": true, "drop-in": true, "fw-cut-link": true, "cut-standbys": true, "fw-isolate": true, "fw-isolate-out": true, "fw-isolate-in": true, "pause-under": true, "pause-over": true, "drop-kill": true, "cut-kill": true, "long-cut-link": true, "long-isolate": true}
 	var ws, orderWs, strictWs []history.Window
 	var names []string
 	var cuts []cutOff
