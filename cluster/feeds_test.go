@@ -133,7 +133,8 @@ func (c *testCluster) waitDrained(keys []history.KeySpec, bound time.Duration) {
 
 // degradedSpans returns a window for each span in which a node's log
 // (logs[i] is node i's) shows it answering without its sync_standbys
-// (from its "degraded" line to its "recovered" line, or to the end of
+// (from its "degraded" line to its "recovered" line, its next start or
+// its next promotion, which starts a term not degraded, or to the end of
 // the run, and settle after).
 func degradedSpans(logs []string, settle time.Duration) []history.Window {
 	var ws []history.Window
@@ -151,8 +152,10 @@ func degradedSpans(logs []string, settle time.Duration) []history.Window {
 			switch {
 			case degradedLine.MatchString(line) && from.IsZero():
 				from = at
-			case (recoveredLine.MatchString(line) || selfLine.MatchString(line)) && !from.IsZero():
-				// Recovered, or the process started again.
+			case (recoveredLine.MatchString(line) || selfLine.MatchString(line) || promotedLine.MatchString(line)) && !from.IsZero():
+				// Recovered, the process started again, or the node was
+				// promoted again (a new term starts not degraded:
+				// promoteLocked clears the flag without a line).
 				ws = append(ws, history.Window{Name: fmt.Sprintf("node %d answered without its sync_standbys", i), Start: from, End: at.Add(settle)})
 				from = time.Time{}
 			}
@@ -167,4 +170,5 @@ func degradedSpans(logs []string, settle time.Duration) []history.Window {
 var (
 	degradedLine  = regexp.MustCompile(`msg="sync_standbys: degraded`)
 	recoveredLine = regexp.MustCompile(`msg="sync_standbys: recovered from degraded`)
+	promotedLine  = regexp.MustCompile(`msg="promoted to active"`)
 )
