@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -140,15 +139,7 @@ func degradedSpans(logs []string, settle time.Duration) []history.Window {
 	var ws []history.Window
 	for i, log := range logs {
 		var from time.Time // zero: not degraded
-		for _, line := range strings.Split(log, "\n") {
-			tm := logTime.FindStringSubmatch(line)
-			if tm == nil {
-				continue
-			}
-			at, err := time.Parse(time.RFC3339Nano, tm[1])
-			if err != nil {
-				continue
-			}
+		for at, line := range timedLines(log) {
 			switch {
 			case degradedLine.MatchString(line) && from.IsZero():
 				from = at

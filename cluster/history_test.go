@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"fmt"
+	"iter"
 	"maps"
 	"math/rand/v2"
 	"net/http"
@@ -155,6 +156,27 @@ func waitGrants(h *history.Recorder, n int, bound time.Duration) {
 	}
 }
 
+// timedLines yields each line of a node's log with the time of its slog
+// "time=" field, and passes over the lines without one (a panic's trace,
+// the harness's own lines) or with a time that does not parse.
+func timedLines(log string) iter.Seq2[time.Time, string] {
+	return func(yield func(time.Time, string) bool) {
+		for _, line := range strings.Split(log, "\n") {
+			tm := logTime.FindStringSubmatch(line)
+			if tm == nil {
+				continue
+			}
+			at, err := time.Parse(time.RFC3339Nano, tm[1])
+			if err != nil {
+				continue
+			}
+			if !yield(at, line) {
+				return
+			}
+		}
+	}
+}
+
 var (
 	logTime     = regexp.MustCompile(`^time=(\S+) `)
 	pausedLine  = regexp.MustCompile(`did not run for longer than failover_timeout.* gap=(\S+)`)
@@ -276,15 +298,7 @@ func loggedFaults(logs []string, settle time.Duration) []loggedFault {
 		if m := selfLine.FindStringSubmatch(log); m != nil {
 			self = m[1]
 		}
-		for _, line := range strings.Split(log, "\n") {
-			tm := logTime.FindStringSubmatch(line)
-			if tm == nil {
-				continue
-			}
-			at, err := time.Parse(time.RFC3339Nano, tm[1])
-			if err != nil {
-				continue
-			}
+		for at, line := range timedLines(log) {
 			if m := pausedLine.FindStringSubmatch(line); m != nil {
 				if gap, err := time.ParseDuration(m[1]); err == nil {
 					fs = append(fs, loggedFault{history.Window{Name: fmt.Sprintf("node %d did not run for %s", i, m[1]), Start: at.Add(-gap), End: at.Add(settle)}, at, stoppedAt(self, at.Add(-gap), at)})
@@ -350,13 +364,8 @@ func staggeredRestarts(logs []string, strict []history.Window) []history.Window 
 		var first, last time.Time
 		started := 0
 		for _, log := range logs {
-			for _, line := range strings.Split(log, "\n") {
-				tm := logTime.FindStringSubmatch(line)
-				if tm == nil || !selfLine.MatchString(line) {
-					continue
-				}
-				at, err := time.Parse(time.RFC3339Nano, tm[1])
-				if err != nil || at.Before(s.Start) || at.After(s.End) {
+			for at, line := range timedLines(log) {
+				if !selfLine.MatchString(line) || at.Before(s.Start) || at.After(s.End) {
 					continue
 				}
 				if started++; first.IsZero() || at.Before(first) {
@@ -824,15 +833,11 @@ func killedNodes(logs []string) []cutOff {
 func stalledNodes(logs []string) []cutOff {
 	var out []cutOff
 	for i, log := range logs {
-		for _, line := range strings.Split(log, "\n") {
-			m, tm := pausedLine.FindStringSubmatch(line), logTime.FindStringSubmatch(line)
-			if m == nil || tm == nil {
-				continue
-			}
-			gap, err1 := time.ParseDuration(m[1])
-			at, err2 := time.Parse(time.RFC3339Nano, tm[1])
-			if err1 == nil && err2 == nil {
-				out = append(out, cutOff{node: i, from: at.Add(-gap), to: at})
+		for at, line := range timedLines(log) {
+			if m := pausedLine.FindStringSubmatch(line); m != nil {
+				if gap, err := time.ParseDuration(m[1]); err == nil {
+					out = append(out, cutOff{node: i, from: at.Add(-gap), to: at})
+				}
 			}
 		}
 	}
