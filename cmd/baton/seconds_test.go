@@ -1,29 +1,72 @@
 package main
 
 import (
+	"encoding/json"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
-// A --wait or --lease below a nanosecond is still positive: the shortest
-// duration, never 0, which for --wait means no limit (and for --lease the
-// server's default). Before, --wait 0.0000000001 on a held lock waited
-// for ever.
+// A --wait or --lease above 0 but below a nanosecond is refused, as the
+// node refuses lease=1e-10 and wait=1e-10 (a 400 naming the field): it is
+// never 0, which for --wait means no limit, and never rounded up to 1 ns,
+// another request than the one written. Before, the CLI sent 1 ns.
 func TestParseSecondsBelowANanosecond(t *testing.T) {
+	for _, in := range []string{"0.0000000001", "1e-12", "1e-400", "0.5ns", "0.9ns", "0.0000000009"} {
+		if got, err := parseSeconds(in); err == nil || !strings.Contains(err.Error(), "below 1 ns") {
+			t.Errorf("parseSeconds(%q) = %v, %v; want an error saying it is below 1 ns", in, got, err)
+		}
+	}
 	for _, c := range []struct {
 		in   string
 		want time.Duration
 	}{
-		{"0.0000000001", 1}, {"1e-12", 1}, {"1e-400", 1}, {"0.5ns", 1}, {"0.9ns", 1},
-		{"1ns", 1}, {"0.5", 500 * time.Millisecond}, {"1m30s", 90 * time.Second},
-		{"0", 0}, {"0.000", 0}, {"0s", 0}, {"0e5", 0},
+		{"1ns", 1}, {"0.000000001", 1}, {"1e-9", 1}, {"0.5", 500 * time.Millisecond}, {"1m30s", 90 * time.Second},
+		{"0", 0}, {"0.000", 0}, {"0s", 0}, {"0e5", 0}, {"0e-400", 0},
 	} {
 		got, err := parseSeconds(c.in)
 		if err != nil || got != c.want {
 			t.Errorf("parseSeconds(%q) = %v, %v; want %v", c.in, got, err, c.want)
 		}
+	}
+}
+
+// Through the commands: a --lease or --wait below 1 ns is a usage error
+// (exit 2) naming the flag, and nothing reaches the node. Before, acquire
+// --lease 1e-10 was granted a 1 ns lease (and, the grant ended before its
+// answer was read, acquired again up to ten more times).
+func TestDurationFlagBelowANanosecondIsUsage(t *testing.T) {
+	url := startNode(t)
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"acquire", "k", "--lease", "1e-10"}, "--lease"},
+		{[]string{"acquire", "k", "--lease", "0.5ns"}, "--lease"},
+		{[]string{"acquire", "k", "--wait", "0.0000000001"}, "--wait"},
+		{[]string{"acquire", "k", "--wait", "1e-400"}, "--wait"},
+		{[]string{"renew", "k", "1", "--lease", "1e-12"}, "--lease"},
+		{[]string{"run", "k", "--wait", "1e-10", "--", "true"}, "--wait"},
+		{[]string{"run", "k", "--lease", "0.1ns", "--", "true"}, "--lease"},
+	} {
+		r := runCLI(t, url, false, c.args[0], c.args[1:]...)
+		if msg := r.stderr.String(); r.code != exitUsage || !strings.Contains(msg, c.flag) || !strings.Contains(msg, "below 1 ns") {
+			t.Errorf("baton %s: exit %d, stderr %q; want exit %d naming %s, below 1 ns", strings.Join(c.args, " "), r.code, msg, exitUsage, c.flag)
+		}
+	}
+	resp, err := http.Get(url + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ev struct{ Events []json.RawMessage }
+	if err := json.NewDecoder(resp.Body).Decode(&ev); err != nil {
+		t.Fatal(err)
+	}
+	if len(ev.Events) != 0 {
+		t.Errorf("the node has %d events after refused commands, want none: %s", len(ev.Events), ev.Events[0])
 	}
 }
 
