@@ -179,11 +179,10 @@ func parseSeconds(s string) (time.Duration, error) {
 		if f > (1<<62)/float64(time.Second) {
 			return 0, fmt.Errorf("%q is out of range (at most %.0f seconds)", s, (1<<62)/float64(time.Second))
 		}
-		d := time.Duration(f * float64(time.Second))
-		if d == 0 && (f != 0 || underflowed(s)) {
-			d = 1 // below a nanosecond, yet not 0 (no limit for --wait)
+		if engine.SecondsBelowResolution(f) || (f == 0 && underflowed(s)) {
+			return 0, belowResolution(s)
 		}
-		return d, nil
+		return time.Duration(f * float64(time.Second)), nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
@@ -193,9 +192,17 @@ func parseSeconds(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("%q is negative", s)
 	}
 	if d == 0 && strings.ContainsAny(s, "123456789") {
-		d = 1 // "0.5ns": below a nanosecond, yet not 0
+		return 0, belowResolution(s) // "0.5ns"
 	}
 	return d, nil
+}
+
+// belowResolution is parseSeconds' error for s, a duration above 0 but
+// below engine.Resolution (1 ns): neither 0 (for --wait, no limit) nor
+// rounded up to 1 ns, another request than the one written; the node
+// refuses such a lease or wait too.
+func belowResolution(s string) error {
+	return fmt.Errorf("%q is above 0 but below 1 ns, the shortest duration a node keeps (0.000000001 or 1ns)", s)
 }
 
 // underflowed reports whether s, a decimal number that ParseFloat read as
