@@ -308,6 +308,34 @@ func parseToken(s string) (uint64, error) {
 	return t, nil
 }
 
+// checkKeyArg checks key, a command's KEY argument, against the rules
+// every node applies (engine.CheckKey): a key no node would take is a
+// usage error (exit 2) naming KEY, as a TOKEN that can be no fencing
+// token is, not the node's 400 (exit 1, the exit of an unavailable
+// node, which a script may retry).
+func checkKeyArg(key string) error {
+	return keyUsage("KEY", engine.CheckKey(key))
+}
+
+// checkKeyFlag checks the value of flag (--key, --prefix, --after: a key
+// or a part of one, "" when left out) as checkKeyArg checks a KEY.
+func checkKeyFlag(flag, s string) error {
+	return keyUsage(flag, engine.CheckKeyText(flag, s))
+}
+
+// keyUsage is err, an engine check's *engine.ArgError (or nil), as a
+// usage error naming what (the argument or the flag).
+func keyUsage(what string, err error) error {
+	var ae *engine.ArgError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae):
+		return usagef("%s %s", what, ae.Reason)
+	}
+	return usagef("%s: %s", what, err)
+}
+
 // modeFlags are the acquire flags of issue 14: --limit, --shared, --owner.
 type modeFlags struct {
 	limit  holderLimit
@@ -391,6 +419,9 @@ func cmdAcquire(ctx context.Context, args []string, cio cliIO) error {
 	}
 	if f.fs.NArg() != 1 {
 		return usagef("want KEY, got %s", nargs(f.fs.NArg()))
+	}
+	if err := checkKeyArg(f.fs.Arg(0)); err != nil {
+		return err
 	}
 	c, err := f.client(cio)
 	if err != nil {
@@ -531,6 +562,9 @@ func keyToken(f *clientFlags, args []string, cio cliIO) (c *api.Client, key stri
 	if f.fs.NArg() != 2 {
 		return nil, "", 0, usagef("want KEY TOKEN, got %s", nargs(f.fs.NArg()))
 	}
+	if err := checkKeyArg(f.fs.Arg(0)); err != nil {
+		return nil, "", 0, err
+	}
 	if tok, err = parseToken(f.fs.Arg(1)); err != nil {
 		return nil, "", 0, err
 	}
@@ -552,7 +586,11 @@ func cmdRelease(ctx context.Context, args []string, cio cliIO) error {
 		return usagef("--force: want KEY and no TOKEN, got %s", nargs(f.fs.NArg()))
 	case !*force && f.fs.NArg() != 2:
 		return usagef("want KEY TOKEN, got %s", nargs(f.fs.NArg()))
-	case !*force:
+	}
+	if err := checkKeyArg(f.fs.Arg(0)); err != nil {
+		return err
+	}
+	if !*force {
 		var err error
 		if tok, err = parseToken(f.fs.Arg(1)); err != nil {
 			return err
@@ -606,6 +644,17 @@ func cmdStatus(ctx context.Context, args []string, cio cliIO) error {
 		// -1 was sent as no limit (the default) and 20000 went to the
 		// server, exit 1: both are a bad flag.
 		return usagef("--limit must be from 0 (the server's default) to %d, got %d", handlers.MaxListLimit, *limit)
+	}
+	if f.fs.NArg() == 1 {
+		if err := checkKeyArg(f.fs.Arg(0)); err != nil {
+			return err
+		}
+	}
+	if err := checkKeyFlag("--prefix", *prefix); err != nil {
+		return err
+	}
+	if err := checkKeyFlag("--after", *after); err != nil {
+		return err
 	}
 	c, err := f.client(cio)
 	if err != nil {
@@ -748,6 +797,9 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) (int, error) {
 		return exitUsage, usagef("want exactly one KEY before --, got %d", dash)
 	}
 	key, command := rest[0], rest[1:]
+	if err := checkKeyArg(key); err != nil {
+		return exitUsage, err
+	}
 
 	c, err := f.client(cio)
 	if err != nil {

@@ -112,6 +112,9 @@ func cmdEvents(ctx context.Context, args []string, cio cliIO) error {
 		// No key is "": sent as none, it listed every key's events.
 		return usagef("--key is empty (leave it out for the events of every key)")
 	}
+	if err := checkKeyFlag("--key", *key); err != nil {
+		return err
+	}
 	c, err := f.client(cio)
 	if err != nil {
 		return err
