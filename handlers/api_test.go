@@ -787,6 +787,12 @@ func TestBadInput(t *testing.T) {
 		{"Idempotency-Key empty", "POST", "/locks/k", "", []string{api.HeaderIdempotencyKey, ""}, 400, api.HeaderIdempotencyKey},
 		{"Idempotency-Key of blanks", "POST", "/locks/k", "", []string{api.HeaderIdempotencyKey, "  "}, 400, api.HeaderIdempotencyKey},
 		{"status with a parameter", "GET", "/locks/h?lease=1", "", nil, 400, "lease"},
+		// The token's header form on a call that takes no token is a 400
+		// naming token, as token in its query or body is: before, a POST
+		// with a Lock-Token was granted (or queued) as if it had none.
+		{"Lock-Token on POST", "POST", "/locks/k", "", []string{api.HeaderLockToken, "5"}, 400, "token"},
+		{"Lock-Token of the holder on POST", "POST", "/locks/h?wait=0.001", "", []string{api.HeaderLockToken, ht}, 400, "token"},
+		{"empty Lock-Token on POST", "POST", "/locks/k", "", []string{api.HeaderLockToken, ""}, 400, "token"},
 		{"two Lock-Token headers", "DELETE", "/locks/h", "", []string{api.HeaderLockToken, ht, api.HeaderLockToken, "1"}, 400, "token"},
 		{"two Lock-Token headers, the holder's second", "DELETE", "/locks/h", "", []string{api.HeaderLockToken, "1", api.HeaderLockToken, ht}, 400, "token"},
 		{"list with a bad escape", "GET", "/locks?prefix=%zz", "", nil, 400, "prefix"},
