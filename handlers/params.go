@@ -99,8 +99,9 @@ func index(names []string, name string) int {
 // parseLockParams reads the key from the path and lease, wait and token
 // from the query string, a JSON body and (token) the Lock-Token header,
 // and validates them. Naming one parameter in two places, an unknown
-// parameter, a malformed value or body is a 400 that names the field; a
-// body over maxBody a 413.
+// parameter (a Lock-Token header on a call that takes no token too), a
+// malformed value or body is a 400 that names the field; a body over
+// maxBody a 413.
 func (s *Server) parseLockParams(w http.ResponseWriter, r *http.Request) (lockParams, error) {
 	p, err := s.readLockParams(w, r)
 	if err == nil {
@@ -147,6 +148,10 @@ func (s *Server) readLockParams(w http.ResponseWriter, r *http.Request) (lockPar
 			if err := p.set("token", h); err != nil {
 				return p, err
 			}
+		} else {
+			// The token's header form, refused as token in the query
+			// or the body of this call is (notParameter), not ignored.
+			return p, badRequest("token", "is not a parameter of "+r.Method+" /locks/{key}: the Lock-Token header goes with a release or a renew (DELETE, PATCH)")
 		}
 	}
 	return p, nil
