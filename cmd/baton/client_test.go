@@ -205,6 +205,7 @@ func TestUsage(t *testing.T) {
 		{"run", "k", "--addr", "baton://nohost", "--", "true"},
 		{"release", "k", "5", "--addr", "http://a:1/path"},
 		{"status", "--addr", " , "},
+		{"status", "--addr", "http://127.0.0.1:99999"},
 		{"status", "--limit", "-1"},
 		{"status", "--limit", "10001"},
 		{"release", "k"},
