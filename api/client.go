@@ -179,7 +179,7 @@ func SplitAddresses(s string) []string {
 
 // parseAddress turns a configured address into a base URL: scheme http,
 // https, baton or batons (the native protocol, which needs a port: there
-// is no default native_listen), a host with a port, no path.
+// is no default native_listen), a host with a port (1 to 65535), no path.
 func parseAddress(s string) (*url.URL, error) {
 	if !strings.Contains(s, "://") {
 		s = "http://" + s
@@ -193,6 +193,12 @@ func parseAddress(s string) (*url.URL, error) {
 	}
 	if u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
 		return nil, fmt.Errorf("baton: address %q: want scheme://host:port", s)
+	}
+	if p := u.Port(); p != "" {
+		// url.Parse takes any digits; a TCP port is 1 to 65535.
+		if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
+			return nil, fmt.Errorf("baton: address %q: port %s: want 1 to 65535", s, p)
+		}
 	}
 	host := u.Host
 	if nativeScheme(u.Scheme) && u.Port() == "" {
