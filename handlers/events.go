@@ -287,7 +287,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &httpError{status: http.StatusNotFound, body: api.Error{Code: api.CodeNotFound, Message: "this node keeps no event log"}})
 		return
 	}
-	q, err := strictQuery(r, "GET /events", "since", "key")
+	q, err := strictQuery(w, r, "GET /events", "since", "key")
 	if err != nil {
 		s.writeError(w, r, err)
 		return

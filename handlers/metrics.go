@@ -481,7 +481,7 @@ func (m *Metrics) shard(key string) *handoffShard {
 //	@Security		BearerAuth
 //	@Router			/metrics [get]
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	if err := noParams(r, "GET /metrics"); err != nil {
+	if err := noParams(w, r, "GET /metrics"); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

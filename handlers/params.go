@@ -220,8 +220,8 @@ func (p *lockParams) setQuery(raw, method string, names []string, from *sources)
 // parameters names, each at most once: a malformed query string, an
 // unknown or a repeated parameter is a 400 that names it, as for the lock
 // calls. route names the call in the message ("GET /locks").
-func strictQuery(r *http.Request, route string, names ...string) (url.Values, error) {
-	if err := noBody(r, route); err != nil {
+func strictQuery(w http.ResponseWriter, r *http.Request, route string, names ...string) (url.Values, error) {
+	if err := noBody(w, r, route); err != nil {
 		return nil, err
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
@@ -250,21 +250,46 @@ func strictQuery(r *http.Request, route string, names ...string) (url.Values, er
 // noBody refuses a body on a read (route, such as "GET /locks"), which
 // takes its parameters in the query string alone: a {"prefix":"x"} body
 // was ignored, and the whole list answered as if it had been obeyed.
-// Only a body announced by Content-Length counts (an empty chunked one is
-// not read for).
-func noBody(r *http.Request, route string) error {
-	if r.ContentLength > 0 {
+// What counts as a body is hasBody's.
+func noBody(w http.ResponseWriter, r *http.Request, route string) error {
+	if hasBody(w, r) {
 		return badRequest("body", route+" takes its parameters in the query string, not in a body")
 	}
 	return nil
+}
+
+// hasBody reports whether r, a read's request, carries a body: one
+// announced by Content-Length, or one of unknown length (chunked over
+// HTTP/1.1; over HTTP/2 a request whose headers did not end the stream)
+// that yields a byte. An empty one is none. The byte is awaited at most
+// bodyTimeout, as readBody awaits a body: one that does not come by then
+// counts as a body (a 400 then, and the connection closed, the deadline
+// kept); otherwise the deadline is lifted, so that a stream of events
+// that follows is not cut by it.
+func hasBody(w http.ResponseWriter, r *http.Request) bool {
+	switch {
+	case r.ContentLength > 0:
+		return true
+	case r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody:
+		return false
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
+	var b [1]byte
+	n, err := io.ReadFull(r.Body, b[:])
+	if n == 0 && err != nil && !errors.Is(err, io.EOF) {
+		return true // not arrived in time, or not readable: refused, the deadline kept
+	}
+	_ = rc.SetReadDeadline(time.Time{})
+	return n > 0
 }
 
 // noParams refuses a body and every query parameter on a call that takes
 // none (route, such as "GET /cluster"): a 400 naming the first parameter
 // of the query string ("query" when its name does not decode). Those calls
 // ignored them, while the others refuse what they do not take.
-func noParams(r *http.Request, route string) error {
-	if r.ContentLength > 0 {
+func noParams(w http.ResponseWriter, r *http.Request, route string) error {
+	if hasBody(w, r) {
 		// Not noBody's message, which points to the query string:
 		// that takes none either.
 		return badRequest("body", route+" takes no parameters and no body")

@@ -545,7 +545,7 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 //	@Security	BearerAuth
 //	@Router		/locks/{key} [get]
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	if err := noParams(r, "GET /locks/{key}"); err != nil {
+	if err := noParams(w, r, "GET /locks/{key}"); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -592,7 +592,7 @@ const (
 //	@Security		BearerAuth
 //	@Router			/locks [get]
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
-	q, err := strictQuery(r, "GET /locks", "prefix", "limit", "after")
+	q, err := strictQuery(w, r, "GET /locks", "prefix", "limit", "after")
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -649,7 +649,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 //	@Failure	400	{object}	api.Error	"a parameter or a body was given"
 //	@Router		/healthz [get]
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	if err := noParams(r, "GET /healthz"); err != nil {
+	if err := noParams(w, r, "GET /healthz"); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -667,7 +667,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 //	@Failure	503	{object}	map[string]string	"not the active node"
 //	@Router		/readyz [get]
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if err := noParams(r, "GET /readyz"); err != nil {
+	if err := noParams(w, r, "GET /readyz"); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -116,7 +116,7 @@ func (s *Server) nodeClientTypes(w http.ResponseWriter, r *http.Request) {
 //	@Security	BearerAuth
 //	@Router		/cluster [get]
 func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
-	if err := noParams(r, "GET /cluster"); err != nil {
+	if err := noParams(w, r, "GET /cluster"); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
