@@ -267,3 +267,16 @@ func TestFlagsBeforeTheCommand(t *testing.T) {
 		t.Fatalf("baton --nonsense: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// `baton help COMMAND` for a command there is not is a usage error, as
+// `baton COMMAND` is: before, it printed the whole usage on stdout and
+// exited 0, as if the help asked for had been given.
+func TestHelpOfAnUnknownCommand(t *testing.T) {
+	code, stdout, stderr := runBin(t, nil, "help", "acquier")
+	if code != exitUsage || stdout != "" || !strings.Contains(stderr, `unknown command "acquier"`) {
+		t.Fatalf("baton help acquier: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if code, stdout, _ := runBin(t, nil, "help"); code != exitOK || !strings.Contains(stdout, "Exit codes:") {
+		t.Fatalf("baton help: exit %d, stdout %q", code, stdout)
+	}
+}
