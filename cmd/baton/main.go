@@ -74,6 +74,11 @@ func run(args []string) int {
 		if len(args) > 1 && commandHelps[args[1]].synopsis != "" {
 			return run([]string{args[1], "--help"})
 		}
+		if len(args) > 1 && args[1] != "help" && args[1] != "-h" && args[1] != "--help" {
+			// As `baton acquier`: not the usage on stdout and exit 0.
+			fmt.Fprintf(os.Stderr, "baton help: unknown command %q\n\n%s", args[1], usage)
+			return exitUsage
+		}
 		fmt.Print(usage)
 		return exitOK
 	}
