@@ -181,16 +181,31 @@ func (s *shard) applyGrant(lk *lock, r *Record, at stamp) *waiter {
 	s.e.tokens.observe(r.Token)
 	s.newest = max(s.newest, r.Token)
 	s.setLimit(lk, r.Limit)
+	h := lk.find(r.Token) // a duplicate grant takes its own slot again
+	if h == nil && lk.holders() > 0 && !lk.canGrant(r.Mode) && (lk.limit() == 1 || r.Mode != lk.mode()) {
+		// A grant that the holders this replica still has leave no room
+		// for: it missed their ends, which the active made before it (a
+		// release its log refused but that it applied, as a promotion's
+		// take-back of an undelivered grant does). With one slot, or in
+		// another mode than theirs, every one of them is over: each ends
+		// here, its waiter ID remembered as ended (a repeat is told
+		// ErrGrantEnded), before the grant takes a slot in its own mode.
+		// Only its first slot taken over, a reader's grant over a writer
+		// kept the writer's mode, the next reader took that slot again
+		// and the first was lost; a writer's left readers beside it; and
+		// the replaced holder's ticket stayed granted with a token no
+		// slot held (repeat dereferenced a nil slot). With a limit above
+		// 1 in their mode, which of them ended cannot be told: the grant
+		// takes a slot of its own until their leases end.
+		lk.each(func(o *hold) {
+			if o.holder == t {
+				o.holder = nil // its own waiter ID, granted again
+			}
+			s.endGrant(lk, o, at, EventRelease, false)
+		})
+	}
 	if lk.holders() == 0 && (r.Mode != Exclusive || lk.x != nil) {
 		lk.ext().mode = r.Mode
-	}
-	h := lk.find(r.Token) // a duplicate grant takes its own slot again
-	if h == nil && lk.limit() == 1 && lk.token != 0 && !lk.canGrant(r.Mode) {
-		// A grant over an exclusive holder this replica still has (it
-		// missed the end): the grant replaces it, as with one slot it
-		// always did. (Shared holders under the default limit of 1 hold
-		// together: a reader's grant takes a slot of its own.)
-		h = &lk.hold
 	}
 	if h == nil {
 		h = lk.freeSlot()
