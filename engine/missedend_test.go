@@ -29,6 +29,11 @@ func TestGrantOverMissedEndsEndsTheStaleHolders(t *testing.T) {
 		now := time.Now().UnixNano()
 		return Record{Kind: RecGrant, Key: "k", Token: token, Lease: time.Minute, At: now, Expires: now + int64(time.Minute), WaiterID: id, Mode: mode}
 	}
+	semGrant := func(token uint64, id string) Record {
+		r := grant(token, id, Exclusive)
+		r.Limit = 2
+		return r
+	}
 	for _, c := range []struct {
 		name  string
 		recs  []Record
@@ -39,6 +44,12 @@ func TestGrantOverMissedEndsEndsTheStaleHolders(t *testing.T) {
 		{"readers over a writer", []Record{grant(10, "w", Exclusive), grant(11, "r1", Shared), grant(12, "r2", Shared)}, []string{"w"}, []string{"r1", "r2"}, Shared},
 		{"a writer over readers", []Record{grant(10, "r1", Shared), grant(11, "r2", Shared), grant(12, "w", Exclusive)}, []string{"r1", "r2"}, []string{"w"}, Exclusive},
 		{"a writer over a writer", []Record{grant(10, "w1", Exclusive), grant(11, "w2", Exclusive)}, []string{"w1"}, []string{"w2"}, Exclusive},
+		// The missed end was a release that forgot the waiter ID, which
+		// then acquired again: the ID holds its new grant.
+		{"a writer over its own waiter ID", []Record{grant(10, "w", Exclusive), grant(11, "w", Exclusive)}, nil, []string{"w"}, Exclusive},
+		// A semaphore in one mode cannot tell which holder ended: the
+		// grant takes a slot of its own, and every holder stays.
+		{"a semaphore at its limit", []Record{semGrant(10, "s1"), semGrant(11, "s2"), semGrant(12, "s3")}, nil, []string{"s1", "s2", "s3"}, Exclusive},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
