@@ -29,9 +29,11 @@ func TestSemaphoreSlotsOfKilledClientsGoToWaitersInOrder(t *testing.T) {
 	needBinary(t)
 	n := startServeAt(t, testproc.FreeAddr(t, "127.0.0.61"), t.TempDir(), nil)
 	c := apiClient(t, n.url)
+	// The dead holders' leases are short, yet long enough that no
+	// renewal a loaded machine delays ends one before the waiters queue.
 	var dead []*runProc
 	for i := range 3 {
-		p := startRun(t, n.url, "pool", "--limit", "3", "--lease", "1", "--owner", fmt.Sprint("dead-", i), "--",
+		p := startRun(t, n.url, "pool", "--limit", "3", "--lease", "3", "--owner", fmt.Sprint("dead-", i), "--",
 			"sh", "-c", "echo ready; exec sleep 600")
 		p.stdout.waitFor(t, "ready\n")
 		dead = append(dead, p)
