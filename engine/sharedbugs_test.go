@@ -288,3 +288,45 @@ func TestLimitMismatchChangesNothing(t *testing.T) {
 		}
 	})
 }
+
+// A writer queued behind readers with a wait gets its timeout when the
+// wait runs out, not a grant, and the readers queued behind it, whom it
+// held back, are granted in the same step; the readers that hold are
+// untouched. Replays redisson/redisson#1458 ("ReadWriteLock timeout does
+// not work as expected": a write lock's tryLock behind read locks) and
+// factcast/factcast#1794 (a Redisson-based write lock ignored maxWait).
+func TestWriterWaitRunsOutBehindReaders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		e := newEngine(t, Config{OnEvent: rec.add})
+		defer e.Close()
+		r1 := mustAcquire(t, e, AcquireRequest{Key: "cfg", Mode: Shared, Owner: "r1", Lease: time.Minute})
+		r2 := mustAcquire(t, e, AcquireRequest{Key: "cfg", Mode: Shared, Owner: "r2", Lease: time.Minute})
+		w := goAcquire(e, t.Context(), AcquireRequest{Key: "cfg", Owner: "writer", Wait: 2 * time.Second})
+		synctest.Wait()
+		r3 := goAcquire(e, t.Context(), AcquireRequest{Key: "cfg", Mode: Shared, Owner: "r3"})
+		synctest.Wait()
+		rec.take()
+		time.Sleep(2*time.Second - time.Millisecond)
+		synctest.Wait()
+		parked(t, "the writer before its wait ran out", w)
+		parked(t, "r3 behind the writer", r3)
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		wantErr(t, "the writer when its wait ran out", answered(t, "the writer", w).err, ErrTimeout)
+		if g := answered(t, "r3", r3); g.err != nil || g.g.Mode != Shared {
+			t.Fatalf("r3: %+v %v", g.g, g.err)
+		}
+		if k := kinds(rec.take()); k != "timeout,grant" {
+			t.Fatalf("events %s; want the writer's timeout, then r3's grant in the same step", k)
+		}
+		if o := ownersOf(t, e, "cfg"); !slices.Equal(o, []string{"r1", "r2", "r3"}) {
+			t.Fatalf("holders %v; want r1, r2 and r3", o)
+		}
+		for _, g := range []Grant{r1, r2} {
+			if _, err := e.Renew("cfg", g.Token, 0); err != nil {
+				t.Fatalf("renew of %s: %v", g.Owner, err)
+			}
+		}
+	})
+}
