@@ -538,9 +538,14 @@ func TestUnreadableLogIsAUsageError(t *testing.T) {
 // TestDataDirOfAnotherUserIsAUsageError: run as user nobody on a data_dir
 // it may write but whose files are root's, the node stops with exit 2 and
 // says that its user must read and write every file, for a segment it may
-// not read and for a token-hwm it may not read. Both were exit 1 (an error
-// of the running node) while a segment it could read but not write was
-// exit 2. Needs root (to be root's files and to start a node as nobody).
+// not read, for a token-hwm it may not read, and for a token-hwm it may
+// read and write but not replace (root's, in a data_dir with the sticky
+// bit: the rename of token-hwm.tmp over it is refused). The first two were
+// exit 1 (an error of the running node) while a segment it could read but
+// not write was exit 2; the third started and served, and then answered
+// every grant 503 (the mark could not be written), where the README says a
+// file the node's user may not replace is refused at start. Needs root (to
+// be root's files and to start a node as nobody).
 func TestDataDirOfAnotherUserIsAUsageError(t *testing.T) {
 	needBinary(t)
 	if os.Geteuid() != 0 {
@@ -570,10 +575,12 @@ func TestDataDirOfAnotherUserIsAUsageError(t *testing.T) {
 	for _, c := range []struct {
 		name          string
 		segMode, hwmM os.FileMode
+		dirMode       os.FileMode
 		names         string
 	}{
-		{"a segment it may not read", 0o640, 0o666, seg},
-		{"a token-hwm it may not read", 0o666, 0o600, hwm},
+		{"a segment it may not read", 0o640, 0o666, 0o777, seg},
+		{"a token-hwm it may not read", 0o666, 0o600, 0o777, hwm},
+		{"a token-hwm it may not replace", 0o666, 0o666, 0o777 | os.ModeSticky, hwm},
 	} {
 		if err := os.Chmod(seg, c.segMode); err != nil {
 			t.Fatal(err)
@@ -581,17 +588,47 @@ func TestDataDirOfAnotherUserIsAUsageError(t *testing.T) {
 		if err := os.Chmod(hwm, c.hwmM); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.Chmod(dir, c.dirMode); err != nil {
+			t.Fatal(err)
+		}
 		_ = os.Remove(filepath.Join(dir, "LOCK"))
-		cmd := exec.Command(bin, "serve", "--listen", freeAddr(t), "--data-dir", dir)
+		addr := freeAddr(t)
+		cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", dir)
 		cmd.Env = cleanEnv()
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
-		err := cmd.Run() // it stops at once: it never serves
+		err := runUntilServing(t, cmd, addr) // it stops at once: it never serves
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != exitUsage || !strings.Contains(stderr.String(), c.names) ||
 			!strings.Contains(stderr.String(), "must be able to read and write every file") {
 			t.Errorf("%s: %v, want exit 2 and a message naming %s and what the user needs:\n%s", c.name, err, c.names, stderr.String())
 		}
+	}
+}
+
+// runUntilServing runs cmd, a node that should refuse to start, to its
+// end; a node that serves instead (its /readyz answers) is killed, and
+// the error says so.
+func runUntilServing(t *testing.T, cmd *exec.Cmd, addr string) error {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		default:
+		}
+		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
+			resp.Body.Close()
+			_ = cmd.Process.Kill()
+			<-done
+			return errors.New("the node started and served")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
