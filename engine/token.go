@@ -86,9 +86,10 @@ func (e *TokenMarkError) Error() string {
 	return fmt.Sprintf("data_dir: %s is corrupt (%q); refusing to start, since a restart must never repeat a token", e.File, e.Content)
 }
 
-// openTokens reads the high-water mark in dataDir; a corrupt one is a
-// *TokenMarkError, or with repair dropped (written anew as 0: see
-// Config.RepairTokenMark).
+// openTokens reads the high-water mark in dataDir and writes it anew
+// (the same value); a corrupt one is a *TokenMarkError, or with repair
+// dropped (written anew as 0: see Config.RepairTokenMark); one the
+// process may not read or replace is an error wrapping fs.ErrPermission.
 func openTokens(dataDir string, margin time.Duration, repair bool) (*tokens, error) {
 	t := &tokens{margin: uint64(margin.Microseconds()), kick: make(chan struct{}, 1), told: make(chan struct{}, 1)}
 	if t.margin == 0 {
@@ -117,6 +118,15 @@ func openTokens(dataDir string, margin time.Duration, repair bool) (*tokens, err
 				return nil, fmt.Errorf("data_dir: %w", err)
 			}
 			break
+		}
+		// Written anew, the same mark, so that a file the node's user
+		// may read but not replace (another user's, in a directory with
+		// the sticky bit; an immutable one) stops the start here, as one
+		// it may not read does, instead of failing every grant once it
+		// serves. Any other failure (a full disk) is left to the first
+		// grant's write, as before: it must not keep a node from starting.
+		if err := t.write(v); errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("data_dir: %w", err)
 		}
 		t.last.Store(v)
 		t.ceiling.Store(v)
