@@ -291,6 +291,12 @@ type slot struct {
 	broken  chan struct{}    // closed when cc breaks
 	lastErr error
 	redial  chan struct{} // one slot: dial now instead of after the pause
+	// ups counts the connections the slot has had up (HTTP: once the
+	// handshake's round trip was answered; native: once dialled);
+	// silentUps is ups when a call last found the slot's connection
+	// silent (markSilent), so that a later connection tells apart
+	// (answersAgainLocked).
+	ups, silentUps uint64
 }
 
 // NewClient returns a Client for cfg's addresses and starts dialling them in
@@ -483,6 +489,7 @@ func (c *Client) keep(s *slot) {
 			broken := make(chan struct{})
 			c.mu.Lock()
 			s.state, s.cc, s.broken, s.lastErr = slotUp, cc, broken, nil
+			s.ups++
 			c.notifyLocked()
 			c.mu.Unlock()
 			cc.SetStateHook(func(cc *http.ClientConn) {
@@ -931,16 +938,43 @@ func (c *Client) answered(s *slot) {
 // silent node again. Any other redirect lifts it: the node named is the
 // one to ask, also when this call's connection to it broke (it is
 // dialled again).
+//
+// Once the slot has a later connection up than the one found silent
+// (markSilent) and the node answered on it (the cut between client and
+// node healed, the node resumed), the node is not silent any more, and a
+// redirect naming it lifts avoid too. Kept passed over, an acquire whose
+// connection to an active cut off from the client (no failover: the
+// standbys still reach it and name it) went round the standbys'
+// redirects after the cut healed until failoverPatience, and failed
+// unavailable.
 func (c *Client) stillSilent(avoid, silent *slot) bool {
-	return avoid != nil && avoid == silent && c.preferredIs(avoid.addr)
-}
-
-// preferredIs reports whether a is the preferred address (the node a
-// redirect or a served change named last).
-func (c *Client) preferredIs(a *address) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.preferred == a
+	return avoid != nil && avoid == silent && c.preferred == avoid.addr && !answersAgainLocked(avoid)
+}
+
+// markSilent records that a call found the connection s has now silent
+// (no answer within its bound, or its ping unanswered): stillSilent
+// keeps s passed over until a later connection of s answers.
+func (c *Client) markSilent(s *slot) {
+	c.mu.Lock()
+	s.silentUps = s.ups
+	c.mu.Unlock()
+}
+
+// answersAgainLocked reports whether s has a connection up that came
+// after the one markSilent saw and on which the node answered: over HTTP
+// every connection up has (the handshake's round trip); over baton://
+// one that read an answer (its first ping's, sent at once). A paused
+// node accepts TCP connections (its kernel does) but answers on none.
+func answersAgainLocked(s *slot) bool {
+	if s.ups == s.silentUps || s.state != slotUp {
+		return false
+	}
+	if s.nw != nil {
+		return s.nw.reads.Load() > 0
+	}
+	return s.cc != nil
 }
 
 // response is an answer read in full.

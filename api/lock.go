@@ -372,6 +372,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 					silents = append(silents, silentAttempt{pathQuery, hdr, s.addr})
 				}
 				silent = s
+				c.markSilent(s)
 			}
 			if noAnswer {
 				// The next attempt (same Idempotency-Key: it finds a
@@ -1258,6 +1259,7 @@ func (l *Lock) keepAlive(ctx context.Context) {
 			}
 			if silent && s != nil {
 				avoid = s
+				l.c.markSilent(s)
 			}
 			if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotHolder) {
 				return // Renew marked it lost

@@ -643,6 +643,7 @@ func (c *Client) nkeep(s *slot) {
 		if err == nil {
 			c.mu.Lock()
 			s.state, s.nw, s.lastErr = slotUp, w, nil
+			s.ups++
 			c.notifyLocked()
 			c.mu.Unlock()
 			select {
@@ -1070,6 +1071,7 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 				// grant (abandon), as after an attempt's limit.
 				*dropped = append(*dropped, &nattemptLate{q: q, at: s.addr, came: true})
 				silent = s
+				c.markSilent(s)
 			}
 			if !errors.Is(err, errNoAnswer) {
 				lost = s.addr // a late answer cannot come (dropped has those)
@@ -1077,6 +1079,7 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 				// As in Acquire: the next attempt (same id) waits only
 				// what is left of the wait.
 				silent = s
+				c.markSilent(s)
 				wait = leftOf(o.wait, start)
 				line = q.line(buf[:0], wait)
 			}
