@@ -50,35 +50,7 @@ func acquireAfterHeal(t *testing.T, proto string) {
 	srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
 	var silent atomic.Bool
 	var moves atomic.Int32
-	var active, standby string
-	if proto == "native" {
-		proxy := silentProxy(t, srv.Native, &silent)
-		active = "baton://" + proxy
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		sb := native.New(srv.eng, native.Config{Gate: countingGate{proxy, &moves}})
-		done := make(chan struct{})
-		go func() { defer close(done); _ = sb.Serve(ln) }()
-		t.Cleanup(func() { sb.Close(); <-done })
-		standby = "baton://" + ln.Addr().String()
-	} else {
-		proxy := silentProxy(t, srv.Addr, &silent)
-		active = "http://" + proxy
-		sb := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !strings.HasPrefix(r.URL.Path, "/locks") {
-				return
-			}
-			moves.Add(1)
-			http.Redirect(w, r, active+r.URL.RequestURI(), http.StatusTemporaryRedirect)
-		}))
-		sb.Config.Protocols = new(http.Protocols)
-		sb.Config.Protocols.SetUnencryptedHTTP2(true)
-		sb.Start()
-		t.Cleanup(sb.Close)
-		standby = sb.URL
-	}
+	active, standby := activeBehindProxy(t, srv, proto, &silent, &moves)
 	ctx := ctxBound(t)
 	holder := newClient(t, nil, srv.URL)
 	h, err := holder.Acquire(ctx, "k", api.WithLease(time.Minute))
@@ -132,4 +104,91 @@ func acquireAfterHeal(t *testing.T, proto string) {
 	if err := r.l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A keep-alive whose renewal went unanswered on the active's connection
+// (a short cut between client and active, no failover) goes back to the
+// active once that same connection answers again: the cut healed before
+// a ping broke the connection, and TCP delivered what it held. Its next
+// attempts passed over the connection for the rest of the round, the
+// standbys' redirects naming the active kept it passed over, and the
+// lock was reported lost at the end of its lease while the active
+// answered (and had even made the late renewal). Seen with real
+// processes over h2c: a 6 s lease, the client cut from the active both
+// ways for 1.5 s from just before a renewal, Lost at the lease end, the
+// node showing the grant renewed.
+func TestKeepAliveReturnsToTheActiveWhoseConnectionAnswersAgain(t *testing.T) {
+	for _, proto := range []string{"http", "native"} {
+		t.Run(proto, func(t *testing.T) { keepAliveAfterHeal(t, proto) })
+	}
+}
+
+func keepAliveAfterHeal(t *testing.T, proto string) {
+	srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
+	var silent atomic.Bool
+	var moves atomic.Int32
+	active, standby := activeBehindProxy(t, srv, proto, &silent, &moves)
+	c := newClient(t, func(c *api.Config) { c.ConnsPerAddress = 1 }, active, standby)
+	ctx := ctxBound(t)
+	const lease = 2 * time.Second
+	l, err := c.Acquire(ctx, "k", api.WithLease(lease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := l.Expiry()
+	silent.Store(true) // the cut: the next renewal goes unanswered
+	l.KeepAlive(ctx)
+	eventually(t, "an attempt after the unanswered one, redirected by the standby", func() bool { return moves.Load() >= 1 })
+	silent.Store(false) // the heal, on the same connection
+	eventually(t, "the lock renewed or lost", func() bool {
+		select {
+		case <-l.Lost():
+			return true
+		default:
+			return l.Expiry().After(first)
+		}
+	})
+	if err := l.Err(); err != nil {
+		t.Fatalf("lost while the active answers again (%d redirects): %v", moves.Load(), err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// activeBehindProxy puts srv (proto "http" or "native") behind a
+// silentProxy, which stops forwarding while silent is set, and starts a
+// standby that moves every lock call to it (307, M), counting them in
+// moves. It returns the addresses of both for a client.
+func activeBehindProxy(t *testing.T, srv *testServer, proto string, silent *atomic.Bool, moves *atomic.Int32) (active, standby string) {
+	t.Helper()
+	if proto == "native" {
+		proxy := silentProxy(t, srv.Native, silent)
+		active = "baton://" + proxy
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb := native.New(srv.eng, native.Config{Gate: countingGate{proxy, moves}})
+		done := make(chan struct{})
+		go func() { defer close(done); _ = sb.Serve(ln) }()
+		t.Cleanup(func() { sb.Close(); <-done })
+		standby = "baton://" + ln.Addr().String()
+	} else {
+		proxy := silentProxy(t, srv.Addr, silent)
+		active = "http://" + proxy
+		sb := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasPrefix(r.URL.Path, "/locks") {
+				return
+			}
+			moves.Add(1)
+			http.Redirect(w, r, active+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+		}))
+		sb.Config.Protocols = new(http.Protocols)
+		sb.Config.Protocols.SetUnencryptedHTTP2(true)
+		sb.Start()
+		t.Cleanup(sb.Close)
+		standby = sb.URL
+	}
+	return active, standby
 }
