@@ -44,6 +44,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -291,12 +292,45 @@ type slot struct {
 	broken  chan struct{}    // closed when cc breaks
 	lastErr error
 	redial  chan struct{} // one slot: dial now instead of after the pause
-	// ups counts the connections the slot has had up (HTTP: once the
-	// handshake's round trip was answered; native: once dialled);
-	// silentUps is ups when a call last found the slot's connection
-	// silent (markSilent), so that a later connection tells apart
+	// heard counts the reads that brought bytes on the slot's
+	// connections (hearing, which dials them); silentHeard is heard when
+	// a call last found the slot's connection silent (markSilent), so
+	// that the node's next answer on it or on a later connection shows
 	// (answersAgainLocked).
-	ups, silentUps uint64
+	heard       atomic.Uint64
+	silentHeard uint64
+}
+
+// heardKey carries a slot's heard counter in the context of its dials,
+// for hearing.
+type heardKey struct{}
+
+// hearing wraps dial so that a connection dialled under a context that
+// carries a slot's heard counter (heardKey) counts on it each read that
+// brings bytes: the node answered on it (any answer, a ping's, or the
+// late answer of a call given up).
+func hearing(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if h, ok := ctx.Value(heardKey{}).(*atomic.Uint64); ok && err == nil {
+			return heardConn{conn, h}, nil
+		}
+		return conn, err
+	}
+}
+
+// heardConn counts its reads that brought bytes on heard.
+type heardConn struct {
+	net.Conn
+	heard *atomic.Uint64
+}
+
+func (c heardConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.heard.Add(1)
+	}
+	return n, err
 }
 
 // NewClient returns a Client for cfg's addresses and starts dialling them in
@@ -353,6 +387,7 @@ func NewClient(cfg Config) (*Client, error) {
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	}
+	dial = hearing(dial)
 	var protos http.Protocols
 	protos.SetHTTP2(true)            // https: ALPN offers h2 only
 	protos.SetUnencryptedHTTP2(true) // http: h2c with prior knowledge
@@ -464,7 +499,7 @@ func (c *Client) keep(s *slot) {
 		defer c.removeSlot(s)
 	}
 	for {
-		dctx, cancel := context.WithTimeout(c.ctx, c.cfg.DialTimeout)
+		dctx, cancel := context.WithTimeout(context.WithValue(c.ctx, heardKey{}, &s.heard), c.cfg.DialTimeout)
 		cc, err := c.tr.NewClientConn(dctx, scheme, host)
 		if err == nil {
 			if err = c.handshake(dctx, cc, s.addr.base); err != nil {
@@ -489,7 +524,6 @@ func (c *Client) keep(s *slot) {
 			broken := make(chan struct{})
 			c.mu.Lock()
 			s.state, s.cc, s.broken, s.lastErr = slotUp, cc, broken, nil
-			s.ups++
 			c.notifyLocked()
 			c.mu.Unlock()
 			cc.SetStateHook(func(cc *http.ClientConn) {
@@ -939,14 +973,14 @@ func (c *Client) answered(s *slot) {
 // one to ask, also when this call's connection to it broke (it is
 // dialled again).
 //
-// Once the slot has a later connection up than the one found silent
-// (markSilent) and the node answered on it (the cut between client and
-// node healed, the node resumed), the node is not silent any more, and a
-// redirect naming it lifts avoid too. Kept passed over, an acquire whose
+// Once the node answered on the slot after the call found it silent
+// (markSilent: the cut between client and node healed, the node resumed;
+// on the same connection or a later one), it is not silent any more, and
+// a redirect naming it lifts avoid too. Kept passed over, an acquire whose
 // connection to an active cut off from the client (no failover: the
 // standbys still reach it and name it) went round the standbys'
-// redirects after the cut healed until failoverPatience, and failed
-// unavailable.
+// redirects after the cut healed until failoverPatience and failed
+// unavailable, and a keep-alive's renewals did until the lease ran out.
 func (c *Client) stillSilent(avoid, silent *slot) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -955,26 +989,19 @@ func (c *Client) stillSilent(avoid, silent *slot) bool {
 
 // markSilent records that a call found the connection s has now silent
 // (no answer within its bound, or its ping unanswered): stillSilent
-// keeps s passed over until a later connection of s answers.
+// keeps s passed over until the node answers on s again.
 func (c *Client) markSilent(s *slot) {
 	c.mu.Lock()
-	s.silentUps = s.ups
+	s.silentHeard = s.heard.Load()
 	c.mu.Unlock()
 }
 
-// answersAgainLocked reports whether s has a connection up that came
-// after the one markSilent saw and on which the node answered: over HTTP
-// every connection up has (the handshake's round trip); over baton://
-// one that read an answer (its first ping's, sent at once). A paused
-// node accepts TCP connections (its kernel does) but answers on none.
+// answersAgainLocked reports whether s is up and its node answered on it
+// (any bytes read, on the connection found silent or on a later one)
+// since markSilent. A paused node accepts TCP connections (its kernel
+// does) but sends nothing on any.
 func answersAgainLocked(s *slot) bool {
-	if s.ups == s.silentUps || s.state != slotUp {
-		return false
-	}
-	if s.nw != nil {
-		return s.nw.reads.Load() > 0
-	}
-	return s.cc != nil
+	return s.state == slotUp && s.heard.Load() != s.silentHeard
 }
 
 // response is an answer read in full.

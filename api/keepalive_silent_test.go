@@ -84,16 +84,13 @@ func TestKeepAliveKeepsAvoidingASilentActiveARedirectNames(t *testing.T) {
 	var silent atomic.Bool
 	var redirects atomic.Int32
 	var served atomic.Pointer[http.Handler]
-	active := startServer(t, engine.Config{}, func(h http.Handler) http.Handler {
+	srv := startServer(t, engine.Config{}, func(h http.Handler) http.Handler {
 		served.Store(&h)
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if silent.Load() && r.Method == http.MethodPatch {
-				<-r.Context().Done() // a paused node: never answered
-				return
-			}
-			h.ServeHTTP(w, r)
-		})
+		return h
 	})
+	// A paused node: once silent, nothing comes from it (no answer, no
+	// HTTP/2 PING's either), and its connections stay open.
+	active := "http://" + silentProxy(t, srv.Addr, &silent)
 	// The standby: it redirects to the active (three times once the
 	// active is silent), then serves the same state.
 	standby := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -104,7 +101,7 @@ func TestKeepAliveKeepsAvoidingASilentActiveARedirectNames(t *testing.T) {
 			(*served.Load()).ServeHTTP(w, r)
 			return
 		}
-		http.Redirect(w, r, active.URL+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+		http.Redirect(w, r, active+r.URL.RequestURI(), http.StatusTemporaryRedirect)
 	}))
 	standby.Config.Protocols = new(http.Protocols)
 	standby.Config.Protocols.SetUnencryptedHTTP2(true)

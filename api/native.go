@@ -631,7 +631,7 @@ func (c *Client) nkeep(s *slot) {
 	pause := time.NewTimer(0)
 	defer pause.Stop()
 	for {
-		dctx, cancel := context.WithTimeout(c.ctx, c.cfg.DialTimeout)
+		dctx, cancel := context.WithTimeout(context.WithValue(c.ctx, heardKey{}, &s.heard), c.cfg.DialTimeout)
 		w, err := c.ndial(dctx, s.addr.base)
 		cancel()
 		if c.ctx.Err() != nil {
@@ -643,7 +643,6 @@ func (c *Client) nkeep(s *slot) {
 		if err == nil {
 			c.mu.Lock()
 			s.state, s.nw, s.lastErr = slotUp, w, nil
-			s.ups++
 			c.notifyLocked()
 			c.mu.Unlock()
 			select {
