@@ -366,3 +366,28 @@ func TestPollTimeoutThenWaitRunsOut(t *testing.T) {
 		wantErr(t, "repeat after timeout", err, ErrTimeout)
 	})
 }
+
+// TestIDRepeatOfAGrantNoSlotHoldsIsGrantEnded: a repeat of a granted
+// acquire whose grant no slot of its key holds any more (an invariant
+// some other path broke: the replica bug of missedend_test.go left such
+// a ticket) is answered ErrGrantEnded. It dereferenced the missing slot
+// with the shard's lock held: a panic, and every key of that shard hung.
+func TestIDRepeatOfAGrantNoSlotHoldsIsGrantEnded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Config{})
+		defer e.Close()
+		g := mustAcquire(t, e, AcquireRequest{Key: "k", ID: "x", Lease: time.Minute})
+		s := e.shard("k")
+		s.mu.Lock()
+		s.locks["k"].token = g.Token + 1 // the ticket's grant is no slot's now
+		s.mu.Unlock()
+		_, err := e.Acquire(context.Background(), AcquireRequest{Key: "k", ID: "x", Lease: time.Minute})
+		if !errors.Is(err, ErrGrantEnded) {
+			t.Fatalf("repeat of a grant no slot holds: %v, want ErrGrantEnded", err)
+		}
+		// The shard still serves.
+		if _, err := e.Acquire(context.Background(), AcquireRequest{Key: "other"}); err != nil {
+			t.Fatalf("another key after the repeat: %v", err)
+		}
+	})
+}
