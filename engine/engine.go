@@ -1193,7 +1193,19 @@ func (s *shard) repeat(t *ticket, now stamp, done Receiver, o *AcquireResult) *W
 	switch t.state {
 	case tGranted:
 		lk := s.locks[t.key]
-		g := lk.grantInfo(lk.find(t.token), now)
+		var h *hold
+		if lk != nil {
+			h = lk.find(t.token)
+		}
+		if h == nil {
+			// No slot of the key holds this grant (an invariant broken
+			// elsewhere): there is no grant to answer with, only that
+			// it ended.
+			s.mu.Unlock()
+			o.err = ErrGrantEnded
+			return nil
+		}
+		g := lk.grantInfo(h, now)
 		idx := t.idx
 		if t.claimBy != 0 {
 			// The claim deadline ends: the repeat takes the grant.
