@@ -182,9 +182,20 @@ func (s *shard) applyGrant(lk *lock, r *Record, at stamp) *waiter {
 	s.newest = max(s.newest, r.Token)
 	s.setLimit(lk, r.Limit)
 	h := lk.find(r.Token) // a duplicate grant takes its own slot again
-	if h == nil && lk.holders() > 0 && !lk.canGrant(r.Mode) && (lk.limit() == 1 || r.Mode != lk.mode()) {
-		// A grant that the holders this replica still has leave no room
-		// for: it missed their ends, which the active made before it (a
+	newest := uint64(0)   // the highest token the holders have
+	lk.each(func(o *hold) { newest = max(newest, o.token) })
+	if h == nil && newest != 0 && r.Token < newest && lk.limit() == 1 && !lk.canGrant(r.Mode) {
+		// An earlier grant applied again over the state its own effects
+		// led to (a standby that resumes its log after installing a
+		// snapshot whose shards were dumped at later indexes): it takes
+		// the first slot, and the records after it, applied again too,
+		// rebuild the holders. No holder's ticket ends: the later ones
+		// are still granted.
+		h = &lk.hold
+	}
+	if h == nil && newest != 0 && r.Token > newest && !lk.canGrant(r.Mode) && (lk.limit() == 1 || r.Mode != lk.mode()) {
+		// A grant, newer than every holder, that the holders this
+		// replica still has leave no room for: it missed their ends, which the active made before it (a
 		// release its log refused but that it applied, as a promotion's
 		// take-back of an undelivered grant does). With one slot, or in
 		// another mode than theirs, every one of them is over: each ends
