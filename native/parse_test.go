@@ -209,3 +209,18 @@ func TestPingWithoutAWordNamesTheWord(t *testing.T) {
 		}
 	}
 }
+
+// A malformed field of a C line is named as the field it is (SPEC
+// section 2b: "E invalid_argument naming the field"): its third field is
+// the id, as for every other check of it ("C k x%2": id), not "fields",
+// which names a wrong field count. An empty id or one that is not UTF-8
+// said "fields: is empty" and "fields: is not valid UTF-8".
+func TestCancelFieldErrorsNameTheID(t *testing.T) {
+	for _, line := range []string{"C k ", "C k \xff", "C k%20b \xfe"} {
+		_, err := parse([]byte(line))
+		var le *lineError
+		if !errors.As(err, &le) || le.fatal || le.field != "id" {
+			t.Errorf("%q: %v; want a non-fatal error naming id", line, err)
+		}
+	}
+}
