@@ -376,6 +376,7 @@ func fieldName(op string, i int) string {
 		OpAcquire: {"op", "key", "lease", "wait"},
 		OpRelease: {"op", "key", "token"},
 		OpRenew:   {"op", "key", "token", "lease"},
+		OpCancel:  {"op", "key", "id"},
 	}[op]
 	if i < len(names) {
 		return names[i]
