@@ -231,3 +231,38 @@ func TestForceReleaseNeedsAdmin(t *testing.T) {
 		}
 	})
 }
+
+// A later AUTH line without its token, or with more than one, changes
+// nothing and keeps the connection (README's table: "on a later line:
+// AUTH E unauthorized …, nothing changes"; a malformed line whose op can
+// be read is answered, not a reason to close). Before, both were fatal:
+// "AUTH - E invalid_argument fields: …" and the connection closed, its
+// parked acquires leaving their queues.
+func TestLaterMalformedAuthKeepsTheConnection(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{AuthTokens: []string{"user"}, AdminTokens: []string{"ops"}})
+	c := e.dial()
+	c.send("AUTH ops", "A k 10 -")
+	if line := c.read(); line != "AUTH OK" {
+		t.Fatal(line)
+	}
+	grant(t, c.read(), "k")
+	for _, bad := range []struct{ line, want string }{
+		{"AUTH", "AUTH E unauthorized "},
+		{"AUTH ", "AUTH E unauthorized "},
+		{"AUTH a b", "AUTH - E invalid_argument fields: "},
+		{"AUTH  ops", "AUTH - E invalid_argument fields: "},
+	} {
+		c.send(bad.line, "P alive")
+		if line := c.read(); !strings.HasPrefix(line, bad.want) {
+			t.Fatalf("%q: got %q, want %q…", bad.line, line, bad.want)
+		}
+		if line := c.read(); line != "P alive OK" {
+			t.Fatalf("after %q: got %q, want the connection to go on", bad.line, line)
+		}
+	}
+	// The connection kept its admin rights.
+	c.send("R k force")
+	if line := c.read(); line != "R k OK" {
+		t.Fatalf("force after the refused AUTH lines: %q", line)
+	}
+}
