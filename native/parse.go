@@ -125,8 +125,15 @@ func parseView(line []byte) (request, error) {
 	case OpCancel:
 		op = OpCancel
 	case OpAuth:
-		if len(fields) != 2 || fields[1] == "" {
-			return request{}, &lineError{op: OpAuth, rawKey: "-", field: "fields", msg: "AUTH takes one field: AUTH <bearer-token>", fatal: true}
+		// A missing token is a token the node does not know (auth ""):
+		// on the first line the connection is closed, on a later one the
+		// connection keeps its rights. More fields are a malformed line,
+		// answered "AUTH - E invalid_argument …" (AUTH has no key).
+		if len(fields) > 2 {
+			return request{}, &lineError{op: OpAuth, rawKey: "-", field: "fields", msg: "AUTH takes one field: AUTH <bearer-token>"}
+		}
+		if len(fields) == 1 {
+			return request{op: OpAuth}, nil
 		}
 		return request{op: OpAuth, auth: fields[1]}, nil
 	default:

@@ -34,6 +34,10 @@ func FuzzParse(f *testing.F) {
 			}
 			if !le.fatal {
 				fields := strings.Split(strings.TrimSuffix(string(line), "\r"), " ")
+				// (A malformed AUTH, which has no key, repeats "-".)
+				if le.op == OpAuth && le.rawKey == "-" {
+					return
+				}
 				if le.op != fields[0] || le.rawKey != fields[1] || !utf8.ValidString(le.rawKey) {
 					t.Fatalf("%q: non-fatal error with op %q key %q", line, le.op, le.rawKey)
 				}
@@ -42,8 +46,10 @@ func FuzzParse(f *testing.F) {
 		}
 		switch r.op {
 		case OpAuth:
-			if r.auth == "" {
-				t.Fatalf("%q: AUTH without a token", line)
+			// A missing token is "" (refused by checkAuth), never a
+			// field of more than one word.
+			if strings.Contains(r.auth, " ") {
+				t.Fatalf("%q: AUTH token %q", line, r.auth)
 			}
 			return
 		case OpPing:

@@ -344,6 +344,9 @@ func tokenIn(sums [][sha256.Size]byte, candidate string) bool {
 // checkAuth reads the token of an AUTH line: valid is whether it is one
 // of the auth_tokens or admin_tokens, admin whether it is an admin token.
 func (s *Server) checkAuth(candidate string) (valid, admin bool) {
+	if candidate == "" {
+		return false, false // AUTH without its token
+	}
 	admin = tokenIn(s.admin, candidate)
 	return admin || tokenIn(s.auth, candidate), admin
 }
@@ -1557,10 +1560,11 @@ func appendGrant(b []byte, g engine.Grant) []byte {
 
 // reauth answers an AUTH after the first line (or on a node without
 // auth_tokens): a valid token sets the connection's rights anew (admin or
-// not); an unknown one is E unauthorized and changes nothing. A node
-// without any token accepts every AUTH, as it always did.
+// not); an unknown or missing one is E unauthorized and changes nothing.
+// A node without any token accepts every AUTH that carries a token, as it
+// always did.
 func (c *conn) reauth(r *request, start instant) {
-	if len(c.s.auth) == 0 && len(c.s.admin) == 0 {
+	if r.auth != "" && len(c.s.auth) == 0 && len(c.s.admin) == 0 {
 		c.send(answer{line: []byte("AUTH OK\n")}, OpAuth, "OK", start)
 		return
 	}
