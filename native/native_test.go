@@ -1009,3 +1009,23 @@ func TestCancel(t *testing.T) {
 		t.Fatal("an answer after the release")
 	}
 }
+
+// A line of MaxLine bytes is read whether it ends in "\n" or "\r\n" (the
+// README: "a \r before it is ignored"; MaxLine counts the line without
+// them): the "\r" was counted, so the same line sent with CRLF was
+// refused as longer than 4096 bytes and the connection closed.
+func TestMaxLineWithCRLF(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	word := strings.Repeat("w", native.MaxLine-2) // "P <word>": MaxLine bytes
+	for _, end := range []string{"", "\r"} {
+		c := e.dial()
+		c.send("P "+word+end, "P after")
+		if got := c.read(); got != "P "+word+" OK" {
+			t.Errorf("a line of MaxLine bytes ending %q: got %.60q…", end+"\n", got)
+			continue
+		}
+		if got := c.read(); got != "P after OK" {
+			t.Errorf("after a line of MaxLine bytes ending %q: got %q", end+"\n", got)
+		}
+	}
+}
