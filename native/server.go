@@ -565,7 +565,9 @@ func (c *conn) tooLong(start instant) {
 // needs not). It reports whether the reader stops: a fatal line, or the
 // connection ended.
 func (c *conn) dispatch(line []byte, authed *bool, start instant) (stop bool) {
-	if len(line) > MaxLine {
+	if n := len(line); n > MaxLine && !(n == MaxLine+1 && line[n-1] == '\r') {
+		// (MaxLine counts the line without its "\r\n" or "\n": the
+		// readers' buffers hold MaxLine+2 bytes for that.)
 		c.tooLong(start)
 		return true
 	}
