@@ -48,11 +48,14 @@ function normalize(base) {
   return u.origin + u.pathname.replace(/\/+$/, '');
 }
 
+// A timer's ms (over 2^31-1 fires at once).
+const cap = (ms) => Math.min(Math.ceil(ms), 2 ** 31 - 1);
+
 /** @type {(ms: number, signal?: AbortSignal) => Promise<void>} */
 const sleep = (ms, signal) => new Promise((resolve, reject) => {
   if (signal?.aborted) return reject(signal.reason);
   const done = () => { signal?.removeEventListener('abort', stop); resolve(); };
-  const t = setTimeout(done, ms);
+  const t = setTimeout(done, cap(ms));
   const stop = () => { clearTimeout(t); reject(signal?.reason); };
   signal?.addEventListener('abort', stop, { once: true });
 });
@@ -105,7 +108,7 @@ export class Client {
     return p;
   }
 
-  /** Refuses later calls, ends keepAlives; resolves once releases and settles end. */
+  /** Refuses later calls, ends keepAlives; resolves when releases and settles end. */
   async close() {
     this._closed = true;
     this._shut.abort();
@@ -134,7 +137,7 @@ export class Client {
     if (this._active === a) this._active = null;
   }
 
-  /** @type {(res: Response, addr: Addr) => Addr} The node that answered (a 307's target, else addr): the active, live, after a 307 or 2xx. */
+  /** @type {(res: Response, addr: Addr) => Addr} The node that answered (a 307's target, else addr): the active, live, after a 307/2xx. */
   _follow(res, addr) {
     const u = res.redirected && res.url && new URL(res.url), base = u && u.origin + u.pathname.replace(/\/locks\/.*$/, '');
     if (u) addr = this._addrs.find((a) => a.base === base) || { base, downUntil: 0 };
@@ -144,8 +147,8 @@ export class Client {
   }
 
   /**
-   * One request to one address, its body read: one cut off (its node
-   * killed while it wrote) rejects, a broken attempt, as over HTTP/2.
+   * One request to one address, its body read: one cut off rejects, a
+   * broken attempt, as over HTTP/2.
    * @type {(addr: { base: string }, method: string, pathQuery: string, headers?: Record<string, string>, signal?: AbortSignal) => Promise<Response>}
    */
   async _fetchOne(addr, method, pathQuery, headers, signal) {
@@ -173,7 +176,7 @@ export class Client {
     /** @type {unknown} */
     let last;
     for (let redirects = 0; ;) {
-      const addr = o.at = this._pick(o.at, tries + redirects), s = o.limit && AbortSignal.any ? AbortSignal.any([o.t = AbortSignal.timeout(Math.ceil(o.limit))].concat(o.signal || [])) : o.signal;
+      const addr = o.at = this._pick(o.at, tries + redirects), s = o.limit && AbortSignal.any ? AbortSignal.any([o.t = AbortSignal.timeout(cap(o.limit))].concat(o.signal || [])) : o.signal;
       let res, sent = Date.now();
       try {
         res = await this._fetchOne(addr, method, pathQuery, o.headers, s);
@@ -296,7 +299,7 @@ export class Client {
     return this._track(this._release(key, token));
   }
 
-  /** @type {(key: string, token: number, from?: Addr) => Promise<void>} release (after close() too), asking `from` (that granted) first: another node's 404/409 does not end it. */
+  /** @type {(key: string, token: number, from?: Addr) => Promise<void>} release (after close() too), asking `from` (it granted) first: another's 404/409 does not end it. */
   async _release(key, token, from) {
     const path = lockPath(key), end = Date.now() + RELEASE_FOR_MS;
     let maybeSent = false, elsewhere = false;
@@ -396,7 +399,7 @@ export class Lock {
   _watch(deadline) {
     clearTimeout(this._timer);
     this._deadline = deadline;
-    this._timer = setTimeout(() => this._lose(new BatonError(0, 'lost', 'lock ' + JSON.stringify(this.key) + ' token ' + this.token + ': the lease ran out before a renewal succeeded')), deadline - Date.now());
+    this._timer = setTimeout(() => Date.now() < deadline ? this._watch(deadline) : this._lose(new BatonError(0, 'lost', 'lock ' + JSON.stringify(this.key) + ' token ' + this.token + ': the lease ran out before a renewal succeeded')), cap(deadline - Date.now()));
     /** @type {any} */ (this._timer).unref?.();
   }
 
@@ -451,7 +454,7 @@ export class Lock {
         await sleep(this._deadline - lease / 2 - Date.now(), ka.signal);
         const retry = Math.min(Math.max(lease / 10, 10), 1000);
         for (;;) {
-          const to = AbortSignal.timeout(Math.ceil(Math.max(lease / 4, 100))); // held: see _call
+          const to = AbortSignal.timeout(cap(Math.max(lease / 4, 100))); // held: see _call
           try {
             await this.renew(undefined, AbortSignal.any ? AbortSignal.any([ka.signal, to]) : ka.signal);
             break;
