@@ -13,7 +13,8 @@ export declare class BatonError extends Error {
    * "invalid_argument", "limit_mismatch", "too_many_waiters",
    * "unauthorized", ...), or from the client: "unavailable" (no node
    * answered), "lost" (the lease ran out before a renewal), "closed"
-   * (a call after Client.close()).
+   * (a call after Client.close()), "bad_answer" (an acquire's 2xx with
+   * no grant in it).
    */
   code: string;
   /** The offending parameter of a 400, the member that differs of a 422, "limit" of a 409 limit_mismatch. */
@@ -130,9 +131,11 @@ export declare class Client {
    * acquires), "invalid_argument" (400, `field`), "limit_mismatch" (409),
    * "too_many_waiters" (429), "unauthorized" (401), "unavailable",
    * "closed", another 5xx as answered (a node's 500, a proxy's 502 or
-   * 504). An aborted `signal` rejects with its reason (the waiter is
-   * dropped). A grant that the abort, "unavailable" or a 5xx may
-   * have cut off is released in the background (close() waits for it).
+   * 504), "bad_answer" (a 2xx with no grant in it: a proxy's page, a
+   * mangled body). An aborted `signal` rejects with its reason (the waiter
+   * is dropped). A grant that the abort, "unavailable", a 5xx or a
+   * "bad_answer" may have cut off is released in the background (close()
+   * waits for it).
    * With a `wait`, an attempt still unanswered 3 s after it (a silent
    * node: paused, frozen) moves to the next address; a read's, after 5 s.
    */

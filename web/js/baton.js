@@ -239,8 +239,10 @@ export class Client {
           pathQuery = u.pathname + u.search; // a handoff's ticket stays
         }
         if (res.ok) {
+          const g = Object(await res.json().catch(() => 0));
+          if (!(g.token > 0)) throw new BatonError(res.status, 'bad_answer', 'no grant: ' + (await res.text()).slice(0, 200));
           // Waited half its lease or more: renewed now; refused: it ended.
-          const g = await res.json(), late = Date.now() - sent >= g.lease * 500, l = new Lock(this, g, late ? Date.now() : sent, o.at);
+          const late = Date.now() - sent >= g.lease * 500, l = new Lock(this, g, late ? Date.now() : sent, o.at);
           if (late) await l.renew().catch(() => l._watch(sent + g.lease * 1000));
           if (!l.lost.aborted) return l;
           err = new BatonError(410, 'grant_ended', 'ended unanswered', undefined, l.lost.reason);
@@ -262,8 +264,7 @@ export class Client {
   /**
    * Releases in the background what a cut-off acquire may hold: `token`,
    * else what a 1 ms-wait repeat under its Idempotency-Key finds (for up
-   * to 5 s; 408/410: none), asking `at` (its last node) first: another
-   * active knows nothing of it.
+   * to 5 s; 408/410: none), asking `at` (its last node) first.
    * @type {(key: string, pathQuery: string, headers: Record<string, string>, token: number, at?: Addr) => void}
    */
   _settle(key, pathQuery, headers, token, at) {
@@ -437,11 +438,7 @@ export class Lock {
     this._watch(sent + g.lease * 1000);
   }
 
-  /**
-   * Renews at half the lease until released, lost or closed (failures
-   * retried until the lease ends). Returns a stop function (the lock stays
-   * held); a second call changes nothing.
-   */
+  /** Renews at half the lease until released, lost or closed (baton.d.ts). */
   keepAlive() {
     let ka = this._ka;
     const stop = () => { if (ka && this._ka === ka) { ka.abort(); this._ka = null; } };
