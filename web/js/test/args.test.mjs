@@ -90,3 +90,22 @@ test('a key or a parameter over 256 characters is refused naming it, before any 
   assert.equal(l.token, 7, 'the longest key and owner allowed are sent');
   assert.equal(sent.length, 1);
 });
+
+// A `signal` that is not an AbortSignal (true, {}, a string: a mistyped
+// option) made fetch throw a TypeError taken for an unreachable node; the
+// pause before the next round then threw in its timer, an uncaught
+// TypeError ("signal?.removeEventListener is not a function") that ended
+// the caller's process. It is refused before any request, naming signal.
+test('a signal that is not an AbortSignal is refused naming signal', async (t) => {
+  let sent = 0;
+  const c = new Client({ addresses: ['http://127.0.0.1:9'], fetch: async () => { sent++; throw new TypeError('fetch failed'); } });
+  t.after(() => c.close());
+  for (const signal of [true, {}, 'abort']) {
+    await assert.rejects(c.acquire('k', { wait: 1, signal }), invalid('signal'), 'acquire ' + String(signal));
+    await assert.rejects(c.acquire('k', { signal }), invalid('signal'), 'acquire, no wait, ' + String(signal));
+    await assert.rejects(c.status('k', { signal }), invalid('signal'), 'status');
+    await assert.rejects(c.list({ signal }), invalid('signal'), 'list');
+    await assert.rejects(c.renew('k', 5, 10, signal), invalid('signal'), 'renew');
+  }
+  assert.equal(sent, 0);
+});
