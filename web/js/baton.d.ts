@@ -42,7 +42,7 @@ export interface AcquireOptions {
   mode?: "exclusive" | "shared";
   /** Holders at once (a counting semaphore, 1-10000); default: the key's limit (1 for a free key); another limit than the key's is a 409 limit_mismatch. */
   limit?: number;
-  /** Cancels the wait; the server drops the waiter (a grant the abort cut off is released). */
+  /** Cancels the wait; the server drops the waiter (a grant the abort cut off is released). Anything but an AbortSignal is refused: invalid_argument, field "signal". */
   signal?: AbortSignal;
 }
 

@@ -17,8 +17,7 @@ export class BatonError extends Error {
 
 const invalid = (f, m, c) => new BatonError(400, 'invalid_argument', m, f, c);
 
-// Over 256 characters (a key's most bytes): refused unsent; a node refuses a
-// long request line unread (431 without CORS headers: "Failed to fetch").
+// Over 256 characters: refused unsent (a node's 431 to a long line: no CORS).
 /** @param {string} key */
 function lockPath(key) {
   if (typeof key !== 'string' || /^\.{0,2}$|\p{Cs}/u.test(key) || key.length > 256) throw invalid('key', 'key must be well-formed text of 1 to 256 bytes, not "." or ".."');
@@ -76,7 +75,7 @@ const unavailable = (what, cause) => new BatonError(0, 'unavailable', what + ': 
 
 /** @typedef {{ base: string, downUntil: number, gone?: number }} Addr gone: failed since its last 2xx */
 
-/** A client of a baton cluster (the types of its calls: baton.d.ts). */
+/** A client of a baton cluster (types: baton.d.ts). */
 export class Client {
   /** @param {ClientOptions} options */
   constructor({ addresses, token, fetch: f, retryFor } = /** @type {any} */ ({})) {
@@ -97,8 +96,10 @@ export class Client {
     this._shut = new AbortController();
   }
 
-  _open() {
+  /** @param {any} [s] a call's signal */
+  _open(s) {
     if (this._closed) throw new BatonError(0, 'closed', 'the client is closed');
+    if (s != null && !s.addEventListener) throw invalid('signal', 'signal must be an AbortSignal');
   }
 
   /** @param {Promise<void>} p */
@@ -163,11 +164,10 @@ export class Client {
   /**
    * A call safe to repeat: a broken connection or a 503 moves it to the
    * next address, for retryFor ms from the last attempt served (1 s in
-   * flight, not cut by o.limit). fetch follows 307s; a 401 after one (no
-   * Authorization across origins) goes to the active.
+   * flight). fetch follows 307s; a 401 after one goes to the active.
    * `o.at`: in, the node to ask first; out, last asked. `o.limit`: ms
-   * an attempt may go unanswered (silent node); `o.t`: its timeout (Node
-   * 20 collects one only AbortSignal.any holds).
+   * an attempt may go unanswered; `o.t`: its timeout (Node 20 collects
+   * one only AbortSignal.any holds).
    * @type {(method: string, pathQuery: string, o?: { headers?: Record<string, string>, signal?: AbortSignal, pin?: boolean, at?: Addr, limit?: number | false }) => Promise<Response>}
    */
   async _call(method, pathQuery, o = {}) {
@@ -208,7 +208,7 @@ export class Client {
    * @type {(pathQuery: string, signal?: AbortSignal) => Promise<any>}
    */
   async _get(pathQuery, signal) {
-    this._open();
+    this._open(signal);
     const res = await this._call('GET', pathQuery, { signal, limit: 5e3 });
     if (!res.ok) throw await statusError(res);
     const body = await res.json(), lag = Number(res.headers.get('Baton-Replica-Lag') ?? NaN);
@@ -223,8 +223,8 @@ export class Client {
    * grant an abort, "unavailable" or a 5xx may have cut off is released.
    */
   async acquire(key, options = {}) {
-    this._open();
     const { lease, wait, owner, mode, limit, signal } = options;
+    this._open(signal);
     let pathQuery = lockPath(key) + query({ lease, wait, owner, mode, limit });
     let headers = { 'Idempotency-Key': newKey() };
     const start = Date.now();
@@ -288,7 +288,7 @@ export class Client {
 
   /** Renews the lock `key` held under `token` (baton.d.ts). */
   async renew(key, token, lease, signal, o = {}) {
-    this._open();
+    this._open(signal);
     const res = await this._call('PATCH', lockPath(key) + query({ lease }), Object.assign(o, { headers: { 'Lock-Token': String(token) }, signal, pin: true, limit: 5e3 }));
     if (!res.ok) throw await statusError(res);
     return res.json();
