@@ -149,8 +149,9 @@ export declare class Client {
   renew(key: string, token: number, lease?: number, signal?: AbortSignal): Promise<Grant>;
   /**
    * Releases the lock `key` held under `token`, retried every 200 ms for
-   * 5 s until confirmed; "not_held" (404) and "not_holder" (409) end it
-   * (errors unless an earlier attempt failed or got a 5xx).
+   * 5 s until confirmed (a 429 is retried too); "not_held" (404) and
+   * "not_holder" (409) end it (errors unless an earlier attempt failed or
+   * got a 5xx).
    * Errors: those two, "invalid_argument", "unavailable", "closed".
    */
   release(key: string, token: number): Promise<void>;

@@ -1,7 +1,7 @@
 // baton's official JavaScript client (SPEC section 4), an ES module using only
 // fetch, AbortSignal, crypto, timers. Types: baton.d.ts. Await close() at exit.
 
-// ms: a failed address's skip; releases' (and _settle's) retry pace and span;
+// ms: a failed address's skip; releases' (and settles') retry pace and span;
 // an attempt's cut; the pause after a round of failed addresses.
 const SKIP_MS = 3000, RELEASE_RETRY_MS = 200, RELEASE_FOR_MS = 5000, ATTEMPT_MS = 1000, ROUND_MS = 200;
 /** Max redirected 401s a call repeats to the active. */
@@ -96,7 +96,7 @@ export class Client {
     this._shut = new AbortController();
   }
 
-  /** @param {any} [s] a call's signal */
+  /** s: a call's signal */
   _open(s) {
     if (this._closed) throw new BatonError(0, 'closed', 'the client is closed');
     if (s != null && !s.addEventListener) throw invalid('signal', 'signal must be an AbortSignal');
@@ -318,12 +318,12 @@ export class Client {
         other = gone && from && addr !== from; // not the granting node: asked again
         elsewhere ||= other;
         if (gone && maybeSent && !other) return;
-        if (s < 500 && !other) throw err;
+        if (s < 500 && s !== 429 && !other) throw err;
       } catch (e) {
         if (e instanceof BatonError) throw e;
         err = unavailable('release ' + JSON.stringify(key), e);
       }
-      if (!other) {
+      if (!other && err.status !== 429) {
         maybeSent = true; // a 5xx or no answer: made, maybe not logged
         this._down(addr);
       }
@@ -371,7 +371,7 @@ export class Client {
 
 /** @import { ClientOptions, Grant } from "./baton.d.ts" */
 
-/** A held lock (fields, and when `lost` aborts: baton.d.ts). */
+/** A held lock (fields, `lost`: baton.d.ts). */
 export class Lock {
   /**
    * @param {Client} client
