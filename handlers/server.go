@@ -102,8 +102,11 @@ func New(eng *engine.Engine, cfg Config) *Server {
 	r := chi.NewRouter()
 	s.useCORS(r)
 	s.initOps(r)
+	// The 404 and the 405 name the path as the client sent it, escapes
+	// and all (r.URL.EscapedPath): decoded, /a%2Fb read as another path
+	// (/a/b), and an escaped line feed broke a text/plain answer's line.
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, &httpError{status: http.StatusNotFound, body: api.Error{Code: api.CodeNotFound, Message: "no such route: " + r.URL.Path}})
+		s.writeError(w, r, &httpError{status: http.StatusNotFound, body: api.Error{Code: api.CodeNotFound, Message: "no such route: " + r.URL.EscapedPath()}})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/locks/") {
@@ -111,7 +114,7 @@ func New(eng *engine.Engine, cfg Config) *Server {
 		} else {
 			w.Header().Set("Allow", "GET, HEAD")
 		}
-		s.writeError(w, r, &httpError{status: http.StatusMethodNotAllowed, body: api.Error{Code: api.CodeMethod, Message: r.Method + " is not allowed on " + r.URL.Path}})
+		s.writeError(w, r, &httpError{status: http.StatusMethodNotAllowed, body: api.Error{Code: api.CodeMethod, Message: r.Method + " is not allowed on " + r.URL.EscapedPath()}})
 	})
 	get(r, "/healthz", s.healthz)
 	get(r, "/readyz", s.readyz)
