@@ -117,8 +117,9 @@ func (f *clientFlags) client(cio cliIO) (*api.Client, error) {
 		AcquireGrace: time.Duration(f.acquireGrace),
 	}
 	from := api.EnvAddr
-	if len(f.addr) > 0 {
-		// Blanks dropped, as in BATON_ADDR ("a,b," is a and b).
+	if f.fs.Changed("addr") {
+		// Blanks dropped, as in BATON_ADDR ("a,b," is a and b); --addr ""
+		// names no address, and is refused, not taken for no --addr.
 		cfg.Addresses, from = api.SplitAddresses(strings.Join(f.addr, ",")), "--addr"
 		if len(cfg.Addresses) == 0 {
 			return nil, usagef("--addr: no address in %q", strings.Join(f.addr, ","))
