@@ -104,8 +104,7 @@ func (f *clientFlags) graceFlag() {
 // client builds the api.Client from the flags and the environment.
 func (f *clientFlags) client(cio cliIO) (*api.Client, error) {
 	cfg := api.Config{
-		Addresses: api.SplitAddresses(cio.getenv(api.EnvAddr)),
-		Token:     cio.getenv(api.EnvAuthToken),
+		Token: cio.getenv(api.EnvAuthToken),
 		// A waiting acquire is a silent long poll: a node that stopped
 		// answering (SIGSTOP, a frozen VM) is found by these pings. The
 		// library's 15 s + 5 s kept `baton run --wait` on a paused active
@@ -116,14 +115,16 @@ func (f *clientFlags) client(cio cliIO) (*api.Client, error) {
 		PingTimeout:  cliPingTimeout,
 		AcquireGrace: time.Duration(f.acquireGrace),
 	}
-	from := api.EnvAddr
+	addrs, from := cio.getenv(api.EnvAddr), api.EnvAddr
 	if f.fs.Changed("addr") {
-		// Blanks dropped, as in BATON_ADDR ("a,b," is a and b); --addr ""
-		// names no address, and is refused, not taken for no --addr.
-		cfg.Addresses, from = api.SplitAddresses(strings.Join(f.addr, ",")), "--addr"
-		if len(cfg.Addresses) == 0 {
-			return nil, usagef("--addr: no address in %q", strings.Join(f.addr, ","))
-		}
+		addrs, from = strings.Join(f.addr, ","), "--addr"
+	}
+	// Blanks dropped ("a,b," is a and b). A setting that names no address
+	// at all (--addr "", BATON_ADDR=" , ") is refused, not taken for no
+	// setting (the default address); an empty BATON_ADDR is unset.
+	cfg.Addresses = api.SplitAddresses(addrs)
+	if len(cfg.Addresses) == 0 && (addrs != "" || from == "--addr") {
+		return nil, usagef("%s: no address in %q", from, addrs)
 	}
 	tokenFrom := api.EnvAuthToken
 	if f.authToken != "" {
