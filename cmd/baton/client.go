@@ -651,6 +651,13 @@ func cmdStatus(ctx context.Context, args []string, cio cliIO) error {
 		if err := checkKeyArg(f.fs.Arg(0)); err != nil {
 			return err
 		}
+		// They select a page of the listing: for one lock they would
+		// be ignored, as if obeyed.
+		for _, name := range []string{"prefix", "after", "limit"} {
+			if f.fs.Changed(name) {
+				return usagef("--%s lists the locks: give it without KEY", name)
+			}
+		}
 	}
 	if err := checkKeyFlag("--prefix", *prefix); err != nil {
 		return err

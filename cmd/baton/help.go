@@ -41,8 +41,8 @@ Exits 3 when --wait ran out before the grant.`,
 		example:  "baton renew deploy \"$TOKEN\" --lease 2m",
 	},
 	"status": {
-		synopsis: "baton status [KEY] [--prefix P] [--after KEY] [--limit N] [--json] [flags]",
-		about:    "Show one lock (its holder and waiters), or without KEY list the locks in key order. Needs an http(s):// address (the native protocol has no read calls).",
+		synopsis: "baton status KEY [--json] [flags] | baton status [--prefix P] [--after KEY] [--limit N] [--json] [flags]",
+		about:    "Show one lock (its holder and waiters), or without KEY list the locks in key order; --prefix, --after and --limit select the listing's page and are refused with a KEY. Needs an http(s):// address (the native protocol has no read calls).",
 		example:  "baton status --prefix orders/",
 	},
 	"run": {
