@@ -270,6 +270,12 @@ func clientMain(ctx context.Context, cmd string, args []string, cio cliIO) int {
 	case errors.As(err, &ue):
 		fmt.Fprintf(cio.stderr, "Run 'baton %s --help' for usage.\n", cmd)
 		return exitUsage
+	case errors.Is(err, api.ErrInvalidArgument):
+		// A value the node refused as invalid_argument (a --lease above
+		// its lease_max, which no flag check can know): a usage error as
+		// well, in the node's words, which name the field. Exit 1 would
+		// say the node could not be reached, which a script may retry.
+		return exitUsage
 	case code != exitOK:
 		return code
 	case errors.Is(err, api.ErrTimeout):
@@ -313,8 +319,8 @@ func parseToken(s string) (uint64, error) {
 // checkKeyArg checks key, a command's KEY argument, against the rules
 // every node applies (engine.CheckKey): a key no node would take is a
 // usage error (exit 2) naming KEY, as a TOKEN that can be no fencing
-// token is, not the node's 400 (exit 1, the exit of an unavailable
-// node, which a script may retry).
+// token is, before any node is asked (whose 400 exits 2 too, but names
+// the parameter key, not the argument KEY).
 func checkKeyArg(key string) error {
 	return keyUsage("KEY", engine.CheckKey(key))
 }

@@ -1,11 +1,12 @@
 // Command baton is the baton lock service (`baton serve`) and its
 // command-line client (`baton acquire|release|renew|status|run`).
 //
-// Exit codes: 0 success; 1 error; 2 usage (bad flags, invalid settings);
-// 3 the wait ran out (not granted); 4 `run`: the lock was lost while the
-// command ran; 5 `release`, `renew`: not held under that token. `run`
-// otherwise exits with the command's status (128+N after signal N, 127 if
-// it could not be started).
+// Exit codes: 0 success; 1 error; 2 usage (bad flags, invalid settings,
+// or a value the node refused as invalid_argument); 3 the wait ran out
+// (not granted); 4 `run`: the lock was lost while the command ran; 5
+// `release`, `renew`: not held under that token. `run` otherwise exits
+// with the command's status (128+N after signal N, 127 if it could not be
+// started).
 package main
 
 import (
@@ -49,9 +50,10 @@ BATON_ADDR; default http://127.0.0.1:7070) and send --auth-token T (env
 BATON_AUTH_TOKEN). Durations D are seconds ("0.5") or Go durations ("1m30s").
 
 Exit codes: 0 success; 1 error (no node reachable, refused by the server,
-...); 2 usage or an invalid setting; 3 the wait ran out, the lock was not
-granted; 4 run: the lock was lost while COMMAND ran; 5 release, renew: not
-held under that token. run otherwise exits with COMMAND's status.
+...); 2 usage or an invalid setting, a value the node refused as
+invalid_argument (400) too; 3 the wait ran out, the lock was not granted;
+4 run: the lock was lost while COMMAND ran; 5 release, renew: not held
+under that token. run otherwise exits with COMMAND's status.
 `
 
 func main() {
