@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -38,5 +39,34 @@ func TestUnknownPathNamedAsSent(t *testing.T) {
 	}
 	if r := e.do(http.MethodPut, "/healthz", ""); r.code != http.StatusMethodNotAllowed || r.errBody(t).Code != api.CodeMethod {
 		t.Errorf("PUT /healthz: %d %s; want 405", r.code, r.body)
+	}
+}
+
+// A path under /static/ that names none of the page's files is answered
+// as every other unknown path is: baton's JSON 404 (not_found, naming the
+// path), or its text/plain line; it was Go's plain "404 page not found".
+// The files themselves are still served.
+func TestMissingStaticFileIsBatonsNotFound(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	for _, path := range []string{"/static/nope.js", "/static/", "/static/index.html", "/static/a/app.js", "/static/app.js%2F"} {
+		r := e.do(http.MethodGet, path, "")
+		var eb api.Error
+		if err := json.Unmarshal(r.body, &eb); err != nil || r.code != http.StatusNotFound || !strings.HasPrefix(r.hdr.Get("Content-Type"), "application/json") ||
+			eb.Code != api.CodeNotFound || eb.Message != "no such route: "+path {
+			t.Errorf("GET %s: %d %s %s; want baton's JSON 404 naming the path", path, r.code, r.hdr.Get("Content-Type"), r.body)
+		}
+		r = e.do(http.MethodGet, path, "", "Accept", "text/plain")
+		if want := "not_found: no such route: " + path + "\n"; r.code != http.StatusNotFound || string(r.body) != want {
+			t.Errorf("GET %s, Accept: text/plain: %d %q; want %q", path, r.code, r.body, want)
+		}
+		r = e.do(http.MethodHead, path, "")
+		if r.code != http.StatusNotFound || !strings.HasPrefix(r.hdr.Get("Content-Type"), "application/json") {
+			t.Errorf("HEAD %s: %d %s; want baton's 404", path, r.code, r.hdr.Get("Content-Type"))
+		}
+	}
+	for _, path := range []string{"/", "/static/app.js", "/static/app.css", "/static/favicon.svg"} {
+		if r := e.do(http.MethodGet, path, ""); r.code != http.StatusOK {
+			t.Errorf("GET %s: %d, want 200", path, r.code)
+		}
 	}
 }
