@@ -102,12 +102,8 @@ func New(eng *engine.Engine, cfg Config) *Server {
 	r := chi.NewRouter()
 	s.useCORS(r)
 	s.initOps(r)
-	// The 404 and the 405 name the path as the client sent it, escapes
-	// and all (r.URL.EscapedPath): decoded, /a%2Fb read as another path
-	// (/a/b), and an escaped line feed broke a text/plain answer's line.
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, &httpError{status: http.StatusNotFound, body: api.Error{Code: api.CodeNotFound, Message: "no such route: " + r.URL.EscapedPath()}})
-	})
+	r.NotFound(s.noRoute)
+	// The 405 names the path as the 404 does (noRoute).
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/locks/") {
 			w.Header().Set("Allow", "GET, HEAD, POST, DELETE, PATCH")
@@ -137,6 +133,14 @@ func New(eng *engine.Engine, cfg Config) *Server {
 	}
 	s.locks = lockRoutes{post: behind(acquire), delete: behind(release), patch: behind(renew), get: behind(status)}
 	return s
+}
+
+// noRoute answers a request for a path that names nothing: 404
+// not_found, naming the path as the client sent it, escapes and all
+// (r.URL.EscapedPath): decoded, /a%2Fb read as another path (/a/b), and
+// an escaped line feed broke a text/plain answer's line.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	s.writeError(w, r, &httpError{status: http.StatusNotFound, body: api.Error{Code: api.CodeNotFound, Message: "no such route: " + r.URL.EscapedPath()}})
 }
 
 // lockPattern is the chi pattern of the /locks/{key} routes, the route

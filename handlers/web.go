@@ -36,7 +36,15 @@ func (s *Server) useCORS(r chi.Router) {
 func (s *Server) mountWeb(r chi.Router) {
 	page := web.Handler()
 	get(r, "/", page.ServeHTTP)
-	get(r, web.Prefix+"*", page.ServeHTTP)
+	get(r, web.Prefix+"*", func(w http.ResponseWriter, r *http.Request) {
+		// A file the page does not have is an unknown path like any
+		// other (noRoute), not web's plain-text 404.
+		if !web.Serves(r.URL.Path) {
+			s.noRoute(w, r)
+			return
+		}
+		page.ServeHTTP(w, r)
+	})
 	get(r, web.ClientPath, s.clientModule)
 	get(r, web.ClientTypesPath, s.clientTypes)
 	get(r, web.NodeClientPath, s.nodeClientModule)

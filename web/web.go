@@ -68,18 +68,37 @@ var assets = func() map[string]asset {
 	return m
 }()
 
+// Serves reports whether Handler serves path, a request's URL.Path: / (the
+// page) and /static/{name} for each of the page's files. Handler answers
+// any other path with Go's plain 404; a server with an error answer of its
+// own asks Serves first and gives that instead.
+func Serves(path string) bool {
+	_, _, ok := pageFile(path)
+	return ok
+}
+
+// pageFile returns the file Handler serves at path and its name, ok false
+// for none: / is index.html, which no /static/ path serves.
+func pageFile(path string) (name string, a asset, ok bool) {
+	name, ok = "index.html", path == "/"
+	if !ok {
+		name, ok = strings.CutPrefix(path, Prefix)
+	}
+	if !ok || name == "index.html" && path != "/" {
+		return "", asset{}, false
+	}
+	a, ok = assets["static/"+name]
+	return name, a, ok
+}
+
 // Handler returns the handler of the page: GET / is the page, GET
-// /static/{name} its files; anything else is 404. Answers carry an ETag
-// (If-None-Match gives 304), Cache-Control: no-cache and a strict
-// Content-Security-Policy.
+// /static/{name} its files; anything else is 404 (see Serves). Answers
+// carry an ETag (If-None-Match gives 304), Cache-Control: no-cache and a
+// strict Content-Security-Policy.
 func Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, ok := "index.html", r.URL.Path == "/"
+		name, a, ok := pageFile(r.URL.Path)
 		if !ok {
-			name, ok = strings.CutPrefix(r.URL.Path, Prefix)
-		}
-		a, found := assets["static/"+name]
-		if !ok || !found || name == "index.html" && r.URL.Path != "/" {
 			http.NotFound(w, r)
 			return
 		}
