@@ -1316,7 +1316,7 @@ func (c *Client) Status(ctx context.Context, key string) (*LockStatus, error) {
 
 // List returns the locks whose keys start with prefix ("" = all), sorted by
 // key, at most limit of them (0 = the server's default), and the total count
-// of matching keys. Errors as Status.
+// of matching keys. Errors as ListPage.
 func (c *Client) List(ctx context.Context, prefix string, limit int) (*LockList, error) {
 	return c.ListPage(ctx, ListOptions{Prefix: prefix, Limit: limit})
 }

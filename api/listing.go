@@ -13,7 +13,8 @@ type ListOptions struct {
 	// After starts the page after this key: the last key of the previous
 	// page ("" = from the first key).
 	After string
-	// Limit is the page size, 1 to 10,000 (0 = the server's default, 100).
+	// Limit is the page size, 1 to 10,000 (0 = the server's default, 100);
+	// a negative Limit is refused (ErrInvalidArgument) without a request.
 	Limit int
 }
 
@@ -21,8 +22,13 @@ type ListOptions struct {
 // sorted by key; LockList.Total counts every key that matches Prefix, on
 // every page. To walk all keys, call it again with After set to the last
 // key returned until a page comes back with fewer than Limit entries.
-// Errors as Status.
+// Errors as Status; a negative Limit is ErrInvalidArgument (Field limit),
+// and nothing is sent.
 func (c *Client) ListPage(ctx context.Context, o ListOptions) (*LockList, error) {
+	if o.Limit < 0 {
+		// It would be sent as no limit: the server's default page.
+		return nil, invalidArgument("limit", "must not be negative (0: the server's default page), got %d", o.Limit)
+	}
 	q := url.Values{}
 	if o.Prefix != "" {
 		q.Set("prefix", o.Prefix)
