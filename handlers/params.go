@@ -149,9 +149,7 @@ func (s *Server) readLockParams(w http.ResponseWriter, r *http.Request) (lockPar
 				return p, err
 			}
 		} else {
-			// The token's header form, refused as token in the query
-			// or the body of this call is (notParameter), not ignored.
-			return p, badRequest("token", "is not a parameter of "+r.Method+" /locks/{key}: the Lock-Token header goes with a release or a renew (DELETE, PATCH)")
+			return p, noLockToken(r, r.Method+" /locks/{key}")
 		}
 	}
 	return p, nil
@@ -282,6 +280,17 @@ func hasBody(w http.ResponseWriter, r *http.Request) bool {
 	}
 	_ = rc.SetReadDeadline(time.Time{})
 	return n > 0
+}
+
+// noLockToken refuses a Lock-Token header on route, a call that takes no
+// token ("POST /locks/{key}", "GET /locks"): a 400 naming token, as a
+// token in the query or the body of that call is (notParameter), not
+// ignored.
+func noLockToken(r *http.Request, route string) error {
+	if len(r.Header.Values(api.HeaderLockToken)) == 0 {
+		return nil
+	}
+	return badRequest("token", "is not a parameter of "+route+": the Lock-Token header goes with a release or a renew (DELETE, PATCH)")
 }
 
 // noParams refuses a body and every query parameter on a call that takes

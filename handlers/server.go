@@ -546,13 +546,18 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 //	@Success		200	{object}	api.LockStatus	"holder is null while nobody holds the lock"
 //	@Header			200	{number}	Baton-Replica-Lag	"on a standby: seconds since its replica was last known current"
 //	@Failure		307	{string}	string			"a standby that has no replica yet: Location names the same call on the active"
-//	@Failure	400	{object}	api.Error		"bad key, or a parameter was given"
+//	@Failure	400	{object}	api.Error		"bad key, or a parameter or a Lock-Token header (field token) was given"
 //	@Failure	401	{object}	api.Error		"auth_tokens is set and no valid bearer token was sent"
 //	@Failure	503	{object}	api.Error		"a standby that has no replica yet and knows no active; see Retry-After"
 //	@Security	BearerAuth
 //	@Router		/locks/{key} [get]
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	if err := noParams(w, r, "GET /locks/{key}"); err != nil {
+	const route = "GET /locks/{key}"
+	err := noParams(w, r, route)
+	if err == nil {
+		err = noLockToken(r, route)
+	}
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -593,13 +598,16 @@ const (
 //	@Success		200		{object}	api.LockList
 //	@Header			200		{number}	Baton-Replica-Lag	"on a standby: seconds since its replica was last known current"
 //	@Failure		307		{string}	string		"a standby that has no replica yet: Location names the same call on the active"
-//	@Failure		400		{object}	api.Error	"bad parameter; field names it"
+//	@Failure		400		{object}	api.Error	"bad parameter, or a Lock-Token header (field token); field names it"
 //	@Failure		401		{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
 //	@Failure		503		{object}	api.Error	"a standby that has no replica yet and knows no active; see Retry-After"
 //	@Security		BearerAuth
 //	@Router			/locks [get]
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	q, err := strictQuery(w, r, "GET /locks", "prefix", "limit", "after")
+	if err == nil {
+		err = noLockToken(r, "GET /locks")
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
