@@ -461,7 +461,8 @@ func secondsSyntax(v string) bool {
 }
 
 // tokenSyntax reports whether v is a canonical decimal: digits without a
-// sign, a space or a leading zero.
+// sign, a space or a leading zero. It is the syntax of a token and of GET
+// /locks' limit (an acquire's limit has the same rule, engine.ParseLimit).
 func tokenSyntax(v string) bool {
 	return v != "" && v[0] != '0' && digits(v) == len(v)
 }

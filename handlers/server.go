@@ -614,8 +614,10 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	}
 	limit := DefaultListLimit
 	if v := q.Get("limit"); v != "" {
+		// Canonical decimal, as a token (and an acquire's limit): "01"
+		// and "+1" are not 1.
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxListLimit {
+		if err != nil || !tokenSyntax(v) || n < 1 || n > MaxListLimit {
 			s.writeError(w, r, badRequest("limit", "must be an integer from 1 to "+strconv.Itoa(MaxListLimit)+", got "+quoteShort(v)))
 			return
 		}
