@@ -747,15 +747,18 @@ func cmdStatus(ctx context.Context, args []string, cio cliIO) error {
 }
 
 // displayKey is key as baton status prints it: as it is when every
-// character is printable (unicode.IsPrint, or a space) and it does not
-// start with a double quote, otherwise quoted (strconv.Quote). A key
-// holds no control characters (engine.CheckKey) but may hold format
-// characters such as U+202E RIGHT-TO-LEFT OVERRIDE or U+200B ZERO WIDTH
-// SPACE, which, printed raw, reorder or hide what a terminal shows: one
-// key would read as another. A key that starts with a quote is quoted
-// too, or it could spell the quoted form of another (`"a\u202eb"`).
+// character is printable (unicode.IsPrint, or a space), it does not
+// start with a double quote and it neither starts nor ends with a space,
+// otherwise quoted (strconv.Quote). A key holds no control characters
+// (engine.CheckKey) but may hold format characters such as U+202E
+// RIGHT-TO-LEFT OVERRIDE or U+200B ZERO WIDTH SPACE, which, printed raw,
+// reorder or hide what a terminal shows: one key would read as another.
+// So would a space at either end, which nothing shows (" a" as "a"). A
+// key that starts with a quote is quoted too, or it could spell the
+// quoted form of another (`"a\u202eb"`).
 func displayKey(key string) string {
-	if !strings.HasPrefix(key, `"`) && strings.IndexFunc(key, func(r rune) bool { return r != ' ' && !unicode.IsPrint(r) }) < 0 {
+	if !strings.HasPrefix(key, `"`) && !strings.HasPrefix(key, " ") && !strings.HasSuffix(key, " ") &&
+		strings.IndexFunc(key, func(r rune) bool { return r != ' ' && !unicode.IsPrint(r) }) < 0 {
 		return key
 	}
 	return strconv.Quote(key)
