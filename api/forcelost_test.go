@@ -1,0 +1,82 @@
+package api_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/engine"
+)
+
+// forceLost checks what a forced release of "k" whose answer was lost
+// after the node made it left behind: the force, not repeated, failed
+// ErrUnavailable saying it may have been made (err), and the waiter it
+// handed the lock to (waiter) still holds it. A repeat releases that
+// waiter's grant too (a force releases every holder) and reports
+// success.
+func forceLost(t *testing.T, err error, waiter <-chan result, direct *api.Client) {
+	t.Helper()
+	l := get(t, waiter) // granted by the force the node made
+	if err == nil {
+		st := status(t, direct, "k")
+		t.Fatalf("force whose answer was lost: nil, want ErrUnavailable; the key now: holder %+v, %d waiters (the waiter got token %d)", st.Holder, st.Waiters, l.Token)
+	}
+	if !errors.Is(err, api.ErrUnavailable) || !strings.Contains(err.Error(), "may have been made") {
+		t.Fatalf("force whose answer was lost: %v, want ErrUnavailable saying the force may have been made", err)
+	}
+	heldOnce(t, direct, "k", l.Token)
+}
+
+// A forced release whose answer is lost after the node made it (its
+// connection reset, or its stream alone reset as an HTTP/2 proxy does
+// when the node behind it dies) is not repeated: the repeat released the
+// waiter that the first force had handed the lock to, and the force
+// reported success.
+func TestForceAnswerLostIsNotRepeated(t *testing.T) {
+	for _, cut := range []string{"connection", "stream"} {
+		t.Run(cut, func(t *testing.T) {
+			var px atomic.Pointer[proxy]
+			var made atomic.Int32
+			srv := startServer(t, engine.Config{}, func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.Method != http.MethodDelete || r.URL.Query().Get("force") != "true" || made.Add(1) > 1 {
+						h.ServeHTTP(w, r) // a repeat is answered
+						return
+					}
+					// The node makes the force; its answer is lost.
+					h.ServeHTTP(httptest.NewRecorder(), r)
+					if cut == "stream" {
+						panic(http.ErrAbortHandler) // RST_STREAM, connection kept
+					}
+					for _, pc := range px.Load().live() {
+						if pc.server.LocalAddr().String() == r.RemoteAddr {
+							pc.close()
+						}
+					}
+					<-r.Context().Done()
+				})
+			})
+			p := startProxy(t, srv.Addr)
+			px.Store(p)
+			viaProxy := newClient(t, nil, p.URL()) // two connections
+			direct := newClient(t, nil, srv.URL)
+			eventually(t, "two proxied connections", func() bool { return len(p.live()) == 2 })
+			ctx := ctxBound(t)
+			if _, err := direct.Acquire(ctx, "k", api.WithLease(time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			waiter := acquireAsync(ctx, direct, "k", api.WithLease(time.Minute))
+			waitWaiters(t, direct, "k", 1)
+			err := viaProxy.ForceRelease(ctx, "k")
+			forceLost(t, err, waiter, direct)
+			if n := made.Load(); n != 1 {
+				t.Fatalf("the node was asked to force %d times, want once", n)
+			}
+		})
+	}
+}
