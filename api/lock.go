@@ -747,7 +747,7 @@ func (c *Client) askAgain(pathQuery string, hdr http.Header, at *address) (uint6
 	pq := u.RequestURI()
 	for {
 		actx, acancel := context.WithTimeout(ctx, releaseAttempt)
-		r, s, err := c.callAt(actx, http.MethodPost, pq, hdr, nil, at)
+		r, s, err := c.callAt(actx, http.MethodPost, pq, hdr, nil, at, false)
 		acancel()
 		if err == nil {
 			if r.status == http.StatusOK {
@@ -1016,21 +1016,41 @@ func (c *Client) releaseUnconfirmed(key string) error {
 // /locks/{key}?force=true). With admin_tokens (or auth_tokens) set on the
 // server, the client's Token must be one of the admin_tokens, else
 // ErrForbidden. Errors: ErrNotHeld (nobody holds the key), ErrForbidden,
-// ErrInvalidArgument, ErrUnavailable, ErrClosed, ctx's error. It is not
-// retried after an answer: a repeat could release the holders that the
-// queue moved on to.
+// ErrInvalidArgument, ErrUnavailable, ErrClosed, ctx's error.
+//
+// A force is sent at most once, as it is not idempotent: it releases
+// every holder, so a repeat after the first made it would also release
+// the holders the queue moved on to. Over HTTP, an attempt whose
+// request may have reached a node and whose answer was lost (the
+// connection broke or the stream was reset after it was sent: a reset,
+// a node killed, a failover) is not repeated: ForceRelease returns an
+// error that Is ErrUnavailable and says the force may have been made.
+// Look at the key's holders (Status) before forcing again. A node that
+// cannot be reached (dial refused) is passed over for the next one, and
+// a standby's redirect is followed: neither made anything.
 func (c *Client) ForceRelease(ctx context.Context, key string) error {
 	if c.native {
 		return c.nForceRelease(ctx, key)
 	}
-	r, err := c.call(ctx, http.MethodDelete, lockPath(key, url.Values{"force": {"true"}}), nil)
+	r, err := c.callOnce(ctx, http.MethodDelete, lockPath(key, url.Values{"force": {"true"}}))
 	if err != nil {
-		return err
+		return forceError(key, err)
 	}
 	if r.status != http.StatusOK {
 		return statusError(r)
 	}
 	return nil
+}
+
+// forceError is the error of a forced release of key that failed with
+// err: when the request may have reached a node (*errMaybeMade), an
+// error that Is ErrUnavailable and says the force may have been made.
+func forceError(key string, err error) error {
+	var mm *errMaybeMade
+	if !errors.As(err, &mm) {
+		return err
+	}
+	return fmt.Errorf("%w: force release %q may have been made: its answer was lost (%w), and a force is never sent again (a repeat would also release the holders it handed the lock to); look at the key's holders (Client.Status, baton status) before forcing again", ErrUnavailable, key, mm.err)
 }
 
 // Renew restarts the lease of the lock key held under token, from now, with
