@@ -11,6 +11,8 @@ import (
 
 	"github.com/baton-io/baton/api"
 	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/handlers"
+	"github.com/baton-io/baton/native"
 )
 
 // forceLost checks what a forced release of "k" whose answer was lost
@@ -78,5 +80,42 @@ func TestForceAnswerLostIsNotRepeated(t *testing.T) {
 				t.Fatalf("the node was asked to force %d times, want once", n)
 			}
 		})
+	}
+}
+
+// The same over baton://: the node gets "R k force" and makes it, its
+// answer never reaches the client (the proxy holds it), and the
+// connection breaks. The force is not repeated on the other connection.
+func TestNativeForceAnswerLostIsNotRepeated(t *testing.T) {
+	srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
+	p := startProxy(t, srv.Native)
+	viaProxy := newClient(t, nil, "baton://"+p.ln.Addr().String()) // two connections
+	direct := newClient(t, nil, srv.URL)
+	eventually(t, "two proxied connections", func() bool { return len(p.live()) == 2 })
+	ctx := ctxBound(t)
+	if _, err := direct.Acquire(ctx, "k", api.WithLease(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	waiter := acquireAsync(ctx, direct, "k", api.WithLease(time.Minute))
+	waitWaiters(t, direct, "k", 1)
+	p.HoldAfter("R k force\n")
+	forced := make(chan error, 1)
+	go func() { forced <- viaProxy.ForceRelease(ctx, "k") }()
+	var pc *proxyConn
+	select {
+	case pc = <-p.held:
+	case <-time.After(bound):
+		t.Fatal("the force never reached the node")
+	}
+	eventually(t, "the force made (the waiter holds k)", func() bool {
+		st := status(t, direct, "k")
+		return st.Holder != nil && st.Waiters == 0
+	})
+	pc.close()
+	select {
+	case err := <-forced:
+		forceLost(t, err, waiter, direct)
+	case <-time.After(bound):
+		t.Fatal("ForceRelease never returned")
 	}
 }

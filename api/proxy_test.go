@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"errors"
 	"net"
 	"sync"
@@ -22,6 +23,8 @@ type proxy struct {
 	refuseUntil time.Time
 	dropOnReply bool
 	dropped     chan *proxyConn // a connection dropped by dropOnReply
+	holdAfter   []byte          // see HoldAfter
+	held        chan *proxyConn // a connection held by holdAfter
 	accepted    int
 }
 
@@ -29,6 +32,7 @@ type proxy struct {
 type proxyConn struct {
 	client, server net.Conn
 	up             atomic.Int64 // bytes client → server
+	holding        atomic.Bool  // nothing more reaches the client (HoldAfter)
 	once           sync.Once
 }
 
@@ -45,7 +49,7 @@ func startProxy(t testing.TB, target string) *proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{ln: ln, target: target, conns: map[*proxyConn]bool{}, dropped: make(chan *proxyConn, 1)}
+	p := &proxy{ln: ln, target: target, conns: map[*proxyConn]bool{}, dropped: make(chan *proxyConn, 1), held: make(chan *proxyConn, 1)}
 	p.wg.Add(1)
 	go p.serve()
 	t.Cleanup(p.Close)
@@ -104,6 +108,18 @@ func (p *proxy) pipe(pc *proxyConn, up bool) {
 		if n > 0 {
 			if up {
 				pc.up.Add(int64(n))
+				p.mu.Lock()
+				hold := p.holdAfter != nil && bytes.Contains(buf[:n], p.holdAfter)
+				if hold {
+					p.holdAfter = nil
+				}
+				p.mu.Unlock()
+				if hold {
+					pc.holding.Store(true) // before the node can answer
+					p.held <- pc
+				}
+			} else if pc.holding.Load() {
+				n = 0 // the node's answers never reach the client
 			} else {
 				p.mu.Lock()
 				drop := p.dropOnReply
@@ -142,6 +158,17 @@ func (p *proxy) live() []*proxyConn {
 func (p *proxy) DropOnReply() {
 	p.mu.Lock()
 	p.dropOnReply = true
+	p.mu.Unlock()
+}
+
+// HoldAfter arms the proxy: on the next connection whose client sends
+// bytes that contain marker (a whole line of the native protocol, say),
+// those bytes reach the node, but nothing the node sends on that
+// connection from then on reaches the client; the connection is sent on
+// p.held, for the test to close when it likes.
+func (p *proxy) HoldAfter(marker string) {
+	p.mu.Lock()
+	p.holdAfter = []byte(marker)
 	p.mu.Unlock()
 }
 
