@@ -1019,15 +1019,20 @@ func (c *Client) releaseUnconfirmed(key string) error {
 // ErrInvalidArgument, ErrUnavailable, ErrClosed, ctx's error.
 //
 // A force is sent at most once, as it is not idempotent: it releases
-// every holder, so a repeat after the first made it would also release
-// the holders the queue moved on to. Over HTTP, an attempt whose
-// request may have reached a node and whose answer was lost (the
-// connection broke or the stream was reset after it was sent: a reset,
-// a node killed, a failover) is not repeated: ForceRelease returns an
-// error that Is ErrUnavailable and says the force may have been made.
-// Look at the key's holders (Status) before forcing again. A node that
-// cannot be reached (dial refused) is passed over for the next one, and
-// a standby's redirect is followed: neither made anything.
+// every holder, so a repeat after the first was made would also release
+// the holders the queue moved on to. An attempt whose request may have
+// reached a node and whose answer was lost (the connection broke, or
+// the HTTP/2 stream was reset, after it was sent: a reset, a node
+// killed, a failover) is not repeated on another connection or node:
+// ForceRelease returns an error that Is ErrUnavailable and says the
+// force may have been made; look at the key's holders (Status) before
+// forcing again. A force that surely never left (no connection could
+// be had: dial refused; a native connection that had ended before the
+// line was queued) moves on to the next connection or node, and a
+// standby's redirect (307, M) is followed: neither made anything. When
+// ctx ends while the force is in flight, ctx's error comes back, and the
+// force may have been made too. The same holds over HTTP and baton://,
+// and for `baton release --force`.
 func (c *Client) ForceRelease(ctx context.Context, key string) error {
 	if c.native {
 		return c.nForceRelease(ctx, key)

@@ -462,7 +462,7 @@ func (w *nwire) do(ctx context.Context, id nid, line []byte, late nlate, limit t
 	call := ncalls.Get().(*ncall)
 	if err := w.send(id, line, call); err != nil {
 		ncalls.Put(call)
-		return nline.Answer{}, &errConn{err: err}
+		return nline.Answer{}, &errConn{err: err, unsent: true}
 	}
 	var expired <-chan time.Time // nil: no limit
 	if limit > 0 {
@@ -1424,17 +1424,20 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64, from *a
 	}
 }
 
-// ncall makes a request that is safe to repeat (renew, forced release):
-// on a connection failure it moves on to the next connection, failing
-// after as many attempts as there are connections; M answers are
-// followed. It returns the first answer that is not an M. Its first
-// attempt passes over the connection avoid (nil: none), as npick does
-// after a failure: the one a caller's earlier call left unanswered (a
-// silent node); an M naming another node than avoid's lifts it. It also
-// returns the slot of its last attempt (nil when none was sent), also
-// when ctx ended before that attempt was answered, for the caller's next
-// call to avoid (as callAvoiding).
-func (c *Client) ncall(ctx context.Context, what string, id nid, line []byte, avoid *slot) (nline.Answer, string, *slot, error) {
+// ncall makes a request that is safe to repeat (a renewal): on a
+// connection failure it moves on to the next connection, failing after
+// as many attempts as there are connections; M answers are followed. It
+// returns the first answer that is not an M. Its first attempt passes
+// over the connection avoid (nil: none), as npick does after a failure:
+// the one a caller's earlier call left unanswered (a silent node); an M
+// naming another node than avoid's lifts it. It also returns the slot of
+// its last attempt (nil when none was sent), also when ctx ended before
+// that attempt was answered, for the caller's next call to avoid (as
+// callAvoiding). With once (a forced release, which must not be sent
+// twice), as callOnce: a connection that failed after the line was
+// queued for it ends the call with an *errMaybeMade; one that had ended
+// before (nothing sent) is passed over.
+func (c *Client) ncall(ctx context.Context, what string, id nid, line []byte, avoid *slot, once bool) (nline.Answer, string, *slot, error) {
 	attempts, redirects := 0, 0
 	max := c.numConns()
 	given := avoid
@@ -1456,6 +1459,9 @@ func (c *Client) ncall(ctx context.Context, what string, id nid, line []byte, av
 			c.nbroken(s, w)
 			if se := refusal(err); se != nil {
 				return nline.Answer{}, "", s, se // not served
+			}
+			if once && !unsent(err) {
+				return nline.Answer{}, "", s, &errMaybeMade{err} // the node may have made it
 			}
 			if attempts++; attempts >= max {
 				return nline.Answer{}, "", s, fmt.Errorf("%w: %s: %d attempts failed, last: %w", ErrUnavailable, what, attempts, err)
@@ -1490,7 +1496,7 @@ func (c *Client) nRenew(ctx context.Context, key string, token uint64, lease tim
 		return nil, nil, err
 	}
 	raw := nline.Escape(key)
-	a, node, s, err := c.ncall(ctx, "renew "+fmt.Sprintf("%q", key), nid{nline.OpRenew, raw}, nline.AppendRenew(nil, raw, token, lease), avoid)
+	a, node, s, err := c.ncall(ctx, "renew "+fmt.Sprintf("%q", key), nid{nline.OpRenew, raw}, nline.AppendRenew(nil, raw, token, lease), avoid, false)
 	if err != nil {
 		return nil, s, err
 	}
@@ -1506,9 +1512,9 @@ func (c *Client) nForceRelease(ctx context.Context, key string) error {
 		return err
 	}
 	raw := nline.Escape(key)
-	a, _, _, err := c.ncall(ctx, "force release "+fmt.Sprintf("%q", key), nid{nline.OpRelease, raw}, nline.AppendForceRelease(nil, raw), nil)
+	a, _, _, err := c.ncall(ctx, "force release "+fmt.Sprintf("%q", key), nid{nline.OpRelease, raw}, nline.AppendForceRelease(nil, raw), nil, true)
 	if err != nil {
-		return err
+		return forceError(key, err)
 	}
 	if a.Outcome != nline.OK {
 		return answerError(&a)
