@@ -32,8 +32,12 @@ Exits 3 when --wait ran out before the grant.`,
 	},
 	"release": {
 		synopsis: "baton release KEY TOKEN [flags] | baton release --force KEY",
-		about:    "Release the lock KEY held under TOKEN. Exits 5 when it is not held under TOKEN. With --force (an operator), release every holder of KEY.",
-		example:  "baton release deploy \"$TOKEN\"",
+		about: `Release the lock KEY held under TOKEN. Exits 5 when it is not held under
+TOKEN. With --force (an operator), release every holder of KEY. A force is
+sent at most once: when its answer is lost after it may have reached a node
+(a reset connection, a node killed), baton exits 1 saying the force may
+have been made; look with baton status KEY before forcing again.`,
+		example: "baton release deploy \"$TOKEN\"",
 	},
 	"renew": {
 		synopsis: "baton renew KEY TOKEN [--lease D] [flags]",
