@@ -1189,7 +1189,8 @@ func served(first *time.Time, sent time.Time) {
 
 // call makes a request that is safe to repeat (everything but an acquire,
 // which has its own loop, and the repeat of an acquire under its
-// Idempotency-Key in hdr): on a connection failure it moves on to the next
+// Idempotency-Key in hdr; a forced release, which is not, uses
+// callOnce): on a connection failure it moves on to the next
 // connection, failing after as many attempts as there are connections; a
 // reset of its stream alone is repeated (streamRetry); 307s are followed. It returns the first answer that is not a redirect.
 func (c *Client) call(ctx context.Context, method, pathQuery string, hdr http.Header) (*response, error) {
