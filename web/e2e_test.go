@@ -18,12 +18,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -1351,4 +1354,80 @@ func TestStatusPageOnAStandbyOffersNoForcedRelease(t *testing.T) {
 			t.Errorf("console: %s", e)
 		}
 	}
+}
+
+// TestStatusPageForceWhoseAnswerIsLostSaysItMayHaveBeenMade: a forced
+// release whose answer is lost after the node made it (the connection cut
+// as it answered: a proxy, a node killed as it wrote) was reported as
+// "The forced release of “k” failed", inviting the operator to force
+// again, which releases the waiter the first force handed the lock to (as
+// the Go client's repeated force did). The page now says the force may
+// have been made and to look at the key's holders before forcing again.
+func TestStatusPageForceWhoseAnswerIsLostSaysItMayHaveBeenMade(t *testing.T) {
+	browserTest(t)
+	n := startNode(t, freeAddr(t, "127.0.26.7"), nil, nil)
+	target, err := url.Parse(n.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	var forces atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete && r.URL.Query().Get("force") == "true" {
+			forces.Add(1)
+			// The node makes the force; its answer never reaches the page.
+			rp.ServeHTTP(httptest.NewRecorder(), r)
+			panic(http.ErrAbortHandler)
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	// After the tab's cleanup (registered later, run first): Close waits
+	// for the page's connections.
+	t.Cleanup(func() { proxy.CloseClientConnections(); proxy.Close() })
+	ctx := context.Background()
+	if _, err := n.acquire(ctx, "held", 60, 0); err != nil {
+		t.Fatal(err)
+	}
+	c, err := api.NewClient(api.Config{Addresses: []string{n.url}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	granted := make(chan *api.Lock, 1)
+	go func() {
+		l, err := c.Acquire(ctx, "held", api.WithLease(60*time.Second), api.WithWait(30*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		granted <- l
+	}()
+	waitFor(t, 5*time.Second, "the waiter queued", func() (bool, string) {
+		st, err := c.Status(ctx, "held")
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.Waiters == 1, fmt.Sprintf("%+v", st)
+	})
+	tctx, _ := tab(t)
+	if err := chromedp.Do(tctx, chromedp.Navigate(proxy.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the row of held, with its force button", func() (bool, string) {
+		s := eval[string](t, tctx, `String(!!document.querySelector('#locks tbody tr[data-key="held"] button.force'))`)
+		return s == "true", s
+	})
+	eval[bool](t, tctx, `(() => { window.confirm = () => true; document.querySelector('#locks tbody tr[data-key="held"] button.force').click(); return true; })()`)
+	l := <-granted
+	if l == nil {
+		t.Fatal("the waiter was not granted the lock by the force")
+	}
+	waitFor(t, 5*time.Second, "the banner says the force may have been made", func() (bool, string) {
+		s := eval[string](t, tctx, `document.getElementById('banner').textContent`)
+		return strings.Contains(s, "may have been made") && !strings.Contains(s, "failed"), s
+	})
+	// Chromium itself sends a request again when its reused keep-alive
+	// connection breaks before any byte of the answer, DELETE included
+	// (3 forces were seen here): only the node can make a repeated force
+	// harmless, which it does not yet (see the README's status page).
+	t.Logf("the browser sent the force %d times", forces.Load())
 }
