@@ -486,7 +486,12 @@ async function forceRelease(key, holders) {
     }
     await res.body?.cancel();
   } catch (e) {
-    if (!(e instanceof AuthError)) banner('force', 'The forced release of “' + plainKey(key) + '” failed: ' + e.message);
+    // fetch's TypeError: the request may have reached the node, which may
+    // have made the force and handed the lock on; a second force would
+    // release those new holders (a force is not safe to repeat), so the
+    // page sends it once and says so, as the Go client and the CLI do.
+    if (e instanceof TypeError) banner('force', 'The answer to the forced release of “' + plainKey(key) + '” was lost (' + e.message + '): it may have been made. Look at the key’s holders below before forcing again.');
+    else if (!(e instanceof AuthError)) banner('force', 'The forced release of “' + plainKey(key) + '” failed: ' + e.message);
   }
   kickLocks();
   renderLocks();
