@@ -148,11 +148,24 @@ func (s *Server) readLockParams(w http.ResponseWriter, r *http.Request) (lockPar
 			if err := p.set("token", h); err != nil {
 				return p, err
 			}
-		} else {
-			return p, noLockToken(r, r.Method+" /locks/{key}")
+		} else if err := noTokenHeader(r, r.Method+" /locks/{key}"); err != nil {
+			return p, err
 		}
 	}
 	return p, nil
+}
+
+// noTokenHeader is THE rule for a Lock-Token header on a call that takes
+// no token (an acquire, every read, route such as "GET /locks"): the
+// header is the token parameter's other form, so it is refused as token
+// in the call's query string or body is (notParameter), a 400 naming
+// token, not ignored. Ignored, a GET /locks/{key} with the caller's token
+// answered 200 with whoever held the key.
+func noTokenHeader(r *http.Request, route string) error {
+	if len(r.Header.Values(api.HeaderLockToken)) == 0 {
+		return nil
+	}
+	return badRequest("token", "is not a parameter of "+route+": the Lock-Token header goes with a release or a renew (DELETE, PATCH)")
 }
 
 // checkLockParams validates what readLockParams read for method.
@@ -217,9 +230,13 @@ func (p *lockParams) setQuery(raw, method string, names []string, from *sources)
 // strictQuery parses the query string of a GET route that takes the
 // parameters names, each at most once: a malformed query string, an
 // unknown or a repeated parameter is a 400 that names it, as for the lock
-// calls. route names the call in the message ("GET /locks").
+// calls; so are a body (noBody) and a Lock-Token header (noTokenHeader).
+// route names the call in the message ("GET /locks").
 func strictQuery(w http.ResponseWriter, r *http.Request, route string, names ...string) (url.Values, error) {
 	if err := noBody(w, r, route); err != nil {
+		return nil, err
+	}
+	if err := noTokenHeader(r, route); err != nil {
 		return nil, err
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
@@ -282,19 +299,9 @@ func hasBody(w http.ResponseWriter, r *http.Request) bool {
 	return n > 0
 }
 
-// noLockToken refuses a Lock-Token header on route, a call that takes no
-// token ("POST /locks/{key}", "GET /locks"): a 400 naming token, as a
-// token in the query or the body of that call is (notParameter), not
-// ignored.
-func noLockToken(r *http.Request, route string) error {
-	if len(r.Header.Values(api.HeaderLockToken)) == 0 {
-		return nil
-	}
-	return badRequest("token", "is not a parameter of "+route+": the Lock-Token header goes with a release or a renew (DELETE, PATCH)")
-}
-
-// noParams refuses a body and every query parameter on a call that takes
-// none (route, such as "GET /cluster"): a 400 naming the first parameter
+// noParams refuses a body, a Lock-Token header (noTokenHeader) and every
+// query parameter on a call that takes none (route, such as "GET
+// /cluster"): a 400 naming the first parameter
 // of the query string ("query" when its name does not decode). Those calls
 // ignored them, while the others refuse what they do not take.
 func noParams(w http.ResponseWriter, r *http.Request, route string) error {
@@ -302,6 +309,9 @@ func noParams(w http.ResponseWriter, r *http.Request, route string) error {
 		// Not noBody's message, which points to the query string:
 		// that takes none either.
 		return badRequest("body", route+" takes no parameters and no body")
+	}
+	if err := noTokenHeader(r, route); err != nil {
+		return err
 	}
 	if r.URL.RawQuery == "" {
 		return nil

@@ -553,11 +553,7 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 //	@Router		/locks/{key} [get]
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	const route = "GET /locks/{key}"
-	err := noParams(w, r, route)
-	if err == nil {
-		err = noLockToken(r, route)
-	}
-	if err != nil {
+	if err := noParams(w, r, route); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -605,9 +601,6 @@ const (
 //	@Router			/locks [get]
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	q, err := strictQuery(w, r, "GET /locks", "prefix", "limit", "after")
-	if err == nil {
-		err = noLockToken(r, "GET /locks")
-	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
