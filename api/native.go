@@ -15,8 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
+	"github.com/baton-io/baton/internal/keyrule"
 	"github.com/baton-io/baton/internal/nline"
 )
 
@@ -45,24 +45,17 @@ import (
 // checkNativeKey refuses, before anything is sent, a key that a node
 // would refuse by closing the connection (an empty key, invalid UTF-8, a
 // control character: the line cannot be read), and one that is too long.
+// The rule and its sentences are keyrule's, the node's own, so that the
+// error says what the node says of the key over HTTP.
 func checkNativeKey(key string) error {
-	bad := func(msg string) error {
-		return &StatusError{Code: CodeInvalidArgument, Field: "key", Message: "key: " + msg}
+	p := keyrule.Problem(key)
+	if key == "" {
+		p = keyrule.Empty
 	}
-	switch {
-	case key == "":
-		return bad("must not be empty")
-	case len(key) > MaxKeyBytes:
-		return bad(fmt.Sprintf("must be at most %d bytes", MaxKeyBytes))
-	case !utf8.ValidString(key):
-		return bad("must be valid UTF-8")
+	if p == "" {
+		return nil
 	}
-	for _, r := range key {
-		if r < 0x20 || (r >= 0x7f && r < 0xa0) {
-			return bad(fmt.Sprintf("contains the control character %U", r))
-		}
-	}
-	return nil
+	return &StatusError{Code: CodeInvalidArgument, Field: "key", Message: "key: " + p}
 }
 
 // nativeScheme reports whether an address scheme selects the native

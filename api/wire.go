@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/baton-io/baton/internal/jsonw"
+	"github.com/baton-io/baton/internal/keyrule"
 )
 
 // This file holds the wire types of the HTTP API (SPEC section 2): the JSON
@@ -27,7 +28,7 @@ const HeaderIdempotencyKey = "Idempotency-Key"
 const MaxToken = uint64(1) << 53
 
 // MaxKeyBytes is the longest key accepted, in bytes of UTF-8.
-const MaxKeyBytes = 256
+const MaxKeyBytes = keyrule.MaxBytes
 
 // AcquireRequest is the optional JSON body of POST /locks/{key}. Each field
 // may come from the query string instead, but not from both.

@@ -44,6 +44,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/baton-io/baton/internal/keyrule"
 )
 
 // Config sets up an Engine. The zero value of a field means its default,
@@ -263,8 +265,8 @@ type LockInfo struct {
 	OldestMode  Mode
 }
 
-// MaxKeyBytes is the longest key, in bytes.
-const MaxKeyBytes = 256
+// MaxKeyBytes is the longest key, in bytes (keyrule's).
+const MaxKeyBytes = keyrule.MaxBytes
 
 // MaxIDBytes is the longest waiter ID (AcquireRequest.ID: an
 // Idempotency-Key over HTTP, id= over the native protocol), in bytes.
@@ -746,7 +748,7 @@ func keyHash(key string) uint64 {
 // of UTF-8 with no control characters. The error is an *ArgError for "key".
 func CheckKey(key string) error {
 	if key == "" {
-		return argErr("key", "must not be empty")
+		return argErr("key", "%s", keyrule.Empty)
 	}
 	return CheckKeyText("key", key)
 }
@@ -756,16 +758,8 @@ func CheckKey(key string) error {
 // s may be empty. A string that breaks them is one no key has or starts
 // with. The error is an *ArgError naming field.
 func CheckKeyText(field, s string) error {
-	switch {
-	case len(s) > MaxKeyBytes:
-		return argErr(field, "is %d bytes; at most %d are allowed", len(s), MaxKeyBytes)
-	case !utf8.ValidString(s):
-		return argErr(field, "is not valid UTF-8")
-	}
-	for _, r := range s {
-		if r < 0x20 || (r >= 0x7f && r < 0xa0) {
-			return argErr(field, "contains the control character %U", r)
-		}
+	if p := keyrule.Problem(s); p != "" {
+		return argErr(field, "%s", p)
 	}
 	return nil
 }
