@@ -52,11 +52,8 @@ const cap = (ms) => Math.min(Math.ceil(ms), 2 ** 31 - 1);
 
 /** @type {(ms: number, signal?: AbortSignal) => Promise<void>} */
 const sleep = (ms, signal) => new Promise((resolve, reject) => {
-  if (signal?.aborted) return reject(signal.reason);
-  const done = () => { signal?.removeEventListener('abort', stop); resolve(); };
-  const t = setTimeout(done, cap(ms));
-  const stop = () => { clearTimeout(t); reject(signal?.reason); };
-  signal?.addEventListener('abort', stop, { once: true });
+  const t = setTimeout(() => { signal?.removeEventListener('abort', stop); resolve(); }, cap(ms)), stop = () => { clearTimeout(t); reject(signal?.reason); };
+  signal?.aborted ? stop() : signal?.addEventListener('abort', stop, { once: true });
 });
 
 /** @param {Response} res a failed answer */
@@ -118,16 +115,12 @@ export class Client {
 
   /** `want` (not `again`, not gone), else the known active, else round robin over live addresses. */
   _pick(want, again) {
-    const now = Date.now();
+    const now = Date.now(), n = this._addrs.length;
     if (!again && want && !want.gone) return want;
-    if (this._active && this._active.downUntil <= now) return this._active;
-    const n = this._addrs.length;
-    for (let i = 0; i < n; i++) {
-      const a = this._addrs[(this._next + i) % n];
-      if (a.downUntil <= now) {
-        this._next = (this._next + i + 1) % n;
-        return a;
-      }
+    if (this._active?.downUntil <= now) return this._active;
+    for (let i = n; i--;) {
+      const a = this._addrs[this._next++ % n];
+      if (a.downUntil <= now) return a;
     }
     return this._addrs[this._next++ % n];
   }
@@ -157,7 +150,9 @@ export class Client {
     const h = { Accept: 'application/json', ...headers };
     if (/[^!-~]/.test(this.token)) throw invalid('token', 'token must be printable ASCII');
     if (this.token) h.Authorization = 'Bearer ' + this.token;
-    const res = await this._fetch(addr.base + pathQuery, { method, headers: h, signal, cache: 'no-store', redirect: 'follow' }), text = await res.text();
+    // no-store: no cached poll. Workers' fetch refuses it (a TypeError): asked again without, for good.
+    const go = () => this._fetch(addr.base + pathQuery, { method, headers: h, signal, ...this._nc || { cache: 'no-store' } });
+    const res = await go().catch((e) => { if (this._nc || !(e instanceof TypeError && /cache/.test(e.message))) throw e; this._nc = 1; return go(); }), text = await res.text();
     return Object.assign(res, { text: async () => text, json: async () => JSON.parse(text) });
   }
 
@@ -171,10 +166,7 @@ export class Client {
    * @type {(method: string, pathQuery: string, o?: { headers?: Record<string, string>, signal?: AbortSignal, pin?: boolean, at?: Addr, limit?: number | false }) => Promise<Response>}
    */
   async _call(method, pathQuery, o = {}) {
-    let start = Date.now();
-    let tries = 0;
-    /** @type {unknown} */
-    let last;
+    let start = Date.now(), tries = 0, last, n = this._addrs.length;
     for (let redirects = 0; ;) {
       const addr = o.at = this._pick(o.at, tries + redirects), s = o.limit && AbortSignal.any ? AbortSignal.any([o.t = AbortSignal.timeout(cap(o.limit))].concat(o.signal || [])) : o.signal;
       let res, sent = Date.now();
@@ -195,11 +187,11 @@ export class Client {
       }
       if (Date.now() - sent > 999 && !o.t?.aborted) start = Date.now();
       tries++;
-      if (tries >= this._addrs.length && Date.now() - start >= this._retryFor) {
+      if (tries >= n && Date.now() - start >= this._retryFor) {
         if (last instanceof BatonError) throw last;
         throw unavailable(method + ' ' + pathQuery + ': no node answered (' + tries + ' attempts)', last);
       }
-      if (tries % this._addrs.length === 0) await sleep(ROUND_MS, o.signal);
+      if (tries % n === 0) await sleep(ROUND_MS, o.signal);
     }
   }
 
@@ -234,10 +226,7 @@ export class Client {
       let res, err, o = { headers, signal, pin: true, limit: wait > 0 && wait * 1e3 + 3e3 };
       try {
         res = await this._call('POST', pathQuery, o);
-        if (res.redirected) {
-          const u = new URL(res.url);
-          pathQuery = u.pathname + u.search; // a handoff's ticket stays
-        }
+        if (res.redirected) pathQuery = ((u) => u.pathname + u.search)(new URL(res.url)); // a handoff's ticket stays
         if (res.ok) {
           const g = Object(await res.json().catch(() => 0));
           if (!(g.token > 0)) throw new BatonError(res.status, 'bad_answer', 'no grant: ' + (await res.text()).slice(0, 200));
@@ -268,9 +257,8 @@ export class Client {
    * @type {(key: string, pathQuery: string, headers: Record<string, string>, token: number, at?: Addr) => void}
    */
   _settle(key, pathQuery, headers, token, at) {
-    const u = new URL(pathQuery, 'http://x');
+    const u = new URL(pathQuery, 'http://x'), end = Date.now() + RELEASE_FOR_MS;
     u.searchParams.set('wait', '0.001');
-    const end = Date.now() + RELEASE_FOR_MS;
     this._track((async () => {
       while (!(token > 0) && Date.now() < end) {
         try {
@@ -303,10 +291,10 @@ export class Client {
   /** @type {(key: string, token: number, from?: Addr) => Promise<void>} release (after close() too), asking `from` (it granted) first: another's 404/409 does not end it. */
   async _release(key, token, from) {
     const path = lockPath(key), end = Date.now() + RELEASE_FOR_MS;
-    let maybeSent = false, elsewhere = false;
+    let maybeSent, elsewhere;
     for (let redirects = 0; ;) {
       /** @type {BatonError} */
-      let err, other = false;
+      let err, other;
       const addr = this._pick(from, redirects);
       try {
         const res = await this._fetchOne(addr, 'DELETE', path, { 'Lock-Token': String(token) }, AbortSignal.timeout(ATTEMPT_MS));
@@ -428,7 +416,7 @@ export class Lock {
     try {
       g = await this._c.renew(this.key, this.token, lease ?? this.lease, signal, o);
     } catch (e) {
-      if (e instanceof BatonError && (e.code === 'not_held' || e.code === 'not_holder')) this._lose(e);
+      if (['not_held', 'not_holder'].includes(e?.code)) this._lose(e);
       throw e;
     }
     if (this._released || this.lost.aborted) return;
