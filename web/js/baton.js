@@ -1,5 +1,5 @@
 // baton's official JavaScript client (SPEC section 4), an ES module using only
-// fetch, AbortSignal, crypto, timers. Types: baton.d.ts. Await close() at exit.
+// fetch, AbortSignal, crypto, timers, performance. Types: baton.d.ts. Await close() at exit.
 
 // ms: a failed address's skip; releases' (and settles') retry pace and span;
 // an attempt's cut; the pause after a round of failed addresses.
@@ -49,6 +49,9 @@ function normalize(base) {
 
 // A timer's ms (over 2^31-1 fires at once).
 const cap = (ms) => Math.min(Math.ceil(ms), 2 ** 31 - 1);
+
+// ms for deadlines, on a clock that never goes back (Date.now() does with the wall clock).
+const now = () => performance.timeOrigin + performance.now();
 
 /** @type {(ms: number, signal?: AbortSignal) => Promise<void>} */
 const sleep = (ms, signal) => new Promise((resolve, reject) => {
@@ -115,19 +118,19 @@ export class Client {
 
   /** `want` (not `again`, not gone), else the known active, else round robin over live addresses. */
   _pick(want, again) {
-    const now = Date.now(), n = this._addrs.length;
+    const t = now(), n = this._addrs.length;
     if (!again && want && !want.gone) return want;
-    if (this._active?.downUntil <= now) return this._active;
+    if (this._active?.downUntil <= t) return this._active;
     for (let i = n; i--;) {
       const a = this._addrs[this._next++ % n];
-      if (a.downUntil <= now) return a;
+      if (a.downUntil <= t) return a;
     }
     return this._addrs[this._next++ % n];
   }
 
   /** @param {Addr} a */
   _down(a) {
-    a.gone = a.downUntil = Date.now() + SKIP_MS;
+    a.gone = a.downUntil = now() + SKIP_MS;
     if (this._active === a) this._active = null;
   }
 
@@ -166,10 +169,10 @@ export class Client {
    * @type {(method: string, pathQuery: string, o?: { headers?: Record<string, string>, signal?: AbortSignal, pin?: boolean, at?: Addr, limit?: number | false }) => Promise<Response>}
    */
   async _call(method, pathQuery, o = {}) {
-    let start = Date.now(), tries = 0, last, n = this._addrs.length;
+    let start = now(), tries = 0, last, n = this._addrs.length;
     for (let redirects = 0; ;) {
       const addr = o.at = this._pick(o.at, tries + redirects), s = o.limit && AbortSignal.any ? AbortSignal.any([o.t = AbortSignal.timeout(cap(o.limit))].concat(o.signal || [])) : o.signal;
-      let res, sent = Date.now();
+      let res, sent = now();
       try {
         res = await this._fetchOne(addr, method, pathQuery, o.headers, s);
       } catch (e) {
@@ -185,9 +188,9 @@ export class Client {
         last = await statusError(res);
         this._down(addr);
       }
-      if (Date.now() - sent > 999 && !o.t?.aborted) start = Date.now();
+      if (now() - sent > 999 && !o.t?.aborted) start = now();
       tries++;
-      if (tries >= n && Date.now() - start >= this._retryFor) {
+      if (tries >= n && now() - start >= this._retryFor) {
         if (last instanceof BatonError) throw last;
         throw unavailable(method + ' ' + pathQuery + ': no node answered (' + tries + ' attempts)', last);
       }
@@ -219,9 +222,9 @@ export class Client {
     this._open(signal);
     let pathQuery = lockPath(key) + query({ lease, wait, owner, mode, limit });
     let headers = { 'Idempotency-Key': newKey() };
-    const start = Date.now();
+    const start = now();
     for (let restarts = 0, asked = false; ;) {
-      const sent = Date.now();
+      const sent = now();
       asked ||= !signal?.aborted; // a request under this key goes out
       let res, err, o = { headers, signal, pin: true, limit: wait > 0 && wait * 1e3 + 3e3 };
       try {
@@ -231,7 +234,7 @@ export class Client {
           const g = Object(await res.json().catch(() => 0));
           if (!(g.token > 0)) throw new BatonError(res.status, 'bad_answer', 'no grant: ' + (await res.text()).slice(0, 200));
           // Waited half its lease or more: renewed now; refused: it ended.
-          const late = Date.now() - sent >= g.lease * 500, l = new Lock(this, g, late ? Date.now() : sent, o.at);
+          const late = now() - sent >= g.lease * 500, l = new Lock(this, g, late ? now() : sent, o.at);
           if (late) await l.renew().catch(() => l._watch(sent + g.lease * 1000));
           if (!l.lost.aborted) return l;
           err = new BatonError(410, 'grant_ended', 'ended unanswered', undefined, l.lost.reason);
@@ -241,7 +244,7 @@ export class Client {
         throw signal?.aborted ? signal.reason : e;
       }
       if (res.status === 408 && err.code === 'poll_timeout') continue; // same place, same Idempotency-Key
-      const left = wait > 0 ? wait - (Date.now() - start) / 1e3 : wait;
+      const left = wait > 0 ? wait - (now() - start) / 1e3 : wait;
       if (err.code !== 'grant_ended' || ++restarts > 10) throw err;
       if (wait > 0 && left < 1e-3) throw new BatonError(408, 'timeout', 'wait ran out: ' + err.message, undefined, err);
       pathQuery = lockPath(key) + query({ lease, wait: left, owner, mode, limit });
@@ -257,10 +260,10 @@ export class Client {
    * @type {(key: string, pathQuery: string, headers: Record<string, string>, token: number, at?: Addr) => void}
    */
   _settle(key, pathQuery, headers, token, at) {
-    const u = new URL(pathQuery, 'http://x'), end = Date.now() + RELEASE_FOR_MS;
+    const u = new URL(pathQuery, 'http://x'), end = now() + RELEASE_FOR_MS;
     u.searchParams.set('wait', '0.001');
     this._track((async () => {
-      while (!(token > 0) && Date.now() < end) {
+      while (!(token > 0) && now() < end) {
         try {
           const o = { headers, signal: AbortSignal.timeout(ATTEMPT_MS), pin: true, at };
           const res = await this._call('POST', u.pathname + u.search, o);
@@ -290,7 +293,7 @@ export class Client {
 
   /** @type {(key: string, token: number, from?: Addr) => Promise<void>} release (after close() too), asking `from` (it granted) first: another's 404/409 does not end it. */
   async _release(key, token, from) {
-    const path = lockPath(key), end = Date.now() + RELEASE_FOR_MS;
+    const path = lockPath(key), end = now() + RELEASE_FOR_MS;
     let maybeSent, elsewhere;
     for (let redirects = 0; ;) {
       /** @type {BatonError} */
@@ -315,7 +318,7 @@ export class Client {
         maybeSent = true; // a 5xx or no answer: made, maybe not logged
         this._down(addr);
       }
-      if (Date.now() + RELEASE_RETRY_MS > end) {
+      if (now() + RELEASE_RETRY_MS > end) {
         if (maybeSent && elsewhere) return; // from died unanswered: that attempt released
         throw err;
       }
@@ -364,7 +367,7 @@ export class Lock {
   /**
    * @param {Client} client
    * @param {Grant} g the grant's answer
-   * @param {number} sent Date.now() at the acquire
+   * @param {number} sent now() at the acquire
    * @param {Addr} [from] the node that granted (renewed last): release asks it first
    */
   constructor(client, g, sent, from) {
@@ -388,7 +391,7 @@ export class Lock {
   _watch(deadline) {
     clearTimeout(this._timer);
     this._deadline = deadline;
-    this._timer = setTimeout(() => Date.now() < deadline ? this._watch(deadline) : this._lose(new BatonError(0, 'lost', 'lock ' + JSON.stringify(this.key) + ' token ' + this.token + ': the lease ran out before a renewal succeeded')), cap(deadline - Date.now()));
+    this._timer = setTimeout(() => now() < deadline ? this._watch(deadline) : this._lose(new BatonError(0, 'lost', 'lock ' + JSON.stringify(this.key) + ' token ' + this.token + ': the lease ran out before a renewal succeeded')), cap(deadline - now()));
     /** @type {any} */ (this._timer).unref?.();
   }
 
@@ -411,7 +414,7 @@ export class Lock {
    * A "not_held"/"not_holder" answer aborts `lost` and rejects with it.
    */
   async renew(lease, signal) {
-    const sent = Date.now(), o = {};
+    const sent = now(), o = {};
     let g;
     try {
       g = await this._c.renew(this.key, this.token, lease ?? this.lease, signal, o);
@@ -436,7 +439,7 @@ export class Lock {
     (async () => {
       while (!ka.signal.aborted) {
         const lease = this.lease * 1000;
-        await sleep(this._deadline - lease / 2 - Date.now(), ka.signal);
+        await sleep(this._deadline - lease / 2 - now(), ka.signal);
         const retry = Math.min(Math.max(lease / 10, 10), 1000);
         for (;;) {
           const to = AbortSignal.timeout(cap(Math.max(lease / 4, 100))); // held: see _call
@@ -447,7 +450,7 @@ export class Lock {
             if (ka.signal.aborted || this.lost.aborted || e?.code === 'closed') return;
             const a = this._c._active; // silent: ask the others
             if (to.aborted && a) this._c._down(a);
-            await sleep(Math.min(retry, this._deadline - Date.now()), ka.signal);
+            await sleep(Math.min(retry, this._deadline - now()), ka.signal);
           }
         }
       }
