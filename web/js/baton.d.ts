@@ -196,6 +196,12 @@ export declare class Lock {
    * leaves the lease counting, and it aborts when that lease runs out.
    */
   readonly lost: AbortSignal;
+  /**
+   * Restarts the lease, `lease` seconds long (default: the current one).
+   * A renewal the node made once `lost` was aborted (sent after, or
+   * answered after the lease ran out on our clock) rejects with `lost`'s
+   * reason: the lock stays lost (release it).
+   */
   renew(lease?: number, signal?: AbortSignal): Promise<void>;
   /** Renews in the background until released or lost; returns a function that stops it. */
   keepAlive(): () => void;

@@ -207,7 +207,7 @@ export class Client {
     const res = await this._call('GET', pathQuery, { signal, limit: 5e3 });
     if (!res.ok) throw await statusError(res);
     const body = await res.json(), lag = Number(res.headers.get('Baton-Replica-Lag') ?? NaN);
-    if (Number.isFinite(lag) && body && typeof body === 'object') body.replicaLag = lag;
+    if (Number.isFinite(lag) && body instanceof Object) body.replicaLag = lag;
     return body;
   }
 
@@ -243,7 +243,7 @@ export class Client {
         if (asked) this._settle(key, pathQuery, headers, Number(res?.headers.get('Lock-Token')), o.at);
         throw signal?.aborted ? signal.reason : e;
       }
-      if (res.status === 408 && err.code === 'poll_timeout') continue; // same place, same Idempotency-Key
+      if (err.code === 'poll_timeout') continue; // same place, same Idempotency-Key
       const left = wait > 0 ? wait - (now() - start) / 1e3 : wait;
       if (err.code !== 'grant_ended' || ++restarts > 10) throw err;
       if (wait > 0 && left < 1e-3) throw new BatonError(408, 'timeout', 'wait ran out: ' + err.message, undefined, err);
@@ -410,8 +410,8 @@ export class Lock {
   }
 
   /**
-   * Restarts the lease now, `lease` seconds long (absent: the grant's).
-   * A "not_held"/"not_holder" answer aborts `lost` and rejects with it.
+   * Restarts the lease now, `lease` s (absent: the grant's). A not_held/
+   * not_holder answer loses it; renewed once lost, rejects with the loss.
    */
   async renew(lease, signal) {
     const sent = now(), o = {};
@@ -422,7 +422,8 @@ export class Lock {
       if (['not_held', 'not_holder'].includes(e?.code)) this._lose(e);
       throw e;
     }
-    if (this._released || this.lost.aborted) return;
+    this.lost.throwIfAborted();
+    if (this._released) return;
     this.lease = g.lease;
     this.expiresAt = new Date(g.expires_at);
     this._from = o.at;
