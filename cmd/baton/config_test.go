@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -272,6 +273,47 @@ func TestConfigAdvertiseIsABaseURLOnASingleNode(t *testing.T) {
 	for _, adv := range []string{"http://127.0.0.1:7070", "http://127.0.0.1:7070/", "https://lock.example.com"} {
 		if _, err := loadConfig([]string{"--data-dir", dir, "--listen", "127.0.0.1:7070", "--advertise", adv}, nil); err != nil {
 			t.Errorf("--advertise %q: %v", adv, err)
+		}
+	}
+}
+
+// TestSecurityWarningNoAuthBeyondLoopback: a node without auth_tokens that
+// listens (HTTP or native) beyond the loopback interface lets anyone who
+// reaches it take, release and force-release every lock, and says so at
+// start, naming auth_tokens and the address; on loopback only, or with
+// auth_tokens, it does not.
+func TestSecurityWarningNoAuthBeyondLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // the address the warning names; "" for no warning
+	}{
+		{"default listen", []string{"--listen", ":7070"}, ":7070"},
+		{"every IPv4 interface", []string{"--listen", "0.0.0.0:7070"}, "0.0.0.0:7070"},
+		{"a routable address", []string{"--listen", "10.1.2.3:7070"}, "10.1.2.3:7070"},
+		{"IPv6 any", []string{"--listen", "[::]:7070"}, "[::]:7070"},
+		{"loopback", []string{"--listen", "127.0.0.1:7070"}, ""},
+		{"loopback by name", []string{"--listen", "localhost:7070"}, ""},
+		{"IPv6 loopback", []string{"--listen", "[::1]:7070"}, ""},
+		{"with auth_tokens", []string{"--listen", ":7070", "--auth-tokens", "t1"}, ""},
+		{"native beyond loopback", []string{"--listen", "127.0.0.1:7070", "--native-listen", ":7071"}, ":7071"},
+	} {
+		args := append([]string{"--data-dir", t.TempDir()}, tc.args...)
+		c, err := loadConfig(args, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var found string
+		for _, w := range c.securityWarnings() {
+			if strings.Contains(w, "auth_tokens is empty") {
+				found = w
+			}
+		}
+		switch {
+		case tc.want == "" && found != "":
+			t.Errorf("%s: warned %q, want no auth warning", tc.name, found)
+		case tc.want != "" && !strings.Contains(found, fmt.Sprintf("%q", tc.want)):
+			t.Errorf("%s: warnings %q, want one saying auth_tokens is empty and naming %q", tc.name, c.securityWarnings(), tc.want)
 		}
 	}
 }
