@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 )
@@ -49,11 +50,43 @@ func (c *serveConfig) validateSecurity() error {
 // cluster_secret guards, so a cluster with auth_tokens and no
 // cluster_secret lets anyone who reaches a port read every lock and token
 // from the replication stream and ask for a handoff.
+//
+// A node without auth_tokens whose listen or native_listen is beyond the
+// loopback interface (the default ":7070" is every interface) lets anyone
+// who reaches it take, release and force-release every lock: it is
+// warned about too, as Redis's protected mode and etcd's insecure
+// listeners are, but it starts (a private network may be all the
+// protection it needs).
 func (c *serveConfig) securityWarnings() []string {
+	var w []string
 	if len(c.Peers) > 0 && len(c.AuthTokens) > 0 && c.ClusterSecret == "" {
-		return []string{"auth_tokens is set but cluster_secret is not: the peer endpoints (/_cluster/...) answer anyone who reaches this port, replication stream and handoffs included; set the same cluster_secret on every node"}
+		w = append(w, "auth_tokens is set but cluster_secret is not: the peer endpoints (/_cluster/...) answer anyone who reaches this port, replication stream and handoffs included; set the same cluster_secret on every node")
 	}
-	return nil
+	if len(c.AuthTokens) == 0 {
+		for _, a := range []string{c.Listen, c.NativeListen} {
+			if a != "" && !loopbackOnly(a) {
+				w = append(w, fmt.Sprintf("auth_tokens is empty and %q is not a loopback address: anyone who reaches it may take, release and force-release every lock; set auth_tokens, or listen on 127.0.0.1", a))
+			}
+		}
+	}
+	return w
+}
+
+// loopbackOnly reports whether the listen address hostport (host:port,
+// already validated) takes connections from this machine only: its host
+// is "localhost" or a loopback IP. An empty host, an unspecified address
+// (0.0.0.0, ::) or any other name or address is every interface, or may
+// be reached from elsewhere.
+func loopbackOnly(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // checkToken reports why t cannot be a bearer token (an entry of
