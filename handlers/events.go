@@ -396,6 +396,9 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lg *EventL
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return // the stream's headers, and no body: a HEAD ends here
+	}
 
 	ctx := r.Context()
 	ping := time.NewTicker(eventsPing)
