@@ -64,6 +64,11 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 		// active has handed it on to its next waiter (see idle).
 	case RecForce:
 		lk.each(func(h *hold) { s.endGrant(lk, h, at, EventRelease, true) })
+		if r.WaiterID != "" {
+			// The force's own ID, remembered so that a repeat under it
+			// changes nothing (ForceReleaseID).
+			s.retire(s.ticket(lk.key, r.WaiterID), tForced, at)
+		}
 	case RecRenew:
 		h := lk.find(r.Token)
 		if h == nil {
@@ -147,9 +152,13 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 		if t.w != nil || t.state == tGranted {
 			return nil
 		}
-		t.state = tTimedOut
-		if r.Outcome == OutcomeEnded {
+		switch r.Outcome {
+		case OutcomeEnded:
 			t.state = tEnded
+		case OutcomeForced:
+			t.state = tForced
+		default:
+			t.state = tTimedOut
 		}
 		t.asked(r)
 		s.heap.set(&t.dl, now.monoAt(r.Until))

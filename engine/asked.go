@@ -18,13 +18,21 @@ var ErrKeyReused = errors.New("engine: waiter ID reused for another request")
 // KeyReusedError is ErrKeyReused with the field that differs.
 type KeyReusedError struct {
 	// Field is the parameter as the API spells it: "mode", "limit",
-	// "lease" or "owner" (the first of them that differs).
+	// "lease" or "owner" (the first of them that differs), or
+	// "Idempotency-Key" for an ID that a forced release and an acquire
+	// of the same key share (ForceReleaseID).
 	Field string
+	// Reason, when set, is what is wrong, instead of the differing
+	// parameter's sentence.
+	Reason string
 }
 
 // Error names the field that differs and says that another request needs
 // a new key.
 func (e *KeyReusedError) Error() string {
+	if e.Reason != "" {
+		return e.Field + ": " + e.Reason
+	}
 	return fmt.Sprintf("%s: differs from the first acquire with this Idempotency-Key (native: id=); a repeat must ask for the same mode, limit, lease and owner (only wait may differ): use a new key for another request", e.Field)
 }
 
@@ -104,6 +112,9 @@ func (r *Record) askedLease() time.Duration {
 // from a record written before Record.LeaseDefaulted, which holds the
 // lease filled in, is compared). s.mu is held.
 func (t *ticket) differs(req *AcquireRequest, def time.Duration) error {
+	if t.state == tForced {
+		return errForceIDReused
+	}
 	if t.limit == 0 {
 		return nil
 	}

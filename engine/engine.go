@@ -559,6 +559,9 @@ const (
 	tGranted
 	tTimedOut
 	tEnded
+	// tForced: the ID of a forced release (ForceReleaseID), remembered
+	// for Retention so that a repeat changes nothing.
+	tForced
 	tForget ticketState = 255 // retire: forget the ticket at once
 )
 
@@ -1446,9 +1449,23 @@ func (s *shard) release(lk *lock, r *Record, now stamp) (idx, last LogIndex, gen
 // hands the freed slots to the waiters in queue order, in the same step;
 // the release events say Forced. It returns ErrNotHeld when nobody holds
 // key, or the other errors of Release. With a Log it returns once the
-// release is written.
-func (e *Engine) ForceRelease(key string) error {
-	idx, gen, err := e.ForceReleaseNoWait(key)
+// release is written. It is ForceReleaseID without an ID: a repeat is
+// another force.
+func (e *Engine) ForceRelease(key string) error { return e.ForceReleaseID(key, "") }
+
+// ForceReleaseID is ForceRelease under id, the force's own ID (an
+// Idempotency-Key; "" = none). A forced release is not safe to repeat: a
+// repeat releases the holders the first one handed the lock to. Under an
+// ID the force is remembered for Config.Retention, replicated and
+// snapshotted like a waiter ID's outcome, and a repeat under it is
+// answered as the first one was (nil, once the first is written) and
+// changes nothing, even when nobody holds key any more. An ID that
+// ValidID refuses is an *ArgError naming Idempotency-Key; an ID an acquire
+// of key holds (or held, within Retention), or a force's ID under which
+// an acquire comes, is a *KeyReusedError naming Idempotency-Key; nothing
+// changes then.
+func (e *Engine) ForceReleaseID(key, id string) error {
+	idx, gen, err := e.ForceReleaseNoWait(key, id)
 	if err != nil {
 		return err
 	}
@@ -1461,18 +1478,38 @@ func (e *Engine) ForceRelease(key string) error {
 	return nil
 }
 
-// ForceReleaseNoWait is ForceRelease without the wait for the log (see
-// ReleaseNoWait, with its gen). Its errors are ForceRelease's but
+// errForceIDReused is the KeyReusedError of an ID used by both a forced
+// release and an acquire of the same key.
+var errForceIDReused = &KeyReusedError{Field: "Idempotency-Key", Reason: "is the ID of another request on this key (an acquire's, or a forced release's): a forced release and an acquire each need an ID of their own"}
+
+// ForceReleaseNoWait is ForceReleaseID without the wait for the log (see
+// ReleaseNoWait, with its gen). Its errors are ForceReleaseID's but
 // ErrNotWritten and ErrReplaced, which WaitLogged and Replaced(gen) tell.
-func (e *Engine) ForceReleaseNoWait(key string) (idx LogIndex, gen uint64, err error) {
+// A repeat under a remembered ID returns the shard's last index: the
+// first force's record is at or below it.
+func (e *Engine) ForceReleaseNoWait(key, id string) (idx LogIndex, gen uint64, err error) {
 	if err := CheckKey(key); err != nil {
 		return 0, 0, err
+	}
+	if id != "" && !ValidID(id) {
+		return 0, 0, argErr("Idempotency-Key", "must be 1 to %d printable ASCII characters", MaxIDBytes)
 	}
 	s := e.shard(key)
 	s.mu.Lock()
 	if err := e.serving(); err != nil {
 		s.mu.Unlock()
 		return 0, 0, err
+	}
+	if id != "" {
+		if t := s.tickets[ticketKey{key, id}]; t != nil {
+			if t.state != tForced {
+				s.mu.Unlock()
+				return 0, 0, errForceIDReused
+			}
+			idx, gen = LogIndex(s.last), e.resets.Load()
+			s.mu.Unlock()
+			return idx, gen, nil
+		}
 	}
 	now := e.now()
 	// A lease that ran out is over before its timer fires too (a node
@@ -1484,7 +1521,13 @@ func (e *Engine) ForceReleaseNoWait(key string) (idx LogIndex, gen uint64, err e
 		s.mu.Unlock()
 		return 0, 0, ErrNotHeld
 	}
-	idx, _, gen, err = s.release(lk, &Record{Kind: RecForce, Key: lk.key, At: now.wall}, now)
+	r := &Record{Kind: RecForce, Key: lk.key, At: now.wall}
+	if id != "" {
+		// Kept with its ticket for Retention: not a slice of the
+		// request (a native request line, say).
+		r.WaiterID = strings.Clone(id)
+	}
+	idx, _, gen, err = s.release(lk, r, now)
 	return idx, gen, err
 }
 

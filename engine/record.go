@@ -68,7 +68,8 @@ const (
 	// restart continues above it.
 	RecReserve RecordKind = 11
 	// RecForce: an operator released every holder of Key at At (a forced
-	// release); their waiter IDs are remembered as ended.
+	// release); their waiter IDs are remembered as ended. WaiterID, when
+	// set, is the force's own ID, remembered as forced (OutcomeForced).
 	RecForce RecordKind = 12
 	// RecEpoch: a node became the active at this record, with Epoch
 	// (cluster promotions count epochs). A log position is the epoch of
@@ -109,6 +110,7 @@ type Outcome uint8
 const (
 	OutcomeTimeout Outcome = 1 // the wait ran out (a repeat gets ErrTimeout)
 	OutcomeEnded   Outcome = 2 // the grant ended (a repeat gets ErrGrantEnded)
+	OutcomeForced  Outcome = 3 // a forced release under this ID was made (a repeat changes nothing)
 )
 
 // Record is one state change, as the log and replay carry it. It holds

@@ -60,6 +60,8 @@ func (e *Engine) SnapshotRecords(emit func(shard int, rec []byte), done func(sha
 				r.Outcome = OutcomeTimeout
 			case tEnded:
 				r.Outcome = OutcomeEnded
+			case tForced:
+				r.Outcome = OutcomeForced
 			default:
 				continue
 			}
