@@ -320,7 +320,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 //	@Failure		409				{object}	api.Error	"superseded: a repeat with the same Idempotency-Key took over; limit_mismatch: the key exists with another limit"
 //	@Failure		410				{object}	api.Error	"grant_ended: the grant of this Idempotency-Key has ended"
 //	@Failure		413				{object}	api.Error	"the body is larger than max_body"
-//	@Failure		422				{object}	api.Error	"idempotency_key_reused: the Idempotency-Key came before with another mode, limit, lease or owner (field names it); nothing changed"
+//	@Failure		422				{object}	api.Error	"idempotency_key_reused: the Idempotency-Key came before with another mode, limit, lease or owner, or with a forced release of the key (field names it); nothing changed"
 //	@Failure		429				{object}	api.Error	"too_many_keys or too_many_waiters; see Retry-After"
 //	@Failure		503				{object}	api.Error	"shutting down or no active node known; see Retry-After"
 //	@Security		BearerAuth
@@ -435,6 +435,7 @@ func (s *Server) answerAcquire(w http.ResponseWriter, r *http.Request, id string
 //	@Param			token		query		integer				false	"the fencing token of the grant"
 //	@Param			force		query		boolean				false	"true: an operator's release of every holder (never with a token)"	Enums(true)
 //	@Param			Lock-Token	header		integer				false	"the fencing token of the grant"
+//	@Param			Idempotency-Key	header	string				false	"with force=true: names this forced release; a repeat under it (a retry after a lost answer) is answered 200 as the first and changes nothing, for the node's retention (1 to 256 printable ASCII characters; ignored without force)"
 //	@Param			body		body		api.TokenRequest	false	"the token (or force) as JSON"
 //	@Success		200			{object}	api.Released
 //	@Failure		307			{string}	string		"this node is a standby: Location names the same call on the active"
@@ -443,6 +444,7 @@ func (s *Server) answerAcquire(w http.ResponseWriter, r *http.Request, id string
 //	@Failure		403			{object}	api.Error	"forbidden: a forced release without one of the admin_tokens"
 //	@Failure		404			{object}	api.Error	"not_held: nobody holds the lock"
 //	@Failure		409			{object}	api.Error	"not_holder: the lock is held under another token"
+//	@Failure		422			{object}	api.Error	"idempotency_key_reused: with force=true, the Idempotency-Key is an acquire's of this key; nothing changed"
 //	@Failure		413			{object}	api.Error	"the body is larger than max_body"
 //	@Failure		503			{object}	api.Error	"shutting down or no active node known"
 //	@Security		BearerAuth
@@ -459,7 +461,13 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 	case p.Force:
 		if err = s.mayForce(r); err == nil {
-			err = s.eng.ForceRelease(p.Key)
+			// Under an Idempotency-Key, a repeat (a retry, a browser's
+			// resend) changes nothing (engine.ForceReleaseID).
+			id := ""
+			if p.IDGiven {
+				id = p.ID
+			}
+			err = s.eng.ForceReleaseID(p.Key, id)
 		}
 	default:
 		s.releasing.Add(1)
