@@ -1362,7 +1362,9 @@ func TestStatusPageOnAStandbyOffersNoForcedRelease(t *testing.T) {
 // "The forced release of “k” failed", inviting the operator to force
 // again, which releases the waiter the first force handed the lock to (as
 // the Go client's repeated force did). The page now says the force may
-// have been made and to look at the key's holders before forcing again.
+// have been made and to look at the key's holders before forcing again;
+// the browser's own repeats of the DELETE carry the page's
+// Idempotency-Key and change nothing.
 func TestStatusPageForceWhoseAnswerIsLostSaysItMayHaveBeenMade(t *testing.T) {
 	browserTest(t)
 	n := startNode(t, freeAddr(t, "127.0.26.7"), nil, nil)
@@ -1427,7 +1429,14 @@ func TestStatusPageForceWhoseAnswerIsLostSaysItMayHaveBeenMade(t *testing.T) {
 	})
 	// Chromium itself sends a request again when its reused keep-alive
 	// connection breaks before any byte of the answer, DELETE included
-	// (3 forces were seen here): only the node can make a repeated force
-	// harmless, which it does not yet (see the README's status page).
+	// (3 forces were seen here): the page's Idempotency-Key makes the
+	// repeats change nothing, so the waiter the force granted holds on.
 	t.Logf("the browser sent the force %d times", forces.Load())
+	st, err := c.Status(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Holder == nil || st.Holder.Token != l.Token {
+		t.Errorf("holder %+v after the lost force (sent %d times by the browser); want the waiter it granted, token %d", st.Holder, forces.Load(), l.Token)
+	}
 }
