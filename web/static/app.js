@@ -473,8 +473,13 @@ async function forceRelease(key, holders) {
   // slashes escaped too, or the browser resolves the segment and the call
   // names another lock ("x/../y" forced the release of "y").
   const path = '/locks/' + (/(^|\/)\.\.?(\/|$)/.test(key) ? encodeURIComponent(key) : key.split('/').map(encodeURIComponent).join('/')) + '?force=true';
+  // A key of its own for this force: Chromium sends a DELETE again by
+  // itself when its reused keep-alive connection breaks before the
+  // answer, and the node answers a repeat under the same key without
+  // forcing again (getRandomValues: randomUUID needs a secure context).
+  const idem = 'force-' + Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
   try {
-    const res = await call(path, { method: 'DELETE' });
+    const res = await call(path, { method: 'DELETE', headers: { 'Idempotency-Key': idem } });
     if (res.status === 403) {
       st.notAdmin = true;
       banner('force', 'This token may not force a release: that needs one of the node’s admin_tokens.');
