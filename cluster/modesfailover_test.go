@@ -63,7 +63,7 @@ func (c *testCluster) setUpModes(i int, standbys ...int) modeKeys {
 	grant("forced", api.ModeShared, "forced-0", 1)
 	grant("forced", api.ModeShared, "forced-1", 1)
 	waiter := c.parkOn(i, "forced", "lease=60&wait=20&mode=exclusive&owner=forced-w", "", false, standbys...)
-	a, err := do(http.MethodDelete, "http://"+c.nodes[i].listen+"/locks/forced?force=true")
+	a, err := do(http.MethodDelete, "http://"+c.nodes[i].listen+"/locks/forced?force=true", api.HeaderIdempotencyKey, forceKey)
 	if err != nil || a.status != http.StatusOK {
 		c.t.Fatalf("force release of forced on node %d: %v %d %s", i, err, a.status, a.body)
 	}
@@ -81,6 +81,22 @@ func (c *testCluster) setUpModes(i int, standbys ...int) modeKeys {
 	m.granted["forced"] = append(m.granted["forced"], h)
 	m.top = max(m.top, h.token)
 	return m
+}
+
+// forceKey is the Idempotency-Key of setUpModes's forced release.
+const forceKey = "force-of-forced"
+
+// repeatForce sends setUpModes's forced release again, under its
+// Idempotency-Key, to node i (the active, after a failover or a restart):
+// the force is remembered with the rest of the state, so the repeat is
+// answered 200 and changes nothing (waitModes then still finds the
+// exclusive holder the first force granted).
+func (c *testCluster) repeatForce(i int) {
+	c.t.Helper()
+	a, err := do(http.MethodDelete, "http://"+c.nodes[i].listen+"/locks/forced?force=true", api.HeaderIdempotencyKey, forceKey)
+	if err != nil || a.status != http.StatusOK {
+		c.t.Fatalf("the force repeated under its Idempotency-Key on node %d: %v %d %s, want 200", i, err, a.status, a.body)
+	}
 }
 
 // holdsOf returns the holders of st as modeHolds, oldest first.
@@ -199,6 +215,8 @@ func TestModesSurviveAKillOfTheActive(t *testing.T) {
 			act := c.waitActive(-1, 1, 2)
 			if sync == 1 {
 				c.waitModes(act, m)
+				c.repeatForce(act)
+				c.waitModes(act, m)
 			}
 			c.checkModesConsistent(act, m)
 		})
@@ -228,6 +246,8 @@ func TestModesSurviveAKillOfEveryNode(t *testing.T) {
 			}
 			c.start(order[0])
 			c.waitActive(order[0])
+			c.waitModes(order[0], m)
+			c.repeatForce(order[0])
 			c.waitModes(order[0], m)
 			for _, i := range order[1:] {
 				c.start(i)
