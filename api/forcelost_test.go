@@ -34,18 +34,24 @@ func forceLost(t *testing.T, err error, waiter <-chan result, direct *api.Client
 	heldOnce(t, direct, "k", l.Token)
 }
 
-// A forced release whose answer is lost after the node made it (its
-// connection reset, or its stream alone reset as an HTTP/2 proxy does
-// when the node behind it dies) is not repeated: the repeat released the
-// waiter that the first force had handed the lock to, and the force
-// reported success.
-func TestForceAnswerLostIsNotRepeated(t *testing.T) {
+// A forced release over HTTP whose answer is lost after the node made it
+// (its connection reset, or its stream alone reset as an HTTP/2 proxy
+// does when the node behind it dies) is sent again under its own
+// Idempotency-Key, which the node answers as the first without forcing
+// again: the force succeeds, and the waiter the first one handed the lock
+// to still holds it. (Sent again without a key, the repeat released that
+// waiter too.)
+func TestForceAnswerLostIsRepeatedUnderItsKey(t *testing.T) {
 	for _, cut := range []string{"connection", "stream"} {
 		t.Run(cut, func(t *testing.T) {
 			var px atomic.Pointer[proxy]
 			var made atomic.Int32
+			var keys atomic.Value
 			srv := startServer(t, engine.Config{}, func(h http.Handler) http.Handler {
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.Method == http.MethodDelete && r.URL.Query().Get("force") == "true" {
+						keys.Store(r.Header.Get(api.HeaderIdempotencyKey))
+					}
 					if r.Method != http.MethodDelete || r.URL.Query().Get("force") != "true" || made.Add(1) > 1 {
 						h.ServeHTTP(w, r) // a repeat is answered
 						return
@@ -74,10 +80,16 @@ func TestForceAnswerLostIsNotRepeated(t *testing.T) {
 			}
 			waiter := acquireAsync(ctx, direct, "k", api.WithLease(time.Minute))
 			waitWaiters(t, direct, "k", 1)
-			err := viaProxy.ForceRelease(ctx, "k")
-			forceLost(t, err, waiter, direct)
-			if n := made.Load(); n != 1 {
-				t.Fatalf("the node was asked to force %d times, want once", n)
+			if err := viaProxy.ForceRelease(ctx, "k"); err != nil {
+				t.Fatalf("force whose first answer was lost: %v, want nil (its repeat under the same key answered)", err)
+			}
+			l := get(t, waiter) // granted by the force the node made
+			heldOnce(t, direct, "k", l.Token)
+			if n := made.Load(); n != 2 {
+				t.Fatalf("the node was asked to force %d times, want twice (the first, lost; its repeat)", n)
+			}
+			if k, _ := keys.Load().(string); k == "" {
+				t.Fatalf("the force was sent without an Idempotency-Key")
 			}
 		})
 	}

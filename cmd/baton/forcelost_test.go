@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,11 +18,12 @@ import (
 
 // baton release --force whose answer is lost after the node made it (its
 // stream reset, as an HTTP/2 proxy does when the node behind it dies)
-// is not sent again, as client.ForceRelease: it exits 1 saying the force
-// may have been made, and the waiter the force handed the lock to still
-// holds it. Sent again, the force released that waiter too and baton
-// exited 0.
-func TestCLIForceAnswerLostIsNotRepeated(t *testing.T) {
+// is sent again under its own Idempotency-Key, as client.ForceRelease
+// does over HTTP: the node answers the repeat as the first without
+// forcing again, baton exits 0, and the waiter the force handed the lock
+// to still holds it. Sent again without a key, the force released that
+// waiter too.
+func TestCLIForceAnswerLostIsRepeatedUnderItsKey(t *testing.T) {
 	leakCheck(t)
 	eng, err := engine.New(engine.Config{DataDir: t.TempDir()})
 	if err != nil {
@@ -87,8 +87,8 @@ func TestCLIForceAnswerLostIsNotRepeated(t *testing.T) {
 	if w.err != nil {
 		t.Fatalf("the waiter: %v, want the grant the force handed it", w.err)
 	}
-	if r.code != exitError || !strings.Contains(r.stderr.String(), "may have been made") {
-		t.Errorf("release --force whose answer was lost: exit %d, stderr %q; want %d saying the force may have been made", r.code, r.stderr.String(), exitError)
+	if r.code != exitOK {
+		t.Errorf("release --force whose first answer was lost: exit %d, stderr %q; want %d (its repeat answered)", r.code, r.stderr.String(), exitOK)
 	}
 	st, err := c.Status(ctx, "k")
 	if err != nil {
@@ -97,7 +97,7 @@ func TestCLIForceAnswerLostIsNotRepeated(t *testing.T) {
 	if st.Holder == nil || st.Holder.Token != w.l.Token {
 		t.Errorf("after the force: holder %+v, want the waiter's token %d (the force sent again released it)", st.Holder, w.l.Token)
 	}
-	if n := forces.Load(); n != 1 {
-		t.Errorf("the node was asked to force %d times, want once", n)
+	if n := forces.Load(); n != 2 {
+		t.Errorf("the node was asked to force %d times, want twice (the first, lost; its repeat)", n)
 	}
 }
