@@ -1017,7 +1017,7 @@ type response struct {
 // refuses a stream with REFUSED_STREAM while the client cannot know the
 // limit yet: the call was not processed). unsent: nothing of the call
 // was sent (a native connection that had ended before its line was
-// queued), so not even a call made once (callOnce) may have been made.
+// queued), so not even a call made once (ncall's once) may have been made.
 type errConn struct {
 	err    error
 	stream bool
@@ -1189,9 +1189,8 @@ func served(first *time.Time, sent time.Time) {
 
 // call makes a request that is safe to repeat (everything but an acquire,
 // which has its own loop, and the repeat of an acquire under its
-// Idempotency-Key in hdr; a forced release, which is not, uses
-// callOnce): on a connection failure it moves on to the next
-// connection, failing after as many attempts as there are connections; a
+// Idempotency-Key in hdr; a forced release is, under its own key in hdr):
+// on a connection failure it moves on to the next connection, failing after as many attempts as there are connections; a
 // reset of its stream alone is repeated (streamRetry); 307s are followed. It returns the first answer that is not a redirect.
 func (c *Client) call(ctx context.Context, method, pathQuery string, hdr http.Header) (*response, error) {
 	r, _, err := c.callAvoiding(ctx, method, pathQuery, hdr, nil)
@@ -1209,31 +1208,20 @@ func (c *Client) call(ctx context.Context, method, pathQuery string, hdr http.He
 // also returns the connection of its last attempt (nil
 // when none was sent), for the caller's next call to avoid.
 func (c *Client) callAvoiding(ctx context.Context, method, pathQuery string, hdr http.Header, avoid *slot) (*response, *slot, error) {
-	return c.callAt(ctx, method, pathQuery, hdr, avoid, nil, false)
+	return c.callAt(ctx, method, pathQuery, hdr, avoid, nil)
 }
 
-// callOnce is call for a request that must not be sent twice (a forced
-// release): an attempt that may have reached a node (its connection
-// broke, or its stream was reset, after the request was sent) is not
-// repeated; the call fails with an *errMaybeMade. A connection that
-// cannot be had (dial refused) is passed over as by call: nothing was
-// sent on it. 307s are followed: a redirecting node made nothing.
-func (c *Client) callOnce(ctx context.Context, method, pathQuery string) (*response, error) {
-	r, _, err := c.callAt(ctx, method, pathQuery, nil, nil, nil, true)
-	return r, err
-}
-
-// errMaybeMade is the error of a call made once (callOnce, ncall with
-// once) whose request may have reached a node but whose answer did not
-// come back: err is why.
+// errMaybeMade is the error of a call made once (ncall with once: a
+// forced release over baton://) whose request may have reached a node
+// but whose answer did not come back: err is why.
 type errMaybeMade struct{ err error }
 
 func (e *errMaybeMade) Error() string { return e.err.Error() }
 func (e *errMaybeMade) Unwrap() error { return e.err }
 
 // callAt is callAvoiding whose first attempt asks want (nil: the
-// preferred address) first (pickAt); with once, as callOnce.
-func (c *Client) callAt(ctx context.Context, method, pathQuery string, hdr http.Header, avoid *slot, want *address, once bool) (*response, *slot, error) {
+// preferred address) first (pickAt).
+func (c *Client) callAt(ctx context.Context, method, pathQuery string, hdr http.Header, avoid *slot, want *address) (*response, *slot, error) {
 	if c.native {
 		return nil, nil, httpOnly(method + " " + pathQuery)
 	}
@@ -1253,13 +1241,6 @@ func (c *Client) callAt(ctx context.Context, method, pathQuery string, hdr http.
 			var ce *errConn
 			if !errors.As(err, &ce) {
 				return nil, s, err
-			}
-			if once {
-				// Sent: the node may have made it. A reset stream
-				// too: a proxy resets it when the node behind it
-				// dies after making it, the node when its handler
-				// ends early.
-				return nil, s, &errMaybeMade{err}
 			}
 			if again, serr := streamRetry(ctx, ce, &resets); serr != nil {
 				return nil, s, serr

@@ -747,7 +747,7 @@ func (c *Client) askAgain(pathQuery string, hdr http.Header, at *address) (uint6
 	pq := u.RequestURI()
 	for {
 		actx, acancel := context.WithTimeout(ctx, releaseAttempt)
-		r, s, err := c.callAt(actx, http.MethodPost, pq, hdr, nil, at, false)
+		r, s, err := c.callAt(actx, http.MethodPost, pq, hdr, nil, at)
 		acancel()
 		if err == nil {
 			if r.status == http.StatusOK {
@@ -1018,28 +1018,33 @@ func (c *Client) releaseUnconfirmed(key string) error {
 // ErrForbidden. Errors: ErrNotHeld (nobody holds the key), ErrForbidden,
 // ErrInvalidArgument, ErrUnavailable, ErrClosed, ctx's error.
 //
-// A force is sent at most once, as it is not idempotent: it releases
-// every holder, so a repeat after the first was made would also release
-// the holders the queue moved on to. An attempt whose request may have
-// reached a node and whose answer was lost (the connection broke, or
-// the HTTP/2 stream was reset, after it was sent: a reset, a node
-// killed, a failover) is not repeated on another connection or node:
-// ForceRelease returns an error that Is ErrUnavailable and says the
-// force may have been made; look at the key's holders (Status) before
-// forcing again. A force that surely never left (no connection could
-// be had: dial refused; a native connection that had ended before the
-// line was queued) moves on to the next connection or node, and a
-// standby's redirect (307, M) is followed: neither made anything. When
-// ctx ends while the force is in flight, ctx's error comes back, and the
-// force may have been made too. The same holds over HTTP and baton://,
-// and for `baton release --force`.
+// A force is not safe to repeat blindly: it releases every holder, so a
+// repeat after the first was made would also release the holders the
+// queue moved on to. Over HTTP it is sent under an Idempotency-Key of its
+// own, which the node remembers with the force (for two minutes,
+// replicated to its standbys): an attempt whose answer was lost (the
+// connection broke, or the HTTP/2 stream was reset, after it was sent: a
+// reset, a node killed, a failover) is repeated on the next connection
+// or node like any other call, and the repeat is answered as the first
+// was without forcing again. Over baton://, whose "R <key> force" carries
+// no key, a force is sent at most once: an attempt whose line may have
+// reached a node and whose answer was lost is not repeated, and
+// ForceRelease returns an error that Is ErrUnavailable and says the force
+// may have been made; look at the key's holders (Status) before forcing
+// again. A force that surely never left (no connection could be had: dial
+// refused; a native connection that had ended before the line was
+// queued) moves on to the next connection or node, and a standby's
+// redirect (307, M) is followed: neither made anything. When ctx ends
+// while the force is in flight, ctx's error comes back, and the force may
+// have been made. `baton release --force` does the same.
 func (c *Client) ForceRelease(ctx context.Context, key string) error {
 	if c.native {
 		return c.nForceRelease(ctx, key)
 	}
-	r, err := c.callOnce(ctx, http.MethodDelete, lockPath(key, url.Values{"force": {"true"}}))
+	hdr := http.Header{HeaderIdempotencyKey: {newKey()}}
+	r, err := c.call(ctx, http.MethodDelete, lockPath(key, url.Values{"force": {"true"}}), hdr)
 	if err != nil {
-		return forceError(key, err)
+		return err
 	}
 	if r.status != http.StatusOK {
 		return statusError(r)
@@ -1047,9 +1052,9 @@ func (c *Client) ForceRelease(ctx context.Context, key string) error {
 	return nil
 }
 
-// forceError is the error of a forced release of key that failed with
-// err: when the request may have reached a node (*errMaybeMade), an
-// error that Is ErrUnavailable and says the force may have been made.
+// forceError is the error of a forced release of key over baton:// that
+// failed with err: when the line may have reached a node (*errMaybeMade),
+// an error that Is ErrUnavailable and says the force may have been made.
 func forceError(key string, err error) error {
 	var mm *errMaybeMade
 	if !errors.As(err, &mm) {

@@ -1427,7 +1427,7 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64, from *a
 // its last attempt (nil when none was sent), also when ctx ended before
 // that attempt was answered, for the caller's next call to avoid (as
 // callAvoiding). With once (a forced release, which must not be sent
-// twice), as callOnce: a connection that failed after the line was
+// twice: "R <key> force" carries no key): a connection that failed after the line was
 // queued for it ends the call with an *errMaybeMade; one that had ended
 // before (nothing sent) is passed over.
 func (c *Client) ncall(ctx context.Context, what string, id nid, line []byte, avoid *slot, once bool) (nline.Answer, string, *slot, error) {
