@@ -16,11 +16,14 @@ test('a renewal of a lost lock that the node still holds rejects with the loss',
   const n = await startNode(t);
   const c = new Client({
     addresses: [n.url],
-    // The acquire goes out 1 s late: our lease ends 1 s before the node's.
-    fetch: async (u, i) => { if (i.method === 'POST') await sleep(1000); return fetch(u, i); },
+    // The acquire goes out 2 s late: our lease ends 2 s before the
+    // node's, time enough for the status read below on a loaded machine
+    // (2 s is under half the lease: the grant is not taken for a late
+    // one, which the client would renew at once).
+    fetch: async (u, i) => { if (i.method === 'POST') await sleep(2000); return fetch(u, i); },
   });
   t.after(() => c.close());
-  const l = await c.acquire('renewlost/a', { lease: 4 });
+  const l = await c.acquire('renewlost/a', { lease: 8 });
   await lostOf(l);
   assert.equal((await c.status('renewlost/a')).holder?.token, l.token, 'the node still holds it');
   await assert.rejects(l.renew(), { code: 'lost' });
