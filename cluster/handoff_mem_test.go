@@ -150,7 +150,14 @@ func (p *pollBlock) wrap(cfg *Config) {
 // moved frame it would take node 1 for dead and promote itself beside it.
 func TestMemHandoffMovesEveryStandbyToTheSuccessor(t *testing.T) {
 	block := &pollBlock{}
-	c := newMemCluster(t, 3, block.wrap)
+	// A failover timeout well above a loaded race build's stalls: with
+	// memFailover (400 ms) node 2 once heard nothing on its stream for
+	// that long during the handoff (CI under load) and promoted itself
+	// beside node 1, which it cannot poll here. Without the moved frame
+	// it still promotes within the wait below.
+	const failover = 2 * time.Second
+	slow := func(cfg *Config) { cfg.FailoverTimeout = failover }
+	c := newMemCluster(t, 3, block.wrap, slow)
 	c.start(0, 1, 2)
 	c.waitActive(0)
 	g := c.grant(0, "k")
@@ -163,7 +170,7 @@ func TestMemHandoffMovesEveryStandbyToTheSuccessor(t *testing.T) {
 	c.waitFor("a grant of the new active replicated", func() bool { return c.holds(2, "k2") == g2.Token })
 	// Longer than a failover timeout, with node 1 never polled: node 2
 	// keeps following it on its stream alone.
-	time.Sleep(2 * memFailover)
+	time.Sleep(2 * failover)
 	if as := c.actives(); len(as) != 1 || as[0] != 1 {
 		t.Errorf("actives %v, want [1]\n%s", as, c.views())
 	}
