@@ -1211,14 +1211,6 @@ func (c *Client) callAvoiding(ctx context.Context, method, pathQuery string, hdr
 	return c.callAt(ctx, method, pathQuery, hdr, avoid, nil)
 }
 
-// errMaybeMade is the error of a call made once (ncall with once: a
-// forced release over baton://) whose request may have reached a node
-// but whose answer did not come back: err is why.
-type errMaybeMade struct{ err error }
-
-func (e *errMaybeMade) Error() string { return e.err.Error() }
-func (e *errMaybeMade) Unwrap() error { return e.err }
-
 // callAt is callAvoiding whose first attempt asks want (nil: the
 // preferred address) first (pickAt).
 func (c *Client) callAt(ctx context.Context, method, pathQuery string, hdr http.Header, avoid *slot, want *address) (*response, *slot, error) {

@@ -1052,17 +1052,6 @@ func (c *Client) ForceRelease(ctx context.Context, key string) error {
 	return nil
 }
 
-// forceError is the error of a forced release of key over baton:// that
-// failed with err: when the line may have reached a node (*errMaybeMade),
-// an error that Is ErrUnavailable and says the force may have been made.
-func forceError(key string, err error) error {
-	var mm *errMaybeMade
-	if !errors.As(err, &mm) {
-		return err
-	}
-	return fmt.Errorf("%w: force release %q may have been made: its answer was lost (%w), and a force is never sent again (a repeat would also release the holders it handed the lock to); look at the key's holders (Client.Status, baton status) before forcing again", ErrUnavailable, key, mm.err)
-}
-
 // Renew restarts the lease of the lock key held under token, from now, with
 // lease (0 = the grant's lease). It blocks for one round trip, moving on to
 // the next connection if one fails. Errors: ErrNotHeld or ErrNotHolder

@@ -1514,3 +1514,22 @@ func (c *Client) nForceRelease(ctx context.Context, key string) error {
 	}
 	return nil
 }
+
+// errMaybeMade is the error of a call made once (ncall with once: a
+// forced release over baton://) whose request may have reached a node
+// but whose answer did not come back: err is why.
+type errMaybeMade struct{ err error }
+
+func (e *errMaybeMade) Error() string { return e.err.Error() }
+func (e *errMaybeMade) Unwrap() error { return e.err }
+
+// forceError is the error of a forced release of key over baton:// that
+// failed with err: when the line may have reached a node (*errMaybeMade),
+// an error that Is ErrUnavailable and says the force may have been made.
+func forceError(key string, err error) error {
+	var mm *errMaybeMade
+	if !errors.As(err, &mm) {
+		return err
+	}
+	return fmt.Errorf("%w: force release %q may have been made: its answer was lost (%w), and a force is never sent again (a repeat would also release the holders it handed the lock to); look at the key's holders (Client.Status, baton status) before forcing again", ErrUnavailable, key, mm.err)
+}
