@@ -15,7 +15,9 @@ import (
 
 // TestEventsBadSeqNamesItsSource: a Last-Event-ID that is not a Seq is a
 // 400 naming Last-Event-ID (it named since, a parameter the request did
-// not send); a bad ?since= still names since.
+// not send); a bad ?since= still names since. A Seq is written as the feed
+// writes it, a canonical decimal (0, or digits without a leading zero, as
+// a token and GET /locks' limit): "01" and "+1" named Seq 1 before.
 func TestEventsBadSeqNamesItsSource(t *testing.T) {
 	e := newWebEnv(t, handlers.Config{})
 	for _, c := range []struct{ path, lastID, field string }{
@@ -23,6 +25,12 @@ func TestEventsBadSeqNamesItsSource(t *testing.T) {
 		{"/events", "-1", "Last-Event-ID"},
 		{"/events?since=x", "", "since"},
 		{"/events?since=x", "5", "since"},
+		{"/events?since=01", "", "since"},
+		{"/events?since=00", "", "since"},
+		{"/events?since=%2B1", "", "since"},
+		{"/events?since=%201", "", "since"},
+		{"/events", "01", "Last-Event-ID"},
+		{"/events", "+1", "Last-Event-ID"},
 	} {
 		for _, accept := range []string{"application/json", "text/event-stream"} {
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, e.srv.URL+c.path, nil)
