@@ -316,14 +316,14 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	// reconnect of a stream opened with ?since= began at that Seq again.)
 	// Each is checked, and a 400 names the bad one.
 	for _, p := range [...]struct{ raw, field, want string }{
-		{q.Get("since"), "since", "the seq of an event (an unsigned integer)"},
-		{r.Header.Get("Last-Event-ID"), "Last-Event-ID", "the id of the last event received (its seq, an unsigned integer)"},
+		{q.Get("since"), "since", "the seq of an event (an unsigned integer, no leading zero)"},
+		{r.Header.Get("Last-Event-ID"), "Last-Event-ID", "the id of the last event received (its seq, an unsigned integer, no leading zero)"},
 	} {
 		if p.raw == "" {
 			continue
 		}
 		n, err := strconv.ParseUint(p.raw, 10, 64)
-		if err != nil {
+		if err != nil || !seqSyntax(p.raw) {
 			s.writeError(w, r, badRequest(p.field, "must be "+p.want+", got "+quoteShort(p.raw)))
 			return
 		}

@@ -24,8 +24,8 @@ func TestBadReadParametersSayWhatTheyGot(t *testing.T) {
 	}{
 		{"/locks?limit=0", "limit", `limit: must be an integer from 1 to 10000, got "0"`, nil},
 		{"/locks?limit=x", "limit", `got "x"`, nil},
-		{"/events?since=x", "since", `since: must be the seq of an event (an unsigned integer), got "x"`, nil},
-		{"/events", "Last-Event-ID", `Last-Event-ID: must be the id of the last event received (its seq, an unsigned integer), got "abc"`, []string{"Last-Event-ID", "abc"}},
+		{"/events?since=x", "since", `since: must be the seq of an event (an unsigned integer, no leading zero), got "x"`, nil},
+		{"/events", "Last-Event-ID", `Last-Event-ID: must be the id of the last event received (its seq, an unsigned integer, no leading zero), got "abc"`, []string{"Last-Event-ID", "abc"}},
 	} {
 		r := e.do(http.MethodGet, c.path, "", c.hdr...)
 		eb := r.errBody(t)

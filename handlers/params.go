@@ -481,6 +481,10 @@ func tokenSyntax(v string) bool {
 	return v != "" && v[0] != '0' && digits(v) == len(v)
 }
 
+// seqSyntax reports whether v is an event's Seq as the feed writes it:
+// 0 or a canonical decimal (tokenSyntax).
+func seqSyntax(v string) bool { return v == "0" || tokenSyntax(v) }
+
 // nonzeroMantissa reports whether a number secondsSyntax accepted has a
 // digit other than 0 before its exponent: its value is not 0, even when
 // it underflows a float64 to 0.
