@@ -134,6 +134,54 @@ func TestForceRelease(t *testing.T) {
 	}
 }
 
+// TestForceReleaseUnderAnID: "R <key> force id=<id>" is a force the node
+// remembers under id, as DELETE ?force=true with an Idempotency-Key: a
+// repeat (on any connection) is answered OK as the first was and changes
+// nothing, though the waiter the first force granted now holds the key;
+// an id an acquire of the key holds, or an acquire under a force's id, is
+// E idempotency_key_reused, nothing changed.
+func TestForceReleaseUnderAnID(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	h, w, op, op2 := e.dial(), e.dial(), e.dial(), e.dial()
+	h.send("A fi 10 - id=acq-1")
+	grant(t, h.read(), "fi")
+	w.send("A fi 10 - owner=next")
+	waitFor(t, func() bool { li, _ := e.eng.Status("fi"); return li.Waiters == 1 })
+
+	op.send("R fi force id=acq-1")
+	if line := op.read(); !strings.HasPrefix(line, "R fi E idempotency_key_reused ") {
+		t.Fatalf("force under an acquire's id: %q", line)
+	}
+	if li, _ := e.eng.Status("fi"); len(li.Holders) != 1 || li.Holders[0].Owner == "next" || li.Waiters != 1 {
+		t.Fatalf("fi after the refused force: %+v, %d waiters", li.Holders, li.Waiters)
+	}
+	op.send("R fi force id=ops%201")
+	if line := op.read(); line != "R fi OK" {
+		t.Fatalf("forced release under an id: %q", line)
+	}
+	tw := grant(t, w.read(), "fi")
+	for _, c := range []*client{op, op2} {
+		c.send("R fi force id=ops%201")
+		if line := c.read(); line != "R fi OK" {
+			t.Fatalf("repeat of the force: %q", line)
+		}
+	}
+	if li, _ := e.eng.Status("fi"); len(li.Holders) != 1 || li.Holders[0].Token != tw {
+		t.Fatalf("fi after the repeats: %+v, want the waiter's grant %d alone", li.Holders, tw)
+	}
+	op.send("A fi 10 0 id=ops%201")
+	if line := op.read(); !strings.HasPrefix(line, "A fi E idempotency_key_reused ") {
+		t.Fatalf("acquire under a force's id: %q", line)
+	}
+	op.send("R fi force id=ops-2")
+	if line := op.read(); line != "R fi OK" {
+		t.Fatalf("a force under a new id: %q", line)
+	}
+	if li, _ := e.eng.Status("fi"); len(li.Holders) != 0 {
+		t.Fatalf("fi after a force under a new id: %+v", li.Holders)
+	}
+}
+
 // TestForceReleaseNeedsAdmin: with auth_tokens or admin_tokens set, only
 // a connection that AUTHed with an admin token may force (E forbidden,
 // nothing changed, otherwise); a later AUTH changes the connection's

@@ -426,7 +426,12 @@ func TestBadInput(t *testing.T) {
 		{"R held -5", "R held E invalid_argument token: must be a fencing token"},
 		{"R held 9007199254740992", "R held E invalid_argument token: must be a fencing token"},
 		{"R held FORCE", "R held E invalid_argument token: must be a fencing token"},
-		{"R held force 1", "R held E invalid_argument fields: R takes 3 fields"},
+		{"R held force 1", "R held E invalid_argument option: \"1\" is not name=value"},
+		{"R held force id=a id=b", "R held E invalid_argument fields: R takes 3 fields"},
+		{"R held force owner=x", "R held E invalid_argument owner: is not an option of R force (id)"},
+		{"R held force id=", "R held E invalid_argument id: must be 1 to 256"},
+		{"R held force id=a%zz", "R held E invalid_argument id: has a bad percent-encoding"},
+		{"R held 1 id=a", "R held E invalid_argument fields: R takes 3 fields"},
 		{"N held " + strconv.FormatUint(tok, 10), "N held E invalid_argument fields: N takes 4 fields"},
 		{"N held " + strconv.FormatUint(tok, 10) + " x", "N held E invalid_argument lease: must be a number"},
 	}
