@@ -244,8 +244,31 @@ func parseView(line []byte) (request, error) {
 			}
 		}
 	case OpRelease:
+		if len(fields) == 4 && fields[2] == "force" {
+			// R <key> force id=<id>: a force the node remembers under id
+			// (an HTTP force's Idempotency-Key).
+			name, value, hasEq := strings.Cut(fields[3], "=")
+			switch {
+			case !hasEq:
+				return bad("option", strconv.Quote(fields[3])+" is not name=value")
+			case name != "id":
+				if !printable(name) || name == "" {
+					return bad("option", "has an unreadable name")
+				}
+				return bad(name, "is not an option of R force (id)")
+			}
+			id, ok := unescape(value)
+			if !ok {
+				return bad("id", "has a bad percent-encoding")
+			}
+			if !engine.ValidID(id) {
+				return bad("id", idRule)
+			}
+			r.force, r.id = true, id
+			break
+		}
 		if len(fields) != 3 {
-			return bad("fields", "R takes 3 fields (R <key> <token>), got "+strconv.Itoa(len(fields)))
+			return bad("fields", "R takes 3 fields (R <key> <token>; R <key> force [id=<id>]), got "+strconv.Itoa(len(fields)))
 		}
 		if fields[2] == "force" {
 			r.force = true

@@ -1606,7 +1606,7 @@ func (c *conn) release(r *request, start instant) {
 		c.hmu.Unlock()
 	}
 	if r.force {
-		idx, gen, err = c.s.eng.ForceReleaseNoWait(r.key, "")
+		idx, gen, err = c.s.eng.ForceReleaseNoWait(r.key, r.id)
 	} else {
 		idx, gen, err = c.s.eng.ReleaseNoWait(r.key, r.token)
 	}
