@@ -1,10 +1,8 @@
 package api_test
 
 import (
-	"errors"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,25 +12,6 @@ import (
 	"github.com/baton-io/baton/handlers"
 	"github.com/baton-io/baton/native"
 )
-
-// forceLost checks what a forced release of "k" whose answer was lost
-// after the node made it left behind: the force, not repeated, failed
-// ErrUnavailable saying it may have been made (err), and the waiter it
-// handed the lock to (waiter) still holds it. A repeat releases that
-// waiter's grant too (a force releases every holder) and reports
-// success.
-func forceLost(t *testing.T, err error, waiter <-chan result, direct *api.Client) {
-	t.Helper()
-	l := get(t, waiter) // granted by the force the node made
-	if err == nil {
-		st := status(t, direct, "k")
-		t.Fatalf("force whose answer was lost: nil, want ErrUnavailable; the key now: holder %+v, %d waiters (the waiter got token %d)", st.Holder, st.Waiters, l.Token)
-	}
-	if !errors.Is(err, api.ErrUnavailable) || !strings.Contains(err.Error(), "may have been made") {
-		t.Fatalf("force whose answer was lost: %v, want ErrUnavailable saying the force may have been made", err)
-	}
-	heldOnce(t, direct, "k", l.Token)
-}
 
 // A forced release over HTTP whose answer is lost after the node made it
 // (its connection reset, or its stream alone reset as an HTTP/2 proxy
@@ -95,10 +74,14 @@ func TestForceAnswerLostIsRepeatedUnderItsKey(t *testing.T) {
 	}
 }
 
-// The same over baton://: the node gets "R k force" and makes it, its
-// answer never reaches the client (the proxy holds it), and the
-// connection breaks. The force is not repeated on the other connection.
-func TestNativeForceAnswerLostIsNotRepeated(t *testing.T) {
+// The same over baton://: the node gets "R k force id=<id>" and makes
+// it, its answer never reaches the client (the proxy holds it), and the
+// connection breaks. The force is sent again on the other connection
+// under the same id, which the node answers as the first without forcing
+// again: ForceRelease succeeds and the waiter the first force handed the
+// lock to still holds it. (Before the native force had an id, it was sent
+// at most once and this was ErrUnavailable "may have been made".)
+func TestNativeForceAnswerLostIsRepeatedUnderItsID(t *testing.T) {
 	srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
 	p := startProxy(t, srv.Native)
 	viaProxy := newClient(t, nil, "baton://"+p.ln.Addr().String()) // two connections
@@ -110,14 +93,14 @@ func TestNativeForceAnswerLostIsNotRepeated(t *testing.T) {
 	}
 	waiter := acquireAsync(ctx, direct, "k", api.WithLease(time.Minute))
 	waitWaiters(t, direct, "k", 1)
-	p.HoldAfter("R k force\n")
+	p.HoldAfter("R k force id=")
 	forced := make(chan error, 1)
 	go func() { forced <- viaProxy.ForceRelease(ctx, "k") }()
 	var pc *proxyConn
 	select {
 	case pc = <-p.held:
 	case <-time.After(bound):
-		t.Fatal("the force never reached the node")
+		t.Fatal("the force never reached the node under an id")
 	}
 	eventually(t, "the force made (the waiter holds k)", func() bool {
 		st := status(t, direct, "k")
@@ -126,7 +109,11 @@ func TestNativeForceAnswerLostIsNotRepeated(t *testing.T) {
 	pc.close()
 	select {
 	case err := <-forced:
-		forceLost(t, err, waiter, direct)
+		l := get(t, waiter) // granted by the force the node made
+		if err != nil {
+			t.Fatalf("force whose first answer was lost: %v, want nil (its repeat under the same id answered)", err)
+		}
+		heldOnce(t, direct, "k", l.Token)
 	case <-time.After(bound):
 		t.Fatal("ForceRelease never returned")
 	}
