@@ -1015,13 +1015,10 @@ type response struct {
 // opposed to an answer from the server. stream: the connection stayed up,
 // only the call's stream was reset (a node or proxy past its stream limit
 // refuses a stream with REFUSED_STREAM while the client cannot know the
-// limit yet: the call was not processed). unsent: nothing of the call
-// was sent (a native connection that had ended before its line was
-// queued), so not even a call made once (ncall's once) may have been made.
+// limit yet: the call was not processed).
 type errConn struct {
 	err    error
 	stream bool
-	unsent bool
 }
 
 // Stream resets. A call whose stream alone was reset is repeated, at most
@@ -1041,13 +1038,6 @@ func streamRetry(ctx context.Context, ce *errConn, n *int) (bool, error) {
 	}
 	*n++
 	return true, sleep(ctx, time.Duration(*n)*streamRetryPause)
-}
-
-// unsent reports whether err is an *errConn of a call of which nothing
-// was sent.
-func unsent(err error) bool {
-	var ce *errConn
-	return errors.As(err, &ce) && ce.unsent
 }
 
 func (e *errConn) Error() string { return e.err.Error() }

@@ -1020,23 +1020,17 @@ func (c *Client) releaseUnconfirmed(key string) error {
 //
 // A force is not safe to repeat blindly: it releases every holder, so a
 // repeat after the first was made would also release the holders the
-// queue moved on to. Over HTTP it is sent under an Idempotency-Key of its
-// own, which the node remembers with the force (for two minutes,
-// replicated to its standbys): an attempt whose answer was lost (the
-// connection broke, or the HTTP/2 stream was reset, after it was sent: a
-// reset, a node killed, a failover) is repeated on the next connection
-// or node like any other call, and the repeat is answered as the first
-// was without forcing again. Over baton://, whose "R <key> force" carries
-// no key, a force is sent at most once: an attempt whose line may have
-// reached a node and whose answer was lost is not repeated, and
-// ForceRelease returns an error that Is ErrUnavailable and says the force
-// may have been made; look at the key's holders (Status) before forcing
-// again. A force that surely never left (no connection could be had: dial
-// refused; a native connection that had ended before the line was
-// queued) moves on to the next connection or node, and a standby's
-// redirect (307, M) is followed: neither made anything. When ctx ends
-// while the force is in flight, ctx's error comes back, and the force may
-// have been made. `baton release --force` does the same.
+// queue moved on to. It is sent under an idempotency key of its own (over
+// HTTP its Idempotency-Key, over baton:// the id= of "R <key> force"),
+// which the node remembers with the force (for two minutes, replicated to
+// its standbys): an attempt whose answer was lost (the connection broke,
+// or the HTTP/2 stream was reset, after it was sent: a reset, a node
+// killed, a failover) is repeated on the next connection or node like any
+// other call, and the repeat is answered as the first was without forcing
+// again. A standby's redirect (307, M) is followed. When ctx ends while
+// the force is in flight, ctx's error comes back, and the force may have
+// been made: look at the key's holders (Status) before forcing again.
+// `baton release --force` does the same.
 func (c *Client) ForceRelease(ctx context.Context, key string) error {
 	if c.native {
 		return c.nForceRelease(ctx, key)

@@ -455,7 +455,7 @@ func (w *nwire) do(ctx context.Context, id nid, line []byte, late nlate, limit t
 	call := ncalls.Get().(*ncall)
 	if err := w.send(id, line, call); err != nil {
 		ncalls.Put(call)
-		return nline.Answer{}, &errConn{err: err, unsent: true}
+		return nline.Answer{}, &errConn{err: err}
 	}
 	var expired <-chan time.Time // nil: no limit
 	if limit > 0 {
@@ -1426,11 +1426,8 @@ func (c *Client) nRelease(ctx context.Context, key string, token uint64, from *a
 // naming another node than avoid's lifts it. It also returns the slot of
 // its last attempt (nil when none was sent), also when ctx ended before
 // that attempt was answered, for the caller's next call to avoid (as
-// callAvoiding). With once (a forced release, which must not be sent
-// twice: "R <key> force" carries no key): a connection that failed after the line was
-// queued for it ends the call with an *errMaybeMade; one that had ended
-// before (nothing sent) is passed over.
-func (c *Client) ncall(ctx context.Context, what string, id nid, line []byte, avoid *slot, once bool) (nline.Answer, string, *slot, error) {
+// callAvoiding).
+func (c *Client) ncall(ctx context.Context, what string, id nid, line []byte, avoid *slot) (nline.Answer, string, *slot, error) {
 	attempts, redirects := 0, 0
 	max := c.numConns()
 	given := avoid
@@ -1452,9 +1449,6 @@ func (c *Client) ncall(ctx context.Context, what string, id nid, line []byte, av
 			c.nbroken(s, w)
 			if se := refusal(err); se != nil {
 				return nline.Answer{}, "", s, se // not served
-			}
-			if once && !unsent(err) {
-				return nline.Answer{}, "", s, &errMaybeMade{err} // the node may have made it
 			}
 			if attempts++; attempts >= max {
 				return nline.Answer{}, "", s, fmt.Errorf("%w: %s: %d attempts failed, last: %w", ErrUnavailable, what, attempts, err)
@@ -1489,7 +1483,7 @@ func (c *Client) nRenew(ctx context.Context, key string, token uint64, lease tim
 		return nil, nil, err
 	}
 	raw := nline.Escape(key)
-	a, node, s, err := c.ncall(ctx, "renew "+fmt.Sprintf("%q", key), nid{nline.OpRenew, raw}, nline.AppendRenew(nil, raw, token, lease), avoid, false)
+	a, node, s, err := c.ncall(ctx, "renew "+fmt.Sprintf("%q", key), nid{nline.OpRenew, raw}, nline.AppendRenew(nil, raw, token, lease), avoid)
 	if err != nil {
 		return nil, s, err
 	}
@@ -1499,37 +1493,20 @@ func (c *Client) nRenew(ctx context.Context, key string, token uint64, lease tim
 	return &Grant{Key: key, Token: a.Token, Lease: a.Lease.Seconds(), ExpiresAt: a.Expires, Node: node}, s, nil
 }
 
-// nForceRelease is ForceRelease over the native protocol.
+// nForceRelease is ForceRelease over the native protocol: "R <key>
+// force id=<id>" under a fresh id, which makes a repeat after a lost
+// answer (ncall's) safe, as an HTTP force's Idempotency-Key does.
 func (c *Client) nForceRelease(ctx context.Context, key string) error {
 	if err := checkNativeKey(key); err != nil {
 		return err
 	}
 	raw := nline.Escape(key)
-	a, _, _, err := c.ncall(ctx, "force release "+fmt.Sprintf("%q", key), nid{nline.OpRelease, raw}, nline.AppendForceRelease(nil, raw), nil, true)
+	a, _, _, err := c.ncall(ctx, "force release "+fmt.Sprintf("%q", key), nid{nline.OpRelease, raw}, nline.AppendForceRelease(nil, raw, newKey()), nil)
 	if err != nil {
-		return forceError(key, err)
+		return err
 	}
 	if a.Outcome != nline.OK {
 		return answerError(&a)
 	}
 	return nil
-}
-
-// errMaybeMade is the error of a call made once (ncall with once: a
-// forced release over baton://) whose request may have reached a node
-// but whose answer did not come back: err is why.
-type errMaybeMade struct{ err error }
-
-func (e *errMaybeMade) Error() string { return e.err.Error() }
-func (e *errMaybeMade) Unwrap() error { return e.err }
-
-// forceError is the error of a forced release of key over baton:// that
-// failed with err: when the line may have reached a node (*errMaybeMade),
-// an error that Is ErrUnavailable and says the force may have been made.
-func forceError(key string, err error) error {
-	var mm *errMaybeMade
-	if !errors.As(err, &mm) {
-		return err
-	}
-	return fmt.Errorf("%w: force release %q may have been made: its answer was lost (%w), and a force is never sent again (a repeat would also release the holders it handed the lock to); look at the key's holders (Client.Status, baton status) before forcing again", ErrUnavailable, key, mm.err)
 }

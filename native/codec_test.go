@@ -34,8 +34,8 @@ func TestClientCodec(t *testing.T) {
 		if r, err = parse(trimNL(t, line)); err != nil || r.op != OpRelease || r.key != key || r.token != 1<<53-1 || r.force {
 			t.Errorf("%q parsed as %+v, %v", line, r, err)
 		}
-		line = nline.AppendForceRelease(nil, raw)
-		if r, err = parse(trimNL(t, line)); err != nil || r.op != OpRelease || r.key != key || !r.force {
+		line = nline.AppendForceRelease(nil, raw, o.ID)
+		if r, err = parse(trimNL(t, line)); err != nil || r.op != OpRelease || r.key != key || !r.force || r.id != o.ID {
 			t.Errorf("%q parsed as %+v, %v", line, r, err)
 		}
 		line = nline.AppendRenew(nil, raw, 7, 2*time.Second)

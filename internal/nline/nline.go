@@ -110,9 +110,12 @@ func AppendRelease(b []byte, rawKey string, token uint64) []byte {
 	return append(strconv.AppendUint(b, token, 10), '\n')
 }
 
-// AppendForceRelease appends "R <rawKey> force\n", an operator's release.
-func AppendForceRelease(b []byte, rawKey string) []byte {
-	return append(append(append(b, "R "...), rawKey...), " force\n"...)
+// AppendForceRelease appends "R <rawKey> force id=<id>\n", an operator's
+// release remembered under id (percent-encoded here, as a key is), which
+// the node answers again without forcing again when it is repeated.
+func AppendForceRelease(b []byte, rawKey, id string) []byte {
+	b = append(append(append(b, "R "...), rawKey...), " force id="...)
+	return append(append(b, Escape(id)...), '\n')
 }
 
 // AppendRenew appends "N <rawKey> <token> <lease>\n" (lease <= 0: "-",
