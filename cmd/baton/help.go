@@ -33,12 +33,11 @@ Exits 3 when --wait ran out before the grant.`,
 	"release": {
 		synopsis: "baton release KEY TOKEN [flags] | baton release --force KEY",
 		about: `Release the lock KEY held under TOKEN. Exits 5 when it is not held under
-TOKEN. With --force (an operator), release every holder of KEY. Over HTTP a
-force goes under an Idempotency-Key of its own, so a repeat after a lost
-answer changes nothing and is made like any retry; over baton:// it is sent
-at most once: when its answer is lost after it may have reached a node,
-baton exits 1 saying the force may have been made; look with baton status
-KEY before forcing again.`,
+TOKEN. With --force (an operator), release every holder of KEY. A force
+goes under an idempotency key of its own (HTTP's Idempotency-Key, the id=
+of baton://'s R KEY force), so a repeat after a lost answer changes
+nothing and is made like any retry; each run of baton release --force is a
+new force (look with baton status KEY before running it again).`,
 		example: "baton release deploy \"$TOKEN\"",
 	},
 	"renew": {
