@@ -17,6 +17,22 @@ export { BatonError, Lock } from './baton.js';
 /** Connections kept to each origin, used in turn (SPEC section 4: two). */
 const CONNECTIONS = 2;
 /**
+ * Stream capacity, as the Go client's (api/client.go): a node limits the
+ * streams of one connection (MaxConcurrentStreams, 1000 for baton) and a
+ * waiting acquire holds its stream while it waits, so an acquire takes a
+ * stream only where SHORT_STREAMS (at most a quarter of the limit) stay
+ * free for the short calls (renewals, releases, reads), and when every
+ * connection is that full an extra one is opened (up to MAX_EXTRA per
+ * origin), closed again once it has no call in flight. Past that, a call
+ * goes to the connection with the fewest calls in flight, where
+ * node:http2 holds it until a stream ends. Before a connection's SETTINGS
+ * have come, its limit is taken to be ASSUMED_STREAMS (RFC 9113's
+ * recommended minimum; Go's transport assumes the same).
+ */
+const SHORT_STREAMS = 16;
+const MAX_EXTRA = 64;
+const ASSUMED_STREAMS = 100;
+/**
  * ms: a connection with calls in flight is pinged every PING_MS, and one
  * whose PING is not answered within PING_MS is closed (its calls fail and
  * move on, as over a broken one). A node that went silent (paused, its
@@ -70,6 +86,8 @@ class Answer {
 }
 
 const inFlight = Symbol('inFlight');
+/** Marks a connection opened beyond CONNECTIONS, closed once idle. */
+const extraConn = Symbol('extraConn');
 
 /**
  * A transport over node:http2 with the fetch signature baton.js's `fetch`
@@ -77,6 +95,7 @@ const inFlight = Symbol('inFlight');
  * an Answer (a Response's status, headers, url, text; no request body: no
  * baton call has one). It follows redirects like fetch (the Authorization
  * header is dropped across origins; `redirect: "manual"` returns them).
+ * Calls take streams as the Go client's do (SHORT_STREAMS, MAX_EXTRA).
  * A connection that closes is replaced at the next call; one with calls in
  * flight that leaves a PING unanswered (PING_MS) is closed; an aborted
  * `signal` resets the stream and rejects with its reason. Connections hold
@@ -88,30 +107,79 @@ const inFlight = Symbol('inFlight');
  * @returns {((url: string, init?: { method?: string, headers?: Record<string, string>, signal?: AbortSignal, redirect?: string }) => Promise<Answer>) & { close(): void }}
  */
 export function http2Transport(tls) {
-  /** @type {Map<string, { conns: (http2.ClientHttp2Session | null)[], next: number }>} */
+  /** @type {Map<string, { conns: (http2.ClientHttp2Session | null)[], extra: http2.ClientHttp2Session[], next: number }>} */
   const pools = new Map();
 
-  /** @param {string} origin */
-  function session(origin) {
+  /**
+   * A new connection to origin, in p.conns[i] (i >= 0) or among p.extra
+   * (i < 0), which it leaves when it closes or fails.
+   * @param {string} origin
+   * @param {{ conns: (http2.ClientHttp2Session | null)[], extra: http2.ClientHttp2Session[] }} p
+   * @param {number} i
+   */
+  function connect(origin, p, i) {
+    const fresh = tls && origin.startsWith('https:') ? http2.connect(origin, tls) : http2.connect(origin);
+    const drop = () => {
+      if (i >= 0) {
+        if (p.conns[i] === fresh) p.conns[i] = null;
+      } else {
+        const at = p.extra.indexOf(fresh);
+        if (at >= 0) p.extra.splice(at, 1);
+      }
+    };
+    fresh.on('error', drop); // the streams in flight report it
+    fresh.on('goaway', drop);
+    fresh.on('close', drop);
+    /** @type {any} */ (fresh)[inFlight] = 0;
+    /** @type {any} */ (fresh)[extraConn] = i < 0;
+    fresh.unref();
+    const beat = setInterval(() => ping(fresh, origin), PING_MS);
+    beat.unref();
+    fresh.on('close', () => clearInterval(beat));
+    if (i >= 0) p.conns[i] = fresh;
+    else p.extra.push(fresh);
+    return fresh;
+  }
+
+  /**
+   * Whether s takes one more call: a short one while a stream is free, a
+   * long one (an acquire, which may wait) while SHORT_STREAMS more are.
+   * @param {any} s
+   * @param {boolean} long
+   */
+  function room(s, long) {
+    const max = s.remoteSettings?.maxConcurrentStreams;
+    const limit = typeof max === 'number' ? max : ASSUMED_STREAMS;
+    const keep = long ? Math.min(SHORT_STREAMS, Math.floor(limit / 4)) : 0;
+    return s[inFlight] + keep < limit;
+  }
+
+  /**
+   * The connection for a call to origin: the two kept connections in
+   * turn (opened again once closed), else an extra one with room, else a
+   * new extra one, else the one with the fewest calls in flight.
+   * @param {string} origin
+   * @param {boolean} long an acquire (it may hold its stream for long)
+   */
+  function session(origin, long) {
     let p = pools.get(origin);
-    if (!p) pools.set(origin, p = { conns: new Array(CONNECTIONS).fill(null), next: 0 });
-    const i = p.next;
-    p.next = (i + 1) % CONNECTIONS;
-    let s = p.conns[i];
-    if (!s || s.closed || s.destroyed) {
-      const fresh = tls && origin.startsWith('https:') ? http2.connect(origin, tls) : http2.connect(origin);
-      const drop = () => { if (p.conns[i] === fresh) p.conns[i] = null; };
-      fresh.on('error', drop); // the streams in flight report it
-      fresh.on('goaway', drop);
-      fresh.on('close', drop);
-      /** @type {any} */ (fresh)[inFlight] = 0;
-      fresh.unref();
-      const beat = setInterval(() => ping(fresh, origin), PING_MS);
-      beat.unref();
-      fresh.on('close', () => clearInterval(beat));
-      p.conns[i] = s = fresh;
+    if (!p) pools.set(origin, p = { conns: new Array(CONNECTIONS).fill(null), extra: [], next: 0 });
+    /** @type {any} */
+    let first = null;
+    for (let n = 0; n < CONNECTIONS; n++) {
+      const i = p.next;
+      p.next = (i + 1) % CONNECTIONS;
+      let s = p.conns[i];
+      if (!s || s.closed || s.destroyed) s = connect(origin, p, i);
+      if (room(s, long)) return s;
+      first ??= s;
     }
-    return s;
+    for (const s of p.extra) if (!s.closed && !s.destroyed && room(s, long)) return s;
+    if (p.extra.length < MAX_EXTRA) return connect(origin, p, -1);
+    /** @type {any} */
+    let least = first;
+    for (const s of [...p.conns, ...p.extra]) if (s && !s.closed && !s.destroyed && s[inFlight] < least[inFlight]) least = s;
+    return least;
   }
 
   /**
@@ -146,7 +214,7 @@ export function http2Transport(tls) {
    */
   function once(origin, path, method, headers, signal) {
     return new Promise((resolve, reject) => {
-      const s = /** @type {any} */ (session(origin));
+      const s = /** @type {any} */ (session(origin, method === 'POST'));
       /** @type {Record<string, string>} */
       const h = { ':method': method, ':path': path };
       for (const k in headers) h[k.toLowerCase()] = headers[k];
@@ -176,7 +244,10 @@ export function http2Transport(tls) {
       });
       st.on('error', (e) => { done = true; reject(e); });
       st.on('close', () => {
-        if (--s[inFlight] === 0 && !s.destroyed) s.unref();
+        if (--s[inFlight] === 0 && !s.destroyed) {
+          s.unref();
+          if (s[extraConn]) s.close(); // an extra connection, idle again
+        }
         if (!done) reject(signal?.aborted ? signal.reason : broken());
       });
     });
@@ -210,7 +281,7 @@ export function http2Transport(tls) {
     }
   };
   fetch.close = () => {
-    for (const p of pools.values()) for (const s of p.conns) s?.close();
+    for (const p of pools.values()) for (const s of [...p.conns, ...p.extra]) s?.close();
     pools.clear();
   };
   return fetch;
