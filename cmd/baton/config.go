@@ -616,8 +616,8 @@ func (c *serveConfig) validate() error {
 	if err := check(); err != nil {
 		return err
 	}
-	if err := checkDataDir(c.DataDir); err != nil {
-		return err
+	if c.DataDir == "" {
+		return errDataDirEmpty
 	}
 	if _, err := c.walConfig(); err != nil {
 		return err
@@ -638,19 +638,27 @@ func (c *serveConfig) validate() error {
 	if err := handlers.ValidateCORSOrigins(c.CORSOrigins); err != nil {
 		return fmt.Errorf("cors_origins: %w", err)
 	}
-	return c.engineConfig().Validate()
+	if err := c.engineConfig().Validate(); err != nil {
+		return err
+	}
+	// Last: it creates data_dir, which a setting refused above must not
+	// leave behind (an invalid setting changes nothing).
+	return checkDataDir(c.DataDir)
 }
 
 // minPollTimeout is the shortest poll_timeout accepted: below it the
 // clients and the node would spend their time ending and resuming polls.
 const minPollTimeout = 100 * time.Millisecond
 
+// errDataDirEmpty refuses an empty data_dir.
+var errDataDirEmpty = errors.New("data_dir: must not be empty (the log of changes and the fencing-token high-water mark live there)")
+
 // checkDataDir makes sure dir exists (creating it) and that a file can be
 // written in it, so that an unusable data_dir is refused with the other
 // settings, before anything starts.
 func checkDataDir(dir string) error {
 	if dir == "" {
-		return errors.New("data_dir: must not be empty (the log of changes and the fencing-token high-water mark live there)")
+		return errDataDirEmpty
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("data_dir: cannot create the directory: %v", err)
