@@ -25,7 +25,7 @@ func TestInvalidSettingCreatesNoDataDir(t *testing.T) {
 	} {
 		t.Run(c.field, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
-			_, err := loadConfig([]string{"--listen", "127.0.0.1:7070", "--data-dir", dir, c.flag, c.value}, nil)
+			_, err := loadConfig([]string{"--listen", "127.0.51.1:7070", "--data-dir", dir, c.flag, c.value}, nil)
 			if err == nil || !strings.HasPrefix(err.Error(), c.field+":") {
 				t.Fatalf("%s %s: got %v, want an error naming %s", c.flag, c.value, err, c.field)
 			}
@@ -36,7 +36,7 @@ func TestInvalidSettingCreatesNoDataDir(t *testing.T) {
 	}
 	// A valid configuration still creates it, and checks it can be written.
 	dir := filepath.Join(t.TempDir(), "data")
-	if _, err := loadConfig([]string{"--listen", "127.0.0.1:7070", "--data-dir", dir}, nil); err != nil {
+	if _, err := loadConfig([]string{"--listen", "127.0.51.1:7070", "--data-dir", dir}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
