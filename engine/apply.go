@@ -192,7 +192,13 @@ func (s *shard) applyGrant(lk *lock, r *Record, at stamp) *waiter {
 	s.setLimit(lk, r.Limit)
 	h := lk.find(r.Token) // a duplicate grant takes its own slot again
 	newest := uint64(0)   // the highest token the holders have
-	lk.each(func(o *hold) { newest = max(newest, o.token) })
+	if h == nil && !lk.canGrant(r.Mode) {
+		// Only a grant that does not fit beside the holders looks at
+		// them: the cases below. A scan of every holder on each grant
+		// made the grants of a key with many shared holders cost in
+		// proportion to them (TestManySharedHoldersCostNoMorePerGrant).
+		lk.each(func(o *hold) { newest = max(newest, o.token) })
+	}
 	if h == nil && newest != 0 && r.Token < newest && lk.limit() == 1 && !lk.canGrant(r.Mode) {
 		// An earlier grant applied again over the state its own effects
 		// led to (a standby that resumes its log after installing a
