@@ -1009,6 +1009,9 @@ type response struct {
 	status int
 	header http.Header
 	body   []byte
+	// cut: the answer was longer than maxBody, and body is its first
+	// maxBody bytes.
+	cut bool
 }
 
 // errConn marks a failure of the connection (or of the transfer on it), as
@@ -1075,10 +1078,14 @@ func (c *Client) send(ctx context.Context, s *slot, cc *http.ClientConn, method,
 	resp, err := cc.RoundTrip(req)
 	if err == nil {
 		var body []byte
-		body, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
+		body, err = io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 		resp.Body.Close()
+		cut := len(body) > maxBody
+		if cut {
+			body = body[:maxBody]
+		}
 		if err == nil {
-			return &response{status: resp.StatusCode, header: resp.Header, body: body}, nil
+			return &response{status: resp.StatusCode, header: resp.Header, body: body, cut: cut}, nil
 		}
 		partial = &response{status: resp.StatusCode, header: resp.Header, body: body}
 	}
@@ -1264,6 +1271,15 @@ func (c *Client) getJSON(ctx context.Context, pathQuery string, v any) error {
 	}
 	if r.status != http.StatusOK {
 		return statusError(r)
+	}
+	if r.cut {
+		// Decoded, the cut answer failed "unexpected end of JSON
+		// input", which named neither the cause nor the way out.
+		msg := fmt.Sprintf("baton: GET %s: the answer is larger than %d MiB, the most the client reads", pathQuery, maxBody>>20)
+		if path, _, _ := strings.Cut(pathQuery, "?"); path == "/locks" {
+			msg += ": ask for fewer keys at once (a smaller limit, then the next page after the last key)"
+		}
+		return errors.New(msg)
 	}
 	if err := json.Unmarshal(r.body, v); err != nil {
 		return fmt.Errorf("baton: GET %s: bad answer: %w", pathQuery, err)
