@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -581,6 +582,37 @@ func TestConfig(t *testing.T) {
 			t.Errorf("NewClient accepted address %q", bad)
 		}
 	}
+}
+
+// A BATON_ADDR that names no address (only separators and blanks) is a
+// mistake to report, as the CLI does, not no setting: NewClient with
+// DefaultConfig, or with no Addresses, fails naming BATON_ADDR instead of
+// dialling DefaultAddr, which may be another node than the one meant. An
+// empty BATON_ADDR is unset (DefaultAddr).
+func TestConfigBatonAddrOfSeparatorsIsRefused(t *testing.T) {
+	for _, v := range []string{" , ", ",", "  "} {
+		t.Setenv(api.EnvAddr, v)
+		for name, cfg := range map[string]api.Config{"DefaultConfig": api.DefaultConfig(), "Config{}": {}} {
+			c, err := api.NewClient(cfg)
+			if err == nil {
+				c.Close()
+				t.Fatalf("BATON_ADDR=%q, NewClient(%s): nil error, want one naming BATON_ADDR", v, name)
+			}
+			if !strings.Contains(err.Error(), api.EnvAddr) {
+				t.Errorf("BATON_ADDR=%q, NewClient(%s): %v; want it to name %s", v, name, err, api.EnvAddr)
+			}
+		}
+	}
+	t.Setenv(api.EnvAddr, "")
+	cfg := api.DefaultConfig()
+	if fmt.Sprint(cfg.Addresses) != "["+api.DefaultAddr+"]" {
+		t.Fatalf("empty BATON_ADDR: Addresses %q, want [%s]", cfg.Addresses, api.DefaultAddr)
+	}
+	c, err := api.NewClient(api.Config{})
+	if err != nil {
+		t.Fatalf("empty BATON_ADDR: %v", err)
+	}
+	c.Close()
 }
 
 // https:// addresses: TLS with HTTP/2 by ALPN, the same single connection
