@@ -88,7 +88,9 @@ type Config struct {
 	// section 2b) with the same API and behaviours, except that Status,
 	// List, Cluster and the other read calls, which that protocol does not
 	// have, fail with an error that Is errors.ErrUnsupported. All addresses
-	// must be of one protocol. Default: BATON_ADDR, else DefaultAddr.
+	// must be of one protocol. Default: BATON_ADDR, else DefaultAddr (a
+	// BATON_ADDR that names no address, only blanks and commas, makes
+	// NewClient fail naming it).
 	Addresses []string
 	// Token is a bearer token, sent as "Authorization: Bearer <Token>"
 	// (native protocol: "AUTH <Token>" first on every connection); ""
@@ -146,8 +148,9 @@ type Config struct {
 }
 
 // DefaultConfig returns a Config with Addresses from BATON_ADDR (or
-// DefaultAddr), Token from BATON_AUTH_TOKEN, and every other field at its
-// default.
+// DefaultAddr when it is unset or empty; none when it names no address,
+// only blanks and commas, which NewClient refuses naming it), Token from
+// BATON_AUTH_TOKEN, and every other field at its default.
 func DefaultConfig() Config {
 	cfg := Config{
 		Addresses:         []string{DefaultAddr},
@@ -160,10 +163,23 @@ func DefaultConfig() Config {
 		PingTimeout:       DefaultPingTimeout,
 		AcquireGrace:      DefaultAcquireGrace,
 	}
-	if v := SplitAddresses(os.Getenv(EnvAddr)); len(v) > 0 {
-		cfg.Addresses = v
+	if v := os.Getenv(EnvAddr); v != "" {
+		// One that names no address (blanks, separators) leaves
+		// Addresses empty: NewClient reports it (envAddrError).
+		cfg.Addresses = SplitAddresses(v)
 	}
 	return cfg
+}
+
+// envAddrError is NewClient's error for a Config without Addresses when
+// BATON_ADDR is set but names no address (only blanks and separators):
+// a mistake to report, as the CLI does, rather than dial DefaultAddr,
+// which may be another node than the one meant. nil otherwise.
+func envAddrError() error {
+	if v := os.Getenv(EnvAddr); v != "" && len(SplitAddresses(v)) == 0 {
+		return fmt.Errorf("baton: %s=%q names no address (want http(s)://host:port or baton(s)://host:port, comma-separated; unset it for %s)", EnvAddr, v, DefaultAddr)
+	}
+	return nil
 }
 
 // SplitAddresses splits a comma-separated address list (the BATON_ADDR
@@ -337,9 +353,11 @@ func (c heardConn) Read(b []byte) (int, error) {
 // the background (it does not wait for them). It fails only on an invalid
 // Config.
 func NewClient(cfg Config) (*Client, error) {
-	def := DefaultConfig()
 	if len(cfg.Addresses) == 0 {
-		cfg.Addresses = def.Addresses
+		if err := envAddrError(); err != nil {
+			return nil, err
+		}
+		cfg.Addresses = DefaultConfig().Addresses
 	}
 	setDefault(&cfg.DialTimeout, DefaultDialTimeout)
 	setDefault(&cfg.ReconnectInterval, DefaultReconnectInterval)
