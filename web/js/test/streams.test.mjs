@@ -36,7 +36,7 @@ test('a renewal, a read and every acquire go out while more acquires wait than t
     await Promise.allSettled(waits);
   });
   await waitFor(`${waiting} waiters on the node`, 30000, async () => (await n.get('/locks/streams/busy')).waiters === waiting);
-  const late = (what) => new Promise((r) => setTimeout(r, 5000, what + ' still unanswered after 5 s').unref());
+  const late = (what) => new Promise((r) => setTimeout(r, 15000, what + ' still unanswered after 15 s').unref());
   assert.equal(await Promise.race([mine.renew(60).then(() => 'renewed'), late('the renewal')]), 'renewed');
   assert.equal(await Promise.race([c.status('streams/mine').then((s) => String(s.holder?.token)), late('the read')]), String(mine.token));
   assert.equal(await Promise.race([mine.release().then(() => 'released'), late('the release')]), 'released');
