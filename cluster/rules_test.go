@@ -657,3 +657,55 @@ func TestRuleFailoverPrefersAStandbyWhoseLogWrites(t *testing.T) {
 	w.logFailing, w.self.LogFailing = true, true
 	wantAction(t, w, actStay, "") // both fail: b promotes, by priority
 }
+
+// ruleFailover beside ruleColdStart: the active of highest priority was
+// killed and started again a failover timeout later (before its peers
+// counted it dead) on an older copy of its data_dir (a restored backup, a
+// volume rolled back: TestDiskHistoryChaos CHAOS_SEED=2 CHAOS_FAULTS=8,
+// old-copy). It is on a cold start, and its cold-start election waits for
+// the live node with the more advanced log; the standbys, which had
+// followed it, are in a failover, where each waited for the live node of
+// higher priority to promote itself: nobody promoted, and the cluster had
+// no active for as long as the three lived (15 s in that run, every node a
+// standby). A node on a cold start (not Settled) whose log is behind a
+// live node's does not promote: it is not waited for.
+func TestRuleFailoverNotHeldByAColdStartNodeBehindIt(t *testing.T) {
+	a := livePeer("a", 0, api.RoleStandby, 0)
+	a.LastIndex, a.LogEpoch = 1347, 7 // restarted on an old copy: behind
+	c := livePeer("c", 2, api.RoleStandby, 0)
+	c.LastIndex, c.LogEpoch, c.Settled = 1400, 7, true
+	v := standbyView(a, c)
+	v.self.LastIndex, v.self.LogEpoch, v.self.Settled = 1400, 7, true
+	wantAction(t, v, actPromote, "")
+	// Behind c only: this node fetches c's tail, then promotes.
+	v.self.LastIndex = 1380
+	wantAction(t, v, actFetch, "c")
+	v.self.LastIndex = 1400
+	// c, of lower priority, waits for this node as before.
+	cv := standbyView(livePeer("a", 0, api.RoleStandby, 0), livePeer("s", 1, api.RoleStandby, 0))
+	cv.self.URL, cv.self.Priority, cv.self.LastIndex, cv.self.LogEpoch, cv.self.Settled = "c", 2, 1400, 7, true
+	cv.peers[0].LastIndex, cv.peers[0].LogEpoch = 1347, 7
+	cv.peers[1].LastIndex, cv.peers[1].LogEpoch, cv.peers[1].Settled = 1400, 7, true
+	wantAction(t, cv, actStay, "")
+	// The restarted node waits for the more advanced logs (ruleColdStart).
+	av := standbyView(livePeer("s", 1, api.RoleStandby, 0), livePeer("c", 2, api.RoleStandby, 0))
+	av.self.URL, av.self.Priority, av.self.LastIndex, av.self.LogEpoch, av.wasSynced = "a", 0, 1347, 7, false
+	av.peers[0].LastIndex, av.peers[0].LogEpoch, av.peers[0].Settled = 1400, 7, true
+	av.peers[1].LastIndex, av.peers[1].LogEpoch, av.peers[1].Settled = 1400, 7, true
+	wantAction(t, av, actStay, "")
+	// Restarted with a log as advanced as every live node's, it is
+	// elected (its priority), and the standbys wait for it, as before.
+	v.peers[0].LastIndex = 1400
+	wantAction(t, v, actStay, "")
+	av.self.LastIndex = 1400
+	wantAction(t, av, actPromote, "")
+	// Behind a live node other than this one (c), it is not waited for
+	// either: this node fetches c's tail and promotes.
+	v.peers[0].LastIndex, v.self.LastIndex, v.peers[1].LastIndex = 1347, 1340, 1400
+	wantAction(t, v, actFetch, "c")
+	// A Settled node of higher priority (it followed or was an active
+	// since it started: its failover waits for nobody behind it) is
+	// waited for, behind or not: it fetches the tail itself.
+	v.peers[0].Settled = true
+	wantAction(t, v, actStay, "")
+}
