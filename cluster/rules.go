@@ -365,10 +365,12 @@ func decide(v view) action {
 	}
 	for _, p := range v.peers {
 		if p.Priority < v.self.Priority && p.live && !(p.refused && agreeing) && (p.HasState || !someoneHasState) && (!p.LogFailing || v.logFailing) &&
-			(p.Settled || !foreign(p.Status, v.self)) {
+			(p.Settled || !foreign(p.Status, v.self)) && !v.coldBehind(p) {
 			// (Not a node of another cluster ID that has not synced since
 			// it started: its data_dir is another cluster's, and it defers
-			// to this one, which synced, in the cold-start rule above.)
+			// to this one, which synced, in the cold-start rule above. Nor
+			// one on a cold start whose log is behind a live node's: its
+			// cold-start rule waits for that node, coldBehind.)
 			return action{kind: actStay, why: "a live node of higher priority promotes itself"}
 		}
 	}
@@ -495,6 +497,30 @@ func (v view) holders(id string) int {
 		}
 	}
 	return k
+}
+
+// coldBehind reports whether peer p is on a cold start (it has neither
+// followed nor been an active since it started: not Settled) and its log
+// is behind this node's or another live peer's of its cluster ID. Such a
+// node does not promote (its cold-start election waits for the more
+// advanced log), so a failover does not wait for it, whatever its
+// priority: the active of highest priority, killed and started again on
+// an older copy of its data_dir before its standbys counted it dead,
+// waited for them while they waited for it (TestDiskHistoryChaos
+// CHAOS_SEED=2, old-copy: every node a standby until the test gave up).
+func (v view) coldBehind(p peerView) bool {
+	if p.Settled {
+		return false
+	}
+	if !foreign(v.self, p.Status) && logAhead(v.self, p.Status) {
+		return true
+	}
+	for _, q := range v.peers {
+		if q.URL != p.URL && q.live && !q.refused && !foreign(q.Status, p.Status) && logAhead(q.Status, p.Status) {
+			return true
+		}
+	}
+	return false
 }
 
 // allHeard reports whether every peer is live.
