@@ -216,7 +216,7 @@ func (c *H1) Acquire(ctx context.Context, key string, r Request) (Held, error) {
 			err = fmt.Errorf("%w: POST /locks/%s: 200 with no token: %+v", ErrBadAnswer, key, g)
 		}
 		if err == nil {
-			return &h1Lock{c: c, key: key, token: g.Token}, nil
+			return &h1Lock{c: c, key: key, token: g.Token, expiry: g.ExpiresAt}, nil
 		}
 		if !retryable(err) || ctx.Err() != nil {
 			if last != nil {
@@ -238,19 +238,25 @@ type h1Lock struct {
 	c     *H1
 	key   string
 	token uint64
+	// expiry is the expires_at of the grant or of the latest renewal
+	// answered (zero with Text: the body is the token alone).
+	expiry time.Time
 }
 
 func (l *h1Lock) Token() uint64 { return l.token }
 
+// Expiry is the expires_at the node announced for the grant or the latest
+// renewal (zero when the answers were text: announcedEnd).
+func (l *h1Lock) Expiry() time.Time { return l.expiry }
+
 // call sends method (DELETE, PATCH) with q until an answer that is not
 // retryable, every 200 ms for 5 s.
-func (l *h1Lock) call(ctx context.Context, method string, q url.Values) error {
+func (l *h1Lock) call(ctx context.Context, method string, q url.Values, out *json.RawMessage) error {
 	q.Set("token", strconv.FormatUint(l.token, 10))
 	end := time.Now().Add(5 * time.Second)
-	var out json.RawMessage
 	var sent bool
 	for {
-		err := l.c.do(ctx, method, "/locks/"+url.PathEscape(l.key), q, nil, 2*time.Second, &out)
+		err := l.c.do(ctx, method, "/locks/"+url.PathEscape(l.key), q, nil, 2*time.Second, out)
 		if err == nil || !retryable(err) || time.Now().After(end) || ctx.Err() != nil {
 			var se *api.StatusError
 			if method == http.MethodDelete && sent && errors.As(err, &se) && (errors.Is(err, api.ErrNotHeld) || errors.Is(err, api.ErrNotHolder)) {
@@ -273,10 +279,17 @@ func (l *h1Lock) call(ctx context.Context, method string, q url.Values) error {
 
 // Renew implements Held.
 func (l *h1Lock) Renew(ctx context.Context, lease time.Duration) error {
-	return l.call(ctx, http.MethodPatch, url.Values{"lease": {seconds(lease)}})
+	var out json.RawMessage
+	err := l.call(ctx, http.MethodPatch, url.Values{"lease": {seconds(lease)}}, &out)
+	var g api.Grant
+	if err == nil && !l.c.Text && json.Unmarshal(out, &g) == nil {
+		l.expiry = g.ExpiresAt
+	}
+	return err
 }
 
 // Release implements Held.
 func (l *h1Lock) Release(ctx context.Context) error {
-	return l.call(ctx, http.MethodDelete, url.Values{})
+	var out json.RawMessage
+	return l.call(ctx, http.MethodDelete, url.Values{}, &out)
 }

@@ -601,8 +601,9 @@ func (l Loop) Run(cl Client, id int, stop <-chan struct{}, r *Recorder) {
 		g.Token, g.Granted = lk.Token(), time.Now()
 		// leaseEnd is the earliest the server may end the hold by itself:
 		// a lease from when the grant or the last answered renewal was
-		// asked for.
-		leaseEnd := g.Asked.Add(l.Lease)
+		// asked for, or the expires_at the node announced (held, less
+		// expirySlack: CheckExpiries), when later.
+		leaseEnd := announcedEnd(lk, g.Asked.Add(l.Lease))
 		cancel()
 		if l.DropShare > 0 && rng.Float64() < l.DropShare {
 			// A holder that died: it holds until its lease runs out.
@@ -622,7 +623,7 @@ func (l Loop) Run(cl Client, id int, stop <-chan struct{}, r *Recorder) {
 				answered := time.Now()
 				switch {
 				case err == nil:
-					leaseEnd = sent.Add(l.Lease)
+					leaseEnd = announcedEnd(lk, sent.Add(l.Lease))
 				case errors.Is(err, api.ErrNotHeld) || errors.Is(err, api.ErrNotHolder):
 					if answered.Before(leaseEnd) {
 						g.Lost, g.LostAt = "renew: "+err.Error(), answered
@@ -680,4 +681,28 @@ func Gaps(grants []Grant, n int) []Gap {
 	}
 	slices.SortStableFunc(gaps, func(a, b Gap) int { return cmp.Compare(b.Len(), a.Len()) })
 	return gaps[:min(n, len(gaps))]
+}
+
+// expirySlack is how much earlier than the expires_at it announced a node
+// may end a lease, for timers and clock readings (the 100 ms
+// CheckExpiries allows, twice).
+const expirySlack = 200 * time.Millisecond
+
+// announcedEnd is the later of end and the expires_at the node announced
+// for h (less expirySlack), when h's client tells it (the official
+// client's Expiry, after the grant or the latest renewal, including the
+// one it sends at once for a grant answered late: api's grantSince). The
+// node does not end the lease before it (CheckExpiries holds it to that),
+// so the hold spans up to there at least. Counted from the ask alone, a
+// grant that waited in the queue longer than its lease (a waiter resumed
+// across a failover) spanned nothing, and no overlap of it was judged.
+func announcedEnd(h Held, end time.Time) time.Time {
+	e, ok := h.(interface{ Expiry() time.Time })
+	if !ok {
+		return end
+	}
+	if x := e.Expiry(); !x.IsZero() && x.Add(-expirySlack).After(end) {
+		return x.Add(-expirySlack)
+	}
+	return end
 }
