@@ -209,14 +209,10 @@ func parseView(line []byte) (request, error) {
 			seen |= bit
 			switch name {
 			case "id":
-				id, ok := unescape(value)
-				if !ok {
-					return bad("id", "has a bad percent-encoding")
+				var problem string
+				if r.id, problem = idField(value); problem != "" {
+					return bad("id", problem)
 				}
-				if !engine.ValidID(id) {
-					return bad("id", idRule)
-				}
-				r.id = id
 			case "owner", "mode", "limit":
 				// The engine's own parsers, as HTTP uses them: the same
 				// values, the same messages.
@@ -257,14 +253,11 @@ func parseView(line []byte) (request, error) {
 				}
 				return bad(name, "is not an option of R force (id)")
 			}
-			id, ok := unescape(value)
-			if !ok {
-				return bad("id", "has a bad percent-encoding")
+			var problem string
+			if r.id, problem = idField(value); problem != "" {
+				return bad("id", problem)
 			}
-			if !engine.ValidID(id) {
-				return bad("id", idRule)
-			}
-			r.force, r.id = true, id
+			r.force = true
 			break
 		}
 		if len(fields) != 3 {
@@ -283,14 +276,10 @@ func parseView(line []byte) (request, error) {
 		if len(fields) != 3 {
 			return bad("fields", "C takes 3 fields (C <key> <id>), got "+strconv.Itoa(len(fields)))
 		}
-		id, ok := unescape(fields[2])
-		if !ok {
-			return bad("id", "has a bad percent-encoding")
+		var problem string
+		if r.id, problem = idField(fields[2]); problem != "" {
+			return bad("id", problem)
 		}
-		if !engine.ValidID(id) {
-			return bad("id", idRule)
-		}
-		r.id = id
 	case OpRenew:
 		if len(fields) != 4 {
 			return bad("fields", "N takes 4 fields (N <key> <token> <lease>), got "+strconv.Itoa(len(fields)))
@@ -589,6 +578,20 @@ func printable(s string) bool {
 }
 
 // idRule is the native protocol's words for engine.ValidID.
+// idField decodes an idempotency key as sent (percent-encoded: the id=
+// of A and R force, C's third field) and checks it against the engine's
+// rule; problem is the message of a bad one ("" when it is good).
+func idField(raw string) (id, problem string) {
+	id, ok := unescape(raw)
+	if !ok {
+		return "", "has a bad percent-encoding"
+	}
+	if !engine.ValidID(id) {
+		return "", idRule
+	}
+	return id, ""
+}
+
 var idRule = fmt.Sprintf("must be 1 to %d printable ASCII characters", engine.MaxIDBytes)
 
 func quoteShort(v string) string {
