@@ -617,7 +617,7 @@ func (c *serveConfig) validate() error {
 		return err
 	}
 	if c.DataDir == "" {
-		return errDataDirEmpty
+		return errors.New("data_dir: must not be empty (the log of changes and the fencing-token high-water mark live there)")
 	}
 	if _, err := c.walConfig(); err != nil {
 		return err
@@ -650,16 +650,11 @@ func (c *serveConfig) validate() error {
 // clients and the node would spend their time ending and resuming polls.
 const minPollTimeout = 100 * time.Millisecond
 
-// errDataDirEmpty refuses an empty data_dir.
-var errDataDirEmpty = errors.New("data_dir: must not be empty (the log of changes and the fencing-token high-water mark live there)")
-
-// checkDataDir makes sure dir exists (creating it) and that a file can be
-// written in it, so that an unusable data_dir is refused with the other
-// settings, before anything starts.
+// checkDataDir makes sure dir (not empty: validate refuses that first)
+// exists, creating it, and that a file can be written in it, so that an
+// unusable data_dir is refused with the other settings, before anything
+// starts.
 func checkDataDir(dir string) error {
-	if dir == "" {
-		return errDataDirEmpty
-	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("data_dir: cannot create the directory: %v", err)
 	}
