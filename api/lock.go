@@ -1260,6 +1260,11 @@ func (l *Lock) keepAlive(ctx context.Context) {
 		// open until a PING fails, up to 20 s) lost a short lease that the
 		// promoted standby would have renewed.
 		var avoid *slot
+		// refused is the last refusal a node answered in this round (a
+		// 503: its log cannot write), which says why the lease ran out
+		// when the round's last attempt got no answer in time (it had
+		// only what was left of the lease).
+		var refused error
 		for {
 			// One attempt gets at most a quarter lease, so that a
 			// silent connection leaves time for another.
@@ -1273,6 +1278,11 @@ func (l *Lock) keepAlive(ctx context.Context) {
 			if silent && s != nil {
 				avoid = s
 				l.c.markSilent(s)
+			}
+			if !silent {
+				refused = err
+			} else if refused != nil {
+				err = fmt.Errorf("%w; the last attempt: %w", refused, err)
 			}
 			if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotHolder) {
 				return // Renew marked it lost
