@@ -834,8 +834,9 @@ func TestBadInput(t *testing.T) {
 					t.Errorf("body %s: want code %s, field %q named in the message", r.body, api.CodeInvalidArgument, c.field)
 				}
 			case 413:
-				if eb.Code != api.CodeBodyTooLarge || eb.Message == "" {
-					t.Errorf("body %s", r.body)
+				// The field is the body, and the message says its limit.
+				if eb.Code != api.CodeBodyTooLarge || eb.Field != "body" || !strings.Contains(eb.Message, "max_body") || !strings.Contains(eb.Message, " bytes") {
+					t.Errorf("body %s: want code %s, field \"body\", the limit (max_body, in bytes) in the message", r.body, api.CodeBodyTooLarge)
 				}
 			}
 			if r.hdr.Get(api.HeaderLockToken) != "" {
