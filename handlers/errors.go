@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -85,7 +86,8 @@ func classify(err error) (int, api.Error) {
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return http.StatusRequestEntityTooLarge, api.Error{Code: api.CodeBodyTooLarge, Message: "the request body is larger than max_body"}
+		return http.StatusRequestEntityTooLarge, api.Error{Code: api.CodeBodyTooLarge, Field: "body",
+			Message: fmt.Sprintf("body: larger than max_body (%d bytes)", mbe.Limit)}
 	}
 	if code, field, msg, known := errcode.Of(err); known {
 		if status, ok := statusOf[code]; ok {
