@@ -45,6 +45,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/baton-io/baton/api"
@@ -204,6 +205,19 @@ type instant time.Duration
 // time.Since: the reader took one for every line.)
 func (s *Server) now() instant { return instant(time.Since(s.epoch)) }
 
+// retryAccept reports whether an Accept error is passing: a timeout, or
+// the process (or the system) out of file descriptors for a moment, as
+// a burst of connections above RLIMIT_NOFILE makes it. Serve sleeps and
+// accepts again, as net/http's server does, instead of ending (and with
+// it the node).
+func retryAccept(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
 // ErrServerClosed is returned by Serve after Close.
 var ErrServerClosed = errors.New("native: server closed")
 
@@ -230,8 +244,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			if closed {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if retryAccept(err) {
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 				time.Sleep(delay)
 				s.mu.Lock()
