@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/signal"
 	"strconv"
@@ -128,14 +129,30 @@ func cmdEvents(ctx context.Context, args []string, cio cliIO) error {
 	var since uint64
 	tick := time.NewTicker(followInterval)
 	defer tick.Stop()
+	down := false // following, and the last poll found no node answering
 	for {
 		l, err := c.Events(ctx, api.EventsOptions{Since: since, Key: *key})
 		if err != nil {
 			if *follow && ctx.Err() != nil {
 				return nil // interrupted
 			}
-			return err
+			if !*follow || !errors.Is(err, api.ErrUnavailable) {
+				return err
+			}
+			// A node restarting or failing over: follow on once it
+			// answers again (its new run resumes the cursor).
+			if !down {
+				fmt.Fprintf(cio.stderr, "baton events: %v; still following\n", err)
+				down = true
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+			}
+			continue
 		}
+		down = false
 		if l.Missed > 0 {
 			fmt.Fprintf(cio.stderr, "baton events: %d events are no longer kept by the node\n", l.Missed)
 		}
