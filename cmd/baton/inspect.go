@@ -129,14 +129,15 @@ func cmdEvents(ctx context.Context, args []string, cio cliIO) error {
 	var since uint64
 	tick := time.NewTicker(followInterval)
 	defer tick.Stop()
-	down := false // following, and the last poll found no node answering
+	down := false     // following, and the last poll found no node answering
+	answered := false // a poll was answered: a later failure is a restart or a failover
 	for {
 		l, err := c.Events(ctx, api.EventsOptions{Since: since, Key: *key})
 		if err != nil {
 			if *follow && ctx.Err() != nil {
 				return nil // interrupted
 			}
-			if !*follow || !errors.Is(err, api.ErrUnavailable) {
+			if !*follow || !answered || !errors.Is(err, api.ErrUnavailable) {
 				return err
 			}
 			// A node restarting or failing over: follow on once it
@@ -152,7 +153,7 @@ func cmdEvents(ctx context.Context, args []string, cio cliIO) error {
 			}
 			continue
 		}
-		down = false
+		down, answered = false, true
 		if l.Missed > 0 {
 			fmt.Fprintf(cio.stderr, "baton events: %d events are no longer kept by the node\n", l.Missed)
 		}
