@@ -1664,7 +1664,7 @@ func recLimit(limit int) int {
 }
 
 // Renew restarts the lease of the grant with token on key from now, with
-// lease (0 = the grant's lease). It returns the renewed Grant (with a Log,
+// lease (0 = the grant's lease, at most Config.LeaseMax). It returns the renewed Grant (with a Log,
 // once the renewal is written), or the errors of Release, or an *ArgError
 // for a bad lease, or ErrReplaced (the state was replaced before the
 // renewal could be answered: see Generation).
@@ -1710,7 +1710,11 @@ func (e *Engine) RenewNoWait(key string, token uint64, lease time.Duration) (Gra
 	}
 	h := lk.find(token)
 	if lease == 0 {
-		lease = h.lease
+		// The grant's own lease, within this node's lease_max: a grant
+		// made under a longer one (by the active before a failover, or
+		// before a restart with a lower lease_max) is renewed for the
+		// longest lease this node gives.
+		lease = min(h.lease, e.cfg.LeaseMax)
 	}
 	r := Record{Kind: RecRenew, Key: lk.key, Token: token, Lease: lease, At: now.wall, Expires: now.wallAt(after(now.mono, lease))}
 	n, err := s.record(&r)
