@@ -199,9 +199,17 @@ test('unavailable: no node answers', async (t) => {
 });
 
 test('bad addresses are refused at construction, naming the field', () => {
-  for (const addresses of [[], undefined, ['ftp://x'], ['not a url']]) {
+  for (const addresses of [[], undefined, ['ftp://x'], ['not a url'], '', ' , ']) {
     assert.throws(() => new Client({ addresses }), (e) => e instanceof BatonError && e.field === 'addresses');
   }
+});
+
+test('a comma-separated list drops blank entries, as BATON_ADDR does for the Go client', async (t) => {
+  const n = await startNode(t);
+  const c = new Client({ addresses: `${n.url}, ,` });
+  t.after(() => c.close());
+  const l = await c.acquire('blank/entries', { lease: 5 });
+  await l.release();
 });
 
 test('withLock renews while fn runs, releases after, passes the lock', async (t) => {
