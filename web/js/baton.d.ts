@@ -22,7 +22,7 @@ export declare class BatonError extends Error {
 }
 
 export interface ClientOptions {
-  /** Node base URLs, tried in round robin (a comma-separated string is split). */
+  /** Node base URLs, tried in round robin (a comma-separated string is split; blank entries are dropped, as BATON_ADDR's for the Go client). */
   addresses: string | string[];
   /** Bearer token (config auth_tokens). */
   token?: string;

@@ -50,7 +50,7 @@ function normalize(base) {
 // A timer's ms (over 2^31-1 fires at once).
 const cap = (ms) => Math.min(Math.ceil(ms), 2 ** 31 - 1);
 
-// ms for deadlines, on a clock that never goes back (Date.now() does with the wall clock).
+// ms for deadlines, on a monotonic clock (Date.now() may go back).
 const now = () => performance.timeOrigin + performance.now();
 
 /** @type {(ms: number, signal?: AbortSignal) => Promise<void>} */
@@ -79,7 +79,7 @@ const unavailable = (what, cause) => new BatonError(0, 'unavailable', what + ': 
 export class Client {
   /** @param {ClientOptions} options */
   constructor({ addresses, token, fetch: f, retryFor } = /** @type {any} */ ({})) {
-    const list = typeof addresses === 'string' ? addresses.split(',') : addresses;
+    const list = typeof addresses === 'string' ? addresses.split(',').filter((a) => a.trim()) : addresses;
     if (!Array.isArray(list) || !list.length) throw invalid('addresses', 'addresses must name at least one node');
     /** @type {Addr[]} */
     this._addrs = list.map((a) => ({ base: normalize(String(a).trim()), downUntil: 0 }));
