@@ -40,6 +40,7 @@ func (l *Log) Install(index uint64, write func(io.Writer) error) error {
 	l.mu.Lock()
 	if err != nil {
 		l.failed = err
+		l.installFailed = true
 		l.stats.Healthy = false
 	}
 	l.leading = false
@@ -100,7 +101,7 @@ func (l *Log) install(index uint64, write func(io.Writer) error) error {
 	l.writeOff, l.syncOff = headerSize, headerSize
 	l.allocEnd = headerSize // a new segment: nothing written ahead yet
 	l.retained = l.retained[:0]
-	l.failed, l.removed = nil, nil
+	l.failed, l.removed, l.installFailed = nil, nil, false
 	l.stats.Healthy = true
 	l.mu.Unlock()
 	return nil

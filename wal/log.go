@@ -72,6 +72,12 @@ type Log struct {
 	// reads, so the log stays failed (recover writes nothing) until an
 	// Install replaces the log.
 	removed error
+	// installFailed: the last Install failed, after it may have removed
+	// the segments itself (a snapshot that could not be written: a full
+	// disk). The log is failed until an Install succeeds; checkActive
+	// does not take the segments Install removed for ones removed
+	// behind the log's back.
+	installFailed bool
 
 	// quick: the leader's last write of records took less than
 	// quickWriteMax, so its next one is made as a raw system call
@@ -1044,7 +1050,7 @@ func (l *Log) checkActive() {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.removed != nil || l.shut {
+	if l.removed != nil || l.shut || l.installFailed {
 		return
 	}
 	l.removed = err
