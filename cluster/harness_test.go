@@ -9,6 +9,7 @@ package cluster_test
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -203,6 +204,21 @@ func (c *testCluster) signal(i int, sig syscall.Signal) {
 func (c *testCluster) kill9(i int) {
 	c.signal(i, syscall.SIGKILL)
 	<-c.nodes[i].exited
+}
+
+// kill9Exiting is kill9 for a node that was sent SIGINT just before and
+// may have exited already (a graceful handoff that finished before the
+// kill): a process already gone is no failure. The harness's signal line
+// is logged either way (the node is down from then on).
+func (c *testCluster) kill9Exiting(i int) {
+	c.t.Helper()
+	nd := c.nodes[i]
+	fmt.Fprintf(nd.log, "=== signal %v to node %d at %s\n", syscall.SIGKILL, i, time.Now().UTC().Format(time.RFC3339Nano))
+	nd.ended.Store(true)
+	if err := nd.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		c.t.Fatalf("signal %v to node %d: %v", syscall.SIGKILL, i, err)
+	}
+	<-nd.exited
 }
 
 // stop ends node i with SIGINT and returns its exit code.
