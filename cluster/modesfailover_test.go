@@ -108,6 +108,39 @@ func holdsOf(st api.LockStatus) []modeHold {
 	return hs
 }
 
+// waitLogged waits until the active (node active) sees each node in
+// standbys acknowledge its log's last index: those standbys have written
+// every record of the active's log to their own (an acknowledgement is
+// sent once its records are written). A bounded wait: 10 s.
+func (c *testCluster) waitLogged(active int, standbys ...int) {
+	c.t.Helper()
+	var last string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		v, err := c.view(active)
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		acked := map[string]uint64{}
+		for _, p := range v.Peers {
+			if p.AckedIndex != nil {
+				acked[p.URL] = *p.AckedIndex
+			}
+		}
+		done := true
+		for _, i := range standbys {
+			if acked[c.nodes[i].url] < v.LastIndex {
+				done = false
+			}
+		}
+		if done {
+			return
+		}
+		last = fmt.Sprintf("last_index %d, acknowledged %v", v.LastIndex, acked)
+	}
+	c.t.Fatalf("node %d: standbys %v did not acknowledge its last index within 10 s: %s", active, standbys, last)
+}
+
 // waitModes waits until node i (the active, or a standby: its replica)
 // shows every key with the limit and the holders, modes and owners m
 // answered (10 s), and fails the test with what it shows otherwise.
@@ -238,6 +271,10 @@ func TestModesSurviveAKillOfEveryNode(t *testing.T) {
 			for _, i := range []int{1, 2} {
 				c.waitModes(i, m)
 			}
+			// What a standby shows may not be in its log yet (it applies
+			// a batch of records, then writes them): the node restarted
+			// first must have written the state it showed before the kill.
+			c.waitLogged(0, 1, 2)
 			for i := range c.nodes {
 				c.signal(i, syscall.SIGKILL)
 			}
