@@ -1,34 +1,16 @@
 package wal
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/baton-io/baton/internal/testproc"
 )
-
-// lockedLog is a log handler's output, safe for the log's goroutine.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedLog) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedLog) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestFailedInstallIsNoRemovedSegment: an Install whose snapshot cannot
 // be written (a full disk: ENOSPC) has already removed the log's
@@ -45,7 +27,7 @@ func (b *lockedLog) String() string {
 func TestFailedInstallIsNoRemovedSegment(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "log")
 	cfg := testConfig(t, dir)
-	var out lockedLog
+	var out testproc.Buffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&out, nil))
 	l := mustOpen(t, cfg)
 	defer l.Close()
