@@ -1260,10 +1260,11 @@ func (l *Lock) keepAlive(ctx context.Context) {
 		// open until a PING fails, up to 20 s) lost a short lease that the
 		// promoted standby would have renewed.
 		var avoid *slot
-		// refused is the last refusal a node answered in this round (a
-		// 503: its log cannot write), which says why the lease ran out
-		// when the round's last attempt got no answer in time (it had
-		// only what was left of the lease).
+		// refused is the error of this round's last attempt that ended
+		// before its time (a node's refusal, such as a 503 when its log
+		// cannot write, or a refused connection), which says why the
+		// lease ran out when the round's last attempt got no answer in
+		// time (it had only what was left of the lease).
 		var refused error
 		for {
 			// One attempt gets at most a quarter lease, so that a

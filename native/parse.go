@@ -577,7 +577,6 @@ func printable(s string) bool {
 	return true
 }
 
-// idRule is the native protocol's words for engine.ValidID.
 // idField decodes an idempotency key as sent (percent-encoded: the id=
 // of A and R force, C's third field) and checks it against the engine's
 // rule; problem is the message of a bad one ("" when it is good).
@@ -592,6 +591,7 @@ func idField(raw string) (id, problem string) {
 	return id, ""
 }
 
+// idRule is the native protocol's words for engine.ValidID.
 var idRule = fmt.Sprintf("must be 1 to %d printable ASCII characters", engine.MaxIDBytes)
 
 func quoteShort(v string) string {
