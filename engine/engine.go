@@ -1664,8 +1664,9 @@ func recLimit(limit int) int {
 }
 
 // Renew restarts the lease of the grant with token on key from now, with
-// lease (0 = the grant's lease, at most Config.LeaseMax). It returns the renewed Grant (with a Log,
-// once the renewal is written), or the errors of Release, or an *ArgError
+// lease (0 = the grant's lease, at most Config.LeaseMax). It returns the
+// renewed Grant (with a Log, once the renewal is written), or the errors
+// of Release, or an *ArgError
 // for a bad lease, or ErrReplaced (the state was replaced before the
 // renewal could be answered: see Generation).
 func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, error) {
