@@ -84,7 +84,9 @@ func exitCode(err error) int {
 }
 
 // OpenNode builds and starts a node from cfg (validated by loadConfig):
-// it opens the log in cfg.DataDir (refusing with exit code 2 a data_dir
+// it binds cfg.Listen and cfg.NativeListen first (an address in use is
+// refused, exit code 1, before anything is written in data_dir), then
+// opens the log in cfg.DataDir (refusing with exit code 2 a data_dir
 // that another process holds, that cannot be written, or whose log or
 // snapshot is damaged before its tail; a torn last record is cut off with
 // a warning), then the metrics, the event log and the engine, which writes
@@ -93,7 +95,8 @@ func exitCode(err error) int {
 // promoted, a cluster node starts as a standby with its replayed state
 // (the cluster promotes it or has it follow the active, from its log's
 // position). Then the cluster node (with peers) and the HTTP server on
-// cfg.Listen, which serves once OpenNode returns. log receives every
+// the listener, which serves once OpenNode returns (connections wait in
+// the listen backlog until then). log receives every
 // component's lines. Errors are *startError values naming what failed.
 func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 	n := &Node{cfg: cfg, log: log, served: make(chan error, 2)}
@@ -103,6 +106,29 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 			n.abort()
 		}
 	}()
+
+	// The ports first: a node that cannot have them (another process holds
+	// one) is refused before it creates or changes anything in data_dir.
+	// Until OpenNode returns, connections wait in the listen backlog. The
+	// native listener is bound before the cluster node too, so that a
+	// native_listen with port 0 is known to the peers (cluster.Config.Native).
+	var err error
+	if n.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, &startError{exitError, fmt.Errorf("listen: cannot listen on %s: %w", cfg.Listen, err)}
+	}
+	if u, err := url.Parse(cfg.Advertise); err == nil && u.Port() == "0" {
+		// Derived from a listen address with port 0 (tests): the port the
+		// system chose.
+		_, port, _ := net.SplitHostPort(n.ln.Addr().String())
+		u.Host = net.JoinHostPort(u.Hostname(), port)
+		cfg.Advertise = u.String()
+		n.cfg.Advertise = cfg.Advertise
+	}
+	if cfg.NativeListen != "" {
+		if n.nln, err = net.Listen("tcp", cfg.NativeListen); err != nil {
+			return nil, &startError{exitError, fmt.Errorf("native_listen: cannot listen on %s: %w", cfg.NativeListen, err)}
+		}
+	}
 
 	wc, err := cfg.walConfig()
 	if err != nil {
@@ -185,27 +211,8 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 	}
 	n.snaps = startSnapshotter(n.wal, n.dumpState, log, snapshotMinBytes, snapshotCheck, snap)
 
-	if n.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-		return nil, &startError{exitError, fmt.Errorf("cannot listen on %s: %w", cfg.Listen, err)}
-	}
-	if u, err := url.Parse(cfg.Advertise); err == nil && u.Port() == "0" {
-		// Derived from a listen address with port 0 (tests): the port the
-		// system chose.
-		_, port, _ := net.SplitHostPort(n.ln.Addr().String())
-		u.Host = net.JoinHostPort(u.Hostname(), port)
-		cfg.Advertise = u.String()
-		n.cfg.Advertise = cfg.Advertise
-	}
-
 	hc := handlers.Config{Node: cfg.Advertise, MaxBody: cfg.MaxBody, Logger: log, AuthTokens: cfg.AuthTokens, AdminTokens: cfg.AdminTokens, Metrics: n.metrics,
 		CORSOrigins: cfg.CORSOrigins, Events: n.events, Pprof: cfg.Pprof}
-	// The native listener is bound before the cluster node, so that a
-	// native_listen with port 0 is known to the peers (cluster.Config.Native).
-	if cfg.NativeListen != "" {
-		if n.nln, err = net.Listen("tcp", cfg.NativeListen); err != nil {
-			return nil, &startError{exitError, fmt.Errorf("cannot listen on native_listen %s: %w", cfg.NativeListen, err)}
-		}
-	}
 	var peer *cluster.Node
 	if !single {
 		cc := cfg.clusterConfig()
