@@ -1186,6 +1186,29 @@ func unavailableFor(first *time.Time) bool {
 	return time.Since(*first) < failoverPatience
 }
 
+// reconnectPause is how long an acquire that found no connection up
+// (every dial failed: its node restarting, a dead active before the
+// failover) waits before it dials again (keepAsking).
+const reconnectPause = 200 * time.Millisecond
+
+// keepAsking reports whether an acquire that started at start with wait
+// (0: none) and could not get a connection (err, from pick) asks again
+// after reconnectPause: err Is ErrUnavailable (every dial failed; not a
+// refusal of the client's token, not ErrClosed), ctx is live, the wait has
+// not run out, and the run of unavailable answers and failed dials (*first,
+// unavailableFor) is within failoverPatience, as for 503s. The node may
+// keep the waiter's place under its Idempotency-Key across a restart
+// (SPEC section 4), and a failover's new active does for 5 s.
+func keepAsking(ctx context.Context, err error, wait time.Duration, start time.Time, first *time.Time) bool {
+	if ctx.Err() != nil || !errors.Is(err, ErrUnavailable) || refusal(err) != nil {
+		return false
+	}
+	if wait > 0 && time.Since(start) >= wait {
+		return false
+	}
+	return unavailableFor(first)
+}
+
 // servedPause is how long an acquire attempt must have been in flight to
 // count as served: a node that cannot serve it answers at once (503, E
 // unavailable), and a node that parks it or holds it to a poll_timeout

@@ -81,14 +81,16 @@ func TestAcquireRepeatedGrantLeaseCountsFromTheGrant(t *testing.T) {
 }
 
 // An acquire whose last attempt's connection breaks after the node wrote
-// its grant, and whose node cannot be reached again (the attempt after
-// it, on a connection dialled afresh, fails too: without that, the fresh
-// connection gets the grant under the same Idempotency-Key,
-// TestAcquireSurvivesEveryConnectionReset), fails with ErrUnavailable:
+// its grant, and whose node cannot be reached again for longer than
+// failoverPatience (300 ms here; the dials the client makes meanwhile
+// fail too: without that, a fresh connection gets the grant under the
+// same Idempotency-Key, TestAcquireSurvivesEveryConnectionReset and
+// TestAcquireRidesOutASingleNodeRestart), fails with ErrUnavailable:
 // the grant its caller never got is
 // released (settled under the Idempotency-Key, as after a cancel), not
 // left held for the whole lease.
 func TestAcquireUnavailableLeavesNoHolder(t *testing.T) {
+	api.SetFailoverPatience(t, 300*time.Millisecond)
 	srv := startServer(t, engine.Config{}, nil)
 	p := startProxy(t, srv.Addr)
 	one := newClient(t, func(c *api.Config) {

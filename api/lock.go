@@ -179,7 +179,8 @@ var (
 // a grant answered late, and again after each new acquire
 // made within what was left of the wait: nothing is held; when the wait
 // ran out meanwhile, the error Is ErrTimeout too), ErrUnavailable
-// (no connection, or all attempts failed: a grant whose answer was lost
+// (no connection could be made, dialled again every 200 ms for 10 s
+// (failoverPatience) within the wait, or all attempts failed: a grant whose answer was lost
 // with the last one is settled in the background as after a cancel, see
 // below), a *StatusError for another 5xx (a node's 500, a proxy's 502 or
 // 504; settled the same way: the node may have granted) or a 200 whose
@@ -273,6 +274,9 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	attempts, redirects, resets, restarts := 0, 0, 0, 0
 	max := c.numConns()
 	extra := false // the one round of attempts beyond max after broken connections
+	// redialled: no connection could be made and the acquire asked again
+	// (keepAsking); an attempt before may have broken with its grant.
+	redialled := false
 	var avoid *slot
 	// silent is the connection of the last attempt that got no answer
 	// within its wait and AcquireGrace: a 307 naming its node keeps it
@@ -308,8 +312,23 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 		if err != nil {
 			if bounded {
 				err = fmt.Errorf("%w: acquire %q: no connection was up within the wait and AcquireGrace (%v)", ErrUnavailable, key, limit)
+			} else if keepAsking(ctx, err, o.wait, start, &unavailableSince) {
+				// No dial succeeded (the node restarting): asked again
+				// under the same Idempotency-Key, with what is left of
+				// the wait; the connections that break once it is back
+				// are a new round of attempts.
+				if err = sleep(ctx, reconnectPause); err == nil {
+					attempts, extra, avoid, redialled = 0, false, nil, true
+					if o.wait > 0 {
+						wait = leftOf(o.wait, start)
+						if pathQuery, err = setWait(pathQuery, wait); err != nil {
+							return nil, err
+						}
+					}
+					continue
+				}
 			}
-			if asked && (ctx.Err() != nil || extra || bounded) {
+			if asked && (ctx.Err() != nil || extra || bounded || redialled) {
 				// extra: the attempt before broke with its connection
 				// (settled as below, at attempts >= max).
 				c.settleAcquire(pathQuery, hdr, 0, last)

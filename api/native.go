@@ -968,9 +968,10 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 	var buf [256]byte // do copies the line: no allocation for it
 	line := q.line(buf[:0], q.wait)
 	attempts, redirects := 0, 0
-	failed := 0    // the attempts failed since a node last answered
-	max := 0       // c.numConns() when an attempt has failed: the bound on failed
-	extra := false // as in Acquire: the one round beyond max
+	failed := 0        // the attempts failed since a node last answered
+	max := 0           // c.numConns() when an attempt has failed: the bound on failed
+	extra := false     // as in Acquire: the one round beyond max
+	redialled := false // as in Acquire
 	var avoid *slot
 	var silent *slot // as in Acquire: the last attempt's that got no answer
 	wait := q.wait   // the wait line names (0: none)
@@ -981,7 +982,18 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 	for {
 		s, w, busy, err := c.npickBusy(ctx, nil, avoid, true, id, time.Time{})
 		if err != nil {
-			if attempts > 0 && (ctx.Err() != nil || extra) {
+			if keepAsking(ctx, err, o.wait, start, &unavailableSince) {
+				// As in Acquire: no dial succeeded; asked again.
+				if err = sleep(ctx, reconnectPause); err == nil {
+					failed, extra, avoid, redialled = 0, false, nil, true
+					if o.wait > 0 {
+						wait = leftOf(o.wait, start)
+						line = q.line(buf[:0], wait)
+					}
+					continue
+				}
+			}
+			if attempts > 0 && (ctx.Err() != nil || extra || redialled) {
 				// An attempt went out on a connection that broke: the
 				// node may have delivered a grant to it.
 				c.nsettle(q, nil, q.at.Load())

@@ -45,7 +45,7 @@ func TestAcquireRidesOutASingleNodeRestart(t *testing.T) {
 			waitWaiters(t, newClient(t, nil, srv.URL), "k", 1)
 			srv.Stop()
 			time.Sleep(time.Second) // the node stays down a while: a fault, not a timing claim
-			srv.Restart(t)                     // an engine without a log: the holder is gone
+			srv.Restart(t)          // an engine without a log: the holder is gone
 			r := <-waiting
 			if r.err != nil {
 				t.Fatalf("an acquire waiting across the node's restart: %v, want granted once it is back", r.err)
