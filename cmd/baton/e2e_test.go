@@ -488,6 +488,7 @@ func TestInvalidConfigRefusesToStart(t *testing.T) {
 		{name: "not an integer in YAML", yaml: "max_keys: many\n", want: []string{"max_keys", `"many"`, "file FILE"}},
 		{name: "lease_max below lease_default", args: []string{"--lease-default=10m", "--lease-max=1m"}, want: []string{"lease_max", `"10m" from flag --lease-default`}},
 		{name: "lease_default above lease_max", args: []string{"--lease-default=2h"}, want: []string{"lease_default: must be at most lease_max", `"2h" from flag --lease-default`}},
+		{name: "zero lease_max", args: []string{"--lease-max=0"}, want: []string{"lease_max: must be > 0", `"0" from flag --lease-max`}},
 		{name: "listen port out of range", args: []string{"--listen=127.0.0.1:99999"}, want: []string{"listen", `"127.0.0.1:99999" from flag --listen`}},
 		{name: "negative poll_timeout in env", env: []string{"BATON_POLL_TIMEOUT=-1s"}, want: []string{"poll_timeout", "BATON_POLL_TIMEOUT"}},
 		{name: "poll_timeout below the floor", yaml: "poll_timeout: 1ms\n", want: []string{"poll_timeout: must be 0 (never) or at least 100ms", `"1ms" from file FILE`}},
