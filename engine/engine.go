@@ -146,6 +146,10 @@ func (c Config) Validate() error {
 	switch {
 	case c.LeaseDefault <= 0:
 		return fmt.Errorf("lease_default: must be > 0, got %v", c.LeaseDefault)
+	case c.LeaseMax <= 0:
+		// Before the comparison with lease_default: the setting at fault
+		// is lease_max, whatever lease_default is.
+		return fmt.Errorf("lease_max: must be > 0, got %v", c.LeaseMax)
 	case c.LeaseMax < c.LeaseDefault:
 		return fmt.Errorf("lease_default: must be at most lease_max (%v), got %v (raise lease_max or lower lease_default)", c.LeaseMax, c.LeaseDefault)
 	case c.LeaseMax > maxConfigDuration:
