@@ -69,7 +69,9 @@ type peerView struct {
 	Status
 	// live: heard from within the failover timeout, and no call to it
 	// failed since. recent: heard from within the failover timeout.
-	live, recent bool
+	// fresh: live, and heard from within freshPolls heartbeats (it
+	// answered one of this node's last polls).
+	live, recent, fresh bool
 	// refused: its last poll was refused (401: its cluster_secret
 	// differs); its Status is then unknown but for URL and Priority.
 	refused bool

@@ -101,7 +101,7 @@ func standbyView(peers ...peerView) view {
 }
 
 func livePeer(u string, prio int, role string, stateToken uint64) peerView {
-	return peerView{Status: Status{URL: u, Role: role, Priority: prio, HasState: true, StateToken: stateToken}, live: true, recent: true}
+	return peerView{Status: Status{URL: u, Role: role, Priority: prio, HasState: true, StateToken: stateToken}, live: true, recent: true, fresh: true}
 }
 
 func deadPeer(u string, prio int) peerView {
@@ -356,6 +356,27 @@ func TestRuleHandoffOnClosePrefersALiveStandby(t *testing.T) {
 	wantAction(t, v, actHandOff, "d")
 	v.peers[2].live = false
 	wantAction(t, v, actHandOff, "a") // none live: the best synced one
+}
+
+// A standby stopped (SIGSTOP, a frozen VM) less than a failover timeout
+// before the Ctrl+C still counts as live, but has missed this node's last
+// polls: the call to it would wait out its timeout (3 failover timeouts)
+// and leave the cluster without an active, while a standby of lower
+// priority answered every poll. The one that answered the last polls
+// (fresh) takes the role; among those, priority decides; with none fresh,
+// the live ones, as above.
+func TestRuleHandoffOnClosePrefersAStandbyThatAnsweredTheLastPolls(t *testing.T) {
+	v := standbyView(livePeer("a", 0, api.RoleStandby, 10), livePeer("c", 2, api.RoleStandby, 10), livePeer("d", 3, api.RoleStandby, 10))
+	v.role, v.self.Role, v.closing = api.RoleActive, api.RoleActive, true
+	v.req = &request{kind: reqHandoff}
+	v.followers = []string{"a", "c", "d"}
+	wantAction(t, v, actHandOff, "a")
+	v.peers[0].fresh = false // live, silent for its last polls
+	wantAction(t, v, actHandOff, "c")
+	v.peers[1].fresh = false
+	wantAction(t, v, actHandOff, "d")
+	v.peers[2].fresh = false
+	wantAction(t, v, actHandOff, "a") // none fresh: the best live one
 }
 
 // Promotion never with less: a standby that would promote first fetches
