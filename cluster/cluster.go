@@ -887,6 +887,11 @@ func (n *Node) live(p *peer, now time.Time) bool {
 	return p.heard && !p.down && n.silence(p, now) < n.cfg.FailoverTimeout
 }
 
+// freshPolls is how many heartbeats (poll intervals) a peer may have been
+// silent and still count as fresh (peerView.fresh): it answered one of
+// the last polls, a round trip included.
+const freshPolls = 2
+
 // recent reports whether p answered within the failover timeout (of its
 // silence), even if a call to it failed since: the silence a promotion
 // waits for.

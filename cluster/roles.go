@@ -343,7 +343,9 @@ func (n *Node) gather(now time.Time, r *request) view {
 	for _, p := range n.peers {
 		st := p.status
 		st.URL, st.Priority = p.url, p.priority
-		peers = append(peers, peerView{Status: st, live: n.live(p, now), recent: n.recent(p, now), refused: p.refused})
+		live := n.live(p, now)
+		peers = append(peers, peerView{Status: st, live: live, recent: n.recent(p, now), refused: p.refused,
+			fresh: live && n.silence(p, now) < freshPolls*n.cfg.Heartbeat})
 	}
 	// Before the node's own status, which reports the token it sets.
 	n.markSplitLocked(peers, n.stateToken.Load())

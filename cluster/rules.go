@@ -450,13 +450,15 @@ func decideRequest(v view) action {
 }
 
 // successor picks the synced follower to hand off to: to, if it is one;
-// with to empty, the one of highest priority whose log writes, a live one
-// (answering this node's polls) before any other: a standby that is
-// paused or cut off may keep its stream for minutes (the kernel takes
-// the writes until its buffers fill), and the call to it would wait out
-// its timeout while the cluster has no active. "" = none.
+// with to empty, the one of highest priority whose log writes, a fresh one
+// (it answered this node's last polls) before a live one, and a live one
+// before any other: a standby that is paused or cut off may keep its
+// stream for minutes (the kernel takes the writes until its buffers
+// fill), and the call to it would wait out its timeout while the cluster
+// has no active; one stopped less than a failover timeout ago is still
+// live. "" = none.
 func (v view) successor(to string) string {
-	best, bestLive, prio := "", false, -1
+	best, bestRank, prio := "", -1, -1
 	for _, u := range v.followers {
 		if to != "" {
 			if u == to {
@@ -468,8 +470,15 @@ func (v view) successor(to string) string {
 		if p == nil || p.LogFailing {
 			continue
 		}
-		if better := p.live && !bestLive; better || (p.live == bestLive && (prio < 0 || p.Priority < prio)) {
-			best, bestLive, prio = u, p.live, p.Priority
+		rank := 0
+		if p.live {
+			rank = 1
+			if p.fresh {
+				rank = 2
+			}
+		}
+		if rank > bestRank || (rank == bestRank && p.Priority < prio) {
+			best, bestRank, prio = u, rank, p.Priority
 		}
 	}
 	return best
