@@ -108,7 +108,9 @@ type Holder struct {
 	Token uint64 `json:"token"`
 	// Lease is the holder's lease in seconds.
 	Lease float64 `json:"lease"`
-	// ExpiresAt is when the server takes the lock back unless it is renewed.
+	// ExpiresAt is when the server takes the lock back unless it is
+	// renewed; for a grant made while its waiter's request was away, which
+	// awaits the repeat's claim, the claim deadline when that is earlier.
 	ExpiresAt time.Time `json:"expires_at"`
 	// GrantedAt is when the lock was granted to this holder.
 	GrantedAt time.Time `json:"granted_at"`

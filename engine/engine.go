@@ -256,7 +256,10 @@ type LockInfo struct {
 	// Holder is nil while nobody holds the lock; otherwise the oldest
 	// grant, Holders[0].
 	Holder *Grant
-	// Holders are every holder, oldest grant (lowest token) first.
+	// Holders are every holder, oldest grant (lowest token) first. The
+	// ExpiresAt of a grant made while its waiter's request was away, which
+	// awaits the repeat's claim, is its claim deadline when that comes
+	// first: the lock is taken back then unless the repeat claims it.
 	Holders []Grant
 	// Limit is the number of holders the key admits at once.
 	Limit int
@@ -1826,7 +1829,11 @@ func (lk *lock) info(now stamp) LockInfo {
 	li := LockInfo{Key: lk.key, Waiters: lk.n, Limit: lk.limit()}
 	if lk.holders() > 0 {
 		li.Holders = make([]Grant, 0, lk.holders())
-		lk.each(func(h *hold) { li.Holders = append(li.Holders, lk.grantInfo(h, now)) })
+		lk.each(func(h *hold) {
+			g := lk.grantInfo(h, now)
+			g.ExpiresAt = now.time(h.takenBack()) // a claim deadline, if first
+			li.Holders = append(li.Holders, g)
+		})
 		// Tokens rise with every grant: by token is oldest grant first.
 		slices.SortFunc(li.Holders, func(a, b Grant) int { return cmp.Compare(a.Token, b.Token) })
 		li.Holder = &li.Holders[0]
@@ -2083,12 +2090,18 @@ func (s *shard) armLease(h *hold) {
 		return
 	}
 	h.dl.retake = false
-	when := h.expires
-	if t := h.holder; t != nil && t.claimBy != 0 && t.claimBy < when {
-		when = t.claimBy
-	}
-	s.heap.set(&h.dl, when)
+	s.heap.set(&h.dl, h.takenBack())
 	s.arm()
+}
+
+// takenBack is when the slot h is taken back unless its holder renews it
+// (monotonic ns): its lease's end, or the claim deadline of a grant that
+// awaits its waiter's repeat when that comes first.
+func (h *hold) takenBack() int64 {
+	if t := h.holder; t != nil && t.claimBy != 0 && t.claimBy < h.expires {
+		return t.claimBy
+	}
+	return h.expires
 }
 
 // schedule puts w's earliest deadline in the heap. s.mu is held.
