@@ -1,4 +1,5 @@
 package engine
 
-// Held returns the number of locks held now (on a standby: as replicated).
+// Held returns the number of keys held now, by one holder or more (on a
+// standby: as replicated).
 func (e *Engine) Held() int { return int(e.held.Load()) }

@@ -178,7 +178,7 @@ func NewMetrics() *Metrics {
 		}
 	}
 	m.reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "baton", Name: "locks_held", Help: "Locks held now."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "baton", Name: "locks_held", Help: "Keys held now, by one holder or more (a semaphore or read lock with several holders counts once)."},
 			func() float64 {
 				if e := m.eng.Load(); e != nil {
 					return float64(e.Held())
