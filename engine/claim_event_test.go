@@ -27,15 +27,7 @@ func TestClaimEventHasItsTime(t *testing.T) {
 		e := newEngine(t, cfg)
 		defer e.Close()
 		const key = "k"
-		h := mustAcquire(t, e, AcquireRequest{Key: key})
-		a := goAcquire(e, context.Background(), AcquireRequest{Key: key, ID: "a"})
-		synctest.Wait()
-		time.Sleep(10 * time.Second) // a's poll ends: it is away, its place kept
-		synctest.Wait()
-		wantErr(t, "a", answered(t, "a", a).err, ErrPollTimeout)
-		if err := e.Release(key, h.Token); err != nil { // granted to a, awaiting its claim
-			t.Fatal(err)
-		}
+		grantToAbsentWaiter(t, e, key, "a")
 		time.Sleep(time.Second)
 		at := time.Now()
 		g := mustAcquire(t, e, AcquireRequest{Key: key, ID: "a"}) // the claim
@@ -48,4 +40,21 @@ func TestClaimEventHasItsTime(t *testing.T) {
 			t.Fatalf("claim event at %v; want the repeat's time %v", got.UTC(), at.UTC())
 		}
 	})
+}
+
+// grantToAbsentWaiter makes a grant of key that awaits its claim, in a
+// synctest bubble, on an engine of pollConfig: a holder, then a waiter
+// with ID id whose poll ends (10 s: it is away, its place kept), then the
+// holder's release, which grants the lock to that waiter.
+func grantToAbsentWaiter(t *testing.T, e *Engine, key, id string) {
+	t.Helper()
+	h := mustAcquire(t, e, AcquireRequest{Key: key})
+	a := goAcquire(e, context.Background(), AcquireRequest{Key: key, ID: id})
+	synctest.Wait()
+	time.Sleep(10 * time.Second)
+	synctest.Wait()
+	wantErr(t, id, answered(t, id, a).err, ErrPollTimeout)
+	if err := e.Release(key, h.Token); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -26,15 +25,7 @@ func TestUnclaimedGrantShowsWhenItIsTakenBack(t *testing.T) {
 				e := newEngine(t, cfg)
 				defer e.Close()
 				const key = "k"
-				h := mustAcquire(t, e, AcquireRequest{Key: key})
-				a := goAcquire(e, context.Background(), AcquireRequest{Key: key, ID: "a"})
-				synctest.Wait()
-				time.Sleep(10 * time.Second) // a's poll ends: it is away, its place kept
-				synctest.Wait()
-				wantErr(t, "a", answered(t, "a", a).err, ErrPollTimeout)
-				if err := e.Release(key, h.Token); err != nil { // granted to a, awaiting its claim
-					t.Fatal(err)
-				}
+				grantToAbsentWaiter(t, e, key, "a")
 				granted := time.Now()
 				st, err := e.Status(key)
 				if err != nil || st.Holder == nil {
