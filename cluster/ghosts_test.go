@@ -212,7 +212,14 @@ func TestClaimDeadlineSurvivesHandoff(t *testing.T) {
 				t.Fatal("the replicated waiter was not granted on release")
 			}
 			ghost := *st.Holder
-			t.Logf("grant %d awaits its claim; its lease ends %v", ghost.Token, ghost.ExpiresAt.Format("15:04:05.000"))
+			// The status gives the claim deadline as its expiry (the node
+			// takes it back then), the lease runs on to granted + lease.
+			leaseEnd := ghost.GrantedAt.Add(time.Duration(ghost.Lease * float64(time.Second)))
+			if !ghost.ExpiresAt.Before(leaseEnd) {
+				t.Errorf("the unclaimed grant %d expires at %v, want its claim deadline, before its lease's end %v",
+					ghost.Token, ghost.ExpiresAt.Format("15:04:05.000"), leaseEnd.Format("15:04:05.000"))
+			}
+			t.Logf("grant %d awaits its claim until %v; its lease ends %v", ghost.Token, ghost.ExpiresAt.Format("15:04:05.000"), leaseEnd.Format("15:04:05.000"))
 
 			next := 2
 			switch how {
@@ -234,9 +241,9 @@ func TestClaimDeadlineSurvivesHandoff(t *testing.T) {
 			switch {
 			case err != nil || b.status != http.StatusOK:
 				t.Errorf("acquire after the handoff: %v %d %s; want a grant once the unclaimed grant %d passed its claim deadline", err, b.status, b.body, ghost.Token)
-			case b.grant.Token <= ghost.Token || !granted.Before(ghost.ExpiresAt):
+			case b.grant.Token <= ghost.Token || !granted.Before(leaseEnd):
 				t.Errorf("granted %d at %v; want a token above %d before the unclaimed grant's lease ended (%v)",
-					b.grant.Token, granted.Format("15:04:05.000"), ghost.Token, ghost.ExpiresAt.Format("15:04:05.000"))
+					b.grant.Token, granted.Format("15:04:05.000"), ghost.Token, leaseEnd.Format("15:04:05.000"))
 			default:
 				received = append(received, history.Grant{Key: "k", Token: b.grant.Token})
 			}
