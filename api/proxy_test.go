@@ -24,6 +24,7 @@ type proxy struct {
 	dropOnReply bool
 	dropped     chan *proxyConn // a connection dropped by dropOnReply
 	holdAfter   []byte          // see HoldAfter
+	delay       time.Duration   // see DelayReplies
 	held        chan *proxyConn // a connection held by holdAfter
 	accepted    int
 }
@@ -124,7 +125,11 @@ func (p *proxy) pipe(pc *proxyConn, up bool) {
 				p.mu.Lock()
 				drop := p.dropOnReply
 				p.dropOnReply = false
+				delay := p.delay
 				p.mu.Unlock()
+				if delay > 0 {
+					time.Sleep(delay) // a slow link: the fault, not a timing claim
+				}
 				if drop {
 					// The answer never reaches the client.
 					p.dropped <- pc
@@ -169,6 +174,14 @@ func (p *proxy) DropOnReply() {
 func (p *proxy) HoldAfter(marker string) {
 	p.mu.Lock()
 	p.holdAfter = []byte(marker)
+	p.mu.Unlock()
+}
+
+// DelayReplies makes every later read of what a node sends reach the
+// client d after it was read (0: at once again).
+func (p *proxy) DelayReplies(d time.Duration) {
+	p.mu.Lock()
+	p.delay = d
 	p.mu.Unlock()
 }
 
