@@ -273,6 +273,11 @@ type Client struct {
 	// ones from starting.
 	closing  bool
 	settling sync.WaitGroup
+	// lates counts the baton:// acquires given up by their callers (ctx
+	// ended) whose answer has not come yet (lateHold): it may be a grant,
+	// which only a settlement started before closing releases. Close waits
+	// for them, up to ReleaseTimeout, before it sets closing.
+	lates sync.WaitGroup
 }
 
 // address is one node.
@@ -479,6 +484,18 @@ func (c *Client) addAddressLocked(u *url.URL) *address {
 // and keep-alives; their Locks report lost) and waits for them. Locks are
 // not released: their leases run out. Close is idempotent and returns nil.
 func (c *Client) Close() error {
+	lates := make(chan struct{})
+	go func() {
+		c.lates.Wait()
+		close(lates)
+	}()
+	select {
+	case <-lates:
+	case <-time.After(c.cfg.ReleaseTimeout):
+		// A node that knows no cancel (C) keeps the request queued:
+		// its answer may not come before a grant; the connections'
+		// end below hands it to its settlement.
+	}
 	c.mu.Lock()
 	c.closing = true
 	c.mu.Unlock()

@@ -500,6 +500,12 @@ func (w *nwire) do(ctx context.Context, id nid, line []byte, late nlate, limit t
 	default:
 		call.late = late
 		w.mu.Unlock()
+		if h, ok := late.(lateHolder); ok && !errors.Is(gaveUp, errNoAnswer) {
+			// The caller gave up (its ctx ended): Close waits for the
+			// answer, which late settles (a silent node's, after the
+			// limit, is not waited for).
+			h.hold()
+		}
 	}
 	return nline.Answer{}, gaveUp
 }
@@ -866,6 +872,7 @@ type nacq struct {
 	// at is the node of the last attempt (nil before the first): the one
 	// that may hold its place or grant, which its settling asks first.
 	at atomic.Pointer[address]
+	lh lateHold // its late answer, once its caller gave up (late)
 }
 
 // line appends the acquire's line with wait to b.
@@ -876,7 +883,51 @@ func (q *nacq) line(b []byte, wait time.Duration) []byte {
 // late implements nlate for an acquire given up by its caller: what its
 // answer (from the node of its last attempt) leaves on the node is
 // settled (nsettle).
-func (q *nacq) late(a *nline.Answer, _ error) { q.c.nsettle(q, a, q.at.Load()) }
+func (q *nacq) late(a *nline.Answer, _ error) {
+	q.c.nsettle(q, a, q.at.Load())
+	q.lh.done(q.c)
+}
+
+// hold implements lateHolder.
+func (q *nacq) hold() { q.lh.hold(q.c) }
+
+// lateHolder is an nlate that keeps Client.Close waiting for its answer
+// once its caller gave up (do calls hold then; the nlate's late, which
+// settles the answer, ends the wait).
+type lateHolder interface {
+	nlate
+	hold()
+}
+
+// lateHold is the state of a lateHolder: hold counts the answer in
+// Client.lates unless it has come already; done, called by late once
+// the answer is settled (nsettle registered in Client.settling), ends the
+// count. Without it Close, called just after the caller gave up, set
+// closing before the answer came, and a grant in it was never released.
+type lateHold struct {
+	mu        sync.Mutex
+	ran, held bool
+}
+
+func (h *lateHold) hold(c *Client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.ran && !h.held {
+		h.held = true
+		c.lates.Add(1)
+	}
+}
+
+func (h *lateHold) done(c *Client) {
+	h.mu.Lock()
+	h.ran = true
+	held := h.held
+	h.held = false
+	h.mu.Unlock()
+	if held {
+		c.lates.Done()
+	}
+}
 
 // nattemptLate is the nlate of an acquire attempt with a limit (nAcquire):
 // its late answer is settled as q's (nsettle) when the caller gave up on
@@ -894,9 +945,14 @@ type nattemptLate struct {
 	settle  bool
 	kept    *nline.Answer // an answer that came before decide
 	came    bool
+	lh      lateHold // once the caller gave up (ctx), for Close
 }
 
+// hold implements lateHolder.
+func (l *nattemptLate) hold() { l.lh.hold(l.q.c) }
+
 func (l *nattemptLate) late(a *nline.Answer, _ error) {
+	defer l.lh.done(l.q.c) // after what follows settled it (or kept it for decide)
 	l.mu.Lock()
 	if !l.decided || !l.settle {
 		// Kept until decide, or, dropped, until the acquire ends
