@@ -1220,6 +1220,15 @@ func keepAsking(ctx context.Context, err error, wait time.Duration, start time.T
 	if ctx.Err() != nil || !errors.Is(err, ErrUnavailable) || refusal(err) != nil {
 		return false
 	}
+	return patient(wait, start, first)
+}
+
+// patient reports whether an acquire that started at start with wait (0:
+// none) asks again after an unavailable answer, a run of redirects to a
+// node that does not answer, or dials that all failed: while its wait
+// has not run out and the run (*first, unavailableFor) is within
+// failoverPatience.
+func patient(wait time.Duration, start time.Time, first *time.Time) bool {
 	if wait > 0 && time.Since(start) >= wait {
 		return false
 	}

@@ -459,7 +459,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 				// The nodes still name an active that does not answer
 				// (a failover in progress): like a 503, another round
 				// after a pause, for failoverPatience.
-				if !unavailableFor(&unavailableSince) {
+				if !patient(o.wait, start, &unavailableSince) {
 					return nil, fmt.Errorf("%w: acquire %q: more than %d redirects", ErrUnavailable, key, maxRedirects)
 				}
 				if err := sleep(ctx, redirectPause); err != nil {
@@ -494,7 +494,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			// No active node known (a failover in progress), or the
 			// node is shutting down: another attempt, after
 			// Retry-After (at most a second), for failoverPatience.
-			if !unavailableFor(&unavailableSince) {
+			if !patient(o.wait, start, &unavailableSince) {
 				// A node that resumed from a pause may still keep a
 				// grant for the repeat: settled as after a cancel.
 				c.settleAcquire(pathQuery, hdr, 0, s.addr)

@@ -1177,7 +1177,7 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 				// The nodes still name an active that does not answer
 				// (a failover in progress): like E unavailable, another
 				// round after a pause, for failoverPatience.
-				if !unavailableFor(&unavailableSince) {
+				if !patient(o.wait, start, &unavailableSince) {
 					return nil, fmt.Errorf("%w: acquire %q: more than %d redirects", ErrUnavailable, key, maxRedirects)
 				}
 				if err := sleep(ctx, redirectPause); err != nil {
@@ -1244,7 +1244,7 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 		// one that has just resumed from a pause (which keeps a grant for
 		// the repeat under the same id): another attempt, after a second,
 		// for failoverPatience.
-		if !unavailableFor(&unavailableSince) {
+		if !patient(o.wait, start, &unavailableSince) {
 			// A node that resumed from a pause may still keep a grant
 			// for the repeat: settled as after a cancel.
 			c.nsettle(q, nil, s.addr)
