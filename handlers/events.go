@@ -376,7 +376,7 @@ func onlyKey(evs []api.Event, key string) []api.Event {
 		}
 		return evs
 	}
-	out := evs[:0:0]
+	out := make([]api.Event, 0, len(evs)) // [] in JSON when none is key's
 	for _, ev := range evs {
 		if ev.Key == key {
 			out = append(out, ev)
