@@ -76,6 +76,9 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time, int) 
 	if strings.Contains(f, "standby") || f == "cut-link" || f == "drop-out" || f == "drop-in" || f == "fw-cut-link" || f == "long-cut-link" {
 		standby = (active + 1 + rng.IntN(len(c.nodes)-1)) % len(c.nodes)
 	}
+	if c.fw == nil && slices.Contains(firewallFaults, f) {
+		c.t.Fatalf("fault %q cuts links with iptables: it runs only in a firewall run (TestFirewallHistoryChaos and the like), not here", f)
+	}
 	start := time.Now()
 	switch f {
 	case "kill", "kill-standby":
@@ -390,6 +393,11 @@ func (c *testCluster) inject(f string, rng *rand.Rand) (string, time.Time, int) 
 	return "", start, -1
 }
 
+// firewallFaults are the faults inject applies with iptables (c.fw):
+// only a firewall run (nemesis.firewall) has it.
+var firewallFaults = []string{"long-cut-link", "long-isolate", "drop-out", "drop-in", "fw-cut-link", "cut-standbys",
+	"fw-isolate", "fw-isolate-out", "fw-isolate-in", "drop-kill", "cut-kill"}
+
 // chaosFaults draws n faults from kinds (or from the comma-separated
 // names in CHAOS_KINDS) with rng, or returns the list in CHAOS_LIST
 // (comma-separated fault names, see inject) when it is set.
@@ -477,14 +485,17 @@ func diskFaults(faults []string) bool {
 // It needs root, as the wal and cmd tests that mount do (CI runs as root).
 func (c *testCluster) mountDataDirs() {
 	c.t.Helper()
+	// The nodes stop before their data_dirs are unmounted (stopAll,
+	// which newCluster's cleanup would run only after these): a node
+	// still running when its data_dir goes finds its segment gone and
+	// logs an ERROR that no fault caused.
+	defer c.t.Cleanup(c.stopAll)
 	for _, nd := range c.nodes {
 		if err := syscall.Mount("tmpfs", nd.dir, "tmpfs", 0, "size=64m"); err != nil {
 			c.t.Fatalf("mount a tmpfs on node %d's data_dir %s (full-disk faults need root, as CI runs): %v", nd.i, nd.dir, err)
 		}
 		dir := nd.dir
 		c.t.Cleanup(func() {
-			// Lazily: the nodes, stopped by a later cleanup, still have
-			// their files open.
 			if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
 				c.t.Errorf("unmount %s: %v", dir, err)
 			}

@@ -93,6 +93,10 @@ type testCluster struct {
 	// (firewall: iptables tells the nodes' connections apart by it).
 	gid func(i int) int
 	fw  *firewall // newFirewall: links cut with iptables
+	// stopped makes stopAll's work run once: mountDataDirs stops the
+	// nodes before it unmounts their data_dirs, earlier than
+	// newCluster's cleanup would.
+	stopped sync.Once
 }
 
 // nodeHost is the loopback address node i listens on: 127.0.0.(i+1), or
@@ -232,7 +236,9 @@ func (c *testCluster) stop(i int) int {
 	return c.nodes[i].cmd.ProcessState.ExitCode()
 }
 
-func (c *testCluster) stopAll() {
+func (c *testCluster) stopAll() { c.stopped.Do(c.stopAllNow) }
+
+func (c *testCluster) stopAllNow() {
 	if c.t.Failed() {
 		for _, u := range c.exitedUnbidden() {
 			c.t.Log(u)
