@@ -276,8 +276,29 @@ type Client struct {
 	// lates counts the baton:// acquires given up by their callers (ctx
 	// ended) whose answer has not come yet (lateHold): it may be a grant,
 	// which only a settlement started before closing releases. Close waits
-	// for them, up to ReleaseTimeout, before it sets closing.
-	lates sync.WaitGroup
+	// for them, up to ReleaseTimeout, before it sets closing: latesIdle,
+	// made by Close while some are out, is closed when the last one came.
+	// (Counted under mu, not in a WaitGroup: an acquire may be given up
+	// while Close waits.)
+	lates     int
+	latesIdle chan struct{}
+}
+
+// lateOut and lateIn count an acquire given up by its caller whose answer
+// is still to come (Client.lates), and its answer's coming.
+func (c *Client) lateOut() {
+	c.mu.Lock()
+	c.lates++
+	c.mu.Unlock()
+}
+
+func (c *Client) lateIn() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lates--; c.lates == 0 && c.latesIdle != nil {
+		close(c.latesIdle)
+		c.latesIdle = nil
+	}
 }
 
 // address is one node.
@@ -484,17 +505,22 @@ func (c *Client) addAddressLocked(u *url.URL) *address {
 // and keep-alives; their Locks report lost) and waits for them. Locks are
 // not released: their leases run out. Close is idempotent and returns nil.
 func (c *Client) Close() error {
-	lates := make(chan struct{})
-	go func() {
-		c.lates.Wait()
-		close(lates)
-	}()
-	select {
-	case <-lates:
-	case <-time.After(c.cfg.ReleaseTimeout):
-		// A node that knows no cancel (C) keeps the request queued:
-		// its answer may not come before a grant; the connections'
-		// end below hands it to its settlement.
+	c.mu.Lock()
+	if c.lates > 0 && c.latesIdle == nil {
+		c.latesIdle = make(chan struct{})
+	}
+	idle := c.latesIdle
+	c.mu.Unlock()
+	if idle != nil {
+		t := time.NewTimer(c.cfg.ReleaseTimeout)
+		select {
+		case <-idle:
+		case <-t.C:
+			// A node that knows no cancel (C) keeps the request queued:
+			// its answer may not come before a grant; the connections'
+			// end below hands it to its settlement.
+		}
+		t.Stop()
 	}
 	c.mu.Lock()
 	c.closing = true

@@ -900,7 +900,7 @@ type lateHolder interface {
 }
 
 // lateHold is the state of a lateHolder: hold counts the answer in
-// Client.lates unless it has come already; done, called by late once
+// Client.lates (lateOut) unless it has come already; done, called by late once
 // the answer is settled (nsettle registered in Client.settling), ends the
 // count. Without it Close, called just after the caller gave up, set
 // closing before the answer came, and a grant in it was never released.
@@ -914,7 +914,7 @@ func (h *lateHold) hold(c *Client) {
 	defer h.mu.Unlock()
 	if !h.ran && !h.held {
 		h.held = true
-		c.lates.Add(1)
+		c.lateOut()
 	}
 }
 
@@ -925,7 +925,7 @@ func (h *lateHold) done(c *Client) {
 	h.held = false
 	h.mu.Unlock()
 	if held {
-		c.lates.Done()
+		c.lateIn()
 	}
 }
 
