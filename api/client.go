@@ -499,8 +499,10 @@ func (c *Client) addAddressLocked(u *url.URL) *address {
 }
 
 // Close first waits for the settlement of acquires cancelled before it
-// (each bounded by twice ReleaseTimeout: a grant such an acquire may have
-// got is released, see Acquire), then closes every connection (in-flight
+// (over baton://, for the answer such an acquire's node still owes, up to
+// ReleaseTimeout; then each settlement bounded by twice ReleaseTimeout: a
+// grant such an acquire may have got is released, see Acquire), then
+// closes every connection (in-flight
 // calls fail with ErrClosed), stops the background goroutines (redialling
 // and keep-alives; their Locks report lost) and waits for them. Locks are
 // not released: their leases run out. Close is idempotent and returns nil.
