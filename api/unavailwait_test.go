@@ -18,16 +18,14 @@ import (
 // baton://.
 func TestAcquireAnsweredUnavailableGivesUpWithItsWait(t *testing.T) {
 	api.SetFailoverPatience(t, time.Hour)
-	for _, proto := range []string{"http", "native"} {
-		t.Run(proto, func(t *testing.T) {
-			// A standby engine that no cluster promotes: every change is
-			// answered unavailable.
-			srv := startBoth(t, engine.Config{Standby: true}, handlers.Config{}, native.Config{})
-			c := newClient(t, nil, srv.Base(proto))
-			_, err := c.Acquire(ctxBound(t), "k", api.WithWait(300*time.Millisecond))
-			if !errors.Is(err, api.ErrUnavailable) {
-				t.Fatalf("acquire with a 300 ms wait, answered unavailable: %v, want ErrUnavailable once the wait ran out", err)
-			}
-		})
-	}
+	eachProto(t, func(t *testing.T, proto string) {
+		// A standby engine that no cluster promotes: every change is
+		// answered unavailable.
+		srv := startBoth(t, engine.Config{Standby: true}, handlers.Config{}, native.Config{})
+		c := newClient(t, nil, srv.Base(proto))
+		_, err := c.Acquire(ctxBound(t), "k", api.WithWait(300*time.Millisecond))
+		if !errors.Is(err, api.ErrUnavailable) {
+			t.Fatalf("acquire with a 300 ms wait, answered unavailable: %v, want ErrUnavailable once the wait ran out", err)
+		}
+	})
 }
