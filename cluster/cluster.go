@@ -888,9 +888,16 @@ func (n *Node) live(p *peer, now time.Time) bool {
 }
 
 // freshPolls is how many heartbeats (poll intervals) a peer may have been
-// silent and still count as fresh (peerView.fresh): it answered one of
-// the last polls, a round trip included.
+// silent and still count as fresh: it answered one of the last polls, a
+// round trip included.
 const freshPolls = 2
+
+// fresh reports whether p is live and answered one of this node's last
+// polls (within freshPolls heartbeats of its silence): the standby a
+// handoff goes to first (view.successor). n.mu is held.
+func (n *Node) fresh(p *peer, now time.Time) bool {
+	return n.live(p, now) && n.silence(p, now) < freshPolls*n.cfg.Heartbeat
+}
 
 // recent reports whether p answered within the failover timeout (of its
 // silence), even if a call to it failed since: the silence a promotion

@@ -343,9 +343,7 @@ func (n *Node) gather(now time.Time, r *request) view {
 	for _, p := range n.peers {
 		st := p.status
 		st.URL, st.Priority = p.url, p.priority
-		live := n.live(p, now)
-		peers = append(peers, peerView{Status: st, live: live, recent: n.recent(p, now), refused: p.refused,
-			fresh: live && n.silence(p, now) < freshPolls*n.cfg.Heartbeat})
+		peers = append(peers, peerView{Status: st, live: n.live(p, now), recent: n.recent(p, now), fresh: n.fresh(p, now), refused: p.refused})
 	}
 	// Before the node's own status, which reports the token it sets.
 	n.markSplitLocked(peers, n.stateToken.Load())

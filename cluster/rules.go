@@ -69,8 +69,8 @@ type peerView struct {
 	Status
 	// live: heard from within the failover timeout, and no call to it
 	// failed since. recent: heard from within the failover timeout.
-	// fresh: live, and heard from within freshPolls heartbeats (it
-	// answered one of this node's last polls).
+	// fresh: live, and it answered one of this node's last polls
+	// (Node.fresh).
 	live, recent, fresh bool
 	// refused: its last poll was refused (401: its cluster_secret
 	// differs); its Status is then unknown but for URL and Priority.
