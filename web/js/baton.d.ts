@@ -28,7 +28,7 @@ export interface ClientOptions {
   token?: string;
   /** The fetch to use; default globalThis.fetch. */
   fetch?: typeof fetch;
-  /** Milliseconds (>= 0) an acquire or a read keeps trying while no node answers; default 10000. Anything else is refused: invalid_argument, field "retryFor". */
+  /** Milliseconds (>= 0) an acquire or a read keeps trying while no node answers, an acquire no longer than its `wait`; default 10000. Then the call rejects with code "unavailable". Anything else is refused: invalid_argument, field "retryFor". */
   retryFor?: number;
 }
 

@@ -1,8 +1,8 @@
 // baton's official JavaScript client (SPEC section 4), an ES module using only
 // fetch, AbortSignal, crypto, timers, performance. Types: baton.d.ts. Await close() at exit.
 
-// ms: a failed address's skip; releases' (and settles') retry pace and span;
-// an attempt's cut; the pause after a round of failed addresses.
+// ms: a failed address's skip; release (and settle) retry pace, span; an
+// attempt's cut; the pause after a round of failed addresses.
 const SKIP_MS = 3000, RELEASE_RETRY_MS = 200, RELEASE_FOR_MS = 5000, ATTEMPT_MS = 1000, ROUND_MS = 200;
 /** Max redirected 401s a call repeats to the active. */
 const MAX_REDIRECTS = 10;
@@ -17,7 +17,7 @@ export class BatonError extends Error {
 
 const invalid = (f, m, c) => new BatonError(400, 'invalid_argument', m, f, c);
 
-// Over 256 characters: refused unsent (a node's 431 to a long line: no CORS).
+// Over 256 characters: refused unsent (a node's 431 has no CORS).
 /** @param {string} key */
 function lockPath(key) {
   if (typeof key !== 'string' || /^\.{0,2}$|\p{Cs}/u.test(key) || key.length > 256) throw invalid('key', 'key must be well-formed text of 1 to 256 bytes, not "." or ".."');
@@ -34,7 +34,7 @@ function query(params) {
     q.set(k, v);
   }
   const s = '' + q;
-  return s ? '?' + s : '';
+  return s && '?' + s;
 }
 
 /** @param {string} base */
@@ -146,14 +146,14 @@ export class Client {
   /**
    * One request to one address, its body read: one cut off rejects, a
    * broken attempt, as over HTTP/2.
-   * @type {(addr: { base: string }, method: string, pathQuery: string, headers?: Record<string, string>, signal?: AbortSignal) => Promise<Response>}
+   * @type {(addr: Addr, method: string, pathQuery: string, headers?: Record<string, string>, signal?: AbortSignal) => Promise<Response>}
    */
   async _fetchOne(addr, method, pathQuery, headers, signal) {
     /** @type {Record<string, string>} */
     const h = { Accept: 'application/json', ...headers };
     if (/[^!-~]/.test(this.token)) throw invalid('token', 'token must be printable ASCII');
     if (this.token) h.Authorization = 'Bearer ' + this.token;
-    // no-store: no cached poll. Workers' fetch refuses it (a TypeError): asked again without, for good.
+    // no-store: no cached poll (Workers' fetch throws a TypeError: then never again).
     const go = () => this._fetch(addr.base + pathQuery, { method, headers: h, signal, ...this._nc || { cache: 'no-store' } });
     const res = await go().catch((e) => { if (this._nc || !(e instanceof TypeError && /cache/.test(e.message))) throw e; this._nc = 1; return go(); }), text = await res.text();
     return Object.assign(res, { text: async () => text, json: async () => JSON.parse(text) });
@@ -162,11 +162,11 @@ export class Client {
   /**
    * A call safe to repeat: a broken connection or a 503 moves it to the
    * next address, for retryFor ms from the last attempt served (1 s in
-   * flight). fetch follows 307s; a 401 after one goes to the active.
-   * `o.at`: in, the node to ask first; out, last asked. `o.limit`: ms
-   * an attempt may go unanswered; `o.t`: its timeout (Node 20 collects
-   * one only AbortSignal.any holds).
-   * @type {(method: string, pathQuery: string, o?: { headers?: Record<string, string>, signal?: AbortSignal, pin?: boolean, at?: Addr, limit?: number | false }) => Promise<Response>}
+   * flight), till now() is `o.end`. fetch follows 307s; a 401 after one
+   * goes to the active. `o.at`: in, the node to ask first; out, last
+   * asked. `o.limit`: ms an attempt may go unanswered; `o.t`: its
+   * timeout (Node 20 collects one only AbortSignal.any holds).
+   * @type {(method: string, pathQuery: string, o?: { headers?: Record<string, string>, signal?: AbortSignal, pin?: boolean, at?: Addr, limit?: number | false, end?: number }) => Promise<Response>}
    */
   async _call(method, pathQuery, o = {}) {
     let start = now(), tries = 0, last, n = this._addrs.length;
@@ -190,7 +190,7 @@ export class Client {
       }
       if (now() - sent > 999 && !o.t?.aborted) start = now();
       tries++;
-      if (tries >= n && now() - start >= this._retryFor) {
+      if (tries >= n && (now() - start >= this._retryFor || now() >= o.end)) {
         if (last instanceof BatonError) throw last;
         throw unavailable(method + ' ' + pathQuery + ': no node answered (' + tries + ' attempts)', last);
       }
@@ -222,11 +222,11 @@ export class Client {
     this._open(signal);
     let pathQuery = lockPath(key) + query({ lease, wait, owner, mode, limit });
     let headers = { 'Idempotency-Key': newKey() };
-    const start = now();
+    const start = now(), w = wait > 0 && wait * 1e3;
     for (let restarts = 0, asked = false; ;) {
       const sent = now();
       asked ||= !signal?.aborted; // a request under this key goes out
-      let res, err, o = { headers, signal, pin: true, limit: wait > 0 && wait * 1e3 + 3e3 };
+      let res, err, o = { headers, signal, pin: true, limit: w && w + 3e3, end: start + (w || 1 / 0) };
       try {
         res = await this._call('POST', pathQuery, o);
         if (res.redirected) pathQuery = ((u) => u.pathname + u.search)(new URL(res.url)); // a handoff's ticket stays
@@ -244,9 +244,9 @@ export class Client {
         throw signal?.aborted ? signal.reason : e;
       }
       if (err.code === 'poll_timeout') continue; // same place, same Idempotency-Key
-      const left = wait > 0 ? wait - (now() - start) / 1e3 : wait;
+      const left = w ? wait - (now() - start) / 1e3 : wait;
       if (err.code !== 'grant_ended' || ++restarts > 10) throw err;
-      if (wait > 0 && left < 1e-3) throw new BatonError(408, 'timeout', 'wait ran out: ' + err.message, undefined, err);
+      if (w && left < 1e-3) throw new BatonError(408, 'timeout', 'wait ran out: ' + err.message, undefined, err);
       pathQuery = lockPath(key) + query({ lease, wait: left, owner, mode, limit });
       headers = { 'Idempotency-Key': newKey() };
       asked = false;
@@ -419,7 +419,7 @@ export class Lock {
     try {
       g = await this._c.renew(this.key, this.token, lease ?? this.lease, signal, o);
     } catch (e) {
-      if (['not_held', 'not_holder'].includes(e?.code)) this._lose(e);
+      if (/^not_h(eld|older)$/.test(e?.code)) this._lose(e);
       throw e;
     }
     this.lost.throwIfAborted();
