@@ -335,7 +335,8 @@ type shard struct {
 	// since the last Reset (see NewestGrant).
 	newest uint64
 	// last is the log index of the shard's latest record (append): after
-	// a step, the highest index of the records the step appended.
+	// a step, the highest index of the records the step appended; 0 after
+	// a Reset (the state then is the installed one, already in the log).
 	last uint64
 	// admitted is set by an acquire that counted the waiter it is about
 	// to queue in Engine.waiters (admit); the enqueue's apply then does
@@ -1420,7 +1421,7 @@ func (e *Engine) Release(key string, token uint64) error {
 func (e *Engine) ReleaseLogged(key string, token uint64) (LogIndex, error) {
 	idx, last, gen, err := e.releaseNoWait(key, token)
 	if err != nil {
-		return 0, err
+		return 0, e.SettleRefusal(err, idx, gen)
 	}
 	if last > idx {
 		// The waiters it granted were appended with it and their
@@ -1445,7 +1446,9 @@ func (e *Engine) ReleaseLogged(key string, token uint64) (LogIndex, error) {
 // answered once WaitLogged(idx) returns nil, unless Replaced(gen) (gen
 // is the Generation it was made in, read with its shard locked): it is
 // answered ErrReplaced then. Its errors are Release's but ErrNotWritten
-// and ErrReplaced, which those two return.
+// and ErrReplaced, which those two return, and ErrRefusalNotWritten: a
+// refusal (ErrNotHeld, ErrNotHolder) comes with the index and generation
+// SettleRefusal answers it at.
 func (e *Engine) ReleaseNoWait(key string, token uint64) (idx LogIndex, gen uint64, err error) {
 	idx, _, gen, err = e.releaseNoWait(key, token)
 	return idx, gen, err
@@ -1467,8 +1470,9 @@ func (e *Engine) releaseNoWait(key string, token uint64) (idx, last LogIndex, ge
 	s.overdue(now)
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
+		idx, gen := s.judged()
 		s.mu.Unlock()
-		return 0, 0, 0, err
+		return idx, idx, gen, err
 	}
 	return s.release(lk, &Record{Kind: RecRelease, Key: lk.key, Token: token, At: now.wall}, now)
 }
@@ -1520,7 +1524,7 @@ func (e *Engine) ForceRelease(key string) error { return e.ForceReleaseID(key, "
 func (e *Engine) ForceReleaseID(key, id string) error {
 	idx, gen, err := e.ForceReleaseNoWait(key, id)
 	if err != nil {
-		return err
+		return e.SettleRefusal(err, idx, gen)
 	}
 	if err := e.WaitLogged(idx); err != nil {
 		return err
@@ -1537,7 +1541,8 @@ var errForceIDReused = &KeyReusedError{Field: "Idempotency-Key", Reason: "is the
 
 // ForceReleaseNoWait is ForceReleaseID without the wait for the log (see
 // ReleaseNoWait, with its gen). Its errors are ForceReleaseID's but
-// ErrNotWritten and ErrReplaced, which WaitLogged and Replaced(gen) tell.
+// ErrNotWritten and ErrReplaced, which WaitLogged and Replaced(gen) tell,
+// and ErrRefusalNotWritten, which SettleRefusal tells of its ErrNotHeld.
 // A repeat under a remembered ID returns the shard's last index: the
 // first force's record is at or below it.
 func (e *Engine) ForceReleaseNoWait(key, id string) (idx LogIndex, gen uint64, err error) {
@@ -1559,7 +1564,7 @@ func (e *Engine) ForceReleaseNoWait(key, id string) (idx LogIndex, gen uint64, e
 				s.mu.Unlock()
 				return 0, 0, errForceIDReused
 			}
-			idx, gen = LogIndex(s.last), e.resets.Load()
+			idx, gen = s.judged()
 			s.mu.Unlock()
 			return idx, gen, nil
 		}
@@ -1571,8 +1576,9 @@ func (e *Engine) ForceReleaseNoWait(key, id string) (idx LogIndex, gen uint64, e
 	s.overdue(now)
 	lk := s.locks[key]
 	if lk == nil || lk.holders() == 0 {
+		idx, gen = s.judged()
 		s.mu.Unlock()
-		return 0, 0, ErrNotHeld
+		return idx, gen, ErrNotHeld
 	}
 	r := &Record{Kind: RecForce, Key: lk.key, At: now.wall}
 	if id != "" {
@@ -1680,7 +1686,7 @@ func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, er
 	gen := e.Generation()
 	g, idx, err := e.RenewNoWait(key, token, lease)
 	if err != nil {
-		return Grant{}, err
+		return Grant{}, e.SettleRefusal(err, idx, gen)
 	}
 	if err := e.WaitLogged(idx); err != nil {
 		return Grant{}, err
@@ -1692,7 +1698,9 @@ func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, er
 }
 
 // RenewNoWait is Renew without the wait for the log (see ReleaseNoWait):
-// the renewed Grant may be answered once WaitLogged(idx) returns nil.
+// the renewed Grant may be answered once WaitLogged(idx) returns nil; a
+// refusal (ErrNotHeld, ErrNotHolder) comes with the index SettleRefusal
+// answers it at (with the Generation read before the call).
 func (e *Engine) RenewNoWait(key string, token uint64, lease time.Duration) (Grant, LogIndex, error) {
 	if err := CheckKey(key); err != nil {
 		return Grant{}, 0, err
@@ -1713,8 +1721,9 @@ func (e *Engine) RenewNoWait(key string, token uint64, lease time.Duration) (Gra
 	s.overdue(now)
 	lk := s.locks[key]
 	if err := lk.check(token); err != nil {
+		idx, _ := s.judged()
 		s.mu.Unlock()
-		return Grant{}, 0, err
+		return Grant{}, idx, err
 	}
 	h := lk.find(token)
 	if lease == 0 {

@@ -60,15 +60,28 @@ var ErrReplaced = errors.New("engine: the node stepped down before the change wa
 // ErrNotWritten: a release or renewal was made (a release handed the
 // lock on) and its record handed to the log, but the log could not write
 // it (Log.Wait failed). The record stays pending, as the Log keeps it: it
-// is written if the log recovers and lost if the node stops first, so
+// is written if the log recovers and lost if the node stops (or hands
+// off: the successor never got it) first, so
 // the caller cannot know the outcome. Records are appended before their
 // change is made, under the key's lock, in the order the changes are
 // made, and a later change of the key may already build on this one: the
 // change cannot be held back until it is written, nor taken back. A
-// repeated release answers ErrNotHeld or ErrNotHolder once the first
-// stands in memory; until a renewal is answered, the lease as it was
-// before is the one to count on. errors.Is(err, ErrUnavailable) holds.
+// repeated release answers ErrRefusalNotWritten while the first is not
+// written, and ErrNotHeld or ErrNotHolder once it is; until a renewal is
+// answered, the lease as it was before is the one to count on. errors.Is(err, ErrUnavailable) holds.
 var ErrNotWritten = fmt.Errorf("%w: the change was made but its record is not written", ErrUnavailable)
+
+// ErrRefusalNotWritten: a release or renewal found nothing to change
+// (ErrNotHeld, ErrNotHolder), but the state it was judged on holds changes
+// the log has not written: a release caught by a failing log, say, which
+// stands in memory only (ErrNotWritten). A stop loses such a change, and
+// so does a handoff (the successor never got it: the active streams only
+// what its log wrote), after which the refusal would be false: the lock
+// still held under the token its holder was told was released. Nothing
+// was changed; retry: the refusal stands once the log writes, and on the
+// active that takes over the call meets that node's state.
+// errors.Is(err, ErrUnavailable) holds; see SettleRefusal.
+var ErrRefusalNotWritten = fmt.Errorf("%w: the refusal rests on changes not yet written", ErrUnavailable)
 
 // ErrLimitMismatch: the acquire named a limit other than the key's
 // (a *LimitMismatchError says which).

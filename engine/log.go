@@ -51,6 +51,14 @@ func (s *shard) record(r *Record) (uint64, error) {
 	return s.append(r)
 }
 
+// judged is where an answer judged on the shard's state now stands (a
+// refusal, a repeat under a remembered ID): the log index of the shard's
+// last change, which every change of its keys is at or below, and the
+// Generation. s.mu is held.
+func (s *shard) judged() (LogIndex, uint64) {
+	return LogIndex(s.last), s.e.resets.Load()
+}
+
 // settle waits until the grant g, made at log index idx, is written, and
 // only then lets it be answered. When the log cannot write it, the grant
 // is released as undeliverable (nobody is told of it) and the caller gets
@@ -134,6 +142,31 @@ func (e *Engine) WaitLoggedGathered(idx LogIndex) error {
 		return fmt.Errorf("%w: %w", ErrNotWritten, err)
 	}
 	return nil
+}
+
+// SettleRefusal answers err, a release's or a renewal's error. A refusal
+// (ErrNotHeld, ErrNotHolder), which ReleaseNoWait, RenewNoWait and
+// ForceReleaseNoWait return with the log index idx of the last change of
+// the key's shard when it was judged and the Generation gen it was judged
+// in, is answered as a change is: once the state it rests on is written
+// (and synced, and acknowledged, as the log's Wait says). It returns
+// ErrRefusalNotWritten when the log cannot write it, ErrReplaced when the
+// state was replaced since (the active's may hold the lock), else err.
+// Any other error is returned as it is. Release, Renew and ForceRelease
+// settle their refusals themselves.
+func (e *Engine) SettleRefusal(err error, idx LogIndex, gen uint64) error {
+	if err != ErrNotHeld && err != ErrNotHolder {
+		return err
+	}
+	if idx != 0 {
+		if werr := e.log.Wait(uint64(idx)); werr != nil {
+			return fmt.Errorf("%w: %w", ErrRefusalNotWritten, werr)
+		}
+	}
+	if e.Replaced(gen) {
+		return ErrReplaced
+	}
+	return err
 }
 
 // waitLogged waits until the change at log index idx is written; 0 (no

@@ -138,6 +138,7 @@ func (e *Engine) Reset() {
 		s.heap = s.heap[:0]
 		s.retained = retainedQueue{}
 		s.newest = 0
+		s.last = 0
 		s.mu.Unlock()
 	}
 }

@@ -101,12 +101,15 @@ func (f *failingFile) Write(p []byte) (int, error) {
 // written if the log recovers, lost if the node stops first. Its answer
 // is a 503 that says so, not the "nothing was changed" of a change the
 // log refused (the next one, once the log is failed); a repeated release
-// answers not_held; and a restart on the log finds one of the two
+// answers 503 too while the release is not written (a not_held would rest
+// on it), and not_held once the log has written it; and a restart on the
+// log finds one of the two
 // outcomes the answer allowed: the change, once the log recovered, and
 // the state before it, when the node stopped first.
 func TestUnwrittenChangeIs503WithOutcomeUnknown(t *testing.T) {
 	_, _, notWritten, _ := errcode.Of(engine.ErrNotWritten)
 	_, _, refused, _ := errcode.Of(engine.ErrUnavailable)
+	_, _, refusalUnwritten, _ := errcode.Of(engine.ErrRefusalNotWritten)
 	if notWritten == refused {
 		t.Fatalf("ErrNotWritten and ErrUnavailable have the same message %q", refused)
 	}
@@ -150,8 +153,10 @@ func TestUnwrittenChangeIs503WithOutcomeUnknown(t *testing.T) {
 				case op == "release" && made.Holder != nil:
 					t.Fatalf("k after the unwritten release: held by %+v; want free (released in memory)", made.Holder)
 				case op == "release":
-					if r := e.do(method, path, ""); r.code != http.StatusNotFound || r.errBody(t).Code != api.CodeNotHeld {
-						t.Fatalf("the release repeated: %d %s; want 404 not_held", r.code, r.body)
+					// Not not_held: that would rest on the unwritten
+					// release, which a stop or a handoff loses.
+					if r := e.do(method, path, ""); r.code != http.StatusServiceUnavailable || r.errBody(t).Message != refusalUnwritten {
+						t.Fatalf("the release repeated, the log failing: %d %s; want 503 %q", r.code, r.body, refusalUnwritten)
 					}
 				case made.Holder == nil || made.Holder.Token != g.Token || !made.Holder.ExpiresAt.After(before.Holder.ExpiresAt.Add(time.Minute/2)):
 					t.Fatalf("k after the unwritten renewal: %+v; want held by %d past %v (renewed in memory)", made.Holder, g.Token, before.Holder.ExpiresAt)
@@ -165,6 +170,11 @@ func TestUnwrittenChangeIs503WithOutcomeUnknown(t *testing.T) {
 				if recovers {
 					files.fail.Store(false)
 					waitHealthy(t, health)
+					if op == "release" {
+						if r := e.do(method, path, ""); r.code != http.StatusNotFound || r.errBody(t).Code != api.CodeNotHeld {
+							t.Fatalf("the release repeated, the log written: %d %s; want 404 not_held", r.code, r.body)
+						}
+					}
 				}
 				e.srv.Close()
 				if err := e.eng.Close(); err != nil {

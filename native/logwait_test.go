@@ -112,6 +112,44 @@ func TestAnswersWaitForTheLog(t *testing.T) {
 	}
 }
 
+// TestARefusalWaitsForTheStateItRestsOn: a repeated release (or a
+// renewal) of a token whose release the log could not write found nobody
+// holding the lock and answered "E not_held" at once, though that rested
+// on the unwritten release, which a stop or a handoff loses. It is E
+// unavailable while the log fails, its metric too, and E not_held once
+// the log writes; refusals on a written state keep their order among
+// the connection's other answers.
+func TestARefusalWaitsForTheStateItRestsOn(t *testing.T) {
+	log := &failLog{}
+	m := &metricsRec{}
+	e := newEnv(t, engine.Config{Log: log}, native.Config{Metrics: m})
+	h := e.dial()
+	h.send("A k 60 -")
+	tok := strconv.FormatUint(grant(t, h.read(), "k"), 10)
+	m.take()
+
+	log.setFail(true)
+	h.send("R k "+tok, "R k "+tok, "N k "+tok+" 30", "R k force")
+	for _, want := range []string{"R k E unavailable the node made the change", "R k E unavailable nobody", "N k E unavailable nobody", "R k E unavailable nobody"} {
+		if line := h.read(); !strings.HasPrefix(line, want) {
+			t.Fatalf("the log failing: got %q, want %q…", line, want)
+		}
+	}
+	if got := strings.Join(m.take(), ","); got != "R unavailable,R unavailable,N unavailable,R unavailable" {
+		t.Errorf("metrics %q; want every answer counted unavailable", got)
+	}
+
+	log.setFail(false)
+	h.send("R k "+tok, "A j 60 -", "N k "+tok+" 30")
+	if line := h.read(); !strings.HasPrefix(line, "R k E not_held ") {
+		t.Fatalf("the log writing: got %q, want E not_held", line)
+	}
+	grant(t, h.read(), "j")
+	if line := h.read(); !strings.HasPrefix(line, "N k E not_held ") {
+		t.Fatalf("the log writing: got %q, want E not_held", line)
+	}
+}
+
 // holdLog is an engine.Log whose Wait can be held: while held, each Wait
 // signals entered and blocks until go on is closed, then succeeds (as
 // cluster.SyncLog does for a wait that began after a step-down).

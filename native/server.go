@@ -521,7 +521,11 @@ type answer struct {
 	// (ReleaseNoWait); a renewal's as read just before its change (as
 	// engine.Renew does): a reset in between makes Engine.Replaced report
 	// true and the renewal unconfirmed, never the reverse.
-	gen        uint64
+	gen uint64
+	// refused is a release's or renewal's refusal (engine.ErrNotHeld,
+	// engine.ErrNotHolder) judged at logged: answered once the state it
+	// rests on is written (engine.SettleRefusal).
+	refused    error
 	op, rawKey string
 	start      instant // when its line arrived (metrics)
 }
@@ -1041,7 +1045,13 @@ func (c *conn) format(batch []answer) {
 	end := c.s.now()
 	for i := range batch {
 		a := &batch[i]
-		if a.logged > 0 {
+		if a.logged > 0 && a.refused != nil {
+			op, start := a.op, a.start
+			var outcome, msg string
+			outcome, _, msg, _ = errcode.Of(c.s.eng.SettleRefusal(a.refused, a.logged, a.gen))
+			*a = errorLine(op, a.rawKey, outcome, msg)
+			c.observeAt(end, op, outcome, start)
+		} else if a.logged > 0 {
 			op, start, outcome := a.op, a.start, "OK"
 			if logErr != nil {
 				if err := c.s.eng.WaitLogged(a.logged); err != nil {
@@ -1628,10 +1638,22 @@ func (c *conn) release(r *request, start instant) {
 		c.handOn()
 	}
 	if err != nil {
-		c.sendError(r, err)
+		c.sendRefusal(r, err, idx, gen)
 		return
 	}
 	c.send(answer{logged: idx, gen: gen, op: r.op, rawKey: r.rawKey, start: start}, r.op, "OK", start)
+}
+
+// sendRefusal answers err, a release's or renewal's error: a refusal
+// with the log index it was judged at (idx > 0) waits in line as a change
+// does and is settled by the role holder (engine.SettleRefusal, in
+// format); any other error is answered at once.
+func (c *conn) sendRefusal(r *request, err error, idx engine.LogIndex, gen uint64) {
+	if idx == 0 {
+		c.sendError(r, err)
+		return
+	}
+	c.send(answer{refused: err, logged: idx, gen: gen, op: r.op, rawKey: r.rawKey, start: r.start}, r.op, "", r.start)
 }
 
 // handOn ends the reader's collecting for a release (c.collecting): it
@@ -1658,7 +1680,7 @@ func (c *conn) renew(r *request, start instant) {
 	gen := c.s.eng.Generation()
 	g, idx, err := c.s.eng.RenewNoWait(r.key, r.token, r.lease)
 	if err != nil {
-		c.sendError(r, err)
+		c.sendRefusal(r, err, idx, gen)
 		return
 	}
 	c.send(answer{logged: idx, gen: gen, op: r.op, rawKey: r.rawKey, start: start, g: g}, r.op, "OK", start)
