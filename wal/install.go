@@ -12,12 +12,15 @@ import (
 // its next record being index+1 (see AppendAt). A standby installs the
 // active's snapshot so that its log holds the active's records at the
 // active's indexes, and restarts from it. Records appended but not
-// written are dropped (the caller must not wait for them). The order of the
-// removals is chosen so that a crash at any point leaves a log that
-// starts at a snapshot this node held (the old, the new or none), never
-// an old log's records after the new snapshot. Errors: ErrClosed, write's
-// error, an I/O error: the log is then failed (Append refuses) until an
-// Install succeeds.
+// written are dropped (the caller must not wait for them). The new
+// snapshot is written whole and synced before anything is removed, so
+// that one that cannot be written (a full disk) leaves the log on disk as
+// it was, for the next start to replay; the order of the removals is
+// chosen so that a crash at any point leaves a log that starts at a
+// snapshot this node held (the old, the new or none), never an old log's
+// records after the new snapshot. Errors: ErrClosed, write's error, an
+// I/O error: the log is then failed (Append refuses) until an Install
+// succeeds.
 func (l *Log) Install(index uint64, write func(io.Writer) error) error {
 	l.snapMu.Lock()
 	defer l.snapMu.Unlock()
@@ -35,7 +38,7 @@ func (l *Log) Install(index uint64, write func(io.Writer) error) error {
 	l.buf, l.bufFirst = l.buf[:0], l.next
 	l.mu.Unlock()
 
-	err := l.install(index, write)
+	touched, err := l.install(index, write)
 
 	l.mu.Lock()
 	if err != nil {
@@ -46,49 +49,65 @@ func (l *Log) Install(index uint64, write func(io.Writer) error) error {
 	l.leading = false
 	l.wake()
 	l.mu.Unlock()
-	if old != nil {
+	if old != nil && touched {
 		_ = old.Close()
 	}
 	return err
 }
 
 // install does Install's file work; l.mu is not held, this goroutine is
-// the writer.
-func (l *Log) install(index uint64, write func(io.Writer) error) error {
+// the writer. touched reports whether it removed any of the log's files
+// (the active segment's among them): an error before leaves the log, its
+// open segment too, as it was.
+func (l *Log) install(index uint64, write func(io.Writer) error) (touched bool, err error) {
 	l.segMu.Lock()
 	segs := l.segs
 	l.segMu.Unlock()
 	entries, err := os.ReadDir(l.cfg.Dir)
 	if err != nil {
-		return fmt.Errorf("wal: install: %w", err)
+		return false, fmt.Errorf("wal: install: %w", err)
+	}
+	// The new snapshot first, under its temporary name: nothing is
+	// removed for one that cannot be written.
+	snap, snapPath, tmp := uint64(0), l.path(fileName(index, snapshotExt)), ""
+	if index > 0 {
+		if tmp, err = l.writeSnapshotTmp(snapPath, index, write); err != nil {
+			return false, err
+		}
+		snap = index
+	}
+	fail := func(err error) (bool, error) {
+		if tmp != "" {
+			os.Remove(tmp)
+		}
+		return true, err
 	}
 	// Segments first, then snapshots: a crash in between leaves the old
-	// snapshot alone, the state this node had at it.
+	// snapshot alone, the state this node had at it. The new one is
+	// renamed into place only after both.
 	for _, s := range segs {
 		if err := removeIfExists(s.path); err != nil {
-			return fmt.Errorf("wal: install: %w", err)
+			return fail(fmt.Errorf("wal: install: %w", err))
 		}
 	}
 	for _, e := range entries {
 		if _, ok := parseName(e.Name(), snapshotExt); ok {
 			if err := removeIfExists(l.path(e.Name())); err != nil {
-				return fmt.Errorf("wal: install: %w", err)
+				return fail(fmt.Errorf("wal: install: %w", err))
 			}
 		}
 	}
 	if err := syncDir(l.cfg.Dir); err != nil {
-		return fmt.Errorf("wal: install: %w", err)
+		return fail(fmt.Errorf("wal: install: %w", err))
 	}
-	snap := uint64(0)
-	if index > 0 {
-		if err := l.writeSnapshot(l.path(fileName(index, snapshotExt)), index, write); err != nil {
-			return err
+	if tmp != "" {
+		if err := l.publishSnapshot(tmp, snapPath, index); err != nil {
+			return true, err
 		}
-		snap = index
 	}
 	f, seg, err := l.createSegment(index + 1)
 	if err != nil {
-		return err
+		return true, err
 	}
 	l.segMu.Lock()
 	l.segs, l.snapIndex = []segment{seg}, snap
@@ -104,5 +123,5 @@ func (l *Log) install(index uint64, write func(io.Writer) error) error {
 	l.failed, l.removed, l.installFailed = nil, nil, false
 	l.stats.Healthy = true
 	l.mu.Unlock()
-	return nil
+	return true, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -64,5 +65,64 @@ func TestFailedInstallIsNoRemovedSegment(t *testing.T) {
 	l.syncMu.Unlock()
 	if !l.Healthy() {
 		t.Fatalf("the log is not healthy after an Install succeeded:\n%s", out.String())
+	}
+}
+
+// TestFailedInstallKeepsTheLog: an Install whose snapshot cannot be
+// written (a full disk) removed the log's segments and snapshots first,
+// and left the node with nothing: restarted, it replayed an empty log
+// without a word (breaker: a standby sent its active's snapshot onto a
+// full disk, then every node killed and this one started first, lost
+// 1,314 answered grants). The new snapshot is now written whole (and
+// synced) before anything is removed: a failed one leaves the log as it
+// was, which the next start replays, and a crash at any point still
+// leaves a log that starts at a snapshot this node held.
+func TestFailedInstallKeepsTheLog(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "log")
+	cfg := testConfig(t, dir)
+	l := mustOpen(t, cfg)
+	for i := 1; i <= 5; i++ {
+		appendWait(t, l, rec(i))
+	}
+	written := func(w io.Writer) error {
+		if _, err := w.Write([]byte("half a snapshot")); err != nil {
+			return err
+		}
+		return syscall.ENOSPC
+	}
+	if err := l.Install(9, written); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Install with a snapshot that cannot be written: %v, want ENOSPC", err)
+	}
+	if _, err := l.Append(rec(6)); err == nil {
+		t.Fatal("Append after a failed Install succeeded; the log must refuse until an Install succeeds")
+	}
+	_ = l.Close()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), tmpExt) {
+			t.Errorf("%s left in the log's directory", e.Name())
+		}
+	}
+
+	l2 := mustOpen(t, cfg)
+	defer l2.Close()
+	if first, last := l2.FirstIndex(), l2.LastIndex(); first != 1 || last != 5 {
+		t.Fatalf("the log after a failed Install, reopened: records %d..%d, want 1..5", first, last)
+	}
+	var got int
+	if err := l2.Replay(1, func(index uint64, r []byte) error {
+		got++
+		if want := rec(int(index)); string(r) != string(want) {
+			t.Errorf("record %d: %q, want %q", index, r, want)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got != 5 {
+		t.Fatalf("replayed %d records, want 5", got)
 	}
 }

@@ -110,10 +110,20 @@ func (s *snapshotWriter) Write(p []byte) (int, error) {
 
 // writeSnapshot writes the snapshot file at path whole or not at all.
 func (l *Log) writeSnapshot(path string, index uint64, write func(io.Writer) error) error {
+	tmp, err := l.writeSnapshotTmp(path, index, write)
+	if err != nil {
+		return err
+	}
+	return l.publishSnapshot(tmp, path, index)
+}
+
+// writeSnapshotTmp writes the snapshot at index to path's temporary file,
+// synced, and returns its name; on an error it removes it.
+func (l *Log) writeSnapshotTmp(path string, index uint64, write func(io.Writer) error) (string, error) {
 	tmp := path + tmpExt
 	of, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
 	if err != nil {
-		return fmt.Errorf("wal: snapshot %d: %w", index, err)
+		return "", fmt.Errorf("wal: snapshot %d: %w", index, err)
 	}
 	f := l.wrap(path, of)
 	bw := bufio.NewWriterSize(f, 256<<10)
@@ -136,10 +146,17 @@ func (l *Log) writeSnapshot(path string, index uint64, write func(io.Writer) err
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
 	if err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("wal: snapshot %d: %w", index, err)
+	}
+	return tmp, nil
+}
+
+// publishSnapshot renames the written snapshot tmp to path and syncs the
+// directory; on an error it removes tmp.
+func (l *Log) publishSnapshot(tmp, path string, index uint64) error {
+	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("wal: snapshot %d: %w", index, err)
 	}
