@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -137,6 +138,13 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // <message>" and a newline when the client asked for text/plain (SPEC
 // section 2).
 func writeErrorBody(w http.ResponseWriter, r *http.Request, status int, body api.Error) {
+	if bodyUnread(r) {
+		// An error decided before the body was read (a 401, a 404, a
+		// 400 for a parameter): answered now, and the connection closed,
+		// rather than after net/http has read the rest of the body, which
+		// a sender that stopped short never sends (see ServeHTTP).
+		w.Header().Set("Connection", "close")
+	}
 	if wantsText(r) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(status)
@@ -220,4 +228,29 @@ func (a *acceptWeight) take(w acceptWeight, specif int) {
 	if specif > a.specif {
 		*a = acceptWeight{q: w.q, pos: w.pos, specif: specif}
 	}
+}
+
+// bodyUnread reports whether r, over HTTP/1.x, has a body the handler
+// did not read to its end (ServeHTTP watches it: bodyWatch). A read to
+// its end, or none, is not, nor one awaiting 100 Continue (net/http
+// closes the connection of one not read itself). Over HTTP/2 the server
+// resets the stream of an unread body itself.
+func bodyUnread(r *http.Request) bool {
+	b, ok := r.Body.(*bodyWatch)
+	return ok && !b.ended && !strings.EqualFold(r.Header.Get("Expect"), "100-continue")
+}
+
+// bodyWatch is an HTTP/1.x request's body that notes when it is read to
+// its end (bodyUnread).
+type bodyWatch struct {
+	io.ReadCloser
+	ended bool
+}
+
+func (b *bodyWatch) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.ended = true
+	}
+	return n, err
 }
