@@ -2266,11 +2266,14 @@ func (s *shard) waiterDeadline(w *waiter, now stamp) {
 // (its outcome kept for Retention, for a repeat of its ID) is written,
 // applied and answered to w's parked request, if any. It reports false,
 // with nothing changed and the timeout retried on w's deadline, when the
-// log refused the record. The caller hands lk on. s.mu is held.
+// log refused the record; w's parked request is answered
+// ErrTimeoutNotWritten then, at once, not once the log writes again. The
+// caller hands lk on. s.mu is held.
 func (s *shard) timeOut(w *waiter, now stamp) bool {
 	r := Record{Kind: RecTimeout, Key: w.lk.key, WaiterID: w.t.id, At: now.wall, Until: now.wallAt(after(now.mono, s.e.cfg.Retention))}
 	idx, err := s.record(&r)
 	if err != nil {
+		w.deliver(AcquireResult{err: ErrTimeoutNotWritten})
 		s.retryLater(&w.dl, now)
 		return false
 	}

@@ -83,6 +83,14 @@ var ErrNotWritten = fmt.Errorf("%w: the change was made but its record is not wr
 // errors.Is(err, ErrUnavailable) holds; see SettleRefusal.
 var ErrRefusalNotWritten = fmt.Errorf("%w: the refusal rests on changes not yet written", ErrUnavailable)
 
+// ErrTimeoutNotWritten: an acquire's wait ran out while the log refused
+// records (a full disk), so its timeout could not be written yet. The
+// request is answered so when its wait runs out, not when the log writes
+// again: it was not granted, and its waiter is never granted (a waiter
+// past its wait is timed out first); the timeout is written once the log
+// takes it. errors.Is(err, ErrUnavailable) holds.
+var ErrTimeoutNotWritten = fmt.Errorf("%w: the wait ran out, and its end is not written yet", ErrUnavailable)
+
 // ErrLimitMismatch: the acquire named a limit other than the key's
 // (a *LimitMismatchError says which).
 var ErrLimitMismatch = errors.New("engine: the key has another limit")

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -100,4 +102,53 @@ func TestRefusalAfterResetWaitsForNoStaleIndex(t *testing.T) {
 	log.mu.Unlock()
 	e.Promote(Handoff)
 	wantErr(t, "a release of a key nobody holds after a reset", e.Release(key, 1), ErrNotHeld)
+}
+
+// A waiter whose wait ran out while the log refused records (a full disk)
+// got no answer until the log wrote again: its timeout must be logged
+// before it is answered, and the log refused it, so it was retried every
+// logRetry without a word to the client (breaker: 408s 26 s to 259 s
+// late, a wait of 5 s to 60 s). Its request is now answered when its wait
+// runs out, ErrTimeoutNotWritten (a 503: not granted; the timeout is
+// written once the log can), and it is never granted meanwhile: a release
+// then finds a waiter past its wait and times it out instead.
+func TestWaitRunOutOnARefusingLogIsAnswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &memLog{}
+		e := newEngine(t, Config{Shards: 1, Log: log})
+		defer e.Close()
+		h := mustAcquire(t, e, AcquireRequest{Key: "k", Lease: time.Hour})
+		w := goAcquire(e, context.Background(), AcquireRequest{Key: "k", ID: "w", Wait: 5 * time.Second})
+		synctest.Wait()
+		parked(t, "the waiter", w)
+
+		log.setRefuse(func(RecordKind) bool { return true })
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		r := answered(t, "the waiter whose wait ran out, the log refusing", w)
+		wantErr(t, "the waiter whose wait ran out, the log refusing", r.err, ErrTimeoutNotWritten)
+		wantErr(t, "the waiter whose wait ran out, the log refusing", r.err, ErrUnavailable)
+
+		// The log takes records again: the release does not grant the
+		// waiter, whose wait is over; its timeout is written.
+		log.setRefuse(nil)
+		if err := e.Release("k", h.Token); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		wantHolder(t, e, "k", 0, 0)
+		var timeouts int
+		for _, rec := range log.take(t) {
+			if rec.Kind == RecTimeout && rec.WaiterID == "w" {
+				timeouts++
+			}
+			if rec.Kind == RecGrant && rec.WaiterID == "w" {
+				t.Fatalf("the waiter past its wait was granted: %+v", rec)
+			}
+		}
+		if timeouts != 1 {
+			t.Fatalf("%d timeout records of w, want 1", timeouts)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 )
 
 // Install replaces the whole log by a snapshot: every segment and
@@ -42,7 +43,7 @@ func (l *Log) Install(index uint64, write func(io.Writer) error) error {
 
 	l.mu.Lock()
 	if err != nil {
-		l.failed = err
+		l.failed, l.failedAt = err, time.Now()
 		l.installFailed = true
 		l.stats.Healthy = false
 	}

@@ -708,8 +708,9 @@ func (l *Log) appendLocked(index uint64, rec []byte) {
 // no writer at work becomes the writer of everything pending (one write,
 // one fsync in SyncAlways mode) and wakes the others it covered: no
 // goroutine handoff when uncontended. While the log is failed, Wait waits
-// at most Config.FailTimeout for it to recover, then returns
-// ErrUnavailable (the record stays pending and is written on recovery).
+// for it to recover until Config.FailTimeout has passed since the failure
+// (at once, once it has), then returns ErrUnavailable (the record stays
+// pending and is written on recovery).
 // A write that hangs (a stalled disk) holds Wait as long as it hangs.
 // Other errors: ErrClosed, or an error for an index never appended.
 func (l *Log) Wait(index uint64) error { return l.waitFor(index, true) }
@@ -773,7 +774,11 @@ func (l *Log) wait(index uint64, yield bool) error {
 			continue
 		}
 		if l.failed != nil && timer == nil {
-			timer = time.NewTimer(l.cfg.FailTimeout)
+			// Counted from the failure, not from this Wait: a caller
+			// that waits for its records one after another (the native
+			// server, each grant of a batch) waits it once, not once
+			// each.
+			timer = time.NewTimer(max(0, time.Until(l.failedAt.Add(l.cfg.FailTimeout))))
 			timeout = timer.C
 		}
 		ch := l.notify
