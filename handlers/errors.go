@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -138,11 +139,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // <message>" and a newline when the client asked for text/plain (SPEC
 // section 2).
 func writeErrorBody(w http.ResponseWriter, r *http.Request, status int, body api.Error) {
-	if bodyUnread(r) {
+	if bodyUnread(w, r) {
 		// An error decided before the body was read (a 401, a 404, a
-		// 400 for a parameter): answered now, and the connection closed,
-		// rather than after net/http has read the rest of the body, which
-		// a sender that stopped short never sends (see ServeHTTP).
+		// 400 for a parameter) whose body has not all come: answered
+		// now, and the connection closed, rather than after net/http has
+		// read the rest of the body, which a sender that stopped short
+		// never sends (see ServeHTTP).
 		w.Header().Set("Connection", "close")
 	}
 	if wantsText(r) {
@@ -230,27 +232,36 @@ func (a *acceptWeight) take(w acceptWeight, specif int) {
 	}
 }
 
-// bodyUnread reports whether r, over HTTP/1.x, has a body the handler
-// did not read to its end (ServeHTTP watches it: bodyWatch). A read to
-// its end, or none, is not, nor one awaiting 100 Continue (net/http
-// closes the connection of one not read itself). Over HTTP/2 the server
-// resets the stream of an unread body itself.
-func bodyUnread(r *http.Request) bool {
-	b, ok := r.Body.(*bodyWatch)
-	return ok && !b.ended && !strings.EqualFold(r.Header.Get("Expect"), "100-continue")
-}
-
-// bodyWatch is an HTTP/1.x request's body that notes when it is read to
-// its end (bodyUnread).
-type bodyWatch struct {
-	io.ReadCloser
-	ended bool
-}
-
-func (b *bodyWatch) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF {
-		b.ended = true
+// bodyUnread reports whether r, over HTTP/1.x, has body bytes that did
+// not come: it reads what is left of the body (at most drainMax bytes, for
+// at most drainWait), as net/http would before it answers, but under a
+// deadline, and lifts the deadline again once the body has ended. None
+// left, or none at all, is false; so is a body awaiting 100 Continue
+// (net/http closes the connection of one not read itself). Over HTTP/2 the
+// server resets the stream of an unread body itself.
+func bodyUnread(w http.ResponseWriter, r *http.Request) bool {
+	if r.ProtoMajor != 1 || r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody ||
+		strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		return false
 	}
-	return n, err
+	rc := http.NewResponseController(w)
+	// Not an expired deadline: the body's end starts net/http's
+	// background read of the connection, which would fail on it and
+	// drop the connection; it is lifted as soon as the body ends.
+	_ = rc.SetReadDeadline(time.Now().Add(drainWait))
+	_, err := io.CopyN(io.Discard, r.Body, drainMax)
+	if err == io.EOF {
+		_ = rc.SetReadDeadline(time.Time{})
+		return false
+	}
+	return true
 }
+
+// drainWait and drainMax bound how long and how much of an unread body
+// bodyUnread reads before an error answer: more, or slower, and the
+// connection is closed after the answer (net/http's own bound on what it
+// reads of an unread body is 256 KiB).
+const (
+	drainWait = 50 * time.Millisecond
+	drainMax  = 256 << 10
+)

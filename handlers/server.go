@@ -212,15 +212,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw.ResponseWriter, sw.status = w, 0
 	if r.ProtoMajor == 1 && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		// A body is read under bodyTimeout wherever it is read (readBody,
-		// hasBody). One the handler does not read to its end (an answer
-		// decided first) is read by net/http before it answers, to reuse
-		// the connection: this bounds that read too, or a body that
-		// stopped short held the connection, and the answer, for good;
-		// an error answer does not wait for it (bodyUnread).
+		// hasBody, bodyUnread), each lifting it once the body has ended.
+		// One the handler does not read (an answer decided first) is
+		// read by net/http before it answers, to reuse the connection:
+		// this bounds that read too, or a body that stopped short held
+		// the connection, and the answer, for good (an error answer does
+		// not wait for it: bodyUnread).
 		_ = http.NewResponseController(sw).SetReadDeadline(time.Now().Add(bodyTimeout))
-		r2 := *r
-		r2.Body = &bodyWatch{ReadCloser: r.Body}
-		r = &r2
 	}
 	if h := s.lockHandler(r); h != nil {
 		h.ServeHTTP(sw, r)
