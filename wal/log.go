@@ -72,11 +72,12 @@ type Log struct {
 	// reads, so the log stays failed (recover writes nothing) until an
 	// Install replaces the log.
 	removed error
-	// installFailed: the last Install failed, after it may have removed
-	// the segments itself (a snapshot that could not be written: a full
-	// disk). The log is failed until an Install succeeds; checkActive
-	// does not take the segments Install removed for ones removed
-	// behind the log's back.
+	// installFailed: the last Install failed (a snapshot that could not
+	// be written: a full disk), before it removed anything or after. The
+	// log is failed until an Install succeeds: recover writes nothing
+	// (the records Install dropped are in no file), and checkActive does
+	// not take the segments Install removed for ones removed behind the
+	// log's back.
 	installFailed bool
 
 	// quick: the leader's last write of records took less than
@@ -1188,7 +1189,9 @@ func (l *Log) recover() bool {
 		l.mu.Unlock()
 		return true
 	}
-	if l.shut || l.removed != nil {
+	if l.shut || l.removed != nil || l.installFailed {
+		// (After a failed Install the records it dropped are in no file:
+		// only an Install that succeeds makes a log again.)
 		l.mu.Unlock()
 		return false
 	}
