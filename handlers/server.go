@@ -211,13 +211,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := statusWriters.Get().(*statusWriter)
 	sw.ResponseWriter, sw.status = w, 0
 	if r.ProtoMajor == 1 && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-		// A body is read under bodyTimeout wherever it is read (readBody,
-		// hasBody, bodyUnread), each lifting it once the body has ended.
-		// One the handler does not read (an answer decided first) is
-		// read by net/http before it answers, to reuse the connection:
+		// A body is read under a deadline wherever it is read (readBody
+		// and hasBody: bodyTimeout; bodyUnread: drainWait), each lifting
+		// it once the body has ended. One the handler does not read (an
+		// answer decided first that is no error: an error's is bodyUnread's)
+		// is read by net/http before it answers, to reuse the connection:
 		// this bounds that read too, or a body that stopped short held
-		// the connection, and the answer, for good (an error answer does
-		// not wait for it: bodyUnread).
+		// the connection, and the answer, for good.
 		_ = http.NewResponseController(sw).SetReadDeadline(time.Now().Add(bodyTimeout))
 	}
 	if h := s.lockHandler(r); h != nil {
