@@ -68,12 +68,19 @@ func (n *Node) servePromote(w http.ResponseWriter, r *http.Request) {
 	}
 	deadline := time.NewTimer(2 * n.cfg.FailoverTimeout)
 	defer deadline.Stop()
+	// A log that refuses writes never catches up (and this node could
+	// serve no change as the active): refused at once, and as soon as it
+	// fails while waiting, so that the active takes its role back rather
+	// than leave the cluster without one (decideRequest refuses it too).
+	recheck := time.NewTicker(n.cfg.Heartbeat)
+	defer recheck.Stop()
 	n.mu.Lock()
-	for n.following == from && n.applied < through {
+	for n.following == from && n.applied < through && n.logWrites() {
 		ch := n.appliedCh
 		n.mu.Unlock()
 		select {
 		case <-ch:
+		case <-recheck.C:
 		case <-deadline.C:
 			http.Error(w, "the stream did not catch up in time", http.StatusServiceUnavailable)
 			return

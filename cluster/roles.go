@@ -355,6 +355,7 @@ func (n *Node) gather(now time.Time, r *request) view {
 		sinceLogHandoff: now.Sub(n.logHandoff),
 	}
 	v.logFailing = v.self.LogFailing
+	v.logDown = !n.logWrites()
 	if res := n.resumed.Load(); res != 0 {
 		resumedAt := n.base.Add(time.Duration(res))
 		for _, p := range n.peers {
@@ -590,9 +591,13 @@ func (n *Node) followLocked(other string) {
 				}
 				n.streamBreaks++
 			}
-			if p := n.peerByURL(other); p != nil {
+			var own ownLogError
+			if p := n.peerByURL(other); p != nil && !errors.As(err, &own) {
 				// Not to be followed or redirected to until it answers a
-				// poll again.
+				// poll again. (Not when this node's own log refused the
+				// records: the active is as live as before, and counting
+				// it dead would let this node, whose log cannot serve a
+				// change, take its role by failover while it hands off.)
 				p.down = true
 			}
 			if mv != nil {

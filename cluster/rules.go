@@ -60,6 +60,13 @@ type view struct {
 	// since it last handed its role off for that (large if never).
 	logFailing      bool
 	sinceLogHandoff time.Duration
+	// logDown: this node's log, or its mark, refuses writes right now
+	// (Node.logWrites), however briefly. A standby whose log is down
+	// neither asks for the role nor takes it in a handoff, and at a
+	// failover gives way to a live node whose log writes: it could
+	// serve no change as the active (a node restarted on a full disk,
+	// whose first write failed a moment ago, is not yet logFailing).
+	logDown bool
 }
 
 // peerView is one other node as this one sees it.
@@ -252,7 +259,7 @@ func decide(v view) action {
 		if best >= 0 && v.peers[best].URL != f.URL && !keepsState(f.Status, v.peers[best].Status) {
 			return action{kind: actFollow, to: v.peers[best].URL, why: "a newer active appeared"}
 		}
-		if v.synced && v.self.Priority < f.Priority && v.sinceAsked > v.failoverTimeout && !v.logFailing &&
+		if v.synced && v.self.Priority < f.Priority && v.sinceAsked > v.failoverTimeout && !v.logFailing && !v.logDown &&
 			(!peersDiffer(v.self, f.Status) || listedBefore(f.Peers, v.self.URL, f.URL)) {
 			// (When the active's peers list differs from this node's, only
 			// if that list too puts this node first: else the active
@@ -367,7 +374,7 @@ func decide(v view) action {
 		return action{kind: actStay, why: "never promote with empty state while another node holds state"}
 	}
 	for _, p := range v.peers {
-		if p.Priority < v.self.Priority && p.live && !(p.refused && agreeing) && (p.HasState || !someoneHasState) && (!p.LogFailing || v.logFailing) &&
+		if p.Priority < v.self.Priority && p.live && !(p.refused && agreeing) && (p.HasState || !someoneHasState) && (!p.LogFailing || v.logFailing || v.logDown) &&
 			(p.Settled || !foreign(p.Status, v.self)) && !v.coldBehind(p) {
 			// (Not a node of another cluster ID that has not synced since
 			// it started: its data_dir is another cluster's, and it defers
@@ -377,7 +384,7 @@ func decide(v view) action {
 			return action{kind: actStay, why: "a live node of higher priority promotes itself"}
 		}
 	}
-	if v.logFailing {
+	if v.logFailing || v.logDown {
 		// ruleFailoverLogWrites: a node whose log cannot write would
 		// refuse every change as the active (and hand the role on a
 		// failover timeout later): a live node whose log writes, of any
@@ -422,7 +429,7 @@ func decideRequest(v view) action {
 		if v.role != api.RoleStandby || v.following != r.peer || !v.synced {
 			return action{kind: actRefuse, why: "not a synced standby of " + r.peer}
 		}
-		if v.logFailing {
+		if v.logFailing || v.logDown {
 			return action{kind: actRefuse, why: "this node's log cannot write"}
 		}
 		return action{kind: actPromote, epoch: v.maxEpoch() + 1, why: "handoff from " + r.peer}

@@ -655,6 +655,33 @@ func TestRuleStandbyWhoseLogFailsTakesNoRole(t *testing.T) {
 	wantAction(t, v, actAskHandoff, "b")
 }
 
+// logDown: a standby whose log refused a write a moment ago (restarted on
+// a full disk, it resumed from the active's log and the first record it
+// wrote failed) is not yet logFailing, which takes a failover timeout.
+// Its log is down all the same: it neither asks for the role, nor takes
+// it in a handoff, nor promotes itself at a failover beside a live node
+// whose log writes (the active handing off to it answers as a standby).
+// It asked, took the role by failover from the handing-off active, and
+// the cluster refused every change until its disk was freed
+// (TestMemRestartOnAFullDiskTakesNoRole).
+func TestRuleStandbyWhoseLogIsDownTakesNoRole(t *testing.T) {
+	v := standbyView(livePeer("b", 2, api.RoleActive, 10))
+	v.following, v.synced, v.logDown = "b", true, true
+	wantAction(t, v, actStay, "")
+	v.req = &request{kind: reqPromote, peer: "b"}
+	wantAction(t, v, actRefuse, "")
+	v.logDown = false
+	wantAction(t, v, actPromote, "")
+
+	// b hands off (it answers as a standby) and this node's stream broke
+	// on its own log: no active, and b live.
+	w := standbyView(livePeer("b", 2, api.RoleStandby, 10))
+	w.logDown = true
+	wantAction(t, w, actStay, "")
+	w.peers[0].LogFailing = true
+	wantAction(t, w, actPromote, "") // b's log fails too: by priority
+}
+
 // ruleFailoverLogWrites: with the active gone, a standby whose log cannot
 // write (a full disk) gives way to a live standby whose log writes, of any
 // priority; it promoted by priority, then refused every change. Alone, or

@@ -707,7 +707,7 @@ func (n *Node) readStream(ctx context.Context, active string, resp *http.Respons
 		// processor wakes a thread, which finds nothing to do and sleeps
 		// again: two context switches per batch).
 		if err := n.wal.WaitGathered(last); err != nil {
-			return fmt.Errorf("stream: writing its records to this node's log: %w", err)
+			return ownLogError{fmt.Errorf("stream: writing its records to this node's log: %w", err)}
 		}
 		acks.send(last)
 		ackedAt = now
@@ -919,7 +919,7 @@ func (n *Node) applyFrame(ctx context.Context, f *frame, begun *bool, dumps *eng
 		}
 		if err := n.wal.Install(f.index, write); err != nil {
 			n.eng.Reset()
-			return fmt.Errorf("stream: installing the active's snapshot in this node's log: %w", err)
+			return ownLogError{fmt.Errorf("stream: installing the active's snapshot in this node's log: %w", err)}
 		}
 		em := n.eng.Epoch()
 		n.tail.reset(f.index, mark{epoch: em.Epoch, by: em.By})
@@ -947,3 +947,12 @@ func (n *Node) applyFrame(ctx context.Context, f *frame, begun *bool, dumps *eng
 	}
 	return nil
 }
+
+// ownLogError is a replication stream's end caused by this node's own log,
+// which refused the active's records or snapshot (a full disk), not by the
+// active or the link: the active is not counted dead for it (Node.follow's
+// caller).
+type ownLogError struct{ err error }
+
+func (e ownLogError) Error() string { return e.err.Error() }
+func (e ownLogError) Unwrap() error { return e.err }
