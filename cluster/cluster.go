@@ -376,7 +376,10 @@ type Node struct {
 	following  string             // URL whose stream this node reads
 	stopSync   context.CancelFunc // ends the stream reader
 	synced     bool               // the stream's snapshot is applied
-	replicaAt  time.Time          // last stream frame since synced; zero = no replica to read (see ReplicaLag)
+	replicaAt  time.Time          // when the replica was last known current; zero = no replica to read (see ReplicaLag)
+	// replicaFrom is the active whose stream set replicaAt: following it
+	// again (after a break) keeps the replica, and its lag grows on.
+	replicaFrom string
 	applied    uint64             // the last index of this node's log applied from the stream
 	appliedCh  chan struct{}      // closed and replaced whenever applied rises
 	asked      time.Time          // last handoff request to the active

@@ -556,12 +556,19 @@ func (n *Node) stopFollowingLocked() {
 	}
 	n.following = ""
 	n.synced = false
-	n.replicaAt = time.Time{}
+	n.replicaAt, n.replicaFrom = time.Time{}, ""
 }
 
 // followLocked starts reading other's replication stream. n.mu is held.
+// A standby that follows again the active whose stream made its replica
+// (the stream broke: a cut, this node's full disk) keeps the replica,
+// whose lag grows until the new stream brings it current (ReplicaLag).
 func (n *Node) followLocked(other string) {
+	at, from := n.replicaAt, n.replicaFrom
 	n.stopFollowingLocked()
+	if n.role == api.RoleStandby && from == other {
+		n.replicaAt, n.replicaFrom = at, from
+	}
 	n.following, n.everFollowed = other, true
 	n.setActive(other)
 	ctx, cancel := context.WithCancel(n.ctx)
@@ -615,7 +622,12 @@ func (n *Node) followLocked(other string) {
 			n.stopSync = nil
 			n.following = ""
 			n.synced = false
-			n.setActive("")
+			if !errors.As(err, &own) {
+				// (The active is as live as before when this node's own
+				// log ended the stream: it stays the one this node's
+				// GET /cluster names and redirects to.)
+				n.setActive("")
+			}
 		}
 		n.mu.Unlock()
 		if kick {

@@ -748,7 +748,7 @@ func (n *Node) readStream(ctx context.Context, active string, resp *http.Respons
 		close(n.appliedCh)
 		n.appliedCh = make(chan struct{})
 		if n.synced {
-			n.replicaAt = now
+			n.replicaAt, n.replicaFrom = now, active
 		}
 		return nil
 	}
@@ -848,8 +848,14 @@ func (n *Node) readStream(ctx context.Context, active string, resp *http.Respons
 				n.streamWorksLocked(active)
 			}
 		}
-		if n.synced {
-			n.replicaAt = now
+		if n.synced && f.kind != frameBegin {
+			// A heartbeat comes once the active has sent every record it
+			// wrote, and this node has applied and written those it read
+			// (published, acknowledged above); a snapshot is the active's
+			// state. A resume (frameBegin) is not: the records after this
+			// node's log follow it, and may never be written here (a full
+			// disk), nor applied.
+			n.replicaAt, n.replicaFrom = now, active
 		}
 		n.mu.Unlock()
 	}
@@ -940,7 +946,13 @@ func (n *Node) applyFrame(ctx context.Context, f *frame, begun *bool, dumps *eng
 			*dumps = nil // past every shard's dump: nothing more to skip
 		}
 		data := f.data
-		if err := n.eng.ReplayAt(i, data, *dumps, func() error { return n.wal.AppendAt(i, data) }); err != nil {
+		appendAt := func() error {
+			if err := n.wal.AppendAt(i, data); err != nil {
+				return ownLogError{err}
+			}
+			return nil
+		}
+		if err := n.eng.ReplayAt(i, data, *dumps, appendAt); err != nil {
 			return fmt.Errorf("stream: record %d: %w", i, err)
 		}
 		*last = i
