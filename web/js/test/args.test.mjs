@@ -54,6 +54,19 @@ test('a token no header can carry is refused naming token', async (t) => {
   }
 });
 
+// An acquire refused before any request (its token) left nothing to
+// settle, yet it started the background settle of a cut-off grant, whose
+// repeats were refused the same way for its whole 5 s: close() waited 5 s
+// (breaker report, 4 of 4). Nothing is settled for a refusal that was
+// never sent: close() resolves without waiting for a settle.
+test('close after an acquire refused for its token does not wait for a settle', async () => {
+  const c = new Client({ addresses: ['http://127.0.0.1:9'], token: 'a b', retryFor: 0 });
+  await assert.rejects(c.acquire('k', { wait: 0.5 }), invalid('token'));
+  const settle = 5000, start = Date.now();
+  await c.close();
+  assert.ok(Date.now() - start < settle / 2, `close took ${Date.now() - start} ms: it waited for a settle of a request never sent`);
+});
+
 // A key or a parameter longer than the API allows (SPEC: a key is 1–256
 // bytes of UTF-8, an owner 1–128). One long enough (tens of KB) makes a
 // request line the node refuses before reading it (431, with no CORS
