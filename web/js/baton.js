@@ -225,7 +225,7 @@ export class Client {
     const start = now(), w = wait > 0 && wait * 1e3;
     for (let restarts = 0, asked = false; ;) {
       const sent = now();
-      asked ||= !signal?.aborted; // a request under this key goes out
+      asked ||= !signal?.aborted; // a request goes out
       let res, err, o = { headers, signal, pin: true, limit: w && w + 3e3, end: start + (w || 1 / 0) };
       try {
         res = await this._call('POST', pathQuery, o);
@@ -240,7 +240,7 @@ export class Client {
           err = new BatonError(410, 'grant_ended', 'ended unanswered', undefined, l.lost.reason);
         } else if (err = await statusError(res), res.status > 499) throw err; // maybe granted: settled
       } catch (e) {
-        if (asked) this._settle(key, pathQuery, headers, Number(res?.headers.get('Lock-Token')), o.at);
+        if (asked && e.status != 400) this._settle(key, pathQuery, headers, Number(res?.headers.get('Lock-Token')), o.at); // 400: never sent
         throw signal?.aborted ? signal.reason : e;
       }
       if (err.code === 'poll_timeout') continue; // same place, same Idempotency-Key
@@ -255,8 +255,8 @@ export class Client {
 
   /**
    * Releases in the background what a cut-off acquire may hold: `token`,
-   * else what a 1 ms-wait repeat under its Idempotency-Key finds (for up
-   * to 5 s; 408/410: none), asking `at` (its last node) first.
+   * else what a 1 ms-wait repeat of it finds (for up to 5 s; 408/410:
+   * none), asking `at` (its last node) first.
    * @type {(key: string, pathQuery: string, headers: Record<string, string>, token: number, at?: Addr) => void}
    */
   _settle(key, pathQuery, headers, token, at) {
