@@ -93,6 +93,13 @@ var ErrTimeoutNotWritten = fmt.Errorf("%w: the wait ran out, and its end is not 
 
 // ErrLimitMismatch: the acquire named a limit other than the key's
 // (a *LimitMismatchError says which).
+// ErrTokenMarkUnwritable: a grant needed the fencing-token high-water mark
+// (data_dir's token-hwm) raised, and the mark could not be written (disk
+// full, a write error): no token is issued that a restart could issue
+// again, so the grant was not made. It wraps ErrUnavailable (nothing
+// changed; retry), though the log itself may still write.
+var ErrTokenMarkUnwritable = fmt.Errorf("%w: the fencing-token high-water mark cannot be written", ErrUnavailable)
+
 var ErrLimitMismatch = errors.New("engine: the key has another limit")
 
 // LimitMismatchError is ErrLimitMismatch with the key's limit.

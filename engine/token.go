@@ -152,7 +152,7 @@ func (t *tokens) next(now int64) (uint64, error) {
 			if err := t.persist(n + t.margin); err != nil {
 				// A disk that cannot take the mark is the log's failure
 				// too: nothing changed, retry later (503, not 500).
-				return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+				return 0, fmt.Errorf("%w: %w", ErrTokenMarkUnwritable, err)
 			}
 			continue
 		}

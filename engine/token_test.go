@@ -299,8 +299,8 @@ func TestTokenMarkUnwritableIsUnavailable(t *testing.T) {
 	}
 	time.Sleep(time.Millisecond) // past the ceiling: the next grant needs a new mark
 	_, err := e.Acquire(context.Background(), AcquireRequest{Key: "free"})
-	if !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("acquire with the mark unwritable: %v, want ErrUnavailable", err)
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrTokenMarkUnwritable) {
+		t.Fatalf("acquire with the mark unwritable: %v, want ErrTokenMarkUnwritable (an ErrUnavailable)", err)
 	}
 	if e.TokenMarkWritable() {
 		t.Fatal("TokenMarkWritable while every change is refused: baton_log_healthy would stay 1")

@@ -76,6 +76,8 @@ func TestEachUnavailableSaysItsCause(t *testing.T) {
 		{"disk full, nothing changed", fmt.Errorf("%w: %w", engine.ErrUnavailable, errors.New("wal: no space left on device")), "disk full", []string{"stepped down", "shutting down", "no active"}},
 		{"disk full, change not written", fmt.Errorf("%w: %w", engine.ErrNotWritten, errors.New("wal: no space left on device")), "disk full", []string{"stepped down", "shutting down", "no active"}},
 		{"step-down while waiting", fmt.Errorf("%w: %w", engine.ErrNotWritten, steppedDown), "stepped down", []string{"disk", "shutting down"}},
+		// The log may write on: the answer names the mark, not the log.
+		{"token mark unwritable", fmt.Errorf("%w: %w", engine.ErrTokenMarkUnwritable, errors.New("write token-hwm.tmp: no space left on device")), "token-hwm", []string{"its log", "stepped down", "shutting down"}},
 		{"shutdown", engine.ErrClosed, "shutting down", []string{"disk", "stepped down"}},
 		{"no active known", ErrNoActive, "no active node is known", []string{"disk", "stepped down", "cluster_secret"}},
 		{"refused by every peer", ErrRefusedByPeers, "cluster_secret differs", []string{"disk", "stepped down"}},
