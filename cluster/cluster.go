@@ -167,6 +167,11 @@ const (
 	DefaultFailoverTimeout = time.Second
 )
 
+// maxInstallBackoff bounds the wait of a standby whose snapshot installs
+// keep failing (a disk still full) before it asks its active for another
+// snapshot: each costs the active a dump of its whole state.
+const maxInstallBackoff = 30 * time.Second
+
 // MinHeartbeat is the shortest heartbeat accepted: each one polls every
 // peer over HTTP, so a shorter one floods the peers for no faster failover.
 const MinHeartbeat = 10 * time.Millisecond
@@ -401,6 +406,12 @@ type Node struct {
 	// unfetchable: peers whose records endpoint refused this node's log
 	// position (diverged); cleared once synced or promoted.
 	unfetchable map[string]bool
+	// installRetry is when this node, whose last snapshot install
+	// failed, may ask for another (follow); installBackoff the wait
+	// after the last failure: a failover timeout, doubled with each
+	// failure that follows, up to maxInstallBackoff; 0 once one succeeds.
+	installRetry   time.Time
+	installBackoff time.Duration
 	// logBad is when this node first saw its log fail,
 	// zero while it writes; logHandoff is the last handoff it started
 	// because of that (see view.logFailing).

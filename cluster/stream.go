@@ -557,6 +557,24 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 	last, m := n.tail.position()
 	q := url.Values{"from": {n.cfg.Self}, "last_token": {strconv.FormatUint(lastToken, 10)},
 		"index": {strconv.FormatUint(last, 10)}, "epoch": {strconv.FormatUint(m.epoch, 10)}, "by": {m.by}}
+	if n.wal.InstallFailed() {
+		// The last snapshot install failed (a full disk): this node's log
+		// takes no record until one succeeds, and its position, which
+		// may agree with the active's, would only resume a stream whose
+		// every record it refuses. A stream without a position gets a
+		// snapshot (serveStream). Asked at most once per installBackoff,
+		// which doubles with each failure, so that a disk still full
+		// does not take the active's snapshot every few hundred ms.
+		n.mu.Lock()
+		wait := time.Until(n.installRetry)
+		n.mu.Unlock()
+		if wait > 0 {
+			return ownLogError{fmt.Errorf("stream: this node's last snapshot install failed; it asks for another in %v", wait.Round(time.Millisecond))}
+		}
+		q.Del("index")
+		q.Del("epoch")
+		q.Del("by")
+	}
 	// The stream's own context: ended when it goes silent (watchSilence).
 	ctx, stopStream := context.WithCancel(ctx)
 	defer stopStream()
@@ -925,8 +943,15 @@ func (n *Node) applyFrame(ctx context.Context, f *frame, begun *bool, dumps *eng
 		}
 		if err := n.wal.Install(f.index, write); err != nil {
 			n.eng.Reset()
+			n.mu.Lock()
+			n.installBackoff = min(max(2*n.installBackoff, n.cfg.FailoverTimeout), maxInstallBackoff)
+			n.installRetry = time.Now().Add(n.installBackoff)
+			n.mu.Unlock()
 			return ownLogError{fmt.Errorf("stream: installing the active's snapshot in this node's log: %w", err)}
 		}
+		n.mu.Lock()
+		n.installBackoff = 0
+		n.mu.Unlock()
 		em := n.eng.Epoch()
 		n.tail.reset(f.index, mark{epoch: em.Epoch, by: em.By})
 		*dumps, *dumpMax, *last = d, 0, f.index

@@ -1331,6 +1331,16 @@ func (l *Log) Healthy() bool {
 	return l.failed == nil
 }
 
+// InstallFailed reports whether the last Install failed: the log then
+// takes no record (Append and AppendAt refuse) until an Install succeeds,
+// however much room the disk has again; the records it dropped are in no
+// file, so only a new snapshot makes a log again.
+func (l *Log) InstallFailed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.installFailed
+}
+
 // Stats returns the counters.
 func (l *Log) Stats() Stats {
 	l.mu.Lock()
