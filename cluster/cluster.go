@@ -371,26 +371,26 @@ type Node struct {
 	// log may not have yet (see snapshotBeforeOwnRecords).
 	installedTo uint64
 
-	mu         sync.Mutex
-	role       string // api.RoleActive, api.RoleStandby
-	active     string // URL of the active as this node sees it; "" unknown
-	epoch      uint64
-	hasState   bool // synced from an active, or was active
-	peers      []*peer
-	started    time.Time
-	following  string             // URL whose stream this node reads
-	stopSync   context.CancelFunc // ends the stream reader
-	synced     bool               // the stream's snapshot is applied
-	replicaAt  time.Time          // when the replica was last known current; zero = no replica to read (see ReplicaLag)
+	mu        sync.Mutex
+	role      string // api.RoleActive, api.RoleStandby
+	active    string // URL of the active as this node sees it; "" unknown
+	epoch     uint64
+	hasState  bool // synced from an active, or was active
+	peers     []*peer
+	started   time.Time
+	following string             // URL whose stream this node reads
+	stopSync  context.CancelFunc // ends the stream reader
+	synced    bool               // the stream's snapshot is applied
+	replicaAt time.Time          // when the replica was last known current; zero = no replica to read (see ReplicaLag)
 	// replicaFrom is the active whose stream set replicaAt: following it
 	// again (after a break) keeps the replica, and its lag grows on.
 	replicaFrom string
-	applied    uint64             // the last index of this node's log applied from the stream
-	appliedCh  chan struct{}      // closed and replaced whenever applied rises
-	asked      time.Time          // last handoff request to the active
-	everSynced bool               // followed an active (synced) or was one since Start
-	clusterID  string             // this node's cluster ID (Config.IDFile); "" none yet
-	fetching   bool               // fetching the log's tail before a promotion (actFetch)
+	applied     uint64        // the last index of this node's log applied from the stream
+	appliedCh   chan struct{} // closed and replaced whenever applied rises
+	asked       time.Time     // last handoff request to the active
+	everSynced  bool          // followed an active (synced) or was one since Start
+	clusterID   string        // this node's cluster ID (Config.IDFile); "" none yet
+	fetching    bool          // fetching the log's tail before a promotion (actFetch)
 	// everFollowed: this node has started to read an active's replication
 	// stream since Start (its state may have been replaced, in part, since
 	// the replay of its own log).
