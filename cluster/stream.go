@@ -741,6 +741,12 @@ func (n *Node) readStream(ctx context.Context, active string, resp *http.Respons
 	var dumps engine.Dumps // of the snapshot installed, until its records are past
 	var dumpMax uint64
 	begun := false
+	// beginState is the active's state token when the stream began: this
+	// node's state token takes it only once this node's state is the
+	// active's (see below), never at the begin frame, after which the
+	// records that make that state may never be written here (a full
+	// disk) nor applied.
+	var beginState uint64
 	// The records are published once per batch (what one read of the
 	// stream brought, about one write of the active's): one
 	// acknowledgement, one wake of the changes waiting for this node to
@@ -853,16 +859,33 @@ func (n *Node) readStream(ctx context.Context, active string, resp *http.Respons
 		}
 		switch f.kind {
 		case frameBegin:
-			n.stateToken.Store(f.stateToken)
+			beginState = f.stateToken
 			if f.resumeFrom > 0 {
+				// This node's state token stands for its log's grants
+				// (replayed, then raised by each grant it applies):
+				// the active's comes with the first heartbeat.
 				n.resumes.Add(1)
 				n.markSyncedLocked(active, activeID, "resumed from its log", last)
 			}
 		case frameSnapshot:
+			// Installed (written, applied): this node's state is the
+			// active's as the stream began, or later. It replaces
+			// whatever this node held (a stepped-down active's own
+			// grants are gone with its state).
+			n.stateToken.Store(beginState)
 			n.installs.Add(1)
 			n.markSyncedLocked(active, activeID, "installed the active's snapshot", last)
 		case frameHeartbeat:
 			if batch == 0 && n.synced {
+				// Every record the active wrote before this heartbeat is
+				// applied and written here (acknowledged above): this
+				// node's state is the active's as of now, whose state
+				// token is at least beginState. (A standby whose log
+				// refuses the records never gets here: its state token
+				// says what it holds, so that, promoted alone, it does
+				// not pass for the newest state; breaker report of
+				// 2026-12-05, 221 answered grants lost.)
+				raise(&n.stateToken, beginState)
 				n.streamWorksLocked(active)
 			}
 		}
