@@ -317,9 +317,12 @@ type peer struct {
 	contact  time.Time // last successful poll or stream frame
 	status   Status    // last answer
 	heard    bool
-	down     bool      // its stream or a call just failed; cleared by the next good poll
-	polled   time.Time // end of the last poll, answered or not
-	refused  bool      // the last answered poll was refused (cluster_secret differs)
+	down     bool // its stream or a call just failed; cleared by the next good poll
+	// polled is when the last poll that ended (answered or not) was
+	// sent: one sent before a pause and ended after it (its timeout ran
+	// across the pause) says nothing of the peer since.
+	polled  time.Time
+	refused bool // the last answered poll was refused (cluster_secret differs)
 }
 
 // Node is one member of the cluster. Its exported methods are safe for

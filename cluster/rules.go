@@ -141,8 +141,10 @@ type action struct {
 //     replacedBy) (ruleRestartNewer); the stale active then steps down
 //     to it (ruleTwoActives);
 //   - a standby follows the best live active (ruleFollowBest,
-//     ruleNewerActive) and, once synced, asks an active of lower priority
-//     for a handoff (ruleAskHandoff);
+//     ruleNewerActive; a synced standby counts its active's state token
+//     as at least its own, which that active's stream raised) and, once
+//     synced, asks an active of lower priority for a handoff
+//     (ruleAskHandoff);
 //   - with no live active, a standby promotes itself once it has listened
 //     for a failover timeout (three without state), no active was heard
 //     within the failover timeout, it does not lack state another live
@@ -173,6 +175,18 @@ func decide(v view) action {
 	}
 	if v.stale {
 		return action{kind: actStay, why: "waiting to poll every peer again after a pause"}
+	}
+	if v.synced && v.following != "" {
+		// A synced standby's state is its active's, replicated: its own
+		// state token is a floor of the active's, whatever the active's
+		// last answer said (its answer to a handoff's promotion, say,
+		// which lacks every grant it made since).
+		v.peers = slices.Clone(v.peers)
+		for i := range v.peers {
+			if v.peers[i].URL == v.following {
+				v.peers[i].StateToken = max(v.peers[i].StateToken, v.self.StateToken)
+			}
+		}
 	}
 	// The best active among the live peers, by the split-brain rule.
 	best := -1

@@ -185,6 +185,25 @@ func TestRuleNewerActiveIsFollowedInstead(t *testing.T) {
 	wantAction(t, v, actStay, "")
 }
 
+// A synced standby's state is its active's, replicated: its own state
+// token is a floor of the active's, whatever the active's last poll said.
+// Right after a handoff, the successor's status (its answer to the
+// promotion) lacks the grants it made since; a resumed old active whose
+// state token lay between the two looked newer, and the standby followed
+// it and acknowledged its snapshot, so that the old active confirmed a
+// grant its step-down a moment later lost
+// (TestNativeGrantLostInAStepDownIsNotAnswered).
+func TestRuleSyncedStandbyKnowsItsActiveAtLeastAsNewAsItself(t *testing.T) {
+	v := standbyView(livePeer("a", 0, api.RoleActive, 15), livePeer("b", 2, api.RoleActive, 10))
+	v.following, v.synced, v.self.StateToken = "b", true, 20
+	v.sinceAsked = ft / 2 // (else it asks b for a handoff: its priority is higher)
+	wantAction(t, v, actStay, "")
+	v.peers[0].StateToken = 25 // newer than anything b's stream brought
+	wantAction(t, v, actFollow, "a")
+	v.peers[0].StateToken, v.synced = 15, false // not synced: b as its poll says
+	wantAction(t, v, actFollow, "a")
+}
+
 func TestRuleAskHandoffWhenSyncedAndOfHigherPriority(t *testing.T) {
 	v := standbyView(livePeer("b", 2, api.RoleActive, 10))
 	v.following = "b"
