@@ -323,6 +323,7 @@ type peer struct {
 	// across the pause) says nothing of the peer since.
 	polled  time.Time
 	refused bool // the last answered poll was refused (cluster_secret differs)
+	guessed bool // status was set from another node's word, not a poll (peerView.guessed)
 }
 
 // Node is one member of the cluster. Its exported methods are safe for

@@ -44,7 +44,7 @@ func (n *Node) poll(p *peer) {
 		}
 		if err == nil {
 			st.Priority = p.priority
-			p.status, p.contact, p.heard, p.down, p.refused = st, now, true, false, false
+			p.status, p.contact, p.heard, p.down, p.refused, p.guessed = st, now, true, false, false, false
 			if st.LastToken > 0 {
 				n.eng.ObserveToken(st.LastToken)
 			}
@@ -56,7 +56,7 @@ func (n *Node) poll(p *peer) {
 			// with an unknown state, so this node neither takes it for
 			// dead (and promotes itself beside it) nor follows it.
 			n.mu.Lock()
-			p.status, p.contact, p.heard, p.down, p.refused = Status{URL: p.url}, now, true, false, true
+			p.status, p.contact, p.heard, p.down, p.refused, p.guessed = Status{URL: p.url}, now, true, false, true, false
 			n.mu.Unlock()
 			if !refused {
 				n.log.Error("peer refused this node: cluster_secret differs", "peer", p.url)
@@ -343,7 +343,7 @@ func (n *Node) gather(now time.Time, r *request) view {
 	for _, p := range n.peers {
 		st := p.status
 		st.URL, st.Priority = p.url, p.priority
-		peers = append(peers, peerView{Status: st, live: n.live(p, now), recent: n.recent(p, now), fresh: n.fresh(p, now), refused: p.refused})
+		peers = append(peers, peerView{Status: st, live: n.live(p, now), recent: n.recent(p, now), fresh: n.fresh(p, now), refused: p.refused, guessed: p.guessed})
 	}
 	// Before the node's own status, which reports the token it sets.
 	n.markSplitLocked(peers, n.stateToken.Load())
@@ -412,7 +412,7 @@ func (n *Node) apply(now time.Time, v view, a action) {
 				// sent before now may still say "active", with the state
 				// token this node now holds too; it must not be taken for
 				// a second active (see poll).
-				p.status.Role, p.status.Active, p.contact = api.RoleStandby, n.cfg.Self, now
+				p.status.Role, p.status.Active, p.contact, p.guessed = api.RoleStandby, n.cfg.Self, now, true
 			}
 		}
 		var undelivered []engine.Grant
@@ -627,6 +627,7 @@ func (n *Node) followLocked(other string) {
 				// its next heartbeat.
 				if p := n.peerByURL(mv.to); p != nil {
 					p.status.Role, p.status.Active, p.status.Epoch = api.RoleActive, mv.to, max(p.status.Epoch, mv.epoch)
+					p.guessed = true
 					p.contact, p.heard, p.down = time.Now(), true, false
 					kick = true
 				}
@@ -782,7 +783,7 @@ func (n *Node) finishHandoff(d handoffDone) {
 			d.st.Role, d.st.Active = api.RoleActive, d.to
 		}
 		d.st.Priority = p.priority
-		p.status, p.contact, p.heard, p.down = d.st, time.Now(), true, false
+		p.status, p.contact, p.heard, p.down, p.guessed = d.st, time.Now(), true, false, true
 	}
 	if n.closing {
 		n.setActive(d.to)

@@ -82,6 +82,10 @@ type peerView struct {
 	// refused: its last poll was refused (401: its cluster_secret
 	// differs); its Status is then unknown but for URL and Priority.
 	refused bool
+	// guessed: its Status was last set from another node's word (a
+	// moved frame naming it the active, its answer to a handoff), not
+	// from a poll of it: its state token may lack its latest grants.
+	guessed bool
 }
 
 // actionKind is what the role loop does after a decision.
@@ -211,11 +215,21 @@ func decide(v view) action {
 		}
 		return action{kind: actStay, why: "active"}
 	}
-	if best >= 0 && !v.wasSynced && !v.followed && !foreign(v.self, v.peers[best].Status) &&
+	coldStart := !v.wasSynced && !v.followed
+	if best >= 0 && (coldStart || (v.following == "" && !v.peers[best].guessed)) && !foreign(v.self, v.peers[best].Status) &&
 		v.self.StateToken > v.peers[best].StateToken && !replacedBy(v.self, v.peers[best].Status) {
-		// ruleRestartNewer: this node came back (a cold start: it has
-		// neither followed nor been an active since it started) with
-		// grants the live active lacks: it was started while this node
+		// ruleRestartNewer: this node came back with grants the live
+		// active lacks, from a cold start (it has neither followed nor
+		// been an active since it started), or from a pause or a cut
+		// while its active died (it follows nobody, its stream ended):
+		// the failover went on without it, and with sync_standbys its
+		// acknowledgements answered grants the promoted node lacks (it
+		// promoted alone, its log behind: a full disk; breaker report
+		// of 2026-12-05, SIGSTOP of the only other standby, 221
+		// answered grants lost). Not on an active's state token that
+		// another node's word set (a moved frame, a handoff's answer:
+		// guessed), which lacks the grants made since. The active was
+		// started while this node
 		// was down, from an older log. Following it would replace this
 		// node's state with the older one and lose answered grants
 		// (SPEC section 1). This node takes the active role instead; the
@@ -266,7 +280,11 @@ func decide(v view) action {
 				return action{kind: actStay, why: "restarted with grants the active lacks, as a live node that keeps its state against this one: it promotes"}
 			}
 		}
-		return action{kind: actPromote, epoch: v.maxEpoch() + 1, why: fmt.Sprintf("restarted with a newer state (state token %d) than the active %s (%d): its grants are kept", v.self.StateToken, act.URL, act.StateToken)}
+		how := "restarted"
+		if !coldStart {
+			how = "back from a pause or a cut"
+		}
+		return action{kind: actPromote, epoch: v.maxEpoch() + 1, why: fmt.Sprintf("%s with a newer state (state token %d) than the active %s (%d): its grants are kept", how, v.self.StateToken, act.URL, act.StateToken)}
 	}
 	f := v.peer(v.following)
 	if f != nil && f.live && f.Role == api.RoleActive {

@@ -551,18 +551,24 @@ func TestRuleRestartNewerNotWithAnOlderOrEqualState(t *testing.T) {
 	wantAction(t, v, actFollow, "a")
 }
 
-// ruleRestartNewer: a normal standby (it followed an active since it
-// started, or was one) never takes the role from a live active this way,
-// nor does a restarted node that has begun to follow one (its state may be
-// the active's, in part, already).
-func TestRuleRestartNewerNeverForASyncedOrFollowingNode(t *testing.T) {
+// ruleRestartNewer: a standby that followed an active since it started
+// (or was one) and whose stream ended (a pause or a cut while its active
+// died: the failover went on without it) does not follow a live active
+// whose state is older either: it takes the role. Not on a state token
+// that another node's word set (a moved frame, a handoff's answer:
+// guessed), which lacks the active's latest grants; nor once it follows
+// an active (its state is that active's, or becomes it).
+func TestRuleRestartNewerAlsoForAStandbyBackFromAPause(t *testing.T) {
 	v := restartedView()
-	v.wasSynced = true
+	v.wasSynced, v.followed = true, true
+	wantAction(t, v, actPromote, "")
+	v.peers[0].guessed = true
 	wantAction(t, v, actFollow, "a")
-	v = restartedView()
-	v.followed = true
-	wantAction(t, v, actFollow, "a")
+	v.peers[0].guessed = false
 	v.following = "a"
+	wantAction(t, v, actStay, "")
+	v = restartedView()
+	v.followed, v.following = true, "a"
 	wantAction(t, v, actStay, "")
 }
 
