@@ -410,6 +410,10 @@ type Node struct {
 	// unfetchable: peers whose records endpoint refused this node's log
 	// position (diverged); cleared once synced or promoted.
 	unfetchable map[string]bool
+	// pausedUnfollowed: this node found it had not run for longer than
+	// the failover timeout (a pause) and has not followed an active or
+	// been one since (see view.backFromPause).
+	pausedUnfollowed bool
 	// installRetry is when this node, whose last snapshot install
 	// failed, may ask for another (follow); installBackoff the wait
 	// after the last failure: a failover timeout, doubled with each
@@ -987,6 +991,9 @@ func (n *Node) setRole(role string) {
 		return
 	}
 	n.role = role
+	if role == api.RoleActive {
+		n.pausedUnfollowed = false
+	}
 	if f := n.cfg.OnRole; f != nil {
 		f(role)
 	}

@@ -245,6 +245,9 @@ func (n *Node) loop() {
 			if gap > n.cfg.FailoverTimeout {
 				// Set before ticked: Serving never sees a fresh tick without it.
 				n.resumed.Store(tick)
+				n.mu.Lock()
+				n.pausedUnfollowed = true
+				n.mu.Unlock()
 				n.log.Warn("this node did not run for longer than failover_timeout: not serving until every peer has been polled again", "gap", gap.Round(time.Millisecond))
 			}
 			if gap > 2*n.cfg.Heartbeat {
@@ -352,6 +355,7 @@ func (n *Node) gather(now time.Time, r *request) view {
 		uptime: now.Sub(n.started), sinceAsked: now.Sub(n.asked), failoverTimeout: n.cfg.FailoverTimeout,
 		moving: n.moving, closing: n.closing, followers: n.hub.synced(), req: r,
 		wasSynced: n.everSynced, followed: n.everFollowed, fetching: n.fetching, unfetchable: maps.Clone(n.unfetchable),
+		backFromPause:   n.pausedUnfollowed,
 		sinceLogHandoff: now.Sub(n.logHandoff),
 	}
 	v.logFailing = v.self.LogFailing
@@ -583,6 +587,7 @@ func (n *Node) followLocked(other string) {
 		n.replicaAt, n.replicaFrom = at, from
 	}
 	n.following, n.everFollowed = other, true
+	n.pausedUnfollowed = false
 	n.setActive(other)
 	ctx, cancel := context.WithCancel(n.ctx)
 	n.stopSync = cancel

@@ -60,6 +60,11 @@ type view struct {
 	// since it last handed its role off for that (large if never).
 	logFailing      bool
 	sinceLogHandoff time.Duration
+	// backFromPause: this node did not run for longer than the failover
+	// timeout (stopped, frozen) and has neither followed an active nor
+	// been one since: a failover may have gone on without it
+	// (ruleRestartNewer).
+	backFromPause bool
 	// logDown: this node's log, or its mark, refuses writes right now
 	// (Node.logWrites), however briefly. A standby whose log is down
 	// neither asks for the role nor takes it in a handoff, and at a
@@ -216,19 +221,23 @@ func decide(v view) action {
 		return action{kind: actStay, why: "active"}
 	}
 	coldStart := !v.wasSynced && !v.followed
-	if best >= 0 && (coldStart || (v.following == "" && !v.peers[best].guessed)) && !foreign(v.self, v.peers[best].Status) &&
+	if best >= 0 && (coldStart || (v.backFromPause && v.following == "" && !v.peers[best].guessed)) && !foreign(v.self, v.peers[best].Status) &&
 		v.self.StateToken > v.peers[best].StateToken && !replacedBy(v.self, v.peers[best].Status) {
 		// ruleRestartNewer: this node came back with grants the live
 		// active lacks, from a cold start (it has neither followed nor
-		// been an active since it started), or from a pause or a cut
-		// while its active died (it follows nobody, its stream ended):
-		// the failover went on without it, and with sync_standbys its
+		// been an active since it started), or from a pause while its
+		// active died (backFromPause: it follows nobody, its stream
+		// ended): the failover went on without it, and with sync_standbys its
 		// acknowledgements answered grants the promoted node lacks (it
 		// promoted alone, its log behind: a full disk; breaker report
 		// of 2026-12-05, SIGSTOP of the only other standby, 221
 		// answered grants lost). Not on an active's state token that
 		// another node's word set (a moved frame, a handoff's answer:
-		// guessed), which lacks the grants made since. The active was
+		// guessed), which lacks the grants made since. Not for a
+		// standby that was not paused: its state token may count grants
+		// a paused old active made on waking (its lease timers), which
+		// that active's own state token leaves out (OnEvent) and which
+		// reached no client, and the failover counted it. The active was
 		// started while this node
 		// was down, from an older log. Following it would replace this
 		// node's state with the older one and lose answered grants
@@ -282,7 +291,7 @@ func decide(v view) action {
 		}
 		how := "restarted"
 		if !coldStart {
-			how = "back from a pause or a cut"
+			how = "back from a pause"
 		}
 		return action{kind: actPromote, epoch: v.maxEpoch() + 1, why: fmt.Sprintf("%s with a newer state (state token %d) than the active %s (%d): its grants are kept", how, v.self.StateToken, act.URL, act.StateToken)}
 	}

@@ -552,15 +552,19 @@ func TestRuleRestartNewerNotWithAnOlderOrEqualState(t *testing.T) {
 }
 
 // ruleRestartNewer: a standby that followed an active since it started
-// (or was one) and whose stream ended (a pause or a cut while its active
-// died: the failover went on without it) does not follow a live active
-// whose state is older either: it takes the role. Not on a state token
-// that another node's word set (a moved frame, a handoff's answer:
-// guessed), which lacks the active's latest grants; nor once it follows
-// an active (its state is that active's, or becomes it).
+// (or was one), was paused while its active died (the failover went on
+// without it) and whose stream ended does not follow a live active whose
+// state is older either: it takes the role. Not unpaused (its state token
+// may count a paused old active's grants on waking, which reached no
+// client); not on a state token that another node's word set (a moved
+// frame, a handoff's answer: guessed), which lacks the active's latest
+// grants; nor once it follows an active (its state is that active's, or
+// becomes it).
 func TestRuleRestartNewerAlsoForAStandbyBackFromAPause(t *testing.T) {
 	v := restartedView()
 	v.wasSynced, v.followed = true, true
+	wantAction(t, v, actFollow, "a") // not paused
+	v.backFromPause = true
 	wantAction(t, v, actPromote, "")
 	v.peers[0].guessed = true
 	wantAction(t, v, actFollow, "a")
