@@ -153,8 +153,11 @@ var (
 //
 // Every Acquire carries a fresh Idempotency-Key, kept across its retries: a
 // connection that breaks during the wait makes it repeat on the next
-// connection (where it takes over its own place in the queue, or gets the
-// grant made meanwhile), failing only after as many attempts as the client
+// connection (where it gets the grant made meanwhile, or takes over its
+// own place in the queue while the node still holds it: a promoted
+// standby keeps a replicated waiter's place for 5 s, a node that saw the
+// connection close has dropped the waiter, and the repeat queues anew at
+// the tail), failing only after as many attempts as the client
 // has connections; a reset of its stream alone (REFUSED_STREAM from a node
 // or proxy past its stream limit) is repeated too, up to 10 times; a 307 is
 // followed to the active node; a poll_timeout is resumed. An attempt with
