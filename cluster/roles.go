@@ -284,6 +284,11 @@ func (n *Node) step(now time.Time, r *request) {
 		// Serving again once this decision is applied (a step-down
 		// included).
 		n.resumed.Store(0)
+		if p := n.peerByURL(n.following); p != nil && n.live(p, now) && p.status.Role == api.RoleActive {
+			// The active it follows answered since the pause, as the
+			// active: no failover went on without this node.
+			n.pausedUnfollowed = false
+		}
 		n.log.Info("every peer polled again after the pause", "role", n.role)
 	}
 }
