@@ -91,8 +91,6 @@ var ErrRefusalNotWritten = fmt.Errorf("%w: the refusal rests on changes not yet 
 // takes it. errors.Is(err, ErrUnavailable) holds.
 var ErrTimeoutNotWritten = fmt.Errorf("%w: the wait ran out, and its end is not written yet", ErrUnavailable)
 
-// ErrLimitMismatch: the acquire named a limit other than the key's
-// (a *LimitMismatchError says which).
 // ErrTokenMarkUnwritable: a grant needed the fencing-token high-water mark
 // (data_dir's token-hwm) raised, and the mark could not be written (disk
 // full, a write error): no token is issued that a restart could issue
@@ -100,6 +98,8 @@ var ErrTimeoutNotWritten = fmt.Errorf("%w: the wait ran out, and its end is not 
 // changed; retry), though the log itself may still write.
 var ErrTokenMarkUnwritable = fmt.Errorf("%w: the fencing-token high-water mark cannot be written", ErrUnavailable)
 
+// ErrLimitMismatch: the acquire named a limit other than the key's
+// (a *LimitMismatchError says which).
 var ErrLimitMismatch = errors.New("engine: the key has another limit")
 
 // LimitMismatchError is ErrLimitMismatch with the key's limit.
