@@ -365,6 +365,13 @@ type Node struct {
 	ackPool                  sync.Pool
 	quit                     chan struct{} // closed by Close: changes stop waiting for acknowledgements
 	quitOnce                 sync.Once
+	// installRetry is when (Node.since) this node, whose last snapshot
+	// install failed, may ask for another (follow); installBackoff the
+	// wait after the last failure: a failover timeout, doubled with each
+	// failure that follows, up to maxInstallBackoff; 0 once one succeeds.
+	// Atomics: set under applyMu, which is taken under mu (a promotion),
+	// never the other way round.
+	installRetry, installBackoff atomic.Int64
 	// applyMu is held while a stream frame is applied to the log and the
 	// engine: a promotion takes it after stopping the stream reader, so
 	// that nothing is applied to a promoted engine.
@@ -414,12 +421,6 @@ type Node struct {
 	// the failover timeout (a pause) and has not followed an active or
 	// been one since (see view.backFromPause).
 	pausedUnfollowed bool
-	// installRetry is when this node, whose last snapshot install
-	// failed, may ask for another (follow); installBackoff the wait
-	// after the last failure: a failover timeout, doubled with each
-	// failure that follows, up to maxInstallBackoff; 0 once one succeeds.
-	installRetry   time.Time
-	installBackoff time.Duration
 	// logBad is when this node first saw its log fail,
 	// zero while it writes; logHandoff is the last handoff it started
 	// because of that (see view.logFailing).

@@ -565,10 +565,7 @@ func (n *Node) follow(ctx context.Context, active string, lastToken uint64) erro
 		// snapshot (serveStream). Asked at most once per installBackoff,
 		// which doubles with each failure, so that a disk still full
 		// does not take the active's snapshot every few hundred ms.
-		n.mu.Lock()
-		wait := time.Until(n.installRetry)
-		n.mu.Unlock()
-		if wait > 0 {
+		if wait := time.Duration(n.installRetry.Load() - n.since()); wait > 0 {
 			return ownLogError{fmt.Errorf("stream: this node's last snapshot install failed; it asks for another in %v", wait.Round(time.Millisecond))}
 		}
 		q.Del("index")
@@ -966,15 +963,12 @@ func (n *Node) applyFrame(ctx context.Context, f *frame, begun *bool, dumps *eng
 		}
 		if err := n.wal.Install(f.index, write); err != nil {
 			n.eng.Reset()
-			n.mu.Lock()
-			n.installBackoff = min(max(2*n.installBackoff, n.cfg.FailoverTimeout), maxInstallBackoff)
-			n.installRetry = time.Now().Add(n.installBackoff)
-			n.mu.Unlock()
+			b := min(max(2*time.Duration(n.installBackoff.Load()), n.cfg.FailoverTimeout), maxInstallBackoff)
+			n.installBackoff.Store(int64(b))
+			n.installRetry.Store(n.since() + int64(b))
 			return ownLogError{fmt.Errorf("stream: installing the active's snapshot in this node's log: %w", err)}
 		}
-		n.mu.Lock()
-		n.installBackoff = 0
-		n.mu.Unlock()
+		n.installBackoff.Store(0)
 		em := n.eng.Epoch()
 		n.tail.reset(f.index, mark{epoch: em.Epoch, by: em.By})
 		*dumps, *dumpMax, *last = d, 0, f.index
