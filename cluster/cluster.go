@@ -158,6 +158,13 @@ type Config struct {
 	// standbys' streams (older ones are read from the log's segments);
 	// 0 means DefaultTailBytes.
 	TailBytes int
+	// DiskFree, if set, reports the room left on the file system of
+	// this node's data_dir, in bytes (false: it cannot be told). A node
+	// with less than MinDiskFree left counts as one whose log is down
+	// (view.logDown) before any write of it fails: restarted on a full
+	// disk whose last page still took the records it replicated, it
+	// asked for the role, and its first write as the active failed.
+	DiskFree func() (free uint64, ok bool)
 }
 
 // Defaults: a crashed active is replaced within about FailoverTimeout +
@@ -166,6 +173,13 @@ const (
 	DefaultHeartbeat       = 200 * time.Millisecond
 	DefaultFailoverTimeout = time.Second
 )
+
+// MinDiskFree is the room, in bytes, that a node needs left on its
+// data_dir's file system (Config.DiskFree) to ask for the active role,
+// take it in a handoff, or promote itself beside a node whose log
+// writes: below it, its next writes (a segment's next pages, the token
+// high-water mark's file) may fail at once.
+const MinDiskFree = 1 << 20
 
 // maxInstallBackoff bounds the wait of a standby whose snapshot installs
 // keep failing (a disk still full) before it asks its active for another
@@ -891,6 +905,16 @@ func (n *Node) logFailAfter() time.Duration {
 		return n.cfg.FailoverTimeout
 	}
 	return max(n.cfg.FailoverTimeout, n.wal.FailTimeout()+n.cfg.Heartbeat)
+}
+
+// diskLow reports whether data_dir's file system has less than
+// MinDiskFree left (Config.DiskFree; false when it cannot be told).
+func (n *Node) diskLow() bool {
+	if n.cfg.DiskFree == nil {
+		return false
+	}
+	free, ok := n.cfg.DiskFree()
+	return ok && free < MinDiskFree
 }
 
 // logWrites reports whether this node's log writes (a node without a log

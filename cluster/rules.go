@@ -66,7 +66,8 @@ type view struct {
 	// (ruleRestartNewer).
 	backFromPause bool
 	// logDown: this node's log, or its mark, refuses writes right now
-	// (Node.logWrites), however briefly. A standby whose log is down
+	// (Node.logWrites), however briefly, or its data_dir's file system
+	// has less than MinDiskFree left (Node.diskLow). A standby whose log is down
 	// neither asks for the role nor takes it in a handoff, and at a
 	// failover gives way to a live node whose log writes: it could
 	// serve no change as the active (a node restarted on a full disk,

@@ -730,6 +730,7 @@ func (c *serveConfig) clusterConfig() cluster.Config {
 		SyncTimeout:     c.SyncTimeout,
 		Secret:          c.ClusterSecret,
 		Native:          c.nativeAdvertise(""),
+		DiskFree:        func() (uint64, bool) { return diskFree(c.DataDir) },
 	}
 }
 
