@@ -20,12 +20,7 @@ import (
 // while its last install failed, at most once per backoff, and syncs by
 // itself once the disk has room.
 func TestMemStandbyRetriesAFailedInstall(t *testing.T) {
-	c := newMemCluster(t, 2)
-	c.start(0, 1)
-	c.waitActive(0)
-	g := c.grant(0, "a")
-	c.waitFor("the grant replicated", func() bool { return c.holds(1, "a") == g.Token })
-	standby := c.nodes[1]
+	c, standby := syncedStandby(t)
 	standby.diskFull.Store(true)
 	err := standby.wal.Install(standby.wal.LastIndex(), func(w io.Writer) error {
 		_, err := w.Write(make([]byte, 4096))
@@ -34,7 +29,7 @@ func TestMemStandbyRetriesAFailedInstall(t *testing.T) {
 	if err == nil {
 		t.Fatal("an install on a full disk succeeded: the case is not tested")
 	}
-	g = c.grant(0, "b")
+	g := c.grant(0, "b")
 	time.Sleep(500 * time.Millisecond) // streams reopened onto the failed log
 	standby.diskFull.Store(false)
 	c.waitFor("b replicated once the disk has room", func() bool { return c.holds(1, "b") == g.Token })

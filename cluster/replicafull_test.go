@@ -20,12 +20,7 @@ import (
 // from the last batch the standby applied, and the active it follows
 // stays known.
 func TestMemStandbyOnAFullDiskReportsItsReplicaBehind(t *testing.T) {
-	c := newMemCluster(t, 2)
-	c.start(0, 1)
-	c.waitActive(0)
-	g := c.grant(0, "a")
-	c.waitFor("the grant replicated", func() bool { return c.holds(1, "a") == g.Token })
-	standby := c.nodes[1]
+	c, standby := syncedStandby(t)
 	standby.diskFull.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -40,7 +35,7 @@ func TestMemStandbyOnAFullDiskReportsItsReplicaBehind(t *testing.T) {
 	c.waitFor("a break of the standby's stream", func() bool { return breaks() >= 1 })
 	// A change the standby's replica cannot have had since it was made:
 	// the replica has not been current since then.
-	g = c.grant(0, "c")
+	g := c.grant(0, "c")
 	made := time.Now()
 	c.waitFor("three more breaks of the standby's stream", func() bool { return breaks() >= 4 })
 	for range 10 {
@@ -63,4 +58,17 @@ func TestMemStandbyOnAFullDiskReportsItsReplicaBehind(t *testing.T) {
 		lag, ok := standby.node.ReplicaLag()
 		return ok && lag < time.Second
 	})
+}
+
+// syncedStandby starts two nodes, node 0 the active, grants "a" there and
+// waits until node 1, its standby, holds it too; it returns the cluster
+// and node 1.
+func syncedStandby(t *testing.T) (*memCluster, *memNode) {
+	t.Helper()
+	c := newMemCluster(t, 2)
+	c.start(0, 1)
+	c.waitActive(0)
+	g := c.grant(0, "a")
+	c.waitFor("the grant replicated", func() bool { return c.holds(1, "a") == g.Token })
+	return c, c.nodes[1]
 }
