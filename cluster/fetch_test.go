@@ -190,14 +190,7 @@ func TestRecordsServedAfterAnInstallPastTheTail(t *testing.T) {
 	for k := range 100 {
 		c.grant(0, fmt.Sprintf("alone-%d", k))
 	}
-	l0 := c.nodes[0].wal
-	err := l0.SaveSnapshot(l0.LastIndex(), func(w io.Writer) error {
-		_, err := c.nodes[0].eng.WriteDump(w, l0.LastIndex)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c.snapshotLog(0)
 	c.start(1) // node 0's log no longer holds its first records: a snapshot
 	c.waitActive(0)
 	if c.nodes[1].node.installs.Load() == 0 {

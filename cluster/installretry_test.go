@@ -54,13 +54,7 @@ func TestMemFailedInstallsBackOff(t *testing.T) {
 	for k := range 100 {
 		g = c.grant(0, fmt.Sprintf("k%d", k))
 	}
-	l0 := c.nodes[0].wal
-	if err := l0.SaveSnapshot(l0.LastIndex(), func(w io.Writer) error {
-		_, err := c.nodes[0].eng.WriteDump(w, l0.LastIndex)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	c.snapshotLog(0)
 	active := "self=" + c.nodes[0].url
 	c.nodes[1].diskFull.Store(true)
 	c.start(1)

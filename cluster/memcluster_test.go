@@ -539,6 +539,21 @@ func (c *memCluster) grant(i int, key string) engine.Grant {
 	return g
 }
 
+// snapshotLog saves a snapshot of node i's state at its log's last index,
+// so that its log's records before it may go (with a small SegmentSize:
+// a standby that starts afterwards syncs by a snapshot).
+func (c *memCluster) snapshotLog(i int) {
+	c.t.Helper()
+	l := c.nodes[i].wal
+	err := l.SaveSnapshot(l.LastIndex(), func(w io.Writer) error {
+		_, err := c.nodes[i].eng.WriteDump(w, l.LastIndex)
+		return err
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+}
+
 // holds reports node i's holder of key by its token (0 = free).
 func (c *memCluster) holds(i int, key string) uint64 {
 	info, err := c.nodes[i].eng.Status(key)
@@ -1014,14 +1029,7 @@ func TestMemFirstSyncIsNoReset(t *testing.T) {
 	for k := range 100 {
 		g = c.grant(0, fmt.Sprintf("k%d", k))
 	}
-	l0 := c.nodes[0].wal
-	err := l0.SaveSnapshot(l0.LastIndex(), func(w io.Writer) error {
-		_, err := c.nodes[0].eng.WriteDump(w, l0.LastIndex)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c.snapshotLog(0)
 	c.start(1)
 	c.waitActive(0)
 	c.waitFor("the grants replicated", func() bool { return c.holds(1, "k99") == g.Token })
