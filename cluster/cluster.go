@@ -907,6 +907,11 @@ func (n *Node) logFailAfter() time.Duration {
 	return max(n.cfg.FailoverTimeout, n.wal.FailTimeout()+n.cfg.Heartbeat)
 }
 
+// logDown reports whether this node's log cannot take changes now: it,
+// or its token mark, refuses writes (logWrites), or data_dir has less
+// than MinDiskFree left (diskLow). See view.logDown.
+func (n *Node) logDown() bool { return !n.logWrites() || n.diskLow() }
+
 // diskLow reports whether data_dir's file system has less than
 // MinDiskFree left (Config.DiskFree; false when it cannot be told).
 func (n *Node) diskLow() bool {

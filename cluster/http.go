@@ -68,14 +68,15 @@ func (n *Node) servePromote(w http.ResponseWriter, r *http.Request) {
 	}
 	deadline := time.NewTimer(2 * n.cfg.FailoverTimeout)
 	defer deadline.Stop()
-	// A log that refuses writes never catches up (and this node could
-	// serve no change as the active): refused at once, and as soon as it
-	// fails while waiting, so that the active takes its role back rather
-	// than leave the cluster without one (decideRequest refuses it too).
+	// A log that refuses writes, or a disk without room (logDown), may
+	// never catch up and could serve no change as the active: refused at
+	// once, and as soon as it fails while waiting, so that the active
+	// takes its role back rather than leave the cluster without one
+	// (decideRequest refuses it too).
 	recheck := time.NewTicker(n.cfg.Heartbeat)
 	defer recheck.Stop()
 	n.mu.Lock()
-	for n.following == from && n.applied < through && n.logWrites() {
+	for n.following == from && n.applied < through && !n.logDown() {
 		ch := n.appliedCh
 		n.mu.Unlock()
 		select {
