@@ -502,6 +502,58 @@ func TestCorruptTokenMarkRefused(t *testing.T) {
 	}
 }
 
+// TestRemovedLogRefused: a data_dir whose log files were all removed
+// (every *.wal, no snapshot) but whose token-hwm is there, which a node
+// writes only once its log exists, stops the start (exit 2, naming
+// data_dir and the flag), as damage does: it started with no lock and no
+// word, although it had answered 20 grants (README: "baton never starts
+// silently with less than it had"). With --repair-log it starts with an
+// empty log, warns, and grants tokens above every one it issued.
+func TestRemovedLogRefused(t *testing.T) {
+	needBinary(t)
+	dir := t.TempDir()
+	writeLog(t, dir, 20)
+	mark, err := os.ReadFile(filepath.Join(dir, "token-hwm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.wal"))
+	for _, s := range segs {
+		if err := os.Remove(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 { // refused again: the refusal leaves no new log behind
+		code, stderr := runServe(t, nil, "--data-dir", dir)
+		for _, w := range []string{"data_dir " + dir, "token-hwm", "--repair-log"} {
+			if code != exitUsage || !strings.Contains(stderr, w) {
+				t.Fatalf("every segment removed: exit %d, want 2 and a message with %q:\n%s", code, w, stderr)
+			}
+		}
+	}
+	n := startServe(t, dir, nil, "--repair-log")
+	if s := n.stderr.String(); !strings.Contains(s, "repair") || !strings.Contains(s, dir) {
+		t.Fatalf("--repair-log: no warning naming %s:\n%s", dir, s)
+	}
+	issued, err := strconv.ParseUint(strings.TrimSpace(string(mark)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := newLockCaller(n.url)
+	code, g, err := lc.call(http.MethodPost, "/locks/after?wait=0.001")
+	lc.close()
+	if err != nil || code != http.StatusOK || g.Token <= issued {
+		t.Fatalf("after the repair: %d %v, token %d; want above the mark %d", code, err, g.Token, issued)
+	}
+	if code := n.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	n = startServe(t, dir, nil) // a log again: it starts without the flag
+	if code := n.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
+
 // writeLog has a `baton serve` on dir write records changes (grants of
 // keys held for 10 minutes), then kills it (kill -9), so that the log
 // holds them all and no snapshot.
