@@ -86,6 +86,15 @@ func (e *TokenMarkError) Error() string {
 	return fmt.Sprintf("data_dir: %s is corrupt (%q); refusing to start, since a restart must never repeat a token", e.File, e.Content)
 }
 
+// HasTokenMark reports whether dataDir holds a token high-water mark file
+// (token-hwm, whatever it holds): an engine that issued or reserved
+// tokens there wrote it. A file it cannot tell about (a permission
+// error) counts as there: New reports that error.
+func HasTokenMark(dataDir string) bool {
+	_, err := os.Stat(filepath.Join(dataDir, tokenFile))
+	return !errors.Is(err, fs.ErrNotExist)
+}
+
 // openTokens reads the high-water mark in dataDir and writes it anew
 // (the same value); a corrupt one is a *TokenMarkError, or with repair
 // dropped (written anew as 0: see Config.RepairTokenMark); one the

@@ -75,6 +75,12 @@ type Config struct {
 	// and drop the damaged record and everything after it (with a warning
 	// naming what was dropped), instead of returning a *CorruptError.
 	Repair bool
+	// Existed, when not empty, is the caller's evidence that Dir held this
+	// log before (baton: its token-hwm, written only once the log was
+	// open), quoted in Open's error: a Dir with neither a segment nor a
+	// snapshot then had them removed, and Open returns ErrRemoved
+	// (wrapped) instead of beginning a new log, unless Repair.
+	Existed string
 	// RepairHint is how a user turns on Repair, quoted in a CorruptError
 	// (for example "start with --repair-log"); default "set Config.Repair".
 	RepairHint string

@@ -22,6 +22,11 @@ var (
 	// ErrUnsupported is returned by Open on an operating system where the
 	// log cannot be kept safe (Windows); the error names what is missing.
 	ErrUnsupported = errors.New("wal: the log cannot be kept safe on this operating system")
+	// ErrRemoved is returned (wrapped, naming the directory, the
+	// evidence and Config.RepairHint) by Open for a directory that holds
+	// neither a segment nor a snapshot although Config.Existed says it
+	// held the log: its files were removed, and the state they held.
+	ErrRemoved = errors.New("wal: the log's files are gone")
 	// ErrNoSnapshot is returned by LoadSnapshot when the directory holds none.
 	ErrNoSnapshot = errors.New("wal: no snapshot")
 	// ErrCompacted is returned by Replay when asked for records that a

@@ -256,6 +256,14 @@ func (l *Log) load() error {
 		}
 	}
 	slices.SortFunc(segs, func(a, b segment) int { return cmpUint(a.first, b.first) })
+	if len(segs) == 0 && l.snapIndex == 0 && l.cfg.Existed != "" {
+		if !l.cfg.Repair {
+			return fmt.Errorf("%w: data_dir %s holds neither a log segment (*%s) nor a snapshot (*%s), although it held a log (%s): they were removed, and the state they held with them; to start anyway with an empty log, %s",
+				ErrRemoved, l.cfg.Dir, segmentExt, snapshotExt, l.cfg.Existed, l.cfg.RepairHint)
+		}
+		l.log.Warn("wal: repair: the log's files are gone (neither a segment nor a snapshot, although the directory held a log); starting with an empty log: the state they held is lost",
+			"dir", l.cfg.Dir, "evidence", l.cfg.Existed)
+	}
 	if len(segs) == 0 && l.snapIndex > 0 {
 		// A snapshot is never written without a segment after it but
 		// by a crash in Install between the two: otherwise the

@@ -91,3 +91,42 @@ func removeSegments(t *testing.T, dir string) {
 		}
 	}
 }
+
+// TestOpenRefusesALogWhoseFilesWereRemoved: a directory with neither a
+// segment nor a snapshot, where the caller knows a log was
+// (Config.Existed), is not a new log: Open returns ErrRemoved, naming the
+// directory, the evidence and the repair hint, and creates nothing (a
+// second Open refuses the same). With Repair it begins an empty log.
+func TestOpenRefusesALogWhoseFilesWereRemoved(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "log")
+	cfg := testConfig(t, dir)
+	l := mustOpen(t, cfg)
+	for i := 1; i <= 5; i++ {
+		appendWait(t, l, rec(i))
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	removeSegments(t, dir)
+	cfg.Existed = "the test wrote it"
+	cfg.RepairHint = "set the test's flag"
+	for range 2 {
+		l, err := Open(cfg)
+		if err == nil {
+			l.Close()
+			t.Fatal("Open began a new log in a directory whose log was removed")
+		}
+		for _, w := range []string{dir, "the test wrote it", "set the test's flag"} {
+			if !errors.Is(err, ErrRemoved) || !strings.Contains(err.Error(), w) {
+				t.Fatalf("Open: %v; want ErrRemoved naming %q", err, w)
+			}
+		}
+	}
+	cfg.Repair = true
+	l = mustOpen(t, cfg)
+	defer l.Close()
+	if got := l.LastIndex(); got != 0 {
+		t.Fatalf("repaired: last index %d, want an empty log", got)
+	}
+	appendWait(t, l, rec(1))
+}

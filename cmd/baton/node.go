@@ -135,6 +135,13 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 		return nil, &startError{exitUsage, err}
 	}
 	wc.Logger = log
+	if len(cfg.Peers) == 0 && engine.HasTokenMark(cfg.DataDir) {
+		// The engine writes it only after the log is open (below). Not
+		// for a cluster node: one that crashed while it installed its
+		// active's snapshot (wal.Log.Install) may have no log file left,
+		// and it gets that state again from the active.
+		wc.Existed = "its token-hwm is there, which a node writes only once its log exists"
+	}
 	if n.wal, err = wal.Open(wc); err != nil {
 		return nil, walStartError(cfg.DataDir, err)
 	}
@@ -362,7 +369,7 @@ func walStartError(dir string, err error) error {
 			filepath.Clean(dir), err, repairHint)}
 	case errors.As(err, &ce):
 		return &startError{exitUsage, fmt.Errorf("the log in data_dir %s is damaged: %w", filepath.Clean(dir), err)}
-	case errors.Is(err, wal.ErrLocked), errors.Is(err, wal.ErrNotWritable):
+	case errors.Is(err, wal.ErrLocked), errors.Is(err, wal.ErrNotWritable), errors.Is(err, wal.ErrRemoved):
 		return &startError{exitUsage, err}
 	case errors.Is(err, fs.ErrPermission):
 		// A file of the log the node may not read (another user's): a
