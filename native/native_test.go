@@ -890,6 +890,28 @@ func TestHeldBackGrant(t *testing.T) {
 	}
 }
 
+// timeoutHoldingGate holds back the timeouts only (HoldsBack(0)), as a
+// cluster node that has just resumed from a pause does.
+type timeoutHoldingGate struct{ holdingGate }
+
+func (timeoutHoldingGate) HoldsBack(token uint64) bool { return token == 0 }
+
+// A wait that runs out on a node whose gate holds back timeouts (it has
+// just resumed from a pause: a promoted active may grant the waiter's
+// place) is answered E unavailable, not T (nothing held), which may be
+// false there; a grant goes through.
+func TestHeldBackTimeout(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{Gate: timeoutHoldingGate{}})
+	h := e.dial()
+	h.send("A k 60 -")
+	grant(t, h.read(), "k")
+	w := e.dial()
+	w.send("A k 60 0.05 id=late-1")
+	if got := w.read(); !strings.HasPrefix(got, "A k E unavailable ") {
+		t.Fatalf("a wait that ran out on a node that holds back timeouts: %q, want A k E unavailable", got)
+	}
+}
+
 // TestCloseWritesTheParkedAcquiresAnswers: a node that stops closes its
 // engine first (every parked acquire's answer is E unavailable) and then
 // the server, which writes those lines before it closes the sockets: no
