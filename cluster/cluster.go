@@ -693,6 +693,14 @@ func (n *Node) Resuming() bool {
 // grant too (engine.Generation). Holding back every token up to the
 // step-down kept such a replicated grant from its waiter's repeats and
 // its holder's renewals for good on a node that took the role back.
+//
+// Token 0 asks about an acquire whose wait ran out (a 408: nothing held,
+// and never from this request): it is held back while Resuming and once
+// this node is no longer the active, since a standby promoted while it was
+// paused has the waiter's place and may grant it (the waiter's repeat with
+// its Idempotency-Key then gets that grant). Found by a tester: with a
+// holder's release on the promoted node, the resumed node's timer told
+// the waiter 408 and its repeat got the lock.
 func (n *Node) HoldsBack(token uint64) bool {
 	if n.Resuming() {
 		return true

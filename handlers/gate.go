@@ -22,7 +22,8 @@ type Gate interface {
 	// client: this node has just run again after a pause (stopped or
 	// starved for longer than the failover timeout) and does not yet know
 	// whether it is still the active, or it made the grant then and has
-	// since left the active role (see cluster.Node.HoldsBack).
+	// since left the active role (see cluster.Node.HoldsBack). Token 0
+	// asks the same of an acquire's 408 timeout, which may be false then.
 	HoldsBack(token uint64) bool
 	// ActiveURL returns the active's base URL ("http://host:port"). While a
 	// failover or handoff is under way it may wait for one to become known,

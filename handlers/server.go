@@ -6,6 +6,7 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -374,6 +375,14 @@ func (s *Server) acquireRequest(w http.ResponseWriter, r *http.Request) (engine.
 // answerAcquire writes the outcome of an acquire. A grant that cannot be
 // written (the client is gone) is abandoned: it passes to the next waiter.
 func (s *Server) answerAcquire(w http.ResponseWriter, r *http.Request, id string, g engine.Grant, err error) {
+	if gate := s.cfg.Gate; errors.Is(err, engine.ErrTimeout) && gate != nil && gate.HoldsBack(0) {
+		// The wait ran out here, but this node has just resumed from a
+		// pause (or has left the active role since): the active may hold
+		// the waiter's place and grant it, so "nothing held" may be
+		// false. The waiter repeats on the active.
+		s.redirect(w, r, "", true)
+		return
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -53,6 +53,10 @@ import (
 	"github.com/baton-io/baton/internal/errcode"
 )
 
+// msgResumed is the E unavailable answer of an acquire held back on a node
+// that has just resumed from a pause (Gate.HoldsBack).
+const msgResumed = "this node has just resumed from a pause and does not know yet whether it is still the active; retry"
+
 // DefaultMaxQueue is the default of Config.MaxQueue.
 const DefaultMaxQueue = 4096
 
@@ -63,7 +67,7 @@ type Gate interface {
 	// Serving reports whether this node is the active.
 	Serving() bool
 	// HoldsBack reports whether the grant of token must not reach its
-	// client (see handlers.Gate).
+	// client, or with token 0 a timeout (see handlers.Gate).
 	HoldsBack(token uint64) bool
 	// ActiveNative returns the active's native address (host:port), ""
 	// while it is not known.
@@ -1516,6 +1520,12 @@ func (c *conn) settle(a *answer, end instant) (restart bool) {
 		// (run), held back until one is (await), rather than answered E
 		// unavailable while the new active may serve a millisecond later.
 		return true
+	case errors.Is(err, engine.ErrTimeout) && c.s.cfg.Gate != nil && c.s.cfg.Gate.HoldsBack(0):
+		// As handlers: the wait ran out on a node that has just resumed
+		// from a pause (or left the active role since), whose active may
+		// grant the waiter's place; the client repeats there.
+		*a = errorLine(r.op, r.rawKey, api.CodeUnavailable, msgResumed)
+		c.observeAt(end, r.op, api.CodeUnavailable, r.start)
 	case errors.Is(err, engine.ErrTimeout):
 		a.line = append(append(append(c.scratch[:0], "A "...), r.rawKey...), " T\n"...)
 		c.scratch = a.line[:0]
@@ -1528,7 +1538,7 @@ func (c *conn) settle(a *answer, end instant) (restart bool) {
 		// As handlers: granted by this node's own timers the moment it
 		// resumed from a pause (Gate.HoldsBack). The client is told to
 		// retry; the grant stays for a repeat with the same id.
-		*a = errorLine(r.op, r.rawKey, api.CodeUnavailable, "this node has just resumed from a pause and does not know yet whether it is still the active; retry")
+		*a = errorLine(r.op, r.rawKey, api.CodeUnavailable, msgResumed)
 		c.observeAt(end, r.op, api.CodeUnavailable, r.start)
 		if r.id == "" {
 			// As handlers: nobody can ever claim a grant without an id,
