@@ -309,6 +309,11 @@ type Status struct {
 	// timeout or more (and the log's FailTimeout; see logFailAfter): a
 	// full disk; it refuses every change, so it is handed no active role.
 	LogFailing bool `json:"log_failing,omitempty"`
+	// LogDown: the node's log cannot take changes now (Node.logDown: a
+	// write refused, or less than MinDiskFree left on data_dir), so it
+	// takes no role beside a live node whose log writes (view.logDown):
+	// such a node neither waits for it at a failover nor hands off to it.
+	LogDown bool `json:"log_down,omitempty"`
 	// Peers is the node's peers list (Config.Peers), in its order: every
 	// node must have the same one, since its order is the priorities
 	// (see peersDiffer). Absent from a node of an older version.
@@ -900,7 +905,7 @@ func (n *Node) statusLocked() Status {
 	return Status{URL: n.cfg.Self, Role: role, Active: n.active, Priority: n.self, Epoch: n.epoch,
 		HasState: n.hasState, LastToken: n.eng.LastToken(), StateToken: state, Native: n.cfg.Native,
 		LastIndex: last, LogEpoch: m.epoch, LogEpochBy: m.by, LogFailing: !n.logBad.IsZero() && time.Since(n.logBad) >= n.logFailAfter(),
-		Peers: n.cfg.Peers, ClusterID: n.clusterID, Settled: n.everSynced}
+		LogDown: n.logDown(), Peers: n.cfg.Peers, ClusterID: n.clusterID, Settled: n.everSynced}
 }
 
 // logFailAfter is how long the log must have failed before the node counts

@@ -162,8 +162,10 @@ type action struct {
 //     on a cold start behind a live node's log does not: coldBehind)
 //     (ruleFailover); it first fetches the records the most advanced live
 //     node holds beyond its log (actFetch: promotion never with less).
-//     A node whose log fails gives way to a live node whose log writes,
-//     whatever their priorities (ruleFailoverLogWrites);
+//     A node whose log fails, or cannot take changes now (logDown), gives
+//     way to a live node whose log writes, whatever their priorities, and
+//     that node does not wait for it (its status says LogDown)
+//     (ruleFailoverLogWrites);
 //     On a cold start (this node has neither followed nor been an active
 //     since it started) the node with the most advanced log is elected
 //     instead, ties by priority (ruleColdStart).
@@ -416,7 +418,7 @@ func decide(v view) action {
 		return action{kind: actStay, why: "never promote with empty state while another node holds state"}
 	}
 	for _, p := range v.peers {
-		if p.Priority < v.self.Priority && p.live && !(p.refused && agreeing) && (p.HasState || !someoneHasState) && (!p.LogFailing || v.logFailing || v.logDown) &&
+		if p.Priority < v.self.Priority && p.live && !(p.refused && agreeing) && (p.HasState || !someoneHasState) && (!p.logDown() || v.logFailing || v.logDown) &&
 			(p.Settled || !foreign(p.Status, v.self)) && !v.coldBehind(p) {
 			// (Not a node of another cluster ID that has not synced since
 			// it started: its data_dir is another cluster's, and it defers
@@ -434,7 +436,7 @@ func decide(v view) action {
 		// this one). Alone, or beside nodes whose logs fail too, it
 		// promotes: the service runs while one node lives.
 		for _, p := range v.peers {
-			if p.live && !p.refused && !p.LogFailing && (p.HasState || !someoneHasState) {
+			if p.live && !p.refused && !p.logDown() && (p.HasState || !someoneHasState) {
 				return action{kind: actStay, why: "this node's log cannot write: a live node whose log writes promotes itself"}
 			}
 		}
@@ -516,7 +518,7 @@ func (v view) successor(to string) string {
 			continue
 		}
 		p := v.peer(u)
-		if p == nil || p.LogFailing {
+		if p == nil || p.logDown() {
 			continue
 		}
 		rank := 0
@@ -532,6 +534,11 @@ func (v view) successor(to string) string {
 	}
 	return best
 }
+
+// logDown reports whether p's log cannot take changes (its status says
+// LogFailing or LogDown): as this node's own view.logDown, it takes no
+// role beside a live node whose log writes.
+func (p *peerView) logDown() bool { return p.LogFailing || p.LogDown }
 
 func (v view) peer(u string) *peerView {
 	if u == "" {

@@ -786,3 +786,27 @@ func TestRuleFailoverNotHeldByAColdStartNodeBehindIt(t *testing.T) {
 	v.peers[0].Settled = true
 	wantAction(t, v, actStay, "")
 }
+
+// A peer whose log is down now (its status says LogDown: no room left on
+// its disk, or a write refused a moment ago) takes no role beside a node
+// whose log writes (TestRuleStandbyWhoseLogIsDownTakesNoRole), so the
+// others pass over it as over one whose log failed for a failover
+// timeout: a failover does not wait for it (before, the cluster had no
+// active while its disk stayed full), and a handoff does not go to it.
+func TestRulePeerWhoseLogIsDownIsPassedOver(t *testing.T) {
+	w := standbyView(deadPeer("a", 0), livePeer("b", 0, api.RoleStandby, 10))
+	w.self.Priority = 2
+	wantAction(t, w, actStay, "") // b promotes
+	w.peers[1].LogDown = true
+	wantAction(t, w, actPromote, "")
+	w.logDown = true
+	wantAction(t, w, actStay, "") // both down: b promotes, by priority
+
+	v := standbyView(livePeer("a", 0, api.RoleStandby, 10), livePeer("c", 2, api.RoleStandby, 10))
+	v.role, v.self.Role, v.closing = api.RoleActive, api.RoleActive, true
+	v.req = &request{kind: reqHandoff}
+	v.followers = []string{"a", "c"}
+	wantAction(t, v, actHandOff, "a")
+	v.peers[0].LogDown = true
+	wantAction(t, v, actHandOff, "c")
+}
