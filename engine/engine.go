@@ -1328,11 +1328,13 @@ func (s *shard) takeBack(lk *lock, token uint64, t *ticket, now stamp) bool {
 
 // retake is takeBack once the answers are counted: it releases the grant
 // (token) and forgets its ticket t, and reports whether it did either.
-// When the log refuses the release (it cannot write: the grant's own
-// record is then pending in it too, and is written if the log recovers),
-// the slot's deadline retries it every logRetry (expire), for the grant
-// must not outlive the failure: nobody was told of it, and its waiter
-// was told that nothing changed. s.mu is held.
+// The release is appended even while the log fails (recordPending): the
+// grant's own record is then pending in it too, and the two are written
+// together if the log recovers. When the log refuses it all the same (a
+// Log without AppendPending, or closed), the slot's deadline retries it
+// every logRetry (expire), for the grant must not outlive the failure:
+// nobody was told of it, and its waiter was told that nothing changed.
+// s.mu is held.
 func (s *shard) retake(lk *lock, token uint64, t *ticket, now stamp) bool {
 	if h := lk.find(token); h != nil {
 		// The release names the waiter ID, which is forgotten with it.
@@ -1340,7 +1342,7 @@ func (s *shard) retake(lk *lock, token uint64, t *ticket, now stamp) bool {
 		if t != nil && h.holder == t {
 			r.WaiterID = t.id
 		}
-		if _, err := s.record(&r); err != nil {
+		if _, err := s.recordPending(&r); err != nil {
 			h.dl.retake = true
 			s.retryLater(&h.dl, now)
 			return false

@@ -681,3 +681,60 @@ func TestFailedWriteLeavesOnlyAnsweredRecords(t *testing.T) {
 		})
 	}
 }
+
+// AppendPending takes a record while the log fails (Append refuses it),
+// behind the record the failure left pending, and the recovery writes the
+// two in one write: a process stopped after the recovery's write has
+// either both or, stopped before it, neither (the engine appends the
+// take-back of a grant the failure caught so; appended after the
+// recovery, a node stopped in between held the grant nobody was told of).
+func TestAppendPendingGoesWithThePendingRecords(t *testing.T) {
+	for _, mode := range []SyncMode{SyncAlways, SyncInterval, SyncNever} {
+		t.Run(mode.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			fs := &faults{}
+			cfg := testConfig(t, dir)
+			cfg.Sync, cfg.WrapFile = mode, fs.wrap
+			health := healthEvents(&cfg)
+			l := mustOpen(t, cfg)
+			defer l.Close()
+			for i := 1; i <= 10; i++ {
+				appendWait(t, l, rec(i))
+			}
+			fs.set(syscall.ENOSPC, nil)
+			i11, err := l.Append(rec(11))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Wait(i11); !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("Wait on a full disk = %v, want ErrUnavailable", err)
+			}
+			expectHealth(t, health, true)
+			if _, err := l.Append(rec(12)); !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("Append while failed = %v, want ErrUnavailable", err)
+			}
+			i12, err := l.AppendPending(rec(12))
+			if err != nil || i12 != i11+1 {
+				t.Fatalf("AppendPending while failed = %d, %v; want %d", i12, err, i11+1)
+			}
+			before := l.Stats()
+			fs.set(nil, nil)
+			expectHealth(t, health, false)
+			if err := l.Wait(i12); err != nil {
+				t.Fatalf("Wait(%d) after recovery = %v", i12, err)
+			}
+			after := l.Stats()
+			if w, r := after.Writes-before.Writes, after.RecordsWritten-before.RecordsWritten; w != 1 || r != 2 {
+				t.Fatalf("the recovery wrote %d records in %d writes, want the pending one and the one appended behind it in 1", r, w)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.AppendPending(rec(13)); !errors.Is(err, ErrClosed) {
+				t.Fatalf("AppendPending on a closed log = %v, want ErrClosed", err)
+			}
+			cfg.WrapFile, cfg.OnHealth = nil, nil
+			reopenHas(t, cfg, 12)
+		})
+	}
+}

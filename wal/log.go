@@ -596,6 +596,27 @@ func (l *Log) Append(rec []byte) (uint64, error) {
 	return index, nil
 }
 
+// AppendPending is Append, also while the log fails to write (not once
+// it is closed): rec waits behind the records the failure left pending
+// and goes with them, in the writer's next write, when the log recovers;
+// a log that never recovers writes neither. It is for a change that must
+// be on the disk whenever a pending record is: the take-back of a grant
+// the failure caught (engine.PendingAppender). Errors: ErrClosed, and
+// Append's for the record itself (empty, too large).
+func (l *Log) AppendPending(rec []byte) (uint64, error) {
+	if err := checkRecord(rec); err != nil {
+		return 0, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, ErrClosed
+	}
+	index := l.next
+	l.appendLocked(index, rec)
+	return index, nil
+}
+
 // AppendAt adds a record at index, which must be the next one
 // (LastIndex()+1): a standby writes the active's records at the active's
 // indexes. Errors: ErrIndexGap (wrapped, with both indexes) for any other
