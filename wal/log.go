@@ -373,9 +373,16 @@ func (l *Log) load() error {
 		break
 	}
 	if len(segs) > 0 && segs[0].first > l.snapIndex+1 {
-		return &CorruptError{File: segs[0].path, Offset: 0, Index: l.snapIndex + 1,
+		ce := &CorruptError{File: segs[0].path, Offset: 0, Index: l.snapIndex + 1,
 			Reason: fmt.Sprintf("records %d to %d are missing: the log starts at record %d and the newest snapshot covers records up to %d",
 				l.snapIndex+1, segs[0].first-1, segs[0].first, l.snapIndex)}
+		if !l.cfg.Repair {
+			return ce
+		}
+		// Repair: the log begins where its first segment does (Replay
+		// from FirstIndex); what the missing records held is lost.
+		l.log.Warn("wal: repair: records are missing before the log's first segment; starting from the snapshot, if any, and the records after the gap",
+			"file", ce.File, "missing_from", ce.Index, "missing_to", segs[0].first-1, "snapshot", l.snapIndex)
 	}
 	if next <= l.snapIndex && len(segs) > 0 && !l.cfg.Repair && l.snapshotVerifies() {
 		// The log was on the disk up to the snapshot's index before the

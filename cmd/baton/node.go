@@ -193,20 +193,31 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if last := n.wal.LastIndex(); snap.reach > last {
+	last := n.wal.LastIndex()
+	var resave, risk string
+	switch {
+	case snap.reach > last:
 		// The snapshot holds records of some shards beyond the log's end
 		// (one installed from an active, whose stream ended before the
 		// records up to its last shard's dump came): the records this
 		// node writes at those indexes would be taken, at its next
 		// restart, as held by it and skipped. A snapshot of the state now,
 		// every shard at the log's end, replaces it first.
+		resave, risk = "the newest snapshot held records beyond the log's end", "a restart may skip records written up to its reach"
+	case n.wal.FirstIndex() > snap.index+1:
+		// Repaired (--repair-log) over records missing before the log's
+		// first segment: a snapshot of the state now covers the gap, so
+		// that the next start needs no flag.
+		resave, risk = "the log was repaired over missing records", "the next start stops at the gap again"
+	}
+	if resave != "" {
 		var size countWriter
 		err := n.wal.SaveSnapshot(last, func(w io.Writer) error { return n.dumpState(io.MultiWriter(w, &size)) })
 		if err != nil {
-			log.Error("the newest snapshot holds records beyond the log's end and could not be replaced by one of the state at the log's end: a restart may skip records written up to its reach",
-				"log_end", last, "snapshot_reach", snap.reach, "err", err)
+			log.Error("a snapshot of the state at the log's end could not be saved at start: "+risk,
+				"why", resave, "log_end", last, "snapshot_reach", snap.reach, "err", err)
 		} else {
-			log.Info("snapshot saved at start: the newest one held records beyond the log's end", "index", last, "snapshot_reach", snap.reach)
+			log.Info("snapshot saved at start: "+resave, "index", last, "snapshot_reach", snap.reach)
 			snap = snapshotStart{index: last, size: uint64(size)}
 		}
 	}
@@ -331,7 +342,9 @@ func (n *Node) replay() (snapshotStart, error) {
 	}
 	at.reach = maxDump
 	records, skipped := 0, 0
-	err = n.wal.Replay(index+1, func(i uint64, rec []byte) error {
+	// After index, or from the log's first record when records before it
+	// are missing (a log repaired over a gap: --repair-log).
+	err = n.wal.Replay(max(index+1, n.wal.FirstIndex()), func(i uint64, rec []byte) error {
 		if i <= maxDump {
 			r, err := engine.DecodeRecord(rec)
 			if err != nil {

@@ -23,8 +23,8 @@ var (
 
 // segmentSize is the size of the log's segments: that of the growth that
 // allows a snapshot, so that the segments a snapshot covers, which it
-// removes, free the disk in steps of that size.
-const segmentSize = 16 << 20
+// removes, free the disk in steps of that size. A variable for tests only.
+var segmentSize int64 = 16 << 20
 
 // snapshotter saves snapshots of a node's state into its log in the
 // background (wal.Log.SaveSnapshot, which then removes the segments the

@@ -388,3 +388,76 @@ func TestSnapshotFailuresLoggedOnce(t *testing.T) {
 		t.Fatalf("%d error and %d info lines; want 1 (the first failure) and 2 (the recovery, the snapshot saved)", e, i)
 	}
 }
+
+// TestMissingSnapshotRepaired: a data_dir whose snapshot was removed
+// after it had replaced the log's first segments stops the start (exit
+// 2) with a message that says --repair-log starts anyway from the log's
+// records after the gap; with it the node starts, keeps what those records
+// hold, and saves a snapshot, so that the next start needs no flag.
+// Before, --repair-log stopped the start the same way, while the message
+// told the operator to use it (a tester, 6 of 6).
+func TestMissingSnapshotRepaired(t *testing.T) {
+	leakCheck(t)
+	defer func(s int64) { segmentSize = s }(segmentSize)
+	segmentSize = 4 << 10
+	dir := t.TempDir()
+	cfg, err := loadConfig([]string{"--listen", "127.0.0.1:0", "--data-dir", dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := OpenNode(cfg, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquire := func(n *Node, key string) {
+		t.Helper()
+		if _, err := n.Engine().Acquire(context.Background(), engine.AcquireRequest{Key: key, Lease: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 200 { // several segments
+		acquire(n, fmt.Sprintf("before%d", i))
+	}
+	if err := n.snaps.save(); err != nil { // removes the segments it covers
+		t.Fatal(err)
+	}
+	acquire(n, "after")
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	snaps, _ := filepath.Glob(filepath.Join(dir, "*.snap"))
+	if len(snaps) != 1 {
+		t.Fatalf("snapshots: %v", snaps)
+	}
+	if err := os.Remove(snaps[0]); err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenNode(cfg, quietLog())
+	if exitCode(err) != exitUsage || !strings.Contains(err.Error(), "missing") || !strings.Contains(err.Error(), "--repair-log") {
+		t.Fatalf("the snapshot removed: %v (exit %d); want exit 2 saying records are missing, and --repair-log", err, exitCode(err))
+	}
+	cfg.RepairLog = true
+	var logBuf syncBuf
+	n2, err := OpenNode(cfg, slog.New(slog.NewTextHandler(&logBuf, nil)))
+	if err != nil {
+		t.Fatalf("--repair-log: %v", err)
+	}
+	if !strings.Contains(logBuf.String(), "repair") {
+		t.Fatalf("no warning for the repair:\n%s", logBuf.String())
+	}
+	if st, err := n2.Engine().Status("after"); err != nil || st.Holder == nil {
+		t.Fatalf("after: %+v %v; its record is after the gap, and must be kept", st, err)
+	}
+	if err := n2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.RepairLog = false
+	n3, err := OpenNode(cfg, quietLog())
+	if err != nil {
+		t.Fatalf("the start after the repair: %v; want it to need no flag", err)
+	}
+	defer n3.Close()
+	if st, err := n3.Engine().Status("after"); err != nil || st.Holder == nil {
+		t.Fatalf("after, at the start after the repair: %+v %v", st, err)
+	}
+}
