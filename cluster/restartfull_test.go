@@ -48,15 +48,11 @@ func TestMemRestartOnAFullDiskTakesNoRole(t *testing.T) {
 	c.waitActive(0)
 }
 
-// The same node restarted on a full disk whose last page still takes the
-// records it replicates: no write of it has failed yet, so its log is not
-// down by its own account. It asked for the role, was promoted, and its
-// first write as the active failed (breaker report, 3 of 3; 1.4-1.8 s in
-// which the only active refused every change). The room left on its
-// data_dir's file system (Config.DiskFree) now counts: below MinDiskFree
-// it leaves the role to the healthy active, and takes it back by a
-// handoff once the disk has room.
-func TestMemRestartOnAFullDiskBeforeAnyFailedWriteTakesNoRole(t *testing.T) {
+// restartedWithoutDiskRoom starts three mem nodes, node 0 active with a
+// grant, crashes node 0 (node 1 takes over) and restarts it with less
+// than MinDiskFree left on its disk while low is set (it is).
+func restartedWithoutDiskRoom(t *testing.T) (*memCluster, *atomic.Bool) {
+	t.Helper()
 	var low atomic.Bool
 	c := newMemCluster(t, 3, func(cfg *Config) {
 		if cfg.Self == cfg.Peers[0] { // node 0
@@ -76,6 +72,19 @@ func TestMemRestartOnAFullDiskBeforeAnyFailedWriteTakesNoRole(t *testing.T) {
 	low.Store(true)
 	c.open(0)
 	c.start(0)
+	return c, &low
+}
+
+// The same node restarted on a full disk whose last page still takes the
+// records it replicates: no write of it has failed yet, so its log is not
+// down by its own account. It asked for the role, was promoted, and its
+// first write as the active failed (breaker report, 3 of 3; 1.4-1.8 s in
+// which the only active refused every change). The room left on its
+// data_dir's file system (Config.DiskFree) now counts: below MinDiskFree
+// it leaves the role to the healthy active, and takes it back by a
+// handoff once the disk has room.
+func TestMemRestartOnAFullDiskBeforeAnyFailedWriteTakesNoRole(t *testing.T) {
+	c, low := restartedWithoutDiskRoom(t)
 	end := time.Now().Add(3 * time.Second)
 	for time.Now().Before(end) {
 		if as := c.actives(); len(as) != 1 || as[0] != 1 {
@@ -96,25 +105,7 @@ func TestMemRestartOnAFullDiskBeforeAnyFailedWriteTakesNoRole(t *testing.T) {
 // without an active for as long as node 0's disk stayed full (a fresh
 // tester, with node 0 on a 200 KiB tmpfs: no active within 15 s).
 func TestMemFailoverPassesOverAStandbyWithoutDiskRoom(t *testing.T) {
-	var low atomic.Bool
-	c := newMemCluster(t, 3, func(cfg *Config) {
-		if cfg.Self == cfg.Peers[0] { // node 0
-			cfg.DiskFree = func() (uint64, bool) {
-				if low.Load() {
-					return MinDiskFree - 1, true
-				}
-				return 1 << 30, true
-			}
-		}
-	})
-	c.start(0, 1, 2)
-	c.waitActive(0)
-	c.grant(0, "before")
-	c.crash(0)
-	c.waitActive(1, 1, 2)
-	low.Store(true)
-	c.open(0)
-	c.start(0)
+	c, _ := restartedWithoutDiskRoom(t)
 	c.waitActive(1, 0, 1, 2) // node 0 follows node 1
 	g := c.grant(1, "on-one")
 	for end := time.Now().Add(5 * time.Second); c.holds(2, "on-one") != g.Token || c.holds(0, "on-one") != g.Token; {

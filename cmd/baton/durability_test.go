@@ -293,6 +293,28 @@ func TestSigintRestartKeepsHolders(t *testing.T) {
 	}
 }
 
+// fillDisk fills the file system of dir with a file of zeros until it
+// has no room left (ENOSPC), and returns the file's path: removing it
+// frees the room.
+func fillDisk(t *testing.T, dir string) string {
+	t.Helper()
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			return filler
+		}
+	}
+}
+
 // TestFullDiskRefusesChanges: with data_dir on a small tmpfs (mounted by
 // the test, root as in CI) filled up, changes are answered 503 with
 // Retry-After, an error line is logged and baton_log_healthy is 0, while
@@ -311,22 +333,7 @@ func TestFullDiskRefusesChanges(t *testing.T) {
 	if err != nil || code != http.StatusOK {
 		t.Fatalf("acquire: %d %v", code, err)
 	}
-	// Fill the file system.
-	filler := filepath.Join(dir, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 4096)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	f.Close()
+	filler := fillDisk(t, dir)
 
 	// Changes until one is refused: the log's buffered tail may take a
 	// few before its write fails.
@@ -469,21 +476,7 @@ func TestFullDiskTakeBackSurvivesKill9(t *testing.T) {
 			}
 		}()
 	}
-	filler := filepath.Join(dir, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 4096)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	f.Close()
+	filler := fillDisk(t, dir)
 	const failed, recovered = "wal: write failed", "writes succeed again"
 	for end := time.Now().Add(10 * time.Second); !strings.Contains(n.stderr.String(), failed); time.Sleep(time.Millisecond) {
 		if time.Now().After(end) {
