@@ -400,10 +400,13 @@ func (n *Node) apply(now time.Time, v view, a action) {
 		n.log.Log(n.ctx, n.followLevelLocked(a.to), "following: "+a.why, "active", a.to)
 		n.followLocked(a.to)
 	case actStepDown:
-		other := v.peer(a.to)
-		n.log.Warn("stepping down: "+a.why, "other", a.to,
-			"other_state_token", other.StateToken, "state_token", v.self.StateToken, "other_epoch", other.Epoch, "epoch", v.self.Epoch,
-			"other_priority", other.Priority, "priority", n.self)
+		if other := v.peer(a.to); other != nil {
+			n.log.Warn("stepping down: "+a.why, "other", a.to,
+				"other_state_token", other.StateToken, "state_token", v.self.StateToken, "other_epoch", other.Epoch, "epoch", v.self.Epoch,
+				"other_priority", other.Priority, "priority", n.self)
+		} else {
+			n.log.Warn("stepping down: "+a.why, "state_token", v.self.StateToken, "epoch", v.self.Epoch)
+		}
 		n.stepDownLocked(a.to)
 	case actAskHandoff:
 		n.asked = now
@@ -531,9 +534,14 @@ func (n *Node) snapshotBeforeOwnRecords() {
 	n.log.Info("snapshot saved before promotion: the one installed from the last active held records beyond this log", "index", last)
 }
 
-// stepDownLocked demotes this active and follows other. n.mu is held.
+// stepDownLocked demotes this active and follows other ("": nobody yet,
+// ruleReplaced). n.mu is held.
 func (n *Node) stepDownLocked(other string) {
-	n.notify("step_down", n.cfg.Self, "stepped down to standby: "+other+" is active")
+	if other == "" {
+		n.notify("step_down", n.cfg.Self, "stepped down to standby: replaced by a later term while it did not run or was cut off")
+	} else {
+		n.notify("step_down", n.cfg.Self, "stepped down to standby: "+other+" is active")
+	}
 	n.eng.Demote()
 	// What this node made on its own is discarded: the answers still
 	// waiting for the log or for acknowledgements are not given as made.
@@ -543,6 +551,12 @@ func (n *Node) stepDownLocked(other string) {
 	n.releaseAcks() // they are answered ErrSteppedDown (SyncLog.acked)
 	n.hub.closeAll()
 	n.setRole(api.RoleStandby)
+	if other == "" {
+		// Replaced (ruleReplaced): no active to follow yet; the node
+		// that holds the newer state promotes, and this one follows it.
+		n.setActive("")
+		return
+	}
 	n.followLocked(other)
 }
 

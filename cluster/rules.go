@@ -101,7 +101,7 @@ const (
 	actStay       actionKind = iota // nothing changes
 	actFollow                       // (standby) follow the active to
 	actPromote                      // become the active, with epoch
-	actStepDown                     // (active) demote, follow the active to
+	actStepDown                     // (active) demote, follow the active to ("": nobody, ruleReplaced)
 	actAskHandoff                   // (synced standby) ask the active to for a handoff
 	actHandOff                      // (active) hand the active role to the synced standby to
 	actRefuse                       // refuse the request (why says why)
@@ -211,6 +211,20 @@ func decide(v view) action {
 		if best >= 0 && !keepsState(v.self, v.peers[best].Status) {
 			return action{kind: actStepDown, to: v.peers[best].URL, why: "two actives: " + keptBecause(v.peers[best].Status, v.self)}
 		}
+		for _, p := range v.peers {
+			if p.live && !p.refused && !foreign(v.self, p.Status) && replacedStale(v.self, p.Status) {
+				// ruleReplaced: a promotion went on without this node (it
+				// was paused or cut off), and its term's active is gone,
+				// but p holds that term's records and the newer state: it
+				// must not be overwritten by this node's, nor must this
+				// node grant from a state that lacks them. A found by a
+				// tester: SIGSTOP of the active, a grant on the promoted
+				// node (acknowledged, sync_standbys 1), kill -9 of it,
+				// SIGCONT: the old active served again, the standby
+				// followed it, and the answered grant was gone (12 of 12).
+				return action{kind: actStepDown, why: "replaced: " + p.URL + "'s log holds a later term than this node's, and the newer state"}
+			}
+		}
 		if v.logFailing && v.sinceLogHandoff > v.failoverTimeout {
 			// ruleLogFailing: an active whose log cannot write refuses
 			// every change for as long as the failure lasts (SPEC section
@@ -318,6 +332,13 @@ func decide(v view) action {
 		return action{kind: actStay, why: "the followed node hands off or steps down"}
 	}
 	if best >= 0 {
+		if v.following != v.peers[best].URL && !foreign(v.self, v.peers[best].Status) && replacedStale(v.peers[best].Status, v.self) {
+			// ruleReplaced: the active was replaced by a term this node's
+			// log holds, and its state is older: it steps down on seeing
+			// this node; following it would replace this node's state
+			// with the older one.
+			return action{kind: actStay, why: "the live active was replaced by a later term, which this node holds, and its state is older: it steps down"}
+		}
 		if v.following != v.peers[best].URL {
 			if foreign(v.self, v.peers[best].Status) {
 				// ruleForeignFollow: this node's data_dir holds another
@@ -419,13 +440,21 @@ func decide(v view) action {
 	}
 	for _, p := range v.peers {
 		if p.Priority < v.self.Priority && p.live && !(p.refused && agreeing) && (p.HasState || !someoneHasState) && (!p.logDown() || v.logFailing || v.logDown) &&
-			(p.Settled || !foreign(p.Status, v.self)) && !v.coldBehind(p) {
+			(p.Settled || !foreign(p.Status, v.self)) && !v.coldBehind(p) && (foreign(p.Status, v.self) || !replacedStale(p.Status, v.self)) {
 			// (Not a node of another cluster ID that has not synced since
 			// it started: its data_dir is another cluster's, and it defers
 			// to this one, which synced, in the cold-start rule above. Nor
 			// one on a cold start whose log is behind a live node's: its
 			// cold-start rule waits for that node, coldBehind.)
 			return action{kind: actStay, why: "a live node of higher priority promotes itself"}
+		}
+	}
+	for _, p := range v.peers {
+		if p.live && !p.refused && !foreign(v.self, p.Status) && replacedStale(v.self, p.Status) {
+			// ruleReplaced: p holds the term that replaced this node's,
+			// and the newer state: p promotes (it does not wait for this
+			// node, above), and this node follows it.
+			return action{kind: actStay, why: "replaced by a later term, which a live node holds with the newer state: it promotes"}
 		}
 	}
 	if v.logFailing || v.logDown {
@@ -606,6 +635,19 @@ func (v view) allHeard() bool {
 // it) and act's log is of a later epoch.
 func replacedBy(s, act Status) bool {
 	return s.LogEpochBy == s.URL && s.LogEpoch < act.LogEpoch
+}
+
+// replacedStale reports whether old, the active of its log's last epoch,
+// was replaced by a promotion that newer's log holds (replacedBy) and
+// newer's state is the one to keep (keepsState, as between two actives):
+// old did not run, or was cut off, while the cluster went on without it,
+// and newer holds what the term that replaced it made (with
+// sync_standbys, answered grants), although that term's active may have
+// died since. Old then serves nothing: an active steps down, following
+// nobody, and does not promote at a failover while newer is live; newer
+// neither follows it nor waits for it (ruleReplaced).
+func replacedStale(old, newer Status) bool {
+	return replacedBy(old, newer) && !keepsState(old, newer)
 }
 
 func (v view) maxEpoch() uint64 {

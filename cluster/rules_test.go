@@ -810,3 +810,42 @@ func TestRulePeerWhoseLogIsDownIsPassedOver(t *testing.T) {
 	v.peers[0].LogDown = true
 	wantAction(t, v, actHandOff, "c")
 }
+
+// ruleReplaced: node a, the active of epoch 1, was paused; b was promoted
+// (epoch 2), granted (c acknowledged it) and died; a runs again. c's log
+// holds b's term and the newer state: a steps down following nobody
+// (before, it served again and c followed it, and the answered grant was
+// gone), c does not follow a, and at the failover c promotes while a,
+// of higher priority, waits for it. When a's state is the newer one (it
+// granted after the split, cut off), a keeps the role, as two actives
+// would decide.
+func TestRuleReplacedActiveStepsDownToTheNodeThatHoldsTheLaterTerm(t *testing.T) {
+	// As a, active, after every peer was polled.
+	v := standbyView(deadPeer("b", 1), livePeer("c", 2, api.RoleStandby, 20))
+	v.self.URL, v.self.Priority = "a", 0
+	v.role, v.self.Role = api.RoleActive, api.RoleActive
+	v.self.StateToken, v.self.Epoch, v.self.LogEpoch, v.self.LogEpochBy = 10, 1, 1, "a"
+	v.peers[0].Epoch, v.peers[0].LogEpoch, v.peers[0].LogEpochBy = 2, 2, "b"
+	v.peers[0].live, v.peers[0].recent = false, false
+	v.peers[1].Epoch, v.peers[1].LogEpoch, v.peers[1].LogEpochBy = 2, 2, "b"
+	wantAction(t, v, actStepDown, "")
+	// As a standby then: c promotes, a waits.
+	v.role, v.self.Role = api.RoleStandby, api.RoleStandby
+	wantAction(t, v, actStay, "")
+	// a granted after it was cut off: its state is the newer one.
+	v.role, v.self.Role, v.self.StateToken = api.RoleActive, api.RoleActive, 30
+	wantAction(t, v, actStay, "")
+
+	// As c: its active b is dead, a is a live active of an earlier term
+	// with an older state.
+	w := standbyView(livePeer("a", 0, api.RoleActive, 10), deadPeer("b", 1))
+	w.self.URL, w.self.Priority = "c", 2
+	w.self.StateToken, w.self.Epoch, w.self.LogEpoch, w.self.LogEpochBy = 20, 2, 2, "b"
+	w.peers[0].Epoch, w.peers[0].LogEpoch, w.peers[0].LogEpochBy, w.peers[0].Settled = 1, 1, "a", true
+	w.peers[1].Epoch = 2
+	wantAction(t, w, actStay, "") // does not follow a
+	w.peers[0].Role = api.RoleStandby
+	wantAction(t, w, actPromote, "") // a stepped down: c promotes, not waiting for a
+	w.peers[0].StateToken = 30
+	wantAction(t, w, actStay, "") // a's state is newer: a promotes, by priority
+}
