@@ -27,7 +27,8 @@ type Log interface {
 
 // PendingAppender is a Log that also takes a record while it fails to
 // write (wal.Log.AppendPending): the record waits behind those the
-// failure left pending and is written with them when the log recovers.
+// failure left pending and is written with them when the log recovers
+// (in the write right after theirs, if it came during it).
 // The take-back of a grant whose record the failure caught appends its
 // release so (retake): appended only once the log took changes again, a
 // logRetry after it had written the grant, the release was missing from a
@@ -47,7 +48,13 @@ const logRetry = 250 * time.Millisecond
 // log, or an error wrapping ErrUnavailable. s.mu is held.
 func (s *shard) append(r *Record) (uint64, error) {
 	s.buf = AppendRecord(s.buf[:0], r)
-	idx, err := s.e.log.Append(s.buf)
+	return s.appended(s.e.log.Append(s.buf))
+}
+
+// appended is what an append of s.buf returned, made the shard's: its
+// index as the shard's last, or the log's error wrapped in
+// ErrUnavailable. s.mu is held.
+func (s *shard) appended(idx uint64, err error) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -64,12 +71,7 @@ func (s *shard) recordPending(r *Record) (uint64, error) {
 		return s.record(r)
 	}
 	s.buf = AppendRecord(s.buf[:0], r)
-	idx, err := pa.AppendPending(s.buf)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	s.last = idx
-	return idx, nil
+	return s.appended(pa.AppendPending(s.buf))
 }
 
 // record writes r to the log, if the Engine keeps one: its index, 0

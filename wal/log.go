@@ -589,13 +589,20 @@ func (l *Log) createSegment(first uint64) (File, segment, error) {
 // disk only once Wait(index) has returned nil. Errors: ErrUnavailable
 // while the log is failed (refuse the change), ErrClosed, ErrEmptyRecord,
 // ErrRecordTooLarge.
-func (l *Log) Append(rec []byte) (uint64, error) {
+func (l *Log) Append(rec []byte) (uint64, error) { return l.add(rec, false) }
+
+// add is Append, and with whileFailed AppendPending: the record is taken
+// while the log is failed too (not once it is closed).
+func (l *Log) add(rec []byte, whileFailed bool) (uint64, error) {
 	if err := checkRecord(rec); err != nil {
 		return 0, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.appendable(); err != nil {
+	if l.closed {
+		return 0, ErrClosed
+	}
+	if err := l.appendable(); err != nil && !whileFailed {
 		return 0, err
 	}
 	index := l.next
@@ -605,24 +612,13 @@ func (l *Log) Append(rec []byte) (uint64, error) {
 
 // AppendPending is Append, also while the log fails to write (not once
 // it is closed): rec waits behind the records the failure left pending
-// and goes with them, in the writer's next write, when the log recovers;
-// a log that never recovers writes neither. It is for a change that must
-// be on the disk whenever a pending record is: the take-back of a grant
-// the failure caught (engine.PendingAppender). Errors: ErrClosed, and
-// Append's for the record itself (empty, too large).
-func (l *Log) AppendPending(rec []byte) (uint64, error) {
-	if err := checkRecord(rec); err != nil {
-		return 0, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return 0, ErrClosed
-	}
-	index := l.next
-	l.appendLocked(index, rec)
-	return index, nil
-}
+// and goes with them, in the recovery's write (in the write right after
+// it when it is appended while that write is under way); a log that never
+// recovers writes neither. It is for a change that must be on the disk
+// whenever a pending record is: the take-back of a grant the failure
+// caught (engine.PendingAppender). Errors: ErrClosed, and Append's for
+// the record itself (empty, too large).
+func (l *Log) AppendPending(rec []byte) (uint64, error) { return l.add(rec, true) }
 
 // AppendAt adds a record at index, which must be the next one
 // (LastIndex()+1): a standby writes the active's records at the active's
