@@ -364,7 +364,7 @@ func (n *Node) gather(now time.Time, r *request) view {
 		sinceLogHandoff: now.Sub(n.logHandoff),
 	}
 	v.logFailing = v.self.LogFailing
-	v.logDown = n.logDown()
+	v.logDown = v.self.LogDown // (statusLocked asked the disk once)
 	if res := n.resumed.Load(); res != 0 {
 		v.stale = n.staleSinceLocked(n.base.Add(time.Duration(res)))
 	}

@@ -137,7 +137,11 @@ type action struct {
 //     (ruleBusy), nor after a pause until every peer was polled again
 //     (rulePaused);
 //   - an active steps down to a live active that keeps its state against
-//     it (ruleTwoActives, keepsState);
+//     it (ruleTwoActives, keepsState), and, following nobody, beside a
+//     live node whose log holds a later term than the one it began and
+//     the newer state (ruleReplaced, replacer: its successor died while it
+//     was paused or cut off); that node neither follows it nor waits for
+//     it at a failover, and it waits for that node;
 //   - an active whose log has failed for a failover timeout hands off to
 //     its best synced standby whose log writes, at most once a failover
 //     timeout (ruleLogFailing); a node whose log fails neither asks for
@@ -211,19 +215,17 @@ func decide(v view) action {
 		if best >= 0 && !keepsState(v.self, v.peers[best].Status) {
 			return action{kind: actStepDown, to: v.peers[best].URL, why: "two actives: " + keptBecause(v.peers[best].Status, v.self)}
 		}
-		for _, p := range v.peers {
-			if p.live && !p.refused && !foreign(v.self, p.Status) && replacedStale(v.self, p.Status) {
-				// ruleReplaced: a promotion went on without this node (it
-				// was paused or cut off), and its term's active is gone,
-				// but p holds that term's records and the newer state: it
-				// must not be overwritten by this node's, nor must this
-				// node grant from a state that lacks them. A found by a
-				// tester: SIGSTOP of the active, a grant on the promoted
-				// node (acknowledged, sync_standbys 1), kill -9 of it,
-				// SIGCONT: the old active served again, the standby
-				// followed it, and the answered grant was gone (12 of 12).
-				return action{kind: actStepDown, why: "replaced: " + p.URL + "'s log holds a later term than this node's, and the newer state"}
-			}
+		if p := v.replacer(); p != nil {
+			// ruleReplaced: a promotion went on without this node (it
+			// was paused or cut off), and its term's active is gone, but
+			// p holds that term's records and the newer state: it must
+			// not be overwritten by this node's, nor must this node
+			// grant from a state that lacks them. Found by a tester:
+			// SIGSTOP of the active, a grant on the promoted node
+			// (acknowledged, sync_standbys 1), kill -9 of it, SIGCONT:
+			// the old active served again, the standby followed it, and
+			// the answered grant was gone (12 of 12).
+			return action{kind: actStepDown, why: "replaced: " + p.URL + "'s log holds a later term than this node's, and the newer state"}
 		}
 		if v.logFailing && v.sinceLogHandoff > v.failoverTimeout {
 			// ruleLogFailing: an active whose log cannot write refuses
@@ -449,13 +451,11 @@ func decide(v view) action {
 			return action{kind: actStay, why: "a live node of higher priority promotes itself"}
 		}
 	}
-	for _, p := range v.peers {
-		if p.live && !p.refused && !foreign(v.self, p.Status) && replacedStale(v.self, p.Status) {
-			// ruleReplaced: p holds the term that replaced this node's,
-			// and the newer state: p promotes (it does not wait for this
-			// node, above), and this node follows it.
-			return action{kind: actStay, why: "replaced by a later term, which a live node holds with the newer state: it promotes"}
-		}
+	if v.replacer() != nil {
+		// ruleReplaced: that node holds the term that replaced this
+		// node's, and the newer state: it promotes (it does not wait for
+		// this node, above), and this node follows it.
+		return action{kind: actStay, why: "replaced by a later term, which a live node holds with the newer state: it promotes"}
 	}
 	if v.logFailing || v.logDown {
 		// ruleFailoverLogWrites: a node whose log cannot write would
@@ -648,6 +648,23 @@ func replacedBy(s, act Status) bool {
 // neither follows it nor waits for it (ruleReplaced).
 func replacedStale(old, newer Status) bool {
 	return replacedBy(old, newer) && !keepsState(old, newer)
+}
+
+// replacer returns the live peer that replaced this node (replacedStale:
+// its log holds a later term than the one this node began, and the newer
+// state) and can take the role (its log is not down), or nil. Beside it
+// this node serves nothing and does not promote (ruleReplaced). One whose
+// log is down is passed over: it would not promote either
+// (ruleFailoverLogWrites), and the two would wait for each other with no
+// active; this node keeps or takes the role, and that peer's state wins
+// once its disk has room again.
+func (v view) replacer() *peerView {
+	for i, p := range v.peers {
+		if p.live && !p.refused && !p.logDown() && !foreign(v.self, p.Status) && replacedStale(v.self, p.Status) {
+			return &v.peers[i]
+		}
+	}
+	return nil
 }
 
 func (v view) maxEpoch() uint64 {

@@ -832,8 +832,17 @@ func TestRuleReplacedActiveStepsDownToTheNodeThatHoldsTheLaterTerm(t *testing.T)
 	// As a standby then: c promotes, a waits.
 	v.role, v.self.Role = api.RoleStandby, api.RoleStandby
 	wantAction(t, v, actStay, "")
+	// c's disk has no room: c would not promote (its log is down), so a
+	// does not wait for it (it fetches c's later records first, promotion
+	// never with less), nor steps down for it: the cluster keeps an
+	// active.
+	v.peers[1].LogDown = true
+	wantAction(t, v, actFetch, "c")
+	v.role, v.self.Role = api.RoleActive, api.RoleActive
+	wantAction(t, v, actStay, "")
+	v.peers[1].LogDown = false
 	// a granted after it was cut off: its state is the newer one.
-	v.role, v.self.Role, v.self.StateToken = api.RoleActive, api.RoleActive, 30
+	v.self.StateToken = 30
 	wantAction(t, v, actStay, "")
 
 	// As c: its active b is dead, a is a live active of an earlier term
