@@ -3,6 +3,7 @@ package cluster
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -251,4 +252,81 @@ func TestRuleNoPromotionOnAForeignDataDirBesideASettledNode(t *testing.T) {
 	wantAction(t, w, actPromote, "")
 	w.peers[0].ClusterID = idB // the same ID: it defers by priority, as before
 	wantAction(t, w, actStay, "")
+}
+
+// A fresh cluster split at its first start (node a, the first active,
+// paused before any standby synced; b elected by the others under a new
+// ID, s synced with b), then b dies and a runs again. s holds b's state,
+// whose grants s acknowledged (with sync_standbys, answered), newer than
+// a's: it neither follows a (which would replace that state with a's
+// snapshot) nor waits for a's priority; it promotes, and the two actives
+// then settle as any two (the newer state keeps). Found by a tester: the
+// standby followed the resumed first active and an answered grant was
+// gone.
+func TestRuleSettledStandbyDoesNotFollowAnOlderActiveOfAnotherClusterID(t *testing.T) {
+	a := livePeer("a", 0, api.RoleActive, 100)
+	a.ClusterID, a.Settled = idA, true
+	b := deadPeer("b", 1)
+	b.ClusterID, b.Settled = idB, true
+	v := standbyView(a, b)
+	v.self.Priority, v.self.ClusterID, v.self.Settled, v.self.StateToken = 2, idB, true, 200
+	wantAction(t, v, actPromote, "")
+
+	// a's state is the newer (it granted after b's last grant): s
+	// follows it and takes its state, as the two actives would have
+	// settled it (ruleForeignFollow).
+	v.peers[0].StateToken = 300
+	wantAction(t, v, actFollow, "a")
+	v.peers[0].StateToken = 200 // as new: nothing of s's to keep against a
+	wantAction(t, v, actFollow, "a")
+	v.peers[0].StateToken = 100
+
+	// A node that has not synced since it started (a data_dir copied
+	// from another cluster) holds no running cluster's state: it follows.
+	v.self.Settled, v.wasSynced = false, false
+	wantAction(t, v, actFollow, "a")
+	v.self.Settled, v.wasSynced = true, true
+
+	// Nor when its log cannot write: it could not serve as the active.
+	v.logDown, v.self.LogDown = true, true
+	wantAction(t, v, actFollow, "a")
+}
+
+// The other side of the rule above: the resumed first active steps down,
+// following nobody, beside a live node of another cluster ID that has
+// synced since it started and holds the newer state, and does not
+// promote again while that node is live (it promotes; this node then
+// follows it). With the newer state itself, it keeps the role.
+func TestRuleActiveStepsDownBesideANewerSettledNodeOfAnotherClusterID(t *testing.T) {
+	s := livePeer("s", 2, api.RoleStandby, 200)
+	s.ClusterID, s.Settled = idB, true
+	v := standbyView(s, deadPeer("b", 1))
+	v.peers[1].ClusterID = idB
+	v.role, v.self.Role, v.self.Priority, v.self.ClusterID, v.self.Settled, v.self.StateToken = api.RoleActive, api.RoleActive, 0, idA, true, 100
+	wantAction(t, v, actStepDown, "")
+
+	// Stepped down, following nobody: it waits for s, whatever the
+	// priorities.
+	v.role, v.self.Role = api.RoleStandby, api.RoleStandby
+	wantAction(t, v, actStay, "")
+
+	// s promoted: this node follows it (ruleForeignFollow).
+	v.peers[0].Role = api.RoleActive
+	wantAction(t, v, actFollow, "s")
+
+	// With the newer state, or beside a node that has not synced since
+	// it started, or one whose log cannot write, the active keeps the
+	// role.
+	v.peers[0].Role = api.RoleStandby
+	v.role, v.self.Role = api.RoleActive, api.RoleActive
+	for _, change := range []func(p *peerView){
+		func(p *peerView) { p.StateToken = 50 },
+		func(p *peerView) { p.Settled = false },
+		func(p *peerView) { p.LogDown = true },
+	} {
+		w := v
+		w.peers = slices.Clone(v.peers)
+		change(&w.peers[0])
+		wantAction(t, w, actStay, "")
+	}
 }

@@ -181,7 +181,12 @@ type action struct {
 //     settled by keepsState as any two (a fresh cluster split at its
 //     first start: the newer state keeps, SPEC section 3); a standby of another ID
 //     than the live active's follows it and replaces its state with the
-//     active's snapshot, adopting its ID once synced (ruleForeignFollow).
+//     active's snapshot, adopting its ID once synced (ruleForeignFollow),
+//     unless it has synced since it started and holds the newer state
+//     (foreignNewer: a fresh cluster split at its first start, its side's
+//     active dead since): then it neither follows nor waits for that
+//     active, which steps down, following nobody, and waits for it; it
+//     promotes (ruleForeignNewer).
 func decide(v view) action {
 	if v.req != nil {
 		return decideRequest(v)
@@ -207,7 +212,7 @@ func decide(v view) action {
 	// The best active among the live peers, by the split-brain rule.
 	best := -1
 	for i, p := range v.peers {
-		if p.live && p.Role == api.RoleActive && (best < 0 || keepsState(p.Status, v.peers[best].Status)) {
+		if p.live && p.Role == api.RoleActive && !foreignNewer(v.self, p.Status) && (best < 0 || keepsState(p.Status, v.peers[best].Status)) {
 			best = i
 		}
 	}
@@ -226,6 +231,15 @@ func decide(v view) action {
 			// the old active served again, the standby followed it, and
 			// the answered grant was gone (12 of 12).
 			return action{kind: actStepDown, why: "replaced: " + p.URL + "'s log holds a later term than this node's, and the newer state"}
+		}
+		if p := v.foreignReplacer(); p != nil {
+			// ruleForeignNewer: a fresh cluster split at its first start
+			// (this node, its first active, paused or cut off before any
+			// standby synced with it), and the other side's active died:
+			// p holds that side's state, which clients were answered
+			// from, newer than this node's. This node serves nothing
+			// more; p promotes, and this node follows it.
+			return action{kind: actStepDown, why: "a live node of another cluster ID (" + p.URL + ", " + p.ClusterID + ") that has synced since it started holds the newer state"}
 		}
 		if v.logFailing && v.sinceLogHandoff > v.failoverTimeout {
 			// ruleLogFailing: an active whose log cannot write refuses
@@ -388,7 +402,7 @@ func decide(v view) action {
 		return action{kind: actStay, why: "the followed node is alive"}
 	}
 	for _, p := range v.peers {
-		if p.Role == api.RoleActive && p.recent {
+		if p.Role == api.RoleActive && p.recent && !foreignNewer(v.self, p.Status) {
 			// The last active was heard from less than a failover timeout
 			// ago: it may only be slow. Wait out the silence.
 			return action{kind: actStay, why: "the active was heard within the failover timeout"}
@@ -442,7 +456,8 @@ func decide(v view) action {
 	}
 	for _, p := range v.peers {
 		if p.Priority < v.self.Priority && p.live && !(p.refused && agreeing) && (p.HasState || !someoneHasState) && (!p.logDown() || v.logFailing || v.logDown) &&
-			(p.Settled || !foreign(p.Status, v.self)) && !v.coldBehind(p) && (foreign(p.Status, v.self) || !replacedStale(p.Status, v.self)) {
+			(p.Settled || !foreign(p.Status, v.self)) && !v.coldBehind(p) && (foreign(p.Status, v.self) || !replacedStale(p.Status, v.self)) &&
+			!foreignNewer(v.self, p.Status) {
 			// (Not a node of another cluster ID that has not synced since
 			// it started: its data_dir is another cluster's, and it defers
 			// to this one, which synced, in the cold-start rule above. Nor
@@ -456,6 +471,11 @@ func decide(v view) action {
 		// node's, and the newer state: it promotes (it does not wait for
 		// this node, above), and this node follows it.
 		return action{kind: actStay, why: "replaced by a later term, which a live node holds with the newer state: it promotes"}
+	}
+	if p := v.foreignReplacer(); p != nil {
+		// ruleForeignNewer: that node promotes (it does not wait for this
+		// one, above), and this node follows it.
+		return action{kind: actStay, why: "a live node of another cluster ID that has synced since it started holds the newer state: it promotes"}
 	}
 	if v.logFailing || v.logDown {
 		// ruleFailoverLogWrites: a node whose log cannot write would
@@ -661,6 +681,31 @@ func replacedStale(old, newer Status) bool {
 func (v view) replacer() *peerView {
 	for i, p := range v.peers {
 		if p.live && !p.refused && !p.logDown() && !foreign(v.self, p.Status) && replacedStale(v.self, p.Status) {
+			return &v.peers[i]
+		}
+	}
+	return nil
+}
+
+// foreignNewer reports whether a, a node of another cluster ID than b,
+// holds the state to keep against b although b may be the active
+// (ruleForeignNewer): a has synced or been active since it started
+// (Settled: its state is a running cluster's, whose clients were
+// answered from it, not a data_dir copied from elsewhere), its state is
+// newer (a higher state token: equal ones hold nothing to keep), and its
+// log writes (it can take the role). It is how a fresh cluster split at
+// its first start ends when one side's active died: as two live actives
+// would have (keepsState), the newer state keeps.
+func foreignNewer(a, b Status) bool {
+	return foreign(a, b) && a.Settled && !a.LogFailing && !a.LogDown && a.StateToken > b.StateToken
+}
+
+// foreignReplacer returns a live peer that holds the state to keep
+// against this node across cluster IDs (foreignNewer), or nil. Beside
+// it this node serves nothing and does not promote (ruleForeignNewer).
+func (v view) foreignReplacer() *peerView {
+	for i, p := range v.peers {
+		if p.live && !p.refused && foreignNewer(p.Status, v.self) {
 			return &v.peers[i]
 		}
 	}
