@@ -652,3 +652,34 @@ func decodeJSON(resp *http.Response, v any) error {
 type lockedBuffer = testproc.Buffer
 
 func freeAddr(t *testing.T, host string) string { return testproc.FreeAddr(t, host) }
+
+// holdsOnEveryActive checks, for d, that whichever of nodes serves as the
+// active (answers GET /locks/key) shows key held by token, and refuses
+// the key to a second client (a try-lock of 0.2 s). A node not answering
+// yet (resuming) or gone is passed over.
+func (c *testCluster) holdsOnEveryActive(key string, token uint64, d time.Duration, nodes ...int) {
+	c.t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		for _, i := range nodes {
+			v, err := c.view(i)
+			if err != nil || v.Role != api.RoleActive {
+				continue
+			}
+			st, err := do(http.MethodGet, "http://"+c.nodes[i].listen+"/locks/"+key)
+			if err != nil || st.status != http.StatusOK {
+				continue // not serving yet (resuming), or gone since
+			}
+			var ls api.LockStatus
+			if err := json.Unmarshal([]byte(st.body), &ls); err != nil {
+				c.t.Fatal(err)
+			}
+			if ls.Holder == nil || ls.Holder.Token != token {
+				c.t.Fatalf("node %d is active with %s as %s, want it held by the answered grant %d; roles %q", i, key, st.body, token, c.roles())
+			}
+			b, err := do(http.MethodPost, "http://"+c.nodes[i].listen+"/locks/"+key+"?lease=30&wait=0.2")
+			if err == nil && b.status == http.StatusOK {
+				c.t.Fatalf("node %d granted %s to a second client (token %d) while %d holds it", i, key, b.grant.Token, token)
+			}
+		}
+	}
+}
