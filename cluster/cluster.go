@@ -37,7 +37,8 @@
 //   - standby with no live active: follow the best live active if there is
 //     one; otherwise, once the node has listened for FailoverTimeout, the
 //     highest-priority live node that holds state (or any, when none does)
-//     promotes itself, after fetching the log records the most advanced
+//     promotes itself (a node without state never does once a peer
+//     said it holds state since this node started, live or silent), after fetching the log records the most advanced
 //     live node holds beyond its own, or its snapshot and the records
 //     after it when its log no longer holds them (promotion never with
 //     less); on a
@@ -55,7 +56,8 @@
 // active, adopted by a node without one once it syncs with its active. No
 // rule compares the logs of nodes whose IDs differ (a data_dir copied from
 // another cluster): such a standby follows the live active and takes its
-// snapshot and ID (see foreign and decide).
+// snapshot and ID (see foreign and decide). An ID its node created alone
+// (Status.LoneID) keeps nothing against another (keepsState).
 //
 // Two actives (a partition, a paused process) are resolved by keepsState,
 // a pure function of the two nodes' statuses, never by the timing of a
@@ -327,6 +329,13 @@ type Status struct {
 	// now (a node started on another cluster's data_dir is not settled
 	// until it has synced and adopted its active's ID).
 	Settled bool `json:"settled,omitempty"`
+	// LoneID: the node created its ClusterID itself, at a promotion while
+	// it heard no peer (a fresh data_dir started alone, or cut off from
+	// the nodes that hold the state), and no standby has synced with it
+	// since: nothing but its own word says that cluster is the one its
+	// peers run. Against a node of another ID that is not lone, it keeps
+	// nothing (keepsState, foreignNewer).
+	LoneID bool `json:"lone_id,omitempty"`
 }
 
 // peer is another node as this one sees it.
@@ -343,6 +352,9 @@ type peer struct {
 	polled  time.Time
 	refused bool // the last answered poll was refused (cluster_secret differs)
 	guessed bool // status was set from another node's word, not a poll (peerView.guessed)
+	// hadState: a poll of it since this node started said it holds state
+	// (Status.HasState), as far as it has answered (peerView.hadState).
+	hadState bool
 }
 
 // Node is one member of the cluster. Its exported methods are safe for
@@ -419,8 +431,12 @@ type Node struct {
 	appliedCh   chan struct{} // closed and replaced whenever applied rises
 	asked       time.Time     // last handoff request to the active
 	everSynced  bool          // followed an active (synced) or was one since Start
-	clusterID   string        // this node's cluster ID (Config.IDFile); "" none yet
-	fetching    bool          // fetching the log's tail before a promotion (actFetch)
+	// loneID: this node created its cluster ID at its promotion while no
+	// peer was live, and no standby has synced with it since
+	// (Status.LoneID).
+	loneID    bool
+	clusterID string // this node's cluster ID (Config.IDFile); "" none yet
+	fetching  bool   // fetching the log's tail before a promotion (actFetch)
 	// everFollowed: this node has started to read an active's replication
 	// stream since Start (its state may have been replaced, in part, since
 	// the replay of its own log).
@@ -905,7 +921,7 @@ func (n *Node) statusLocked() Status {
 	return Status{URL: n.cfg.Self, Role: role, Active: n.active, Priority: n.self, Epoch: n.epoch,
 		HasState: n.hasState, LastToken: n.eng.LastToken(), StateToken: state, Native: n.cfg.Native,
 		LastIndex: last, LogEpoch: m.epoch, LogEpochBy: m.by, LogFailing: !n.logBad.IsZero() && time.Since(n.logBad) >= n.logFailAfter(),
-		LogDown: n.logDown(), Peers: n.cfg.Peers, ClusterID: n.clusterID, Settled: n.everSynced}
+		LogDown: n.logDown(), Peers: n.cfg.Peers, ClusterID: n.clusterID, Settled: n.everSynced, LoneID: n.loneID}
 }
 
 // logFailAfter is how long the log must have failed before the node counts

@@ -74,6 +74,7 @@ func (n *Node) setClusterIDLocked(id, why string) {
 	}
 	old := n.clusterID
 	n.clusterID = id
+	n.loneID = false // (a promotion that creates the ID sets it after)
 	if err := writeClusterID(n.cfg.IDFile, id); err != nil {
 		n.log.Error("the cluster ID could not be written to data_dir", "file", n.cfg.IDFile, "cluster_id", id, "err", err)
 	}

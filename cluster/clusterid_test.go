@@ -330,3 +330,33 @@ func TestRuleActiveStepsDownBesideANewerSettledNodeOfAnotherClusterID(t *testing
 		wantAction(t, w, actStay, "")
 	}
 }
+
+// A lone cluster ID (created by a node elected while it heard no peer,
+// and adopted by no standby since: a fresh data_dir started alone, or
+// cut off from the nodes that hold the state) keeps nothing against a
+// node of another ID, whatever the state tokens: one grant of its own,
+// its token ahead of the clock after its promotion, would replace all of
+// the cluster's state (found by a tester: 0 of 50 answered locks left).
+func TestRuleLoneClusterIDKeepsNothingAgainstAnotherID(t *testing.T) {
+	// Two actives.
+	v := standbyView(livePeer("a", 0, api.RoleActive, 100))
+	v.peers[0].ClusterID, v.peers[0].Settled = idA, true
+	v.role, v.self.Role, v.self.Priority, v.self.ClusterID, v.self.Settled, v.self.StateToken = api.RoleActive, api.RoleActive, 2, idB, true, 300
+	wantAction(t, v, actStay, "") // the newer state keeps, as before
+	v.self.LoneID = true
+	wantAction(t, v, actStepDown, "a")
+	v.peers[0].LoneID = true // both lone: the newer state keeps again
+	wantAction(t, v, actStay, "")
+	v.peers[0].ClusterID = idB // one ID: LoneID says nothing
+	wantAction(t, v, actStay, "")
+
+	// A settled standby whose active died, beside a lone active of
+	// another ID with the newer state: it promotes, and does not follow.
+	w := standbyView(livePeer("a", 0, api.RoleActive, 300), deadPeer("b", 1))
+	w.peers[0].ClusterID, w.peers[0].Settled, w.peers[0].LoneID = idA, true, true
+	w.peers[1].ClusterID = idB
+	w.self.Priority, w.self.ClusterID, w.self.Settled, w.self.StateToken = 2, idB, true, 100
+	wantAction(t, w, actPromote, "")
+	w.peers[0].LoneID = false
+	wantAction(t, w, actFollow, "a")
+}

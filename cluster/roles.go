@@ -45,6 +45,7 @@ func (n *Node) poll(p *peer) {
 		if err == nil {
 			st.Priority = p.priority
 			p.status, p.contact, p.heard, p.down, p.refused, p.guessed = st, now, true, false, false, false
+			p.hadState = p.hadState || st.HasState
 			if st.LastToken > 0 {
 				n.eng.ObserveToken(st.LastToken)
 			}
@@ -351,14 +352,19 @@ func (n *Node) gather(now time.Time, r *request) view {
 	for _, p := range n.peers {
 		st := p.status
 		st.URL, st.Priority = p.url, p.priority
-		peers = append(peers, peerView{Status: st, live: n.live(p, now), recent: n.recent(p, now), fresh: n.fresh(p, now), refused: p.refused, guessed: p.guessed})
+		peers = append(peers, peerView{Status: st, live: n.live(p, now), recent: n.recent(p, now), fresh: n.fresh(p, now), refused: p.refused, guessed: p.guessed, hadState: p.hadState})
 	}
 	// Before the node's own status, which reports the token it sets.
 	n.markSplitLocked(peers, n.stateToken.Load())
+	followers := n.hub.synced()
+	if n.loneID && len(followers) > 0 {
+		// A standby synced with this node: its cluster ID is a peer's too.
+		n.loneID = false
+	}
 	v := view{
 		self: n.statusLocked(), peers: peers, role: n.role, following: n.following, synced: n.synced,
 		uptime: now.Sub(n.started), sinceAsked: now.Sub(n.asked), failoverTimeout: n.cfg.FailoverTimeout,
-		moving: n.moving, closing: n.closing, followers: n.hub.synced(), req: r,
+		moving: n.moving, closing: n.closing, followers: followers, req: r,
 		wasSynced: n.everSynced, followed: n.everFollowed, fetching: n.fetching, unfetchable: maps.Clone(n.unfetchable),
 		backFromPause:   n.pausedUnfollowed,
 		sinceLogHandoff: now.Sub(n.logHandoff),
@@ -500,6 +506,12 @@ func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64, und
 		// The first active of a cluster (or the first of a data_dir an
 		// older baton wrote) creates its ID; its standbys adopt it.
 		n.setClusterIDLocked(newClusterID(), "the first active of this cluster")
+		n.loneID = true
+		for _, p := range n.peers {
+			if n.live(p, time.Now()) {
+				n.loneID = false
+			}
+		}
 	}
 	n.setRole(api.RoleActive)
 	n.setActive(n.cfg.Self)

@@ -271,6 +271,17 @@ func TestRuleNeverPromoteWithEmptyStateWhileAnotherHoldsState(t *testing.T) {
 	wantAction(t, v, actStay, "")
 	v.peers[1].HasState = false // nobody holds state: the highest priority may
 	wantAction(t, v, actPromote, "")
+
+	// ruleEmptyWaits: nor once a node that said it holds state went
+	// silent (paused, cut off, dead), live or not, cold start or not:
+	// this node's empty state would replace its grants.
+	for _, synced := range []bool{true, false} {
+		w := standbyView(deadPeer("a", 0), deadPeer("c", 2))
+		w.self.Priority, w.self.HasState, w.wasSynced = 0, false, synced
+		wantAction(t, w, actPromote, "")
+		w.peers[1].hadState = true
+		wantAction(t, w, actStay, "")
+	}
 }
 
 func TestRuleALiveHigherPriorityNodePromotesFirst(t *testing.T) {
