@@ -165,8 +165,9 @@ type action struct {
 //     (ruleAskHandoff);
 //   - with no live active, a standby promotes itself once it has listened
 //     for a failover timeout (three without state), no active was heard
-//     within the failover timeout, it does not lack state another live
-//     node holds, and no live node of higher priority may promote (one
+//     within the failover timeout, it does not lack state another node
+//     said it holds since this node started, live or silent
+//     (ruleEmptyWaits), and no live node of higher priority may promote (one
 //     on a cold start behind a live node's log does not: coldBehind)
 //     (ruleFailover); it first fetches the records the most advanced live
 //     node holds beyond its log (actFetch: promotion never with less).
