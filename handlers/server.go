@@ -693,7 +693,8 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz is GET /readyz: 200 on the active node, 503 elsewhere. Open
+// readyz is GET /readyz: 200 on the active node that serves the lock
+// calls (the gate, cluster.Node.Serving), 503 elsewhere. Open
 // without a token, for load balancers.
 //
 //	@Summary	Readiness: 200 on the active node only
@@ -701,7 +702,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 //	@Produce	json
 //	@Success	200	{object}	map[string]string
 //	@Failure	400	{object}	api.Error	"a parameter or a body was given"
-//	@Failure	503	{object}	map[string]string	"not the active node"
+//	@Failure	503	{object}	map[string]string	"not the active node (status standby), or an active that ran again after a pause and serves no lock call until it has polled every peer (status resuming)"
 //	@Router		/readyz [get]
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := noParams(w, r, "GET /readyz"); err != nil {
@@ -711,6 +712,15 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if !s.eng.Active() {
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "standby"})
+		return
+	}
+	if g := s.cfg.Gate; g != nil && !g.Serving() {
+		// The active role, but the lock calls are not served (gated: the
+		// node ran again after a pause and has not yet polled every peer,
+		// while the cluster may have promoted another): not ready either,
+		// or a load balancer would send them here beside the new active.
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "resuming"})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "active"})

@@ -111,3 +111,25 @@ func TestStandbyAnswersInText(t *testing.T) {
 		}
 	}
 }
+
+// GET /readyz answers 200 only on a node that serves the lock calls: an
+// active whose gate does not serve them (it ran again after a pause and
+// has not yet polled every peer: the cluster may have promoted another
+// node meanwhile) answers 503, as those calls do. Before, it answered
+// 200 {"status":"active"} beside the promoted node, and a load balancer
+// routing on /readyz sent calls to a node that answered them all 503 (a
+// tester: two nodes ready for 0.2-1.3 s after every SIGCONT).
+func TestReadyzOnlyWhereTheLockCallsAreServed(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{Gate: standbyGate{}})
+	if !e.eng.Active() {
+		t.Fatal("the premise: an active engine")
+	}
+	r := noFollow(t, "GET", e.srv.URL+"/readyz")
+	if r.code != http.StatusServiceUnavailable || !strings.Contains(string(r.body), `"resuming"`) || r.hdr.Get("Retry-After") == "" {
+		t.Fatalf("GET /readyz on an active that does not serve: %d %s (Retry-After %q), want 503 resuming with Retry-After", r.code, r.body, r.hdr.Get("Retry-After"))
+	}
+	e = newEnv(t, engine.Config{}, handlers.Config{})
+	if r := noFollow(t, "GET", e.srv.URL+"/readyz"); r.code != http.StatusOK || !strings.Contains(string(r.body), `"active"`) {
+		t.Fatalf("GET /readyz on a single node: %d %s, want 200 active", r.code, r.body)
+	}
+}
