@@ -38,7 +38,7 @@
 //     one; otherwise, once the node has listened for FailoverTimeout, the
 //     highest-priority live node that holds state (or any, when none does)
 //     promotes itself (a node without state never does once a peer
-//     said it holds state since this node started, live or silent), after fetching the log records the most advanced
+//     said it holds grants since this node started, live or silent), after fetching the log records the most advanced
 //     live node holds beyond its own, or its snapshot and the records
 //     after it when its log no longer holds them (promotion never with
 //     less); on a
@@ -352,9 +352,10 @@ type peer struct {
 	polled  time.Time
 	refused bool // the last answered poll was refused (cluster_secret differs)
 	guessed bool // status was set from another node's word, not a poll (peerView.guessed)
-	// hadState: a poll of it since this node started said it holds state
-	// (Status.HasState), as far as it has answered (peerView.hadState).
-	hadState bool
+	// hadGrants: a poll of it since this node started said it holds state
+	// with grants in it (Status.HasState, a StateToken above 0)
+	// (peerView.hadGrants).
+	hadGrants bool
 }
 
 // Node is one member of the cluster. Its exported methods are safe for

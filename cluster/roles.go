@@ -45,7 +45,7 @@ func (n *Node) poll(p *peer) {
 		if err == nil {
 			st.Priority = p.priority
 			p.status, p.contact, p.heard, p.down, p.refused, p.guessed = st, now, true, false, false, false
-			p.hadState = p.hadState || st.HasState
+			p.hadGrants = p.hadGrants || (st.HasState && st.StateToken > 0)
 			if st.LastToken > 0 {
 				n.eng.ObserveToken(st.LastToken)
 			}
@@ -352,7 +352,7 @@ func (n *Node) gather(now time.Time, r *request) view {
 	for _, p := range n.peers {
 		st := p.status
 		st.URL, st.Priority = p.url, p.priority
-		peers = append(peers, peerView{Status: st, live: n.live(p, now), recent: n.recent(p, now), fresh: n.fresh(p, now), refused: p.refused, guessed: p.guessed, hadState: p.hadState})
+		peers = append(peers, peerView{Status: st, live: n.live(p, now), recent: n.recent(p, now), fresh: n.fresh(p, now), refused: p.refused, guessed: p.guessed, hadGrants: p.hadGrants})
 	}
 	// Before the node's own status, which reports the token it sets.
 	n.markSplitLocked(peers, n.stateToken.Load())

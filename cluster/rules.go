@@ -88,10 +88,12 @@ type peerView struct {
 	// refused: its last poll was refused (401: its cluster_secret
 	// differs); its Status is then unknown but for URL and Priority.
 	refused bool
-	// hadState: a poll of it since this node started said it holds
-	// state: an empty node does not promote in its place, even once it
-	// is silent (ruleEmptyWaits).
-	hadState bool
+	// hadGrants: a poll of it since this node started said it holds
+	// state with grants in it (a StateToken above 0): an empty node does
+	// not promote in its place, even once it is silent (ruleEmptyWaits).
+	// (A node elected a moment ago, which granted nothing, holds nothing
+	// to lose: its silence is a failover like any.)
+	hadGrants bool
 	// guessed: its Status was last set from another node's word (a
 	// moved frame naming it the active, its answer to a handoff), not
 	// from a poll of it: its state token may lack its latest grants.
@@ -165,9 +167,9 @@ type action struct {
 //     (ruleAskHandoff);
 //   - with no live active, a standby promotes itself once it has listened
 //     for a failover timeout (three without state), no active was heard
-//     within the failover timeout, it does not lack state another node
-//     said it holds since this node started, live or silent
-//     (ruleEmptyWaits), and no live node of higher priority may promote (one
+//     within the failover timeout, it does not lack state another live
+//     node holds, nor grants another node said it holds since this node
+//     started, live or silent (ruleEmptyWaits), and no live node of higher priority may promote (one
 //     on a cold start behind a live node's log does not: coldBehind)
 //     (ruleFailover); it first fetches the records the most advanced live
 //     node holds beyond its log (actFetch: promotion never with less).
@@ -418,10 +420,11 @@ func decide(v view) action {
 	}
 	if !v.self.HasState {
 		for _, p := range v.peers {
-			if (p.hadState || p.live && p.HasState) && !(p.refused && agreeing) {
+			if (p.hadGrants || p.live && p.HasState) && !(p.refused && agreeing) {
 				// ruleEmptyWaits: a node that holds no state never
-				// promotes in place of one that does, live or silent
-				// (paused, cut off, dead): its empty state would replace
+				// promotes in place of one that does, while it is live,
+				// nor once it is silent (paused, cut off, dead) if its
+				// state held grants: its empty state would replace
 				// every grant that node holds, at once or when it comes
 				// back (found by a tester: a fresh node installing a
 				// snapshot promoted while the two nodes holding the

@@ -279,7 +279,7 @@ func TestRuleNeverPromoteWithEmptyStateWhileAnotherHoldsState(t *testing.T) {
 		w := standbyView(deadPeer("a", 0), deadPeer("c", 2))
 		w.self.Priority, w.self.HasState, w.wasSynced = 0, false, synced
 		wantAction(t, w, actPromote, "")
-		w.peers[1].hadState = true
+		w.peers[1].hadGrants = true
 		wantAction(t, w, actStay, "")
 	}
 }
