@@ -204,7 +204,7 @@ func TestNoWaitChangesAreMadeBeforeTheLogWrites(t *testing.T) {
 	if len(rs) != 1 || rs[0].Err() != nil || rs[0].LogIndex() <= idx {
 		t.Fatalf("the next waiter got %v; want its grant, logged after index %d", rs, idx)
 	}
-	st, _ := e.Status("k")
+	st := peekStatus(e, "k")
 	if st.Holder == nil || st.Holder.Token == g1.Token {
 		t.Fatal("the lock was not handed on before the log wrote the release")
 	}

@@ -1748,23 +1748,34 @@ func (e *Engine) RenewNoWait(key string, token uint64, lease time.Duration) (Gra
 }
 
 // Status returns a snapshot of key; a key nobody holds or waits for has a
-// nil Holder and no waiters.
+// nil Holder and no waiters. On the active it is answered once this
+// node's log has written every change of the key's shard it shows (at once, but for the
+// microseconds of a write under way): a grant whose record a failing log
+// has not written is taken back, and is never shown. Errors:
+// CheckKey's, and ErrReadNotWritten while the log cannot write them (a
+// full disk; after the log's FailTimeout).
 func (e *Engine) Status(key string) (LockInfo, error) {
 	if err := CheckKey(key); err != nil {
 		return LockInfo{}, err
 	}
 	s := e.shard(key)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	now := e.now()
+	var idx LogIndex
 	if e.serving() == nil {
 		s.overdue(now) // no holder shown past its lease after a pause
+		// (A standby shows its active's changes, which that log wrote.)
+		idx, _ = s.judged()
 	}
-	lk := s.locks[key]
-	if lk == nil {
-		return LockInfo{Key: key}, nil
+	li := LockInfo{Key: key}
+	if lk := s.locks[key]; lk != nil {
+		li = lk.info(now)
 	}
-	return lk.info(now), nil
+	s.mu.Unlock()
+	if err := e.waitWritten(idx); err != nil {
+		return LockInfo{}, fmt.Errorf("%w: %w", ErrReadNotWritten, err)
+	}
+	return li, nil
 }
 
 // Waiters returns the queue of key in order, at most limit entries.

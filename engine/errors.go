@@ -83,6 +83,14 @@ var ErrNotWritten = fmt.Errorf("%w: the change was made but its record is not wr
 // errors.Is(err, ErrUnavailable) holds; see SettleRefusal.
 var ErrRefusalNotWritten = fmt.Errorf("%w: the refusal rests on changes not yet written", ErrUnavailable)
 
+// ErrReadNotWritten: a read (Status) of a key whose shard holds changes
+// its log has not written, and cannot write now (a full disk): a grant
+// caught by the failure, say, which is answered 503 and taken back, and
+// must not be shown as the holder meanwhile. Nothing was changed; retry:
+// the read is answered once the log writes (or the changes are taken
+// back and written). errors.Is(err, ErrUnavailable) holds.
+var ErrReadNotWritten = fmt.Errorf("%w: the key's state holds changes not yet written", ErrUnavailable)
+
 // ErrTimeoutNotWritten: an acquire's wait ran out while the log refused
 // records (a full disk), so its timeout could not be written yet. The
 // request is answered so when its wait runs out, not when the log writes

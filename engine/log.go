@@ -151,6 +151,26 @@ func (e *Engine) WaitLogged(idx LogIndex) error {
 	return e.waitLogged(uint64(idx))
 }
 
+// WrittenWaiter is a Log that can also wait for a record to be in this
+// node's own log alone (wal.Log; cluster.SyncLog lends it from its
+// wal.Log, without the standbys' acknowledgements): a read waits for the
+// state it shows to be written, not acknowledged. Errors: Wait's.
+type WrittenWaiter interface {
+	WaitWritten(index uint64) error
+}
+
+// waitWritten waits until idx is written to this node's log
+// (WrittenWaiter; Wait for a Log without it). 0 returns at once.
+func (e *Engine) waitWritten(idx LogIndex) error {
+	if idx == 0 {
+		return nil
+	}
+	if ww, ok := e.log.(WrittenWaiter); ok {
+		return ww.WaitWritten(uint64(idx))
+	}
+	return e.log.Wait(uint64(idx))
+}
+
 // GatheredWaiter is a Log that can also wait for a record without
 // batching on its own behalf (wal.Log, cluster.SyncLog): WaitGathered is
 // Wait for a caller that has gathered what it waits for itself, whose

@@ -152,3 +152,15 @@ func TestWaitRunOutOnARefusingLogIsAnswered(t *testing.T) {
 		}
 	})
 }
+
+// peekStatus is Status without its wait for the log: the state in memory,
+// written or not, for tests that look at a change while the log holds it.
+func peekStatus(e *Engine, key string) LockInfo {
+	s := e.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if lk := s.locks[key]; lk != nil {
+		return lk.info(e.now())
+	}
+	return LockInfo{Key: key}
+}

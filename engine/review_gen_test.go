@@ -224,7 +224,7 @@ func TestAReleaseWaitingAcrossAStepDownIsReplaced(t *testing.T) {
 				}
 			}()
 			for { // made: the lock is free, the answer waits for the log
-				if li, _ := e.Status("k"); li.Holder == nil {
+				if li := peekStatus(e, "k"); li.Holder == nil {
 					break
 				}
 				time.Sleep(time.Millisecond)
@@ -302,7 +302,7 @@ func TestALogErrorAcrossAGenerationTakesNothingBack(t *testing.T) {
 	if !errors.Is(err, ErrReplaced) {
 		t.Errorf("a grant whose log write failed in another generation: %v, want ErrReplaced", err)
 	}
-	if li, _ := e.Status("k"); li.Holder == nil || li.Holder.Token != res.g.Token {
+	if li := peekStatus(e, "k"); li.Holder == nil || li.Holder.Token != res.g.Token {
 		t.Fatalf("the lock of the state now served was taken back by an answer of another generation: holder %+v, want token %d", li.Holder, res.g.Token)
 	}
 }

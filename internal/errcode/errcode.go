@@ -65,6 +65,7 @@ var table = []row{
 	// whose node steps down while it waits is ErrReplaced (its row comes
 	// first), as cluster.ErrSteppedDown wraps it.
 	{engine.ErrTimeoutNotWritten, api.CodeUnavailable, "the wait ran out, and the node cannot write that to its log yet (disk full or a write error): the lock was not granted to this request; retry"},
+	{engine.ErrReadNotWritten, api.CodeUnavailable, "the key's state holds changes this node cannot write to its log yet (disk full or a write error), which may yet be taken back: it is shown once they are written; retry"},
 	{engine.ErrRefusalNotWritten, api.CodeUnavailable, "nobody, or another token, holds the lock by a change this node cannot write to its log yet (disk full or a write error), which a stop or a handoff would lose: nothing was changed; retry"},
 	{engine.ErrNotWritten, api.CodeUnavailable, "the node made the change but cannot write it to its log (disk full or a write error): it is written if the log recovers, and lost if the node stops or hands off first; retry (a repeated release answered not_held or not_holder has taken effect; until a renewal is answered, count on the lease as it was)"},
 	{engine.ErrTokenMarkUnwritable, api.CodeUnavailable, "the node cannot write its fencing-token high-water mark (data_dir's token-hwm: disk full or a write error), which every new token must stay below: the lock was not granted; nothing was changed; retry"},
