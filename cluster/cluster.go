@@ -329,12 +329,13 @@ type Status struct {
 	// now (a node started on another cluster's data_dir is not settled
 	// until it has synced and adopted its active's ID).
 	Settled bool `json:"settled,omitempty"`
-	// LoneID: the node created its ClusterID itself, at a promotion while
-	// it heard no peer (a fresh data_dir started alone, or cut off from
-	// the nodes that hold the state), and no standby has synced with it
-	// since: nothing but its own word says that cluster is the one its
-	// peers run. Against a node of another ID that is not lone, it keeps
-	// nothing (keepsState, foreignNewer).
+	// LoneID: the node created its ClusterID itself, at a promotion (a
+	// fresh data_dir), and no standby has synced with it since: nothing but
+	// its own word says that cluster is the one its peers run (a node
+	// started empty, alone or cut off from the nodes that hold the state).
+	// Against a node of another ID that is not lone, it keeps nothing
+	// (keepsState, foreignNewer); two lone IDs (a fresh cluster split at
+	// its first start, before any standby synced) settle as any two.
 	LoneID bool `json:"lone_id,omitempty"`
 }
 
@@ -432,9 +433,8 @@ type Node struct {
 	appliedCh   chan struct{} // closed and replaced whenever applied rises
 	asked       time.Time     // last handoff request to the active
 	everSynced  bool          // followed an active (synced) or was one since Start
-	// loneID: this node created its cluster ID at its promotion while no
-	// peer was live, and no standby has synced with it since
-	// (Status.LoneID).
+	// loneID: this node created its cluster ID at its promotion, and no
+	// standby has synced with it since (Status.LoneID).
 	loneID    bool
 	clusterID string // this node's cluster ID (Config.IDFile); "" none yet
 	fetching  bool   // fetching the log's tail before a promotion (actFetch)

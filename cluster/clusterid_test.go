@@ -331,7 +331,7 @@ func TestRuleActiveStepsDownBesideANewerSettledNodeOfAnotherClusterID(t *testing
 	}
 }
 
-// A lone cluster ID (created by a node elected while it heard no peer,
+// A lone cluster ID (created by a node at its election, a fresh data_dir,
 // and adopted by no standby since: a fresh data_dir started alone, or
 // cut off from the nodes that hold the state) keeps nothing against a
 // node of another ID, whatever the state tokens: one grant of its own,

@@ -506,12 +506,7 @@ func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64, und
 		// The first active of a cluster (or the first of a data_dir an
 		// older baton wrote) creates its ID; its standbys adopt it.
 		n.setClusterIDLocked(newClusterID(), "the first active of this cluster")
-		n.loneID = true
-		for _, p := range n.peers {
-			if n.live(p, time.Now()) {
-				n.loneID = false
-			}
-		}
+		n.loneID = true // until a standby syncs with it (gather)
 	}
 	n.setRole(api.RoleActive)
 	n.setActive(n.cfg.Self)

@@ -770,7 +770,7 @@ func (v view) maxEpoch() uint64 {
 // side created an ID), where the side that granted must keep its grants
 // (SPEC section 3) as in any split brain; the one that steps down gets
 // the other's snapshot and adopts its ID. But first, of two such actives
-// the one whose ID is lone (LoneID: it created it while it heard no peer,
+// the one whose ID is lone (LoneID: it created it, a fresh data_dir,
 // and no standby has synced with it since) keeps nothing against the
 // other: it is a node that started empty, alone or cut off from the
 // nodes that hold the state, and one grant of its own, its token ahead
