@@ -237,16 +237,16 @@ func decide(v view) action {
 			// (acknowledged, sync_standbys 1), kill -9 of it, SIGCONT:
 			// the old active served again, the standby followed it, and
 			// the answered grant was gone (12 of 12).
+			// ruleForeignNewer, the same across cluster IDs: a fresh
+			// cluster split at its first start (this node, its first
+			// active, paused or cut off before any standby synced with
+			// it), and the other side's active died: p holds that side's
+			// state, which clients were answered from, newer than this
+			// node's.
+			if foreign(v.self, p.Status) {
+				return action{kind: actStepDown, why: "a live node of another cluster ID (" + p.URL + ", " + p.ClusterID + ") that has synced since it started holds the newer state"}
+			}
 			return action{kind: actStepDown, why: "replaced: " + p.URL + "'s log holds a later term than this node's, and the newer state"}
-		}
-		if p := v.foreignReplacer(); p != nil {
-			// ruleForeignNewer: a fresh cluster split at its first start
-			// (this node, its first active, paused or cut off before any
-			// standby synced with it), and the other side's active died:
-			// p holds that side's state, which clients were answered
-			// from, newer than this node's. This node serves nothing
-			// more; p promotes, and this node follows it.
-			return action{kind: actStepDown, why: "a live node of another cluster ID (" + p.URL + ", " + p.ClusterID + ") that has synced since it started holds the newer state"}
 		}
 		if v.logFailing && v.sinceLogHandoff > v.failoverTimeout {
 			// ruleLogFailing: an active whose log cannot write refuses
@@ -491,12 +491,8 @@ func decide(v view) action {
 		// ruleReplaced: that node holds the term that replaced this
 		// node's, and the newer state: it promotes (it does not wait for
 		// this node, above), and this node follows it.
-		return action{kind: actStay, why: "replaced by a later term, which a live node holds with the newer state: it promotes"}
-	}
-	if p := v.foreignReplacer(); p != nil {
-		// ruleForeignNewer: that node promotes (it does not wait for this
-		// one, above), and this node follows it.
-		return action{kind: actStay, why: "a live node of another cluster ID that has synced since it started holds the newer state: it promotes"}
+		// (ruleForeignNewer alike, across cluster IDs.)
+		return action{kind: actStay, why: "replaced by a later term, or across cluster IDs, which a live node holds with the newer state: it promotes"}
 	}
 	if v.logFailing || v.logDown {
 		// ruleFailoverLogWrites: a node whose log cannot write would
@@ -699,9 +695,16 @@ func replacedStale(old, newer Status) bool {
 // (ruleFailoverLogWrites), and the two would wait for each other with no
 // active; this node keeps or takes the role, and that peer's state wins
 // once its disk has room again.
+//
+// Across cluster IDs, where logs are not compared, it is a peer that
+// holds the state to keep against this node (foreignNewer:
+// ruleForeignNewer), with the same consequences.
 func (v view) replacer() *peerView {
 	for i, p := range v.peers {
-		if p.live && !p.refused && !p.logDown() && !foreign(v.self, p.Status) && replacedStale(v.self, p.Status) {
+		if !p.live || p.refused || p.logDown() {
+			continue
+		}
+		if foreign(v.self, p.Status) && foreignNewer(p.Status, v.self) || !foreign(v.self, p.Status) && replacedStale(v.self, p.Status) {
 			return &v.peers[i]
 		}
 	}
@@ -725,18 +728,6 @@ func foreignNewer(a, b Status) bool {
 		return b.LoneID
 	}
 	return a.StateToken > b.StateToken
-}
-
-// foreignReplacer returns a live peer that holds the state to keep
-// against this node across cluster IDs (foreignNewer), or nil. Beside
-// it this node serves nothing and does not promote (ruleForeignNewer).
-func (v view) foreignReplacer() *peerView {
-	for i, p := range v.peers {
-		if p.live && !p.refused && foreignNewer(p.Status, v.self) {
-			return &v.peers[i]
-		}
-	}
-	return nil
 }
 
 func (v view) maxEpoch() uint64 {
