@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os/exec"
 	"testing"
@@ -81,6 +82,12 @@ func TestTLSClusterSyncStandby(t *testing.T) {
 		}
 	}
 	if msg := caughtUp(); msg != "" {
+		res, err := c.Get(active + "/events")
+		if err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			t.Logf("events: %s", b)
+		}
 		t.Fatalf("after 3 grants: %s", msg)
 	}
 }
