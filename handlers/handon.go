@@ -214,9 +214,8 @@ func (s *Server) answerHandedOn(upTo engine.LogIndex) {
 		// A client that does not read its answers must not hold up the
 		// grants after its own, nor a release's own answer: its write
 		// gets handOnWriteLimit (its handler's own write had no limit).
-		// A write cut off over HTTP/1.1 is a grant not delivered: it is
-		// abandoned and passes on (answerAcquire), and net/http closes the
-		// connection (over HTTP/2 the grant stays: see answerAcquire).
+		// A write cut off is a grant not delivered: it is abandoned and
+		// passes on (answerAcquire), and net/http closes the connection.
 		// The limit starts once the grant is settled: the wait for its
 		// record (an fsync, a sync standby's acknowledgement, up to
 		// sync_timeout) is no write, and a deadline that ran during it

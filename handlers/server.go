@@ -387,7 +387,7 @@ func (s *Server) answerAcquire(w http.ResponseWriter, r *http.Request, id string
 		s.writeError(w, r, err)
 		return
 	}
-	if r.Context().Err() != nil {
+	if clientGone(r) {
 		// Granted as the client went away: nobody would learn the token.
 		s.eng.Abandon(g, id)
 		return
@@ -415,14 +415,14 @@ func (s *Server) answerAcquire(w http.ResponseWriter, r *http.Request, id string
 	// empty one to end the stream after the handler, three waits for the
 	// connection's writer instead of two, and the client's answer complete
 	// only at the third (issue 14: a batch of granted readers shares one
-	// connection's writer). Over HTTP/2 a failed flush abandons nothing:
-	// net/http reports the stream closed also when the client reset it
-	// just after its HEADERS frame (status and Lock-Token) reached it, a
-	// client that closed the body unread (its handler goroutine finds
-	// both the frame written and the stream closed, and picks either), so
-	// the client may hold the token; the grant stays until its release or
-	// its lease's end. A client gone before the answer is seen above, by
-	// its request's context.
+	// connection's writer). A client gone before its headers are written
+	// is seen as before; one that goes after its headers, in the moment
+	// before the body, is not, as one that went after the DATA frame was
+	// not. A grant is the client's once its answer is read to the end: a
+	// stream reset before that end may be seen here (net/http reports the
+	// stream closed also when the reset came just after the HEADERS frame
+	// reached the client, one that closed the body unread) and passes the
+	// grant on (README, "Disconnects").
 	headersFirst := r.ProtoMajor >= 2
 	var werr error
 	if wantsText(r) {
@@ -438,9 +438,7 @@ func (s *Server) answerAcquire(w http.ResponseWriter, r *http.Request, id string
 		werr = http.NewResponseController(w).Flush()
 	}
 	if werr != nil {
-		if !headersFirst {
-			s.eng.Abandon(g, id)
-		}
+		s.eng.Abandon(g, id)
 		return
 	}
 	// Over HTTP/2 this is the HEADERS frame written (with Lock-Token): the
@@ -792,6 +790,7 @@ func NewHTTPServer(h http.Handler, baseCtx context.Context, log *slog.Logger) *h
 			SendPingTimeout:      30 * time.Second,
 		},
 		BaseContext: func(net.Listener) context.Context { return baseCtx },
+		ConnContext: withConn,
 	}
 	if log != nil {
 		srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)

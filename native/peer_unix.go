@@ -5,7 +5,6 @@ package native
 import (
 	"bytes"
 	"crypto/tls"
-	"errors"
 	"io"
 	"net"
 	"syscall"
@@ -49,11 +48,7 @@ func newPeeker(nc net.Conn) *peeker {
 		return p
 	}
 	p.rc = rc
-	p.peek = func(fd uintptr) {
-		var b [1]byte
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		p.gone = (n == 0 && err == nil) || errors.Is(err, syscall.ECONNRESET)
-	}
+	p.peek = func(fd uintptr) { p.gone = rawio.PeerGone(fd) }
 	if _, ok := nc.(*net.TCPConn); ok && direct {
 		p.direct = true
 		p.write = func(fd uintptr) bool {
