@@ -117,3 +117,29 @@ func TestHandoffOnCloseSkipsAPausedStandby(t *testing.T) {
 	}
 	c.signal(1, syscall.SIGCONT)
 }
+
+// Ctrl+C on the active just after its best standby was paused (SIGSTOP),
+// before the active's polls found it silent: the handoff goes to the
+// paused standby, which cannot answer. The active gives the call up once
+// its polls find the successor no longer live (the failover rule's test),
+// instead of waiting out the call (3 failover timeouts), and leaves with
+// no active known (its calls are refused, not redirected to the paused
+// node); the third node fails over and holds the grant made before
+// (breaker report of 2026-12-05: 3 s more without an active, and calls
+// sent on to the paused node).
+func TestHandoffOnCloseGivesUpASuccessorThatFellSilent(t *testing.T) {
+	c := newCluster(t, 3, false)
+	c.startAll()
+	c.waitActive(0, 1, 2)
+	g := c.grantOn(0, "paused", "lease=60")
+	c.signal(1, syscall.SIGSTOP)
+	c.signal(0, syscall.SIGINT)
+	c.waitActive(2, 2)
+	if log := c.nodes[0].log.String(); !strings.Contains(log, "fell silent during the handoff") {
+		t.Fatalf("node 0 did not give up its handoff to the paused node 1 as silent:\n%s", log)
+	}
+	if h := c.holder(2, "paused"); h != g.Token {
+		t.Fatalf("holder on node 2: token %d, want %d", h, g.Token)
+	}
+	c.signal(1, syscall.SIGCONT)
+}

@@ -754,13 +754,60 @@ func (n *Node) startHandoff(now time.Time, to string, r *request) bool {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		st, err := n.callPromote(r.ctx, to, q)
+		ctx, cancel := context.WithCancelCause(r.ctx)
+		defer cancel(nil)
+		stop := n.watchSuccessor(to, cancel)
+		st, err := n.callPromote(ctx, to, q)
+		stop()
+		if c := context.Cause(ctx); errors.Is(c, errSuccessorSilent) {
+			err = fmt.Errorf("%w (%w)", c, err)
+		}
 		select {
 		case n.handed <- handoffDone{to: to, st: st, through: through, err: err, start: now, reply: r.reply}:
 		case <-n.ctx.Done():
 		}
 	}()
 	return true
+}
+
+// errSuccessorSilent ends a handoff's call to its successor once the
+// successor is no longer live (silent for the failover timeout: paused,
+// cut off or dead after it was chosen), instead of waiting out the call
+// (3 failover timeouts): the outcome is unknown still (a paused successor
+// may read the call when it runs again), but the cluster's other standbys
+// can fail over at once.
+var errSuccessorSilent = errors.New("the successor fell silent during the handoff")
+
+// watchSuccessor cancels a handoff's call to the successor at to, with
+// errSuccessorSilent, once this node's polls find it no longer live
+// (Node.live, the failover rule's test). It checks every heartbeat until
+// the returned stop is called.
+func (n *Node) watchSuccessor(to string, cancel context.CancelCauseFunc) (stop func()) {
+	done := make(chan struct{})
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		tick := time.NewTicker(n.cfg.Heartbeat)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-n.ctx.Done():
+				return
+			case now := <-tick.C:
+				n.mu.Lock()
+				p := n.peerByURL(to)
+				silent := p != nil && !n.live(p, now)
+				n.mu.Unlock()
+				if silent {
+					cancel(errSuccessorSilent)
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 // finishHandoff applies the successor's answer to a handoff, on the loop.
@@ -817,7 +864,14 @@ func (n *Node) finishHandoff(d handoffDone) {
 		p.status, p.contact, p.heard, p.down, p.guessed = d.st, time.Now(), true, false, true
 	}
 	if n.closing {
-		n.setActive(d.to)
+		if errors.Is(d.err, errSuccessorSilent) {
+			// Redirected there, calls would wait on a node that does not
+			// answer: they are refused as with no active known, and
+			// retried on whichever node the standbys promote.
+			n.setActive("")
+		} else {
+			n.setActive(d.to)
+		}
 	} else {
 		n.followLocked(d.to)
 	}
