@@ -431,11 +431,6 @@ func cmdAcquire(ctx context.Context, args []string, cio cliIO) error {
 	if err := checkKeyArg(f.fs.Arg(0)); err != nil {
 		return err
 	}
-	c, err := f.client(cio)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	// SIGTERM, SIGINT and SIGHUP end the wait, as in run: nothing is
 	// printed, the node withdraws the waiter, and a grant that came with
 	// the signal is released (one the cancelled acquire may have been
@@ -443,7 +438,12 @@ func cmdAcquire(ctx context.Context, args []string, cio cliIO) error {
 	// Go's default action ended the process at once, and such a grant
 	// stayed held for its whole lease, its token printed nowhere. A
 	// signal ignored when baton started (SIGINT, SIGHUP of a background
-	// job of a script) stays ignored.
+	// job of a script) stays ignored. They are caught from before the
+	// client connects until after it is closed (the deferred Stop runs
+	// after the deferred Close): one that came while the client closed,
+	// the token printed, ended the process with 143 (breaker report of
+	// 2026-12-05: a script that took the exit for a failure left the lock
+	// held), and one that came while it connected, with 143 too.
 	sigs := make(chan os.Signal, 1)
 	for _, s := range []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		if !signal.Ignored(s) {
@@ -451,6 +451,11 @@ func cmdAcquire(ctx context.Context, args []string, cio cliIO) error {
 		}
 	}
 	defer signal.Stop(sigs)
+	c, err := f.client(cio)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
 	key := f.fs.Arg(0)
 	l, sig, released, err := acquireUnlessSignalled(ctx, sigs, c, key, time.Duration(lease), time.Duration(wait), cio, modes.options()...)
 	if sig != nil {
@@ -819,19 +824,21 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) (int, error) {
 		return exitUsage, err
 	}
 
+	// Signals: before COMMAND runs, SIGTERM, SIGHUP, SIGINT and SIGQUIT
+	// end the wait; once it runs, they are forwarded to its process group.
+	// None is lost in between: the watcher below hands over the signal it
+	// took, and those that come later wait in sigs until COMMAND runs.
+	// They are caught from before the client connects until after it is
+	// closed (as in acquire).
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+
 	c, err := f.client(cio)
 	if err != nil {
 		return exitError, err
 	}
 	defer c.Close()
-
-	// Signals: before COMMAND runs, SIGTERM, SIGHUP, SIGINT and SIGQUIT
-	// end the wait; once it runs, they are forwarded to its process group.
-	// None is lost in between: the watcher below hands over the signal it
-	// took, and those that come later wait in sigs until COMMAND runs.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
 
 	l, sig, released, err := acquireUnlessSignalled(ctx, sigs, c, key, time.Duration(lease), time.Duration(wait), cio, modes.options()...)
 	if sig != nil {
