@@ -18,10 +18,13 @@ import (
 // away is released instead of written into a socket nobody reads, whether
 // or not the connection's reader has seen the close yet (SPEC section 1,
 // "A waiter that goes away"). The one test of a client gone for both
-// protocols (package native, package handlers).
+// protocols (package native, package handlers). On Linux outside -race
+// the peek is a raw system call, as Read and Write are (the package doc):
+// it never blocks, and made the ordinary way it woke the scheduler's
+// monitor thread once per grant answered.
 func PeerGone(fd uintptr) bool {
 	var b [1]byte
-	n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	n, err := peek(fd, b[:])
 	return (n == 0 && err == nil) || errors.Is(err, syscall.ECONNRESET)
 }
 

@@ -27,6 +27,22 @@ func Read(fd int, p []byte) (int, error) { return rawIO(syscall.SYS_READ, fd, p)
 // syscall.EINTR (interrupted: call again).
 func Write(fd int, p []byte) (int, error) { return rawIO(syscall.SYS_WRITE, fd, p) }
 
+// peek is recv(2) of p on the socket fd with MSG_PEEK|MSG_DONTWAIT, as a
+// raw system call: it never waits (PeerGone). It returns the bytes there
+// (0 at the end of the stream), or -1 and the syscall.Errno.
+func peek(fd uintptr, p []byte) (int, error) {
+	var ptr unsafe.Pointer
+	if len(p) > 0 {
+		ptr = unsafe.Pointer(&p[0])
+	}
+	n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(ptr), uintptr(len(p)),
+		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(n), nil
+}
+
 // rawIO is read(2) or write(2) (trap) of p on fd as a raw system call.
 func rawIO(trap uintptr, fd int, p []byte) (int, error) {
 	var ptr unsafe.Pointer
