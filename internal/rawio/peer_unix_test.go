@@ -1,12 +1,40 @@
-//go:build unix
+//go:build linux
 
 package rawio
 
 import (
 	"net"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
+
+// arrived waits (up to 5 s) until the socket under c has events: POLLIN
+// (bytes or the peer's close there to read), with rdhup also POLLRDHUP
+// (the peer's close itself), so that a peek that follows sees them.
+func arrived(t *testing.T, c net.Conn, rdhup bool) {
+	t.Helper()
+	ev := int16(unix.POLLIN)
+	if rdhup {
+		ev |= unix.POLLRDHUP
+	}
+	rc, err := c.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got int16
+	err = rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: ev}}
+		if _, perr := unix.Poll(fds, 5000); perr == nil {
+			got = fds[0].Revents
+		}
+	})
+	if err != nil || got&ev != ev {
+		t.Fatalf("the socket's events: %#x, want %#x (err %v)", got, ev, err)
+	}
+}
 
 // gone is ConnPeerGone of c, asked until it reports want or 5 s pass (a
 // close on loopback reaches the other socket within the closing call,
@@ -39,12 +67,12 @@ func TestPeerGoneSeesACloseOrAResetAndNothingElse(t *testing.T) {
 		if _, err := s.Write([]byte("GET")); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond) // let the bytes arrive; a wrong answer is "gone"
+		arrived(t, c, false)
 		if ConnPeerGone(c) {
 			t.Fatal("an open connection with bytes unread: gone")
 		}
 		s.Close()
-		time.Sleep(10 * time.Millisecond)
+		arrived(t, c, true)
 		if ConnPeerGone(c) {
 			t.Fatal("a closed connection with bytes still unread: gone (the bytes come first)")
 		}
