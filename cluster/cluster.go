@@ -246,6 +246,27 @@ func (c *Config) ValidateTimings() error {
 // must be; nil when it is one.
 func CheckNodeURL(u string) error { return checkPeerURL(u) }
 
+// NodeURL is u in the one form by which nodes name each other (peers,
+// advertise, a status's url, an active named in a redirect): the blanks
+// around it and a trailing "/" dropped, and its scheme and host in lower
+// case, which RFC 3986 sections 3.1 and 3.2.2 make case-insensitive
+// (an IPv6 zone, case-sensitive, is kept as written). Nodes compare these
+// names as strings, so "HTTP://Node-1:7070/" in one node's peers and
+// "http://node-1:7070" in another's advertise are one node. A u that does
+// not parse is returned trimmed, for CheckNodeURL to refuse.
+func NodeURL(u string) string {
+	u = strings.TrimRight(strings.TrimSpace(u), "/")
+	pu, err := url.Parse(u)
+	if err != nil || pu.Opaque != "" || pu.Host == "" {
+		return u
+	}
+	pu.Scheme = strings.ToLower(pu.Scheme)
+	if !strings.Contains(pu.Host, "%") {
+		pu.Host = strings.ToLower(pu.Host)
+	}
+	return pu.String()
+}
+
 // checkPeerURL reports why p cannot be a node's base URL: nodes dial it,
 // so it needs an http or https scheme, a host, and a port (when one is
 // written) from 1 to 65535; a path, a query, a fragment or a user would be

@@ -62,3 +62,31 @@ func TestValidateTimingsSyncTimeoutBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeURLIsOneNameForOneNode: the forms of a node's URL that name the
+// same node (RFC 3986: scheme and host are case-insensitive; a trailing
+// "/" and blanks around it are no part of it) become one string, which
+// nodes compare; a breaker's "HTTP://h:p" in peers with "http://h:p" in
+// advertise was refused as "not in peers". What is not a node URL stays
+// one that CheckNodeURL refuses.
+func TestNodeURLIsOneNameForOneNode(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://127.0.0.1:7070":         "http://127.0.0.1:7070",
+		" HTTP://127.0.0.1:7070/ ":      "http://127.0.0.1:7070",
+		"Https://Lock.Example.COM":      "https://lock.example.com",
+		"http://[FE80::1]:7070":         "http://[fe80::1]:7070",
+		"http://[fe80::1%25Eth0]:7070/": "http://[fe80::1%25Eth0]:7070",
+		"HTTP://127.0.0.1:7070/Path":    "http://127.0.0.1:7070/Path",
+		"http://127.0.0.1:7070?x=1":     "http://127.0.0.1:7070?x=1",
+		"not a url at all":              "not a url at all",
+	} {
+		if got := NodeURL(in); got != want {
+			t.Errorf("NodeURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for _, bad := range []string{"HTTP://127.0.0.1:7070/Path", "http://127.0.0.1:7070?x=1", "FTP://h:1"} {
+		if CheckNodeURL(NodeURL(bad)) == nil {
+			t.Errorf("CheckNodeURL(NodeURL(%q)) = nil, want it refused", bad)
+		}
+	}
+}

@@ -570,7 +570,7 @@ func (c *serveConfig) validate() error {
 		// (An https advertise without tls_cert may name a TLS proxy.)
 		return fmt.Errorf("advertise: %q is http://, but this node serves TLS (tls_cert is set): write https:// here and in peers", c.Advertise)
 	}
-	c.Advertise = strings.TrimRight(c.Advertise, "/")
+	c.Advertise = cluster.NodeURL(c.Advertise)
 	if err := cluster.CheckNodeURL(c.Advertise); given && err != nil {
 		// As every entry of peers (which a cluster's advertise is one
 		// of): a single node put a query or a path in every grant's node.
@@ -603,7 +603,7 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("sync_standbys: must be 0 on a single node (no peers), got %d", c.SyncStandbys)
 	}
 	for i, p := range c.Peers {
-		c.Peers[i] = strings.TrimRight(strings.TrimSpace(p), "/")
+		c.Peers[i] = cluster.NodeURL(p)
 	}
 	// A single node checks the timings alone: heartbeat 2s with
 	// failover_timeout 1s was accepted there and refused only once peers

@@ -317,3 +317,26 @@ func TestSecurityWarningNoAuthBeyondLoopback(t *testing.T) {
 		}
 	}
 }
+
+// peers and advertise name a node by one URL whatever the case of its
+// scheme and host (cluster.NodeURL): "HTTP://" in peers with "http://" in
+// advertise was refused as "not in peers" (a breaker), while a trailing
+// "/" was already dropped.
+func TestConfigPeersAndAdvertiseCompareAsURLs(t *testing.T) {
+	dir := t.TempDir()
+	c, err := loadConfig([]string{"--data-dir", dir, "--listen", "127.0.0.1:7070",
+		"--advertise", "http://Node-A.example:7070",
+		"--peers", "HTTP://node-a.example:7070/,http://NODE-B.example:7070"}, nil)
+	if err != nil {
+		t.Fatalf("loadConfig: %v", err)
+	}
+	if c.Advertise != "http://node-a.example:7070" || strings.Join(c.Peers, ",") != "http://node-a.example:7070,http://node-b.example:7070" {
+		t.Errorf("advertise %q, peers %q: want both in lower case, no trailing /", c.Advertise, c.Peers)
+	}
+	_, err = loadConfig([]string{"--data-dir", dir, "--listen", "127.0.0.1:7070",
+		"--advertise", "http://node-a.example:7070",
+		"--peers", "http://node-a.example:7070,HTTP://Node-A.example:7070/"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "listed twice") {
+		t.Errorf("one node listed twice in two spellings: %v, want peers' listed twice", err)
+	}
+}
