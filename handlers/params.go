@@ -406,10 +406,12 @@ func (p *lockParams) set(name, v string) error {
 	case "ticket":
 		// A server ticket from a redirect (SPEC section 3): it names the
 		// waiter when the client sent no Idempotency-Key of its own.
-		if len(v) == 0 || len(v) > 64 || strings.Trim(v, "0123456789abcdef") != "" {
-			return badRequest("ticket", "must be the ticket of a redirect (hex)")
+		// Hex in either case; a waiter ID is compared exactly, so it is
+		// taken in lower case, the case of the tickets a node writes.
+		if len(v) == 0 || len(v) > 64 || strings.Trim(v, "0123456789abcdefABCDEF") != "" {
+			return badRequest("ticket", "must be 1 to 64 hex digits (the ticket of a redirect), got "+quoteShort(v))
 		}
-		p.Ticket = v
+		p.Ticket = strings.ToLower(v)
 	case "owner":
 		owner, err := engine.ParseOwner(v)
 		if err != nil {

@@ -38,3 +38,30 @@ func TestTicketIsNotABodyField(t *testing.T) {
 		t.Fatalf("POST ?ticket=0a1b: got %d %s, want 200", r.code, r.body)
 	}
 }
+
+// TestTicketIsHexInEitherCase: a ticket a client makes up is hex and is its
+// waiter ID; upper-case hex was refused as "not the ticket of a redirect
+// (hex)" (a breaker). It is taken in lower case: a retry that spells it
+// in the other case is the same waiter, answered the same grant. What is
+// not hex is still a 400 naming ticket that changes nothing.
+func TestTicketIsHexInEitherCase(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	first := e.do("POST", "/locks/tc?ticket=DEADBEEF&wait=0.01", "")
+	if first.code != 200 {
+		t.Fatalf("POST ?ticket=DEADBEEF: got %d %s, want 200", first.code, first.body)
+	}
+	again := e.do("POST", "/locks/tc?ticket=deadbeef&wait=0.01", "")
+	if again.code != 200 || again.hdr.Get("Lock-Token") != first.hdr.Get("Lock-Token") {
+		t.Fatalf("the retry as ?ticket=deadbeef: got %d %s token %q, want 200 with the first grant's token %q",
+			again.code, again.body, again.hdr.Get("Lock-Token"), first.hdr.Get("Lock-Token"))
+	}
+	for _, bad := range []string{"xyz", "12-34", strings.Repeat("a", 65)} {
+		r := e.do("POST", "/locks/tbad?wait=0.01&ticket="+bad, "")
+		if r.code != 400 || r.errBody(t).Field != "ticket" {
+			t.Fatalf("POST ?ticket=%s: got %d %s, want a 400 naming ticket", bad, r.code, r.body)
+		}
+		if st := e.status("tbad"); st.Holder != nil || st.Waiters != 0 {
+			t.Fatalf("POST ?ticket=%s changed the key: %+v", bad, st)
+		}
+	}
+}
