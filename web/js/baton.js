@@ -237,7 +237,7 @@ export class Client {
           const late = now() - sent >= g.lease * 500, l = new Lock(this, g, late ? now() : sent, o.at);
           if (late) await l.renew().catch(() => l._watch(sent + g.lease * 1000));
           if (!l.lost.aborted) return l;
-          err = new BatonError(410, 'grant_ended', `the grant (token ${g.token}, lease ${g.lease} s) ended before its answer was read`, undefined, l.lost.reason);
+          err = new BatonError(410, 'grant_ended', 'ended before read', undefined, l.lost.reason);
         } else if (err = await statusError(res), res.status > 499) throw err; // maybe granted: settled
       } catch (e) {
         if (asked && e.status != 400) this._settle(key, pathQuery, headers, Number(res?.headers.get('Lock-Token')), o.at); // 400: never sent

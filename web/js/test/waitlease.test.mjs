@@ -72,7 +72,7 @@ test('a late grant ended when the wait is spent rejects with timeout', async (t)
   t.after(() => c.close());
   // The grant is answered 50 ms after the send: past the 40 ms wait.
   await assert.rejects(c.acquire('k', { lease: 0.01, wait: 0.04 }), (e) => e instanceof BatonError && e.status === 408 && e.code === 'timeout' && e.cause?.code === 'grant_ended' &&
-    /token 7, lease 0\.01 s\) ended before its answer was read/.test(e.message));
+    /ended before read/.test(e.message));
   assert.deepEqual(patched, ['PATCH'], 'one renewal of the late grant');
   assert.equal(posts.length, 1, 'no new acquire past the wait');
 });
