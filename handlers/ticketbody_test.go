@@ -39,11 +39,12 @@ func TestTicketIsNotABodyField(t *testing.T) {
 	}
 }
 
-// TestTicketIsHexInEitherCase: a ticket a client makes up is hex and is its
-// waiter ID; upper-case hex was refused as "not the ticket of a redirect
-// (hex)" (a breaker). It is taken in lower case: a retry that spells it
-// in the other case is the same waiter, answered the same grant. What is
-// not hex is still a 400 naming ticket that changes nothing.
+// TestTicketIsHexInEitherCase: a ticket is hex, and names its waiter;
+// upper-case hex was refused as "not the ticket of a redirect (hex)" (a
+// breaker). It is taken in lower case: a repeat that spells it in the
+// other case names the same waiter (granted at once here: answered the
+// same grant). What is not hex is still a 400 naming ticket that changes
+// nothing.
 func TestTicketIsHexInEitherCase(t *testing.T) {
 	e := newEnv(t, engine.Config{}, handlers.Config{})
 	first := e.do("POST", "/locks/tc?ticket=DEADBEEF&wait=0.01", "")
