@@ -250,9 +250,10 @@ func CheckNodeURL(u string) error { return checkPeerURL(u) }
 // advertise, a status's url, an active named in a redirect): the blanks
 // around it and a trailing "/" dropped, and its scheme and host in lower
 // case, which RFC 3986 sections 3.1 and 3.2.2 make case-insensitive
-// (an IPv6 zone, case-sensitive, is kept as written). Nodes compare these
-// names as strings, so "HTTP://Node-1:7070/" in one node's peers and
-// "http://node-1:7070" in another's advertise are one node. A u that does
+// (an IPv6 zone, case-sensitive, is kept as written), and its port
+// without leading zeros. Nodes compare these names as strings, so
+// "HTTP://Node-1:07070/" in one node's peers and "http://node-1:7070" in
+// another's advertise are one node. A u that does
 // not parse is returned trimmed, for CheckNodeURL to refuse.
 func NodeURL(u string) string {
 	u = strings.TrimRight(strings.TrimSpace(u), "/")
@@ -263,6 +264,12 @@ func NodeURL(u string) string {
 	pu.Scheme = strings.ToLower(pu.Scheme)
 	if !strings.Contains(pu.Host, "%") {
 		pu.Host = strings.ToLower(pu.Host)
+	}
+	if port := pu.Port(); port != "" {
+		// A port's leading zeros are no part of its number (":07070").
+		if n, err := strconv.ParseUint(port, 10, 16); err == nil {
+			pu.Host = strings.TrimSuffix(pu.Host, port) + strconv.FormatUint(n, 10)
+		}
 	}
 	return pu.String()
 }
