@@ -253,8 +253,8 @@ func CheckNodeURL(u string) error { return checkPeerURL(u) }
 // (an IPv6 zone, case-sensitive, is kept as written), and its port
 // without leading zeros. Nodes compare these names as strings, so
 // "HTTP://Node-1:07070/" in one node's peers and "http://node-1:7070" in
-// another's advertise are one node. A u that does
-// not parse is returned trimmed, for CheckNodeURL to refuse.
+// another's advertise are one node. A u that does not parse is returned
+// trimmed, for CheckNodeURL to refuse.
 func NodeURL(u string) string {
 	u = strings.TrimRight(strings.TrimSpace(u), "/")
 	pu, err := url.Parse(u)
