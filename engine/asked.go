@@ -33,7 +33,7 @@ func (e *KeyReusedError) Error() string {
 	if e.Reason != "" {
 		return e.Field + ": " + e.Reason
 	}
-	return fmt.Sprintf("%s: differs from the first acquire with this Idempotency-Key (native: id=); a repeat must ask for the same mode, limit, lease and owner (only wait may differ): use a new key for another request", e.Field)
+	return fmt.Sprintf("%s: differs from the first acquire with this waiter ID (its Idempotency-Key, ticket or native id=); a repeat must ask for the same mode, limit, lease and owner (only wait may differ): use a new key for another request", e.Field)
 }
 
 // Is makes errors.Is(err, ErrKeyReused) hold.
