@@ -66,3 +66,17 @@ func TestTicketIsHexInEitherCase(t *testing.T) {
 		}
 	}
 }
+
+// A repeat under a ticket that asks for something else than the first
+// acquire is a 422 whose message names the waiter ID it repeats, a ticket
+// among them: it named only "this Idempotency-Key" (a breaker).
+func TestTicketRepeatThatDiffersNamesTheWaiterID(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	if r := e.do("POST", "/locks/tr?ticket=ab12&wait=0.01&mode=shared", ""); r.code != 200 {
+		t.Fatalf("first: got %d %s, want 200", r.code, r.body)
+	}
+	r := e.do("POST", "/locks/tr?ticket=ab12&wait=0.01&mode=exclusive", "")
+	if r.code != 422 || !strings.Contains(r.errBody(t).Message, "ticket") {
+		t.Fatalf("the repeat as exclusive: got %d %s, want a 422 whose message names the ticket", r.code, r.body)
+	}
+}
