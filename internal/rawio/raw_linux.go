@@ -19,37 +19,30 @@ const Raw = true
 // never waits. It returns the bytes read (0 at the end of the stream), or
 // -1 and the syscall.Errno: syscall.EAGAIN when nothing is there,
 // syscall.EINTR (interrupted: call again).
-func Read(fd int, p []byte) (int, error) { return rawIO(syscall.SYS_READ, fd, p) }
+func Read(fd int, p []byte) (int, error) { return rawIO(syscall.SYS_READ, uintptr(fd), p, 0) }
 
 // Write is write(2) on the non-blocking socket fd, as a raw system call:
 // it never waits. It returns the bytes written, or -1 and the
 // syscall.Errno: syscall.EAGAIN when the socket takes nothing,
 // syscall.EINTR (interrupted: call again).
-func Write(fd int, p []byte) (int, error) { return rawIO(syscall.SYS_WRITE, fd, p) }
+func Write(fd int, p []byte) (int, error) { return rawIO(syscall.SYS_WRITE, uintptr(fd), p, 0) }
 
 // peek is recv(2) of p on the socket fd with MSG_PEEK|MSG_DONTWAIT, as a
 // raw system call: it never waits (PeerGone). It returns the bytes there
 // (0 at the end of the stream), or -1 and the syscall.Errno.
 func peek(fd uintptr, p []byte) (int, error) {
-	var ptr unsafe.Pointer
-	if len(p) > 0 {
-		ptr = unsafe.Pointer(&p[0])
-	}
-	n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(ptr), uintptr(len(p)),
-		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-	if e != 0 {
-		return -1, e
-	}
-	return int(n), nil
+	return rawIO(syscall.SYS_RECVFROM, fd, p, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 }
 
-// rawIO is read(2) or write(2) (trap) of p on fd as a raw system call.
-func rawIO(trap uintptr, fd int, p []byte) (int, error) {
+// rawIO is the system call trap (read(2), write(2), or recvfrom(2) with
+// flags and no address) of p on fd, as a raw system call; read and write
+// take no fourth argument, and flags is 0 for them.
+func rawIO(trap, fd uintptr, p []byte, flags uintptr) (int, error) {
 	var ptr unsafe.Pointer
 	if len(p) > 0 {
 		ptr = unsafe.Pointer(&p[0])
 	}
-	n, _, e := syscall.RawSyscall(trap, uintptr(fd), uintptr(ptr), uintptr(len(p)))
+	n, _, e := syscall.RawSyscall6(trap, fd, uintptr(ptr), uintptr(len(p)), flags, 0, 0)
 	if e != 0 {
 		return -1, e
 	}
