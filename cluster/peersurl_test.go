@@ -90,3 +90,19 @@ func TestNodeURLIsOneNameForOneNode(t *testing.T) {
 		}
 	}
 }
+
+// The node that began a log's epoch is read from the log, in the spelling
+// its advertise had then (before NodeURL, "HTTP://Node-A:7070/" worked
+// when every node wrote it so): replacedBy compares it with the node's own
+// URL in NodeURL's form, so that a node whose log ends in its own epoch
+// still knows it after its spelling became the canonical one.
+func TestReplacedByComparesTheEpochsNodeAsAURL(t *testing.T) {
+	s := Status{URL: "http://node-a:7070", LogEpoch: 1, LogEpochBy: "HTTP://Node-A:7070/"}
+	if !replacedBy(s, Status{LogEpoch: 2}) {
+		t.Error("the log's epoch begun by this node under another spelling: not replaced by a later term")
+	}
+	s.LogEpochBy = "http://node-b:7070"
+	if replacedBy(s, Status{LogEpoch: 2}) {
+		t.Error("another node's epoch counted as this node's")
+	}
+}

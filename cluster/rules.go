@@ -669,9 +669,11 @@ func (v view) allHeard() bool {
 
 // replacedBy reports whether the active act replaced the node s (see
 // ruleRestartNewer): s was the active of its log's last epoch (it began
-// it) and act's log is of a later epoch.
+// it) and act's log is of a later epoch. The epoch's node is read from
+// the log, written under the spelling of advertise in force then; s.URL
+// is NodeURL's form, so the two compare in that form.
 func replacedBy(s, act Status) bool {
-	return s.LogEpochBy == s.URL && s.LogEpoch < act.LogEpoch
+	return NodeURL(s.LogEpochBy) == s.URL && s.LogEpoch < act.LogEpoch
 }
 
 // replacedStale reports whether old, the active of its log's last epoch,
