@@ -135,6 +135,9 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 		}
 		w := t.w
 		w.state, w.pollUntil, w.graceUntil = detached, 0, now.monoAt(r.Until)
+		if r.WaitUntil != 0 {
+			w.waitUntil = now.monoAt(r.WaitUntil)
+		}
 		s.schedule(w)
 		return w
 	case RecClaim:

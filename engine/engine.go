@@ -203,6 +203,8 @@ type AcquireRequest struct {
 	// Lease is how long the grant lasts without renewal; 0 = LeaseDefault.
 	Lease time.Duration
 	// Wait bounds the time in the queue; 0 = without limit (or WaitMax).
+	// A repeat (see ID) that takes over a waiting place waits until the
+	// first request's deadline or its own Wait, whichever ends first.
 	Wait time.Duration
 	// ID is the waiter identity (an Idempotency-Key); "" = anonymous. A
 	// repeat with the same Key and ID gets the outcome of the first; a
@@ -1088,7 +1090,7 @@ func (e *Engine) acquire(req *AcquireRequest, done Receiver, o *AcquireResult) *
 				s.mu.Unlock()
 				return fail(err)
 			}
-			return s.repeat(t, now, done, o)
+			return s.repeat(t, now, done, o, wait)
 		}
 		// Kept with its ticket, for the retention period past the grant:
 		// not a slice of the request (a native request line, say).
@@ -1208,21 +1210,30 @@ func (s *shard) enqueue(lk *lock, req *AcquireRequest, lease, wait time.Duration
 	w := s.apply(lk, &r, now)
 	s.unadmit() // when the apply did not queue it
 	// The request parks on w: an active's own part of the change.
-	p := s.park(w, now, done)
+	p := s.park(w, now, done, 0)
 	s.mu.Unlock()
 	return p
 }
 
 // park puts a request (done, or a channel for Acquire) on the queued
 // waiter w. s.mu is held.
-func (s *shard) park(w *waiter, now stamp, done Receiver) *Waiting {
-	if w.graceUntil != 0 {
+func (s *shard) park(w *waiter, now stamp, done Receiver, waitUntil int64) *Waiting {
+	if w.graceUntil != 0 || waitUntil != 0 {
 		// A detached waiter resumed: its place no longer runs out, on a
 		// standby that promotes either (Promote keeps a logged grace).
-		// A log that refuses it leaves that grace on the standbys.
+		// A wait a repeat ended sooner (waitUntil, repeatWaitUntil) ends
+		// so on the standbys too. A log that refuses it leaves that
+		// grace and that wait on the standbys.
 		r := Record{Kind: RecDetach, Key: w.lk.key, WaiterID: w.t.id, At: now.wall}
+		if waitUntil != 0 {
+			r.WaitUntil = now.wallAt(waitUntil)
+		}
 		_, _ = s.record(&r)
 		s.apply(w.lk, &r, now)
+		if waitUntil != 0 {
+			// As the repeat asked, whether or not the log took it.
+			w.waitUntil = waitUntil
+		}
 	}
 	p := &Waiting{s: s, w: w, to: done}
 	if done == nil {
@@ -1238,9 +1249,9 @@ func (s *shard) park(w *waiter, now stamp, done Receiver) *Waiting {
 	return p
 }
 
-// repeat answers an acquire whose waiter ID is known. s.mu is held and is
-// released here.
-func (s *shard) repeat(t *ticket, now stamp, done Receiver, o *AcquireResult) *Waiting {
+// repeat answers an acquire whose waiter ID is known; wait is the
+// repeat's own (0: no limit). s.mu is held and is released here.
+func (s *shard) repeat(t *ticket, now stamp, done Receiver, o *AcquireResult, wait time.Duration) *Waiting {
 	switch t.state {
 	case tGranted:
 		lk := s.locks[t.key]
@@ -1287,14 +1298,35 @@ func (s *shard) repeat(t *ticket, now stamp, done Receiver, o *AcquireResult) *W
 		o.err = ErrGrantEnded
 		return nil
 	}
-	// Still waiting: this request takes over the place.
+	// Still waiting: this request takes over the place, until the
+	// first request's deadline or its own, whichever ends first
+	// (repeatWaitUntil).
 	w := t.w
 	if w.state == queued {
 		w.deliver(AcquireResult{err: ErrSuperseded})
 	}
-	p := s.park(w, now, done)
+	p := s.park(w, now, done, repeatWaitUntil(w.waitUntil, now.mono, wait))
 	s.mu.Unlock()
 	return p
+}
+
+// repeatWaitUntil is the rule for the wait of a repeat that takes over a
+// waiting place (a retry, a resume after poll_timeout, a client's ask
+// after it cancelled): the place's wait ends at the first request's
+// deadline (until, monotonic ns; 0 = no limit) or at the repeat's own,
+// wait after now, whichever comes first. A repeat never lengthens a
+// wait; a repeat that asks for less than is left ends it sooner, as its
+// client will not wait longer (a cancelled acquire's ask with 1 ms is
+// answered 408 then, and the place is gone, instead of holding it until
+// the ask gives up). It returns the new deadline, 0 when until stands.
+func repeatWaitUntil(until, now int64, wait time.Duration) int64 {
+	if wait <= 0 {
+		return 0
+	}
+	if own := after(now, wait); own != 0 && (until == 0 || own < until) {
+		return own
+	}
+	return 0
 }
 
 // undeliverable releases a grant whose answer could not be delivered, and

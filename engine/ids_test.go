@@ -391,3 +391,81 @@ func TestIDRepeatOfAGrantNoSlotHoldsIsGrantEnded(t *testing.T) {
 		}
 	})
 }
+
+// A repeat that takes over a waiting place with a shorter wait than the
+// first request has left ends the place at its own deadline: its client
+// waits no longer (a cancelled acquire's ask, 1 ms). A longer wait, or
+// none, keeps the first request's deadline: a repeat never lengthens it.
+func TestIDRepeatWaitEndsThePlaceOnlySooner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Config{Retention: time.Minute})
+		defer e.Close()
+		const key = "k"
+		h := mustAcquire(t, e, AcquireRequest{Key: key, Lease: time.Hour})
+		first := goAcquire(e, context.Background(), AcquireRequest{Key: key, ID: "a", Wait: time.Minute})
+		synctest.Wait()
+		time.Sleep(5 * time.Second)
+		ask := goAcquire(e, context.Background(), AcquireRequest{Key: key, ID: "a", Wait: time.Millisecond})
+		synctest.Wait()
+		wantErr(t, "first", answered(t, "first", first).err, ErrSuperseded)
+		parked(t, "ask", ask)
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		wantErr(t, "ask", answered(t, "ask", ask).err, ErrTimeout)
+		wantCounts(t, e, 1, 0)
+		again := goAcquire(e, context.Background(), AcquireRequest{Key: key, ID: "a", Wait: time.Minute})
+		synctest.Wait()
+		wantErr(t, "a repeat after the ask's timeout", answered(t, "again", again).err, ErrTimeout)
+
+		for _, wait := range []time.Duration{0, time.Hour, 9 * time.Second} {
+			first := goAcquire(e, context.Background(), AcquireRequest{Key: key, ID: "b" + wait.String(), Wait: 10 * time.Second})
+			synctest.Wait()
+			time.Sleep(time.Second)
+			repeat := goAcquire(e, context.Background(), AcquireRequest{Key: key, ID: "b" + wait.String(), Wait: wait})
+			synctest.Wait()
+			wantErr(t, "first", answered(t, "first", first).err, ErrSuperseded)
+			time.Sleep(9*time.Second - time.Nanosecond)
+			synctest.Wait()
+			parked(t, "repeat with wait "+wait.String(), repeat)
+			time.Sleep(time.Nanosecond)
+			synctest.Wait()
+			wantErr(t, "repeat with wait "+wait.String(), answered(t, "repeat", repeat).err, ErrTimeout)
+		}
+		if err := e.Release(key, h.Token); err != nil {
+			t.Fatal(err)
+		}
+		wantCounts(t, e, 0, 0)
+	})
+}
+
+// The wait a repeat ended sooner is the standbys' too: promoted after a
+// failover, a standby times the place out at the repeat's deadline, not
+// at the first request's.
+func TestIDRepeatWaitEndsThePlaceSoonerOnTheStandby(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := replicaPair(t)
+		defer a.Close()
+		defer b.Close()
+		const key = "k"
+		mustAcquire(t, a, AcquireRequest{Key: key, Lease: time.Hour})
+		first := goAcquire(a, context.Background(), AcquireRequest{Key: key, ID: "w", Wait: time.Minute})
+		synctest.Wait()
+		repeat := goAcquire(a, context.Background(), AcquireRequest{Key: key, ID: "w", Wait: 3 * time.Second})
+		synctest.Wait()
+		wantErr(t, "first", answered(t, "first", first).err, ErrSuperseded)
+		parked(t, "repeat", repeat)
+		want := time.Now().Add(3 * time.Second)
+		for name, e := range map[string]*Engine{"active": a, "standby": b} {
+			if ws := e.Waiters(key, 10); len(ws) != 1 || !ws[0].WaitEnd.Equal(want) {
+				t.Fatalf("%s: Waiters = %+v; want w, its wait ending at %v", name, ws, want)
+			}
+		}
+		a.Demote()
+		synctest.Wait()
+		b.Promote(Failover)
+		wantCounts(t, b, 1, 1)
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		wantCounts(t, b, 1, 0)
+	})
+}

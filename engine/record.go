@@ -53,7 +53,8 @@ const (
 	RecTimeout RecordKind = 7
 	// RecDetach: WaiterID's request on Key went away at At while its
 	// place is kept until Until (its grace), for a repeat to resume it;
-	// Until 0: a repeat resumed it at At (its request is parked again).
+	// Until 0: a repeat resumed it at At (its request is parked again),
+	// and, with WaitUntil, ended its wait sooner: at WaitUntil.
 	RecDetach RecordKind = 8
 	// RecClaim: the claim deadline of the grant Token on Key, made to
 	// WaiterID's detached request, is now Until; 0: a repeat claimed the

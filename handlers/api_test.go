@@ -610,6 +610,31 @@ func TestIdempotencyKey(t *testing.T) {
 		e.release("i", g2.Token)
 	})
 
+	t.Run("repeat with a shorter wait ends the place at its own deadline", func(t *testing.T) {
+		// A client that cancelled its acquire asks under its key with
+		// wait=0.001 whether it was granted (the official clients do):
+		// the ask takes the place over, is answered 408 a millisecond
+		// later, and the place is gone, not kept to the first's 30 s.
+		e := newEnv(t, engine.Config{}, handlers.Config{})
+		h := e.acquire("/locks/i?lease=30")
+		first := e.async(context.Background(), e.client, http.MethodPost, "/locks/i?lease=30&wait=30", "", idem("S")...)
+		e.waitWaiters("i", 1)
+		r := e.do(http.MethodPost, "/locks/i?lease=30&wait=0.001", "", idem("S")...)
+		if r.code != http.StatusRequestTimeout || r.errBody(t).Code != api.CodeTimeout {
+			t.Fatalf("ask: %d %s, want 408 timeout", r.code, r.body)
+		}
+		if f := recv(t, first, "first request"); f.code != http.StatusConflict || f.errBody(t).Code != api.CodeSuperseded {
+			t.Fatalf("first request: %d %s, want 409 superseded", f.code, f.body)
+		}
+		if st := e.status("i"); st.Waiters != 0 {
+			t.Fatalf("the place outlived the ask's 408: %+v", st)
+		}
+		e.release("i", h.Token)
+		if st := e.status("i"); st.Holder != nil {
+			t.Fatalf("granted to a waiter told 408: %+v", st)
+		}
+	})
+
 	t.Run("repeat after 408 gets 408 and never a grant", func(t *testing.T) {
 		e := newEnv(t, engine.Config{}, handlers.Config{})
 		h := e.acquire("/locks/i?lease=30")
