@@ -48,10 +48,14 @@ func (g *awaitGate) ActiveNative() string {
 // AwaitActive returns once an active is known (or this node serves), the
 // gate gives up, or ctx ends.
 func (g *awaitGate) AwaitActive(ctx context.Context) {
-	g.once.Do(func() { close(g.asked) })
 	g.mu.Lock()
 	ch, known := g.changed, g.serving || g.active != ""
 	g.mu.Unlock()
+	// Asked only once ch is taken: a test that hears of it and gives up
+	// (giveUp changes nothing a later look would see) closes this ch,
+	// not a new one that nobody closes (the wait then hung the test
+	// under load until go test's timeout).
+	g.once.Do(func() { close(g.asked) })
 	if known {
 		return
 	}
