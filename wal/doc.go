@@ -20,6 +20,8 @@
 //	00000000000000000001.wal    a segment: records from index 1 on
 //	00000000000000004097.wal    the next segment, begun at 64 MiB
 //	00000000000000004000.snap   the newest snapshot: the state after record 4000
+//	newest-segment              the newest segment's file name and a newline
+//	                            (a lower bound: see below)
 //	*.tmp                       a segment or snapshot being made; removed at Open
 //
 // Names are the index in 20 decimal digits. Integers are little-endian.
@@ -110,6 +112,17 @@
 // does Replay with records below the index it starts from. Open takes
 // the snapshot's word for these only when its file verifies whole
 // (LoadSnapshot's check, made then and only then).
+//
+// A newest segment removed as a whole leaves nothing to see in the
+// others (each ends where the next begins), so newest-segment names it:
+// written (durably: to a temporary file, fsynced, renamed, the directory
+// fsynced) once a new segment is begun, and lowered before an Install
+// removes segments, so that it never names one that was not made. Open
+// refuses a directory whose newest segment begins below the one it
+// names (wal.ErrRemoved, naming the missing file), unless Config.Repair;
+// a directory without the file (a new log, or one older than it) is not
+// checked, and gets it. A removal at a record's boundary inside the
+// newest segment, or of its last records, cannot be told from a crash.
 //
 // # Snapshot file
 //

@@ -83,6 +83,15 @@ func (l *Log) install(index uint64, write func(io.Writer) error) (touched bool, 
 		}
 		return true, err
 	}
+	// The newest segment named no higher than the one that begins the
+	// new log, before any segment goes: a crash from here on must not
+	// leave it naming one removed (see newestName).
+	if err := l.lowerNewest(index + 1); err != nil {
+		if tmp != "" {
+			os.Remove(tmp)
+		}
+		return false, fmt.Errorf("wal: install: %w", err)
+	}
 	// Segments first, then snapshots: a crash in between leaves the old
 	// snapshot alone, the state this node had at it. The new one is
 	// renamed into place only after both.
@@ -109,6 +118,9 @@ func (l *Log) install(index uint64, write func(io.Writer) error) (touched bool, 
 	f, seg, err := l.createSegment(index + 1)
 	if err != nil {
 		return true, err
+	}
+	if err := l.setNewest(index + 1); err != nil {
+		l.log.Warn("wal: install: cannot name the new segment as the newest; were it removed, the next start would not see it", "dir", l.cfg.Dir, "file", seg.path, "err", err)
 	}
 	l.segMu.Lock()
 	l.segs, l.snapIndex = []segment{seg}, snap

@@ -132,6 +132,11 @@ type Log struct {
 	// Order: syncMu before mu.
 	syncMu sync.Mutex
 
+	// newest is the first index of the segment the newestName file
+	// names (0: no file); guarded by newestMu.
+	newestMu sync.Mutex
+	newest   uint64
+
 	segMu     sync.Mutex // guards segs and snapIndex
 	segs      []segment  // in index order; the last is active
 	snapIndex uint64     // index of the newest snapshot file (0: none)
@@ -264,6 +269,28 @@ func (l *Log) load() error {
 		l.log.Warn("wal: repair: the log's files are gone (neither a segment nor a snapshot, although the directory held a log); starting with an empty log: the state they held is lost",
 			"dir", l.cfg.Dir, "evidence", l.cfg.Existed)
 	}
+	marked, err := l.readNewest()
+	if err != nil {
+		if !l.cfg.Repair {
+			return err
+		}
+		l.log.Warn("wal: repair: the file naming the newest segment cannot be read; it is written again", "dir", l.cfg.Dir, "err", err)
+		marked = 0
+	}
+	l.newest = marked
+	have := l.snapIndex + 1 // where the newest segment here begins
+	if len(segs) > 0 {
+		have = segs[len(segs)-1].first
+	}
+	if marked > have {
+		missing := l.path(fileName(marked, segmentExt))
+		if !l.cfg.Repair {
+			return fmt.Errorf("%w: data_dir %s: %s, the newest segment the log began (%s names it), is missing, and the records it held, from record %d on, with it; to start anyway with the records before it, %s",
+				ErrRemoved, l.cfg.Dir, missing, newestName, marked, l.cfg.RepairHint)
+		}
+		l.log.Warn("wal: repair: the newest segment the log began is missing; starting with the records before it (those it held are lost)",
+			"file", missing, "first_lost_record", marked)
+	}
 	if len(segs) == 0 && l.snapIndex > 0 {
 		// A snapshot is never written without a segment after it but
 		// by a crash in Install between the two: otherwise the
@@ -339,6 +366,9 @@ func (l *Log) load() error {
 		case errors.As(err, &torn):
 			off, reason = torn.offset, torn.reason+", in a segment that is not the last"
 		default:
+			if pe := (*os.PathError)(nil); errors.As(err, &pe) {
+				return fmt.Errorf("wal: %w", err) // names the file already
+			}
 			return fmt.Errorf("wal: read %s: %w", s.path, err)
 		}
 		if !l.cfg.Repair {
@@ -394,7 +424,30 @@ func (l *Log) load() error {
 				next-1, l.snapIndex),
 			Hint: l.cfg.RepairHint}
 	}
-	if next <= l.snapIndex {
+	if next <= l.snapIndex && !l.snapshotVerifies() {
+		// A snapshot newer than the log's end that does not verify: the
+		// log's records are all that is left, and nothing of them goes.
+		// Without Repair the start stops at the snapshot (LoadSnapshot
+		// refuses it, naming it); with Repair the node starts from the
+		// log alone, the snapshot moved aside, so that later snapshots
+		// (below its index) are the newest again.
+		if l.cfg.Repair {
+			path := l.path(fileName(l.snapIndex, snapshotExt))
+			aside := path + damagedExt
+			err := os.Rename(path, aside)
+			if err == nil {
+				err = syncDir(l.cfg.Dir)
+			}
+			if err != nil {
+				return fmt.Errorf("%w: data_dir %s: repair: %v", ErrNotWritable, l.cfg.Dir, err)
+			}
+			l.log.Warn("wal: repair: the newest snapshot is damaged and newer than the log's end; it is moved aside, and the log's records are kept",
+				"file", path, "moved_to", aside, "log_end", next-1)
+			if l.snapIndex, err = newestSnapshot(l.cfg.Dir); err != nil {
+				return fmt.Errorf("wal: data_dir %s: %w", l.cfg.Dir, err)
+			}
+		}
+	} else if next <= l.snapIndex {
 		// The snapshot is newer than the log's end, repaired: start after
 		// it.
 		l.log.Warn("wal: the log ends before the newest snapshot; continuing after the snapshot",
@@ -434,11 +487,33 @@ func (l *Log) load() error {
 		segs[len(segs)-1].id = st
 		l.allocEnd = max(st.Size(), end) // zeros after end: written ahead before a crash
 	}
+	if err := l.setNewest(segs[len(segs)-1].first); err != nil {
+		return fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, l.cfg.Dir, err)
+	}
 	l.segs = segs
 	l.next, l.bufFirst = next, next
 	l.written, l.synced = next-1, next-1
 	l.writeOff, l.syncOff = end, end
 	return nil
+}
+
+// damagedExt is added to the name of a snapshot a repair moved aside.
+const damagedExt = ".damaged"
+
+// newestSnapshot returns the index of the newest snapshot file in dir, 0
+// when there is none. Errors: os.ReadDir's.
+func newestSnapshot(dir string) (uint64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var newest uint64
+	for _, e := range entries {
+		if i, ok := parseName(e.Name(), snapshotExt); ok && i > newest {
+			newest = i
+		}
+	}
+	return newest, nil
 }
 
 // snapshotVerifies reports whether the newest snapshot file is whole
@@ -1156,6 +1231,11 @@ func (l *Log) cut() {
 	l.segMu.Unlock()
 	if err := old.Close(); err != nil {
 		l.log.Warn("wal: close segment", "err", err)
+	}
+	if err := l.setNewest(first); err != nil {
+		// The file still names the segment before: only a removal of
+		// this one goes unseen at the next start.
+		l.log.Warn("wal: cannot name the new segment as the newest; were it removed, the next start would not see it", "dir", l.cfg.Dir, "file", seg.path, "err", err)
 	}
 }
 
