@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -186,6 +187,8 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 	case errors.Is(err, fs.ErrPermission):
 		// token-hwm the node may not read or replace (another user's).
 		return nil, &startError{exitUsage, fmt.Errorf("cannot start the engine: %w (the node's user must be able to read and write every file in data_dir)", err)}
+	case errors.Is(err, syscall.EISDIR):
+		return nil, &startError{exitUsage, fmt.Errorf("cannot start the engine: %w (%s)", err, dirInsteadOfFile)}
 	case err != nil:
 		return nil, &startError{exitError, fmt.Errorf("cannot start the engine: %w", err)}
 	}
@@ -370,6 +373,10 @@ func (n *Node) replay() (snapshotStart, error) {
 	return at, nil
 }
 
+// dirInsteadOfFile ends the message of a start refused because a
+// directory stands where a file of data_dir belongs.
+const dirInsteadOfFile = "a directory stands where data_dir's file belongs: move it away"
+
 // walStartError is the *startError for wal.Open's err: exit code 2 for a
 // data_dir in use, not writable or readable (the error names data_dir) or
 // damaged, or an operating system where the log cannot be kept safe
@@ -388,6 +395,8 @@ func walStartError(dir string, err error) error {
 		// A file of the log the node may not read (another user's): a
 		// data_dir the node cannot use, as one it cannot write.
 		return &startError{exitUsage, fmt.Errorf("cannot open the log in data_dir %s: %w (the node's user must be able to read and write every file in it)", filepath.Clean(dir), err)}
+	case errors.Is(err, syscall.EISDIR):
+		return &startError{exitUsage, fmt.Errorf("cannot open the log in data_dir %s: %w (%s)", filepath.Clean(dir), err, dirInsteadOfFile)}
 	case errors.Is(err, wal.ErrUnsupported):
 		return &startError{exitUsage, fmt.Errorf("baton serve cannot run on %s: %w; run the server on Linux or macOS (the client commands acquire, run, release, renew and status work here)", runtime.GOOS, err)}
 	}
