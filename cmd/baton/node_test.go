@@ -684,3 +684,26 @@ func runUntilServing(t *testing.T, cmd *exec.Cmd, addr string) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestDirectoryInPlaceOfADataFileRefused: a directory where token-hwm, a
+// segment or a snapshot belongs stops the start with exit 2, naming it
+// (breaker H: it was exit 1, the segment's path said twice), as a file
+// the node may not read does.
+func TestDirectoryInPlaceOfADataFileRefused(t *testing.T) {
+	needBinary(t)
+	for _, name := range []string{"token-hwm", "00000000000000000001.wal", "00000000000000000005.snap"} {
+		dir := t.TempDir()
+		writeLog(t, dir, 3)
+		file := filepath.Join(dir, name)
+		if err := os.RemoveAll(file); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(file, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		code, stderr := runServe(t, nil, "--data-dir", dir)
+		if code != exitUsage || !strings.Contains(stderr, file) || !strings.Contains(stderr, "a directory stands where") || strings.Count(stderr, file) != 1 {
+			t.Fatalf("%s a directory: exit %d, want 2 and a message naming it once:\n%s", name, code, stderr)
+		}
+	}
+}
