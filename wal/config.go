@@ -79,7 +79,10 @@ type Config struct {
 	// log before (baton: its token-hwm, written only once the log was
 	// open), quoted in Open's error: a Dir with neither a segment nor a
 	// snapshot then had them removed, and Open returns ErrRemoved
-	// (wrapped) instead of beginning a new log, unless Repair.
+	// (wrapped) instead of beginning a new log, unless Repair. It also
+	// says that the log never installs a snapshot (Install), so that a
+	// snapshot left without any segment had its segments removed too
+	// (see newestName). baton sets it on a single node only.
 	Existed string
 	// RepairHint is how a user turns on Repair, quoted in a CorruptError
 	// (for example "start with --repair-log"); default "set Config.Repair".

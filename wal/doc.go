@@ -119,7 +119,9 @@
 // fsynced) once a new segment is begun, and lowered before an Install
 // removes segments, so that it never names one that was not made. Open
 // refuses a directory whose newest segment begins below the one it
-// names (wal.ErrRemoved, naming the missing file), unless Config.Repair;
+// names (wal.ErrRemoved, naming the missing file), and, with
+// Config.Existed (a log that never installs), a snapshot left without any
+// segment when the one named began at or before it, unless Config.Repair;
 // a directory without the file (a new log, or one older than it) is not
 // checked, and gets it. A removal at a record's boundary inside the
 // newest segment, or of its last records, cannot be told from a crash.

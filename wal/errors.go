@@ -50,6 +50,9 @@ type CorruptError struct {
 	Index  uint64 // index of the first record that cannot be read (0 for a snapshot)
 	Reason string // what is wrong there
 	Hint   string // how to start anyway (from Config.RepairHint); empty for a snapshot
+	// Anyway says what starting anyway (Hint) does; "" = what it does for
+	// a segment: keeps the records before the damage, drops the rest.
+	Anyway string
 }
 
 // Error names the file, the offset (and record), what is wrong, and the
@@ -61,7 +64,11 @@ func (e *CorruptError) Error() string {
 	}
 	msg += ": " + e.Reason
 	if e.Hint != "" {
-		msg += "; to start anyway with the records before it (and drop it and all after it), " + e.Hint
+		anyway := e.Anyway
+		if anyway == "" {
+			anyway = "to start anyway with the records before it (and drop it and all after it)"
+		}
+		msg += "; " + anyway + ", " + e.Hint
 	}
 	return msg
 }

@@ -274,7 +274,7 @@ func (l *Log) load() error {
 		if !l.cfg.Repair {
 			return err
 		}
-		l.log.Warn("wal: repair: the file naming the newest segment cannot be read; it is written again", "dir", l.cfg.Dir, "err", err)
+		l.log.Warn("wal: repair: the file naming the newest segment cannot be read, so a newest segment removed cannot be seen at this start; it is written again, naming the newest segment there is", "dir", l.cfg.Dir, "err", err)
 		marked = 0
 	}
 	l.newest = marked
@@ -290,6 +290,19 @@ func (l *Log) load() error {
 		}
 		l.log.Warn("wal: repair: the newest segment the log began is missing; starting with the records before it (those it held are lost)",
 			"file", missing, "first_lost_record", marked)
+	}
+	if len(segs) == 0 && l.snapIndex > 0 && marked != 0 && marked <= l.snapIndex && l.cfg.Existed != "" {
+		// Every segment gone, and the newest one began at or before the
+		// snapshot: it held the records after it. Only Install leaves a
+		// snapshot without a segment at a crash, and a log whose
+		// removal Existed marks (a single node's) never installs one.
+		missing := l.path(fileName(marked, segmentExt))
+		if !l.cfg.Repair {
+			return fmt.Errorf("%w: data_dir %s: no log segment is left after the newest snapshot (record %d): %s, the newest segment the log began (%s names it), held the records after it, and is missing with them; to start anyway from the snapshot alone, %s",
+				ErrRemoved, l.cfg.Dir, l.snapIndex, missing, newestName, l.cfg.RepairHint)
+		}
+		l.log.Warn("wal: repair: every log segment is missing; starting from the newest snapshot alone (the records after it are lost)",
+			"file", missing, "snapshot", l.snapIndex)
 	}
 	if len(segs) == 0 && l.snapIndex > 0 {
 		// A snapshot is never written without a segment after it but

@@ -31,11 +31,12 @@ func (l *Log) readNewest() (uint64, error) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("wal: read %w", err)
+		return 0, fmt.Errorf("wal: %w", err) // names the file
 	}
 	first, ok := parseName(strings.TrimSuffix(string(b), "\n"), segmentExt)
 	if !ok || !strings.HasSuffix(string(b), "\n") {
-		return 0, &CorruptError{File: path, Reason: fmt.Sprintf("it must hold a segment's file name and a newline (like %q), not %q", fileName(1, segmentExt)+"\n", b), Hint: l.cfg.RepairHint}
+		return 0, &CorruptError{File: path, Reason: fmt.Sprintf("it must hold a segment's file name and a newline (like %q), not %q", fileName(1, segmentExt)+"\n", b),
+			Hint: l.cfg.RepairHint, Anyway: "to start anyway (no record is dropped; a newest segment removed goes unseen at that start, and the file is written again)"}
 	}
 	return first, nil
 }

@@ -204,3 +204,64 @@ func TestADamagedSnapshotBeyondTheLogsEndKeepsTheLog(t *testing.T) {
 	defer l.Close()
 	checkRecords(t, replayAll(t, l, 1), 1, 51)
 }
+
+// Every segment removed behind a snapshot (breaker I: a single node's
+// answered grant after the snapshot gone, with a warning only): the
+// newest segment began before the snapshot and held the records after
+// it. Where only an Install can leave a snapshot without a segment (a
+// cluster node, Existed unset), the start goes on from the snapshot as
+// before; where none can (Existed set: a single node), it stops, naming
+// the segment, and Repair starts from the snapshot.
+func TestEverySegmentRemovedBehindASnapshot(t *testing.T) {
+	for _, existed := range []string{"", "the test wrote it"} {
+		dir := filepath.Join(t.TempDir(), "log")
+		cfg := testConfig(t, dir)
+		cfg.RepairHint = "set the test's flag"
+		l := mustOpen(t, cfg)
+		for i := 1; i <= 50; i++ {
+			appendWait(t, l, rec(i))
+		}
+		if err := l.SaveSnapshot(40, func(w io.Writer) error { _, err := w.Write([]byte("state")); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		segs := segments(t, dir)
+		for _, s := range segs {
+			if err := os.Remove(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg.Existed = existed
+		l, err := Open(cfg)
+		if existed == "" {
+			if err != nil {
+				t.Fatalf("Open of a cluster node's log left with a snapshot alone: %v", err)
+			}
+			if got := l.LastIndex(); got != 40 {
+				t.Fatalf("last index %d, want the snapshot's 40", got)
+			}
+			l.Close()
+			continue
+		}
+		if err == nil {
+			l.Close()
+			t.Fatal("Open started from the snapshot alone although a single node's segments were removed behind it")
+		}
+		for _, w := range []string{segs[len(segs)-1], "set the test's flag", "record 40"} {
+			if !errors.Is(err, ErrRemoved) || !strings.Contains(err.Error(), w) {
+				t.Fatalf("Open: %v; want ErrRemoved naming %q", err, w)
+			}
+		}
+		cfg.Repair = true
+		l = mustOpen(t, cfg)
+		if got := l.LastIndex(); got != 40 {
+			t.Fatalf("repaired: last index %d, want the snapshot's 40", got)
+		}
+		l.Close()
+		cfg.Repair = false
+		l = mustOpen(t, cfg)
+		l.Close()
+	}
+}

@@ -385,7 +385,7 @@ func walStartError(dir string, err error) error {
 	var ce *wal.CorruptError
 	switch {
 	case errors.As(err, &ce) && ce.Hint == "": // a snapshot
-		return &startError{exitUsage, fmt.Errorf("the log in data_dir %s is damaged: %w; to start anyway with only the log's records after it (the state it held is lost), %s",
+		return &startError{exitUsage, fmt.Errorf("the log in data_dir %s is damaged: %w; to start anyway from the log's records alone (the state the snapshot held for keys they do not change is lost), %s",
 			filepath.Clean(dir), err, repairHint)}
 	case errors.As(err, &ce):
 		return &startError{exitUsage, fmt.Errorf("the log in data_dir %s is damaged: %w", filepath.Clean(dir), err)}
