@@ -1229,11 +1229,7 @@ func (s *shard) park(w *waiter, now stamp, done Receiver, waitUntil int64) *Wait
 			r.WaitUntil = now.wallAt(waitUntil)
 		}
 		_, _ = s.record(&r)
-		s.apply(w.lk, &r, now)
-		if waitUntil != 0 {
-			// As the repeat asked, whether or not the log took it.
-			w.waitUntil = waitUntil
-		}
+		s.apply(w.lk, &r, now) // sets w.waitUntil back from r.WaitUntil, exactly (one stamp)
 	}
 	p := &Waiting{s: s, w: w, to: done}
 	if done == nil {

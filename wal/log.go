@@ -245,6 +245,7 @@ func (l *Log) load() error {
 		return fmt.Errorf("wal: data_dir %s: %w", l.cfg.Dir, err)
 	}
 	var segs []segment
+	var snaps []uint64 // the snapshot files' indexes
 	for _, e := range entries {
 		name := e.Name()
 		if filepath.Ext(name) == tmpExt {
@@ -256,8 +257,9 @@ func (l *Log) load() error {
 		}
 		if i, ok := parseName(name, segmentExt); ok {
 			segs = append(segs, segment{path: l.path(name), first: i})
-		} else if i, ok := parseName(name, snapshotExt); ok && i > l.snapIndex {
-			l.snapIndex = i
+		} else if i, ok := parseName(name, snapshotExt); ok {
+			snaps = append(snaps, i)
+			l.snapIndex = max(l.snapIndex, i)
 		}
 	}
 	slices.SortFunc(segs, func(a, b segment) int { return cmpUint(a.first, b.first) })
@@ -427,7 +429,8 @@ func (l *Log) load() error {
 		l.log.Warn("wal: repair: records are missing before the log's first segment; starting from the snapshot, if any, and the records after the gap",
 			"file", ce.File, "missing_from", ce.Index, "missing_to", segs[0].first-1, "snapshot", l.snapIndex)
 	}
-	if next <= l.snapIndex && len(segs) > 0 && !l.cfg.Repair && l.snapshotVerifies() {
+	verifies := next <= l.snapIndex && l.snapshotVerifies() // read once: it reads the whole file
+	if next <= l.snapIndex && len(segs) > 0 && !l.cfg.Repair && verifies {
 		// The log was on the disk up to the snapshot's index before the
 		// snapshot was written (SaveSnapshot; Install begins a segment
 		// after it), so no crash leaves it ending below: it was cut.
@@ -437,7 +440,7 @@ func (l *Log) load() error {
 				next-1, l.snapIndex),
 			Hint: l.cfg.RepairHint}
 	}
-	if next <= l.snapIndex && !l.snapshotVerifies() {
+	if next <= l.snapIndex && !verifies {
 		// A snapshot newer than the log's end that does not verify: the
 		// log's records are all that is left, and nothing of them goes.
 		// Without Repair the start stops at the snapshot (LoadSnapshot
@@ -456,8 +459,12 @@ func (l *Log) load() error {
 			}
 			l.log.Warn("wal: repair: the newest snapshot is damaged and newer than the log's end; it is moved aside, and the log's records are kept",
 				"file", path, "moved_to", aside, "log_end", next-1)
-			if l.snapIndex, err = newestSnapshot(l.cfg.Dir); err != nil {
-				return fmt.Errorf("wal: data_dir %s: %w", l.cfg.Dir, err)
+			moved := l.snapIndex
+			l.snapIndex = 0
+			for _, i := range snaps {
+				if i != moved {
+					l.snapIndex = max(l.snapIndex, i)
+				}
 			}
 		}
 	} else if next <= l.snapIndex {
@@ -512,22 +519,6 @@ func (l *Log) load() error {
 
 // damagedExt is added to the name of a snapshot a repair moved aside.
 const damagedExt = ".damaged"
-
-// newestSnapshot returns the index of the newest snapshot file in dir, 0
-// when there is none. Errors: os.ReadDir's.
-func newestSnapshot(dir string) (uint64, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return 0, err
-	}
-	var newest uint64
-	for _, e := range entries {
-		if i, ok := parseName(e.Name(), snapshotExt); ok && i > newest {
-			newest = i
-		}
-	}
-	return newest, nil
-}
 
 // snapshotVerifies reports whether the newest snapshot file is whole
 // (LoadSnapshot's check): only then may what it holds be removed.

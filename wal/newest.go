@@ -47,6 +47,22 @@ func (l *Log) readNewest() (uint64, error) {
 func (l *Log) setNewest(first uint64) error {
 	l.newestMu.Lock()
 	defer l.newestMu.Unlock()
+	return l.setNewestLocked(first)
+}
+
+// lowerNewest is setNewest(first) when first is below the segment
+// newestName names: before segments from first on are removed (Install).
+func (l *Log) lowerNewest(first uint64) error {
+	l.newestMu.Lock()
+	defer l.newestMu.Unlock()
+	if l.newest <= first {
+		return nil
+	}
+	return l.setNewestLocked(first)
+}
+
+// setNewestLocked is setNewest with l.newestMu held.
+func (l *Log) setNewestLocked(first uint64) error {
 	if first == l.newest {
 		return nil
 	}
@@ -58,16 +74,4 @@ func (l *Log) setNewest(first uint64) error {
 	}
 	l.newest = first
 	return nil
-}
-
-// lowerNewest is setNewest(first) when first is below the segment
-// newestName names: before segments from first on are removed (Install).
-func (l *Log) lowerNewest(first uint64) error {
-	l.newestMu.Lock()
-	above := l.newest > first
-	l.newestMu.Unlock()
-	if !above {
-		return nil
-	}
-	return l.setNewest(first)
 }
