@@ -1048,18 +1048,31 @@ func (e *Engine) acquire(req *AcquireRequest, done Receiver, o *AcquireResult) *
 	if err := CheckKey(req.Key); err != nil {
 		return fail(err)
 	}
-	lease, err := e.checkLease(req.Lease)
-	if err != nil {
-		return fail(err)
+	// This node's bounds (lease_max, wait_max) refuse a new acquire that
+	// asks for more (overBound), but not a repeat under a known waiter ID:
+	// that is the first request's, accepted under the bounds of the node
+	// that took it (this one before a restart that lowered them, or the
+	// active before a failover), and its grant or place stands, so the
+	// repeat is answered with it (README, "Waiter identity"). A repeat's
+	// wait is cut to wait_max here.
+	lease, overBound := e.checkLease(req.Lease)
+	if overBound != nil && req.Lease < 0 {
+		return fail(overBound) // malformed, not over a bound
 	}
 	wait := req.Wait
 	switch {
 	case wait < 0:
 		return fail(argErr("wait", "must be 0 (no limit) or more seconds"))
 	case e.cfg.WaitMax > 0 && wait > e.cfg.WaitMax:
-		return fail(argErr("wait", "must be at most %v seconds (wait_max)", e.cfg.WaitMax.Seconds()))
+		if overBound == nil {
+			overBound = argErr("wait", "must be at most %v seconds (wait_max)", e.cfg.WaitMax.Seconds())
+		}
+		wait = e.cfg.WaitMax
 	case e.cfg.WaitMax > 0 && wait == 0:
 		wait = e.cfg.WaitMax
+	}
+	if overBound != nil && req.ID == "" {
+		return fail(overBound)
 	}
 	if err := CheckOwner(req.Owner); err != nil {
 		return fail(err)
@@ -1085,12 +1098,20 @@ func (e *Engine) acquire(req *AcquireRequest, done Receiver, o *AcquireResult) *
 	if req.ID != "" {
 		if t := s.tickets[ticketKey{req.Key, req.ID}]; t != nil {
 			if err := t.differs(req, e.cfg.LeaseDefault); err != nil {
-				// Another request under a known ID: refused, and the
-				// first one's waiter or grant stays as it is.
+				// Another request under a known ID: refused (naming the
+				// bound it breaks, if it does), and the first one's
+				// waiter or grant stays as it is.
 				s.mu.Unlock()
+				if overBound != nil {
+					err = overBound
+				}
 				return fail(err)
 			}
 			return s.repeat(t, now, done, o, wait)
+		}
+		if overBound != nil {
+			s.mu.Unlock()
+			return fail(overBound)
 		}
 		// Kept with its ticket, for the retention period past the grant:
 		// not a slice of the request (a native request line, say).

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -38,5 +40,52 @@ func TestRenewWithoutLeaseKeepsWithinLeaseMax(t *testing.T) {
 	}
 	if _, err := low.Renew("k", g.Token, 2*time.Minute); err == nil {
 		t.Fatal("Renew naming 2m on a node with lease_max 1m: accepted, want refused")
+	}
+}
+
+// A repeat under the waiter ID of a grant made under a longer lease_max
+// (before a restart that lowered it, or on the active before a failover)
+// is answered with that grant, as every repeat of a standing grant is: it
+// was refused 400 lease, and naming the new lease_max instead was a 422
+// (another lease), so a client whose answer the restart cut could not
+// learn the token of the lock held for it. The same holds for a wait
+// above a lowered wait_max (the repeat's wait is cut to it). A new
+// acquire, and one under a waiter ID the node does not know, are still
+// refused naming the field.
+func TestRepeatOfAGrantMadeUnderHigherBounds(t *testing.T) {
+	log := &memLog{}
+	e := newEngine(t, Config{Log: log, LeaseMax: time.Hour})
+	first := AcquireRequest{Key: "k", ID: "lm1", Lease: 30 * time.Minute, Wait: 10 * time.Minute}
+	g := mustAcquire(t, e, first)
+	e.Close()
+
+	low := newEngine(t, Config{Standby: true, LeaseDefault: 30 * time.Second, LeaseMax: time.Minute, WaitMax: 10 * time.Second})
+	defer low.Close()
+	for i, b := range log.raw() {
+		if err := low.Replay(b); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	low.Promote(Failover)
+	again, err := low.Acquire(context.Background(), first)
+	if err != nil {
+		t.Fatalf("repeat of a 30m grant on a node with lease_max 1m, wait_max 10s: %v", err)
+	}
+	if again.Token != g.Token {
+		t.Fatalf("repeat: token %d, want the grant's %d", again.Token, g.Token)
+	}
+	for _, req := range []AcquireRequest{
+		{Key: "k2", ID: "new", Lease: 30 * time.Minute},
+		{Key: "k2", Lease: 30 * time.Minute},
+		{Key: "k2", ID: "new", Lease: time.Second, Wait: time.Minute},
+	} {
+		_, err := low.Acquire(context.Background(), req)
+		var ae *ArgError
+		if !errors.As(err, &ae) || (ae.Field != "lease" && ae.Field != "wait") {
+			t.Fatalf("new acquire %+v over the bounds: %v, want an *ArgError naming lease or wait", req, err)
+		}
+	}
+	if keys, waiters := low.Counts(); keys != 1 || waiters != 0 {
+		t.Fatalf("refused acquires changed the state: %d keys, %d waiters, want 1 (k), 0", keys, waiters)
 	}
 }
