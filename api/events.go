@@ -40,7 +40,11 @@ type Event struct {
 	Token uint64 `json:"token,omitempty"`
 	// Lease is the grant's or renewal's lease in seconds.
 	Lease float64 `json:"lease,omitempty"`
-	// ExpiresAt is the new lease deadline (grant, renew).
+	// ExpiresAt is when the holder's slot is taken back unless renewed
+	// (grant, renew, claim): the lease's end, or, for a grant made while
+	// its waiter was away, the claim deadline when that comes first (the
+	// expires_at GET /locks/{key} gives it); a claim's is the lease's end
+	// the grant now runs to.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	// Waited is how long the waiter queued, in seconds (grant, timeout).
 	Waited float64 `json:"waited,omitempty"`

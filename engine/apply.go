@@ -145,7 +145,8 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 			h.holder.claimBy = now.monoAt(r.Until)
 			s.armLease(h)
 			if s.e.cfg.OnEvent != nil && r.Until == 0 {
-				s.emit(Event{Kind: EventClaim, Key: lk.key, Token: r.Token, WaiterID: r.WaiterID, At: at.wall, Waiters: lk.n})
+				// The grant now runs to its lease's end.
+				s.emit(Event{Kind: EventClaim, Key: lk.key, Token: r.Token, WaiterID: r.WaiterID, At: at.wall, ExpiresAt: at.wallAt(h.expires), Waiters: lk.n})
 			}
 		}
 	case RecEpoch:
@@ -259,7 +260,14 @@ func (s *shard) applyGrant(lk *lock, r *Record, at stamp) *waiter {
 	}
 	s.armLease(h)
 	if s.e.cfg.OnEvent != nil {
-		s.emit(Event{Kind: EventGrant, Key: lk.key, Token: r.Token, Lease: r.Lease, At: r.At, ExpiresAt: r.Expires, Waited: waited, Waiters: lk.n, WaiterID: r.WaiterID, ClaimBy: r.Until, Owner: r.Owner, Mode: r.Mode, Limit: lk.limit()})
+		// A grant made while its waiter was away ends at its claim
+		// deadline when that comes first (hold.takenBack), as
+		// GET /locks/{key} says: so does its event.
+		expires := r.Expires
+		if r.Until != 0 && r.Until < expires {
+			expires = r.Until
+		}
+		s.emit(Event{Kind: EventGrant, Key: lk.key, Token: r.Token, Lease: r.Lease, At: r.At, ExpiresAt: expires, Waited: waited, Waiters: lk.n, WaiterID: r.WaiterID, ClaimBy: r.Until, Owner: r.Owner, Mode: r.Mode, Limit: lk.limit()})
 	}
 	return w
 }

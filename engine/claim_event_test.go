@@ -58,3 +58,48 @@ func grantToAbsentWaiter(t *testing.T, e *Engine, key, id string) {
 		t.Fatal(err)
 	}
 }
+
+// TestEventsOfAGrantAwaitingItsClaimSayWhenItEnds: the grant event of a
+// grant made while its waiter was away gives as its ExpiresAt the claim
+// deadline, when the slot is taken back unless the waiter's repeat
+// claims it, as Status gives it (breaker J: the event said the lease's
+// end, 25 s past the expire event that followed it); the claim event
+// gives the lease's end the grant then runs to.
+func TestEventsOfAGrantAwaitingItsClaimSayWhenItEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		evs := map[EventKind]Event{}
+		cfg := pollConfig()
+		cfg.OnEvent = func(ev Event) {
+			if ev.Key == "k" && ev.WaiterID == "a" && (ev.Kind == EventGrant || ev.Kind == EventClaim) {
+				mu.Lock()
+				evs[ev.Kind] = ev
+				mu.Unlock()
+			}
+		}
+		e := newEngine(t, cfg)
+		defer e.Close()
+		grantToAbsentWaiter(t, e, "k", "a")
+		st, err := e.Status("k")
+		if err != nil || len(st.Holders) != 1 {
+			t.Fatalf("Status: %+v, %v; want one holder", st, err)
+		}
+		mu.Lock()
+		grant := evs[EventGrant]
+		mu.Unlock()
+		if grant.ClaimBy == 0 || grant.ExpiresAt != grant.ClaimBy {
+			t.Fatalf("grant event: ExpiresAt %d, ClaimBy %d; want the claim deadline", grant.ExpiresAt, grant.ClaimBy)
+		}
+		if want := st.Holders[0].ExpiresAt.UnixNano(); grant.ExpiresAt != want {
+			t.Fatalf("grant event ExpiresAt %v; Status says %v", time.Unix(0, grant.ExpiresAt).UTC(), st.Holders[0].ExpiresAt.UTC())
+		}
+		time.Sleep(time.Second)
+		g := mustAcquire(t, e, AcquireRequest{Key: "k", ID: "a"}) // the claim
+		mu.Lock()
+		claim := evs[EventClaim]
+		mu.Unlock()
+		if claim.ExpiresAt != g.ExpiresAt.UnixNano() || claim.ExpiresAt <= grant.ExpiresAt {
+			t.Fatalf("claim event ExpiresAt %v; want the grant's lease end %v", time.Unix(0, claim.ExpiresAt).UTC(), g.ExpiresAt.UTC())
+		}
+	})
+}

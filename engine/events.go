@@ -48,7 +48,10 @@ type Event struct {
 	// At is when the change happened, in Unix nanoseconds (wall clock;
 	// every time in an Event is, since Events leave the process).
 	At int64
-	// ExpiresAt is the new lease deadline (grant, renew), Unix nanoseconds.
+	// ExpiresAt is when the holder's slot is taken back unless renewed
+	// (grant, renew, claim), Unix nanoseconds: the lease's end, or, for a
+	// grant made while its waiter was away, its claim deadline (ClaimBy)
+	// when that comes first; a claim's is the lease's end it now runs to.
 	ExpiresAt int64
 	// Waited is how long the waiter queued (grant, timeout).
 	Waited time.Duration
