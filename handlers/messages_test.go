@@ -153,3 +153,32 @@ func TestNoParamsCallRefusesABodyWithoutPointingToTheQuery(t *testing.T) {
 		}
 	}
 }
+
+// A JSON body whose number breaks JSON's syntax (a leading zero: 02) is a
+// 400 naming body, whichever field it is in: it was judged as the field's
+// value 0 in limit and token ("limit: must be an integer from 1 to 10000,
+// got \"0\"", a value the client never sent) and as invalid JSON in lease
+// (breaker J). Nothing changes.
+func TestBadJSONNumberNamesTheBody(t *testing.T) {
+	e := newEnv(t, engine.Config{}, handlers.Config{})
+	h := e.do(http.MethodPost, "/locks/h?lease=30", "").grant(t)
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodPost, "/locks/k?wait=0.01", `{"limit":02}`},
+		{http.MethodPost, "/locks/k?wait=0.01", `{"lease":05}`},
+		{http.MethodPost, "/locks/k?wait=0.01", `{"wait":-01}`},
+		{http.MethodDelete, "/locks/h", `{"token":0123}`},
+		{http.MethodPatch, "/locks/h", `{"token":01,"lease":5}`},
+	} {
+		r := e.do(c.method, c.path, c.body)
+		eb := r.errBody(t)
+		if r.code != http.StatusBadRequest || eb.Field != "body" || !strings.HasPrefix(eb.Message, "body: is not valid JSON: ") {
+			t.Errorf("%s %s %s: %d %s; want 400 naming body, not valid JSON", c.method, c.path, c.body, r.code, r.body)
+		}
+	}
+	if g := string(e.do(http.MethodGet, "/locks/h", "").body); !strings.Contains(g, strconv.FormatUint(h.Token, 10)) {
+		t.Errorf("a refused body changed state: %s", g)
+	}
+	if g := string(e.do(http.MethodGet, "/locks/k", "").body); !strings.Contains(g, `"holder":null`) {
+		t.Errorf("a refused body changed state: %s", g)
+	}
+}

@@ -669,6 +669,13 @@ func (p *lockParams) setJSON(body []byte, names []string, from *sources) error {
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return badRequest("body", "must be a JSON object"+formHint(body, names))
 	}
+	// The object's syntax as a whole first: its tokens are read one by
+	// one below, and a number such as 02 reads as 0 before the 2 is found
+	// wrong, so that a field was judged on a value the client never sent
+	// ("limit: ... got \"0\"").
+	if err := json.NewDecoder(bytes.NewReader(body)).Decode(new(json.RawMessage)); err != nil {
+		return badRequest("body", "is not valid JSON: "+err.Error())
+	}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
