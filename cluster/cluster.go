@@ -192,11 +192,25 @@ const maxInstallBackoff = 30 * time.Second
 // peer over HTTP, so a shorter one floods the peers for no faster failover.
 const MinHeartbeat = 10 * time.Millisecond
 
+// MaxPeers is the most nodes a peers list may name. It is also the stride
+// of the nodes' token classes (engine.Engine.SetTokenClass): a node issues
+// only tokens equal to its position in its own list modulo MaxPeers, a
+// stride no list's length changes, so that two actives of a split brain
+// never issue the same token while their lists differ only by nodes added
+// at the end or removed from it (a rolling change of the list, README
+// "Cluster"); with the number of nodes as the stride, a node listing three
+// and one still listing two shared every token 3 modulo 6. Two nodes at the
+// same position of their own lists (a reordered list) share a class.
+const MaxPeers = 16
+
 // Validate reports the first invalid field by its config key (an error
 // naming it and the value); nil when every field is valid.
 func (c *Config) Validate() error {
 	if len(c.Peers) == 0 {
 		return errors.New("peers: empty (a single node needs no cluster)")
+	}
+	if len(c.Peers) > MaxPeers {
+		return fmt.Errorf("peers: at most %d nodes, got %d", MaxPeers, len(c.Peers))
 	}
 	seen := map[string]bool{}
 	for _, p := range c.Peers {
@@ -592,10 +606,9 @@ func New(cfg Config, eng *engine.Engine) (*Node, error) {
 		n.peers = append(n.peers, &peer{url: p, priority: i})
 		n.lags[p] = new(lagHist)
 	}
-	// Each node issues tokens of its own class (its priority modulo the
-	// number of nodes): two actives of a partition never issue one token
-	// twice.
-	eng.SetTokenClass(len(cfg.Peers), n.self)
+	// Each node issues tokens of its own class (its priority modulo
+	// MaxPeers): two actives of a partition never issue one token twice.
+	eng.SetTokenClass(MaxPeers, n.self)
 	n.hub = newHub(cfg.SyncStandbys)
 	n.wal = cfg.Log
 	max := cfg.TailBytes

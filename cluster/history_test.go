@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/cluster"
 	"github.com/baton-io/baton/internal/history"
 )
 
@@ -954,7 +955,7 @@ func lostInCut(s holderSample, nodes int, cuts []cutOff) bool {
 	if nodes < 1 {
 		return false
 	}
-	by := int(s.token % uint64(nodes))
+	by := int(s.token % cluster.MaxPeers) // the token's class (SetTokenClass)
 	for _, c := range cuts {
 		if c.node == by && !s.granted.Before(c.from.Add(-cutSlack)) && !s.granted.After(c.to) {
 			return true
@@ -1025,7 +1026,7 @@ func TestGhostCheckHoldsAGrantLostInACutToItsLease(t *testing.T) {
 	ghost := func(token uint64, granted, seen, lease time.Duration) holderSample {
 		return holderSample{node: 0, key: "rw", mode: "shared", token: token, granted: t0.Add(granted), expires: t0.Add(granted + lease), seen: t0.Add(seen)}
 	}
-	const node0, node1 = 1796181566014839, 1796181566014840 // token % 3: 0, 1
+	const node0, node1 = 1796181566014848, 1796181566014849 // token % cluster.MaxPeers: 0, 1
 	for _, tc := range []struct {
 		name string
 		s    holderSample
@@ -1344,7 +1345,7 @@ func TestGhostCheckHoldsAGrantMadeJustBeforeAKillToItsLease(t *testing.T) {
 	ghost := func(token uint64, granted, seen time.Duration) holderSample {
 		return holderSample{node: 0, key: "m", mode: "exclusive", token: token, granted: kill.Add(granted), expires: kill.Add(granted + 12*time.Second), seen: kill.Add(seen)}
 	}
-	const node0, node1 = 1796206987974333, 1796206987974334 // token % 3: 0, 1
+	const node0, node1 = 1796206987974336, 1796206987974337 // token % cluster.MaxPeers: 0, 1
 	for _, tc := range []struct {
 		name string
 		s    holderSample
@@ -1390,7 +1391,7 @@ func TestGhostCheckHoldsAGrantMadeJustBeforeItsNodeStalledToItsLease(t *testing.
 	ghost := func(token uint64, granted, seen time.Time) holderSample {
 		return holderSample{node: 0, key: "m", mode: "exclusive", token: token, granted: granted, expires: granted.Add(12 * time.Second), seen: seen}
 	}
-	const node0, node1 = 1796247007381120, 1796247007381121 // token % 5: 0, 1
+	const node0, node1 = 1796247007381136, 1796247007381137 // token % cluster.MaxPeers: 0, 1
 	for _, tc := range []struct {
 		name string
 		s    holderSample

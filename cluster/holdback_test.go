@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/baton-io/baton/engine"
@@ -171,5 +172,48 @@ func TestGrantOfATermSteppedDownFromThatTheStateHoldsIsDelivered(t *testing.T) {
 	}
 	if n.HoldsBack(r.Token) {
 		t.Fatalf("renewal of grant %d is held back on the active that holds it", g.Token)
+	}
+}
+
+// Two actives of a split brain whose peers lists differ by a node added at
+// the end (the README's rolling change of the list: node 0 restarted with
+// three nodes, node 1 still listing two) never issue the same token. With
+// the number of nodes as the classes' stride, node 0 issued tokens 0
+// modulo 3 and node 1 tokens 1 modulo 2, which share every token 3 modulo
+// 6 (breaker K: duplicate tokens of two actives, one node listing the
+// peers reversed or one node more). The stride is MaxPeers whatever the
+// list's length; each node's class is its position in its own list.
+func TestTwoActivesWithListsOfOtherLengthsNeverIssueOneToken(t *testing.T) {
+	third := "http://127.0.0.1:1" // listed, never started
+	c := newMemCluster(t, 2, func(cfg *Config) {
+		if cfg.Self == cfg.Peers[0] {
+			cfg.Peers = append(slices.Clip(cfg.Peers), third)
+		}
+	})
+	a, b := c.nodes[0].eng, c.nodes[1].eng
+	a.Promote(engine.Failover)
+	b.Promote(engine.Failover)
+	base := max(a.LastToken(), b.LastToken()) + 1000
+	ctx := context.Background()
+	seen := map[uint64]string{}
+	for i := range 2 * MaxPeers {
+		// Each saw the other's last token in a poll: the same base.
+		a.ObserveToken(base)
+		b.ObserveToken(base)
+		for j, e := range []*engine.Engine{a, b} {
+			g, err := e.Acquire(ctx, engine.AcquireRequest{Key: fmt.Sprintf("k%d", i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.Token%MaxPeers != uint64(j) {
+				t.Fatalf("node %d issued token %d, of class %d modulo %d, want its position %d", j, g.Token, g.Token%MaxPeers, MaxPeers, j)
+			}
+			who := fmt.Sprintf("node %d, key k%d", j, i)
+			if o, dup := seen[g.Token]; dup {
+				t.Fatalf("token %d issued twice: %s and %s", g.Token, o, who)
+			}
+			seen[g.Token] = who
+		}
+		base += 1 // every residue of the base in turn
 	}
 }

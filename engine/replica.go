@@ -389,8 +389,8 @@ func (e *Engine) Demote() {
 
 // SetTokenClass makes every token this engine issues from now on equal to
 // offset modulo stride (stride 0 or 1: any token), so that the nodes of
-// one cluster, each with its own offset and the number of nodes as
-// stride, never issue the same token: not even two actives in a partition,
+// one cluster, each with its own offset and one stride (cluster.MaxPeers),
+// never issue the same token: not even two actives in a partition,
 // each of which raises its tokens above the last token its polls of the
 // other show (ObserveToken), and would otherwise count up from the same
 // one (SPEC section 1: a fencing token is above every token issued before

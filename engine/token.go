@@ -23,8 +23,8 @@ const tokenFile = "token-hwm"
 //	next = max(last+1, wall-clock microseconds, persisted+1)
 //
 // rounded up into the node's class (Engine.SetTokenClass: in a cluster,
-// each node issues only tokens equal to its priority modulo the number of
-// nodes, so that two actives never issue the same one).
+// each node issues only tokens equal to its priority modulo
+// cluster.MaxPeers, so that two actives never issue the same one).
 //
 // Wall-clock microseconds keep tokens above anything an earlier holder of
 // the role could have issued (when clocks agree); the persisted high-water
