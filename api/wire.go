@@ -188,7 +188,7 @@ const (
 	CodePollTimeout     = "poll_timeout"     // 408: poll ended early, place kept; repeat with the same Idempotency-Key
 	CodeNotHolder       = "not_holder"       // 409: held under another token
 	CodeNotHeld         = "not_held"         // 404: nobody holds the lock
-	CodeGrantEnded      = "grant_ended"      // 410: the grant this Idempotency-Key got was released or expired
+	CodeGrantEnded      = "grant_ended"      // 410: the grant made under this Idempotency-Key ended (released, expired, or unclaimed by its claim deadline)
 	CodeSuperseded      = "superseded"       // 409: a repeat with the same Idempotency-Key took over this request's place
 	CodeInvalidArgument = "invalid_argument" // 400: Field names the parameter
 	CodeBodyTooLarge    = "body_too_large"   // 413

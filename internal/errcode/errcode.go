@@ -49,7 +49,7 @@ var table = []row{
 	{engine.ErrNotHolder, api.CodeNotHolder, "the lock is held under another token"},
 	{engine.ErrNotHeld, api.CodeNotHeld, "nobody holds the lock"},
 	{engine.ErrLimitMismatch, api.CodeLimitMismatch, "the key exists with another limit: name the key's limit, or none"},
-	{engine.ErrGrantEnded, api.CodeGrantEnded, "the grant this Idempotency-Key received has been released or has expired; use a new key to acquire again"},
+	{engine.ErrGrantEnded, api.CodeGrantEnded, "the grant made under this Idempotency-Key (or ticket) has ended: released, expired, or not claimed by a repeat within its claim deadline; use a new key to acquire again"},
 	{engine.ErrSuperseded, api.CodeSuperseded, "a repeat of this request with the same Idempotency-Key took over its place"},
 	{engine.ErrTooManyKeys, api.CodeTooManyKeys, "the node holds its maximum number of keys (max_keys)"},
 	{engine.ErrTooManyWaiters, api.CodeTooManyWaiters, "the queue is full (max_waiters_per_key or max_waiters)"},
