@@ -215,7 +215,7 @@ const (
 // at once); every replicated waiter that can come back (see Promotion)
 // keeps its place for Config.PollGrace, for its client to resume it by
 // repeating its acquire with the same ID; and fencing tokens continue above
-// max(every token seen, now + TokenMargin), which is above any token the
+// max(every token seen, now) + TokenMargin, which is above any token the
 // old active can have issued unreplicated when clocks agree (SPEC section
 // 1). It returns the first token the node may issue.
 //
@@ -227,7 +227,12 @@ const (
 // anew and is never answered with a grant taken back after.
 func (e *Engine) Promote(how Promotion, undelivered ...Grant) uint64 {
 	now := e.now()
-	reserve := uint64(addSat(now.wall, int64(e.cfg.TokenMargin)) / 1e3)
+	// TokenMargin above the clock and above every token seen: tokens run
+	// ahead of the clock's microseconds while grants come faster than one
+	// a microsecond per class (a cluster's stride, cluster.MaxPeers), and
+	// the old active's last changes, unreplicated with sync_standbys 0,
+	// may hold tokens above the last one seen here.
+	reserve := max(uint64(max(now.wall, 0)/1e3), e.tokens.last.Load()) + uint64(e.cfg.TokenMargin.Microseconds())
 	e.tokens.observe(reserve)
 	if e.log != nil {
 		// Logged, so that a standby that replicates this log, or this node

@@ -488,3 +488,25 @@ func TestTokenMarkDirectorySyncFailureIsAFailedWrite(t *testing.T) {
 		t.Errorf("persist once the directory syncs: %v, ceiling %d; want nil, 1000", err, tk.ceiling.Load())
 	}
 }
+
+// A promotion continues TokenMargin above every token seen, not only above
+// the clock: tokens run ahead of the clock's microseconds while grants come
+// faster than one a microsecond per class (16 units a grant in a cluster),
+// and the old active's last grants, unreplicated with sync_standbys 0, hold
+// tokens above the last one this node saw. With max(seen, now + margin),
+// a node whose replicated tokens were a few seconds ahead of the clock
+// went on just above them, below such a grant's token.
+func TestPromotionReservesAboveTokensAheadOfTheClock(t *testing.T) {
+	e := newEngine(t, Config{Standby: true})
+	defer e.Close()
+	ahead := uint64(time.Now().Add(10*time.Second).UnixMicro()) // seen, 10 s ahead
+	e.ObserveToken(ahead)
+	first := e.Promote(Failover)
+	if want := ahead + uint64(time.Second.Microseconds()); first <= want-1 {
+		t.Fatalf("first token after the promotion %d, want above %d (the token seen plus TokenMargin, 1 s)", first, want-1)
+	}
+	g := mustAcquire(t, e, AcquireRequest{Key: "k"})
+	if g.Token < first {
+		t.Fatalf("grant %d below the promotion's first token %d", g.Token, first)
+	}
+}
