@@ -499,7 +499,7 @@ func TestTokenMarkDirectorySyncFailureIsAFailedWrite(t *testing.T) {
 func TestPromotionReservesAboveTokensAheadOfTheClock(t *testing.T) {
 	e := newEngine(t, Config{Standby: true})
 	defer e.Close()
-	ahead := uint64(time.Now().Add(10*time.Second).UnixMicro()) // seen, 10 s ahead
+	ahead := uint64(time.Now().Add(10 * time.Second).UnixMicro()) // seen, 10 s ahead
 	e.ObserveToken(ahead)
 	first := e.Promote(Failover)
 	if want := ahead + uint64(time.Second.Microseconds()); first <= want-1 {
