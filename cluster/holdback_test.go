@@ -102,17 +102,25 @@ func TestActiveNativeIsNotItselfWhileResuming(t *testing.T) {
 // TestHistoryChaosTimeouts: "token granted twice" after a cut of the
 // active, whose native clients still reached it). A resource that rejects
 // lower tokens accepts an equal one, so fencing held no more. Each node
-// issues tokens of its own class (priority modulo the number of nodes).
+// issues tokens of its own class (its position modulo MaxPeers).
 func TestTwoActivesNeverIssueOneToken(t *testing.T) {
-	c := newMemCluster(t, 2)
+	twoActivesIssue(t, newMemCluster(t, 2), 3, 1000)
+}
+
+// twoActivesIssue promotes nodes 0 and 1 of c both, then rounds times
+// raises both to one base (each saw the other's last token in a poll)
+// and has each grant a key: every token must be above the base, of the
+// node's class (its position modulo MaxPeers), and issued once. The base
+// moves by step a round.
+func twoActivesIssue(t *testing.T, c *memCluster, rounds int, step uint64) {
+	t.Helper()
 	a, b := c.nodes[0].eng, c.nodes[1].eng
 	a.Promote(engine.Failover)
 	b.Promote(engine.Failover)
 	base := max(a.LastToken(), b.LastToken()) + 1000
 	ctx := context.Background()
 	seen := map[uint64]string{}
-	for i := range 3 {
-		// Each saw the other's last token in a poll: the same base.
+	for i := range rounds {
 		a.ObserveToken(base)
 		b.ObserveToken(base)
 		for j, e := range []*engine.Engine{a, b} {
@@ -123,13 +131,16 @@ func TestTwoActivesNeverIssueOneToken(t *testing.T) {
 			if g.Token <= base {
 				t.Fatalf("node %d issued token %d, not above %d, the last token it saw", j, g.Token, base)
 			}
+			if g.Token%MaxPeers != uint64(j) {
+				t.Fatalf("node %d issued token %d, of class %d modulo %d, want its position %d", j, g.Token, g.Token%MaxPeers, MaxPeers, j)
+			}
 			who := fmt.Sprintf("node %d, key k%d", j, i)
 			if o, dup := seen[g.Token]; dup {
 				t.Fatalf("token %d issued twice: %s and %s", g.Token, o, who)
 			}
 			seen[g.Token] = who
 		}
-		base += 1000
+		base += step
 	}
 }
 
@@ -190,30 +201,5 @@ func TestTwoActivesWithListsOfOtherLengthsNeverIssueOneToken(t *testing.T) {
 			cfg.Peers = append(slices.Clip(cfg.Peers), third)
 		}
 	})
-	a, b := c.nodes[0].eng, c.nodes[1].eng
-	a.Promote(engine.Failover)
-	b.Promote(engine.Failover)
-	base := max(a.LastToken(), b.LastToken()) + 1000
-	ctx := context.Background()
-	seen := map[uint64]string{}
-	for i := range 2 * MaxPeers {
-		// Each saw the other's last token in a poll: the same base.
-		a.ObserveToken(base)
-		b.ObserveToken(base)
-		for j, e := range []*engine.Engine{a, b} {
-			g, err := e.Acquire(ctx, engine.AcquireRequest{Key: fmt.Sprintf("k%d", i)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if g.Token%MaxPeers != uint64(j) {
-				t.Fatalf("node %d issued token %d, of class %d modulo %d, want its position %d", j, g.Token, g.Token%MaxPeers, MaxPeers, j)
-			}
-			who := fmt.Sprintf("node %d, key k%d", j, i)
-			if o, dup := seen[g.Token]; dup {
-				t.Fatalf("token %d issued twice: %s and %s", g.Token, o, who)
-			}
-			seen[g.Token] = who
-		}
-		base += 1 // every residue of the base in turn
-	}
+	twoActivesIssue(t, c, 2*MaxPeers, 1) // every residue of the base in turn
 }
