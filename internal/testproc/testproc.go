@@ -46,13 +46,17 @@ func (b *Buffer) String() string {
 // connections, so a node killed in a test and started again on its port
 // could find it taken by some client's connection ("address already in
 // use"; seen in CI under the history tests' load). Ports are handed out at
-// most once per test process.
+// most once per test process, and never one that browsers refuse
+// (browserRefuses).
 func FreeAddr(t testing.TB, host string) string {
 	t.Helper()
 	low := ephemeralLow()
 	const first = 10000
 	for range 1000 {
 		port := first + rand.IntN(low-first)
+		if browserRefuses(port) {
+			continue
+		}
 		portsMu.Lock()
 		taken := portsGiven[port]
 		portsGiven[port] = true
@@ -130,3 +134,10 @@ func allStopped(pid int) bool {
 	}
 	return true
 }
+
+// browserRefuses reports whether browsers refuse to load pages from port:
+// of the ports Chromium and Firefox block (Chromium's kRestrictedPorts in
+// net/base/port_util.cc, Firefox's network.security.ports), 10080
+// (amanda) is the only one at or above 10000, where FreeAddr draws from. A
+// status page test whose node got it failed with net::ERR_UNSAFE_PORT.
+func browserRefuses(port int) bool { return port == 10080 }
