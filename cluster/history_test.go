@@ -1014,8 +1014,9 @@ func saveHistory(t *testing.T, c *testCluster, dir string, grants []history.Gran
 
 // TestGhostCheckHoldsAGrantLostInACutToItsLease replays what
 // TestHistoryChaosTimeouts seed 303 saw (CHAOS_FAULTS=6): node 0 granted
-// token ...839 (node 0's class) to a reader 2 ms after a cut closed that
-// reader's connection; the reader's repeat was answered 408 by node 1,
+// token ...839 (node 0's class with the stride of then, the number of
+// nodes; ...848 in the fixture, its class under cluster.MaxPeers) to a
+// reader 2 ms after a cut closed that reader's connection; the reader's repeat was answered 408 by node 1,
 // promoted on the other side; the partition healed in node 0's favour and
 // the grant, received by nobody, held rw 8 s, until its 12 s lease. Such a
 // grant is held to its lease, not to the claim deadline; any other ghost
@@ -1325,7 +1326,8 @@ func TestStaggeredRestartGetsAWindow(t *testing.T) {
 
 // TestGhostCheckHoldsAGrantMadeJustBeforeAKillToItsLease replays
 // TestHistoryChaosTimeouts CHAOS_SEED=2618 (CHAOS_FAULTS=16, every kind):
-// node 0 granted m (token ...333, node 0's class) 12 ms before kill-all
+// node 0 granted m (token ...333, node 0's class then; ...336 in the
+// fixture) 12 ms before kill-all
 // killed every node; the clients' attempts failed (connection reset), the
 // nodes served again 6 s later, and node 0, active again, held the grant,
 // replayed from its log, to its 12 s lease: reported as a ghost past the
@@ -1368,7 +1370,8 @@ func TestGhostCheckHoldsAGrantMadeJustBeforeAKillToItsLease(t *testing.T) {
 // TestGhostCheckHoldsAGrantMadeJustBeforeItsNodeStalledToItsLease is
 // TestHistoryChaosTimeouts CHAOS_SEED=3208 (CHAOS_NODES=5, sync_standbys
 // 1, every node stopped by SIGSTOPs of up to 800 ms): node 0, active,
-// granted m (token ...120, node 0's class) at 21:30:07.381 and stalled
+// granted m (token ...120, node 0's class then; ...136 in the fixture)
+// at 21:30:07.381 and stalled
 // from 21:30:07.368 for 663 ms, then four times more within 4 s, each
 // time refusing to serve until it polled its peers again; the client's
 // ctx had ended, the release that settles the late grant got no answer
