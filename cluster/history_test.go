@@ -1016,8 +1016,9 @@ func saveHistory(t *testing.T, c *testCluster, dir string, grants []history.Gran
 // TestHistoryChaosTimeouts seed 303 saw (CHAOS_FAULTS=6): node 0 granted
 // token ...839 (node 0's class with the stride of then, the number of
 // nodes; ...848 in the fixture, its class under cluster.MaxPeers) to a
-// reader 2 ms after a cut closed that reader's connection; the reader's repeat was answered 408 by node 1,
-// promoted on the other side; the partition healed in node 0's favour and
+// reader 2 ms after a cut closed that reader's connection; the reader's
+// repeat was answered 408 by node 1, promoted on the other side; the
+// partition healed in node 0's favour and
 // the grant, received by nobody, held rw 8 s, until its 12 s lease. Such a
 // grant is held to its lease, not to the claim deadline; any other ghost
 // still to the claim deadline.
