@@ -103,6 +103,11 @@ type Log struct {
 	syncOff      int64  // end of the fsynced bytes in active
 	retained     []byte // SyncInterval: the bytes [syncOff, writeOff), kept until fsynced
 	stats        Stats
+	// fillAfter is the count of bytes written (stats.Bytes) before which
+	// no zeros are written ahead: a fill that found the file system full
+	// was cut back, and the next is tried only Config.Preallocate bytes of
+	// records later, not at every write.
+	fillAfter uint64
 	// waiters counts the goroutines in Wait.
 	waiters int
 	// waiting holds, in SyncAlways mode, the index each goroutine in Wait
@@ -956,17 +961,32 @@ func (l *Log) lead(yield bool) {
 	batch, first, last := l.buf, l.bufFirst, l.next-1
 	l.buf, l.spare, l.bufFirst = l.spare[:0], nil, l.next
 	f, off, alloc := l.active, l.writeOff, l.allocEnd
+	fill := l.cfg.Preallocate > 0 && l.stats.Bytes >= l.fillAfter
 	l.mu.Unlock()
 	var err error
 	var took time.Duration
 	op := "write"
+	fillFailed := false
 	if len(batch) > 0 {
-		if end := off + int64(len(batch)); l.cfg.Preallocate > 0 && end > alloc {
+		if end := off + int64(len(batch)); fill && end > alloc {
 			// Zeros ahead first (up to the segment's size, where it is
 			// cut), so that the fsyncs of the next batches do not change
 			// the file's size. A failure here is only a missed
-			// optimisation: the batch's own write reports it.
-			alloc = max(alloc, fillZeros(f, end, min(end+l.cfg.Preallocate, l.cfg.SegmentSize)))
+			// optimisation: the batch's own write reports it. A fill that
+			// did not reach its end (a full file system) is cut back, so
+			// that the zeros never take the last free space from the
+			// files beside the log (baton's token high-water mark, without
+			// which nothing is granted), and tried again only later.
+			want := min(end+l.cfg.Preallocate, l.cfg.SegmentSize)
+			got := fillZeros(f, end, want)
+			switch {
+			case got >= want:
+				alloc = got
+			case f.Truncate(alloc) != nil:
+				fillFailed, alloc = true, max(alloc, got)
+			default:
+				fillFailed = true
+			}
 		}
 		start := time.Now()
 		if qw, ok := f.(quickWriter); ok && l.quick {
@@ -987,6 +1007,9 @@ func (l *Log) lead(yield bool) {
 	}
 	l.mu.Lock()
 	l.allocEnd = alloc
+	if fillFailed {
+		l.fillAfter = l.stats.Bytes + uint64(l.cfg.Preallocate)
+	}
 	cut := false
 	if err != nil {
 		l.spare = l.buf[:0]

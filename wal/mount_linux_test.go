@@ -113,3 +113,42 @@ func TestFullDisk(t *testing.T) {
 		t.Fatalf("after the full disk the log holds %d records, want %d", n, pending)
 	}
 }
+
+// TestZerosAheadLeaveTheLastSpace: on a file system with less free space
+// than Config.Preallocate, the zeros written ahead (fsync: always) take
+// none of it, so that the files beside the log (baton's token
+// high-water mark) can still be written. They took all of it: the log
+// wrote on into them while every grant was refused for the high-water
+// mark, also once space was freed (the next fill took it again).
+func TestZerosAheadLeaveTheLastSpace(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "small")
+	if err := os.Mkdir(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=512k"); err != nil {
+		t.Fatalf("mount a 512k tmpfs on %s (run as root, as CI does): %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	cfg := testConfig(t, filepath.Join(dir, "log"))
+	cfg.Sync = SyncAlways
+	cfg.Preallocate = 1 << 20 // more than the disk holds
+	cfg.SegmentSize = 4 << 20 // no cut
+	l := mustOpen(t, cfg)
+	t.Cleanup(func() { l.Close() })
+	for i := range 20 {
+		idx, err := l.Append(make([]byte, 100))
+		if err != nil {
+			t.Fatalf("Append %d: %v", i, err)
+		}
+		if err := l.Wait(idx); err != nil {
+			t.Fatalf("Wait %d on a disk with room for the record: %v", i, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "beside"), make([]byte, 8<<10), 0o640); err != nil {
+			t.Fatalf("after record %d the log left no room beside it: %v", i, err)
+		}
+	}
+}
