@@ -349,6 +349,13 @@ type Status struct {
 	// whose records end the log. A node whose log ends in an epoch it
 	// began itself was that epoch's active (see replacedBy).
 	LogEpochBy string `json:"log_epoch_by,omitempty"`
+	// BlindTerm: the node is the active of a term it began on a cold
+	// start (after every node was down) without having heard every peer
+	// (it listened three failover timeouts, then was elected alone): a
+	// peer that comes back with grants its log lacks may hold answered
+	// grants, also one whose log's last epoch it began itself (see
+	// replacedBy). Absent on every other node.
+	BlindTerm bool `json:"blind_term,omitempty"`
 	// LogFailing: the node's log has refused writes for a failover
 	// timeout or more (and the log's FailTimeout; see logFailAfter): a
 	// full disk; it refuses every change, so it is handed no active role.
@@ -477,7 +484,10 @@ type Node struct {
 	everSynced  bool          // followed an active (synced) or was one since Start
 	// loneID: this node created its cluster ID at its promotion, and no
 	// standby has synced with it since (Status.LoneID).
-	loneID    bool
+	loneID bool
+	// blindTerm: this node's current term began by a cold start's
+	// promotion without every peer heard (action.blind; Status.BlindTerm).
+	blindTerm bool
 	clusterID string // this node's cluster ID (Config.IDFile); "" none yet
 	fetching  bool   // fetching the log's tail before a promotion (actFetch)
 	// everFollowed: this node has started to read an active's replication
@@ -963,7 +973,8 @@ func (n *Node) statusLocked() Status {
 	return Status{URL: n.cfg.Self, Role: role, Active: n.active, Priority: n.self, Epoch: n.epoch,
 		HasState: n.hasState, LastToken: n.eng.LastToken(), StateToken: state, Native: n.cfg.Native,
 		LastIndex: last, LogEpoch: m.epoch, LogEpochBy: m.by, LogFailing: !n.logBad.IsZero() && time.Since(n.logBad) >= n.logFailAfter(),
-		LogDown: n.logDown(), Peers: n.cfg.Peers, ClusterID: n.clusterID, Settled: n.everSynced, LoneID: n.loneID}
+		LogDown: n.logDown(), Peers: n.cfg.Peers, ClusterID: n.clusterID, Settled: n.everSynced, LoneID: n.loneID,
+		BlindTerm: n.blindTerm && role == api.RoleActive}
 }
 
 // logFailAfter is how long the log must have failed before the node counts

@@ -438,6 +438,7 @@ func (n *Node) apply(now time.Time, v view, a action) {
 			undelivered = v.req.undelivered
 		}
 		n.promoteLocked(a.why, how, a.epoch, undelivered...)
+		n.blindTerm = a.blind
 	case actFetch:
 		n.fetching = true
 		n.wg.Add(1)
@@ -490,7 +491,7 @@ func (n *Node) promoteLocked(why string, how engine.Promotion, epoch uint64, und
 	n.applyMu.Lock()
 	defer n.applyMu.Unlock()
 	n.epoch = epoch
-	n.everSynced, n.unfetchable = true, nil
+	n.everSynced, n.unfetchable, n.blindTerm = true, nil, false
 	n.degraded.Store(false)
 	n.hub.newTerm()
 	n.snapshotBeforeOwnRecords()

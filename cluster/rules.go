@@ -130,6 +130,9 @@ type action struct {
 	epoch uint64
 	// why is a short reason, for logs and refusals.
 	why string
+	// blind: a promotion on a cold start (an election, or ruleRestartNewer)
+	// made without having heard every peer (Status.BlindTerm).
+	blind bool
 }
 
 // decide is every role rule of the package comment in one pure function:
@@ -333,7 +336,7 @@ func decide(v view) action {
 		if !coldStart {
 			how = "back from a pause"
 		}
-		return action{kind: actPromote, epoch: v.maxEpoch() + 1, why: fmt.Sprintf("%s with a newer state (state token %d) than the active %s (%d): its grants are kept", how, v.self.StateToken, act.URL, act.StateToken)}
+		return action{kind: actPromote, epoch: v.maxEpoch() + 1, blind: coldStart && !v.allHeard(), why: fmt.Sprintf("%s with a newer state (state token %d) than the active %s (%d): its grants are kept", how, v.self.StateToken, act.URL, act.StateToken)}
 	}
 	f := v.peer(v.following)
 	if f != nil && f.live && f.Role == api.RoleActive {
@@ -467,7 +470,11 @@ func decide(v view) action {
 		if v.self.LastIndex > 0 {
 			why = "election: the most advanced log"
 		}
-		return action{kind: actPromote, epoch: v.maxEpoch() + 1, why: why}
+		blind := !v.allHeard()
+		if blind {
+			why += " (not every peer heard: one that comes back with newer grants takes the role)"
+		}
+		return action{kind: actPromote, epoch: v.maxEpoch() + 1, why: why, blind: blind}
 	}
 	someoneHasState := v.self.HasState
 	for _, p := range v.peers {
@@ -669,11 +676,17 @@ func (v view) allHeard() bool {
 
 // replacedBy reports whether the active act replaced the node s (see
 // ruleRestartNewer): s was the active of its log's last epoch (it began
-// it) and act's log is of a later epoch. The epoch's node is read from
-// the log, written under the spelling of advertise in force then; s.URL
-// is NodeURL's form, so the two compare in that form.
+// it) and act's log is of a later epoch, which act did not begin by a
+// cold start's election that heard not every peer (Status.BlindTerm):
+// such an active knew nothing of s's last records, which with
+// sync_standbys were answered grants (all nodes killed, a standby that
+// lagged restarted first and elected alone; breaker report of
+// 2026-12-05: the old active followed it and dropped 93 answered
+// grants). The epoch's node is read from the log, written under the
+// spelling of advertise in force then; s.URL is NodeURL's form, so the
+// two compare in that form.
 func replacedBy(s, act Status) bool {
-	return NodeURL(s.LogEpochBy) == s.URL && s.LogEpoch < act.LogEpoch
+	return NodeURL(s.LogEpochBy) == s.URL && s.LogEpoch < act.LogEpoch && !act.BlindTerm
 }
 
 // replacedStale reports whether old, the active of its log's last epoch,

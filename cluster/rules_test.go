@@ -640,6 +640,51 @@ func TestRuleRestartNewerNotWhenTheActiveReplacedThisNode(t *testing.T) {
 	wantAction(t, v, actPromote, "")
 }
 
+// ruleRestartNewer: an active whose term began by a cold start's
+// election that heard not every peer (BlindTerm: a standby that lagged,
+// restarted first after every node was down, elected alone) did not
+// replace this node, although its log's epoch is later: it knew nothing
+// of this node's last records, which with sync_standbys were answered
+// grants. This node takes the role, its grants are kept.
+func TestRuleRestartNewerAgainstAnActiveElectedBlind(t *testing.T) {
+	v := restartedView()
+	v.self.LogEpochBy = v.self.URL
+	v.peers[0].LogEpoch, v.peers[0].Epoch, v.peers[0].LogEpochBy = 5, 5, "a"
+	wantAction(t, v, actFollow, "a")
+	v.peers[0].BlindTerm = true
+	wantAction(t, v, actPromote, "")
+	v.self.StateToken = 50 // the blind active granted since: its state is newer
+	wantAction(t, v, actFollow, "a")
+}
+
+// A cold start's election, and a restarted node's promotion over an
+// older active, are blind when a peer was not heard (after three failover
+// timeouts of listening), and only then; a failover is never blind.
+func TestRulePromotionOnAColdStartIsBlindWithoutEveryPeerHeard(t *testing.T) {
+	v := standbyView(deadPeer("a", 0), deadPeer("c", 2))
+	v.wasSynced, v.uptime = false, 3*ft
+	if a := wantAction(t, v, actPromote, ""); !a.blind {
+		t.Fatalf("an election with no peer heard: not blind (%s)", a.why)
+	}
+	v.peers[0] = livePeer("a", 0, api.RoleStandby, 0)
+	v.peers[1] = livePeer("c", 2, api.RoleStandby, 0)
+	v.self.Priority = 0
+	v.peers[0].Priority = 1
+	if a := wantAction(t, v, actPromote, ""); a.blind {
+		t.Fatalf("an election with every peer heard: blind (%s)", a.why)
+	}
+	r := restartedView()
+	r.peers[1].live, r.uptime = false, 3*ft
+	if a := wantAction(t, r, actPromote, ""); !a.blind {
+		t.Fatalf("a restarted node's promotion without every peer heard: not blind (%s)", a.why)
+	}
+	f := standbyView(deadPeer("a", 0))
+	f.self.Priority = 0
+	if a := wantAction(t, f, actPromote, ""); a.blind {
+		t.Fatalf("a failover: blind (%s)", a.why)
+	}
+}
+
 // ruleRestartNewer: a node whose log ends in another node's epoch was a
 // standby there, and its records beyond the active's are that epoch's
 // active's, which it acknowledged: the active's later epoch is no sign
