@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/baton-io/baton/internal/durable"
@@ -20,6 +21,14 @@ import (
 // naming a segment that was never there. A directory without it (a log
 // that predates it, or a new one) is not checked.
 const newestName = "newest-segment"
+
+// Began reports whether dir holds the file that names the newest segment
+// of a log, which a log writes only once it has begun a segment there:
+// evidence, for Config.Existed, that dir held a log.
+func Began(dir string) bool {
+	_, err := os.Lstat(filepath.Join(dir, newestName))
+	return err == nil
+}
 
 // readNewest returns the first index of the segment newestName names, 0
 // when the file does not exist. Errors: a *CorruptError naming the file

@@ -136,12 +136,16 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 		return nil, &startError{exitUsage, err}
 	}
 	wc.Logger = log
-	if len(cfg.Peers) == 0 && engine.HasTokenMark(cfg.DataDir) {
-		// The engine writes it only after the log is open (below). Not
-		// for a cluster node: one that crashed while it installed its
-		// active's snapshot (wal.Log.Install) may have no log file left,
-		// and it gets that state again from the active.
+	// Not for a cluster node: one that crashed while it installed its
+	// active's snapshot (wal.Log.Install) may have no log file left, and
+	// it gets that state again from the active.
+	switch {
+	case len(cfg.Peers) > 0:
+	case engine.HasTokenMark(cfg.DataDir):
+		// The engine writes it only after the log is open (below).
 		wc.Existed = "its token-hwm is there, which a node writes only once its log exists"
+	case wal.Began(cfg.DataDir):
+		wc.Existed = "its newest-segment file is there, which the log writes only once it has begun a segment"
 	}
 	if n.wal, err = wal.Open(wc); err != nil {
 		return nil, walStartError(cfg.DataDir, err)

@@ -507,7 +507,8 @@ func TestCorruptTokenMarkRefused(t *testing.T) {
 // writes only once its log exists, stops the start (exit 2, naming
 // data_dir and the flag), as damage does: it started with no lock and no
 // word, although it had answered 20 grants (README: "baton never starts
-// silently with less than it had"). With --repair-log it starts with an
+// silently with less than it had"); so does the file naming the newest
+// segment, with the token-hwm removed too. With --repair-log it starts with an
 // empty log, warns, and grants tokens above every one it issued.
 func TestRemovedLogRefused(t *testing.T) {
 	needBinary(t)
@@ -530,6 +531,22 @@ func TestRemovedLogRefused(t *testing.T) {
 				t.Fatalf("every segment removed: exit %d, want 2 and a message with %q:\n%s", code, w, stderr)
 			}
 		}
+	}
+	// The token-hwm removed too: the file naming the newest segment is
+	// the evidence (breaker report of 2026-12-05: it started empty, 50
+	// answered grants gone, without a word).
+	hwm := filepath.Join(dir, "token-hwm")
+	if err := os.Rename(hwm, hwm+".away"); err != nil {
+		t.Fatal(err)
+	}
+	code, stderr := runServe(t, nil, "--data-dir", dir)
+	for _, w := range []string{"data_dir " + dir, "newest-segment", "--repair-log"} {
+		if code != exitUsage || !strings.Contains(stderr, w) {
+			t.Fatalf("every segment and the token-hwm removed: exit %d, want 2 and a message with %q:\n%s", code, w, stderr)
+		}
+	}
+	if err := os.Rename(hwm+".away", hwm); err != nil {
+		t.Fatal(err)
 	}
 	n := startServe(t, dir, nil, "--repair-log")
 	if s := n.stderr.String(); !strings.Contains(s, "repair") || !strings.Contains(s, dir) {
