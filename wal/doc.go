@@ -89,7 +89,10 @@
 // is never all zeros). The price: damage that zeroes a whole sector of
 // the last segment after it was fsynced is read the same way, and the
 // records from there on are dropped with that warning instead of
-// stopping the start (not for a frame the newest snapshot holds, when its
+// stopping the start; the warning counts the records whole after the
+// torn one, and the bytes cut off are kept beside the segment (its name
+// and ".cut-" and the offset), which Open never reads (not for a frame
+// the newest snapshot holds, when its
 // file verifies: the log was fsynced up to the snapshot's index before
 // the snapshot was written, so no crash tears such a frame, nor leaves
 // the log ending below that index: both are damage). That is what a

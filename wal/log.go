@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -366,8 +367,23 @@ func (l *Log) load() error {
 		}
 		var torn *errTorn
 		if errors.As(err, &torn) && last && (n > l.snapIndex || l.cfg.Repair || !l.snapshotVerifies()) {
-			l.log.Warn("wal: torn last record truncated (a write cut by a crash or power loss)",
-				"file", s.path, "offset", torn.offset, "record", n, "reason", torn.reason)
+			attrs := []any{"file", s.path, "offset", torn.offset, "record", n, "reason", torn.reason}
+			if whole, first := wholeAfter(s.path, torn.offset, n); whole > 0 {
+				// Whole records after the torn one: what a power loss
+				// leaves of writes not yet fsynced (their sectors land in
+				// any order), and what a sector zeroed after its fsync
+				// leaves too (wal/doc.go). Nothing in the file tells the
+				// two apart, so the cut is made as for a torn write, and
+				// the bytes cut off are kept beside the segment, with the
+				// count in the warning, for an operator who knows those
+				// records were fsynced.
+				kept := fmt.Sprintf("%s.cut-%d", s.path, torn.offset)
+				if err := copyTail(s.path, torn.offset, kept); err != nil {
+					return fmt.Errorf("%w: data_dir %s: keeping the bytes a torn record is cut with: %v", ErrNotWritable, l.cfg.Dir, err)
+				}
+				attrs = append(attrs, "whole_records_after", whole, "first_whole_record", first, "kept_in", kept)
+			}
+			l.log.Warn("wal: torn last record truncated (a write cut by a crash or power loss)", attrs...)
 			if err := truncateFile(s.path, torn.offset); err != nil {
 				return fmt.Errorf("%w: data_dir %s: %v", ErrNotWritable, l.cfg.Dir, err)
 			}
@@ -605,6 +621,89 @@ func readSegmentHeader(r io.Reader, s segment) (uint64, error) {
 		return 0, &errDamage{0, fmt.Sprintf("segment header: first record %d, the file name says %d", first, s.first)}
 	}
 	return first, nil
+}
+
+// tornSearch is how far past a torn frame whose length cannot be read
+// wholeAfter looks for the next whole frame: a blank sector and the frames
+// it ate, with room to spare.
+const tornSearch = 8 << 10
+
+// wholeAfter counts the whole, verifying frames that follow the torn frame
+// at off (its record n) in the segment at path, with the records after n
+// in order from the first frame that verifies as one of the 64 records
+// after n within tornSearch bytes of the torn frame's end (of off when its
+// length does not verify; a blank sector may hold several frames'
+// headers). It returns their count and the first one's record (0, 0:
+// none; a read error counts as none).
+func wholeAfter(path string, off int64, n uint64) (int, uint64) {
+	b, err := os.ReadFile(path)
+	if err != nil || off+frameHeader > int64(len(b)) {
+		return 0, 0
+	}
+	var scratch [8]byte
+	// verifies reports whether a frame at o holds record idx whole.
+	verifies := func(o int64, idx uint64) (int64, bool) {
+		if o+frameHeader > int64(len(b)) {
+			return 0, false
+		}
+		h := b[o : o+frameHeader]
+		length := int64(h[0]) | int64(h[1])<<8 | int64(h[2])<<16
+		if crc8(h[:3]) != h[3] || length == 0 || o+frameHeader+length > int64(len(b)) {
+			return 0, false
+		}
+		return o + frameHeader + length, frameCRC(h[:4], idx, b[o+frameHeader:o+frameHeader+length], scratch[:]) == binary.LittleEndian.Uint32(h[4:8])
+	}
+	// From the end of the torn frame when its length verifies (the
+	// frames after it in its blank sector are searched past too).
+	from := off + 1
+	h := b[off : off+frameHeader]
+	if length := int64(h[0]) | int64(h[1])<<8 | int64(h[2])<<16; crc8(h[:3]) == h[3] && length > 0 {
+		from = off + frameHeader + length
+	}
+	var at int64
+	var first uint64
+search:
+	for o := from; o < min(from+tornSearch, int64(len(b))); o++ {
+		for idx := n + 1; idx <= n+64; idx++ {
+			if _, ok := verifies(o, idx); ok {
+				at, first = o, idx
+				break search
+			}
+		}
+	}
+	if first == 0 {
+		return 0, 0
+	}
+	whole := 0
+	for idx := first; ; idx++ {
+		end, ok := verifies(at, idx)
+		if !ok {
+			return whole, first
+		}
+		whole++
+		at = end
+	}
+}
+
+// copyTail writes the bytes of the file at path from off to its end to a
+// new file at to, fsynced.
+func copyTail(path string, off int64, to string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b[min(off, int64(len(b))):])
+	if err == nil {
+		err = osFile{File: f}.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func truncateFile(path string, size int64) error {

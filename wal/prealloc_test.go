@@ -150,9 +150,30 @@ func TestBlankSectorIsATornTail(t *testing.T) {
 		var logs bytes.Buffer
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 		reopenHas(t, cfg, kept)
-		warn := fmt.Sprintf("level=WARN msg=\"wal: torn last record truncated (a write cut by a crash or power loss)\" file=%s offset=%d", path, offs[kept])
-		if !strings.Contains(logs.String(), warn) {
-			t.Fatalf("sector at %d blanked: log %q lacks %q", s, logs.String(), warn)
+		// The records whole after the blank sector go with the torn one
+		// (nothing tells a torn write from a sector zeroed later): the
+		// warning counts them, and the bytes cut off are kept beside.
+		whole := 0
+		for _, off := range offs {
+			if off >= s+sectorSize {
+				whole++
+			}
+		}
+		cut := fmt.Sprintf("%s.cut-%d", path, offs[kept])
+		want := fmt.Sprintf("level=WARN msg=\"wal: torn last record truncated (a write cut by a crash or power loss)\" file=%s offset=%d", path, offs[kept])
+		if whole > 0 {
+			want2 := fmt.Sprintf("whole_records_after=%d first_whole_record=%d kept_in=%s", whole, n-whole+1, cut)
+			if !strings.Contains(logs.String(), want2) {
+				t.Fatalf("sector at %d blanked: log %q lacks %q", s, logs.String(), want2)
+			}
+			if b, err := os.ReadFile(cut); err != nil || !bytes.Equal(b, torn[offs[kept]:]) {
+				t.Fatalf("sector at %d blanked: %s holds %d bytes (%v), want the %d cut off", s, cut, len(b), err, len(torn)-int(offs[kept]))
+			}
+		} else if _, err := os.Stat(cut); err == nil {
+			t.Fatalf("sector at %d blanked, no whole record after it: %s kept", s, cut)
+		}
+		if !strings.Contains(logs.String(), want) {
+			t.Fatalf("sector at %d blanked: log %q lacks %q", s, logs.String(), want)
 		}
 	}
 
