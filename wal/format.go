@@ -145,6 +145,10 @@ type frameReader struct {
 	// snapshot holds it, or the reader's caller asked for later ones).
 	skip    uint64
 	skipped []uint64
+	// ra, when set, reads the file at its offsets (off's), so that damage
+	// in records at or below skip whose frame's length cannot be read (a
+	// blank sector) is passed over too (resync).
+	ra io.ReaderAt
 }
 
 // errPassed is next's own signal that it passed over a record (skip).
@@ -160,10 +164,44 @@ func newFrameReader(r io.Reader, off int64, first uint64) *frameReader {
 // error of the underlying reader.
 func (fr *frameReader) next() (index uint64, rec []byte, err error) {
 	for {
-		if index, rec, err = fr.frame(); err != errPassed {
+		index, rec, err = fr.frame()
+		switch {
+		case err == errPassed:
+		case err != nil && err != io.EOF && fr.index <= fr.skip && fr.resync():
+		default:
 			return index, rec, err
 		}
 	}
+}
+
+// resync passes over damage in a record at or below skip that frame could
+// not pass over (its length unreadable: a blank sector, a zeroed header):
+// it finds the next whole frame (findFrame, from just after the damaged
+// frame's start) and goes on from there, when every record before it is
+// at or below skip, appending their indexes to skipped. It reports
+// whether it did; false leaves the reader as it was (the damage is then
+// reported).
+func (fr *frameReader) resync() bool {
+	if fr.ra == nil {
+		return false
+	}
+	b := make([]byte, frameSearch+1<<20) // the window, and a whole frame of up to 1 MiB
+	n, err := fr.ra.ReadAt(b, fr.off)
+	if err != nil && err != io.EOF {
+		return false
+	}
+	b = b[:n]
+	o, idx, ok := findFrame(b, 1, fr.index+1)
+	if !ok || idx-1 > fr.skip {
+		return false
+	}
+	for i := fr.index; i < idx; i++ {
+		fr.skipped = append(fr.skipped, i)
+	}
+	fr.off += o
+	fr.index = idx
+	fr.r.Reset(io.NewSectionReader(fr.ra, fr.off, 1<<62))
+	return true
 }
 
 // frame is next for one frame; errPassed when it passed over a record.
@@ -239,6 +277,55 @@ func (fr *frameReader) frame() (index uint64, rec []byte, err error) {
 	fr.index++
 	fr.off += frameHeader + int64(length)
 	return index, rec, nil
+}
+
+// frameSearch is how far findFrame looks for a whole frame past damage:
+// a blank sector and the frames it ate, with room to spare.
+const frameSearch = 8 << 10
+
+// frameSearchRecords is how many records past damage findFrame tries:
+// more than the frames of the smallest records a blank sector can hold.
+const frameSearchRecords = 64
+
+// frameLength returns the length in the frame header at the start of b,
+// when its check byte verifies and it is not 0.
+func frameLength(b []byte) (int64, bool) {
+	if len(b) < frameHeader || crc8(b[:3]) != b[3] {
+		return 0, false
+	}
+	length := int64(b[0]) | int64(b[1])<<8 | int64(b[2])<<16
+	return length, length > 0
+}
+
+// wholeFrame reports whether the frame at o in b is whole and verifies
+// as record idx, and where it ends.
+func wholeFrame(b []byte, o int64, idx uint64) (end int64, ok bool) {
+	length, ok := frameLength(b[min(o, int64(len(b))):])
+	if !ok || o+frameHeader+length > int64(len(b)) {
+		return 0, false
+	}
+	var scratch [8]byte
+	end = o + frameHeader + length
+	return end, frameCRC(b[o:o+4], idx, b[o+frameHeader:end], scratch[:]) == binary.LittleEndian.Uint32(b[o+4:o+8])
+}
+
+// findFrame finds the first offset at or after from, within frameSearch
+// bytes, where a frame whole and verifying as one of the
+// frameSearchRecords records from first on begins: the first one past
+// damage (its index is in its checksum, so nothing else verifies there
+// but once in 2^32).
+func findFrame(b []byte, from int64, first uint64) (off int64, idx uint64, ok bool) {
+	for o := from; o < min(from+frameSearch, int64(len(b))); o++ {
+		if _, ok := frameLength(b[o:]); !ok {
+			continue
+		}
+		for idx := first; idx < first+frameSearchRecords; idx++ {
+			if _, ok := wholeFrame(b, o, idx); ok {
+				return o, idx, true
+			}
+		}
+	}
+	return 0, 0, false
 }
 
 // successorIn reports whether b, what follows the header of the frame

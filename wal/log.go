@@ -1,7 +1,6 @@
 package wal
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -595,7 +594,7 @@ func scanSegment(s segment, expect, skip uint64) (end int64, next uint64, passed
 		return 0, expect, nil, &errDamage{0, fmt.Sprintf("segment starts at record %d, the previous one ends before record %d", first, expect)}
 	}
 	fr := newFrameReader(f, headerSize, first)
-	fr.skip = skip
+	fr.skip, fr.ra = skip, f
 	for {
 		if _, _, err := fr.next(); err != nil {
 			if err == io.EOF {
@@ -623,60 +622,27 @@ func readSegmentHeader(r io.Reader, s segment) (uint64, error) {
 	return first, nil
 }
 
-// tornSearch is how far past a torn frame whose length cannot be read
-// wholeAfter looks for the next whole frame: a blank sector and the frames
-// it ate, with room to spare.
-const tornSearch = 8 << 10
-
 // wholeAfter counts the whole, verifying frames that follow the torn frame
 // at off (its record n) in the segment at path, with the records after n
-// in order from the first frame that verifies as one of the 64 records
-// after n within tornSearch bytes of the torn frame's end (of off when its
-// length does not verify; a blank sector may hold several frames'
-// headers). It returns their count and the first one's record (0, 0:
-// none; a read error counts as none).
+// in order from the first one findFrame finds past the torn frame's end
+// (past off when its length does not verify). It returns their count and
+// the first one's record (0, 0: none; a read error counts as none).
 func wholeAfter(path string, off int64, n uint64) (int, uint64) {
 	b, err := os.ReadFile(path)
 	if err != nil || off+frameHeader > int64(len(b)) {
 		return 0, 0
 	}
-	var scratch [8]byte
-	// verifies reports whether a frame at o holds record idx whole.
-	verifies := func(o int64, idx uint64) (int64, bool) {
-		if o+frameHeader > int64(len(b)) {
-			return 0, false
-		}
-		h := b[o : o+frameHeader]
-		length := int64(h[0]) | int64(h[1])<<8 | int64(h[2])<<16
-		if crc8(h[:3]) != h[3] || length == 0 || o+frameHeader+length > int64(len(b)) {
-			return 0, false
-		}
-		return o + frameHeader + length, frameCRC(h[:4], idx, b[o+frameHeader:o+frameHeader+length], scratch[:]) == binary.LittleEndian.Uint32(h[4:8])
-	}
-	// From the end of the torn frame when its length verifies (the
-	// frames after it in its blank sector are searched past too).
 	from := off + 1
-	h := b[off : off+frameHeader]
-	if length := int64(h[0]) | int64(h[1])<<8 | int64(h[2])<<16; crc8(h[:3]) == h[3] && length > 0 {
+	if length, ok := frameLength(b[off:]); ok {
 		from = off + frameHeader + length
 	}
-	var at int64
-	var first uint64
-search:
-	for o := from; o < min(from+tornSearch, int64(len(b))); o++ {
-		for idx := n + 1; idx <= n+64; idx++ {
-			if _, ok := verifies(o, idx); ok {
-				at, first = o, idx
-				break search
-			}
-		}
-	}
-	if first == 0 {
+	at, first, ok := findFrame(b, from, n+1)
+	if !ok {
 		return 0, 0
 	}
 	whole := 0
 	for idx := first; ; idx++ {
-		end, ok := verifies(at, idx)
+		end, ok := wholeFrame(b, at, idx)
 		if !ok {
 			return whole, first
 		}
@@ -1663,6 +1629,7 @@ func replaySegment(s segment, from, last uint64, final bool, fn func(uint64, []b
 	first, err := readSegmentHeader(f, s)
 	fr := newFrameReader(f, headerSize, first)
 	fr.skip = from - 1 // the records before from are not asked for
+	fr.ra = f
 	for err == nil && fr.index <= last {
 		var index uint64
 		var rec []byte

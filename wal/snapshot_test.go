@@ -170,12 +170,17 @@ func TestSnapshotWithoutSegmentsIsWarnedOf(t *testing.T) {
 
 // Every record up to a snapshot's index was fsynced before the snapshot
 // was written, so no crash or power loss can tear one: a blank sector
-// among them (damage that zeroed it) is not a torn tail. It stopped
-// nothing: the last segment was cut there, destroying the records after
-// it (answered grants and releases after the snapshot), with warnings
-// only. It stops the start, file untouched, as other damage does; the
-// repair cuts it as before.
-func TestBlankSectorBelowTheSnapshotIsDamage(t *testing.T) {
+// among them is damage, not a torn tail. It cut the last segment there,
+// destroying the records after it (answered grants and releases after
+// the snapshot), with warnings only; then it stopped the start, and the
+// repair dropped every record after the snapshot (breaker report of
+// 2026-12-05: 10 answered grants), although nothing the log needs was
+// damaged. The damaged records, which the snapshot holds, are passed over
+// as a flipped payload byte is (README: "Damage in records that the
+// newest snapshot already holds does not stop the start"), and every
+// record after it is kept. A blank sector that reaches records after the
+// snapshot stops the start, file untouched; the repair cuts it there.
+func TestBlankSectorBelowTheSnapshotIsPassedOver(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir)
 	l := mustOpen(t, cfg)
@@ -190,27 +195,51 @@ func TestBlankSectorBelowTheSnapshotIsDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	seg := segments(t, dir)[0]
-	data, err := os.ReadFile(seg)
+	good, err := os.ReadFile(seg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if offs := frameOffsets(t, data); offs[79] <= 2*sectorSize {
+	offs := frameOffsets(t, good)
+	if offs[79] <= 2*sectorSize {
 		t.Fatalf("the test's premise: record 80 begins at %d, past the zeroed sector", offs[79])
 	}
+	data := bytes.Clone(good)
 	copy(data[sectorSize:2*sectorSize], make([]byte, sectorSize))
 	if err := os.WriteFile(seg, data, 0o640); err != nil {
 		t.Fatal(err)
 	}
+	var logs bytes.Buffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	l = mustOpen(t, cfg)
+	loadState(t, l, 80)
+	checkRecords(t, replayAll(t, l, 81), 81, 110)
+	if !strings.Contains(logs.String(), "wal: damaged records that the newest snapshot holds are passed over") {
+		t.Fatalf("no warning of the records passed over: %q", logs.String())
+	}
+	if i := appendWait(t, l, rec(111)); i != 111 {
+		t.Fatalf("next index %d, want 111", i)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 
+	// Blank from the snapshot's last record into the ones after it: they
+	// are needed.
+	data = bytes.Clone(good)
+	from := offs[79] / sectorSize * sectorSize
+	copy(data[from:from+2*sectorSize], make([]byte, 2*sectorSize))
+	if err := os.WriteFile(seg, data, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Logger = testConfig(t, dir).Logger
 	_, err = Open(cfg)
 	var ce *CorruptError
 	if !errors.As(err, &ce) || ce.File != seg || ce.Index > 80 {
-		t.Fatalf("Open with a blank sector below the snapshot = %v, want a *CorruptError naming %s", err, seg)
+		t.Fatalf("Open with a blank sector across the snapshot's index = %v, want a *CorruptError naming %s", err, seg)
 	}
 	if after, _ := os.ReadFile(seg); !bytes.Equal(after, data) {
 		t.Fatalf("the refused Open changed %s (%d bytes, were %d)", seg, len(after), len(data))
 	}
-
 	cfg.Repair = true
 	l = mustOpen(t, cfg)
 	defer l.Close()
