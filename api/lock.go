@@ -130,6 +130,11 @@ type Lock struct {
 	lostErr  error
 	kaStop   context.CancelFunc // stops the keep-alive
 	kaDone   chan struct{}      // closed when the keep-alive ended
+	// kaWake (cap 1, made by KeepAlive) wakes the keep-alive's sleep
+	// after a renewal: a shorter lease is renewed at half of it, not on
+	// the schedule of the lease renewed before (Renew with 2 s under a
+	// keep-alive of 30 s lost the lock at 2 s).
+	kaWake chan struct{}
 }
 
 // newKey returns a fresh Idempotency-Key: this process's random prefix
@@ -1170,6 +1175,12 @@ func (l *Lock) renew(ctx context.Context, lease time.Duration, avoid *slot) (*sl
 	if s != nil {
 		l.from = s.addr
 	}
+	if l.kaWake != nil {
+		select {
+		case l.kaWake <- struct{}{}:
+		default:
+		}
+	}
 	l.mu.Unlock()
 	return s, nil
 }
@@ -1211,7 +1222,8 @@ func (l *Lock) markLost(cause error) {
 }
 
 // KeepAlive renews the lock in the background every half lease (counted
-// from the last successful renewal) until ctx ends, Release is called, the
+// from the last successful renewal, its own or a Renew's, whose lease it
+// then keeps) until ctx ends, Release is called, the
 // Client is closed, or the lock is lost. A failed renewal is retried (every
 // lease/10, at most every second) until the lease would have run out; then,
 // or when the server refuses a renewal, the lock counts as lost: Lost is
@@ -1236,7 +1248,7 @@ func (l *Lock) KeepAlive(ctx context.Context) {
 	l.asleep = suspended()
 	kctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	l.kaStop, l.kaDone = stop, done
+	l.kaStop, l.kaDone, l.kaWake = stop, done, make(chan struct{}, 1)
 	go func() {
 		defer c.wg.Done()
 		defer close(done)
@@ -1260,15 +1272,22 @@ func (l *Lock) stopKeepAlive() {
 func (l *Lock) keepAlive(ctx context.Context) {
 	for {
 		l.mu.Lock()
-		lease, left, slept := l.lease, l.leftLocked(), suspended()-l.asleep
+		lease, left, slept, wake := l.lease, l.leftLocked(), suspended()-l.asleep, l.kaWake
 		l.mu.Unlock()
 		if left <= 0 && slept > 0 {
 			l.markLost(fmt.Errorf("the lease ran out while this machine was suspended (%v)", slept.Round(time.Millisecond)))
 			return
 		}
 		if wait := left - lease/2; wait > 0 {
-			// In steps: a suspend during the sleep is seen after it.
-			if sleep(ctx, min(wait, suspendCheck)) != nil {
+			// In steps: a suspend during the sleep is seen after it. A
+			// renewal (Renew) wakes it: the lease may have changed.
+			t := time.NewTimer(min(wait, suspendCheck))
+			select {
+			case <-t.C:
+			case <-wake:
+				t.Stop()
+			case <-ctx.Done():
+				t.Stop()
 				l.keepAliveEnded()
 				return
 			}

@@ -203,7 +203,11 @@ export declare class Lock {
    * reason: the lock stays lost (release it).
    */
   renew(lease?: number, signal?: AbortSignal): Promise<void>;
-  /** Renews in the background until released or lost; returns a function that stops it. */
+  /**
+   * Renews in the background at half the lease, counted from the last
+   * renewal (its own or a `renew`'s, whose lease it then keeps), until
+   * released or lost; returns a function that stops it.
+   */
   keepAlive(): () => void;
   release(): Promise<void>;
 }

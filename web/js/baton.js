@@ -50,7 +50,7 @@ function normalize(base) {
 // A timer's ms (over 2^31-1 fires at once).
 const cap = (ms) => Math.min(Math.ceil(ms), 2 ** 31 - 1);
 
-// ms for deadlines, on a monotonic clock (Date.now() may go back).
+// ms for deadlines, monotonic (Date.now() may go back).
 const now = () => performance.timeOrigin + performance.now();
 
 /** @type {(ms: number, signal?: AbortSignal) => Promise<void>} */
@@ -199,7 +199,7 @@ export class Client {
   }
 
   /**
-   * GETs JSON; with `replicaLag` (s) when a standby answered from its replica.
+   * GETs JSON; with `replicaLag` (s) when a standby answered.
    * @type {(pathQuery: string, signal?: AbortSignal) => Promise<any>}
    */
   async _get(pathQuery, signal) {
@@ -220,7 +220,8 @@ export class Client {
   async acquire(key, options = {}) {
     const { lease, wait, owner, mode, limit, signal } = options;
     this._open(signal);
-    let pathQuery = lockPath(key) + query({ lease, wait, owner, mode, limit });
+    const pq = (wait) => lockPath(key) + query({ lease, wait, owner, mode, limit });
+    let pathQuery = pq(wait);
     let headers = { 'Idempotency-Key': newKey() };
     const start = now(), w = wait > 0 && wait * 1e3;
     for (let restarts = 0, asked = false; ;) {
@@ -247,7 +248,7 @@ export class Client {
       const left = w ? wait - (now() - start) / 1e3 : wait;
       if (err.code !== 'grant_ended' || ++restarts > 10) throw err;
       if (w && left < 1e-3) throw new BatonError(408, 'timeout', 'wait ran out: ' + err.message, undefined, err);
-      pathQuery = lockPath(key) + query({ lease, wait: left, owner, mode, limit });
+      pathQuery = pq(left);
       headers = { 'Idempotency-Key': newKey() };
       asked = false;
     }
@@ -371,13 +372,8 @@ export class Lock {
    * @param {Addr} [from] the node that granted (renewed last): release asks it first
    */
   constructor(client, g, sent, from) {
-    this._c = client;
-    this._from = from;
-    this.key = g.key;
-    this.token = g.token;
-    this.lease = g.lease; // seconds
-    this.expiresAt = new Date(g.expires_at);
-    this.node = g.node;
+    // lease: s
+    Object.assign(this, { _c: client, _from: from, key: g.key, token: g.token, lease: g.lease, expiresAt: new Date(g.expires_at), node: g.node });
     this._ac = new AbortController();
     this.lost = this._ac.signal;
     /** @type {Promise<void> | null} */
@@ -387,9 +383,10 @@ export class Lock {
     this._watch(sent + g.lease * 1000);
   }
 
-  /** Marks the lock lost at `deadline` (ms, our clock). */
+  /** Lost at `deadline` (ms, now()); wakes keepAlive (_w). */
   _watch(deadline) {
     clearTimeout(this._timer);
+    this._w?.(1);
     this._deadline = deadline;
     this._timer = setTimeout(() => now() < deadline ? this._watch(deadline) : this._lose(new BatonError(0, 'lost', 'lock ' + JSON.stringify(this.key) + ' token ' + this.token + ': the lease ran out before a renewal succeeded')), cap(deadline - now()));
     /** @type {any} */ (this._timer).unref?.();
@@ -440,7 +437,7 @@ export class Lock {
     (async () => {
       while (!ka.signal.aborted) {
         const lease = this.lease * 1000;
-        await sleep(this._deadline - lease / 2 - now(), ka.signal);
+        if (await Promise.race([sleep(this._deadline - lease / 2 - now(), ka.signal), new Promise((r) => this._w = r)])) continue;
         const retry = Math.min(Math.max(lease / 10, 10), 1000);
         for (;;) {
           const to = AbortSignal.timeout(cap(Math.max(lease / 4, 100))); // held: see _call
