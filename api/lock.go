@@ -1357,7 +1357,8 @@ func (l *Lock) keepAliveEnded() {
 // in the background, and runs fn with the fencing token and a context that
 // is cancelled (cause: an error that Is ErrLost) if the lock is lost. When
 // fn returns, or panics, the lock is released (retried for up to 5 s, even
-// if ctx has ended; a panic goes on after the release). It returns fn's error, joined with an error that Is ErrLost if
+// if ctx has ended; a panic goes on after the release), unless it was lost
+// by then. It returns fn's error, joined with an error that Is ErrLost if
 // the lock was lost while fn ran, and with the release's error if the
 // release failed.
 func (c *Client) WithLock(ctx context.Context, key string, fn func(ctx context.Context, token uint64) error, opts ...AcquireOption) error {
@@ -1391,7 +1392,14 @@ func (c *Client) WithLock(ctx context.Context, key string, fn func(ctx context.C
 	ferr := fn(fctx, l.Token)
 	returned = true
 	lostErr := l.Err()
-	rerr := l.Release(context.WithoutCancel(ctx))
+	var rerr error
+	if lostErr == nil {
+		// A lost lock is not this holder's to release: asked for all the
+		// same, an unreachable node held WithLock up for the release's
+		// 5 s of retries after fn had already been told (as baton run,
+		// which does not ask either).
+		rerr = l.Release(context.WithoutCancel(ctx))
+	}
 	cancel(nil)
 	<-watch
 	if lostErr != nil {

@@ -244,6 +244,29 @@ func TestProtoWithLock(t *testing.T) {
 	})
 }
 
+// WithLock does not ask for the release of a lock it lost: with its node
+// gone (the lock lost when the lease ran out under the keep-alive), it
+// retried the release for 5 s after fn had returned, and its error held
+// the release's failure beside the loss (breaker report of 2026-12-05).
+func TestProtoWithLockReleasesNothingLost(t *testing.T) {
+	eachProto(t, func(t *testing.T, proto string) {
+		srv := startBoth(t, engine.Config{}, handlers.Config{}, native.Config{})
+		c := newClient(t, nil, srv.Base(proto))
+		ctx := ctxBound(t)
+		err := c.WithLock(ctx, "gone", func(ctx context.Context, token uint64) error {
+			srv.Stop()
+			<-ctx.Done()
+			return nil
+		}, api.WithLease(time.Second))
+		if !errors.Is(err, api.ErrLost) {
+			t.Fatalf("WithLock with its node gone: %v, want ErrLost", err)
+		}
+		if strings.Contains(err.Error(), "release") {
+			t.Fatalf("WithLock asked for the release of a lock it lost: %v", err)
+		}
+	})
+}
+
 // WithLock whose fn returns the cause of its context's end, the loss
 // itself, reports the loss once: it was joined to itself, and its
 // message came twice.
