@@ -103,6 +103,24 @@ func (f *clientFlags) graceFlag() {
 
 // client builds the api.Client from the flags and the environment.
 func (f *clientFlags) client(cio cliIO) (*api.Client, error) {
+	cs, err := f.clients(cio, false)
+	if err != nil {
+		return nil, err
+	}
+	return cs[0], nil
+}
+
+// clientPerNode builds one api.Client for each address the flags and the
+// environment name (one for the default address when they name none), for
+// a command that must keep to one node at a time: `baton events`, since
+// each node numbers its own feed.
+func (f *clientFlags) clientPerNode(cio cliIO) ([]*api.Client, error) {
+	return f.clients(cio, true)
+}
+
+// clients builds the api.Client of client, or with perNode one for each
+// address.
+func (f *clientFlags) clients(cio cliIO, perNode bool) ([]*api.Client, error) {
 	cfg := api.Config{
 		Token: cio.getenv(api.EnvAuthToken),
 		// A waiting acquire is a silent long poll: a node that stopped
@@ -139,7 +157,24 @@ func (f *clientFlags) client(cio cliIO) (*api.Client, error) {
 		}
 		return nil, usagef("%s: %s", from, strings.TrimPrefix(err.Error(), "baton: "))
 	}
-	return c, nil
+	if !perNode || len(cfg.Addresses) < 2 {
+		return []*api.Client{c}, nil
+	}
+	c.Close() // the addresses and the token are valid: one Client each
+	cs := make([]*api.Client, 0, len(cfg.Addresses))
+	for _, a := range cfg.Addresses {
+		one := cfg
+		one.Addresses = []string{a}
+		c, err := api.NewClient(one)
+		if err != nil {
+			for _, c := range cs {
+				c.Close()
+			}
+			return nil, usagef("%s: %s", from, strings.TrimPrefix(err.Error(), "baton: "))
+		}
+		cs = append(cs, c)
+	}
+	return cs, nil
 }
 
 // The CLI's HTTP/2 ping: after this much silence on a connection, and

@@ -116,11 +116,19 @@ func cmdEvents(ctx context.Context, args []string, cio cliIO) error {
 	if err := checkKeyFlag("--key", *key); err != nil {
 		return err
 	}
-	c, err := f.client(cio)
+	// One node at a time: each node numbers its own feed, and a Seq
+	// passed to another node replays what that one keeps (polls sent
+	// round robin over a cluster's nodes printed every event again and
+	// again). The next node is asked when this one does not answer.
+	cs, err := f.clientPerNode(cio)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}()
 	if *follow {
 		var stop context.CancelFunc
 		ctx, stop = signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
@@ -129,14 +137,28 @@ func cmdEvents(ctx context.Context, args []string, cio cliIO) error {
 	var since uint64
 	tick := time.NewTicker(followInterval)
 	defer tick.Stop()
-	down := false     // following, and the last poll found no node answering
+	cur := 0          // the node followed (cs)
+	failed := 0       // nodes in a row that did not answer
+	down := false     // following, and the last round found no node answering
 	answered := false // a poll was answered: a later failure is a restart or a failover
+	moved := false    // following another node now: its events up to lastAt were printed
+	var lastAt time.Time
 	for {
-		l, err := c.Events(ctx, api.EventsOptions{Since: since, Key: *key})
+		l, err := cs[cur].Events(ctx, api.EventsOptions{Since: since, Key: *key})
 		if err != nil {
-			if *follow && ctx.Err() != nil {
+			if ctx.Err() != nil && *follow {
 				return nil // interrupted
 			}
+			if errors.Is(err, api.ErrUnavailable) && len(cs) > 1 {
+				cur, failed = (cur+1)%len(cs), failed+1
+				if failed < len(cs) {
+					// The next node, at once: its own feed, from what it
+					// keeps on (events printed already are skipped).
+					since, moved = 0, answered
+					continue
+				}
+			}
+			failed = 0
 			if !*follow || !answered || !errors.Is(err, api.ErrUnavailable) {
 				return err
 			}
@@ -153,11 +175,15 @@ func cmdEvents(ctx context.Context, args []string, cio cliIO) error {
 			}
 			continue
 		}
-		down, answered = false, true
-		if l.Missed > 0 {
+		down, answered, failed = false, true, 0
+		if l.Missed > 0 && !moved {
 			fmt.Fprintf(cio.stderr, "baton events: %d events are no longer kept by the node\n", l.Missed)
 		}
 		for _, ev := range l.Events {
+			if moved && !ev.At.After(lastAt) {
+				continue // printed from the node followed before
+			}
+			lastAt = ev.At
 			if *asJSON {
 				if err := printJSONLine(cio, ev); err != nil {
 					return err
@@ -166,6 +192,7 @@ func cmdEvents(ctx context.Context, args []string, cio cliIO) error {
 			}
 			fmt.Fprintln(cio.stdout, eventText(ev))
 		}
+		moved = false
 		if l.Last < since {
 			// The node restarted: its Seqs begin again.
 			since = 0
