@@ -34,13 +34,17 @@ const MAX_EXTRA = 64;
 const ASSUMED_STREAMS = 100;
 /**
  * ms: a connection with calls in flight is pinged every PING_MS, and one
- * whose PING is not answered within PING_MS is closed (its calls fail and
- * move on, as over a broken one). A node that went silent (paused, its
+ * whose PING is not answered within PING_WAIT_MS is closed (its calls fail
+ * and move on, as over a broken one). A node that went silent (paused, its
  * host gone, a link cut without a reset) otherwise held a waiting acquire
- * for ever, also once the new active had granted it (as the Go client's
- * HTTP/2 pings).
+ * for ever, also once the new active had granted it. The Go client's
+ * (api.DefaultPingInterval, api.DefaultPingTimeout): a waiter on a paused
+ * active is back on the new one within 5 s, inside the 5 s a promoted node
+ * keeps its place after a failover of about 1 s. At 5 s and 5 s it came
+ * back after that and lost its place to a Go client queued behind it
+ * (breaker report of 2026-12-05).
  */
-const PING_MS = 5000;
+const PING_MS = 2000, PING_WAIT_MS = 3000;
 /** The most redirects one call follows, as fetch. */
 const MAX_FOLLOW = 20;
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
@@ -97,7 +101,7 @@ const extraConn = Symbol('extraConn');
  * header is dropped across origins; `redirect: "manual"` returns them).
  * Calls take streams as the Go client's do (SHORT_STREAMS, MAX_EXTRA).
  * A connection that closes is replaced at the next call; one with calls in
- * flight that leaves a PING unanswered (PING_MS) is closed; an aborted
+ * flight that leaves a PING unanswered (PING_WAIT_MS) is closed; an aborted
  * `signal` resets the stream and rejects with its reason. Connections hold
  * the process open only while a call is in flight; `close()` ends them (a
  * later call opens new ones).
@@ -184,13 +188,13 @@ export function http2Transport(tls) {
 
   /**
    * Pings s if it has calls in flight; closes it when no answer comes
-   * within PING_MS.
+   * within PING_WAIT_MS.
    * @param {any} s
    * @param {string} origin
    */
   function ping(s, origin) {
     if (!s[inFlight] || s.destroyed || s.closed) return;
-    const silent = setTimeout(() => s.destroy(new Error(origin + ': no answer to an HTTP/2 PING within ' + PING_MS + ' ms')), PING_MS);
+    const silent = setTimeout(() => s.destroy(new Error(origin + ': no answer to an HTTP/2 PING within ' + PING_WAIT_MS + ' ms')), PING_WAIT_MS);
     silent.unref();
     try {
       s.ping((/** @type {Error | null} */ err) => {

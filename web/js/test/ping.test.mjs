@@ -1,6 +1,6 @@
 // The http2 transport (baton-node.js) pings a connection that has calls in
 // flight: a node that went silent (paused, its host gone, a link cut
-// without a reset) breaks the connection after PING_MS unanswered, and a
+// without a reset) breaks the connection after PING_WAIT_MS unanswered, and a
 // waiting acquire moves on to the next address under its Idempotency-Key,
 // as the Go client's acquires do (SPEC section 4). Without it the acquire
 // waited for ever on the silent connection, even for a grant made for it.
