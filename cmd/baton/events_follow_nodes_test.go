@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,15 +20,7 @@ import (
 func TestEventsFollowKeepsToOneNode(t *testing.T) {
 	a := startServeAt(t, testproc.FreeAddr(t, "127.0.61.10"), t.TempDir(), nil)
 	b := startServeAt(t, testproc.FreeAddr(t, "127.0.61.11"), t.TempDir(), nil)
-	cmd := exec.Command(batonBin, "events", "--follow", "--json", "--key", "one")
-	cmd.Env = cleanEnv(api.EnvAddr + "=" + a.url + "," + b.url)
-	out, errb := &syncBuf{}, &syncBuf{}
-	cmd.Stdout, cmd.Stderr = out, errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	cmd, out, errb, done := startEventsFollow(t, "one", api.EnvAddr+"="+a.url+","+b.url)
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGINT)
 		<-done

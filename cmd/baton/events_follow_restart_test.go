@@ -25,15 +25,7 @@ func TestEventsFollowSurvivesANodeRestart(t *testing.T) {
 	dir := t.TempDir()
 	n := startServeAt(t, addr, dir, nil)
 	env := []string{api.EnvAddr + "=" + n.url}
-	cmd := exec.Command(batonBin, "events", "--follow", "--json", "--key", "ev")
-	cmd.Env = cleanEnv(env...)
-	out, errb := &syncBuf{}, &syncBuf{}
-	cmd.Stdout, cmd.Stderr = out, errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	cmd, out, errb, done := startEventsFollow(t, "ev", env...)
 	defer func() {
 		_ = cmd.Process.Kill()
 		<-done
@@ -78,4 +70,20 @@ func TestEventsFollowSurvivesANodeRestart(t *testing.T) {
 	if code := n.stop(); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
+}
+
+// startEventsFollow starts `baton events --follow --json --key key` with
+// env, its output in out and errb; done receives its exit once.
+func startEventsFollow(t *testing.T, key string, env ...string) (cmd *exec.Cmd, out, errb *syncBuf, done chan error) {
+	t.Helper()
+	cmd = exec.Command(batonBin, "events", "--follow", "--json", "--key", key)
+	cmd.Env = cleanEnv(env...)
+	out, errb = &syncBuf{}, &syncBuf{}
+	cmd.Stdout, cmd.Stderr = out, errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done = make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	return cmd, out, errb, done
 }
