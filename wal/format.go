@@ -336,17 +336,8 @@ func findFrame(b []byte, from int64, first uint64) (off int64, idx uint64, ok bo
 // it was written (a damaged length passes its check byte once in 256),
 // and cutting the log there would drop records written before it.
 func (fr *frameReader) successorIn(b []byte) bool {
-	var idx [8]byte
-	for o := 0; o+frameHeader < len(b); o++ {
-		h := b[o : o+frameHeader]
-		if crc8(h[:3]) != h[3] {
-			continue
-		}
-		n := int(uint32(h[0]) | uint32(h[1])<<8 | uint32(h[2])<<16)
-		if n == 0 || o+frameHeader+n > len(b) {
-			continue
-		}
-		if frameCRC(h[:4], fr.index+1, b[o+frameHeader:o+frameHeader+n], idx[:]) == binary.LittleEndian.Uint32(h[4:]) {
+	for o := int64(0); o+frameHeader < int64(len(b)); o++ {
+		if _, ok := wholeFrame(b, o, fr.index+1); ok {
 			return true
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/baton-io/baton/internal/durable"
 )
 
 const (
@@ -367,7 +369,8 @@ func (l *Log) load() error {
 		var torn *errTorn
 		if errors.As(err, &torn) && last && (n > l.snapIndex || l.cfg.Repair || !l.snapshotVerifies()) {
 			attrs := []any{"file", s.path, "offset", torn.offset, "record", n, "reason", torn.reason}
-			if whole, first := wholeAfter(s.path, torn.offset, n); whole > 0 {
+			b, _ := os.ReadFile(s.path) // unread: counted as no whole record after
+			if whole, first := wholeAfter(b, torn.offset, n); whole > 0 {
 				// Whole records after the torn one: what a power loss
 				// leaves of writes not yet fsynced (their sectors land in
 				// any order), and what a sector zeroed after its fsync
@@ -377,7 +380,7 @@ func (l *Log) load() error {
 				// count in the warning, for an operator who knows those
 				// records were fsynced.
 				kept := fmt.Sprintf("%s.cut-%d", s.path, torn.offset)
-				if err := copyTail(s.path, torn.offset, kept); err != nil {
+				if err := durable.WriteFile(kept, b[torn.offset:]); err != nil {
 					return fmt.Errorf("%w: data_dir %s: keeping the bytes a torn record is cut with: %v", ErrNotWritable, l.cfg.Dir, err)
 				}
 				attrs = append(attrs, "whole_records_after", whole, "first_whole_record", first, "kept_in", kept)
@@ -623,13 +626,12 @@ func readSegmentHeader(r io.Reader, s segment) (uint64, error) {
 }
 
 // wholeAfter counts the whole, verifying frames that follow the torn frame
-// at off (its record n) in the segment at path, with the records after n
-// in order from the first one findFrame finds past the torn frame's end
+// at off (its record n) in b, its segment's bytes, with the records after
+// n in order from the first one findFrame finds past the torn frame's end
 // (past off when its length does not verify). It returns their count and
-// the first one's record (0, 0: none; a read error counts as none).
-func wholeAfter(path string, off int64, n uint64) (int, uint64) {
-	b, err := os.ReadFile(path)
-	if err != nil || off+frameHeader > int64(len(b)) {
+// the first one's record (0, 0: none).
+func wholeAfter(b []byte, off int64, n uint64) (int, uint64) {
+	if off+frameHeader > int64(len(b)) {
 		return 0, 0
 	}
 	from := off + 1
@@ -649,27 +651,6 @@ func wholeAfter(path string, off int64, n uint64) (int, uint64) {
 		whole++
 		at = end
 	}
-}
-
-// copyTail writes the bytes of the file at path from off to its end to a
-// new file at to, fsynced.
-func copyTail(path string, off int64, to string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b[min(off, int64(len(b))):])
-	if err == nil {
-		err = osFile{File: f}.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 func truncateFile(path string, size int64) error {

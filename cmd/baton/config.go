@@ -92,7 +92,7 @@ var settings = []struct {
 	{"tls_cert", "PEM certificate file: serve HTTPS (HTTP/2 by ALPN)", ""},
 	{"tls_key", "PEM private key file for tls_cert", ""},
 	{"cors_origins", "origins whose pages may call from browsers, comma-separated (scheme://host[:port], or *); empty = none", []string{}},
-	{"peers", "ordered node base URLs, this node among them (first = highest priority), comma-separated, at most 16; empty = single node", []string{}},
+	{"peers", "ordered node base URLs, this node among them (first = highest priority), comma-separated, at most " + strconv.Itoa(cluster.MaxPeers) + "; empty = single node", []string{}},
 	{"heartbeat", "interval of peer status polls and replication heartbeats", cluster.DefaultHeartbeat},
 	{"failover_timeout", "silence after which a peer counts as dead and a standby takes over", cluster.DefaultFailoverTimeout},
 	{"sync_standbys", "standbys that must have written a grant, renew or release to their logs before it is answered; 0 = asynchronous replication", 0},
