@@ -129,6 +129,16 @@ func (c *testCluster) grantOn(i int, key, query string) api.Grant {
 	}
 }
 
+// untilClockPasses sleeps until the clock's microseconds, which a node's
+// next token starts from (engine.Promote, the token source), pass tok: a
+// node that grants after it issues a higher token than tok, however far a
+// promotion's reservation ran ahead of the clock (TokenMargin above the
+// larger of the clock and every token seen: up to 2 s when a promotion
+// follows another within a second).
+func untilClockPasses(tok uint64) {
+	time.Sleep(time.Until(time.UnixMicro(int64(tok))) + 100*time.Millisecond)
+}
+
 // Defect 1: a waiter without an Idempotency-Key whose active is killed can
 // never be resumed (its ticket never left the dead node), so the new active
 // must not keep it: released, the key is free at once, not held for 5 s

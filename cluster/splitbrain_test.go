@@ -80,10 +80,9 @@ func TestPartitionKeepsTheNewerState(t *testing.T) {
 			alone := c.grantOn(older, "alone", "lease=60")
 			first := c.grantOn(older, "split", "lease=60")
 			if newer == 0 {
-				// Node 1's tokens run up to TokenMargin (1 s) ahead of the
-				// clock after its promotion: node 0's, from the clock, pass
-				// them a second later.
-				time.Sleep(1200 * time.Millisecond)
+				// Node 1's tokens may run up to 2 s ahead of the clock
+				// after its promotion; node 0's start from the clock.
+				untilClockPasses(first.Token)
 			}
 			last := c.grantOn(newer, "split", "lease=60")
 			kept := c.grantOn(newer, "kept", "lease=60")

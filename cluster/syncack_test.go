@@ -17,7 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/baton-io/baton/api"
 )
 
 // TestSyncGrantAfterStandbyStopWaitsForDegrade: with sync_standbys 1 and
@@ -74,7 +75,7 @@ func TestSyncGrantAfterStandbyStopWaitsForDegrade(t *testing.T) {
 			case "split, standby's log ahead", "split, active's state replaced":
 				// Both active; the older state is the one that granted
 				// first, the newer the one that granted last (a higher
-				// token: node 1's run up to 1 s ahead of the clock after
+				// token: node 1's run up to 2 s ahead of the clock after
 				// its promotion).
 				c.nodes[0].proxy.setCut(true)
 				c.nodes[1].proxy.setCut(true)
@@ -83,11 +84,12 @@ func TestSyncGrantAfterStandbyStopWaitsForDegrade(t *testing.T) {
 				if how == "split, active's state replaced" {
 					older, newer, records = 0, 1, 1
 				}
+				var last api.Grant
 				for i := range records {
-					c.grantOn(older, fmt.Sprintf("older/%d", i), "lease=60")
+					last = c.grantOn(older, fmt.Sprintf("older/%d", i), "lease=60")
 				}
 				if newer == 0 {
-					time.Sleep(1200 * time.Millisecond)
+					untilClockPasses(last.Token)
 				}
 				c.grantOn(newer, "newer", "lease=60")
 				c.nodes[0].proxy.setCut(false)
