@@ -2,8 +2,8 @@
 // fetch, AbortSignal, crypto, timers, performance. Types: baton.d.ts. Await close() at exit.
 
 // ms: a failed address's skip; release (and settle) retry pace, span; an
-// attempt's cut; the pause after a round of failed addresses.
-const SKIP_MS = 3000, RELEASE_RETRY_MS = 200, RELEASE_FOR_MS = 5000, ATTEMPT_MS = 1000, ROUND_MS = 200;
+// attempt's cut; the pause after a round of failed addresses; _probe's pace, bound.
+const SKIP_MS = 3000, RELEASE_RETRY_MS = 200, RELEASE_FOR_MS = 5000, ATTEMPT_MS = 1000, ROUND_MS = 200, PING_MS = 2000, PING_WAIT_MS = 3000;
 /** Max redirected 401s a call repeats to the active. */
 const MAX_REDIRECTS = 10;
 
@@ -50,7 +50,7 @@ function normalize(base) {
 // A timer's ms (over 2^31-1 fires at once).
 const cap = (ms) => Math.min(Math.ceil(ms), 2 ** 31 - 1);
 
-// ms for deadlines, monotonic (Date.now() may go back).
+// ms, monotonic (Date.now() may go back).
 const now = () => performance.timeOrigin + performance.now();
 
 /** @type {(ms: number, signal?: AbortSignal) => Promise<void>} */
@@ -73,7 +73,7 @@ const newKey = () => crypto.randomUUID?.() ?? Array.from(crypto.getRandomValues(
 /** @type {(what: string, cause: any) => BatonError} */
 const unavailable = (what, cause) => new BatonError(0, 'unavailable', what + ': ' + String(cause?.message ?? cause), undefined, cause);
 
-/** @typedef {{ base: string, downUntil: number, gone?: number }} Addr gone: failed since its last 2xx */
+/** @typedef {{ base: string, downUntil: number, gone?: number, w?: Set<AbortController>, p?: any }} Addr gone: failed since a 2xx */
 
 /** A client of a baton cluster (types: baton.d.ts). */
 export class Client {
@@ -84,7 +84,7 @@ export class Client {
     /** @type {Addr[]} */
     this._addrs = list.map((a) => ({ base: normalize(String(a).trim()), downUntil: 0 }));
     this._next = 0;
-    /** @type {Addr | null} the active, once a 307 named it or it served a change */
+    /** @type {Addr | null} once a 307 named it or it served a change */
     this._active = null;
     /** The bearer token of every call; may be changed. */
     this.token = token || '';
@@ -109,14 +109,14 @@ export class Client {
     return p;
   }
 
-  /** Refuses later calls, ends keepAlives; resolves when releases and settles end. */
+  /** Refuses calls, ends keepAlives; resolves when releases and settles end. */
   async close() {
     this._closed = true;
     this._shut.abort();
     while (this._busy.size) await Promise.all(this._busy);
   }
 
-  /** `want` (not `again`, not gone), else the known active, else round robin over live addresses. */
+  /** `want` (not `again`, not gone), else the active, else the next live one. */
   _pick(want, again) {
     const t = now(), n = this._addrs.length;
     if (!again && want && !want.gone) return want;
@@ -128,13 +128,27 @@ export class Client {
     return this._addrs[this._next++ % n];
   }
 
+  /** Aborts `ac` (a call on `a`, no bound) if `a` leaves GET /healthz unanswered; one probe an address. */
+  _probe(a, ac) {
+    (a.w ||= new Set).add(ac);
+    a.p ||= (async () => {
+      try {
+        while (a.w.size) {
+          await sleep(PING_MS, this._shut.signal);
+          if (a.w.size) await this._fetchOne(a, 'GET', '/healthz', {}, AbortSignal.timeout(PING_WAIT_MS)).catch((e) => { a.w.forEach((c) => c.abort(e)); a.w.clear(); });
+        }
+      } catch { /* closed */ }
+      a.p = 0;
+    })();
+  }
+
   /** @param {Addr} a */
   _down(a) {
     a.gone = a.downUntil = now() + SKIP_MS;
     if (this._active === a) this._active = null;
   }
 
-  /** @type {(res: Response, addr: Addr) => Addr} The node that answered (a 307's target, else addr): the active, live, after a 307/2xx. */
+  /** @type {(res: Response, addr: Addr) => Addr} Who answered (a 307's target, else addr); the active after a 307/2xx. */
   _follow(res, addr) {
     const u = res.redirected && res.url && new URL(res.url), base = u && u.origin + u.pathname.replace(/\/locks\/.*$/, '');
     if (u) addr = this._addrs.find((a) => a.base === base) || { base, downUntil: 0 };
@@ -144,42 +158,44 @@ export class Client {
   }
 
   /**
-   * One request to one address, its body read: one cut off rejects, a
-   * broken attempt, as over HTTP/2.
-   * @type {(addr: Addr, method: string, pathQuery: string, headers?: Record<string, string>, signal?: AbortSignal) => Promise<Response>}
+   * One request, its body read: one cut off rejects (as over HTTP/2).
    */
   async _fetchOne(addr, method, pathQuery, headers, signal) {
     /** @type {Record<string, string>} */
     const h = { Accept: 'application/json', ...headers };
     if (/[^!-~]/.test(this.token)) throw invalid('token', 'token must be printable ASCII');
     if (this.token) h.Authorization = 'Bearer ' + this.token;
-    // no-store: no cached poll (Workers' fetch throws a TypeError: then never again).
+    // no-store: no cached poll (Workers' fetch throws: then never).
     const go = () => this._fetch(addr.base + pathQuery, { method, headers: h, signal, ...this._nc || { cache: 'no-store' } });
     const res = await go().catch((e) => { if (this._nc || !(e instanceof TypeError && /cache/.test(e.message))) throw e; this._nc = 1; return go(); }), text = await res.text();
     return Object.assign(res, { text: async () => text, json: async () => JSON.parse(text) });
   }
 
   /**
-   * A call safe to repeat: a broken connection or a 503 moves it to the
-   * next address, for retryFor ms from the last attempt served (1 s in
-   * flight), till now() is `o.end`. fetch follows 307s; a 401 after one
-   * goes to the active. `o.at`: in, the node to ask first; out, last
-   * asked. `o.limit`: ms an attempt may go unanswered; `o.t`: its
-   * timeout (Node 20 collects one only AbortSignal.any holds).
-   * @type {(method: string, pathQuery: string, o?: { headers?: Record<string, string>, signal?: AbortSignal, pin?: boolean, at?: Addr, limit?: number | false, end?: number }) => Promise<Response>}
+   * A call safe to repeat: no answer or a 503 moves it to the next
+   * address, for retryFor ms from the last attempt served (1 s in flight),
+   * till `o.end`. fetch follows 307s; a 401 after one goes to the active.
+   * `o.at`: in, the node to ask first; out, last asked. `o.limit`: ms an
+   * attempt may go unanswered (none: _probe); `o.t`: its timeout (Node 20
+   * collects one only AbortSignal.any holds).
+   * @type {(method: string, pathQuery: string, o?: Record<string, any>) => Promise<Response>}
    */
   async _call(method, pathQuery, o = {}) {
     let start = now(), tries = 0, last, n = this._addrs.length;
     for (let redirects = 0; ;) {
-      const addr = o.at = this._pick(o.at, tries + redirects), s = o.limit && AbortSignal.any ? AbortSignal.any([o.t = AbortSignal.timeout(cap(o.limit))].concat(o.signal || [])) : o.signal;
+      const addr = o.at = this._pick(o.at, tries + redirects), ac = new AbortController(), all = [ac.signal].concat(o.signal || []);
+      if (o.limit) all.push(o.t = AbortSignal.timeout(cap(o.limit)));
+      else this._probe(addr, ac);
       let res, sent = now();
       try {
-        res = await this._fetchOne(addr, method, pathQuery, o.headers, s);
+        res = await this._fetchOne(addr, method, pathQuery, o.headers, AbortSignal.any ? AbortSignal.any(all) : o.signal);
       } catch (e) {
         if (o.signal?.aborted) throw o.signal.reason;
         if (e instanceof BatonError) throw e;
         this._down(addr);
         last = e;
+      } finally {
+        addr.w?.delete(ac);
       }
       if (res) {
         if (o.pin || res.status === 401) o.at = this._follow(res, addr);
@@ -198,10 +214,7 @@ export class Client {
     }
   }
 
-  /**
-   * GETs JSON; with `replicaLag` (s) when a standby answered.
-   * @type {(pathQuery: string, signal?: AbortSignal) => Promise<any>}
-   */
+  /** @type {(pathQuery: string, signal?: AbortSignal) => Promise<any>} GET, JSON; `replicaLag` (s) from a standby. */
   async _get(pathQuery, signal) {
     this._open(signal);
     const res = await this._call('GET', pathQuery, { signal, limit: 5e3 });
@@ -212,10 +225,10 @@ export class Client {
   }
 
   /**
-   * Takes the lock `key` (baton.d.ts). One Idempotency-Key across retries,
-   * 307s and re-sends; poll_timeout resumes the place; grant_ended (or a
-   * late grant's renewal refused) starts anew (new key, the wait left); a
-   * grant an abort, "unavailable" or a 5xx may have cut off is released.
+   * Takes `key` (baton.d.ts). One Idempotency-Key across retries, 307s,
+   * re-sends, poll_timeouts; grant_ended (or a late grant's renewal
+   * refused) starts anew (new key, the wait left); a grant an abort,
+   * "unavailable" or a 5xx may have cut off is released.
    */
   async acquire(key, options = {}) {
     const { lease, wait, owner, mode, limit, signal } = options;
@@ -234,7 +247,7 @@ export class Client {
         if (res.ok) {
           const g = Object(await res.json().catch(() => 0));
           if (!(g.token > 0)) throw new BatonError(res.status, 'bad_answer', 'no grant: ' + (await res.text()).slice(0, 200));
-          // Waited half its lease or more: renewed now; refused: it ended.
+          // Waited half its lease: renewed now; refused: it ended.
           const late = now() - sent >= g.lease * 500, l = new Lock(this, g, late ? now() : sent, o.at);
           if (late) await l.renew().catch(() => l._watch(sent + g.lease * 1000));
           if (!l.lost.aborted) return l;
@@ -256,9 +269,7 @@ export class Client {
 
   /**
    * Releases in the background what a cut-off acquire may hold: `token`,
-   * else what a 1 ms-wait repeat of it finds (for up to 5 s; 408/410:
-   * none), asking `at` (its last node) first.
-   * @type {(key: string, pathQuery: string, headers: Record<string, string>, token: number, at?: Addr) => void}
+   * else what a 1 ms-wait repeat finds (5 s; 408/410: none), `at` first.
    */
   _settle(key, pathQuery, headers, token, at) {
     const u = new URL(pathQuery, 'http://x'), end = now() + RELEASE_FOR_MS;
@@ -278,7 +289,7 @@ export class Client {
     })());
   }
 
-  /** Renews the lock `key` held under `token` (baton.d.ts). */
+  /** Renews `key` held under `token` (baton.d.ts). */
   async renew(key, token, lease, signal, o = {}) {
     this._open(signal);
     const res = await this._call('PATCH', lockPath(key) + query({ lease }), Object.assign(o, { headers: { 'Lock-Token': String(token) }, signal, pin: true, limit: 5e3 }));
@@ -286,13 +297,13 @@ export class Client {
     return res.json();
   }
 
-  /** Releases the lock `key` held under `token` (retries: baton.d.ts). */
+  /** Releases `key` held under `token` (retries: baton.d.ts). */
   async release(key, token) {
     this._open();
     return this._track(this._release(key, token));
   }
 
-  /** @type {(key: string, token: number, from?: Addr) => Promise<void>} release (after close() too), asking `from` (it granted) first: another's 404/409 does not end it. */
+  /** Also after close(); `from` (it granted) first: another's 404/409 does not end it. @param {Addr} [from] */
   async _release(key, token, from) {
     const path = lockPath(key), end = now() + RELEASE_FOR_MS;
     let maybeSent, elsewhere;
@@ -327,7 +338,7 @@ export class Client {
     }
   }
 
-  /** Runs `fn(lock)` holding `key`, renewed, then released (baton.d.ts). */
+  /** `fn(lock)` holding `key`, renewed, then released (baton.d.ts). */
   async withLock(key, fn, options = {}) {
     const lock = await this.acquire(key, options);
     lock.keepAlive();
@@ -349,7 +360,7 @@ export class Client {
     return this._get(lockPath(key), options.signal);
   }
 
-  /** GET /locks by key; `after`: the previous page's last key. */
+  /** GET /locks; `after`: the previous page's last key. */
   async list(options = {}) {
     const { prefix, after, limit, signal } = options;
     return this._get('/locks' + query({ prefix, after, limit }), signal);
@@ -369,7 +380,7 @@ export class Lock {
    * @param {Client} client
    * @param {Grant} g the grant's answer
    * @param {number} sent now() at the acquire
-   * @param {Addr} [from] the node that granted (renewed last): release asks it first
+   * @param {Addr} [from] the node that granted (renewed last)
    */
   constructor(client, g, sent, from) {
     // lease: s
@@ -407,8 +418,8 @@ export class Lock {
   }
 
   /**
-   * Restarts the lease now, `lease` s (absent: the grant's). A not_held/
-   * not_holder answer loses it; renewed once lost, rejects with the loss.
+   * Restarts the lease, `lease` s (absent: the grant's); not_held/
+   * not_holder loses it; once lost, rejects with the loss.
    */
   async renew(lease, signal) {
     const sent = now(), o = {};
@@ -427,7 +438,7 @@ export class Lock {
     this._watch(sent + g.lease * 1000);
   }
 
-  /** Renews at half the lease until released, lost or closed (baton.d.ts). */
+  /** Renews at half the lease till released, lost, closed. */
   keepAlive() {
     let ka = this._ka;
     const stop = () => { if (ka && this._ka === ka) { ka.abort(); this._ka = null; } };
@@ -456,7 +467,7 @@ export class Lock {
     return stop;
   }
 
-  /** As Client.release, and stops renewals; a call after a failure tries again. */
+  /** Client.release, renewals stopped; after a failure, tries again. */
   release() {
     this._halt();
     const c = this._c;

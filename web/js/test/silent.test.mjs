@@ -35,6 +35,39 @@ test('an acquire with a wait moves on from a silent node 3 s after its wait', as
   await l.release();
 });
 
+// Without a wait nothing bounds the long poll: the node it waits on is
+// asked GET /healthz every 2 s, and the call moves on when that is
+// unanswered for 3 s, as the Go client's PING does. Before, over fetch,
+// it waited for the silent node for ever.
+test('an acquire without a wait moves on from a silent node', async (t) => {
+  const n = await startNode(t);
+  const c = new Client({ addresses: [await silentNode(t), n.url] });
+  t.after(() => c.close());
+  let l;
+  assert.equal(await within(c.acquire('silent/nowait', { lease: 30 }).then((x) => { l = x; }), 9000, 'acquire'), 'done');
+  assert.equal((await c.status('silent/nowait')).holder.token, l.token);
+  await l.release();
+});
+
+// The probe cuts only a call whose node is silent: a waiter on a live
+// node keeps its one request, and gets the grant on it.
+test('an acquire without a wait on a live node keeps its place past the probes', async (t) => {
+  const n = await startNode(t);
+  const c = new Client({ addresses: [n.url] });
+  t.after(() => c.close());
+  const first = await c.acquire('live/nowait', { lease: 30 });
+  const posts = [];
+  const other = new Client({ addresses: [n.url], fetch: (u, o) => { if (o.method === 'POST') posts.push(u); return fetch(u, o); } });
+  t.after(() => other.close());
+  const waiting = other.acquire('live/nowait', { lease: 30 });
+  await sleep(7000); // three probes answered
+  await first.release();
+  const l = await waiting;
+  assert.ok(l.token > first.token);
+  assert.equal(posts.length, 1, 'the waiter was sent again: ' + posts.join(' '));
+  await l.release();
+});
+
 test('a read moves on from a silent node', async (t) => {
   const n = await startNode(t);
   const c = new Client({ addresses: [await silentNode(t), n.url] });
