@@ -177,3 +177,30 @@ test('after a failover the release and the next acquire go to the node that gran
   assert.deepEqual(seen.slice(before), [], 'calls after the grant by the new active went to the dead node');
   assert.equal((await b.get('/locks/fo/3')).holder, null);
 });
+
+// A waiter without a wait on an active that is then stopped (SIGSTOP, a
+// frozen VM: the connection stays open, nothing answers) is cut by the
+// client's probe of that node within 5 s and repeated, under the same
+// Idempotency-Key, on the standby, which took over after about a second
+// and keeps the replicated waiter's place for its 5 s grace: the waiter
+// is granted there when the holder releases, and nobody else is. Before,
+// over fetch, it waited on the stopped node for ever.
+test('a waiter without a wait moves from a stopped active to the promoted standby', async (t) => {
+  const [a, b] = await startPair(t);
+  t.after(() => a.proc?.kill('SIGCONT'));
+  const holder = new Client({ addresses: [a.url, b.url] });
+  const waiter = new Client({ addresses: [a.url, b.url] });
+  t.after(() => { holder.close(); waiter.close(); });
+  const held = await holder.acquire('stopped/1', { lease: 60 });
+  const waiting = waiter.acquire('stopped/1', { lease: 60 });
+  await waitFor('the waiter queued on the standby too', 5000, async () => (await b.get('/locks/stopped/1')).waiters === 1);
+  a.proc.kill('SIGSTOP');
+  await waitFor('the standby promoted', 10000, async () => (await b.get('/cluster')).role === 'active');
+  await sleep(6000); // the waiter's probe has cut its call by now, and it waits on b
+  await held.release(); // on b, the new active
+  const l = await Promise.race([waiting, sleep(5000).then(() => null)]);
+  assert.ok(l, 'the waiter was not granted on the promoted standby within 5 s of the release');
+  assert.ok(l.token > held.token);
+  assert.equal((await b.get('/locks/stopped/1')).holder.token, l.token);
+  await l.release();
+});
