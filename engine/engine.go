@@ -281,6 +281,13 @@ const MaxKeyBytes = keyrule.MaxBytes
 // Idempotency-Key over HTTP, id= over the native protocol), in bytes.
 const MaxIDBytes = 256
 
+// TrimID is a waiter ID as it names a waiter: without the blanks (spaces
+// and tabs) around it, which are not part of a field value (RFC 9110
+// section 5.5), so that one key names one request over every protocol
+// (an Idempotency-Key header, a native id=). Check the result with
+// ValidID: a key of blanks only is empty.
+func TrimID(id string) string { return strings.Trim(id, " \t") }
+
 // ValidID reports whether id can name a waiter: 1 to MaxIDBytes printable
 // ASCII characters (0x20-0x7e). Each protocol words the refusal with its
 // own name of the field.

@@ -117,11 +117,10 @@ func (s *Server) readLockParams(w http.ResponseWriter, r *http.Request) (lockPar
 	if ids := r.Header.Values(api.HeaderIdempotencyKey); len(ids) > 1 {
 		return p, badRequest(api.HeaderIdempotencyKey, "is given more than once")
 	} else if len(ids) == 1 {
-		// The whitespace around a field value is not part of it (RFC
-		// 9110 section 5.5): Go's HTTP/1.1 server trims it, its HTTP/2
-		// server does not, and one key must name one request whatever
-		// the protocol.
-		p.ID, p.IDGiven = strings.Trim(ids[0], " \t"), true
+		// Go's HTTP/1.1 server trims the blanks around a header's value,
+		// its HTTP/2 server does not: engine.TrimID, so that one key
+		// names one request whatever the protocol.
+		p.ID, p.IDGiven = engine.TrimID(ids[0]), true
 	}
 	names := allowed[r.Method]
 	var from sources

@@ -578,14 +578,15 @@ func printable(s string) bool {
 }
 
 // idField decodes an idempotency key as sent (percent-encoded: the id=
-// of A and R force, C's third field) and checks it against the engine's
-// rule; problem is the message of a bad one ("" when it is good).
+// of A and R force, C's third field), trims the blanks around it as HTTP
+// does the Idempotency-Key's (engine.TrimID) and checks it against the
+// engine's rule; problem is the message of a bad one ("" when it is good).
 func idField(raw string) (id, problem string) {
 	id, ok := unescape(raw)
 	if !ok {
 		return "", "has a bad percent-encoding"
 	}
-	if !engine.ValidID(id) {
+	if id = engine.TrimID(id); !engine.ValidID(id) {
 		return "", idRule
 	}
 	return id, ""
