@@ -1056,3 +1056,81 @@ func TestMaxLineWithCRLF(t *testing.T) {
 		}
 	}
 }
+
+// Breaker N: an id= is the Idempotency-Key of HTTP "with the same rules",
+// and HTTP trims the blanks around the header's value (RFC 9110 section
+// 5.5). Natively they were kept: "R k force id=%20F" was not a repeat of
+// "R k force id=F" and released the next holder, and a blank id was a
+// waiter ID where HTTP refuses it.
+func TestNativeIDBlanksTrimmedAsOverHTTP(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	c := e.dial()
+	c.send("A k 30 -")
+	grant(t, c.read(), "k")
+	c.send("R k force id=F")
+	if got := c.read(); got != "R k OK" {
+		t.Fatalf("the force: %q", got)
+	}
+	c.send("A k 30 -")
+	tok := grant(t, c.read(), "k")
+	for _, id := range []string{"%20F", "F%09", "%20%09F%20"} {
+		c.send("R k force id=" + id)
+		if got := c.read(); got != "R k OK" {
+			t.Fatalf("the force repeated under id=%s: %q", id, got)
+		}
+	}
+	if li, _ := e.eng.Status("k"); li.Holder == nil || li.Holder.Token != tok {
+		t.Fatalf("the force repeated under a blank-padded id released the next holder: %+v, want token %d", li.Holder, tok)
+	}
+	// The same waiter under its key with blanks around it: the grant that
+	// stands, not a second place.
+	c.send("A w 30 - id=K")
+	wtok := grant(t, c.read(), "w")
+	c.send("A w 30 - id=%20K%20")
+	if got := grant(t, c.read(), "w"); got != wtok {
+		t.Fatalf("a repeat under %q: token %d, want the grant %d", " K ", got, wtok)
+	}
+	for line, want := range map[string]string{
+		"A b 30 - id=%20":    "A b E invalid_argument id: must be 1 to",
+		"A b 30 - id=%09%20": "A b E invalid_argument id: must be 1 to",
+		"R b force id=%20":   "R b E invalid_argument id: must be 1 to",
+		"C b %20":            "C b E invalid_argument id: must be 1 to",
+	} {
+		c.send(line)
+		if got := c.read(); !strings.HasPrefix(got, want) {
+			t.Errorf("%q: got %q, want %q...", line, got, want)
+		}
+	}
+	if li, _ := e.eng.Status("b"); li.Holder != nil || li.Waiters != 0 {
+		t.Fatalf("a refused line changed b: %+v", li)
+	}
+}
+
+// Breaker N: C names a lock, whatever the spelling of its key: a cancel
+// of "caf%c3%a9" answered OK but left the acquire of "caf%C3%A9" (the
+// same key) parked, to be granted later.
+func TestCancelFindsTheKeyWhateverItsSpelling(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	holder := e.dial()
+	holder.send("A café 10 -")
+	tok := grant(t, holder.read(), "café")
+	c := e.dial()
+	c.send("A caf%C3%A9 10 3600 id=w1")
+	waitFor(t, func() bool { li, _ := e.eng.Status("café"); return li.Waiters == 1 })
+	c.send("C caf%c3%a9 w1")
+	for _, want := range []string{"A caf%C3%A9 T", "C caf%c3%a9 OK"} {
+		if got := c.read(); got != want {
+			t.Fatalf("after the cancel under another spelling: %q, want %q", got, want)
+		}
+	}
+	if li, _ := e.eng.Status("café"); li.Waiters != 0 {
+		t.Fatalf("waiters after the cancel: %d", li.Waiters)
+	}
+	holder.send("R café " + strconv.FormatUint(tok, 10))
+	if got := holder.read(); got != "R café OK" {
+		t.Fatal(got)
+	}
+	if li, _ := e.eng.Status("café"); li.Holder != nil {
+		t.Fatalf("the withdrawn acquire was granted: %+v", li.Holder)
+	}
+}

@@ -1368,8 +1368,9 @@ func (c *conn) cancelAcquire(r *request, start instant) {
 	var p *engine.Waiting
 	var head *request
 	unawaited := false // head waited for an active (await), and waits no more
-	c.mu.Lock()
-	if run := c.chains[r.rawKey]; run != nil {
+	// withdraw marks the acquire with r's id in run's chain, and reports
+	// whether it found one.
+	withdraw := func(run *request) bool {
 		for i := -1; i < len(run.after); i++ {
 			a := run
 			if i >= 0 {
@@ -1381,6 +1382,17 @@ func (c *conn) cancelAcquire(r *request, start instant) {
 					p, head = a.parked, a
 					unawaited = c.unawaitLocked(a)
 				}
+				return true
+			}
+		}
+		return false
+	}
+	c.mu.Lock()
+	if run := c.chains[r.rawKey]; run == nil || !withdraw(run) {
+		// C names a lock: the acquire may have spelled its key otherwise
+		// (chains go by the key field as sent, as answers are matched).
+		for raw, run := range c.chains {
+			if raw != r.rawKey && run.key == r.key && withdraw(run) {
 				break
 			}
 		}
