@@ -386,9 +386,11 @@ func decide(v view) action {
 	// node on a cold start (its own log may be behind another's: the
 	// cluster was stopped and nodes come back one by one), listens three
 	// times as long unless every peer has answered, since a slow peer that
-	// holds more must not be taken for a dead one.
+	// holds more must not be taken for a dead one. A node with state that
+	// restarted while the cluster ran (runningPeer) listens one, as a
+	// standby does before a failover.
 	listen := v.failoverTimeout
-	if (!v.self.HasState || !v.wasSynced) && !v.allHeard() {
+	if (!v.self.HasState || !v.wasSynced && !v.runningPeer()) && !v.allHeard() {
 		listen *= 3
 	}
 	if v.uptime < listen {
@@ -658,6 +660,25 @@ func (v view) coldBehind(p peerView) bool {
 	}
 	for _, q := range v.peers {
 		if q.URL != p.URL && q.live && !q.refused && !foreign(q.Status, p.Status) && logAhead(q.Status, p.Status) {
+			return true
+		}
+	}
+	return false
+}
+
+// runningPeer reports whether a live peer of this node's cluster (same
+// cluster ID, not refusing this node) has synced with an active or been
+// one since it started (Settled): the cluster did not stop, only this
+// node restarted, and a peer it has not heard for a failover timeout
+// went silent while that one was up, as an active before a failover
+// (found by a tester: the active killed, its successor killed 50 ms
+// after the old active restarted; the restarted node, as advanced as the
+// standby that stayed up and of higher priority, listened three failover
+// timeouts while that standby deferred to it). On a cold start of the
+// whole cluster no live peer is Settled.
+func (v view) runningPeer() bool {
+	for _, p := range v.peers {
+		if p.live && p.Settled && !p.refused && !foreign(p.Status, v.self) {
 			return true
 		}
 	}

@@ -256,6 +256,50 @@ func TestRuleListenThreeFailoverTimeoutsWithoutState(t *testing.T) {
 	wantAction(t, v, actPromote, "")
 }
 
+// A node that restarted while the cluster ran (a live peer has synced
+// with an active or been one since it started: Settled) listens one
+// failover timeout, as a standby does before a failover, not three: the
+// cluster did not stop, and a peer it has not heard went silent while
+// that peer was up (breaker O: the active killed, its successor killed
+// 50 ms after the old active restarted; the restarted node, as advanced
+// as the standby that stayed up and of higher priority, listened 3 s
+// while that standby deferred to it). On a cold start of the whole
+// cluster no live peer is Settled, and it still listens three.
+func TestRuleRestartWhileTheClusterRunsListensOneTimeout(t *testing.T) {
+	b := livePeer("b", 2, api.RoleStandby, 0)
+	b.LastIndex, b.LogEpoch = 9, 3
+	v := standbyView(deadPeer("a", 1), b)
+	v.wasSynced, v.self.Priority = false, 0
+	v.self.LastIndex, v.self.LogEpoch = 9, 3
+	v.uptime = ft
+	wantListening(t, v) // b restarted too: a cold start
+	v.peers[1].Settled = true
+	if a := wantAction(t, v, actPromote, ""); !a.blind {
+		t.Fatalf("a promotion with a not heard: not blind (%s)", a.why)
+	}
+	v.uptime = ft / 2
+	wantListening(t, v)
+	// A peer of another cluster ID, or one that refuses this node, is no
+	// sign that this node's cluster runs.
+	v.uptime = ft
+	v.peers[1].ClusterID, v.self.ClusterID = "other", "mine"
+	wantListening(t, v)
+	v.peers[1].ClusterID = "mine"
+	v.peers[1].refused = true
+	wantListening(t, v)
+	// Without state of its own it listens three, whoever runs.
+	v.peers[1].refused, v.self.HasState = false, false
+	wantListening(t, v)
+}
+
+// wantListening asserts that decide(v) stays to listen after the start.
+func wantListening(t *testing.T, v view) {
+	t.Helper()
+	if a := wantAction(t, v, actStay, ""); a.why != "listening after start" {
+		t.Fatalf("decide = stay (%s), want stay (listening after start)", a.why)
+	}
+}
+
 func TestRuleWaitOutTheSilenceOfARecentActive(t *testing.T) {
 	p := deadPeer("a", 0)
 	p.recent = true // heard within the failover timeout, a call failed since
