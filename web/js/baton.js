@@ -128,16 +128,14 @@ export class Client {
     return this._addrs[this._next++ % n];
   }
 
-  /** Aborts `ac` (a call on `a`, no bound) if `a` leaves GET /healthz unanswered; one probe an address. */
+  /** Aborts `ac` (a call on `a`) if `a` leaves GET /healthz unanswered; one probe an address. */
   _probe(a, ac) {
     (a.w ||= new Set).add(ac);
     a.p ||= (async () => {
-      try {
-        while (a.w.size) {
-          await sleep(PING_MS, this._shut.signal);
-          if (a.w.size) await this._fetchOne(a, 'GET', '/healthz', {}, AbortSignal.timeout(PING_WAIT_MS)).catch((e) => { a.w.forEach((c) => c.abort(e)); a.w.clear(); });
-        }
-      } catch { /* closed */ }
+      while (a.w.size) {
+        await new Promise((r) => setTimeout(r, PING_MS).unref?.()); // holds no process open
+        if (a.w.size) await this._fetchOne(a, 'GET', '/healthz', {}, AbortSignal.timeout(PING_WAIT_MS)).catch((e) => { a.w.forEach((c) => c.abort(e)); a.w.clear(); });
+      }
       a.p = 0;
     })();
   }
@@ -176,7 +174,7 @@ export class Client {
    * address, for retryFor ms from the last attempt served (1 s in flight),
    * till `o.end`. fetch follows 307s; a 401 after one goes to the active.
    * `o.at`: in, the node to ask first; out, last asked. `o.limit`: ms an
-   * attempt may go unanswered (none: _probe); `o.t`: its timeout (Node 20
+   * attempt may go unanswered (and _probe); `o.t`: its timeout (Node 20
    * collects one only AbortSignal.any holds).
    * @type {(method: string, pathQuery: string, o?: Record<string, any>) => Promise<Response>}
    */
@@ -185,7 +183,7 @@ export class Client {
     for (let redirects = 0; ;) {
       const addr = o.at = this._pick(o.at, tries + redirects), ac = new AbortController(), all = [ac.signal].concat(o.signal || []);
       if (o.limit) all.push(o.t = AbortSignal.timeout(cap(o.limit)));
-      else this._probe(addr, ac);
+      this._probe(addr, ac);
       let res, sent = now();
       try {
         res = await this._fetchOne(addr, method, pathQuery, o.headers, AbortSignal.any ? AbortSignal.any(all) : o.signal);

@@ -49,6 +49,19 @@ test('an acquire without a wait moves on from a silent node', async (t) => {
   await l.release();
 });
 
+// With a long wait too: the probe cuts the attempt within 5 s, not the
+// wait plus 3 s (before: 23 s for a 20 s wait; the Go client's PING
+// notices such a node within 5 s whatever the wait).
+test('an acquire with a long wait moves on from a silent node within 5 s', async (t) => {
+  const n = await startNode(t);
+  const c = new Client({ addresses: [await silentNode(t), n.url] });
+  t.after(() => c.close());
+  let l;
+  assert.equal(await within(c.acquire('silent/longwait', { lease: 30, wait: 20 }).then((x) => { l = x; }), 9000, 'acquire'), 'done');
+  assert.equal((await c.status('silent/longwait')).holder.token, l.token);
+  await l.release();
+});
+
 // The probe cuts only a call whose node is silent: a waiter on a live
 // node keeps its one request, and gets the grant on it.
 test('an acquire without a wait on a live node keeps its place past the probes', async (t) => {
