@@ -325,6 +325,18 @@ export class Client extends FetchClient {
     this._end();
   }
 
+  /**
+   * Over http2, none: the connections' PINGs (PING_MS, PING_WAIT_MS) find
+   * a silent node and break its connection, so that the next call opens a
+   * new one; baton.js's GET /healthz probe, for fetch, which cannot ping,
+   * would only repeat them.
+   * @param {any} a
+   * @param {AbortController} ac
+   */
+  _probe(a, ac) {
+    if (!this._h2) super._probe(a, ac);
+  }
+
   /** Closes the transport once the client is closed and nothing is in flight. */
   _end() {
     if (this._closed && !this._busy.size && !this._calls) this._h2?.close();
