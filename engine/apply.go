@@ -161,6 +161,8 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 			t.state = tEnded
 		case OutcomeForced:
 			t.state = tForced
+		case OutcomeForceNotHeld:
+			t.state = tForceNotHeld
 		default:
 			t.state = tTimedOut
 		}

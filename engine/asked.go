@@ -112,7 +112,7 @@ func (r *Record) askedLease() time.Duration {
 // from a record written before Record.LeaseDefaulted, which holds the
 // lease filled in, is compared). s.mu is held.
 func (t *ticket) differs(req *AcquireRequest, def time.Duration) error {
-	if t.state == tForced {
+	if t.state == tForced || t.state == tForceNotHeld {
 		return errForceIDReused
 	}
 	if t.limit == 0 {

@@ -625,6 +625,9 @@ const (
 	// tForced: the ID of a forced release (ForceReleaseID), remembered
 	// for Retention so that a repeat changes nothing.
 	tForced
+	// tForceNotHeld: the ID of a forced release that found nobody
+	// holding its key (ErrNotHeld), remembered as tForced is.
+	tForceNotHeld
 	tForget ticketState = 255 // retire: forget the ticket at once
 )
 
@@ -1573,8 +1576,9 @@ func (e *Engine) ForceRelease(key string) error { return e.ForceReleaseID(key, "
 // repeat releases the holders the first one handed the lock to. Under an
 // ID the force is remembered for Config.Retention, replicated and
 // snapshotted like a waiter ID's outcome, and a repeat under it is
-// answered as the first one was (nil, once the first is written) and
-// changes nothing, even when nobody holds key any more. An ID that
+// answered as the first one was (nil, once the first is written; or
+// ErrNotHeld when the first found nobody holding key) and changes
+// nothing, even when nobody, or someone else, holds key by then. An ID that
 // ValidID refuses is an *ArgError naming Idempotency-Key; an ID an acquire
 // of key holds (or held, within Retention), or a force's ID under which
 // an acquire comes, is a *KeyReusedError naming Idempotency-Key; nothing
@@ -1618,13 +1622,18 @@ func (e *Engine) ForceReleaseNoWait(key, id string) (idx LogIndex, gen uint64, e
 	}
 	if id != "" {
 		if t := s.tickets[ticketKey{key, id}]; t != nil {
-			if t.state != tForced {
+			switch t.state {
+			case tForced:
+				idx, gen = s.judged()
 				s.mu.Unlock()
-				return 0, 0, errForceIDReused
+				return idx, gen, nil
+			case tForceNotHeld:
+				idx, gen = s.judged()
+				s.mu.Unlock()
+				return idx, gen, ErrNotHeld
 			}
-			idx, gen = s.judged()
 			s.mu.Unlock()
-			return idx, gen, nil
+			return 0, 0, errForceIDReused
 		}
 	}
 	now := e.now()
@@ -1634,6 +1643,17 @@ func (e *Engine) ForceReleaseNoWait(key, id string) (idx LogIndex, gen uint64, e
 	s.overdue(now)
 	lk := s.locks[key]
 	if lk == nil || lk.holders() == 0 {
+		if id != "" {
+			// Remembered as a force that released is: a repeat under id
+			// (this answer lost, and someone may hold key by then) is
+			// answered ErrNotHeld too and releases nobody.
+			r := &Record{Kind: RecOutcome, Key: key, WaiterID: strings.Clone(id), Outcome: OutcomeForceNotHeld, At: now.wall, Until: now.wallAt(after(now.mono, e.cfg.Retention))}
+			if _, err := s.record(r); err != nil {
+				s.mu.Unlock()
+				return 0, 0, err
+			}
+			s.apply(lk, r, now)
+		}
 		idx, gen = s.judged()
 		s.mu.Unlock()
 		return idx, gen, ErrNotHeld

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -77,4 +78,61 @@ func TestForceReleaseRepeatedUnderItsIDChangesNothing(t *testing.T) {
 	if st, _ := e.Status("k"); st.Holder == nil || st.Holder.Token != g.Token {
 		t.Errorf("holder %+v after a force under an invalid ID; want token %d", st.Holder, g.Token)
 	}
+}
+
+// TestForceReleaseNotHeldRepeatedUnderItsIDChangesNothing: a force under
+// an ID that finds nobody holding the key is answered ErrNotHeld, and that
+// answer is remembered under the ID as a force's is: its client may never
+// read it (the connection broke) and retry under the same ID after someone
+// else took the key; the repeat is answered ErrNotHeld again and releases
+// nobody (breaker Q, 2026-12-06: it released the new holder), on this
+// engine, after the log's replay and after a snapshot. The ID stays the
+// force's: an acquire under it is ErrKeyReused.
+func TestForceReleaseNotHeldRepeatedUnderItsIDChangesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &memLog{}
+		e := newEngine(t, Config{Log: log})
+		if err := e.ForceReleaseID("k", "op-1"); !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("force on a free key: %v, want ErrNotHeld", err)
+		}
+		g := mustAcquire(t, e, AcquireRequest{Key: "k", Lease: time.Hour})
+		check := func(what string, r *Engine) {
+			t.Helper()
+			if err := r.ForceReleaseID("k", "op-1"); !errors.Is(err, ErrNotHeld) {
+				t.Errorf("%s: the force repeated under its ID: %v, want ErrNotHeld (answered as the first)", what, err)
+			}
+			if st, _ := r.Status("k"); st.Holder == nil || st.Holder.Token != g.Token {
+				t.Errorf("%s: holder %+v after the repeat; want the one that came between (token %d)", what, st.Holder, g.Token)
+			}
+			var kr *KeyReusedError
+			if _, err := r.Acquire(context.Background(), AcquireRequest{Key: "k", ID: "op-1", Lease: time.Minute, Wait: time.Millisecond}); !errors.As(err, &kr) || kr.Field != "Idempotency-Key" {
+				t.Errorf("%s: acquire under the force's ID: %v, want a KeyReusedError naming Idempotency-Key", what, err)
+			}
+		}
+		check("on the node", e)
+		replayed := newEngine(t, Config{Standby: true})
+		defer replayed.Close()
+		for i, b := range log.raw() {
+			if err := replayed.Replay(b); err != nil {
+				t.Fatalf("record %d: %v", i, err)
+			}
+		}
+		snap := copyBySnapshot(t, e)
+		defer snap.Close()
+		// Another ID is another force; the remembered one ends with
+		// Retention.
+		if err := e.ForceReleaseID("k", "op-2"); err != nil {
+			t.Fatalf("a force under another ID: %v", err)
+		}
+		e.Demote()
+		e.Close()
+		replayed.Promote(Failover)
+		check("after replay", replayed)
+		snap.Promote(Failover)
+		check("after a snapshot", snap)
+		time.Sleep(snap.cfg.Retention + time.Second)
+		if err := snap.ForceReleaseID("k", "op-1"); err != nil {
+			t.Errorf("a force under the ID once Retention passed: %v, want nil (a new force releases the holder)", err)
+		}
+	})
 }

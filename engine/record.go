@@ -71,6 +71,8 @@ const (
 	// RecForce: an operator released every holder of Key at At (a forced
 	// release); their waiter IDs are remembered as ended. WaiterID, when
 	// set, is the force's own ID, remembered as forced (OutcomeForced).
+	// A force under an ID that finds nobody holding Key is a RecOutcome
+	// (OutcomeForceNotHeld) instead: its ID is remembered, nothing else.
 	RecForce RecordKind = 12
 	// RecEpoch: a node became the active at this record, with Epoch
 	// (cluster promotions count epochs). A log position is the epoch of
@@ -112,6 +114,9 @@ const (
 	OutcomeTimeout Outcome = 1 // the wait ran out (a repeat gets ErrTimeout)
 	OutcomeEnded   Outcome = 2 // the grant ended (a repeat gets ErrGrantEnded)
 	OutcomeForced  Outcome = 3 // a forced release under this ID was made (a repeat changes nothing)
+	// A forced release under this ID found nobody holding Key (a repeat
+	// gets ErrNotHeld and changes nothing).
+	OutcomeForceNotHeld Outcome = 4
 )
 
 // Record is one state change, as the log and replay carry it. It holds

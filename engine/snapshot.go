@@ -62,6 +62,8 @@ func (e *Engine) SnapshotRecords(emit func(shard int, rec []byte), done func(sha
 				r.Outcome = OutcomeEnded
 			case tForced:
 				r.Outcome = OutcomeForced
+			case tForceNotHeld:
+				r.Outcome = OutcomeForceNotHeld
 			default:
 				continue
 			}

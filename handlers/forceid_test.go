@@ -18,7 +18,8 @@ import (
 // keep-alive connection breaks before the answer): the repeat released
 // the waiter the first force handed the lock to. With an Idempotency-Key
 // the repeat is answered 200 as the first was and changes nothing, even
-// once the key is free; the key is the force's own (an acquire under it,
+// once the key is free (and a force that found the key free, 404, is
+// answered 404 again, releasing nobody); the key is the force's own (an acquire under it,
 // a 422 naming Idempotency-Key) and a malformed one is a 400 naming it.
 func TestForcedReleaseRepeatedUnderItsIdempotencyKey(t *testing.T) {
 	e := newWebEnv(t, handlers.Config{})
@@ -118,5 +119,19 @@ func TestForcedReleaseRepeatedUnderItsIdempotencyKey(t *testing.T) {
 	}
 	if code, _ := do(http.MethodDelete, "/locks/k?force=true", "force-3"); code != http.StatusNotFound {
 		t.Errorf("a new force on a free key: %d, want 404", code)
+	}
+	// That 404 is remembered under its key as the 200s are: its client
+	// may not have read it, and repeat it after another client took the
+	// key (breaker Q, 2026-12-06: the repeat answered 200 and released
+	// that holder).
+	if code, ae := do(http.MethodPost, "/locks/k?lease=60", ""); code != http.StatusOK {
+		t.Fatalf("acquire of the free key: %d %+v", code, ae)
+	}
+	tok := holder()
+	if code, ae := do(http.MethodDelete, "/locks/k?force=true", "force-3"); code != http.StatusNotFound || ae.Code != api.CodeNotHeld {
+		t.Errorf("the 404 force repeated under its Idempotency-Key: %d %+v, want 404 %s as the first", code, ae, api.CodeNotHeld)
+	}
+	if got := holder(); got != tok {
+		t.Errorf("holder token %d after the repeated 404 force; want %d, who took the key between", got, tok)
 	}
 }

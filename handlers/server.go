@@ -458,7 +458,7 @@ func (s *Server) answerAcquire(w http.ResponseWriter, r *http.Request, id string
 //	@Param			token		query		integer				false	"the fencing token of the grant"
 //	@Param			force		query		boolean				false	"true: an operator's release of every holder (never with a token)"	Enums(true)
 //	@Param			Lock-Token	header		integer				false	"the fencing token of the grant"
-//	@Param			Idempotency-Key	header	string				false	"with force=true: names this forced release; a repeat under it (a retry after a lost answer) is answered 200 as the first and changes nothing, for the node's retention (1 to 256 printable ASCII characters, compared exactly, the blanks around it trimmed). Without force (a holder's release) it is checked all the same (a malformed or repeated one is a 400 naming it) and otherwise ignored"
+//	@Param			Idempotency-Key	header	string				false	"with force=true: names this forced release; a repeat under it (a retry after a lost answer) is answered as the first (200, or 404 not_held when the first found the lock free) and changes nothing, for the node's retention (1 to 256 printable ASCII characters, compared exactly, the blanks around it trimmed). Without force (a holder's release) it is checked all the same (a malformed or repeated one is a 400 naming it) and otherwise ignored"
 //	@Param			body		body		api.TokenRequest	false	"the token (or force) as JSON"
 //	@Success		200			{object}	api.Released
 //	@Failure		307			{string}	string		"this node is a standby: Location names the same call on the active"

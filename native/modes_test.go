@@ -182,6 +182,30 @@ func TestForceReleaseUnderAnID(t *testing.T) {
 	}
 }
 
+// TestForceReleaseNotHeldUnderAnIDRepeated: a force under an id that finds
+// the key free answers E not_held; a repeat under the same id (its answer
+// lost) after another client took the key answers E not_held again and
+// releases nobody (breaker Q, 2026-12-06: it answered OK and released the
+// new holder).
+func TestForceReleaseNotHeldUnderAnIDRepeated(t *testing.T) {
+	e := newEnv(t, engine.Config{}, native.Config{})
+	op, h := e.dial(), e.dial()
+	op.send("R fn force id=op-n1")
+	first := op.read()
+	if !strings.HasPrefix(first, "R fn E not_held ") {
+		t.Fatalf("force on a free key: %q", first)
+	}
+	h.send("A fn 60 -")
+	tok := grant(t, h.read(), "fn")
+	op.send("R fn force id=op-n1")
+	if line := op.read(); line != first {
+		t.Fatalf("repeat of the force under its id: %q, want %q as the first", line, first)
+	}
+	if li, _ := e.eng.Status("fn"); len(li.Holders) != 1 || li.Holders[0].Token != tok {
+		t.Fatalf("fn after the repeat: %+v, want the holder %d that came between", li.Holders, tok)
+	}
+}
+
 // TestForceReleaseNeedsAdmin: with auth_tokens or admin_tokens set, only
 // a connection that AUTHed with an admin token may force (E forbidden,
 // nothing changed, otherwise); a later AUTH changes the connection's
