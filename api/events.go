@@ -56,7 +56,8 @@ type Event struct {
 	// Mode is ModeExclusive or ModeShared (grant, renew, release, expire,
 	// enqueue, leave, timeout).
 	Mode string `json:"mode,omitempty"`
-	// Limit is the key's holder limit (grant, enqueue).
+	// Limit is the key's holder limit (1 for a plain lock), on every
+	// event of a key's holders or waiters but claim.
 	Limit int `json:"limit,omitempty"`
 	// Forced marks an operator's release (release).
 	Forced bool `json:"forced,omitempty"`

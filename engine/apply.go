@@ -79,7 +79,7 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 		h.clearClaim()
 		s.armLease(h)
 		if s.e.cfg.OnEvent != nil {
-			s.emit(Event{Kind: EventRenew, Key: lk.key, Token: r.Token, Lease: r.Lease, At: r.At, ExpiresAt: r.Expires, Waiters: lk.n, Owner: lk.owner(h), Mode: lk.mode()})
+			s.emit(Event{Kind: EventRenew, Key: lk.key, Token: r.Token, Lease: r.Lease, At: r.At, ExpiresAt: r.Expires, Waiters: lk.n, Owner: lk.owner(h), Mode: lk.mode(), Limit: lk.limit()})
 		}
 	case RecEnqueue:
 		t := s.ticket(lk.key, r.WaiterID)
@@ -118,11 +118,11 @@ func (s *shard) apply(lk *lock, r *Record, now stamp) *waiter {
 			t.state = tTimedOut
 			s.retain(t, now.monoAt(r.Until))
 			if s.e.cfg.OnEvent != nil {
-				s.emit(Event{Kind: EventTimeout, Key: lk.key, WaiterID: t.id, At: r.At, Waiters: lk.n, Waited: time.Duration(at.mono - w.arrived), Owner: w.owner, Mode: w.mode})
+				s.emit(Event{Kind: EventTimeout, Key: lk.key, WaiterID: t.id, At: r.At, Waiters: lk.n, Waited: time.Duration(at.mono - w.arrived), Owner: w.owner, Mode: w.mode, Limit: lk.limit()})
 			}
 		} else {
 			if s.e.cfg.OnEvent != nil {
-				s.emit(Event{Kind: EventLeave, Key: lk.key, WaiterID: t.id, At: r.At, Waiters: lk.n, Owner: w.owner, Mode: w.mode})
+				s.emit(Event{Kind: EventLeave, Key: lk.key, WaiterID: t.id, At: r.At, Waiters: lk.n, Owner: w.owner, Mode: w.mode, Limit: lk.limit()})
 			}
 			s.retire(t, tForget, at)
 		}

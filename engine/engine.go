@@ -2011,7 +2011,7 @@ func (s *shard) logGrant(r *Record, now stamp) (uint64, error) {
 // forced marks the event of an operator's release. s.mu is held.
 func (s *shard) endGrant(lk *lock, h *hold, now stamp, kind EventKind, forced bool) {
 	if s.e.cfg.OnEvent != nil {
-		s.emit(Event{Kind: kind, Key: lk.key, Token: h.token, At: now.wall, Waiters: lk.n, Owner: lk.owner(h), Mode: lk.mode(), Forced: forced})
+		s.emit(Event{Kind: kind, Key: lk.key, Token: h.token, At: now.wall, Waiters: lk.n, Owner: lk.owner(h), Mode: lk.mode(), Limit: lk.limit(), Forced: forced})
 	}
 	s.setToken(lk, h, 0)
 	s.heap.remove(&h.dl)

@@ -73,7 +73,8 @@ type Event struct {
 	// Mode of the grant or the waiter (grant, renew, release, expire,
 	// enqueue, leave, timeout).
 	Mode Mode `json:",omitempty"`
-	// Limit is the key's holder limit (grant, enqueue).
+	// Limit is the key's holder limit (1 for a plain lock), on every
+	// event of a key's holders or waiters but claim.
 	Limit int `json:",omitempty"`
 	// Forced marks a release an operator forced (release).
 	Forced bool `json:",omitempty"`

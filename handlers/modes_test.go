@@ -221,8 +221,8 @@ func TestHTTPEventsShowOwnerAndForce(t *testing.T) {
 	if g.Kind != api.EventGrant || g.Owner != "batch" || g.Mode != api.ModeShared || g.Limit != 2 {
 		t.Fatalf("grant event %+v", g)
 	}
-	if rel.Kind != api.EventRelease || !rel.Forced || rel.Owner != "batch" {
-		t.Fatalf("release event %+v: want forced, owner batch", rel)
+	if rel.Kind != api.EventRelease || !rel.Forced || rel.Owner != "batch" || rel.Limit != 2 {
+		t.Fatalf("release event %+v: want forced, owner batch, limit 2", rel)
 	}
 }
 
