@@ -319,7 +319,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 //	@Param			owner			query		string				false	"a label for people (1-128 bytes of printable UTF-8), shown wherever the holder or waiter is; never an identity check"	minlength(1)	maxlength(128)
 //	@Param			mode			query		string				false	"exclusive (default) or shared; the two never hold together. Limit 1 (default): one exclusive holder, or any number of shared ones (a read/write lock); limit above 1: up to the limit in either mode (a semaphore)"	Enums(exclusive, shared)
 //	@Param			limit			query		integer				false	"holders the key admits at once (1-10000); the first acquire of a free key sets it; absent: the key's limit (1 for a free key)"	minimum(1)	maximum(10000)
-//	@Param			ticket			query		string				false	"set by the server, never by a client: the Location of a 307 that moves a waiter without an Idempotency-Key to the new active during a handoff carries it, and the repeat resumes the waiter's place in the queue by it (hex)"
+//	@Param			ticket			query		string				false	"set by the server, never by a client: the Location of a 307 that moves a waiter without an Idempotency-Key to the new active during a handoff carries it, and the repeat resumes the waiter's place in the queue by it (hex); with an Idempotency-Key too, the key names the place and the ticket is ignored"
 //	@Param			Idempotency-Key	header		string				false	"names this acquire: a repeat (the same mode, limit, lease and owner; wait may differ, and a shorter one ends a waiting place sooner) gets the outcome of the first (1 to 256 printable ASCII characters)"
 //	@Param			body			body		api.AcquireRequest	false	"lease, wait, owner, mode and limit as JSON instead of the query"
 //	@Success		200				{object}	api.Grant
