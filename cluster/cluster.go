@@ -515,6 +515,7 @@ type Node struct {
 	logBad, logHandoff time.Time
 	moving             bool          // a handoff or step-down is under way
 	changed            chan struct{} // closed and replaced when active changes
+	arrivals           arrivals      // the calls that wait for an active (ActiveURL)
 	closing            bool
 
 	requests chan request     // role changes asked of the loop
@@ -798,40 +799,6 @@ func (n *Node) RefusedByPeers() bool {
 
 // since returns the time since n.base on the monotonic clock, in ns.
 func (n *Node) since() int64 { return int64(time.Since(n.base)) }
-
-// ActiveURL returns the active's base URL for a redirect. While no active is
-// known (a failover or handoff under way) it waits, up to FailoverTimeout +
-// 2 Heartbeats or until ctx ends, and returns "" if none became known.
-func (n *Node) ActiveURL(ctx context.Context) string {
-	deadline := time.NewTimer(n.cfg.FailoverTimeout + 2*n.cfg.Heartbeat)
-	defer deadline.Stop()
-	for {
-		n.mu.Lock()
-		a, ch := n.active, n.changed
-		if a == n.cfg.Self && !n.eng.Active() {
-			a = ""
-		}
-		n.mu.Unlock()
-		if a != "" {
-			return a
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			return ""
-		case <-ctx.Done():
-			return ""
-		}
-	}
-}
-
-// AwaitActive waits as ActiveURL does while no active is known (a
-// failover or handoff under way): until one is, for at most
-// FailoverTimeout + 2 heartbeats, or until ctx ends. It is the native
-// protocol's wait (native.ActiveAwaiter): an acquire that finds no
-// active waits here, as an HTTP call's redirect does in ActiveURL, then
-// asks ActiveNative again.
-func (n *Node) AwaitActive(ctx context.Context) { n.ActiveURL(ctx) }
 
 // http1Only returns rt for the replication stream, its records and its
 // acknowledgement connection: when rt is an *http.Transport, a copy that

@@ -855,10 +855,23 @@ func (e *Engine) checkLease(lease time.Duration) (time.Duration, error) {
 // moment is released to the next waiter, never lost. It is AcquireFunc
 // with the caller's goroutine parked on a one-slot channel.
 func (e *Engine) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
+	return e.AcquirePlaced(ctx, req, nil)
+}
+
+// AcquirePlaced is Acquire that calls placed, when not nil, once the
+// acquire has its outcome or its place in the key's queue, before it
+// waits: a caller that holds others back until then (the calls that
+// waited for a failover, in their order of arrival) lets them go there.
+// Its results are Acquire's.
+func (e *Engine) AcquirePlaced(ctx context.Context, req AcquireRequest, placed func()) (Grant, error) {
 	// Small frames, results by pointer: a parked HTTP handler's goroutine
 	// keeps the stack its deepest call grew.
 	var o AcquireResult
-	if p := e.acquire(&req, nil, &o); p != nil && !p.wait(ctx, &o) {
+	p := e.acquire(&req, nil, &o)
+	if placed != nil {
+		placed()
+	}
+	if p != nil && !p.wait(ctx, &o) {
 		return Grant{}, ctx.Err()
 	}
 	return o.settle()

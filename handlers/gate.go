@@ -25,10 +25,14 @@ type Gate interface {
 	// since left the active role (see cluster.Node.HoldsBack). Token 0
 	// asks the same of an acquire's 408 timeout, which may be false then.
 	HoldsBack(token uint64) bool
-	// ActiveURL returns the active's base URL ("http://host:port"). While a
-	// failover or handoff is under way it may wait for one to become known,
+	// ActiveURL returns the active's base URL ("http://host:port"), and
+	// done, to call once the call has acted on it (see
+	// cluster.Node.ActiveURL): an acquire served here once it has its
+	// outcome or its place in the queue, any other call once answered.
+	// While a failover or handoff is under way it may wait for one to
+	// become known, and for the calls that waited before it to go on,
 	// bounded by ctx and a short timeout; "" means none is known.
-	ActiveURL(ctx context.Context) string
+	ActiveURL(ctx context.Context) (url string, done func())
 	// RefusedByPeers reports whether every other peer refuses this node's
 	// peer requests (its cluster_secret differs): the reason it knows no
 	// active, which its 503 then names.
@@ -47,10 +51,46 @@ type Gate interface {
 // more frames on the stack of every parked request.
 func (s *Server) gated(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if g := s.cfg.Gate; g != nil && !g.Serving() && s.redirect(w, r, "", false) {
+		if g := s.cfg.Gate; g != nil && !g.Serving() {
+			s.standbyCall(w, r, h)
 			return
 		}
 		h(w, r)
+	}
+}
+
+// turnKey is the request context key of the done of a call that waited
+// for an active and is served here (standbyCall): its turn among those
+// calls, which placed ends.
+type turnKey struct{}
+
+// standbyCall answers a call that found this node a standby: 307 to the
+// active, or 503 while none is known; or, when this node became the
+// active while the call waited for one, serves it with h in its turn
+// (Gate.ActiveURL): an acquire ends its turn once it has its place in the
+// queue (placed), any other call once h returns.
+func (s *Server) standbyCall(w http.ResponseWriter, r *http.Request, h http.HandlerFunc) {
+	active, done := s.cfg.Gate.ActiveURL(r.Context())
+	defer done()
+	if s.redirectTo(w, r, active, "", false) {
+		return
+	}
+	h(w, r.WithContext(context.WithValue(r.Context(), turnKey{}, done)))
+}
+
+// turn returns the done of r's turn (standbyCall), or nil when r did not
+// wait for an active.
+func turn(r *http.Request) func() {
+	done, _ := r.Context().Value(turnKey{}).(func())
+	return done
+}
+
+// placed ends the turn of r, an acquire that now has its outcome or its
+// place in the key's queue: the calls that waited for an active after it
+// go on (cluster.Node.ActiveURL).
+func placed(r *http.Request) {
+	if done := turn(r); done != nil {
+		done()
 	}
 }
 
@@ -92,11 +132,19 @@ func (s *Server) setReplicaLag(w http.ResponseWriter) bool {
 // has not started: one of those that waited while this node was promoted
 // is not redirected but served here, and redirect returns false.
 func (s *Server) redirect(w http.ResponseWriter, r *http.Request, ticket string, moved bool) bool {
-	g := s.cfg.Gate
 	var active string
-	if g != nil {
-		active = g.ActiveURL(r.Context())
+	if g := s.cfg.Gate; g != nil {
+		var done func()
+		active, done = g.ActiveURL(r.Context())
+		defer done()
 	}
+	return s.redirectTo(w, r, active, ticket, moved)
+}
+
+// redirectTo is redirect once the active is known to be active ("": none
+// is known).
+func (s *Server) redirectTo(w http.ResponseWriter, r *http.Request, active, ticket string, moved bool) bool {
+	g := s.cfg.Gate
 	if active == s.cfg.Node {
 		if !g.Serving() {
 			active = ""

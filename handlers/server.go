@@ -347,13 +347,14 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 	// small (see exactDecimal).
 	if r.ProtoMajor != 1 {
 		// Over HTTP/2 the stream's handler answers (handon.go).
-		g, err := s.eng.Acquire(r.Context(), req)
+		g, err := s.eng.AcquirePlaced(r.Context(), req, turn(r))
 		s.answerAcquire(w, r, req.ID, g, err)
 		return
 	}
 	p := newParkedAcquire(s, w, r, req.ID)
 	p.shared = req.Mode == engine.Shared
 	res, wt := s.eng.AcquireTo(req, p)
+	placed(r)
 	if wt == nil {
 		p.free() // the engine kept nothing of it
 		g, err := res.Settle()

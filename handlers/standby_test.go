@@ -19,11 +19,11 @@ type standbyGate struct {
 	refused bool
 }
 
-func (g standbyGate) Serving() bool                            { return false }
-func (g standbyGate) RefusedByPeers() bool                     { return g.refused }
-func (g standbyGate) HoldsBack(uint64) bool                    { return false }
-func (g standbyGate) ActiveURL(context.Context) string         { return g.active }
-func (g standbyGate) ReplicaLag() (lag time.Duration, ok bool) { return 0, false }
+func (g standbyGate) Serving() bool                              { return false }
+func (g standbyGate) RefusedByPeers() bool                       { return g.refused }
+func (g standbyGate) HoldsBack(uint64) bool                      { return false }
+func (g standbyGate) ActiveURL(context.Context) (string, func()) { return g.active, func() {} }
+func (g standbyGate) ReplicaLag() (lag time.Duration, ok bool)   { return 0, false }
 
 // noFollow sends one request and returns its answer without following a
 // redirect.

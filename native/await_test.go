@@ -47,7 +47,7 @@ func (g *awaitGate) ActiveNative() string {
 
 // AwaitActive returns once an active is known (or this node serves), the
 // gate gives up, or ctx ends.
-func (g *awaitGate) AwaitActive(ctx context.Context) {
+func (g *awaitGate) AwaitActive(ctx context.Context) func() {
 	g.mu.Lock()
 	ch, known := g.changed, g.serving || g.active != ""
 	g.mu.Unlock()
@@ -57,12 +57,13 @@ func (g *awaitGate) AwaitActive(ctx context.Context) {
 	// under load until go test's timeout).
 	g.once.Do(func() { close(g.asked) })
 	if known {
-		return
+		return func() {}
 	}
 	select {
 	case <-ch:
 	case <-ctx.Done():
 	}
+	return func() {}
 }
 
 func (g *awaitGate) set(f func()) {

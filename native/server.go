@@ -88,8 +88,12 @@ type Gate interface {
 // unavailable at once.
 type ActiveAwaiter interface {
 	// AwaitActive returns once an active is known, this node serves, a
-	// bound of the Gate's own has passed, or ctx ends.
-	AwaitActive(ctx context.Context)
+	// bound of the Gate's own has passed, or ctx ends; the connections
+	// that waited go on one after the other in the order they began to
+	// wait, each once the one before it called its done (the acquires it
+	// held back have run: they have their answers or their places in the
+	// queues). done must be called; a second call does nothing.
+	AwaitActive(ctx context.Context) (done func())
 }
 
 // Metrics receives what the server does. handlers.Metrics implements it.
@@ -1801,7 +1805,8 @@ func (c *conn) awaitActive() {
 	defer c.s.awaits.Done()
 	ctx, stop := context.WithCancel(c.ctx)
 	unhook := context.AfterFunc(c.s.awaitCtx, stop)
-	c.s.cfg.Gate.(ActiveAwaiter).AwaitActive(ctx)
+	done := c.s.cfg.Gate.(ActiveAwaiter).AwaitActive(ctx)
+	defer done()
 	unhook()
 	stop()
 	c.mu.Lock()
