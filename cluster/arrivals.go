@@ -22,10 +22,7 @@ type arrivals struct {
 }
 
 // arrival is one call in arrivals; turn is closed once it holds the turn.
-type arrival struct {
-	turn chan struct{}
-	left bool
-}
+type arrival struct{ turn chan struct{} }
 
 // join adds a call at the end and returns its place.
 func (as *arrivals) join() *arrival {
@@ -51,11 +48,10 @@ func (as *arrivals) empty() bool {
 func (as *arrivals) leave(a *arrival) {
 	as.mu.Lock()
 	defer as.mu.Unlock()
-	if a.left {
+	i := slices.Index(as.q, a)
+	if i < 0 {
 		return
 	}
-	a.left = true
-	i := slices.Index(as.q, a)
 	as.q = slices.Delete(as.q, i, i+1)
 	if i == 0 && len(as.q) > 0 {
 		close(as.q[0].turn)
@@ -76,7 +72,7 @@ func noTurn() {}
 // does nothing). A call whose turn does not come within that time goes on
 // without it. Calling done twice does nothing more.
 func (n *Node) ActiveURL(ctx context.Context) (string, func()) {
-	if a := n.knownActive(); a != "" && n.arrivals.empty() {
+	if a, _ := n.knownActive(); a != "" && n.arrivals.empty() {
 		return a, noTurn
 	}
 	me := n.arrivals.join()
@@ -84,10 +80,8 @@ func (n *Node) ActiveURL(ctx context.Context) (string, func()) {
 	deadline := time.NewTimer(n.cfg.FailoverTimeout + 2*n.cfg.Heartbeat)
 	defer deadline.Stop()
 	for {
-		n.mu.Lock()
-		ch := n.changed
-		n.mu.Unlock()
-		if a := n.knownActive(); a != "" {
+		a, ch := n.knownActive()
+		if a != "" {
 			select {
 			case <-me.turn:
 			case <-deadline.C:
@@ -110,15 +104,16 @@ func (n *Node) ActiveURL(ctx context.Context) (string, func()) {
 }
 
 // knownActive is the active's base URL, or "" while none is known (this
-// node counts once its engine serves).
-func (n *Node) knownActive() string {
+// node counts once its engine serves), and the channel closed when that
+// changes (n.changed), read together.
+func (n *Node) knownActive() (string, <-chan struct{}) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	a := n.active
 	if a == n.cfg.Self && !n.eng.Active() {
 		a = ""
 	}
-	return a
+	return a, n.changed
 }
 
 // AwaitActive waits as ActiveURL does while no active is known (a
