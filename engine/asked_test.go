@@ -172,11 +172,7 @@ func TestIDReusedAfterReplayAndSnapshot(t *testing.T) {
 
 		replayed := newEngine(t, Config{Standby: true})
 		defer replayed.Close()
-		for i, b := range log.raw() {
-			if err := replayed.Replay(b); err != nil {
-				t.Fatalf("record %d: %v", i, err)
-			}
-		}
+		replayLog(t, replayed, log)
 		snap := copyBySnapshot(t, e)
 		defer snap.Close()
 		e.Demote()
@@ -250,11 +246,7 @@ func TestIDRepeatWithoutLeaseAfterFailoverToAnotherDefault(t *testing.T) {
 
 		replayed := newEngine(t, Config{Standby: true, LeaseDefault: 45 * time.Second})
 		defer replayed.Close()
-		for i, b := range log.raw() {
-			if err := replayed.Replay(b); err != nil {
-				t.Fatalf("record %d: %v", i, err)
-			}
-		}
+		replayLog(t, replayed, log)
 		snap := newEngine(t, Config{Standby: true, LeaseDefault: 45 * time.Second})
 		defer snap.Close()
 		var buf bytes.Buffer

@@ -186,11 +186,7 @@ func TestWallClockStepBackWhileDownLengthensNoLease(t *testing.T) {
 		clock.Step(-time.Hour)
 		r := newEngine(t, Config{Log: log, Standby: true, Clock: clock})
 		defer r.Close()
-		for i, rec := range log.raw() {
-			if err := r.Replay(rec); err != nil {
-				t.Fatalf("record %d: %v", i, err)
-			}
-		}
+		replayLog(t, r, log)
 		s := newEngine(t, Config{Standby: true, Clock: clock})
 		defer s.Close()
 		for i, rec := range snap {

@@ -92,6 +92,17 @@ func TestForceReleaseNotHeldRepeatedUnderItsIDChangesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &memLog{}
 		e := newEngine(t, Config{Log: log})
+		// A full disk: the answer cannot be remembered, so it is not
+		// ErrNotHeld (its repeat could not be answered the same), and
+		// nothing is remembered under the ID.
+		log.setRefuse(func(k RecordKind) bool { return k == RecOutcome })
+		if err := e.ForceReleaseID("k", "op-1"); err == nil || errors.Is(err, ErrNotHeld) {
+			t.Fatalf("force on a free key, its record refused: %v, want the log's error", err)
+		}
+		if s := e.shard("k"); s.tickets[ticketKey{"k", "op-1"}] != nil {
+			t.Fatal("the ID is remembered although its record was refused")
+		}
+		log.setRefuse(nil)
 		if err := e.ForceReleaseID("k", "op-1"); !errors.Is(err, ErrNotHeld) {
 			t.Fatalf("force on a free key: %v, want ErrNotHeld", err)
 		}
@@ -112,11 +123,7 @@ func TestForceReleaseNotHeldRepeatedUnderItsIDChangesNothing(t *testing.T) {
 		check("on the node", e)
 		replayed := newEngine(t, Config{Standby: true})
 		defer replayed.Close()
-		for i, b := range log.raw() {
-			if err := replayed.Replay(b); err != nil {
-				t.Fatalf("record %d: %v", i, err)
-			}
-		}
+		replayLog(t, replayed, log)
 		snap := copyBySnapshot(t, e)
 		defer snap.Close()
 		// Another ID is another force; the remembered one ends with

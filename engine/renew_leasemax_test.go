@@ -22,11 +22,7 @@ func TestRenewWithoutLeaseKeepsWithinLeaseMax(t *testing.T) {
 
 	low := newEngine(t, Config{Standby: true, LeaseDefault: 30 * time.Second, LeaseMax: time.Minute})
 	defer low.Close()
-	for i, b := range log.raw() {
-		if err := low.Replay(b); err != nil {
-			t.Fatalf("record %d: %v", i, err)
-		}
-	}
+	replayLog(t, low, log)
 	low.Promote(Failover)
 	r, err := low.Renew("k", g.Token, 0)
 	if err != nil {
@@ -61,11 +57,7 @@ func TestRepeatOfAGrantMadeUnderHigherBounds(t *testing.T) {
 
 	low := newEngine(t, Config{Standby: true, LeaseDefault: 30 * time.Second, LeaseMax: time.Minute, WaitMax: 10 * time.Second})
 	defer low.Close()
-	for i, b := range log.raw() {
-		if err := low.Replay(b); err != nil {
-			t.Fatalf("record %d: %v", i, err)
-		}
-	}
+	replayLog(t, low, log)
 	low.Promote(Failover)
 	again, err := low.Acquire(context.Background(), first)
 	if err != nil {

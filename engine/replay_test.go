@@ -22,6 +22,17 @@ func (l *memLog) raw() [][]byte {
 	return out
 }
 
+// replayLog replays every record of log into dst, in order, as a
+// standby or a restart does; a record dst refuses fails the test.
+func replayLog(t testing.TB, dst *Engine, log *memLog) {
+	t.Helper()
+	for i, b := range log.raw() {
+		if err := dst.Replay(b); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+}
+
 // dump is an engine's full state, one line per key and per waiter ID it
 // remembers, sorted; times on the wall clock. It reads the shards
 // directly, to see more than a Snapshot carries (claim deadlines, granted
@@ -255,11 +266,7 @@ func TestRestartReplaysTheLog(t *testing.T) {
 		time.Sleep(3 * time.Second) // down for 3 s
 		r := newEngine(t, Config{Log: log, PollGrace: 5 * time.Second, Standby: true})
 		defer r.Close()
-		for i, b := range log.raw() {
-			if err := r.Replay(b); err != nil {
-				t.Fatalf("record %d: %v", i, err)
-			}
-		}
+		replayLog(t, r, log)
 		r.Promote(Failover)
 		synctest.Wait()
 		st, _ := r.Status("long")
@@ -310,11 +317,7 @@ func TestNewestGrantCountsReplayedGrants(t *testing.T) {
 
 	r := newEngine(t, Config{Log: log, Standby: true})
 	defer r.Close()
-	for i, rec := range log.raw() {
-		if err := r.Replay(rec); err != nil {
-			t.Fatalf("record %d: %v", i, err)
-		}
-	}
+	replayLog(t, r, log)
 	if got := r.NewestGrant(); got != b.Token {
 		t.Fatalf("NewestGrant after the replay: %d, want %d (b's, released since)", got, b.Token)
 	}
