@@ -91,7 +91,8 @@
 // records from there on are dropped with that warning instead of
 // stopping the start; the warning counts the records whole after the
 // torn one, and the bytes cut off are kept beside the segment (its name
-// and ".cut-" and the offset), which Open never reads (not for a frame
+// and ".cut-" and the offset, then ".2", ".3", … when a cut at that
+// offset was kept before), which Open never reads (not for a frame
 // the newest snapshot holds, when its
 // file verifies: the log was fsynced up to the snapshot's index before
 // the snapshot was written, so no crash tears such a frame, nor leaves

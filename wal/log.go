@@ -379,8 +379,11 @@ func (l *Log) load() error {
 				// the bytes cut off are kept beside the segment, with the
 				// count in the warning, for an operator who knows those
 				// records were fsynced.
-				kept := fmt.Sprintf("%s.cut-%d", s.path, torn.offset)
-				if err := durable.WriteFile(kept, b[torn.offset:]); err != nil {
+				kept, err := unusedName(fmt.Sprintf("%s.cut-%d", s.path, torn.offset))
+				if err == nil {
+					err = durable.WriteFile(kept, b[torn.offset:])
+				}
+				if err != nil {
 					return fmt.Errorf("%w: data_dir %s: keeping the bytes a torn record is cut with: %v", ErrNotWritable, l.cfg.Dir, err)
 				}
 				attrs = append(attrs, "whole_records_after", whole, "first_whole_record", first, "kept_in", kept)
@@ -650,6 +653,25 @@ func wholeAfter(b []byte, off int64, n uint64) (int, uint64) {
 		}
 		whole++
 		at = end
+	}
+}
+
+// unusedName is base when no file has that name, else the first of
+// base.2, base.3, … that none has: the bytes a start cuts off are kept
+// under a name no earlier cut used, so that a second cut at the same
+// offset (a sector that went blank twice) never overwrites the first's.
+// Errors: one from os.Lstat other than the name being free.
+func unusedName(base string) (string, error) {
+	name := base
+	for i := 2; ; i++ {
+		_, err := os.Lstat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			return name, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		name = fmt.Sprintf("%s.%d", base, i)
 	}
 }
 

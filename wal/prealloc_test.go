@@ -211,3 +211,60 @@ func TestBlankSectorIsATornTail(t *testing.T) {
 		t.Fatalf("blank sector in the first of %d segments: Open = %v, want a *CorruptError naming it", len(segs), err)
 	}
 }
+
+// TestSecondCutAtTheSameOffsetKeepsTheFirst: the bytes a blank sector's
+// cut takes off are kept for the operator (README, "Damage, a full
+// disk"). A later start that cuts the segment at the same offset again (a
+// sector that went blank twice: a failing disk) keeps its bytes under a
+// name of its own: the first cut's file is never overwritten, and the
+// warning names the file that holds this cut's bytes.
+func TestSecondCutAtTheSameOffsetKeepsTheFirst(t *testing.T) {
+	src := t.TempDir()
+	last := writeLog(t, testConfig(t, src), 120)
+	data, err := os.ReadFile(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, offs := framesEnd(t, data)
+	s := int64(2 * sectorSize)
+	if end < s+2*sectorSize {
+		t.Fatalf("segment of %d bytes: too short for the test", end)
+	}
+	at := 0 // the first frame the blank sector tears
+	for i := range offs {
+		fe := end
+		if i+1 < len(offs) {
+			fe = offs[i+1]
+		}
+		if fe > s {
+			at = i
+			break
+		}
+	}
+	torn := append(bytes.Clone(data), make([]byte, 8192)...)
+	clear(torn[s : s+sectorSize])
+	dir := t.TempDir()
+	path := filepath.Join(dir, filepath.Base(last))
+	if err := os.WriteFile(path, torn, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	first := fmt.Sprintf("%s.cut-%d", path, offs[at])
+	earlier := []byte("the bytes an earlier start cut off here")
+	if err := os.WriteFile(first, earlier, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, dir)
+	var logs bytes.Buffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	reopenHas(t, cfg, at)
+	if b, err := os.ReadFile(first); err != nil || !bytes.Equal(b, earlier) {
+		t.Fatalf("%s after a second cut at its offset: %d bytes (%v), want the earlier cut's %d (overwritten)", first, len(b), err, len(earlier))
+	}
+	second := first + ".2"
+	if b, err := os.ReadFile(second); err != nil || !bytes.Equal(b, torn[offs[at]:]) {
+		t.Fatalf("%s holds %d bytes (%v), want the %d this cut took off", second, len(b), err, len(torn)-int(offs[at]))
+	}
+	if want := "kept_in=" + second; !strings.Contains(logs.String(), want) {
+		t.Fatalf("log %q lacks %q", logs.String(), want)
+	}
+}
