@@ -525,6 +525,68 @@ func TestWrongClusterSecretIsRefusedAndLogged(t *testing.T) {
 	}
 }
 
+// TestActiveWithAWrongSecretStepsDownWhenItsPeersComeUp: a node whose
+// cluster_secret differs, started before its peers, is elected alone (a
+// cold start, nobody to refuse it). Once its peers are up they refuse it
+// and elect an active of their own: it steps down (three nodes: both
+// others refuse it; two nodes: the other one, of higher priority, does)
+// and answers 503 naming the secret. Before, it stayed active beside
+// theirs, and a key was granted on both (breaker U, 2026-12-06).
+func TestActiveWithAWrongSecretStepsDownWhenItsPeersComeUp(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		nodes int
+		odd   int // the node with the other secret, started first
+	}{
+		{"three nodes, the first", 3, 0},
+		{"two nodes, the second", 2, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, tc.nodes, false)
+			c.args = map[int][]string{tc.odd: {"--cluster-secret", "not-the-secret"}}
+			c.start(tc.odd)
+			c.waitActive(tc.odd)
+			c.acquire(tc.odd, "x", "lease=60")
+			var rest []int
+			for i := range tc.nodes {
+				if i != tc.odd {
+					rest = append(rest, i)
+					c.start(i)
+				}
+			}
+			a := c.waitActive(-1, rest...)
+			if a == tc.odd {
+				t.Fatalf("node %d (its secret differs) is the agreed active of %v", a, rest)
+			}
+			deadline := time.Now().Add(15 * time.Second)
+			for time.Now().Before(deadline) {
+				if v, err := c.view(tc.odd); err == nil && v.Role == api.RoleStandby {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			r := c.roles()
+			for i, role := range r {
+				if want := map[bool]string{true: api.RoleActive, false: api.RoleStandby}[i == a]; role != want {
+					t.Fatalf("roles %v: node %d is %q, want %q (node %d active; node %d's secret differs)", r, i, role, want, a, tc.odd)
+				}
+			}
+			if !strings.Contains(c.nodes[tc.odd].log.String(), "cluster_secret differs") {
+				t.Errorf("node %d did not log that its peers refuse it", tc.odd)
+			}
+			resp, err := httpc.Post("http://"+c.nodes[tc.odd].listen+"/locks/x?wait=1", "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var e api.Error
+			if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(e.Message, "cluster_secret differs") {
+				t.Errorf("POST on node %d (its secret differs): %d %+v (%v); want 503 naming cluster_secret", tc.odd, resp.StatusCode, e, err)
+			}
+		})
+	}
+}
+
 // TestRestartedStandbyResumesFromItsIndex: a standby killed with kill -9
 // while the active goes on granting comes back from its own log and
 // resumes the stream from its log's index: no snapshot, on either side's

@@ -151,6 +151,11 @@ type action struct {
 //     the newer state (ruleReplaced, replacer: its successor died while it
 //     was paused or cut off); that node neither follows it nor waits for
 //     it at a failover, and it waits for that node;
+//   - a node whose cluster_secret is outvoted (secretOutvoted: its live
+//     peers refuse it, none agrees, and two or more refuse it or the one
+//     that does is of higher priority) never promotes itself, and steps
+//     down, following nobody, if it is the active: elected alone before
+//     its peers were up (ruleSecretOutvoted);
 //   - an active whose log has failed for a failover timeout hands off to
 //     its best synced standby whose log writes, at most once a failover
 //     timeout (ruleLogFailing); a node whose log fails neither asks for
@@ -250,6 +255,15 @@ func decide(v view) action {
 				return action{kind: actStepDown, why: "a live node of another cluster ID (" + p.URL + ", " + p.ClusterID + ") that has synced since it started holds the newer state"}
 			}
 			return action{kind: actStepDown, why: "replaced: " + p.URL + "'s log holds a later term than this node's, and the newer state"}
+		}
+		if secretOutvoted(v) {
+			// ruleSecretOutvoted: elected alone (a cold start before its
+			// peers were up), with a cluster_secret they refuse: they
+			// elect an active of their own, which this node cannot see.
+			// It steps down, following nobody, and answers 503 saying
+			// why, as a standby in its place would (two actives without
+			// a partition otherwise: breaker U, 2026-12-06).
+			return action{kind: actStepDown, why: "its live peers refuse this node (cluster_secret differs)"}
 		}
 		if v.logFailing && v.sinceLogHandoff > v.failoverTimeout {
 			// ruleLogFailing: an active whose log cannot write refuses
@@ -396,12 +410,12 @@ func decide(v view) action {
 	if v.uptime < listen {
 		return action{kind: actStay, why: "listening after start"}
 	}
-	if len(v.peers) >= 2 && everyPeerRefuses(v.peers) {
-		// This node is the one whose cluster_secret differs: the others
-		// may be serving, and it cannot know their state. (Between two
-		// nodes nobody can tell which secret is wrong: the priorities
-		// decide, as below.)
-		return action{kind: actStay, why: "every peer refuses this node (cluster_secret differs)"}
+	if secretOutvoted(v) {
+		// ruleSecretOutvoted: this node is the one whose cluster_secret
+		// differs: the others may be serving, and it cannot know their
+		// state. (Between two nodes nobody can tell which secret is
+		// wrong: the priorities decide.)
+		return action{kind: actStay, why: "its live peers refuse this node (cluster_secret differs)"}
 	}
 	// A peer that refuses this node (another cluster_secret) is not waited
 	// for while another live peer agrees with this node: that one is the
@@ -886,13 +900,24 @@ func raise(v *atomic.Uint64, x uint64) {
 	}
 }
 
-// everyPeerRefuses reports whether there are peers and every one refused
-// this node's last poll while alive.
-func everyPeerRefuses(peers []peerView) bool {
-	for _, p := range peers {
-		if !p.live || !p.refused {
+// secretOutvoted reports whether this node's cluster_secret is the odd
+// one: some live peer refused its last poll and no live peer agrees with
+// it, and either two or more live peers refuse it (they outnumber it), or
+// the one that does is of higher priority (between two nodes nobody can
+// tell which secret is wrong: the priorities decide). Such a node does not
+// promote itself (ruleSecretOutvoted), and steps down if it is the active
+// (it was elected alone, before its peers were up).
+func secretOutvoted(v view) bool {
+	refusing, higher := 0, false
+	for _, p := range v.peers {
+		if !p.live {
+			continue
+		}
+		if !p.refused {
 			return false
 		}
+		refusing++
+		higher = higher || p.Priority < v.self.Priority
 	}
-	return len(peers) > 0
+	return refusing >= 2 || refusing == 1 && higher
 }

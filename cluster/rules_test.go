@@ -569,6 +569,50 @@ func TestRuleTwoNodesThatRefuseEachOther(t *testing.T) {
 	}
 }
 
+// An active whose cluster_secret is the odd one steps down, following
+// nobody, as a standby in its place would not have promoted: every live
+// peer refuses it and two or more do, or the one that does (between two
+// nodes) is of higher priority. It became the active alone (a cold start
+// before its peers were up) and stayed active beside the active they
+// elected: two actives without a partition (breaker U, 2026-12-06).
+func TestRuleAnActiveThatItsPeersRefuseStepsDown(t *testing.T) {
+	refused := func(u string, prio int) peerView {
+		return peerView{Status: Status{URL: u, Priority: prio}, live: true, recent: true, refused: true}
+	}
+	active := func(peers ...peerView) view {
+		v := standbyView(peers...)
+		v.role, v.self.Role = api.RoleActive, api.RoleActive
+		return v
+	}
+	// Three nodes, this one of the highest priority: both others refuse it.
+	v := active(refused("a", 1), refused("b", 2))
+	v.self.Priority = 0
+	wantAction(t, v, actStepDown, "")
+	// One of them dead: the live one, of lower priority, does not outvote
+	// it (it waits for this node, of higher priority, as a standby).
+	v = active(refused("a", 1), deadPeer("b", 2))
+	v.self.Priority = 0
+	wantAction(t, v, actStay, "")
+	// Two nodes: the refusing one of higher priority is elected.
+	v = active(refused("a", 0))
+	wantAction(t, v, actStepDown, "")
+	// One that agrees with it: the refusing node is the odd one.
+	v = active(refused("a", 0), livePeer("b", 2, api.RoleStandby, 0))
+	wantAction(t, v, actStay, "")
+}
+
+// A standby that two live peers refuse is the odd one out, also while a
+// third peer is silent: it does not promote beside them, whatever its
+// priority.
+func TestRuleTwoRefusingPeersAndASilentOne(t *testing.T) {
+	refused := func(u string, prio int) peerView {
+		return peerView{Status: Status{URL: u, Priority: prio}, live: true, recent: true, refused: true}
+	}
+	v := standbyView(refused("a", 1), refused("b", 2), deadPeer("c", 3))
+	v.self.Priority = 0
+	wantAction(t, v, actStay, "")
+}
+
 // restartedView is node s back from a cold start (it has neither followed
 // nor been an active since it started) with state token 200, every peer
 // heard: the active a (priority 0) holds an older state (100), under the
