@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -605,6 +606,9 @@ func (c *serveConfig) validate() error {
 	for i, p := range c.Peers {
 		c.Peers[i] = cluster.NodeURL(p)
 	}
+	if p := c.peerAtListen(); p != "" {
+		return fmt.Errorf("peers: %q is the address this node listens on (listen %s), but advertise is %q: a node's advertise is its own entry in peers (a configuration copied from another node?); its peers would take it for that node", p, c.Listen, c.Advertise)
+	}
 	// A single node checks the timings alone: heartbeat 2s with
 	// failover_timeout 1s was accepted there and refused only once peers
 	// were added.
@@ -707,6 +711,49 @@ func (c *serveConfig) engineConfig() engine.Config {
 	ec.MaxWaitersPerKey = c.MaxWaitersPerKey
 	ec.MaxWaiters = c.MaxWaiters
 	return ec
+}
+
+// peerAtListen is the first entry of peers, other than advertise, whose
+// host and port are this node's listen address ("" if none): the same IP
+// address, or any address of this machine when listen's host is
+// unspecified (every interface), with listen's port. Names are not
+// resolved (a peer named by a host name is never matched).
+func (c *serveConfig) peerAtListen() string {
+	ip, port := listenIP(c.Listen), ""
+	if _, p, err := net.SplitHostPort(c.Listen); err == nil {
+		port = p
+	}
+	if ip == nil {
+		if h, _, _ := net.SplitHostPort(c.Listen); h == "" {
+			ip = net.IPv4zero
+		}
+	}
+	if ip == nil {
+		return ""
+	}
+	var local []net.IP // this machine's addresses, for an unspecified listen host
+	if ip.IsUnspecified() {
+		addrs, _ := net.InterfaceAddrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				local = append(local, n.IP)
+			}
+		}
+	}
+	for _, p := range c.Peers {
+		u, err := url.Parse(p)
+		if err != nil || p == c.Advertise || u.Port() != port {
+			continue
+		}
+		pip := net.ParseIP(u.Hostname())
+		if pip == nil {
+			continue
+		}
+		if pip.Equal(ip) || ip.IsUnspecified() && (pip.IsLoopback() || slices.ContainsFunc(local, pip.Equal)) {
+			return p
+		}
+	}
+	return ""
 }
 
 // listenIP is the IP address of listen (host:port), nil when its host

@@ -340,3 +340,33 @@ func TestConfigPeersAndAdvertiseCompareAsURLs(t *testing.T) {
 		t.Errorf("one node listed twice in two spellings: %v, want peers' listed twice", err)
 	}
 }
+
+// A node whose listen address is another peer's entry in peers, while its
+// advertise names a third (a configuration copied from another node, its
+// listen changed and advertise not) is refused at start, naming peers: it
+// answered its peers' polls of that entry with another node's URL, and
+// after the active died both nodes that claimed that URL promoted (two
+// actives, no partition; breaker U, 2026-12-06). Nodes on one machine
+// with ports of their own, and a node behind a proxy, are accepted.
+func TestConfigListenIsAnotherPeersAddress(t *testing.T) {
+	dir := t.TempDir()
+	peers := "http://127.0.0.211:7501,http://127.0.0.212:7502,http://127.0.0.213:7503"
+	for _, tc := range []struct {
+		listen, advertise string
+		bad               bool
+	}{
+		{"127.0.0.213:7503", "http://127.0.0.212:7502", true},
+		{"0.0.0.0:7503", "http://127.0.0.212:7502", true}, // every interface, 127.0.0.213 among them
+		{"127.0.0.213:7503", "http://127.0.0.213:7503", false},
+		{"127.0.0.212:7502", "http://127.0.0.212:7502", false},
+		{"127.0.0.213:9999", "http://127.0.0.212:7502", false}, // behind a proxy at 127.0.0.212:7502
+	} {
+		_, err := loadConfig([]string{"--data-dir", dir, "--listen", tc.listen, "--advertise", tc.advertise, "--peers", peers}, nil)
+		if tc.bad && (err == nil || !strings.HasPrefix(err.Error(), "peers:") || !strings.Contains(err.Error(), "http://127.0.0.213:7503")) {
+			t.Errorf("listen %s, advertise %s: %v, want an error naming peers and http://127.0.0.213:7503", tc.listen, tc.advertise, err)
+		}
+		if !tc.bad && err != nil {
+			t.Errorf("listen %s, advertise %s: %v, want it accepted", tc.listen, tc.advertise, err)
+		}
+	}
+}
