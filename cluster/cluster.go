@@ -386,6 +386,10 @@ type Status struct {
 	// (keepsState, foreignNewer); two lone IDs (a fresh cluster split at
 	// its first start, before any standby synced) settle as any two.
 	LoneID bool `json:"lone_id,omitempty"`
+	// SyncStandbys is the node's sync_standbys (Config.SyncStandbys): a
+	// peer whose setting differs from this node's is logged (a promoted
+	// node answers by its own setting).
+	SyncStandbys int `json:"sync_standbys"`
 }
 
 // peer is another node as this one sees it.
@@ -941,7 +945,7 @@ func (n *Node) statusLocked() Status {
 		HasState: n.hasState, LastToken: n.eng.LastToken(), StateToken: state, Native: n.cfg.Native,
 		LastIndex: last, LogEpoch: m.epoch, LogEpochBy: m.by, LogFailing: !n.logBad.IsZero() && time.Since(n.logBad) >= n.logFailAfter(),
 		LogDown: n.logDown(), Peers: n.cfg.Peers, ClusterID: n.clusterID, Settled: n.everSynced, LoneID: n.loneID,
-		BlindTerm: n.blindTerm && role == api.RoleActive}
+		BlindTerm: n.blindTerm && role == api.RoleActive, SyncStandbys: n.cfg.SyncStandbys}
 }
 
 // logFailAfter is how long the log must have failed before the node counts

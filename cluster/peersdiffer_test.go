@@ -92,3 +92,25 @@ func TestMemPeersListsDiffer(t *testing.T) {
 		t.Errorf("node 2's status lists the peers %v, not its own list", c.nodes[2].node.status().Peers)
 	}
 }
+
+// A node whose sync_standbys differs from its peers' says so, and they
+// say so of it: the promoted node answers by its own setting, so a
+// failover to a node with sync_standbys 0 made the cluster asynchronous
+// and nothing said it (breaker U, 2026-12-06).
+func TestMemSyncStandbysDiffer(t *testing.T) {
+	var lines logLines
+	c := newMemCluster(t, 3, func(cfg *Config) {
+		if cfg.Self != cfg.Peers[2] {
+			cfg.SyncStandbys = 1
+		}
+		cfg.Logger = slog.New(slog.NewTextHandler(&lines, &slog.HandlerOptions{Level: slog.LevelInfo})).With("self", cfg.Self)
+	})
+	c.start(0, 1, 2)
+	c.waitFor("the log lines about node 2's sync_standbys", func() bool {
+		return lines.count("self="+c.urls[2], "another sync_standbys", "peer="+c.urls[0], "its_sync_standbys=1 our_sync_standbys=0") == 1 &&
+			lines.count("self="+c.urls[0], "another sync_standbys", "peer="+c.urls[2], "its_sync_standbys=0 our_sync_standbys=1") == 1
+	})
+	if n := lines.count("self="+c.urls[0], "another sync_standbys", "peer="+c.urls[1]); n != 0 {
+		t.Errorf("nodes 0 and 1 (both sync_standbys 1): %d lines about another sync_standbys, want none", n)
+	}
+}

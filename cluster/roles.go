@@ -24,7 +24,7 @@ import (
 func (n *Node) poll(p *peer) {
 	t := time.NewTicker(n.cfg.Heartbeat)
 	defer t.Stop()
-	refused, differ := false, false
+	refused, differ, syncDiffer := false, false, false
 	// A peer whose polls fail for failover_timeout counts as dead: that is
 	// said once, with the last failure (a peer that answers something
 	// else than a baton status, such as a TLS port polled over plain
@@ -72,6 +72,15 @@ func (n *Node) poll(p *peer) {
 						"peer", p.url, "its_peers", st.Peers, "our_peers", n.cfg.Peers)
 				} else {
 					n.log.Info("peer lists the same peers as this node again", "peer", p.url)
+				}
+			}
+			if d := st.SyncStandbys != n.cfg.SyncStandbys; d != syncDiffer {
+				syncDiffer = d
+				if d {
+					n.log.Warn("peer has another sync_standbys: every node must have the same; each answers by its own while it is the active, so after a failover or handoff to a node with fewer the cluster promises less",
+						"peer", p.url, "its_sync_standbys", st.SyncStandbys, "our_sync_standbys", n.cfg.SyncStandbys)
+				} else {
+					n.log.Info("peer has the same sync_standbys as this node again", "peer", p.url, "sync_standbys", st.SyncStandbys)
 				}
 			}
 		}
