@@ -680,3 +680,62 @@ func TestStatusErrorIs(t *testing.T) {
 		}
 	}
 }
+
+// An acquire answered 409 superseded (a repeat under its own
+// Idempotency-Key took its place over: an attempt of its own that it cut
+// off unanswered, which a paused node's socket still held) repeats under
+// the same key, which takes the place back, up to maxAfresh times; then it
+// fails with ErrSuperseded (breaker T, 2026-12-06, in the JavaScript
+// client: a 20 s pause of a single node ended an acquire that had 110 s of
+// its wait left).
+func TestSupersededAcquireRepeatsUnderItsKey(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		superseded int64 // POSTs answered superseded before the node's own answers
+		wantErr    bool
+	}{
+		{"twice", 2, false},
+		{"every time", 1 << 30, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var posts atomic.Int64
+			var mu sync.Mutex
+			keys := map[string]bool{}
+			fake := func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.Method != http.MethodPost {
+						h.ServeHTTP(w, r)
+						return
+					}
+					mu.Lock()
+					keys[r.Header.Get(api.HeaderIdempotencyKey)] = true
+					mu.Unlock()
+					if posts.Add(1) > tc.superseded {
+						h.ServeHTTP(w, r)
+						return
+					}
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusConflict)
+					fmt.Fprint(w, `{"error":"superseded","message":"a repeat of this request with the same Idempotency-Key took over its place"}`)
+				})
+			}
+			srv := startServer(t, engine.Config{}, fake)
+			c := newClient(t, nil, srv.URL)
+			l, err := c.Acquire(ctxBound(t), "k", api.WithWait(30*time.Second))
+			if len(keys) != 1 {
+				t.Errorf("the attempts sent %d Idempotency-Keys, want one: %v", len(keys), keys)
+			}
+			if tc.wantErr {
+				const want = 11 // the first and ten repeats
+				if !errors.Is(err, api.ErrSuperseded) || posts.Load() != want {
+					t.Fatalf("Acquire = %v after %d POSTs, want ErrSuperseded after %d", err, posts.Load(), want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Acquire = %v after %d POSTs, want the grant", err, posts.Load())
+			}
+			heldOnce(t, c, "k", l.Token)
+		})
+	}
+}

@@ -279,7 +279,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 		}
 	}()
 
-	attempts, redirects, resets, restarts := 0, 0, 0, 0
+	attempts, redirects, resets, restarts, supersedes := 0, 0, 0, 0, 0
 	max := c.numConns()
 	extra := false // the one round of attempts beyond max after broken connections
 	// redialled: no connection could be made and the acquire asked again
@@ -498,6 +498,20 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 				continue // resume our place, same Idempotency-Key
 			}
 			return nil, statusError(r)
+		case http.StatusConflict:
+			if hasCode(r, http.StatusConflict, CodeSuperseded) && supersedes < maxAfresh {
+				// A repeat under this acquire's own Idempotency-Key
+				// took its place over: an attempt of this acquire that
+				// was cut off unanswered (a node paused past the
+				// ping's bound, whose socket still held it) reached
+				// the queue after the live one. The place is still
+				// there, kept for a repeat: the same key takes it back
+				// (breaker T, 2026-12-06, in the JavaScript client).
+				supersedes++
+				avoid, redirects, since = nil, 0, time.Time{}
+				continue
+			}
+			return nil, statusError(r)
 		case http.StatusServiceUnavailable:
 			// No active node known (a failover in progress), or the
 			// node is shutting down: another attempt, after
@@ -685,12 +699,15 @@ func (c *Client) sendAcquire(ctx context.Context, s *slot, cc *http.ClientConn, 
 
 // isPollTimeout reports whether r is a 408 poll_timeout (the node ended
 // the long poll early and keeps the place for a repeat).
-func isPollTimeout(r *response) bool {
-	if r == nil || r.status != http.StatusRequestTimeout {
+func isPollTimeout(r *response) bool { return hasCode(r, http.StatusRequestTimeout, CodePollTimeout) }
+
+// hasCode reports whether r is an error answer of status with code.
+func hasCode(r *response, status int, code string) bool {
+	if r == nil || r.status != status {
 		return false
 	}
 	var se *StatusError
-	return errors.As(statusError(r), &se) && se.Code == CodePollTimeout
+	return errors.As(statusError(r), &se) && se.Code == code
 }
 
 // grantToken returns the token of r when r is a grant (200) whose token

@@ -224,8 +224,8 @@ export class Client {
 
   /**
    * Takes `key` (baton.d.ts). One Idempotency-Key across retries, 307s,
-   * re-sends, poll_timeouts; grant_ended (or a late grant's renewal
-   * refused) starts anew (new key, the wait left); a grant an abort,
+   * re-sends, poll_timeouts, superseded (by our cut-off try); grant_ended
+   * (or a late renewal refused) starts anew (new key, wait left); a grant an abort,
    * "unavailable" or a 5xx may have cut off is released.
    */
   async acquire(key, options = {}) {
@@ -255,7 +255,7 @@ export class Client {
         if (asked && e.status != 400) this._settle(key, pathQuery, headers, Number(res?.headers.get('Lock-Token')), o.at); // 400: never sent
         throw signal?.aborted ? signal.reason : e;
       }
-      if (err.code === 'poll_timeout') continue; // same place, same Idempotency-Key
+      if (err.code === 'poll_timeout' || err.code === 'superseded' && ++restarts < 11) continue;
       const left = w ? wait - (now() - start) / 1e3 : wait;
       if (err.code !== 'grant_ended' || ++restarts > 10) throw err;
       if (w && left < 1e-3) throw new BatonError(408, 'timeout', 'wait ran out: ' + err.message, undefined, err);
