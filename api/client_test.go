@@ -739,3 +739,35 @@ func TestSupersededAcquireRepeatsUnderItsKey(t *testing.T) {
 		})
 	}
 }
+
+// A release answered only after the default sync_timeout (1 s: a node
+// promoted after a failover whose synchronous standbys are gone holds the
+// change that long before it degrades and answers) is one attempt: the
+// attempt's cut is above it. Cut at 1 s, the attempt released the lock
+// unanswered and the retries, answered not_held by a node that had not
+// granted it, ran to ReleaseTimeout (breaker T, 2026-12-06).
+func TestReleaseAnsweredAfterTheSyncTimeoutIsOneAttempt(t *testing.T) {
+	var deletes atomic.Int64
+	slow := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodDelete {
+				deletes.Add(1)
+				time.Sleep(1200 * time.Millisecond)
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	srv := startServer(t, engine.Config{}, slow)
+	c := newClient(t, nil, srv.URL)
+	ctx := ctxBound(t)
+	l, err := c.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := deletes.Load(); n != 1 {
+		t.Fatalf("%d DELETEs for one release answered after 1.2 s, want 1", n)
+	}
+}

@@ -918,8 +918,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// releaseAttempt bounds one release attempt.
-const releaseAttempt = time.Second
+// releaseAttempt bounds one release attempt: above the default
+// sync_timeout (1 s), for which a node whose synchronous standbys are gone
+// (the promoted one, just after a failover) holds a change before it
+// degrades and answers. Cut at 1 s, that attempt released the lock
+// unanswered, and the retries ran to ReleaseTimeout (breaker T,
+// 2026-12-06: 5 s where 1.2 s sufficed).
+const releaseAttempt = 2 * time.Second
 
 // Release releases the lock key held under token, so that it passes to the
 // next waiter. It is retried every ReleaseRetry (200 ms) for up to
