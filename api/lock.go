@@ -165,7 +165,9 @@ var (
 // the tail), failing only after as many attempts as the client
 // has connections; a reset of its stream alone (REFUSED_STREAM from a node
 // or proxy past its stream limit) is repeated too, up to 10 times; a 307 is
-// followed to the active node; a poll_timeout is resumed. An attempt with
+// followed to the active node; a poll_timeout is resumed, and so is a
+// 409 superseded (an attempt of its own that it cut off took its place
+// over), up to 10 times, under the same key. An attempt with
 // a wait that has no answer Config.AcquireGrace (3 s by default) after
 // its wait ran out (a node paused, or cut off without a reset) counts as
 // failed too: the next connection is asked, for what is left of the wait
@@ -180,6 +182,8 @@ var (
 //
 // Errors: ErrTimeout (the wait ran out: not granted), ErrLimit,
 // ErrLimitMismatch (WithLimit named another limit than the key's),
+// ErrSuperseded (still after 10 repeats, which only another client that
+// sent this acquire's key could cause),
 // ErrInvalidArgument (as *StatusError), ErrUnauthorized (the Token was
 // refused: a 401, or an AUTH refused on a baton:// connection; at once,
 // not retried), ErrGrantEnded (the grant ended

@@ -126,9 +126,12 @@ export declare class Client {
    * grant_ended; or one answered after half its lease whose renewal at
    * once was refused — a frozen tab, a held-back answer) starts the
    * acquire again, with a new Idempotency-Key, for what is left of the
-   * wait. Errors: "timeout" (408, not granted; also a grant ended past
-   * the wait), "grant_ended" (410, nothing held: still after 10 new
-   * acquires), "invalid_argument" (400, `field`), "limit_mismatch" (409),
+   * wait. A 409 "superseded" (an attempt of its own that it cut off took
+   * its place over) is repeated under the same Idempotency-Key, which
+   * takes the place back. Errors: "timeout" (408, not granted; also a
+   * grant ended past the wait), "grant_ended" (410, nothing held: still
+   * after 10 new acquires), "superseded" (409, still after 10 repeats),
+   * "invalid_argument" (400, `field`), "limit_mismatch" (409),
    * "too_many_waiters" (429), "unauthorized" (401), "unavailable",
    * "closed", another 5xx as answered (a node's 500, a proxy's 502 or
    * 504), "bad_answer" (a 2xx with no grant in it: a proxy's page, a
