@@ -129,8 +129,8 @@ export declare class Client {
    * wait. A 409 "superseded" (an attempt of its own that it cut off took
    * its place over) is repeated under the same Idempotency-Key, which
    * takes the place back. Errors: "timeout" (408, not granted; also a
-   * grant ended past the wait), "grant_ended" (410, nothing held: still
-   * after 10 new acquires), "superseded" (409, still after 10 repeats),
+   * grant ended past the wait), "grant_ended" (410, nothing held) and
+   * "superseded" (409) once 10 new acquires and repeats were made in all,
    * "invalid_argument" (400, `field`), "limit_mismatch" (409),
    * "too_many_waiters" (429), "unauthorized" (401), "unavailable",
    * "closed", another 5xx as answered (a node's 500, a proxy's 502 or
