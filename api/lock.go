@@ -922,13 +922,16 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// releaseAttempt bounds one release attempt: above the default
-// sync_timeout (1 s), for which a node whose synchronous standbys are gone
-// (the promoted one, just after a failover) holds a change before it
-// degrades and answers. Cut at 1 s, that attempt released the lock
-// unanswered, and the retries ran to ReleaseTimeout (breaker T,
-// 2026-12-06: 5 s where 1.2 s sufficed).
-const releaseAttempt = 2 * time.Second
+// releaseAttempt bounds one release attempt: above what a release sent
+// to the standby just after the active died waits there by default, the
+// failover (failover_timeout, 1 s, and two heartbeats: the standby holds
+// the call until it is the active) and then the default sync_timeout (1 s,
+// for which a promoted node whose synchronous standbys are gone holds a
+// change before it degrades and answers). Cut before that, the attempt
+// released the lock unanswered, and the retries ran to ReleaseTimeout
+// (breaker T, 2026-12-06: 5 s where 1.2 s sufficed with a 1 s cut; a
+// verifier: 4 of 16 runs with a 2 s cut).
+const releaseAttempt = 3 * time.Second
 
 // Release releases the lock key held under token, so that it passes to the
 // next waiter. It is retried every ReleaseRetry (200 ms) for up to

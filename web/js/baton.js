@@ -3,7 +3,7 @@
 
 // ms: a failed address's skip; release (and settle) retry pace, span; an
 // attempt's cut; the pause after a round of failed addresses; _probe's pace, bound.
-const SKIP_MS = 3000, RELEASE_RETRY_MS = 200, RELEASE_FOR_MS = 5000, ATTEMPT_MS = 2000, ROUND_MS = 200, PING_MS = 2000, PING_WAIT_MS = 3000;
+const SKIP_MS = 3000, RELEASE_RETRY_MS = 200, RELEASE_FOR_MS = 5000, ATTEMPT_MS = 3000, ROUND_MS = 200, PING_MS = 2000, PING_WAIT_MS = 3000;
 /** Max redirected 401s a call repeats to the active. */
 const MAX_REDIRECTS = 10;
 
