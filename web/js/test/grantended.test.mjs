@@ -5,24 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client, BatonError } from './client.mjs';
-import { listenProxy } from './harness.mjs';
-
-/** A fake node answering POSTs with answers[i] (the last one repeated), after delayMs. */
-async function fakeNode(t, answers, delayMs = 0) {
-  const seen = [];
-  const { url } = await listenProxy(t, async (req, res) => {
-    for await (const _ of req); // eslint-disable-line no-unused-vars
-    await new Promise((r) => setTimeout(r, delayMs));
-    const u = new URL(req.url, 'http://x');
-    seen.push({ key: req.headers['idempotency-key'], wait: u.searchParams.get('wait') });
-    const [status, body] = answers[Math.min(seen.length, answers.length) - 1];
-    const h = { 'content-type': 'application/json' };
-    if (status === 200) h['lock-token'] = String(body.token);
-    res.writeHead(status, h);
-    res.end(JSON.stringify(body));
-  });
-  return { url, seen };
-}
+import { answeringNode as fakeNode } from './harness.mjs';
 
 const ended = [410, { error: 'grant_ended', message: 'the grant of this Idempotency-Key was released or expired' }];
 

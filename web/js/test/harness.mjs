@@ -193,6 +193,28 @@ export async function listenProxy(t, handler, proto = TRANSPORT === 'http2' ? 'h
 }
 
 /**
+ * A fake node that answers its POSTs with answers[i] ([status, body]; the
+ * last one repeated), each after delayMs; a 200 carries Lock-Token. Returns
+ * its url and what each POST sent (`seen`: `key`, its Idempotency-Key, and
+ * `wait`).
+ */
+export async function answeringNode(t, answers, delayMs = 0) {
+  const seen = [];
+  const { url } = await listenProxy(t, async (req, res) => {
+    for await (const _ of req); // eslint-disable-line no-unused-vars
+    await new Promise((r) => setTimeout(r, delayMs));
+    const u = new URL(req.url, 'http://x');
+    seen.push({ key: req.headers['idempotency-key'], wait: u.searchParams.get('wait') });
+    const [status, body] = answers[Math.min(seen.length, answers.length) - 1];
+    const h = { 'content-type': 'application/json' };
+    if (status === 200) h['lock-token'] = String(body.token);
+    res.writeHead(status, h);
+    res.end(JSON.stringify(body));
+  });
+  return { url, seen };
+}
+
+/**
  * A TCP proxy to node `target` on host (default its host) that forwards
  * nothing either way once frozen, not even a close (a node paused, a link
  * cut without a reset); t.after closes it.

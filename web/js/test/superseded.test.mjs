@@ -10,22 +10,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client, BatonError } from './client.mjs';
-import { listenProxy } from './harness.mjs';
-
-/** A fake node answering POSTs with answers[i] (the last one repeated). */
-async function fakeNode(t, answers) {
-  const seen = [];
-  const { url } = await listenProxy(t, async (req, res) => {
-    for await (const _ of req); // eslint-disable-line no-unused-vars
-    seen.push(req.headers['idempotency-key']);
-    const [status, body] = answers[Math.min(seen.length, answers.length) - 1];
-    const h = { 'content-type': 'application/json' };
-    if (status === 200) h['lock-token'] = String(body.token);
-    res.writeHead(status, h);
-    res.end(JSON.stringify(body));
-  });
-  return { url, seen };
-}
+import { answeringNode as fakeNode } from './harness.mjs';
 
 const superseded = [409, { error: 'superseded', message: 'a repeat of this request with the same Idempotency-Key took over its place' }];
 const granted = [200, { key: 'k', token: 7, lease: 60, expires_at: '2030-01-01T00:00:00Z' }];
@@ -36,7 +21,7 @@ test('an acquire answered superseded repeats under the same key and gets its gra
   const l = await c.acquire('k', { wait: 60 });
   assert.equal(l.token, 7);
   assert.equal(n.seen.length, 3);
-  assert.ok(n.seen[0] && n.seen.every((k) => k === n.seen[0]), JSON.stringify(n.seen));
+  assert.ok(n.seen[0].key && n.seen.every((s) => s.key === n.seen[0].key), JSON.stringify(n.seen));
   await c.close();
 });
 
