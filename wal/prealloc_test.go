@@ -106,6 +106,32 @@ func TestPreallocatedZerosAreTheEndOfTheLog(t *testing.T) {
 	}
 }
 
+// blankSector writes a copy of a segment's bytes (data, its frames at
+// offs, ending at end) into a new data_dir as the file name, with zeros
+// written ahead and the sector at offset s blanked: what a power loss
+// leaves of writes not yet fsynced. It returns the copy's path, its bytes,
+// and kept, the number of frames that end at or before s (the frame at
+// index kept is the one the blank sector tears).
+func blankSector(t *testing.T, name string, data []byte, offs []int64, end, s int64) (path string, torn []byte, kept int) {
+	t.Helper()
+	for i := range offs {
+		fe := end
+		if i+1 < len(offs) {
+			fe = offs[i+1]
+		}
+		if fe <= s {
+			kept = i + 1
+		}
+	}
+	torn = append(bytes.Clone(data), make([]byte, 8192)...)
+	clear(torn[s : s+sectorSize])
+	path = filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, torn, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	return path, torn, kept
+}
+
 // TestBlankSectorIsATornTail: after a power loss, the sectors of a write
 // that was not fsynced may have reached the disk in any order, and zeros
 // written ahead keep the file's size from hiding the missing ones. A
@@ -128,25 +154,8 @@ func TestBlankSectorIsATornTail(t *testing.T) {
 	// Blank each whole sector from the third on, in turn; the data after
 	// it and zeros ahead stay.
 	for s := int64(2 * sectorSize); s+sectorSize <= end; s += sectorSize {
-		kept := 0
-		for i, off := range offs {
-			fe := end
-			if i+1 < len(offs) {
-				fe = offs[i+1]
-			}
-			if fe <= s {
-				kept = i + 1
-			}
-			_ = off
-		}
-		torn := append(bytes.Clone(data), make([]byte, 8192)...)
-		clear(torn[s : s+sectorSize])
-		dir := t.TempDir()
-		path := filepath.Join(dir, filepath.Base(last))
-		if err := os.WriteFile(path, torn, 0o640); err != nil {
-			t.Fatal(err)
-		}
-		cfg := testConfig(t, dir)
+		path, torn, kept := blankSector(t, filepath.Base(last), data, offs, end, s)
+		cfg := testConfig(t, filepath.Dir(path))
 		var logs bytes.Buffer
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 		reopenHas(t, cfg, kept)
@@ -230,24 +239,8 @@ func TestSecondCutAtTheSameOffsetKeepsTheFirst(t *testing.T) {
 	if end < s+2*sectorSize {
 		t.Fatalf("segment of %d bytes: too short for the test", end)
 	}
-	at := 0 // the first frame the blank sector tears
-	for i := range offs {
-		fe := end
-		if i+1 < len(offs) {
-			fe = offs[i+1]
-		}
-		if fe > s {
-			at = i
-			break
-		}
-	}
-	torn := append(bytes.Clone(data), make([]byte, 8192)...)
-	clear(torn[s : s+sectorSize])
-	dir := t.TempDir()
-	path := filepath.Join(dir, filepath.Base(last))
-	if err := os.WriteFile(path, torn, 0o640); err != nil {
-		t.Fatal(err)
-	}
+	path, torn, at := blankSector(t, filepath.Base(last), data, offs, end, s) // at: the first frame it tears
+	dir := filepath.Dir(path)
 	first := fmt.Sprintf("%s.cut-%d", path, offs[at])
 	earlier := []byte("the bytes an earlier start cut off here")
 	if err := os.WriteFile(first, earlier, 0o640); err != nil {
