@@ -47,8 +47,9 @@ type ClusterView struct {
 	// have written a change to their logs before it is answered.
 	SyncStandbys int `json:"sync_standbys"`
 	// SyncDegraded is true on an active that goes on without its
-	// sync_standbys (fewer acknowledged within sync_timeout), until enough
-	// of them acknowledge its last index again.
+	// sync_standbys (fewer acknowledged within sync_timeout, or fewer of
+	// its peers were live when it was promoted), until enough of them
+	// acknowledge its last index again.
 	SyncDegraded bool `json:"sync_degraded"`
 }
 

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"net/http"
 	"slices"
 	"strconv"
@@ -101,7 +102,12 @@ func (n *Node) servePromote(w http.ResponseWriter, r *http.Request) {
 		}
 		undelivered = append(undelivered, engine.Grant{Key: key, Token: t})
 	}
-	rep := n.ask(r.Context(), reqPromote, from, undelivered...)
+	leaving, err := strconv.ParseBool(cmp.Or(q.Get("leaving"), "false"))
+	if err != nil {
+		http.Error(w, "leaving: want true or false", http.StatusBadRequest)
+		return
+	}
+	rep := n.send(r.Context(), request{kind: reqPromote, peer: from, ctx: r.Context(), reply: make(chan reply, 1), undelivered: undelivered, leaving: leaving})
 	if rep.err != nil {
 		n.log.Warn("promotion by handoff refused", "from", from, "err", rep.err)
 		writeJSON(w, http.StatusConflict, n.status())

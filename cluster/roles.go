@@ -182,6 +182,9 @@ type request struct {
 	// undelivered (reqPromote): the grants the node handing off could not
 	// take back (engine.Engine.Undelivered), for engine.Engine.Promote.
 	undelivered []engine.Grant
+	// leaving (reqPromote): the node handing off closes (Close) and will
+	// not follow this node, so it is no standby to wait for.
+	leaving bool
 }
 
 type reqKind int
@@ -213,10 +216,14 @@ type handoffDone struct {
 // ask posts r to the role loop and waits for its answer, or for ctx (the
 // caller's) or the node to end.
 func (n *Node) ask(ctx context.Context, kind reqKind, peer string, undelivered ...engine.Grant) reply {
+	return n.send(ctx, request{kind: kind, peer: peer, ctx: ctx, reply: make(chan reply, 1), undelivered: undelivered})
+}
+
+// send passes r to the role loop and waits for its reply (ask).
+func (n *Node) send(ctx context.Context, r request) reply {
 	if n.ctx == nil {
 		return reply{err: errors.New("the node is not started")}
 	}
-	r := request{kind: kind, peer: peer, ctx: ctx, reply: make(chan reply, 1), undelivered: undelivered}
 	select {
 	case n.requests <- r:
 	case <-ctx.Done():
@@ -448,6 +455,11 @@ func (n *Node) apply(now time.Time, v view, a action) {
 		}
 		n.promoteLocked(a.why, how, a.epoch, undelivered...)
 		n.blindTerm = a.blind
+		leaving := ""
+		if v.req != nil && v.req.leaving {
+			leaving = v.req.peer
+		}
+		n.degradeIfFewLocked(now, leaving)
 	case actFetch:
 		n.fetching = true
 		n.wg.Add(1)
@@ -753,6 +765,11 @@ func (n *Node) startHandoff(now time.Time, to string, r *request) bool {
 		}
 	}
 	q := url.Values{"from": {n.cfg.Self}, "through": {strconv.FormatUint(through, 10)}}
+	if n.closing {
+		// This node leaves once the successor has the role: no standby
+		// of the successor's (degradeIfFewLocked).
+		q.Set("leaving", "true")
+	}
 	if !n.logWrites() {
 		// Grants this node could not take back, its log refusing the
 		// releases, which its standbys may hold (see Undelivered): the

@@ -205,7 +205,7 @@ func (n *Node) watchAcks() {
 		n.watch.Reset(d)
 		return
 	}
-	n.degrade(oldest.index)
+	n.degrade("fewer standbys acknowledged within sync_timeout", "acknowledged", n.hub.ackedBy(oldest.index), "index", oldest.index)
 	for _, w := range n.ackWaits {
 		w.ch <- struct{}{}
 	}
@@ -235,13 +235,35 @@ func (n *Node) stopAcks() {
 }
 
 // degrade marks the active as going on without its sync_standbys: one log
-// line, a counter; recovered by an acknowledgement that brings N standbys
-// to the log's last index (ack).
-func (n *Node) degrade(index uint64) {
+// line (why, and attrs), a counter; recovered by an acknowledgement that
+// brings N standbys to the log's last index (ack).
+func (n *Node) degrade(why string, attrs ...any) {
 	if n.degraded.CompareAndSwap(false, true) {
 		n.degradations.Add(1)
-		n.log.Warn("sync_standbys: degraded: fewer standbys acknowledged within sync_timeout; answering without them until they are back",
-			"sync_standbys", n.cfg.SyncStandbys, "acknowledged", n.hub.ackedBy(index), "index", index, "sync_timeout", n.cfg.SyncTimeout)
+		n.log.Warn("sync_standbys: degraded: "+why+"; answering without them until they are back",
+			append([]any{"sync_standbys", n.cfg.SyncStandbys, "sync_timeout", n.cfg.SyncTimeout}, attrs...)...)
+	}
+}
+
+// degradeIfFewLocked degrades a node just promoted when fewer of its peers
+// are live than sync_standbys asks for (leaving, the node that handed off
+// to it and closes, does not count): their acknowledgements cannot come
+// within sync_timeout, so its first changes would each wait it out for
+// nothing (a two-node cluster after a failover or a graceful handoff:
+// a gap of sync_timeout without a grant). A standby that comes (back)
+// ends it as after any degradation (ack). n.mu is held.
+func (n *Node) degradeIfFewLocked(now time.Time, leaving string) {
+	if n.cfg.SyncStandbys == 0 {
+		return
+	}
+	live := 0
+	for _, p := range n.peers {
+		if p.url != n.cfg.Self && p.url != leaving && n.live(p, now) {
+			live++
+		}
+	}
+	if live < n.cfg.SyncStandbys {
+		n.degrade("fewer live peers than sync_standbys at promotion", "live_peers", live, "leaving", leaving)
 	}
 }
 

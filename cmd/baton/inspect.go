@@ -55,7 +55,7 @@ func cmdCluster(ctx context.Context, args []string, cio cliIO) error {
 		case v.Role != api.RoleActive:
 			state = "degraded or not: only the active says" // a standby does not know
 		case v.SyncDegraded:
-			state = "DEGRADED: answering without them (fewer acknowledged within sync_timeout)"
+			state = "DEGRADED: answering without them (fewer acknowledged within sync_timeout, or fewer peers live at its promotion)"
 		}
 		fmt.Fprintf(cio.stdout, "sync:       %d standby(s), %s\n", v.SyncStandbys, state)
 	}

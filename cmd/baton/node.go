@@ -599,7 +599,7 @@ var (
 	syncStandbysDesc = prometheus.NewDesc("baton_sync_standbys",
 		"The sync_standbys setting: standbys that must have written a change before it is answered.", nil, nil)
 	syncDegradedDesc = prometheus.NewDesc("baton_sync_degraded",
-		"1 while the active answers without its sync_standbys (fewer acknowledged within sync_timeout), 0 otherwise.", nil, nil)
+		"1 while the active answers without its sync_standbys (fewer acknowledged within sync_timeout, or fewer peers live at its promotion), 0 otherwise.", nil, nil)
 	syncDegradationsDesc = prometheus.NewDesc("baton_sync_degradations_total",
 		"Times the active went on without its sync_standbys.", nil, nil)
 	syncRecoveriesDesc = prometheus.NewDesc("baton_sync_recoveries_total",

@@ -323,7 +323,7 @@ async function refreshCluster() {
     banner('role', '');
   }
   banner('sync', c.role === 'active' && c.sync_degraded
-    ? 'Degraded: fewer than sync_standbys (' + c.sync_standbys + ') standbys acknowledged a change within sync_timeout; this node answers without them until they are back, and a crash of it now loses what only it has.'
+    ? 'Degraded: fewer than sync_standbys (' + c.sync_standbys + ') standbys acknowledged a change within sync_timeout, or fewer peers were live when it was promoted; this node answers without them until they are back, and a crash of it now loses what only it has.'
     : '');
   if (was && was !== c.role) scheduleLocks(0);
   else if (!was) renderLocks(); // the force buttons follow the role
