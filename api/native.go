@@ -873,6 +873,9 @@ type nacq struct {
 	// that may hold its place or grant, which its settling asks first.
 	at atomic.Pointer[address]
 	lh lateHold // its late answer, once its caller gave up (late)
+	// withdrawn is set once a cancel (C) of the acquire was sent: a T
+	// that answers it then says nothing held on that node only (nsettle).
+	withdrawn atomic.Bool
 }
 
 // line appends the acquire's line with wait to b.
@@ -1085,6 +1088,7 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 				// its turn comes (the grant would be released, late),
 				// if it knows the op (see cancel). The answer, T or a
 				// grant made first, goes to late.
+				q.withdrawn.Store(true)
 				w.cancel(nid{nline.OpCancel, q.raw}, nline.AppendCancel(nil, q.raw, q.opts.ID))
 			}
 		}
@@ -1260,17 +1264,28 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 
 // nsettle ends, in the background, what an acquire given up by its caller
 // may leave on the node, given its late answer a (nil: none came, the
-// connection ended). A grant is released at once. Without an answer, or
-// with E unavailable (a node resuming from a pause keeps the grant for a
-// repeat), the outcome is unknown: the acquire is repeated under its id
-// with a wait of 1 ms, and a grant that repeat gets is released. Any
-// other answer leaves nothing. Bounded as settleAcquire; Close waits for
+// connection ended). A grant is released at once. Without an answer, with
+// E unavailable (a node resuming from a pause keeps the grant for a
+// repeat) or with M (the node handed its role off, or was demoted: the
+// waiter's place, replicated, is kept on the active it names, which would
+// grant it to nobody), the outcome is unknown: the acquire is repeated
+// under its id with a wait of 1 ms, and a grant that repeat gets is
+// released (a repeat that M answers follows it). So is a T that answers
+// an acquire withdrawn by its cancel (C) during a failover: it comes from
+// the node the C reached, which may not be the one that keeps the place
+// (a demoted active withdraws it from its own state, which its successor
+// no longer follows; a standby promoted meanwhile answers T to the
+// attempt parked on it while the place replicated from the old active
+// stays), as over HTTP, where a cancelled acquire gets no answer and is
+// always settled. Any other answer leaves nothing. Bounded as settleAcquire; Close waits for
 // it. at is the node that answered a, or that q's last attempt went to
 // (nil: not known): as in settleAcquire, the repeat asks it first, and
 // the release goes to the node that granted, where a not_held or
 // not_holder from another node is no answer (two actives at once).
 func (c *Client) nsettle(q *nacq, a *nline.Answer, at *address) {
-	if a != nil && a.Outcome != nline.OK && !(a.Outcome == nline.Error && a.Code == CodeUnavailable) {
+	mayHold := a == nil || a.Outcome == nline.OK || a.Outcome == nline.Moved ||
+		(a.Outcome == nline.Error && a.Code == CodeUnavailable) || (a.Outcome == nline.Timeout && q.withdrawn.Load())
+	if !mayHold {
 		return
 	}
 	c.mu.Lock()
