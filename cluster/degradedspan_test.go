@@ -43,3 +43,38 @@ func TestDegradedSpanEndsWhenTheNodeIsPromotedAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestUnwrittenSpansFollowTheLogsLines: a node's log refuses writes from
+// its "refusing changes" line to its "writes succeed again" line, or to
+// its next start (a node killed while its disk was full), and a renewal
+// it announced then is not a lease its holder was told to count on
+// (history.CheckExpiries). The lines are those of TestDiskHistoryChaos
+// seed 1, whose renewal announced at 21.36 in a full disk's second was
+// lost with the handoff that followed, and the successor expired the
+// lease as it was.
+func TestUnwrittenSpansFollowTheLogsLines(t *testing.T) {
+	at := func(s string) time.Time {
+		tm, err := time.Parse(time.RFC3339Nano, "2026-12-06T08:15:"+s+"Z")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm
+	}
+	node0 := `time=2026-12-06T08:15:15.116Z level=INFO msg="cluster node started" self=http://127.0.0.1:28903 priority=0 peers=3` + "\n" +
+		`time=2026-12-06T08:15:20.355Z level=ERROR msg="wal: write failed; refusing changes until the log can write again" dir=/tmp/x/001 pending_from=320 err="no space left on device"` + "\n" +
+		`time=2026-12-06T08:15:21.517Z level=WARN msg="handing off: this node's log cannot write (a full disk?): a synced standby takes over" to=http://127.0.0.2:27392` + "\n" +
+		`time=2026-12-06T08:15:21.600Z level=INFO msg="wal: writes succeed again; accepting changes" dir=/tmp/x/001 last_record=331 failed_for=1.245s` + "\n" +
+		`time=2026-12-06T08:15:30.000Z level=ERROR msg="wal: sync failed; refusing changes until the log can write again" dir=/tmp/x/001 pending_from=400 err="no space left on device"` + "\n" +
+		`time=2026-12-06T08:15:31.000Z level=INFO msg="cluster node started" self=http://127.0.0.1:28903 priority=0 peers=3` + "\n"
+	spans := unwrittenSpans([]string{node0, ""})
+	want := [][2]time.Time{{at("20.355"), at("21.600")}, {at("30.000"), at("31.000")}}
+	if len(spans) != 2 || len(spans[1]) != 0 || len(spans[0]) != len(want) {
+		t.Fatalf("spans %v, want %d for node 0 and none for node 1", spans, len(want))
+	}
+	for i, w := range spans[0] {
+		if !w.Start.Equal(want[i][0]) || !w.End.Equal(want[i][1]) {
+			t.Errorf("span %d: %s to %s, want %s to %s", i, w.Start.Format("15:04:05.000"), w.End.Format("15:04:05.000"),
+				want[i][0].Format("15:04:05.000"), want[i][1].Format("15:04:05.000"))
+		}
+	}
+}

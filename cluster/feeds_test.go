@@ -158,7 +158,37 @@ func degradedSpans(logs []string, settle time.Duration) []history.Window {
 	return ws
 }
 
+// unwrittenSpans returns, for each node (logs[i] is node i's log), the
+// spans in which its log refused writes: from its "refusing changes" line
+// to its "writes succeed again" line, its next start, or the end of the
+// run. A renewal it made then was answered 503 and may be lost
+// (history.CheckExpiries).
+func unwrittenSpans(logs []string) [][]history.Window {
+	spans := make([][]history.Window, len(logs))
+	for i, log := range logs {
+		var from time.Time // zero: writing
+		end := func(at time.Time) {
+			spans[i] = append(spans[i], history.Window{Name: fmt.Sprintf("node %d's log refused writes", i), Start: from, End: at})
+			from = time.Time{}
+		}
+		for at, line := range timedLines(log) {
+			switch {
+			case refusingLine.MatchString(line) && from.IsZero():
+				from = at
+			case (writingLine.MatchString(line) || selfLine.MatchString(line)) && !from.IsZero():
+				end(at)
+			}
+		}
+		if !from.IsZero() {
+			end(time.Now())
+		}
+	}
+	return spans
+}
+
 var (
+	refusingLine  = regexp.MustCompile(`msg="wal: [^"]* failed; refusing changes`)
+	writingLine   = regexp.MustCompile(`msg="wal: writes succeed again`)
 	degradedLine  = regexp.MustCompile(`msg="sync_standbys: degraded`)
 	recoveredLine = regexp.MustCompile(`msg="sync_standbys: recovered from degraded`)
 	promotedLine  = regexp.MustCompile(`msg="promoted to active"`)

@@ -653,7 +653,7 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	badHangs, fencedHangs := history.CheckHangs(h.Hangs(), ws)
 	// No lease is cut short: an expire event before the expires_at a
 	// grant or renewal announced (100 ms for timers and clock readings).
-	badExpiries, fencedExpiries := history.CheckExpiries(evFeeds, grants, ws, 100*time.Millisecond)
+	badExpiries, fencedExpiries := history.CheckExpiries(evFeeds, grants, ws, unwrittenSpans(nodeLogs(c)), 100*time.Millisecond)
 	// A grant its client dropped ends by its lease (plus a stall shorter
 	// than failover_timeout, which no node logs, and a second for timers
 	// on a loaded machine), unless no node served meanwhile: the strict

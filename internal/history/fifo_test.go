@@ -98,15 +98,24 @@ func TestCheckExpiriesCatchesALeaseCutShort(t *testing.T) {
 			received := []Grant{{Key: "k", Token: 7}}
 			// A grant no client received (one awaiting its claim ends at
 			// the claim deadline, before its lease) is not judged.
-			if bad, fenced := CheckExpiries(tc.feeds, nil, nil, 50*time.Millisecond); len(bad) > 0 || fenced > 0 {
+			if bad, fenced := CheckExpiries(tc.feeds, nil, nil, nil, 50*time.Millisecond); len(bad) > 0 || fenced > 0 {
 				t.Errorf("no grant received: violations %q, fenced %d; want none", bad, fenced)
 			}
-			bad, fenced := CheckExpiries(tc.feeds, received, nil, 50*time.Millisecond)
+			bad, fenced := CheckExpiries(tc.feeds, received, nil, nil, 50*time.Millisecond)
 			if (len(bad) == 1) != tc.bad || len(bad) > 1 || fenced != 0 {
 				t.Errorf("outside any window: violations %q, fenced %d; want one: %v", bad, fenced, tc.bad)
 			}
+			// A renewal announced while its node's log refused writes
+			// (answered 503, lost at a handoff) sets no deadline.
+			unwritten := [][]Window{{{Name: "log failing", Start: *ms(900), End: *ms(1100)}}}
+			bad, _ = CheckExpiries(tc.feeds, received, nil, unwritten, 50*time.Millisecond)
+			if renewed := tc.name == "expired at the grant's end, past a renewal" || tc.name == "a renewal on one node, expired early on another"; renewed && len(bad) > 0 {
+				t.Errorf("a renewal announced while the log refused writes: violations %q; want none", bad)
+			} else if !renewed && (len(bad) == 1) != tc.bad {
+				t.Errorf("with a log-failing span around no renewal: violations %q; want one: %v", bad, tc.bad)
+			}
 			ws := []Window{{Name: "cut", Start: *ms(0), End: *ms(4000)}}
-			bad, fenced = CheckExpiries(tc.feeds, received, ws, 50*time.Millisecond)
+			bad, fenced = CheckExpiries(tc.feeds, received, ws, nil, 50*time.Millisecond)
 			if len(bad) > 0 || (fenced == 1) != tc.bad {
 				t.Errorf("inside a window: violations %q, fenced %d; want one counted: %v", bad, fenced, tc.bad)
 			}
