@@ -1038,6 +1038,7 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 	start, restarts := time.Now(), 0
 	var since time.Time // as in Acquire: see grantSince
 	var lost *address   // as in Acquire: an attempt under q's id whose answer was lost
+	asked := false      // as in Acquire: a line under q's id went out
 	for {
 		s, w, busy, err := c.npickBusy(ctx, nil, avoid, true, id, time.Time{})
 		if err != nil {
@@ -1073,9 +1074,11 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 			bounded = &nattemptLate{q: q, at: s.addr}
 			late = bounded
 		}
+		sentNow := !busy // the line went out (busy: once its own connection is up)
 		if busy {
 			sw, done, derr := c.nsolo(ctx, s)
 			if err = derr; err == nil {
+				sentNow = true
 				w = sw
 				a, err = w.do(ctx, id, line, late, c.attemptLimit(wait))
 				done()
@@ -1093,6 +1096,7 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 			}
 		}
 		served(&unavailableSince, sent)
+		asked = asked || sentNow
 		if bounded != nil && err != nil {
 			bounded.decide(!errors.Is(err, errNoAnswer))
 			if errors.Is(err, errNoAnswer) {
@@ -1101,6 +1105,16 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 		}
 		if err != nil {
 			if ctx.Err() != nil {
+				if !sentNow && asked {
+					// The caller gave up while a connection of this
+					// attempt's own was dialled: nothing of it reached a
+					// node, but an earlier attempt may have left a place
+					// (a broken connection's node, replicated to the
+					// standby that takes over; the successor an M named),
+					// which its late answer, if any, does not settle
+					// there: settled as when no answer came.
+					c.nsettle(q, nil, q.at.Load())
+				}
 				return nil, ctx.Err()
 			}
 			if c.ctx.Err() != nil {

@@ -90,3 +90,76 @@ func TestNativeAcquireCancelledAtAFailoverLeavesNoPlace(t *testing.T) {
 		})
 	}
 }
+
+// An acquire over baton:// whose caller gives up while the client dials a
+// connection of its own for it (every connection to the node already
+// carries an acquire of the key: the client's other waiters) leaves no
+// place either: its earlier attempt, on the active that died, left one
+// that the standby holds (replicated) and keeps once promoted. Before,
+// such an acquire returned context.Canceled without settling it, and the
+// kept place took the lock at the holder's release and held it for
+// nobody until its claim deadline (breaker W's stress, 16 waiters of one
+// key over four clients with 20 % of the acquires cancelled and the
+// active killed every few seconds: gaps of 4.7-6 s without a holder).
+// Here new connections to the standby's native port are dropped (a SYN
+// with no answer) from just before the kill until after the cancels, so
+// that the client's dials of connections of its own to it are what the
+// cancels meet; the connection it had stays up.
+func TestNativeAcquireCancelledWhileDialingLeavesNoPlace(t *testing.T) {
+	c := newCluster(t, 2, false)
+	fw := newFirewall(t, c)
+	c.args = map[int][]string{}
+	var addrs []string
+	for i := range c.nodes {
+		addr := freeAddr(t, nodeHost(i))
+		c.args[i] = []string{"--native-listen", addr}
+		addrs = append(addrs, "baton://"+addr)
+	}
+	_, standbyPort, _ := strings.Cut(strings.TrimPrefix(addrs[1], "baton://"), ":")
+	c.startAll()
+	c.waitActive(0, 1)
+	held := c.acquire(0, "nd", "lease=60")
+	c.waitReplicated(1, held.Token)
+
+	cl, err := api.NewClient(api.Config{Addresses: addrs, ConnsPerAddress: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const waiters = 4
+	done := make(chan error, waiters)
+	for range waiters {
+		go func() {
+			l, err := cl.Acquire(ctx, "nd", api.WithWait(time.Minute), api.WithLease(time.Minute))
+			if err == nil {
+				err = errors.New("granted " + l.Node)
+			}
+			done <- err
+		}()
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for c.waitersOn(0, "nd") != waiters || c.waitersOn(1, "nd") != waiters {
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiters are not queued on both nodes (active %d, standby %d)", c.waitersOn(0, "nd"), c.waitersOn(1, "nd"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	noSyn := []string{fw.chain + "-in", "-p", "tcp", "--syn", "-d", nodeHost(1), "--dport", standbyPort, "-j", "DROP"}
+	fw.ipt(append([]string{"-A"}, noSyn...)...)
+	c.kill9(0)
+	time.Sleep(500 * time.Millisecond) // the attempts move to the standby
+	cancel()
+	for range waiters {
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("a cancelled acquire: %v, want context.Canceled", err)
+		}
+	}
+	fw.ipt(append([]string{"-D"}, noSyn...)...)
+	c.waitActive(1)
+	cl.Close() // waits for the settling of what the acquires left
+	if n := c.waitersOn(1, "nd"); n != 0 {
+		t.Fatalf("the promoted node still queues %d waiter(s) for the cancelled acquires", n)
+	}
+}
