@@ -29,16 +29,13 @@ func TestNativeAcquireCancelledAtAFailoverLeavesNoPlace(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			proto, how, _ := strings.Cut(how, "/")
 			c := newCluster(t, 2, false)
-			c.args = map[int][]string{}
 			var addrs []string
-			for i, nd := range c.nodes {
-				if proto == "http" {
+			if proto == "http" {
+				for _, nd := range c.nodes {
 					addrs = append(addrs, nd.url)
-					continue
 				}
-				addr := freeAddr(t, nodeHost(i))
-				c.args[i] = []string{"--native-listen", addr}
-				addrs = append(addrs, "baton://"+addr)
+			} else {
+				addrs = nativeAddrs(t, c)
 			}
 			c.startAll()
 			c.waitActive(0, 1)
@@ -108,13 +105,7 @@ func TestNativeAcquireCancelledAtAFailoverLeavesNoPlace(t *testing.T) {
 func TestNativeAcquireCancelledWhileDialingLeavesNoPlace(t *testing.T) {
 	c := newCluster(t, 2, false)
 	fw := newFirewall(t, c)
-	c.args = map[int][]string{}
-	var addrs []string
-	for i := range c.nodes {
-		addr := freeAddr(t, nodeHost(i))
-		c.args[i] = []string{"--native-listen", addr}
-		addrs = append(addrs, "baton://"+addr)
-	}
+	addrs := nativeAddrs(t, c)
 	_, standbyPort, _ := strings.Cut(strings.TrimPrefix(addrs[1], "baton://"), ":")
 	c.startAll()
 	c.waitActive(0, 1)
@@ -162,4 +153,17 @@ func TestNativeAcquireCancelledWhileDialingLeavesNoPlace(t *testing.T) {
 	if n := c.waitersOn(1, "nd"); n != 0 {
 		t.Fatalf("the promoted node still queues %d waiter(s) for the cancelled acquires", n)
 	}
+}
+
+// nativeAddrs gives each node of c (not started yet) a native listener
+// and returns their baton:// addresses, in node order.
+func nativeAddrs(t *testing.T, c *testCluster) []string {
+	c.args = map[int][]string{}
+	var addrs []string
+	for i := range c.nodes {
+		addr := freeAddr(t, nodeHost(i))
+		c.args[i] = []string{"--native-listen", addr}
+		addrs = append(addrs, "baton://"+addr)
+	}
+	return addrs
 }
