@@ -680,11 +680,13 @@ func (c *Client) sendAcquire(ctx context.Context, s *slot, cc *http.ClientConn, 
 		switch tok := grantToken(r); {
 		case tok != 0:
 			c.settleAcquire(pathQuery, hdr, tok, s.addr)
-		case err != nil, isPollTimeout(r), r.status == http.StatusServiceUnavailable:
+		case err != nil, isPollTimeout(r), r.status == http.StatusServiceUnavailable, r.status == http.StatusTemporaryRedirect:
 			// No answer; or a poll_timeout (the node keeps the place for
 			// a grace, and may grant it meanwhile); or a 503, which a
 			// node resuming from a pause answers to a grant it keeps for
-			// the repeat.
+			// the repeat; or a 307 (a demoted active at a handoff: the
+			// place went to the node it names, where it would be granted
+			// to nobody).
 			c.settleAcquire(pathQuery, hdr, 0, s.addr)
 		}
 		return nil, ctx.Err()

@@ -445,12 +445,13 @@ func (w *nwire) pending(id nid) bool {
 // do sends line (a request whose answer is matched by id; do keeps no
 // reference to line) and waits for its answer. A connection that ended
 // (before or after sending) is an *errConn. When ctx ends first, do
-// returns ctx's error at once; when limit > 0 and passes first, do
+// returns ctx's error at once (a notSent wrapping it when ctx had ended
+// before do sent anything); when limit > 0 and passes first, do
 // returns errNoAnswer. Either way the answer, when it comes (or the
 // connection's end), goes to late (nil: dropped).
 func (w *nwire) do(ctx context.Context, id nid, line []byte, late nlate, limit time.Duration) (nline.Answer, error) {
 	if err := ctx.Err(); err != nil {
-		return nline.Answer{}, err // nothing sent
+		return nline.Answer{}, notSent{err}
 	}
 	call := ncalls.Get().(*ncall)
 	if err := w.send(id, line, call); err != nil {
@@ -509,6 +510,12 @@ func (w *nwire) do(ctx context.Context, id nid, line []byte, late nlate, limit t
 	}
 	return nline.Answer{}, gaveUp
 }
+
+// notSent is the error of a call do never sent, its ctx having ended
+// first: errors.Is sees ctx's error through it; no late answer comes.
+type notSent struct{ error }
+
+func (e notSent) Unwrap() error { return e.error }
 
 // writeLoop writes the queued lines until the connection ends.
 func (w *nwire) writeLoop() {
@@ -1053,9 +1060,11 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 					continue
 				}
 			}
-			if attempts > 0 && (ctx.Err() != nil || extra || redialled) {
-				// An attempt went out on a connection that broke: the
-				// node may have delivered a grant to it.
+			if (attempts > 0 || asked) && (ctx.Err() != nil || extra || redialled) {
+				// An attempt went out on a connection that broke (the
+				// node may have delivered a grant to it), or one was
+				// answered M (a demoted active: the place went with the
+				// role to the node it names).
 				c.nsettle(q, nil, q.at.Load())
 			}
 			return nil, err
@@ -1085,7 +1094,7 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 			}
 		} else {
 			a, err = w.do(ctx, id, line, late, c.attemptLimit(wait))
-			if err != nil && ctx.Err() != nil {
+			if err != nil && ctx.Err() != nil && !errors.As(err, new(notSent)) {
 				// The caller gave up: the node withdraws the waiter at
 				// once (C), as over HTTP, instead of granting it when
 				// its turn comes (the grant would be released, late),
@@ -1096,6 +1105,9 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 			}
 		}
 		served(&unavailableSince, sent)
+		if errors.As(err, new(notSent)) {
+			sentNow = false
+		}
 		asked = asked || sentNow
 		if bounded != nil && err != nil {
 			bounded.decide(!errors.Is(err, errNoAnswer))
@@ -1106,9 +1118,11 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 		if err != nil {
 			if ctx.Err() != nil {
 				if !sentNow && asked {
-					// The caller gave up while a connection of this
-					// attempt's own was dialled: nothing of it reached a
-					// node, but an earlier attempt may have left a place
+					// The caller gave up before this attempt went out
+					// (while a connection of its own was dialled, or
+					// just before its line was sent, after an M): nothing
+					// of it reached a node, but an earlier attempt may
+					// have left a place
 					// (a broken connection's node, replicated to the
 					// standby that takes over; the successor an M named),
 					// which its late answer, if any, does not settle

@@ -23,11 +23,23 @@ import (
 // (breaker W: 11 of 13 runs after a SIGINT, 11 of 11 after a kill -9;
 // over http:// 0 of 19). Client.Close waits for the settling, so the
 // place is gone when it returns.
-// The same over http:// is checked too (it held before).
+// The same over http://. The cancels come 1, 2 and 3 ms after the
+// SIGINT too, where an acquire whose M (307 over HTTP) came as its caller
+// gave up, or whose repeat on the successor had not gone out yet, was not
+// settled (a verifier's harness: 4 of 20 such native cases, 1 of 30 over
+// HTTP). Those two are races of a millisecond that this test meets only
+// now and then (two runs without their fixes passed): the harness's
+// repeats were what showed them.
 func TestNativeAcquireCancelledAtAFailoverLeavesNoPlace(t *testing.T) {
-	for _, how := range []string{"native/handoff", "native/kill-9", "http/handoff", "http/kill-9"} {
-		t.Run(how, func(t *testing.T) {
-			proto, how, _ := strings.Cut(how, "/")
+	for _, name := range []string{"native/handoff/1ms", "native/handoff/2ms", "native/handoff/3ms", "native/kill-9/300ms",
+		"http/handoff/1ms", "http/handoff/2ms", "http/handoff/3ms", "http/kill-9/300ms"} {
+		t.Run(name, func(t *testing.T) {
+			f := strings.Split(name, "/")
+			proto, how := f[0], f[1]
+			after, err := time.ParseDuration(f[2]) // from the signal to the cancel
+			if err != nil {
+				t.Fatal(err)
+			}
 			c := newCluster(t, 2, false)
 			var addrs []string
 			if proto == "http" {
@@ -64,13 +76,15 @@ func TestNativeAcquireCancelledAtAFailoverLeavesNoPlace(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
+			// After a kill -9: before the promotion (failover_timeout, 1
+			// s). After a SIGINT: as the M (307) comes, or the repeat
+			// on the successor is about to go out.
 			if how == "kill-9" {
 				c.kill9(0)
-				time.Sleep(300 * time.Millisecond) // before the promotion (failover_timeout, 1 s)
 			} else {
 				c.signal(0, syscall.SIGINT)
-				time.Sleep(2 * time.Millisecond) // as the M comes
 			}
+			time.Sleep(after)
 			cancel()
 			if err := <-done; !errors.Is(err, context.Canceled) {
 				t.Fatalf("the cancelled acquire: %v, want context.Canceled", err)
