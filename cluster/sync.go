@@ -213,8 +213,9 @@ func (n *Node) watchAcks() {
 }
 
 // releaseAcks lets every change waiting for acknowledgements go on,
-// without degrading (the node stepped down: their acknowledgements will
-// not come, and acked answers them ErrSteppedDown).
+// without degrading: the node stepped down (their acknowledgements will
+// not come, and acked answers them ErrSteppedDown), or has just degraded
+// (degradeIfFewLocked).
 func (n *Node) releaseAcks() {
 	n.ackMu.Lock()
 	defer n.ackMu.Unlock()
@@ -264,6 +265,10 @@ func (n *Node) degradeIfFewLocked(now time.Time, leaving string) {
 	}
 	if live < n.cfg.SyncStandbys {
 		n.degrade("fewer live peers than sync_standbys at promotion", "live_peers", live, "leaving", leaving)
+		// A change made since the engine was promoted, a moment ago, may
+		// wait already: it goes on, as those waiting when watchAcks
+		// degrades do.
+		n.releaseAcks()
 	}
 }
 
