@@ -928,8 +928,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 // to the standby just after the active died waits there by default, the
 // failover (failover_timeout, 1 s, and two heartbeats: the standby holds
 // the call until it is the active) and then the default sync_timeout (1 s,
-// for which a promoted node whose synchronous standbys are gone holds a
-// change before it degrades and answers). Cut before that, the attempt
+// for which a promoted node that still counts a synchronous standby live,
+// one that does not acknowledge, holds a change before it degrades and
+// answers; with no live peer it degrades at once). Cut before that, the attempt
 // released the lock unanswered, and the retries ran to ReleaseTimeout
 // (breaker T, 2026-12-06: 5 s where 1.2 s sufficed with a 1 s cut; a
 // verifier: 4 of 16 runs with a 2 s cut).

@@ -1060,11 +1060,11 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 					continue
 				}
 			}
-			if (attempts > 0 || asked) && (ctx.Err() != nil || extra || redialled) {
-				// An attempt went out on a connection that broke (the
-				// node may have delivered a grant to it), or one was
-				// answered M (a demoted active: the place went with the
-				// role to the node it names).
+			if asked && (ctx.Err() != nil || extra || redialled) {
+				// An attempt went out: on a connection that broke (the
+				// node may have delivered a grant to it), or answered M
+				// (a demoted active: the place went with the role to the
+				// node it names).
 				c.nsettle(q, nil, q.at.Load())
 			}
 			return nil, err
@@ -1083,18 +1083,21 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 			bounded = &nattemptLate{q: q, at: s.addr}
 			late = bounded
 		}
-		sentNow := !busy // the line went out (busy: once its own connection is up)
+		// unsent: nothing of this attempt went out (its own connection
+		// could not be made, or ctx ended before do sent the line).
+		var unsent bool
 		if busy {
 			sw, done, derr := c.nsolo(ctx, s)
-			if err = derr; err == nil {
-				sentNow = true
+			if err, unsent = derr, derr != nil; err == nil {
 				w = sw
 				a, err = w.do(ctx, id, line, late, c.attemptLimit(wait))
 				done()
+				unsent = errors.As(err, new(notSent))
 			}
 		} else {
 			a, err = w.do(ctx, id, line, late, c.attemptLimit(wait))
-			if err != nil && ctx.Err() != nil && !errors.As(err, new(notSent)) {
+			unsent = errors.As(err, new(notSent))
+			if err != nil && ctx.Err() != nil && !unsent {
 				// The caller gave up: the node withdraws the waiter at
 				// once (C), as over HTTP, instead of granting it when
 				// its turn comes (the grant would be released, late),
@@ -1105,10 +1108,7 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 			}
 		}
 		served(&unavailableSince, sent)
-		if errors.As(err, new(notSent)) {
-			sentNow = false
-		}
-		asked = asked || sentNow
+		asked = asked || !unsent
 		if bounded != nil && err != nil {
 			bounded.decide(!errors.Is(err, errNoAnswer))
 			if errors.Is(err, errNoAnswer) {
@@ -1117,16 +1117,15 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				if !sentNow && asked {
+				if unsent && asked {
 					// The caller gave up before this attempt went out
 					// (while a connection of its own was dialled, or
 					// just before its line was sent, after an M): nothing
 					// of it reached a node, but an earlier attempt may
-					// have left a place
-					// (a broken connection's node, replicated to the
-					// standby that takes over; the successor an M named),
-					// which its late answer, if any, does not settle
-					// there: settled as when no answer came.
+					// have left a place (a broken connection's node,
+					// replicated to the standby that takes over; the
+					// successor an M named), which no late answer
+					// settles there: settled as when no answer came.
 					c.nsettle(q, nil, q.at.Load())
 				}
 				return nil, ctx.Err()
@@ -1305,8 +1304,8 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 // no longer follows; a standby promoted meanwhile answers T to the
 // attempt parked on it while the place replicated from the old active
 // stays), as over HTTP, where a cancelled acquire gets no answer and is
-// always settled. Any other answer leaves nothing. Bounded as settleAcquire; Close waits for
-// it. at is the node that answered a, or that q's last attempt went to
+// always settled. Any other answer leaves nothing. Bounded as
+// settleAcquire; Close waits for it. at is the node that answered a, or that q's last attempt went to
 // (nil: not known): as in settleAcquire, the repeat asks it first, and
 // the release goes to the node that granted, where a not_held or
 // not_holder from another node is no answer (two actives at once).

@@ -506,12 +506,7 @@ func runHistory(t *testing.T, nm nemesis) map[string]history.KeyFigures {
 	}
 	var native []string
 	if nm.native {
-		c.args = map[int][]string{}
-		for i := range c.nodes {
-			addr := freeAddr(t, nodeHost(i))
-			c.args[i] = []string{"--native-listen", addr}
-			native = append(native, "baton://"+addr)
-		}
+		native = nativeAddrs(t, c)
 	}
 	c.startAll()
 	c.waitActive(0, all...)

@@ -33,12 +33,7 @@ func testWaitingAcquireOutlivesManyFailovers(t *testing.T, native bool) {
 	c := newCluster(t, 3, false, syncFlags...)
 	var addrs []string
 	if native {
-		c.args = map[int][]string{}
-		for i := range c.nodes {
-			addr := freeAddr(t, nodeHost(i))
-			c.args[i] = []string{"--native-listen", addr}
-			addrs = append(addrs, "baton://"+addr)
-		}
+		addrs = nativeAddrs(t, c)
 	} else {
 		for _, nd := range c.nodes {
 			addrs = append(addrs, nd.url)
