@@ -217,7 +217,8 @@ const (
 // repeating its acquire with the same ID; and fencing tokens continue above
 // max(every token seen, now) + TokenMargin, which is above any token the
 // old active can have issued unreplicated when clocks agree (SPEC section
-// 1). It returns the first token the node may issue.
+// 1), and at most 2^53-1. It returns the first token the node may issue
+// (MaxToken or above when none is left).
 //
 // undelivered are grants to take back as the promotion's first changes,
 // each by a release that names its waiter ID: the ones the node that
@@ -232,7 +233,10 @@ func (e *Engine) Promote(how Promotion, undelivered ...Grant) uint64 {
 	// a microsecond per class (a cluster's stride, cluster.MaxPeers), and
 	// the old active's last changes, unreplicated with sync_standbys 0,
 	// may hold tokens above the last one seen here.
-	reserve := max(uint64(max(now.wall, 0)/1e3), e.tokens.last.Load()) + uint64(e.cfg.TokenMargin.Microseconds())
+	// Never past the last token there is (2^53-1): a node whose tokens
+	// came that close is out of them, and its mark stays one it starts
+	// on.
+	reserve := min(max(uint64(max(now.wall, 0)/1e3), e.tokens.last.Load())+uint64(e.cfg.TokenMargin.Microseconds()), MaxToken-1)
 	e.tokens.observe(reserve)
 	if e.log != nil {
 		// Logged, so that a standby that replicates this log, or this node

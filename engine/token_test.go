@@ -510,3 +510,39 @@ func TestPromotionReservesAboveTokensAheadOfTheClock(t *testing.T) {
 		t.Fatalf("grant %d below the promotion's first token %d", g.Token, first)
 	}
 }
+
+// TestPromotionNearTheEndOfTheTokenSpace: a promotion's reservation
+// (TokenMargin above the last token) never takes the last token to 2^53
+// or past it (found by a tester: a token-hwm at 2^53-1 was reported as a
+// last token of 2^53+999999, and written at shutdown as a mark the next
+// start refused as corrupt). The node is out of tokens then, as it would
+// be at 2^53-1, and says so; its mark stays one it starts on.
+func TestPromotionNearTheEndOfTheTokenSpace(t *testing.T) {
+	for _, hwm := range []uint64{MaxToken - 1, MaxToken - 500_000} {
+		t.Run(strconv.FormatUint(MaxToken-hwm, 10)+" below 2^53", func(t *testing.T) {
+			dir := t.TempDir()
+			writeHWM(t, dir, strconv.FormatUint(hwm, 10))
+			e := newEngine(t, Config{DataDir: dir, Standby: true})
+			first := e.Promote(Failover)
+			if last := e.LastToken(); last >= MaxToken {
+				t.Fatalf("LastToken after the promotion %d, at or above 2^53", last)
+			}
+			if first <= hwm {
+				t.Fatalf("first token after the promotion %d, not above the mark %d", first, hwm)
+			}
+			_, err := e.Acquire(context.Background(), AcquireRequest{Key: "k", ID: "x"})
+			wantErr(t, "Acquire once the reservation reached 2^53-1", err, ErrTokenSpace)
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := readHWM(t, dir); got >= MaxToken {
+				t.Fatalf("mark written at close %d, at or above 2^53", got)
+			}
+			again, err := New(Config{DataDir: dir})
+			if err != nil {
+				t.Fatalf("the next start refused the mark the node wrote: %v", err)
+			}
+			again.Close()
+		})
+	}
+}
