@@ -717,7 +717,9 @@ func (c *serveConfig) engineConfig() engine.Config {
 // host and port are this node's listen address ("" if none): the same IP
 // address, or any address of this machine when listen's host is
 // unspecified (every interface), with listen's port. Names are not
-// resolved (a peer named by a host name is never matched).
+// resolved (a peer named by a host name is never matched), and an entry
+// that is not a node base URL (cluster.CheckNodeURL) is left to the
+// cluster's check, which names what is wrong with it.
 func (c *serveConfig) peerAtListen() string {
 	ip, port := listenIP(c.Listen), ""
 	if _, p, err := net.SplitHostPort(c.Listen); err == nil {
@@ -742,7 +744,9 @@ func (c *serveConfig) peerAtListen() string {
 	}
 	for _, p := range c.Peers {
 		u, err := url.Parse(p)
-		if err != nil || p == c.Advertise || u.Port() != port {
+		if err != nil || p == c.Advertise || u.Port() != port || cluster.CheckNodeURL(p) != nil {
+			// (An entry that is no node URL at all is refused for that,
+			// by the cluster's check, with the reason.)
 			continue
 		}
 		pip := net.ParseIP(u.Hostname())

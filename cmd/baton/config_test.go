@@ -370,3 +370,20 @@ func TestConfigListenIsAnotherPeersAddress(t *testing.T) {
 		}
 	}
 }
+
+// A path in the peers entry at this node's listen address is refused for
+// the path, as in any other entry, not taken for a configuration copied
+// from another node (a tester's report: the message sent the operator
+// looking at advertise).
+func TestConfigPeerEntryWithAPathAtListenNamesThePath(t *testing.T) {
+	dir := t.TempDir()
+	for _, peers := range []string{
+		"http://127.0.0.214:7070/path,http://127.0.0.215:7070",
+		"http://127.0.0.214:7070,http://127.0.0.215:7070/path",
+	} {
+		_, err := loadConfig([]string{"--data-dir", dir, "--listen", "127.0.0.214:7070", "--peers", peers}, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), "peers:") || !strings.Contains(err.Error(), "must hold no path") {
+			t.Errorf("peers %s: %v, want peers' \"must hold no path\"", peers, err)
+		}
+	}
+}
