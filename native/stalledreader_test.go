@@ -1,0 +1,102 @@
+package native_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/native"
+)
+
+// TestClientThatStopsReadingGetsTheGrantsSentToIt: a client that
+// pipelines acquires and stops reading is closed once its answers back up
+// (as in TestClientThatNeverReads), but the grants whose answers were
+// already in the connection's socket still reach it once it reads again:
+// every lock the server holds for it is one whose answer it read; the
+// answers the server could not send are released (a tester's report: the
+// close reset the connection, the answers in the server's socket were
+// lost, and their locks stayed held by nobody for their whole lease).
+func TestClientThatStopsReadingGetsTheGrantsSentToIt(t *testing.T) {
+	var logs lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	e := newEnvOn(t, engine.Config{}, native.Config{MaxQueue: 64, Logger: log}, smallSendBuffers)
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return errors.Join(err, serr)
+	}}
+	nc, err := d.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	const n = 5000
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "A stall-%d 600 -\n", i)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// The server stops taking lines once its answers back up: the
+		// rest of this write waits, and ends with the connection.
+		_ = nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		_, _ = nc.Write([]byte(b.String()))
+	})
+	// Not reading, past the server's patience (a second without the
+	// socket taking anything)...
+	waitFor(t, func() bool { return strings.Contains(logs.String(), "does not read its answers") })
+	// ...then reading everything the connection still brings.
+	got := map[string]bool{}
+	_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(nc)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			break
+		}
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "A" && f[2] == "OK" {
+			got[f[1]] = true
+		}
+	}
+	wg.Wait()
+	var lost []string
+	for i := range n {
+		k := fmt.Sprintf("stall-%d", i)
+		if li, _ := e.eng.Status(k); li.Holder != nil && !got[k] {
+			lost = append(lost, k)
+		}
+	}
+	if len(lost) > 0 {
+		t.Fatalf("%d of the locks the server holds for the closed connection were granted in answers the client never got (read %d), e.g. %s", len(lost), len(got), lost[0])
+	}
+	if len(got) == 0 {
+		t.Fatal("the client read no grant at all")
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger and a test reading it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
