@@ -394,6 +394,9 @@ type conn struct {
 	// keys are the keys (as sent) of the connection's recent acquires,
 	// for the answers of its releases and renewals. The reader's.
 	keys keyCache
+	// dispatched: a line has been dispatched (the first is checked for
+	// an HTTP request's: httpRefusal). The reader's.
+	dispatched bool
 
 	mu     sync.Mutex
 	queue  []answer
@@ -597,6 +600,13 @@ func (c *conn) tooLong(start instant) {
 // needs not). It reports whether the reader stops: a fatal line, or the
 // connection ended.
 func (c *conn) dispatch(line []byte, authed *bool, start instant) (stop bool) {
+	if !c.dispatched {
+		c.dispatched = true
+		if a, ok := httpRefusal(line); ok {
+			c.end(answer{line: a}, "-", api.CodeInvalidArgument, start)
+			return true
+		}
+	}
 	if n := len(line); n > MaxLine && !(n == MaxLine+1 && line[n-1] == '\r') {
 		// (MaxLine counts the line without its "\r\n" or "\n": the
 		// readers' buffers hold MaxLine+2 bytes for that.)
@@ -676,6 +686,12 @@ func (c *conn) fatal(op, rawKey, code, msg string, start instant) {
 	} else {
 		a = errorLine(op, rawKey, code, msg)
 	}
+	c.end(a, op, code, start)
+}
+
+// end queues a, the last answer, and ends the connection after it
+// (fatal).
+func (c *conn) end(a answer, op, code string, start instant) {
 	c.mu.Lock()
 	c.linger = true
 	c.mu.Unlock()

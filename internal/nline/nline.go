@@ -192,6 +192,9 @@ func bad(line, why string) error {
 // is dropped). An error wraps nothing and says what is wrong.
 func ParseAnswer(line string) (Answer, error) {
 	line = strings.TrimSuffix(line, "\r")
+	if strings.HasPrefix(line, "HTTP/") {
+		return Answer{}, bad(line, "an HTTP status line: this address serves HTTP, not baton's native protocol (baton:// takes a node's native_listen address)")
+	}
 	var a Answer
 	op, rest, _ := strings.Cut(line, " ")
 	a.Op = op

@@ -1,6 +1,7 @@
 package nline
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -18,5 +19,16 @@ func TestParseAnswerGrantFields(t *testing.T) {
 		if a, err := ParseAnswer(line); err == nil {
 			t.Errorf("%q read as %+v, want an error", line, a)
 		}
+	}
+}
+
+// An HTTP status line (baton:// pointed at a node's HTTP listen address,
+// whose server answers the native lines 400) is refused as not an answer,
+// saying that the address serves HTTP (a tester's report: "unknown
+// outcome" told the user nothing).
+func TestParseAnswerNamesAnHTTPAnswer(t *testing.T) {
+	_, err := ParseAnswer("HTTP/1.1 400 Bad Request\r")
+	if err == nil || !strings.Contains(err.Error(), "serves HTTP") || !strings.Contains(err.Error(), "native_listen") {
+		t.Fatalf("%v, want an error saying the address serves HTTP and naming native_listen", err)
 	}
 }
