@@ -2,7 +2,6 @@ package native_test
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/baton-io/baton/engine"
+	"github.com/baton-io/baton/internal/testproc"
 	"github.com/baton-io/baton/native"
 )
 
@@ -26,7 +26,7 @@ import (
 // close reset the connection, the answers in the server's socket were
 // lost, and their locks stayed held by nobody for their whole lease).
 func TestClientThatStopsReadingGetsTheGrantsSentToIt(t *testing.T) {
-	var logs lockedBuffer
+	var logs testproc.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	e := newEnvOn(t, engine.Config{}, native.Config{MaxQueue: 64, Logger: log}, smallSendBuffers)
 	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
@@ -81,22 +81,4 @@ func TestClientThatStopsReadingGetsTheGrantsSentToIt(t *testing.T) {
 	if len(got) == 0 {
 		t.Fatal("the client read no grant at all")
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for a logger and a test reading it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
