@@ -15,6 +15,8 @@ func newPeeker(net.Conn) *peeker { return &peeker{} }
 
 func (*peeker) peerGone() bool { return false }
 
+func (*peeker) delivered() (all, ok bool) { return false, false }
+
 func (*peeker) writeNow(b []byte) (int, error) { return 0, nil }
 
 // readDirect is never called here: no connection is direct.

@@ -87,6 +87,19 @@ func (p *peeker) writeNow(b []byte) (int, error) {
 	return n, err
 }
 
+// delivered reports whether the client's TCP has acknowledged every byte
+// written to the socket (its send queue is empty: what the connection
+// sent is in the client's socket, which a reset of the connection no
+// longer takes from it), and ok, whether this system could tell.
+func (p *peeker) delivered() (all, ok bool) {
+	if p.rc == nil {
+		return false, false
+	}
+	var n int
+	_ = p.rc.Control(func(fd uintptr) { n, ok = sendQueue(fd) })
+	return ok && n == 0, ok
+}
+
 // peerGone reports whether the client has closed its side of the
 // connection (its FIN or a reset has arrived), without reading or
 // waiting: a peek at the socket. The writer asks before it writes grants,

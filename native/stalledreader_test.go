@@ -22,10 +22,22 @@ import (
 // (as in TestClientThatNeverReads), but the grants whose answers were
 // already in the connection's socket still reach it once it reads again:
 // every lock the server holds for it is one whose answer it read; the
-// answers the server could not send are released (a tester's report: the
-// close reset the connection, the answers in the server's socket were
-// lost, and their locks stayed held by nobody for their whole lease).
+// answers the server could not send are released. Also when the client
+// goes on sending after the close, for longer than a fatal line's
+// linger, and while it reads (testers' reports: a close at once, then
+// one 500 ms later that a line sent after it turned into a reset, lost
+// the answers in the server's socket, and their locks stayed held by
+// nobody for their whole lease).
 func TestClientThatStopsReadingGetsTheGrantsSentToIt(t *testing.T) {
+	for _, sending := range []bool{false, true} {
+		t.Run(map[bool]string{false: "silent", true: "sending"}[sending], func(t *testing.T) { stopReading(t, sending) })
+	}
+}
+
+// stopReading is TestClientThatStopsReadingGetsTheGrantsSentToIt's case:
+// after the close, the client sends a ping every 10 ms (sending) or
+// nothing.
+func stopReading(t *testing.T, sending bool) {
 	var logs testproc.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	e := newEnvOn(t, engine.Config{}, native.Config{MaxQueue: 64, Logger: log}, smallSendBuffers)
@@ -54,6 +66,22 @@ func TestClientThatStopsReadingGetsTheGrantsSentToIt(t *testing.T) {
 	// Not reading, past the server's patience (a second without the
 	// socket taking anything)...
 	waitFor(t, func() bool { return strings.Contains(logs.String(), "does not read its answers") })
+	stop := make(chan struct{})
+	if sending {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+				if _, err := nc.Write([]byte("P still-here\n")); err != nil {
+					return
+				}
+			}
+		})
+		time.Sleep(time.Second) // past the 500 ms a fatal line lingers
+	}
 	// ...then reading everything the connection still brings.
 	got := map[string]bool{}
 	_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
@@ -67,6 +95,7 @@ func TestClientThatStopsReadingGetsTheGrantsSentToIt(t *testing.T) {
 			got[f[1]] = true
 		}
 	}
+	close(stop)
 	wg.Wait()
 	var lost []string
 	for i := range n {
