@@ -17,7 +17,8 @@ const notHTTP = "this port speaks baton's native protocol (README \"Native proto
 const http2Preface = "PRI * HTTP/2.0"
 
 // httpRefusal returns the answer to a connection's first line when it is
-// an HTTP request's (an HTTP/1.x request line, or HTTP/2's preface), in
+// an HTTP request's (an HTTP/1.x request line: isHTTP1RequestLine; or
+// HTTP/2's preface), in
 // that protocol, so that the client shows notHTTP instead of failing to
 // read a native error line: for HTTP/1.x a 400 response (RFC 9112), for
 // HTTP/2 an empty SETTINGS frame (the server's preface) and a GOAWAY
@@ -41,10 +42,26 @@ func httpRefusal(line []byte) (a []byte, ok bool) {
 		goaway = binary.BigEndian.AppendUint32(goaway, 1) // PROTOCOL_ERROR
 		goaway = append(goaway, notHTTP...)
 		return frame(frame(nil, 0x4, nil), 0x7, goaway), true // SETTINGS, GOAWAY
-	case bytes.HasSuffix(line, []byte(" HTTP/1.1")) || bytes.HasSuffix(line, []byte(" HTTP/1.0")):
+	case isHTTP1RequestLine(line):
 		body := notHTTP + "\n"
 		return []byte("HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: " +
 			strconv.Itoa(len(body)) + "\r\n\r\n" + body), true
 	}
 	return nil, false
+}
+
+// isHTTP1RequestLine reports whether line (without "\r") is an HTTP/1.x
+// request line, "<method> <target> HTTP/1.x" (RFC 9112 section 3), whose
+// method is no native op: "P HTTP/1.1" is a ping, "C k HTTP/1.1" a
+// cancel, whatever their last field.
+func isHTTP1RequestLine(line []byte) bool {
+	f := bytes.Split(line, []byte(" "))
+	if len(f) != 3 || len(f[0]) == 0 || len(f[1]) == 0 || !(string(f[2]) == "HTTP/1.1" || string(f[2]) == "HTTP/1.0") {
+		return false
+	}
+	switch string(f[0]) {
+	case OpAcquire, OpRelease, OpRenew, OpPing, OpCancel, OpAuth:
+		return false
+	}
+	return true
 }

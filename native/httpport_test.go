@@ -41,6 +41,15 @@ func TestHTTPClientsAreToldThePortSpeaksTheNativeProtocol(t *testing.T) {
 			t.Fatalf("%v, want an error saying the port speaks the native protocol", err)
 		}
 	})
+	// A native first line whose last field reads HTTP/1.1 is served
+	// natively (a verifier's report: a ping's word, a cancel's id).
+	c := e.dial()
+	c.send("P HTTP/1.1", "A k2 10 - id=HTTP/1.1", "C k2 HTTP/1.1")
+	for _, want := range []string{"P HTTP/1.1 OK", "A k2 OK", "C k2 OK"} {
+		if got := c.read(); !strings.HasPrefix(got, want) {
+			t.Fatalf("got %q, want %q...", got, want)
+		}
+	}
 	if li, _ := e.eng.Status("k"); li.Holder != nil || li.Waiters != 0 {
 		t.Fatalf("an HTTP request changed k: %+v", li)
 	}
