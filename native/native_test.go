@@ -548,6 +548,11 @@ func TestClientThatNeverReads(t *testing.T) {
 				}
 			}()
 			waitFor(t, func() bool { li, _ := e.eng.Status("slow"); return li.Waiters == 0 })
+			// The server reads and discards what the client still sends
+			// until the answers in its socket are read (up to 30 s,
+			// TestClientThatStopsReadingGetsTheGrantsSentToIt): this
+			// client never reads, so it stops writing itself.
+			flood.nc.Close()
 			wg.Wait()
 			h.send("R slow " + strconv.FormatUint(tok, 10))
 			if line := h.read(); line != "R slow OK" {
