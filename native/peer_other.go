@@ -15,7 +15,7 @@ func newPeeker(net.Conn) *peeker { return &peeker{} }
 
 func (*peeker) peerGone() bool { return false }
 
-func (*peeker) delivered() (all, ok bool) { return false, false }
+func (*peeker) unacked() (n int, ok bool) { return 0, false }
 
 func (*peeker) writeNow(b []byte) (int, error) { return 0, nil }
 

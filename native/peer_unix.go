@@ -87,17 +87,16 @@ func (p *peeker) writeNow(b []byte) (int, error) {
 	return n, err
 }
 
-// delivered reports whether the client's TCP has acknowledged every byte
-// written to the socket (its send queue is empty: what the connection
-// sent is in the client's socket, which a reset of the connection no
-// longer takes from it), and ok, whether this system could tell.
-func (p *peeker) delivered() (all, ok bool) {
+// unacked returns the bytes written to the socket that the client's TCP
+// has not acknowledged (0: what the connection sent is in the client's
+// socket, which a reset of the connection no longer takes from it), and
+// ok, whether this system could tell.
+func (p *peeker) unacked() (n int, ok bool) {
 	if p.rc == nil {
-		return false, false
+		return 0, false
 	}
-	var n int
 	_ = p.rc.Control(func(fd uintptr) { n, ok = sendQueue(fd) })
-	return ok && n == 0, ok
+	return n, ok
 }
 
 // peerGone reports whether the client has closed its side of the
