@@ -1305,10 +1305,11 @@ func (c *Client) nAcquireAttempts(ctx context.Context, key string, o acquireOpts
 // attempt parked on it while the place replicated from the old active
 // stays), as over HTTP, where a cancelled acquire gets no answer and is
 // always settled. Any other answer leaves nothing. Bounded as
-// settleAcquire; Close waits for it. at is the node that answered a, or that q's last attempt went to
-// (nil: not known): as in settleAcquire, the repeat asks it first, and
-// the release goes to the node that granted, where a not_held or
-// not_holder from another node is no answer (two actives at once).
+// settleAcquire; Close waits for it. at is the node that answered a, or
+// that q's last attempt went to (nil: not known): as in settleAcquire,
+// the repeat asks it first, and the release goes to the node that
+// granted, where a not_held or not_holder from another node is no answer
+// (two actives at once).
 func (c *Client) nsettle(q *nacq, a *nline.Answer, at *address) {
 	mayHold := a == nil || a.Outcome == nline.OK || a.Outcome == nline.Moved ||
 		(a.Outcome == nline.Error && a.Code == CodeUnavailable) || (a.Outcome == nline.Timeout && q.withdrawn.Load())

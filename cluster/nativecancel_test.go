@@ -69,13 +69,7 @@ func TestNativeAcquireCancelledAtAFailoverLeavesNoPlace(t *testing.T) {
 				}
 				done <- err
 			}()
-			deadline := time.Now().Add(15 * time.Second)
-			for c.waitersOn(0, "nc") != 1 || c.waitersOn(1, "nc") != 1 {
-				if time.Now().After(deadline) {
-					t.Fatalf("the waiter is not queued on both nodes (active %d, standby %d)", c.waitersOn(0, "nc"), c.waitersOn(1, "nc"))
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			c.waitQueuedOnBoth("nc", 1)
 			// After a kill -9: before the promotion (failover_timeout, 1
 			// s). After a SIGINT: as the M (307) comes, or the repeat
 			// on the successor is about to go out.
@@ -144,13 +138,7 @@ func TestNativeAcquireCancelledWhileDialingLeavesNoPlace(t *testing.T) {
 			done <- err
 		}()
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for c.waitersOn(0, "nd") != waiters || c.waitersOn(1, "nd") != waiters {
-		if time.Now().After(deadline) {
-			t.Fatalf("the waiters are not queued on both nodes (active %d, standby %d)", c.waitersOn(0, "nd"), c.waitersOn(1, "nd"))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	c.waitQueuedOnBoth("nd", waiters)
 	noSyn := []string{fw.chain + "-in", "-p", "tcp", "--syn", "-d", nodeHost(1), "--dport", standbyPort, "-j", "DROP"}
 	fw.ipt(append([]string{"-A"}, noSyn...)...)
 	c.kill9(0)
@@ -180,4 +168,17 @@ func nativeAddrs(t *testing.T, c *testCluster) []string {
 		addrs = append(addrs, "baton://"+addr)
 	}
 	return addrs
+}
+
+// waitQueuedOnBoth waits (15 s at most) until nodes 0 (the active) and 1
+// (its standby) each queue n waiters of key.
+func (c *testCluster) waitQueuedOnBoth(key string, n int) {
+	c.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for c.waitersOn(0, key) != n || c.waitersOn(1, key) != n {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%d waiter(s) of %s are not queued on both nodes (active %d, standby %d)", n, key, c.waitersOn(0, key), c.waitersOn(1, key))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

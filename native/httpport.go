@@ -18,13 +18,12 @@ const http2Preface = "PRI * HTTP/2.0"
 
 // httpRefusal returns the answer to a connection's first line when it is
 // an HTTP request's (an HTTP/1.x request line: isHTTP1RequestLine; or
-// HTTP/2's preface), in
-// that protocol, so that the client shows notHTTP instead of failing to
-// read a native error line: for HTTP/1.x a 400 response (RFC 9112), for
-// HTTP/2 an empty SETTINGS frame (the server's preface) and a GOAWAY
-// frame, PROTOCOL_ERROR, with notHTTP as its debug data, after which the
-// connection ends (RFC 9113
-// sections 3.4, 6.5 and 6.8). ok is false for any other line.
+// HTTP/2's preface), in that protocol, so that the client shows notHTTP
+// instead of failing to read a native error line: for HTTP/1.x a 400
+// response (RFC 9112), for HTTP/2 an empty SETTINGS frame (the server's
+// preface) and a GOAWAY frame, PROTOCOL_ERROR, with notHTTP as its debug
+// data, after which the connection ends (RFC 9113 sections 3.4, 6.5 and
+// 6.8). ok is false for any other line.
 func httpRefusal(line []byte) (a []byte, ok bool) {
 	line = bytes.TrimSuffix(line, []byte("\r"))
 	switch {

@@ -1323,7 +1323,7 @@ const unreadHold = 30 * time.Second
 // (closeUnread; its reader has returned) without losing the answers in
 // its socket: it sends FIN after them and reads and discards what the
 // client sends, until the client's TCP has acknowledged every byte
-// (peeker.delivered: then a reset no longer takes them from the client),
+// (peeker.unacked is 0: then a reset no longer takes them from the client),
 // the client closes, unreadHold passes without the client's TCP
 // acknowledging any more of them, or the server closes. Closing
 // with the client's bytes unread would reset the connection, and a reset
@@ -1351,15 +1351,12 @@ func (c *conn) holdUntilDelivered() {
 	buf := make([]byte, 32<<10)
 	for c.s.ctx.Err() == nil {
 		n, ok := c.peer.unacked()
-		if !ok {
-			if time.Since(start) >= lingerTime {
-				return
-			}
-		} else if n == 0 {
+		switch {
+		case !ok && time.Since(start) >= lingerTime, ok && n == 0:
 			return
-		} else if last < 0 || n < last {
+		case ok && (last < 0 || n < last):
 			progress, last = time.Now(), n
-		} else if time.Since(progress) >= unreadHold {
+		case ok && time.Since(progress) >= unreadHold:
 			return
 		}
 		_ = nc.SetReadDeadline(time.Now().Add(lingerTime / 5))
