@@ -287,11 +287,13 @@ func (s *Server) Serve(ln net.Listener) error {
 // queues, as when their clients go away. The acquires held back until an
 // active is known (ActiveAwaiter) are answered first, within closeGrace:
 // after a handoff, M with the successor's address; E unavailable if none
-// became known by then. What a connection
-// has queued (the E unavailable or M lines of its parked acquires, when
-// the engine was closed or demoted first) is written out before its socket closes,
-// each connection's writer bounded by a second (writeLoop); a connection
-// still open closeGrace after that is closed regardless. It waits for
+// became known by then. What a connection has queued (the E unavailable
+// or M lines of its parked acquires, when the engine was closed or
+// demoted first) is written out, each connection's writer bounded by a
+// second (writeLoop); then the connection stops reading and stays open
+// until its client has the answers in its socket (holdUntilDelivered: a
+// close with the client's lines unread would reset it and drop them). A
+// connection still open closeGrace after that is closed regardless. It waits for
 // every goroutine of the server and is idempotent. It always returns nil
 // (io.Closer's signature).
 func (s *Server) Close() error {
@@ -953,10 +955,13 @@ func (c *conn) writeLoop() {
 	switch {
 	case linger:
 		c.closeGently()
-	case unread:
-		// The reader first returns (its read ends at the deadline
-		// closeUnread set), so that the lines read from here on are
-		// discarded, not dispatched.
+	case unread || c.s.ctx.Err() != nil:
+		// Closed for not reading, or the server closes: the answers in
+		// the socket still reach the client. The reader first returns
+		// (its read ends at the deadline closeUnread set, or at this
+		// one), so that the lines read from here on are discarded, not
+		// dispatched.
+		_ = c.nc.SetReadDeadline(time.Unix(1, 0))
 		t := time.NewTimer(lingerTime)
 		select {
 		case <-c.readDone:
@@ -1320,21 +1325,22 @@ func (c *conn) closeGently() {
 const unreadHold = 30 * time.Second
 
 // holdUntilDelivered ends a connection closed for not reading its answers
-// (closeUnread; its reader has returned) without losing the answers in
-// its socket: it sends FIN after them and reads and discards what the
-// client sends, until the client's TCP has acknowledged every byte
-// (peeker.unacked is 0: then a reset no longer takes them from the client),
-// the client closes, unreadHold passes without the client's TCP
-// acknowledging any more of them, or the server closes. Closing
-// with the client's bytes unread would reset the connection, and a reset
-// drops what the socket has not sent: grants held by nobody until their
-// leases (found by testers: after a close at once, after one 500 ms
-// later by a client still sending, 67,000 of 69,000 grants, and after
-// one 30 s after the cut by a client reading since 10 s, 50,663). A system
-// that cannot tell what was acknowledged waits lingerTime, as after a
-// fatal line. Over TLS the FIN comes without a close_notify alert (the
-// connection cannot write one): the client reads the answers, then an
-// unclean end.
+// (closeUnread), or by the server's Close, without losing the answers in
+// its socket (its reader has returned): it sends FIN after them and reads
+// and discards what the client sends, until the client's TCP has
+// acknowledged every byte (peeker.unacked is 0: then a reset no longer
+// takes them from the client), the client closes, unreadHold passes
+// without the client's TCP acknowledging any more of them, or Close,
+// closeGrace after the writers ended, closes the socket. Closing with the
+// client's bytes unread would reset the connection, and a reset drops
+// what the socket has not sent: grants held by nobody until their leases
+// (found by testers: after a close at once, after one 500 ms later by a
+// client still sending, 67,000 of 69,000 grants, after one 30 s after
+// the cut by a client reading since 10 s, 50,663, and at shutdown 32,000
+// to 66,000). A system that cannot tell what was acknowledged waits
+// lingerTime, as after a fatal line. Over TLS the FIN comes without a
+// close_notify alert (the connection cannot write one): the client reads
+// the answers, then an unclean end.
 func (c *conn) holdUntilDelivered() {
 	nc := c.nc
 	if tc, ok := nc.(*tls.Conn); ok {
@@ -1344,12 +1350,10 @@ func (c *conn) holdUntilDelivered() {
 	if !ok || cw.CloseWrite() != nil {
 		return
 	}
-	stop := context.AfterFunc(c.s.ctx, func() { _ = nc.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
 	start := time.Now()
 	progress, last := start, -1 // when the unacknowledged bytes last fell, and to what
 	buf := make([]byte, 32<<10)
-	for c.s.ctx.Err() == nil {
+	for {
 		n, ok := c.peer.unacked()
 		switch {
 		case !ok && time.Since(start) >= lingerTime, ok && n == 0:
