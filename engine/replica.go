@@ -208,6 +208,15 @@ const (
 	// node: every waiter keeps its place, but one whose ticket no
 	// redirect carries (IsLocalTicket), which is dropped.
 	Handoff
+	// Restart: a single node (no peers) starts on its own data_dir. Its
+	// waiters are treated as in a Failover (their requests died with the
+	// old process), but its tokens continue just above max(every token
+	// seen, now), without TokenMargin: its token high-water mark, reserved
+	// ahead and fsynced before any token above it is issued, bounds every
+	// token it ever issued, and no other node issued any. (With the
+	// margin, each start put the tokens one more second ahead of the
+	// clock.)
+	Restart
 )
 
 // Promote makes a standby active: every replicated lease and claim deadline
@@ -217,8 +226,9 @@ const (
 // repeating its acquire with the same ID; and fencing tokens continue above
 // max(every token seen, now) + TokenMargin, which is above any token the
 // old active can have issued unreplicated when clocks agree (SPEC section
-// 1), and at most 2^53-1. It returns the first token the node may issue
-// (MaxToken or above when none is left).
+// 1), and at most 2^53-1 (a Restart: above max(every token seen, now)).
+// It returns the first token the node may issue (MaxToken or above when
+// none is left).
 //
 // undelivered are grants to take back as the promotion's first changes,
 // each by a release that names its waiter ID: the ones the node that
@@ -236,7 +246,11 @@ func (e *Engine) Promote(how Promotion, undelivered ...Grant) uint64 {
 	// Never past the last token there is (2^53-1): a node whose tokens
 	// came that close is out of them, and its mark stays one it starts
 	// on.
-	reserve := min(max(uint64(max(now.wall, 0)/1e3), e.tokens.last.Load())+uint64(e.cfg.TokenMargin.Microseconds()), MaxToken-1)
+	margin := uint64(e.cfg.TokenMargin.Microseconds())
+	if how == Restart {
+		margin = 0
+	}
+	reserve := min(max(uint64(max(now.wall, 0)/1e3), e.tokens.last.Load())+margin, MaxToken-1)
 	e.tokens.observe(reserve)
 	if e.log != nil {
 		// Logged, so that a standby that replicates this log, or this node
@@ -284,7 +298,7 @@ func (e *Engine) Promote(how Promotion, undelivered ...Grant) uint64 {
 					// grant waits for a repeat and is never delivered.
 					continue
 				}
-				if (how == Failover && IsTicket(w.t.id)) || IsLocalTicket(w.t.id) {
+				if (how != Handoff && IsTicket(w.t.id)) || IsLocalTicket(w.t.id) {
 					s.leave(w, now)
 					s.retire(w.t, tForget, now)
 					continue
@@ -310,7 +324,7 @@ func (e *Engine) Promote(how Promotion, undelivered ...Grant) uint64 {
 				s.apply(lk, &r, now)
 			}
 			lk.each(func(h *hold) {
-				if t := h.holder; t != nil && t.claimBy != 0 && ((how == Failover && IsTicket(t.id)) || IsLocalTicket(t.id)) {
+				if t := h.holder; t != nil && t.claimBy != 0 && ((how != Handoff && IsTicket(t.id)) || IsLocalTicket(t.id)) {
 					// Logged like every other change, through the one apply
 					// path: a release whose answer nobody can get.
 					r := Record{Kind: RecRelease, Key: lk.key, Token: h.token, WaiterID: t.id, At: now.wall}

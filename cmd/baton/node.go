@@ -232,7 +232,7 @@ func OpenNode(cfg serveConfig, log *slog.Logger) (*Node, error) {
 		// Leases that ran out while the node was down end now; waiters
 		// without an ID of their own, whose requests died with the old
 		// process, are dropped.
-		n.eng.Promote(engine.Failover)
+		n.eng.Promote(engine.Restart)
 	}
 	n.snaps = startSnapshotter(n.wal, n.dumpState, log, snapshotMinBytes, snapshotCheck, snap)
 
