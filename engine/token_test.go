@@ -557,7 +557,7 @@ func TestPromotionNearTheEndOfTheTokenSpace(t *testing.T) {
 // old active may have issued tokens this node never saw).
 func TestRestartContinuesTokensAtTheMark(t *testing.T) {
 	dir := t.TempDir()
-	ahead := uint64(time.Now().Add(10*time.Second).UnixMicro()) // a mark 10 s ahead of the clock
+	ahead := uint64(time.Now().Add(10 * time.Second).UnixMicro()) // a mark 10 s ahead of the clock
 	writeHWM(t, dir, strconv.FormatUint(ahead, 10))
 	want := ahead + 1
 	for round := range 3 {
