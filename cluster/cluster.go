@@ -246,8 +246,8 @@ func (c *Config) ValidateTimings() error {
 	if c.Heartbeat < MinHeartbeat {
 		return fmt.Errorf("heartbeat: must be at least %v (each heartbeat polls every peer), got %v", MinHeartbeat, c.Heartbeat)
 	}
-	if c.SyncTimeout != 0 && (c.SyncTimeout < time.Millisecond || c.SyncTimeout > time.Minute) {
-		return fmt.Errorf("sync_timeout: must be between 1ms and 1m (0: the default, %v), got %v", DefaultSyncTimeout, c.SyncTimeout)
+	if c.SyncTimeout != 0 && (c.SyncTimeout < MinSyncTimeout || c.SyncTimeout > MaxSyncTimeout) {
+		return fmt.Errorf("sync_timeout: must be %s (0: the default, %v), got %v", SyncTimeoutRange, DefaultSyncTimeout, c.SyncTimeout)
 	}
 	if c.FailoverTimeout < 2*c.Heartbeat {
 		return fmt.Errorf("failover_timeout: must be at least two heartbeats (%v), got %v", 2*c.Heartbeat, c.FailoverTimeout)

@@ -26,6 +26,14 @@ import (
 // acknowledgements before the active goes on without them (degraded).
 const DefaultSyncTimeout = time.Second
 
+// MinSyncTimeout and MaxSyncTimeout bound Config.SyncTimeout (0 stands
+// for DefaultSyncTimeout); SyncTimeoutRange says so in an error message.
+const (
+	MinSyncTimeout   = time.Millisecond
+	MaxSyncTimeout   = time.Minute
+	SyncTimeoutRange = "between 1ms and 1m"
+)
+
 // SyncLog is the log the engine of a cluster node writes (engine.Log): a
 // change is written to this node's log (wal.Log), and, on the active with
 // Config.SyncStandbys = N > 0, Wait returns only once N standbys have

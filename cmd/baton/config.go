@@ -591,8 +591,9 @@ func (c *serveConfig) validate() error {
 			return fmt.Errorf("native_listen: %q is the address of listen too; the native protocol needs a port of its own", c.NativeListen)
 		}
 	}
-	if c.SyncTimeout <= 0 {
-		return fmt.Errorf("sync_timeout: must be positive (1ms to 1m), got %v", c.SyncTimeout)
+	if c.SyncTimeout < cluster.MinSyncTimeout || c.SyncTimeout > cluster.MaxSyncTimeout {
+		// Here, unlike in cluster.Config, 0 is no default.
+		return fmt.Errorf("sync_timeout: must be %s, got %v", cluster.SyncTimeoutRange, c.SyncTimeout)
 	}
 	if c.PollTimeout > 0 && c.PollTimeout < minPollTimeout {
 		return fmt.Errorf("poll_timeout: must be 0 (never) or at least %v, got %v (each early end costs the client a round trip)", minPollTimeout, c.PollTimeout)

@@ -82,6 +82,15 @@ func TestConfigSyncStandbys(t *testing.T) {
 			t.Errorf("%v: %v, want an error naming %s", tc.args, err, tc.key)
 		}
 	}
+	// sync_timeout's range is one message, below and above it: 0 is no
+	// default here (a breaker's report: 0 was "must be positive", 2m
+	// "must be between 1ms and 1m (0: the default, 1s)").
+	for _, v := range []string{"0s", "500us", "2m", "-1s"} {
+		_, err := loadConfig(append(slices.Clone(base), "--sync-timeout", v), nil)
+		if err == nil || !strings.HasPrefix(err.Error(), "sync_timeout: must be between 1ms and 1m, got ") || strings.Contains(err.Error(), "default") {
+			t.Errorf("--sync-timeout %s: %v, want sync_timeout: must be between 1ms and 1m, got ...", v, err)
+		}
+	}
 	// A negative count is refused as negative, with or without peers: on
 	// a single node it was "must be 0 on a single node", which reads as
 	// if -1 were fine with peers.
