@@ -551,6 +551,11 @@ type Node struct {
 	base    time.Time
 	ticked  atomic.Int64
 	resumed atomic.Int64
+	// ended is set when the role loop has returned (the node closes, after
+	// its handoff): endedResuming, then, whether it was Resuming as it
+	// returned, which Resuming answers from then on (no tick comes any
+	// more, and a node that closes has not been paused for that).
+	ended, endedResuming atomic.Bool
 	// stallFrom and stallTo are the last span, longer than a heartbeat,
 	// in which the role loop's tick came late (the process was stopped or
 	// starved, even for less than FailoverTimeout): no peer could be heard
@@ -751,6 +756,9 @@ func (n *Node) Serving() bool { return n.eng.Active() && !n.Resuming() }
 // FailoverTimeout, or has run again since without yet polling every peer:
 // its view of the roles is stale.
 func (n *Node) Resuming() bool {
+	if n.ended.Load() {
+		return n.endedResuming.Load()
+	}
 	return n.since()-n.ticked.Load() > int64(n.cfg.FailoverTimeout) || n.resumed.Load() != 0
 }
 

@@ -249,6 +249,15 @@ func (n *Node) loop() {
 	for {
 		select {
 		case <-n.ctx.Done():
+			// The answers still being written as the node closes (a
+			// native connection's queue, after the handoff) are judged
+			// by what the node knew here: without ticks, Resuming would
+			// turn true a failover timeout later and hold back grants
+			// made before the handoff, which the successor holds (a
+			// verifier's report: 2,048 answered "E unavailable", their
+			// locks held for nobody on the successor).
+			n.endedResuming.Store(n.Resuming())
+			n.ended.Store(true)
 			return
 		case r := <-n.requests:
 			n.step(time.Now(), &r)
