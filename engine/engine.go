@@ -1071,6 +1071,7 @@ func (e *Engine) acquire(req *AcquireRequest, done Receiver, o *AcquireResult) *
 	if err := CheckKey(req.Key); err != nil {
 		return fail(err)
 	}
+	e.paceTokens()
 	// This node's bounds (lease_max, wait_max) refuse a new acquire that
 	// asks for more (overBound), but not a repeat under a known waiter ID:
 	// that is the first request's, accepted under the bounds of the node

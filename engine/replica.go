@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
+	"time"
 )
 
 // This file holds what a cluster needs from the engine: the roles (active,
@@ -252,6 +253,7 @@ func (e *Engine) Promote(how Promotion, undelivered ...Grant) uint64 {
 	}
 	reserve := min(max(uint64(max(now.wall, 0)/1e3), e.tokens.last.Load())+margin, MaxToken-1)
 	e.tokens.observe(reserve)
+	raise(&e.tokens.floor, reserve)
 	if e.log != nil {
 		// Logged, so that a standby that replicates this log, or this node
 		// replaying it, continues above the reservation too. A log that
@@ -431,4 +433,38 @@ func (e *Engine) SetTokenClass(stride, offset int) {
 
 // ObserveToken raises the fencing-token high-water mark to at least token
 // (a token another node issued), so that the next grant is above it.
-func (e *Engine) ObserveToken(token uint64) { e.tokens.observe(token) }
+func (e *Engine) ObserveToken(token uint64) {
+	e.tokens.observe(token)
+	raise(&e.tokens.floor, token)
+}
+
+// paceTokens holds a new acquire back while this node, an active that
+// issues tokens in a class (SetTokenClass: a cluster, where each grant
+// takes the class's next token, stride microseconds on), has run its
+// tokens more than TokenMargin/2 ahead of max(the wall clock, the
+// highest token it did not issue itself: its promotion's reservation, a
+// peer's). A standby promoted after this node dies continues TokenMargin
+// above max(every token it saw, its clock) (Promote): bounded so, every
+// token this node issued lies below that, however far the standby's
+// replication lagged, as long as the clocks agree within TokenMargin/2
+// (SPEC section 1: a token is above every token issued before it). Only
+// grants faster than one token a microsecond reach the bound (with
+// cluster.MaxPeers as the stride, 62,500 a second); from there acquires
+// wait, at most a millisecond at a time, until the clock has caught up.
+// A single node (no class) needs no bound: its token high-water mark
+// bounds every token it issued.
+func (e *Engine) paceTokens() {
+	if e.tokens.stride.Load() <= 1 {
+		return
+	}
+	half := e.tokens.margin / 2
+	for e.Active() {
+		wall := uint64(max(e.now().wall, 0) / 1e3)
+		bound := max(wall, e.tokens.floor.Load()) + half
+		last := e.tokens.last.Load()
+		if last <= bound {
+			return
+		}
+		time.Sleep(min(time.Duration(last-bound)*time.Microsecond, time.Millisecond))
+	}
+}

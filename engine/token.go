@@ -57,6 +57,20 @@ type tokens struct {
 	// stride and offset: with stride above 1, every token issued is
 	// offset modulo stride (see Engine.SetTokenClass).
 	stride, offset atomic.Uint64
+	// floor is the highest token this node did not issue itself: its
+	// promotion's reservation, or one a peer showed (Engine.ObserveToken).
+	// An active paces its acquires against it (Engine.paceTokens).
+	floor atomic.Uint64
+}
+
+// raise raises a to v; it never lowers it.
+func raise(a *atomic.Uint64, v uint64) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
+	}
 }
 
 // classed returns the smallest token at or above n in this node's class
@@ -179,14 +193,7 @@ func (t *tokens) next(now int64) (uint64, error) {
 
 // observe raises the last token to v (a token issued elsewhere: replicated
 // from another node). It never lowers it.
-func (t *tokens) observe(v uint64) {
-	for {
-		last := t.last.Load()
-		if v <= last || t.last.CompareAndSwap(last, v) {
-			return
-		}
-	}
-}
+func (t *tokens) observe(v uint64) { raise(&t.last, v) }
 
 // persist writes ceiling c to disk (atomically: temp file, fsync, rename)
 // unless a higher one is there already.
