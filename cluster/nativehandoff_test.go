@@ -3,8 +3,6 @@ package cluster_test
 import (
 	"bufio"
 	"context"
-	"errors"
-	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/baton-io/baton/api"
+	"github.com/baton-io/baton/internal/testproc"
 )
 
 // TestNativeHandoffAnswersTheSuccessor: a native acquire parked on the
@@ -167,26 +166,14 @@ func TestHandoffDeliversTheNativeAnswersQueuedAtIt(t *testing.T) {
 	c.args = map[int][]string{0: {"--native-listen", native[0]}, 1: {"--native-listen", native[1]}}
 	c.startAll()
 	c.waitActive(0, 1)
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-		return errors.Join(err, serr)
-	}}
-	nc, err := d.Dial("tcp", native[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	const n = 100_000
-	var b strings.Builder
-	for i := range n {
-		fmt.Fprintf(&b, "A qh-%d 60 -\n", i)
-	}
+	nc := testproc.DialSmallReceive(t, native[0], 4096)
+	flood := testproc.AcquireLines("qh-", 100_000, 60)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer nc.Close() // before the wait: it ends a write still blocked
 	wg.Go(func() {
 		_ = nc.SetWriteDeadline(time.Now().Add(60 * time.Second))
-		_, _ = nc.Write([]byte(b.String()))
+		_, _ = nc.Write(flood)
 	})
 	// Not reading: the node's answers back up, in its socket and in the
 	// connection's queue, and it stops taking lines (its count of keys
@@ -218,22 +205,7 @@ func TestHandoffDeliversTheNativeAnswersQueuedAtIt(t *testing.T) {
 	// Past the failover timeout (1 s) from the handoff, within the 2 s the
 	// old active keeps writing and holding its connections as it closes.
 	time.Sleep(1500 * time.Millisecond)
-	got := map[string]bool{}
-	var refused []string
-	_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
-	br := bufio.NewReader(nc)
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			break
-		}
-		switch f := strings.Fields(line); {
-		case len(f) >= 3 && f[0] == "A" && f[2] == "OK":
-			got[f[1]] = true
-		case len(f) >= 3 && f[0] == "A" && f[2] == "E":
-			refused = append(refused, strings.TrimSpace(line))
-		}
-	}
+	got, refused := testproc.ReadAcquireAnswers(nc, time.Now().Add(30*time.Second))
 	held := 0
 	var lost []string
 	ac, err := api.NewClient(api.Config{Addresses: []string{"http://" + c.nodes[1].listen}})

@@ -1,14 +1,10 @@
 package native_test
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -56,27 +52,15 @@ func stopReading(t *testing.T, sending, shutdown bool) {
 	var logs testproc.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	e := newEnvOn(t, engine.Config{}, native.Config{MaxQueue: 64, Logger: log}, smallSendBuffers)
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-		return errors.Join(err, serr)
-	}}
-	nc, err := d.Dial("tcp", e.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := testproc.DialSmallReceive(t, e.addr, 4096)
 	const n = 5000
-	var b strings.Builder
-	for i := range n {
-		fmt.Fprintf(&b, "A stall-%d 600 -\n", i)
-	}
+	flood := testproc.AcquireLines("stall-", n, 600)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		// The server stops taking lines once its answers back up: the
 		// rest of this write waits, and ends with the connection.
 		_ = nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		_, _ = nc.Write([]byte(b.String()))
+		_, _ = nc.Write(flood)
 	})
 	closed := make(chan struct{})
 	if shutdown {
@@ -114,18 +98,7 @@ func stopReading(t *testing.T, sending, shutdown bool) {
 		time.Sleep(time.Second) // past the 500 ms a fatal line lingers
 	}
 	// ...then reading everything the connection still brings.
-	got := map[string]bool{}
-	_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
-	br := bufio.NewReader(nc)
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			break
-		}
-		if f := strings.Fields(line); len(f) >= 3 && f[0] == "A" && f[2] == "OK" {
-			got[f[1]] = true
-		}
-	}
+	got, _ := testproc.ReadAcquireAnswers(nc, time.Now().Add(30*time.Second))
 	close(stop)
 	wg.Wait()
 	<-closed
