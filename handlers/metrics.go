@@ -46,10 +46,10 @@ type Metrics struct {
 	role                                           *prometheus.GaugeVec
 	roleMu                                         sync.Mutex
 
-	// nativeOK holds the observers of outcome OK by op (A, R, N, AUTH),
+	// nativeOK holds the observers of outcome OK by op (A, R, N, AUTH, P, C),
 	// once nativeObservers has them: most answers are, and an array
 	// index costs less than the map's hash of two strings.
-	nativeOK [4]atomic.Pointer[prometheus.Observer]
+	nativeOK [6]atomic.Pointer[prometheus.Observer]
 
 	eng atomic.Pointer[engine.Engine]
 
@@ -275,6 +275,10 @@ func (m *Metrics) ObserveNative(op, outcome string, d time.Duration) {
 		i = 2
 	case "AUTH":
 		i = 3
+	case "P":
+		i = 4
+	case "C":
+		i = 5
 	default:
 		op = "-"
 	}

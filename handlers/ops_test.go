@@ -349,6 +349,11 @@ func TestObserveNative(t *testing.T) {
 	m.ObserveNative("R", api.CodeNotHeld, 10*time.Microsecond)
 	m.ObserveNative("N", "M", 10*time.Microsecond)
 	m.ObserveNative("GET", api.CodeInvalidArgument, time.Microsecond) // an unreadable line's op
+	// A ping and a cancel under their own ops, not under "-" with the
+	// unreadable lines (a tester's report: every ping counted there).
+	m.ObserveNative("P", "OK", time.Microsecond)
+	m.ObserveNative("P", "OK", time.Microsecond)
+	m.ObserveNative("C", "OK", time.Microsecond)
 	fams, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -374,6 +379,8 @@ func TestObserveNative(t *testing.T) {
 		"native{op=R,outcome=not_held,}":         2,
 		"native{op=N,outcome=M,}":                1,
 		"native{op=-,outcome=invalid_argument,}": 1,
+		"native{op=P,outcome=OK,}":               2,
+		"native{op=C,outcome=OK,}":               1,
 		"errors{code=timeout,}":                  1,
 		"errors{code=not_held,}":                 2,
 		"errors{code=invalid_argument,}":         1,
