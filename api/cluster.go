@@ -80,7 +80,7 @@ type PeerView struct {
 	// timeout.
 	Live bool `json:"live"`
 	// LastContact is when the node was last heard from; nil if never.
-	LastContact *time.Time `json:"last_contact"`
+	LastContact *time.Time `json:"last_contact" extensions:"x-nullable"`
 	// LastIndex is the last index of the node's log, as its last status
 	// said (this node's own for itself).
 	LastIndex uint64 `json:"last_index"`

@@ -143,7 +143,7 @@ type LockStatus struct {
 	Key string `json:"key"`
 	// Holder is nil while nobody holds the lock; otherwise the first of
 	// Holders.
-	Holder *Holder `json:"holder"`
+	Holder *Holder `json:"holder" extensions:"x-nullable"`
 	// Holders are every holder, oldest grant first (empty while free).
 	Holders []Holder `json:"holders"`
 	// Limit is the number of holders the key admits at once.

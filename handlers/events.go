@@ -278,6 +278,7 @@ const (
 //	@Header			200				{number}	Baton-Replica-Lag	"on a standby: seconds since its replica was last known current"
 //	@Failure		400				{object}	api.Error	"bad parameter; field names it"
 //	@Failure		401				{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
+//	@Header		401				{string}	WWW-Authenticate	"a Bearer challenge (realm baton)"
 //	@Failure		404				{object}	api.Error	"this node keeps no event log"
 //	@Security		BearerAuth
 //	@Router			/events [get]

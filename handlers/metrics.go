@@ -482,6 +482,7 @@ func (m *Metrics) shard(key string) *handoffShard {
 //	@Success		200	{string}	string		"metrics in the Prometheus text format"
 //	@Failure		400	{object}	api.Error	"a parameter or a body was given"
 //	@Failure		401	{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
+//	@Header		401	{string}	WWW-Authenticate	"a Bearer challenge (realm baton)"
 //	@Security		BearerAuth
 //	@Router			/metrics [get]
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {

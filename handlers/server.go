@@ -324,16 +324,21 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 //	@Param			body			body		api.AcquireRequest	false	"lease, wait, owner, mode and limit as JSON instead of the query"
 //	@Success		200				{object}	api.Grant
 //	@Header			200				{integer}	Lock-Token	"the fencing token of the grant"
-//	@Failure		307				{string}	string		"this node is a standby: Location names the same call on the active"
+//	@Failure		307				{object}	api.Error		"this node is a standby: Location names the same call on the active"
+//	@Header		307				{string}	Location		"the same call on the active"
 //	@Failure		400				{object}	api.Error	"bad input; field names the parameter"
 //	@Failure		401				{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
+//	@Header		401				{string}	WWW-Authenticate	"a Bearer challenge (realm baton)"
 //	@Failure		408				{object}	api.Error	"timeout: wait ran out, nothing held; or poll_timeout: place kept"
+//	@Header		408				{integer}	Retry-After	"seconds to wait before retrying (poll_timeout: 0, repeat at once)"
 //	@Failure		409				{object}	api.Error	"superseded: a repeat with the same Idempotency-Key took over; limit_mismatch: the key exists with another limit"
 //	@Failure		410				{object}	api.Error	"grant_ended: the grant of this Idempotency-Key has ended"
 //	@Failure		413				{object}	api.Error	"the body is larger than max_body"
 //	@Failure		422				{object}	api.Error	"idempotency_key_reused: the Idempotency-Key came before with another mode, limit, lease or owner, or with a forced release of the key (field names it); nothing changed"
 //	@Failure		429				{object}	api.Error	"too_many_keys or too_many_waiters; see Retry-After"
+//	@Header		429				{integer}	Retry-After	"seconds to wait before retrying"
 //	@Failure		503				{object}	api.Error	"shutting down or no active node known; see Retry-After"
+//	@Header		503				{integer}	Retry-After	"seconds to wait before retrying"
 //	@Security		BearerAuth
 //	@Router			/locks/{key} [post]
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
@@ -462,9 +467,11 @@ func (s *Server) answerAcquire(w http.ResponseWriter, r *http.Request, id string
 //	@Param			Idempotency-Key	header	string				false	"with force=true: names this forced release; a repeat under it (a retry after a lost answer) is answered as the first (200, or 404 not_held when the first found the lock free) and changes nothing, for the node's retention (1 to 256 printable ASCII characters, compared exactly, the blanks around it trimmed). Without force (a holder's release) it is checked all the same (a malformed or repeated one is a 400 naming it) and otherwise ignored"
 //	@Param			body		body		api.TokenRequest	false	"the token (or force) as JSON"
 //	@Success		200			{object}	api.Released
-//	@Failure		307			{string}	string		"this node is a standby: Location names the same call on the active"
+//	@Failure		307			{object}	api.Error		"this node is a standby: Location names the same call on the active"
+//	@Header		307			{string}	Location		"the same call on the active"
 //	@Failure		400			{object}	api.Error	"no or bad token, force other than true, force with a token, or a malformed Idempotency-Key; field names the parameter"
 //	@Failure		401			{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
+//	@Header		401			{string}	WWW-Authenticate	"a Bearer challenge (realm baton)"
 //	@Failure		403			{object}	api.Error	"forbidden: a forced release without one of the admin_tokens"
 //	@Failure		404			{object}	api.Error	"not_held: nobody holds the lock"
 //	@Failure		409			{object}	api.Error	"not_holder: the lock is held under another token"
@@ -528,9 +535,11 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 //	@Param			body		body		api.TokenRequest	false	"token and lease as JSON"
 //	@Success		200			{object}	api.Grant
 //	@Header			200			{integer}	Lock-Token	"the fencing token (unchanged)"
-//	@Failure		307			{string}	string		"this node is a standby: Location names the same call on the active"
+//	@Failure		307			{object}	api.Error		"this node is a standby: Location names the same call on the active"
+//	@Header		307			{string}	Location		"the same call on the active"
 //	@Failure		400			{object}	api.Error	"no or bad token or lease; field names the parameter"
 //	@Failure		401			{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
+//	@Header		401			{string}	WWW-Authenticate	"a Bearer challenge (realm baton)"
 //	@Failure		404			{object}	api.Error	"not_held: nobody holds the lock"
 //	@Failure		409			{object}	api.Error	"not_holder: the lock is held under another token"
 //	@Failure		413			{object}	api.Error	"the body is larger than max_body"
@@ -577,10 +586,13 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 //	@Param			key	path		string	true	"lock key"
 //	@Success		200	{object}	api.LockStatus	"holder is null while nobody holds the lock"
 //	@Header			200	{number}	Baton-Replica-Lag	"on a standby: seconds since its replica was last known current"
-//	@Failure		307	{string}	string			"a standby that has no replica yet: Location names the same call on the active"
+//	@Failure		307	{object}	api.Error			"a standby that has no replica yet: Location names the same call on the active"
+//	@Header		307	{string}	Location			"the same call on the active"
 //	@Failure	400	{object}	api.Error		"bad key, or a parameter or a Lock-Token header (field token) was given"
 //	@Failure	401	{object}	api.Error		"auth_tokens is set and no valid bearer token was sent"
+//	@Header	401	{string}	WWW-Authenticate		"a Bearer challenge (realm baton)"
 //	@Failure	503	{object}	api.Error		"a standby that has no replica yet and knows no active; see Retry-After"
+//	@Header	503	{integer}	Retry-After		"seconds to wait before retrying"
 //	@Security	BearerAuth
 //	@Router		/locks/{key} [get]
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
@@ -625,10 +637,13 @@ const (
 //	@Param			limit	query		integer	false	"at most this many entries (1-10000, default 100)"
 //	@Success		200		{object}	api.LockList
 //	@Header			200		{number}	Baton-Replica-Lag	"on a standby: seconds since its replica was last known current"
-//	@Failure		307		{string}	string		"a standby that has no replica yet: Location names the same call on the active"
+//	@Failure		307		{object}	api.Error		"a standby that has no replica yet: Location names the same call on the active"
+//	@Header		307		{string}	Location		"the same call on the active"
 //	@Failure		400		{object}	api.Error	"bad parameter, or a Lock-Token header (field token); field names it"
 //	@Failure		401		{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
+//	@Header		401		{string}	WWW-Authenticate	"a Bearer challenge (realm baton)"
 //	@Failure		503		{object}	api.Error	"a standby that has no replica yet and knows no active; see Retry-After"
+//	@Header		503		{integer}	Retry-After	"seconds to wait before retrying"
 //	@Security		BearerAuth
 //	@Router			/locks [get]
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {

@@ -121,6 +121,7 @@ func (s *Server) nodeClientTypes(w http.ResponseWriter, r *http.Request) {
 //	@Success	200	{object}	api.ClusterView
 //	@Failure	400	{object}	api.Error	"a parameter or a body was given"
 //	@Failure	401	{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
+//	@Header	401	{string}	WWW-Authenticate	"a Bearer challenge (realm baton)"
 //	@Security	BearerAuth
 //	@Router		/cluster [get]
 func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {

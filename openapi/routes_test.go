@@ -25,6 +25,10 @@ type document struct {
 		} `json:"parameters"`
 		Responses map[string]struct {
 			Headers map[string]any `json:"headers"`
+			Schema  struct {
+				Ref  string `json:"$ref"`
+				Type string `json:"type"`
+			} `json:"schema"`
 		} `json:"responses"`
 	} `json:"paths"`
 }
@@ -170,6 +174,31 @@ func TestStatusCodesOfSpec(t *testing.T) {
 			return q.Name == p && q.In == "query"
 		}) {
 			t.Errorf("POST /locks/{key}: query parameter %s is not documented", p)
+		}
+	}
+}
+
+// TestProtocolHeadersAreDocumented: the headers the answers carry for
+// the client's next step are in the document wherever their status is: a
+// 307's Location (and its api.Error body), a 401's WWW-Authenticate, a
+// 429's Retry-After (a tester's report: only Lock-Token was declared,
+// and 307 was declared a string).
+func TestProtocolHeadersAreDocumented(t *testing.T) {
+	doc := load(t, openapi.JSON)
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			for code, header := range map[string]string{"307": "Location", "401": "WWW-Authenticate", "429": "Retry-After"} {
+				r, ok := op.Responses[code]
+				if !ok {
+					continue
+				}
+				if _, ok := r.Headers[header]; !ok {
+					t.Errorf("%s %s: its %s does not declare %s", strings.ToUpper(method), path, code, header)
+				}
+				if r.Schema.Ref != "#/definitions/api.Error" {
+					t.Errorf("%s %s: its %s body is %q%s, want api.Error", strings.ToUpper(method), path, code, r.Schema.Ref, r.Schema.Type)
+				}
+			}
 		}
 	}
 }
