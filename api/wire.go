@@ -201,7 +201,7 @@ const (
 	CodeNotActive       = "not_active"     // 307: this node is a standby; Location names the active
 	CodeInternal        = "internal"       // 500
 	CodeLimitMismatch   = "limit_mismatch" // 409: the key exists with another limit
-	CodeForbidden       = "forbidden"      // 403: a forced release without an admin token
+	CodeForbidden       = "forbidden"      // 403: a forced release without an admin token, or a browser's cross-origin write (field Origin)
 	// 422: an Idempotency-Key (native: id=) sent before with another mode,
 	// limit, lease or owner; Field names the one that differs.
 	CodeKeyReused = "idempotency_key_reused"

@@ -14,7 +14,8 @@ import (
 // TestLockRoutesAsChi checks that the /locks/{key} calls the Server serves
 // without chi (and every call it passes on) are answered exactly as chi's
 // router answers them: the same status, headers and body, with the
-// router's middlewares (CORS, authentication) in front, for routed paths,
+// router's middlewares (CORS, authentication) in front (and the refusal of
+// cross-origin writes, which ServeHTTP applies to every route), for routed paths,
 // raw paths chi does not route, methods without a route and bad input.
 // Each request goes to the Server and then to its Router on the same
 // engine; a grant's token and expiry are masked, as they differ.
@@ -107,7 +108,7 @@ func TestLockRoutesAsChi(t *testing.T) {
 						}
 						return w
 					}
-					fast, viaChi := serve(s), serve(s.Router())
+					fast, viaChi := serve(s), serve(s.BehindOriginGuard(s.Router()))
 					what := c.method + " " + c.target + " " + strings.Join(c.hdr, " ") + " bearer " + bearer
 					if fast.Code != viaChi.Code {
 						t.Errorf("%s: status %d, chi %d", what, fast.Code, viaChi.Code)

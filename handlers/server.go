@@ -80,6 +80,9 @@ type Server struct {
 	metrics *Metrics
 	auth    *tokenSet
 	admin   *tokenSet // nil: no admin_tokens
+	// origins refuses the browsers' cross-origin writes that
+	// cors_origins does not allow (cors.go).
+	origins *originGuard
 	// handedOn lists the grants of parked HTTP/1.x acquires that a
 	// release's handler may answer (handon.go).
 	handedOn handedOnList
@@ -221,7 +224,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the connection, and the answer, for good.
 		_ = http.NewResponseController(sw).SetReadDeadline(time.Now().Add(bodyTimeout))
 	}
-	if h := s.lockHandler(r); h != nil {
+	if s.origins.refuses(r) {
+		s.writeError(sw, r, crossOriginRefused(r))
+	} else if h := s.lockHandler(r); h != nil {
 		h.ServeHTTP(sw, r)
 		s.metrics.observeRequest(r.Method, lockPattern, answered(sw, r), sinceEpoch()-start)
 	} else {
@@ -329,6 +334,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 //	@Failure		400				{object}	api.Error	"bad input; field names the parameter"
 //	@Failure		401				{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
 //	@Header		401				{string}	WWW-Authenticate	"a Bearer challenge (realm baton)"
+//	@Failure		403				{object}	api.Error	"forbidden (field Origin): a browser page of an origin cors_origins does not list"
 //	@Failure		408				{object}	api.Error	"timeout: wait ran out, nothing held; or poll_timeout: place kept"
 //	@Header		408				{integer}	Retry-After	"seconds to wait before retrying (poll_timeout: 0, repeat at once)"
 //	@Failure		409				{object}	api.Error	"superseded: a repeat with the same Idempotency-Key took over; limit_mismatch: the key exists with another limit"
@@ -472,7 +478,7 @@ func (s *Server) answerAcquire(w http.ResponseWriter, r *http.Request, id string
 //	@Failure		400			{object}	api.Error	"no or bad token, force other than true, force with a token, or a malformed Idempotency-Key; field names the parameter"
 //	@Failure		401			{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
 //	@Header		401			{string}	WWW-Authenticate	"a Bearer challenge (realm baton)"
-//	@Failure		403			{object}	api.Error	"forbidden: a forced release without one of the admin_tokens"
+//	@Failure		403			{object}	api.Error	"forbidden: a forced release without one of the admin_tokens; or (field Origin) a browser page of an origin cors_origins does not list"
 //	@Failure		404			{object}	api.Error	"not_held: nobody holds the lock"
 //	@Failure		409			{object}	api.Error	"not_holder: the lock is held under another token"
 //	@Failure		422			{object}	api.Error	"idempotency_key_reused: with force=true, the Idempotency-Key is an acquire's of this key; nothing changed"
@@ -540,6 +546,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 //	@Failure		400			{object}	api.Error	"no or bad token or lease; field names the parameter"
 //	@Failure		401			{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
 //	@Header		401			{string}	WWW-Authenticate	"a Bearer challenge (realm baton)"
+//	@Failure		403			{object}	api.Error	"forbidden (field Origin): a browser page of an origin cors_origins does not list"
 //	@Failure		404			{object}	api.Error	"not_held: nobody holds the lock"
 //	@Failure		409			{object}	api.Error	"not_holder: the lock is held under another token"
 //	@Failure		413			{object}	api.Error	"the body is larger than max_body"

@@ -16,9 +16,11 @@ import (
 // standby: a preflight may not be redirected or refused for want of a
 // token).
 func (s *Server) useCORS(r chi.Router) {
-	if mw := corsMiddleware(s.cfg.CORSOrigins); mw != nil {
-		r.Use(mw)
+	c := newCORS(s.cfg.CORSOrigins)
+	if c != nil {
+		r.Use(c.Handler)
 	}
+	s.origins = newOriginGuard(s.cfg.CORSOrigins, c)
 }
 
 // mountWeb adds the status page (GET / and its assets), the JavaScript

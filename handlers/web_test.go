@@ -439,3 +439,53 @@ func TestStatusPageServed(t *testing.T) {
 		}
 	}
 }
+
+// TestCrossOriginWritesNeedCORSOrigins: a page on another origin cannot
+// take, renew or release a lock unless cors_origins lists its origin: a
+// form or a no-cors fetch needs no preflight, and the node took the lock
+// (for up to lease_max) while only the answer was hidden from the page (a
+// tester's report, the CSRF class users filed against etcd and Consul).
+// The check is net/http's CrossOriginProtection (Sec-Fetch-Site, else
+// Origin against Host); clients that send neither (curl, the Go client,
+// Node's fetch) and the status page itself (same-origin) are not touched.
+func TestCrossOriginWritesNeedCORSOrigins(t *testing.T) {
+	const listed = "https://app.example"
+	for _, tc := range []struct {
+		name string
+		cors []string
+		hdr  map[string]string
+		ok   bool
+	}{
+		{"no headers", nil, nil, true},
+		{"same-origin", nil, map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": "http://node-page"}, true},
+		{"cross-site", nil, map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}, false},
+		{"origin only", nil, map[string]string{"Origin": "https://evil.example"}, false},
+		{"same-site", nil, map[string]string{"Sec-Fetch-Site": "same-site", "Origin": "http://other.localhost"}, false},
+		{"listed", []string{listed}, map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": listed}, true},
+		{"null after a redirect, configured", []string{listed}, map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "null"}, true},
+		{"not listed, configured", []string{listed}, map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}, false},
+		{"any origin", []string{"*"}, map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newWebEnv(t, handlers.Config{CORSOrigins: tc.cors})
+			res := e.do(t, http.MethodPost, "/locks/csrf?lease=30", tc.hdr)
+			if tc.ok {
+				if res.StatusCode != http.StatusOK {
+					t.Fatalf("POST: %s, want 200", res.Status)
+				}
+				return
+			}
+			var body api.Error
+			if err := json.NewDecoder(res.Body).Decode(&body); err != nil || res.StatusCode != http.StatusForbidden || body.Code != api.CodeForbidden || body.Field != "Origin" {
+				t.Fatalf("POST: %s %+v (%v), want 403 forbidden naming Origin", res.Status, body, err)
+			}
+			if li, _ := e.eng.Status("csrf"); li.Holder != nil {
+				t.Fatal("the refused request took the lock")
+			}
+			// Reads stay open (safe methods; the answer is the browser's to hide).
+			if res := e.do(t, http.MethodGet, "/locks/csrf", tc.hdr); res.StatusCode != http.StatusOK {
+				t.Fatalf("GET: %s, want 200", res.Status)
+			}
+		})
+	}
+}
