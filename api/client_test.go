@@ -93,6 +93,17 @@ func heldOnce(t *testing.T, c *api.Client, key string, token uint64) {
 	}
 }
 
+// heldAlone waits (eventually) until key is held under token with no
+// waiter: a transient waiter, such as a client's settling repeat of an
+// acquire it gave up, may come and go first.
+func heldAlone(t *testing.T, c *api.Client, key string, token uint64) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("held by token %d alone", token), func() bool {
+		st := status(t, c, key)
+		return st.Holder != nil && st.Holder.Token == token && st.Waiters == 0
+	})
+}
+
 // Many goroutines acquiring through one client share its two connections
 // to a single address.
 func TestSharedConnections(t *testing.T) {

@@ -43,10 +43,10 @@ func TestNativeCancelLeavesTheQueue(t *testing.T) {
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	l := get(t, next)
-	if st := status(t, hc, "k"); st.Holder == nil || st.Holder.Token != l.Token || st.Waiters != 0 {
-		t.Fatalf("after the release: %+v, want the next waiter (token %d) holding alone", st, l.Token)
-	}
+	// The next waiter holds alone (eventually: the client's settling of
+	// the withdrawn acquire, a repeat with a wait of 1 ms, can show as a
+	// waiter for that moment on a loaded machine).
+	heldAlone(t, hc, "k", get(t, next).Token)
 }
 
 // An acquire given up before its connection's first ping was answered

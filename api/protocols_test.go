@@ -456,7 +456,11 @@ func TestProtoAcquireCancelled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		heldOnce(t, hc, "k", l.Token)
+		// Eventually: over the native protocol the client settles the
+		// withdrawn acquire in the background (nsettle repeats it with a
+		// wait of 1 ms), which a loaded machine can show as a waiter for
+		// that moment; none stays.
+		heldAlone(t, hc, "k", l.Token)
 	})
 }
 
