@@ -444,10 +444,12 @@ func (e *Engine) ObserveToken(token uint64) {
 // tokens more than TokenMargin/2 ahead of max(the wall clock, the
 // highest token it did not issue itself: its promotion's reservation, a
 // peer's). A standby promoted after this node dies continues TokenMargin
-// above max(every token it saw, its clock) (Promote): bounded so, every
-// token this node issued lies below that, however far the standby's
-// replication lagged, as long as the clocks agree within TokenMargin/2
-// (SPEC section 1: a token is above every token issued before it). Only
+// above max(every token it saw, its clock) (Promote), a failover timeout
+// at least after this node last spoke: bounded so, every token this node
+// issued lies below that, however far the standby's replication lagged,
+// as long as the clocks agree within that failover timeout plus
+// TokenMargin/2 (SPEC section 1 asks within the failover detection time:
+// a token is above every token issued before it). Only
 // grants faster than one token a microsecond reach the bound (with
 // cluster.MaxPeers as the stride, 62,500 a second); from there acquires
 // wait, at most a millisecond at a time, until the clock has caught up.

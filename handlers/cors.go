@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -92,25 +91,26 @@ func newCORS(origins []string) *cors.Cors {
 // Node's fetch, peers) and the status page's own (same-origin) pass.
 type originGuard struct {
 	csrf *http.CrossOriginProtection
-	cors *cors.Cors // cors_origins; nil when empty
-	any  bool       // cors_origins lists "*"
+	cors *cors.Cors // cors_origins ("*" allows every origin); nil when empty
 }
 
-func newOriginGuard(origins []string, c *cors.Cors) *originGuard {
-	return &originGuard{csrf: http.NewCrossOriginProtection(), cors: c, any: slices.Contains(origins, "*")}
+func newOriginGuard(c *cors.Cors) *originGuard {
+	return &originGuard{csrf: http.NewCrossOriginProtection(), cors: c}
 }
 
 // refuses reports whether r is a cross-origin request that changes state
 // from an origin cors_origins does not allow.
 func (g *originGuard) refuses(r *http.Request) bool {
-	if g.any || g.csrf.Check(r) == nil {
-		return false
-	}
-	return g.cors == nil || !g.cors.OriginAllowed(r)
+	return g.csrf.Check(r) != nil && (g.cors == nil || !g.cors.OriginAllowed(r))
 }
 
-// crossOriginRefused is the 403 of a request originGuard refuses.
-func crossOriginRefused(r *http.Request) error {
-	return &httpError{status: http.StatusForbidden, body: api.Error{Code: api.CodeForbidden, Field: "Origin",
-		Message: "Origin: a page of " + strconv.Quote(r.Header.Get("Origin")) + " may not change locks here: list its origin in cors_origins"}}
+// refusedCrossOrigin answers r 403 forbidden, naming Origin, when
+// originGuard refuses it, and reports whether it did.
+func (s *Server) refusedCrossOrigin(w http.ResponseWriter, r *http.Request) bool {
+	if !s.origins.refuses(r) {
+		return false
+	}
+	s.writeError(w, r, &httpError{status: http.StatusForbidden, body: api.Error{Code: api.CodeForbidden, Field: "Origin",
+		Message: "Origin: a page of " + strconv.Quote(r.Header.Get("Origin")) + " may not change locks here: list its origin in cors_origins"}})
+	return true
 }

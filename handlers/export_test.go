@@ -7,10 +7,8 @@ import "net/http"
 // request to s goes through, for comparing s with its Router.
 func (s *Server) BehindOriginGuard(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.origins.refuses(r) {
-			s.writeError(w, r, crossOriginRefused(r))
-			return
+		if !s.refusedCrossOrigin(w, r) {
+			h.ServeHTTP(w, r)
 		}
-		h.ServeHTTP(w, r)
 	})
 }

@@ -224,12 +224,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the connection, and the answer, for good.
 		_ = http.NewResponseController(sw).SetReadDeadline(time.Now().Add(bodyTimeout))
 	}
-	if s.origins.refuses(r) {
-		s.writeError(sw, r, crossOriginRefused(r))
-	} else if h := s.lockHandler(r); h != nil {
+	switch h := s.lockHandler(r); {
+	case s.refusedCrossOrigin(sw, r):
+	case h != nil:
 		h.ServeHTTP(sw, r)
 		s.metrics.observeRequest(r.Method, lockPattern, answered(sw, r), sinceEpoch()-start)
-	} else {
+	default:
 		s.route(sw, r, start)
 	}
 	gone := sw.status == 0 && r.Context().Err() != nil

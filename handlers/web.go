@@ -20,7 +20,7 @@ func (s *Server) useCORS(r chi.Router) {
 	if c != nil {
 		r.Use(c.Handler)
 	}
-	s.origins = newOriginGuard(s.cfg.CORSOrigins, c)
+	s.origins = newOriginGuard(c)
 }
 
 // mountWeb adds the status page (GET / and its assets), the JavaScript
