@@ -3,7 +3,12 @@ package api
 import (
 	"testing"
 	"time"
+
+	"github.com/baton-io/baton/internal/nline"
 )
+
+// DialPingLine is the line of the ping a native connection begins with.
+func DialPingLine() []byte { return nline.AppendPing(nil, dialPing.key) }
 
 // SetFailoverPatience sets failoverPatience to d for the test t.
 func SetFailoverPatience(t testing.TB, d time.Duration) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"runtime"
 	"strconv"
@@ -187,6 +188,18 @@ type nreply struct {
 	err error
 }
 
+// dialPing is the ping a native connection begins with (ndial): after
+// AUTH when the client has a token, else first, before the pingLoop's
+// first ping. A node answers it as any ping. It is there for an HTTP
+// server that a baton:// address names by mistake (a node's listen
+// address): net/http reads the first 14 bytes of a connection (the
+// length of HTTP/2's preface line, "PRI * HTTP/2.0") before it parses a
+// request line, and with fewer waits for ReadHeaderTimeout (baton's: 10
+// s), which the client took for a paused node ("answered no ping"); with
+// them, it answers the malformed request line 400 at once (notNative).
+// Its line alone is that long (TestDialPingFillsHTTP2Preface).
+var dialPing = nid{nline.OpPing, "native-hello"}
+
 // ndial opens a native connection to base: TCP, TLS for batons://, and
 // AUTH with the client's token when it has one (its answer awaited, so
 // that a refused token fails the dial with a *StatusError that Is
@@ -212,13 +225,20 @@ func (c *Client) ndial(ctx context.Context, base *url.URL) (*nwire, error) {
 		nc = tc
 	}
 	br := bufio.NewReaderSize(nc, 16<<10)
+	// The dial's ping (dialPing) goes with the connection's first line,
+	// AUTH's or the pingLoop's ping, when the node is pinged.
+	pings := c.cfg.PingInterval > 0 && !c.noPing(base)
 	if c.cfg.Token != "" {
 		if dl, ok := ctx.Deadline(); ok {
 			_ = nc.SetDeadline(dl)
 		}
 		stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 		err := func() error {
-			if _, err := nc.Write(nline.AppendAuth(nil, c.cfg.Token)); err != nil {
+			hello := nline.AppendAuth(nil, c.cfg.Token)
+			if pings {
+				hello = nline.AppendPing(hello, dialPing.key)
+			}
+			if _, err := nc.Write(hello); err != nil {
 				return err
 			}
 			line, err := br.ReadSlice('\n')
@@ -227,6 +247,8 @@ func (c *Client) ndial(ctx context.Context, base *url.URL) (*nwire, error) {
 			}
 			a, err := nline.ParseAnswer(string(line[:len(line)-1]))
 			switch {
+			case errors.Is(err, nline.ErrHTTP):
+				return notNative(base.String())
 			case err != nil:
 				return fmt.Errorf("AUTH: %w", err)
 			case a.Op == nline.OpAuth && a.Outcome == nline.OK:
@@ -255,7 +277,17 @@ func (c *Client) ndial(ctx context.Context, base *url.URL) (*nwire, error) {
 		wdone:   make(chan struct{}),
 		pdone:   make(chan struct{}),
 		waiting: map[nid]nqueue{},
-		pings:   c.cfg.PingInterval > 0 && !c.noPing(base),
+		pings:   pings,
+	}
+	if pings {
+		// Its answer is dropped (it tells what the pingLoop's first
+		// ping does).
+		call := &ncall{ch: make(chan nreply, 1), late: dropLate{}}
+		if c.cfg.Token != "" {
+			w.push(dialPing, call) // written after AUTH
+		} else {
+			_ = w.send(dialPing, nline.AppendPing(nil, dialPing.key), call)
+		}
 	}
 	go w.readLoop(br)
 	go w.writeLoop()
@@ -565,6 +597,9 @@ func (w *nwire) readLoop(br *bufio.Reader) {
 		w.reads.Add(1)
 		a, err := nline.ParseAnswer(string(line[:len(line)-1]))
 		if err != nil {
+			if errors.Is(err, nline.ErrHTTP) {
+				err = notNative(w.node)
+			}
 			w.fail(err)
 			return
 		}
@@ -610,18 +645,37 @@ func (w *nwire) readLoop(br *bufio.Reader) {
 	}
 }
 
-// refusal returns the node's refusal of the client's token that err is or
-// wraps (E unauthorized to the AUTH of a dial, or to the first line of a
-// connection without AUTH, which the node then closes: that line was not
-// served), nil for any other error. A refusal is a definite answer, the
-// one the HTTP path gets as a 401: returned at once, neither retried nor
-// reported as ErrUnavailable.
+// refusal returns the node's refusal of the client that err is or wraps,
+// nil for any other error: E unauthorized to the AUTH of a dial, or to the
+// first line of a connection without AUTH, which the node then closes
+// (that line was not served); or an HTTP answer (notNative). A refusal is
+// a definite answer, the one the HTTP path gets as a 401 or 400: returned
+// at once, neither retried nor reported as ErrUnavailable.
 func refusal(err error) *StatusError {
 	var se *StatusError
-	if err != nil && errors.As(err, &se) && se.Code == CodeUnauthorized {
+	if err != nil && errors.As(err, &se) && (se.Code == CodeUnauthorized || se.Field == fieldAddresses) {
 		return se
 	}
 	return nil
+}
+
+// fieldAddresses is the Field of notNative's error: Config.Addresses (the
+// CLI's --addr, BATON_ADDR). No answer of a node names it.
+const fieldAddresses = "addresses"
+
+// notNative is the error of a native connection to node whose server
+// answered in HTTP (nline.ErrHTTP): the baton:// address is the node's
+// listen address, where its native_listen address was meant. The HTTP
+// server answered the client's lines 400 and closed the connection:
+// nothing was served. It is a refusal (see refusal): a wrong address does
+// not get better by asking again.
+func notNative(node string) *StatusError {
+	return &StatusError{
+		StatusCode: http.StatusBadRequest,
+		Code:       CodeInvalidArgument,
+		Field:      fieldAddresses,
+		Message:    node + " serves HTTP, not baton's native protocol: baton:// takes a node's native_listen address, http:// its listen address",
+	}
 }
 
 // answerError is the *StatusError of an E line (StatusCode 0: no HTTP

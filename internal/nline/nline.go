@@ -7,6 +7,7 @@ package nline
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -181,6 +182,11 @@ func (a *Answer) Field() string {
 // answer of SPEC section 2b.
 var ErrBadAnswer = errors.New("nline: not an answer line")
 
+// ErrHTTP is wrapped by ParseAnswer's error for an HTTP status line: the
+// address serves HTTP (a node's listen address), not the native protocol
+// (its native_listen address).
+var ErrHTTP = errors.New("an HTTP status line: this address serves HTTP, not baton's native protocol (baton:// takes a node's native_listen address)")
+
 func bad(line, why string) error {
 	if len(line) > 80 {
 		line = line[:80] + "…"
@@ -189,11 +195,12 @@ func bad(line, why string) error {
 }
 
 // ParseAnswer reads one answer line (without its "\n"; a "\r" before it
-// is dropped). An error wraps nothing and says what is wrong.
+// is dropped). An error says what is wrong; it wraps ErrHTTP for an HTTP
+// status line, nothing otherwise.
 func ParseAnswer(line string) (Answer, error) {
 	line = strings.TrimSuffix(line, "\r")
 	if strings.HasPrefix(line, "HTTP/") {
-		return Answer{}, bad(line, "an HTTP status line: this address serves HTTP, not baton's native protocol (baton:// takes a node's native_listen address)")
+		return Answer{}, fmt.Errorf("%s: %w: %q", ErrBadAnswer, ErrHTTP, line)
 	}
 	var a Answer
 	op, rest, _ := strings.Cut(line, " ")
