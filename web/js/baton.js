@@ -128,7 +128,7 @@ export class Client {
 		return this._addrs[this._next++ % n];
 	}
 
-	/** Aborts `ac` (a call on `a`) if `a` leaves GET /healthz unanswered; one probe an address. */
+	/** Aborts `ac` (a call on `a`) if `a` leaves GET /healthz unanswered; one probe a node. */
 	_probe(a, ac) {
 		(a.w ||= new Set).add(ac);
 		a.p ||= (async () => {
@@ -146,33 +146,52 @@ export class Client {
 		if (this._active === a) this._active = null;
 	}
 
-	/** @type {(res: Response, addr: Addr) => Addr} Who answered (a 307's target, else addr); the active after a 307/2xx. */
-	_follow(res, addr) {
-		const u = res.redirected && res.url && new URL(res.url), base = u && u.origin + u.pathname.replace(/\/locks\/.*$/, '');
-		if (u) addr = this._addrs.find((a) => a.base === base) || { base, downUntil: 0 };
-		if (res.ok) addr.gone = 0;
-		if (u || res.ok) this._active = addr, addr.downUntil = 0;
-		return addr;
+	/** @type {(res: Response, a: Addr) => Addr} a answered: the active after a 307/2xx. */
+	_follow(res, a) {
+		if (res.ok) a.gone = 0;
+		if (res.redirected || res.ok) this._active = a, a.downUntil = 0;
+		return a;
 	}
 
 	/**
-	 * One request, its body read: one cut off rejects (as over HTTP/2).
+	 * One request, body read: one cut off rejects (as over HTTP/2).
+	 * 307s followed, the probe (`hop.ac`) moving along; `hop.at`: out, the
+	 * node asked last. A browser's are opaque: fetch follows (_rf).
 	 */
-	async _fetchOne(addr, method, pathQuery, headers, signal) {
+	async _fetchOne(addr, method, pathQuery, headers, signal, hop = {}) {
 		/** @type {Record<string, string>} */
 		const h = { Accept: 'application/json', ...headers };
-		if (/[^!-~]/.test(this.token)) throw invalid('token', 'token must be printable ASCII');
+		if (/[^!-~]/.test(this.token + (h['Lock-Token'] ?? ''))) throw invalid('token', 'token must be printable ASCII');
 		if (this.token) h.Authorization = 'Bearer ' + this.token;
-		// no-store: no cached poll (Workers' fetch throws: then never).
-		const go = () => this._fetch(addr.base + pathQuery, { method, headers: h, signal, ...this._nc || { cache: 'no-store' } });
-		const res = await go().catch((e) => { if (this._nc || !(e instanceof TypeError && /cache/.test(e.message))) throw e; this._nc = 1; return go(); }), text = await res.text();
+		let url = addr.base + pathQuery, n = 0, res, u;
+		// no-store: no cached poll (Workers' fetch throws: then none).
+		const go = () => this._fetch(url, { method, headers: h, signal, redirect: this._rf || 'manual', ...this._nc || { cache: 'no-store' } });
+		for (hop.at = addr; ;) {
+			res = await go().catch((e) => { if (this._nc || !(e instanceof TypeError && /cache/.test(e.message))) throw e; this._nc = 1; return go(); });
+			if (res.type === 'opaqueredirect') this._rf = 'follow', res = await go();
+			const loc = /^30[78]$/.test(res.status) && !this._rf && res.headers.get('Location');
+			u = loc ? new URL(loc, url) : res.redirected && res.url && new URL(res.url);
+			if (u) {
+				const base = u.origin + u.pathname.replace(/\/locks\/.*$/, ''), k = this._addrs.find((a) => a.base === base);
+				hop.at.w?.delete(hop.ac);
+				hop.at = k || { base, downUntil: 0 };
+				hop.ac && this._probe(hop.at, hop.ac);
+				if (!k) delete h.Authorization;
+			}
+			if (!loc) break;
+			await res.text();
+			if (n++ > 19) throw new TypeError('redirect loop');
+			url = u.href;
+		}
+		const text = await res.text();
+		if (n) Object.defineProperties(res, { redirected: { value: true }, url: { value: url } });
 		return Object.assign(res, { text: async () => text, json: async () => JSON.parse(text) });
 	}
 
 	/**
 	 * A call safe to repeat: no answer or a 503 moves it to the next
 	 * address, for retryFor ms from the last attempt served (1 s in flight),
-	 * till `o.end`. fetch follows 307s; a 401 after one goes to the active.
+	 * till `o.end`. A 401 after a 307 goes to the active.
 	 * `o.at`: in, the node to ask first; out, last asked. `o.limit`: ms an
 	 * attempt may go unanswered (and _probe); `o.t`: its timeout (Node 20
 	 * collects one only AbortSignal.any holds).
@@ -181,26 +200,26 @@ export class Client {
 	async _call(method, pathQuery, o = {}) {
 		let start = now(), tries = 0, last, n = this._addrs.length;
 		for (let redirects = 0; ;) {
-			const addr = o.at = this._pick(o.at, tries + redirects), ac = new AbortController(), all = [ac.signal].concat(o.signal || []);
+			const addr = o.at = this._pick(o.at, tries + redirects), ac = new AbortController(), all = [ac.signal].concat(o.signal || []), hop = { ac, at: addr };
 			if (o.limit) all.push(o.t = AbortSignal.timeout(cap(o.limit)));
 			this._probe(addr, ac);
 			let res, sent = now();
 			try {
-				res = await this._fetchOne(addr, method, pathQuery, o.headers, AbortSignal.any ? AbortSignal.any(all) : o.signal);
+				res = await this._fetchOne(addr, method, pathQuery, o.headers, AbortSignal.any ? AbortSignal.any(all) : o.signal, hop);
 			} catch (e) {
 				if (o.signal?.aborted) throw o.signal.reason;
 				if (e instanceof BatonError) throw e;
-				this._down(addr);
+				this._down(hop.at);
 				last = e;
 			} finally {
-				addr.w?.delete(ac);
+				hop.at.w?.delete(ac);
 			}
 			if (res) {
-				if (o.pin || res.status === 401) o.at = this._follow(res, addr);
+				if (o.pin || res.status === 401) o.at = this._follow(res, hop.at);
 				if (res.redirected && res.status === 401 && this.token && redirects++ < MAX_REDIRECTS) continue;
 				if (res.status !== 503) return res;
 				last = await statusError(res);
-				this._down(addr);
+				this._down(hop.at);
 			}
 			if (now() - sent > 999 && !o.t?.aborted) start = now();
 			tries++;
@@ -235,9 +254,9 @@ export class Client {
 		let pathQuery = pq(wait);
 		let headers = { 'Idempotency-Key': newKey() };
 		const start = now(), w = wait > 0 && wait * 1e3;
-		for (let restarts = 0, asked = false; ;) {
-			const sent = now();
-			asked ||= !signal?.aborted; // a request goes out
+		// sent: the key's first request (resumes get older grants)
+		for (let restarts = 0, asked = false, sent = now(); ;) {
+			asked ||= !signal?.aborted; // a request sent
 			let res, err, o = { headers, signal, pin: true, limit: w && w + 3e3, end: start + (w || 1 / 0) };
 			try {
 				res = await this._call('POST', pathQuery, o);
@@ -262,6 +281,7 @@ export class Client {
 			pathQuery = pq(left);
 			headers = { 'Idempotency-Key': newKey() };
 			asked = false;
+			sent = now();
 		}
 	}
 
@@ -308,10 +328,10 @@ export class Client {
 		for (let redirects = 0; ;) {
 			/** @type {BatonError} */
 			let err, other;
-			const addr = this._pick(from, redirects);
+			const addr = this._pick(from, redirects), hop = { at: addr };
 			try {
-				const res = await this._fetchOne(addr, 'DELETE', path, { 'Lock-Token': String(token) }, AbortSignal.timeout(ATTEMPT_MS));
-				this._follow(res, addr);
+				const res = await this._fetchOne(addr, 'DELETE', path, { 'Lock-Token': String(token) }, AbortSignal.timeout(ATTEMPT_MS), hop);
+				this._follow(res, hop.at);
 				if (res.ok) return;
 				if (res.redirected && res.status === 401 && this.token && redirects++ < MAX_REDIRECTS) continue;
 				err = await statusError(res);
@@ -326,7 +346,7 @@ export class Client {
 			}
 			if (!other && err.status !== 429) {
 				maybeSent = true; // a 5xx or no answer: made, maybe not logged
-				this._down(addr);
+				this._down(hop.at);
 			}
 			if (now() + RELEASE_RETRY_MS > end) {
 				if (maybeSent && elsewhere) return; // from died unanswered: that attempt released

@@ -54,6 +54,20 @@ test('a token no header can carry is refused naming token', async (t) => {
   }
 });
 
+// The same for a lock's token given to release or renew (one kept
+// elsewhere: a newline from a file read whole, full-width digits): it was
+// taken for a node that did not answer, retried for 5 s (release) or
+// retryFor (renew, 10 s) with every node marked down, then "unavailable"
+// (a tester's report).
+test('a lock token no header can carry is refused naming token', async (t) => {
+  const c = new Client({ addresses: ['http://127.0.0.1:9'], retryFor: 0 });
+  t.after(() => c.close());
+  for (const token of ['1\n2', '\uff11\uff12', '1 2', '\u2026']) {
+    await assert.rejects(c.release('k', token), invalid('token'), 'release ' + JSON.stringify(token));
+    await assert.rejects(c.renew('k', token, 10), invalid('token'), 'renew ' + JSON.stringify(token));
+  }
+});
+
 // An acquire refused before any request (its token) left nothing to
 // settle, yet it started the background settle of a cut-off grant, whose
 // repeats were refused the same way for its whole 5 s: close() waited 5 s
