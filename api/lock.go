@@ -496,9 +496,12 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			continue
 		case http.StatusRequestTimeout:
 			if isPollTimeout(r) {
-				// Not granted when the node answered: a grant comes
-				// after (in the grace before the repeat, at worst).
-				avoid, redirects, since = nil, 0, time.Time{}
+				// Not granted when the node answered; a grant may come
+				// any time after, also before the repeat is sent (the
+				// 408 on its way, this process paused): since stays
+				// this attempt's, so that the lease is counted from
+				// before it (grantSince).
+				avoid, redirects = nil, 0
 				continue // resume our place, same Idempotency-Key
 			}
 			return nil, statusError(r)
@@ -512,7 +515,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 				// there, kept for a repeat: the same key takes it back
 				// (breaker T, 2026-12-06, in the JavaScript client).
 				supersedes++
-				avoid, redirects, since = nil, 0, time.Time{}
+				avoid, redirects = nil, 0 // since stays: as after a poll_timeout
 				continue
 			}
 			return nil, statusError(r)
@@ -868,8 +871,8 @@ func (l *Lock) left() time.Duration {
 // grantSince completes a Lock answered to the attempt sent at sent, the
 // first attempt of the acquire whose outcome was unknown having been sent
 // at since. A grant answered to a repeat (since before sent: an earlier
-// attempt's connection broke, or it was answered 503, or a 307 after
-// either) may have
+// attempt's connection broke, or it was answered 503, poll_timeout or
+// superseded, or a 307 after either) may have
 // been made before the repeat went out, as early as since, and its lease
 // runs from then on the node: counted from sent, the keep-alive would
 // renew late and count the lock held past the node's expiry. So its
