@@ -498,10 +498,11 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			if isPollTimeout(r) {
 				// Not granted when the node answered; a grant may come
 				// any time after, also before the repeat is sent (the
-				// 408 on its way, this process paused): since stays
-				// this attempt's, so that the lease is counted from
-				// before it (grantSince).
-				avoid, redirects = nil, 0
+				// 408 on its way, this process paused): since is this
+				// attempt's send, before the node's answer, so that the
+				// lease is counted from no later than the grant
+				// (grantSince).
+				avoid, redirects, since = nil, 0, sent
 				continue // resume our place, same Idempotency-Key
 			}
 			return nil, statusError(r)
@@ -515,7 +516,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 				// there, kept for a repeat: the same key takes it back
 				// (breaker T, 2026-12-06, in the JavaScript client).
 				supersedes++
-				avoid, redirects = nil, 0 // since stays: as after a poll_timeout
+				avoid, redirects = nil, 0 // since stays: the cut-off attempt's place may be granted
 				continue
 			}
 			return nil, statusError(r)
