@@ -284,7 +284,9 @@ func (c *Client) ndial(ctx context.Context, base *url.URL) (*nwire, error) {
 		// ping does).
 		call := &ncall{ch: make(chan nreply, 1), late: dropLate{}}
 		if c.cfg.Token != "" {
+			w.mu.Lock()
 			w.push(dialPing, call) // written after AUTH
+			w.mu.Unlock()
 		} else {
 			_ = w.send(dialPing, nline.AppendPing(nil, dialPing.key), call)
 		}

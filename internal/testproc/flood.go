@@ -3,12 +3,14 @@ package testproc
 import (
 	"bufio"
 	"errors"
-	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/baton-io/baton/internal/nline"
 )
 
 // DialSmallReceive dials addr over TCP with a receive buffer of size bytes
@@ -31,18 +33,20 @@ func DialSmallReceive(t testing.TB, addr string, size int) net.Conn {
 }
 
 // AcquireLines returns n native acquire lines of the keys prefix0 to
-// prefix<n-1>, each for lease seconds with no wait ("A <key> <lease> -").
+// prefix<n-1> (prefix needs no escaping), each for lease seconds with no
+// wait (nline.AppendAcquire).
 func AcquireLines(prefix string, n, lease int) []byte {
-	var b strings.Builder
+	var b []byte
 	for i := range n {
-		fmt.Fprintf(&b, "A %s%d %d -\n", prefix, i, lease)
+		b = nline.AppendAcquire(b, prefix+strconv.Itoa(i), time.Duration(lease)*time.Second, 0, nline.AcquireOptions{})
 	}
-	return []byte(b.String())
+	return b
 }
 
 // ReadAcquireAnswers reads native answer lines from nc until it ends or
-// deadline passes, and returns the keys of the grants read whole ("A
-// <key> OK ...") and the acquires' error lines ("A <key> E ...").
+// deadline passes, and returns the keys of the grants read whole (an A
+// answered OK) and the acquires' error lines (an A answered E), as
+// nline.ParseAnswer reads them.
 func ReadAcquireAnswers(nc net.Conn, deadline time.Time) (granted map[string]bool, refused []string) {
 	granted = map[string]bool{}
 	_ = nc.SetReadDeadline(deadline)
@@ -52,11 +56,14 @@ func ReadAcquireAnswers(nc net.Conn, deadline time.Time) (granted map[string]boo
 		if err != nil {
 			return granted, refused
 		}
-		switch f := strings.Fields(line); {
-		case len(f) >= 3 && f[0] == "A" && f[2] == "OK":
-			granted[f[1]] = true
-		case len(f) >= 3 && f[0] == "A" && f[2] == "E":
-			refused = append(refused, strings.TrimSpace(line))
+		line = strings.TrimSuffix(line, "\n")
+		a, err := nline.ParseAnswer(line)
+		switch {
+		case err != nil || a.Op != nline.OpAcquire:
+		case a.Outcome == nline.OK:
+			granted[a.Key] = true
+		case a.Outcome == nline.Error:
+			refused = append(refused, line)
 		}
 	}
 }
