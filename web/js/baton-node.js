@@ -299,12 +299,14 @@ export function http2Transport(tls) {
  */
 export class Client extends FetchClient {
   /** @param {ConstructorParameters<typeof FetchClient>[0] & { transport?: 'http2' | 'fetch', tls?: import('node:tls').ConnectionOptions }} options */
-  constructor(options = /** @type {any} */ ({})) {
-    const transport = options?.transport ?? 'http2';
+  constructor(options) {
+    // Options that are no object are FetchClient's to refuse (null: none).
+    const o = typeof options === 'object' && options || {};
+    const transport = o.transport ?? 'http2';
     if (transport !== 'http2' && transport !== 'fetch') {
       throw new BatonError(400, 'invalid_argument', 'transport must be "http2" or "fetch", not ' + JSON.stringify(transport), 'transport');
     }
-    const h2 = !options?.fetch && transport === 'http2' ? http2Transport(options.tls) : null;
+    const h2 = o === options && !o.fetch && transport === 'http2' ? http2Transport(o.tls) : null;
     super(h2 ? { ...options, fetch: h2 } : options);
     /** The transport in use: "http2" or "fetch" (also when a `fetch` option was given). */
     this.transport = h2 ? 'http2' : 'fetch';

@@ -18,13 +18,11 @@ export class BatonError extends Error {
 const invalid = (f, m, c) => new BatonError(400, 'invalid_argument', m, f, c);
 
 // Over 256 characters: refused unsent (a node's 431 has no CORS).
-/** @param {string} key */
 function lockPath(key) {
 	if (typeof key !== 'string' || /^\.{0,2}$|\p{Cs}/u.test(key) || key.length > 256) throw invalid('key', 'key must be well-formed text of 1 to 256 bytes, not "." or ".."');
 	return '/locks/' + (/(^|\/)\.\.?(\/|$)/.test(key) ? encodeURIComponent(key) : key.split('/').map(encodeURIComponent).join('/'));
 }
 
-/** @param {Record<string, unknown>} params */
 function query(params) {
 	const q = new URLSearchParams();
 	for (let [k, v] of Object.entries(params)) {
@@ -37,7 +35,12 @@ function query(params) {
 	return s && '?' + s;
 }
 
-/** @param {string} base */
+// Options: null is none (as WebIDL dictionaries); a non-object is refused.
+function opts(o) {
+	if (o != null && typeof o !== 'object') throw invalid('options', 'options must be an object');
+	return o ?? {};
+}
+
 function normalize(base) {
 	let u, cause;
 	try { u = new URL(base); } catch (e) { cause = e; }
@@ -78,10 +81,10 @@ const unavailable = (what, cause) => new BatonError(0, 'unavailable', what + ': 
 /** A client of a baton cluster (types: baton.d.ts). */
 export class Client {
 	/** @param {ClientOptions} options */
-	constructor({ addresses, token, fetch: f, retryFor } = /** @type {any} */ ({})) {
+	constructor(options) {
+		const { addresses, token, fetch: f, retryFor } = opts(options);
 		const list = typeof addresses === 'string' ? addresses.split(',').filter((a) => a.trim()) : addresses;
 		if (!Array.isArray(list) || !list.length) throw invalid('addresses', 'addresses must name at least one node');
-		/** @type {Addr[]} */
 		this._addrs = list.map((a) => ({ base: normalize(String(a).trim()), downUntil: 0 }));
 		this._next = 0;
 		/** @type {Addr | null} once a 307 named it or it served a change */
@@ -89,7 +92,7 @@ export class Client {
 		/** The bearer token of every call; may be changed. */
 		this.token = token || '';
 		this._fetch = f || ((i, o) => fetch(i, o));
-		if (!((this._retryFor = retryFor ?? 1e4) >= 0)) throw invalid('retryFor', 'retryFor must be ms >= 0');
+		if (!((this._retryFor = retryFor ?? 1e4) >= 0 && typeof this._retryFor == 'number')) throw invalid('retryFor', 'retryFor must be ms >= 0');
 		/** @type {Set<Promise<void>>} what close() waits for */
 		this._busy = new Set();
 		this._closed = false;
@@ -102,7 +105,6 @@ export class Client {
 		if (s != null && !s.addEventListener) throw invalid('signal', 'signal must be an AbortSignal');
 	}
 
-	/** @param {Promise<void>} p */
 	_track(p) {
 		const q = p.catch(() => {}).then(() => { this._busy.delete(q); });
 		this._busy.add(q);
@@ -140,7 +142,6 @@ export class Client {
 		})();
 	}
 
-	/** @param {Addr} a */
 	_down(a) {
 		a.gone = a.downUntil = now() + SKIP_MS;
 		if (this._active === a) this._active = null;
@@ -159,7 +160,6 @@ export class Client {
 	 * node asked last. A browser's are opaque: fetch follows (_rf).
 	 */
 	async _fetchOne(addr, method, pathQuery, headers, signal, hop = {}) {
-		/** @type {Record<string, string>} */
 		const h = { Accept: 'application/json', ...headers };
 		if (/[^!-~]/.test(this.token + (h['Lock-Token'] ?? ''))) throw invalid('token', 'token must be printable ASCII');
 		if (this.token) h.Authorization = 'Bearer ' + this.token;
@@ -247,8 +247,8 @@ export class Client {
 	 * (or a late renewal refused) starts anew (new key, wait left); a grant an abort,
 	 * "unavailable" or a 5xx may have cut off is released.
 	 */
-	async acquire(key, options = {}) {
-		const { lease, wait, owner, mode, limit, signal } = options;
+	async acquire(key, options) {
+		const { lease, wait, owner, mode, limit, signal } = opts(options);
 		this._open(signal);
 		const pq = (wait) => lockPath(key) + query({ lease, wait, owner, mode, limit });
 		let pathQuery = pq(wait);
@@ -326,7 +326,6 @@ export class Client {
 		const path = lockPath(key), end = now() + RELEASE_FOR_MS;
 		let maybeSent, elsewhere;
 		for (let redirects = 0; ;) {
-			/** @type {BatonError} */
 			let err, other;
 			const addr = this._pick(from, redirects), hop = { at: addr };
 			try {
@@ -357,7 +356,7 @@ export class Client {
 	}
 
 	/** `fn(lock)` holding `key`, renewed, then released (baton.d.ts). */
-	async withLock(key, fn, options = {}) {
+	async withLock(key, fn, options) {
 		const lock = await this.acquire(key, options);
 		lock.keepAlive();
 		let result;
@@ -374,19 +373,19 @@ export class Client {
 	}
 
 	/** GET /locks/{key}. */
-	async status(key, options = {}) {
-		return this._get(lockPath(key), options.signal);
+	async status(key, options) {
+		return this._get(lockPath(key), opts(options).signal);
 	}
 
 	/** GET /locks; `after`: the previous page's last key. */
-	async list(options = {}) {
-		const { prefix, after, limit, signal } = options;
+	async list(options) {
+		const { prefix, after, limit, signal } = opts(options);
 		return this._get('/locks' + query({ prefix, after, limit }), signal);
 	}
 
 	/** GET /cluster: the view of the first node that answers. */
-	cluster(options = {}) {
-		return this._get('/cluster', options.signal);
+	async cluster(options) {
+		return this._get('/cluster', opts(options).signal);
 	}
 }
 
@@ -428,7 +427,6 @@ export class Lock {
 		this._ka = null;
 	}
 
-	/** @param {BatonError} reason */
 	_lose(reason) {
 		if (this._released || this.lost.aborted) return;
 		this._halt();

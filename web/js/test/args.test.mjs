@@ -28,10 +28,36 @@ test('a key with a lone surrogate is refused naming key', async (t) => {
 
 // retryFor: "2s" compared as NaN: no node answering, the call never ended.
 test('a retryFor that is not a number of ms is refused naming retryFor', () => {
-  for (const retryFor of ['2s', NaN, -1, {}]) {
+  for (const retryFor of ['2s', NaN, -1, {}, '5', true, [], [5]]) {
     assert.throws(() => new Client({ addresses: ['http://127.0.0.1:9'], retryFor }), invalid('retryFor'), String(retryFor));
   }
-  for (const retryFor of [0, 2500, undefined]) new Client({ addresses: ['http://127.0.0.1:9'], retryFor });
+  for (const retryFor of [0, 2500, undefined, null]) new Client({ addresses: ['http://127.0.0.1:9'], retryFor });
+});
+
+// Options given as null (as WebIDL's dictionaries take it) are no
+// options; anything else that is not an object is refused naming
+// options. Before: acquire(key, null) threw a bare TypeError from
+// destructuring, and acquire(key, 5) ran with no options at all.
+test('options that are not an object are refused naming options; null is none', async (t) => {
+  assert.throws(() => new Client(null), invalid('addresses'));
+  assert.throws(() => new Client(5), invalid('options'));
+  const c = new Client({ addresses: ['http://127.0.0.1:9'], retryFor: 0 });
+  t.after(() => c.close());
+  for (const bad of [5, 'wait=1', true]) {
+    const what = JSON.stringify(bad);
+    await assert.rejects(c.acquire('k', bad), invalid('options'), 'acquire ' + what);
+    await assert.rejects(c.withLock('k', () => {}, bad), invalid('options'), 'withLock ' + what);
+    await assert.rejects(c.status('k', bad), invalid('options'), 'status ' + what);
+    await assert.rejects(c.list(bad), invalid('options'), 'list ' + what);
+    await assert.rejects(c.cluster(bad), invalid('options'), 'cluster ' + what);
+  }
+  // null: no options; nothing answers at 127.0.0.1:9, so each call gets
+  // as far as the network and fails there, not on its arguments.
+  const down = (e) => e instanceof BatonError && e.code === 'unavailable';
+  await assert.rejects(c.acquire('k', null), down, 'acquire null');
+  await assert.rejects(c.status('k', null), down, 'status null');
+  await assert.rejects(c.list(null), down, 'list null');
+  await assert.rejects(c.cluster(null), down, 'cluster null');
 });
 
 // A token that no HTTP header can carry ("…" pasted from the README, a
