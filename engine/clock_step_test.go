@@ -321,7 +321,10 @@ func TestListingAfterTheLeaseRanOutShowsNoHolderBeforeItsTimerFires(t *testing.T
 		defer e.Close()
 		mustAcquire(t, e, AcquireRequest{Key: "listed", Lease: time.Second})
 		clock.paused.Add(int64(time.Second))
-		page, total := e.Page("", "", 10)
+		page, total, err := e.Page("", "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, li := range page {
 			if li.Holder != nil {
 				t.Fatalf("Page lists %q held by token %d past its lease (total %d)", li.Key, li.Holder.Token, total)

@@ -1838,34 +1838,45 @@ func (e *Engine) RenewNoWait(key string, token uint64, lease time.Duration) (Gra
 }
 
 // Status returns a snapshot of key; a key nobody holds or waits for has a
-// nil Holder and no waiters. On the active it is answered once this
-// node's log has written every change of the key's shard it shows (at once, but for the
-// microseconds of a write under way): a grant whose record a failing log
-// has not written is taken back, and is never shown. Errors:
-// CheckKey's, and ErrReadNotWritten while the log cannot write them (a
-// full disk; after the log's FailTimeout).
+// nil Holder and no waiters. On the active it is answered once every
+// change of the key's shard it shows stands as an answered change does:
+// written to this node's log and, in a cluster with sync_standbys,
+// acknowledged by those standbys (or the active degraded): the Log's
+// Wait. So it never shows what a crash of the node, or of the active,
+// would take back: a grant whose record a failing log has not written
+// (which is taken back), nor one a failover would lose; it is answered
+// as a grant would be, at once but for a write and its acknowledgements
+// under way. A read that waited while the node stepped down is read again
+// from the state it serves then. Errors: CheckKey's, and
+// ErrReadNotWritten while the log cannot write them (a full disk; after
+// the log's FailTimeout).
 func (e *Engine) Status(key string) (LockInfo, error) {
 	if err := CheckKey(key); err != nil {
 		return LockInfo{}, err
 	}
 	s := e.shard(key)
-	s.mu.Lock()
-	now := e.now()
-	var idx LogIndex
-	if e.serving() == nil {
-		s.overdue(now) // no holder shown past its lease after a pause
-		// (A standby shows its active's changes, which that log wrote.)
-		idx, _ = s.judged()
+	for {
+		s.mu.Lock()
+		now := e.now()
+		var idx LogIndex
+		if e.serving() == nil {
+			s.overdue(now) // no holder shown past its lease after a pause
+			// (A standby shows its active's changes, which that log wrote.)
+			idx, _ = s.judged()
+		}
+		li := LockInfo{Key: key}
+		if lk := s.locks[key]; lk != nil {
+			li = lk.info(now)
+		}
+		s.mu.Unlock()
+		if err := e.waitShown(idx); err != nil {
+			if errors.Is(err, ErrReplaced) {
+				continue
+			}
+			return LockInfo{}, err
+		}
+		return li, nil
 	}
-	li := LockInfo{Key: key}
-	if lk := s.locks[key]; lk != nil {
-		li = lk.info(now)
-	}
-	s.mu.Unlock()
-	if err := e.waitWritten(idx); err != nil {
-		return LockInfo{}, fmt.Errorf("%w: %w", ErrReadNotWritten, err)
-	}
-	return li, nil
 }
 
 // Waiters returns the queue of key in order, at most limit entries.

@@ -83,7 +83,7 @@ var ErrNotWritten = fmt.Errorf("%w: the change was made but its record is not wr
 // errors.Is(err, ErrUnavailable) holds; see SettleRefusal.
 var ErrRefusalNotWritten = fmt.Errorf("%w: the refusal rests on changes not yet written", ErrUnavailable)
 
-// ErrReadNotWritten: a read (Status) of a key whose shard holds changes
+// ErrReadNotWritten: a read (Status, Page) of a key whose shard holds changes
 // its log has not written, and cannot write now (a full disk): a grant
 // caught by the failure, say, which is answered 503 and taken back, and
 // must not be shown as the holder meanwhile. Nothing was changed; retry:

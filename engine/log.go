@@ -151,24 +151,23 @@ func (e *Engine) WaitLogged(idx LogIndex) error {
 	return e.waitLogged(uint64(idx))
 }
 
-// WrittenWaiter is a Log that can also wait for a record to be in this
-// node's own log alone (wal.Log; cluster.SyncLog lends it from its
-// wal.Log, without the standbys' acknowledgements): a read waits for the
-// state it shows to be written, not acknowledged. Errors: Wait's.
-type WrittenWaiter interface {
-	WaitWritten(index uint64) error
-}
-
-// waitWritten waits until idx is written to this node's log
-// (WrittenWaiter; Wait for a Log without it). 0 returns at once.
-func (e *Engine) waitWritten(idx LogIndex) error {
+// waitShown is a read's wait (Status, Page) for the state it shows, whose
+// changes are at or below idx: the Log's Wait, as an answered change's
+// (written, and acknowledged by sync_standbys), so that a read shows
+// nothing a crash would take back. 0 returns at once. Errors: one
+// wrapping ErrReplaced when the node stepped down meanwhile (read again),
+// else ErrReadNotWritten wrapping the log's.
+func (e *Engine) waitShown(idx LogIndex) error {
 	if idx == 0 {
 		return nil
 	}
-	if ww, ok := e.log.(WrittenWaiter); ok {
-		return ww.WaitWritten(uint64(idx))
+	if err := e.log.Wait(uint64(idx)); err != nil {
+		if errors.Is(err, ErrReplaced) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", ErrReadNotWritten, err)
 	}
-	return e.log.Wait(uint64(idx))
+	return nil
 }
 
 // GatheredWaiter is a Log that can also wait for a record without

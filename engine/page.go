@@ -2,6 +2,7 @@ package engine
 
 import (
 	"container/heap"
+	"errors"
 	"slices"
 	"strings"
 )
@@ -15,7 +16,28 @@ import (
 // state of every key, and a listing sorted them all: GET /locks?limit=10
 // of 200,000 keys took seconds of CPU and held each shard's lock while it
 // built its share). Like Range, it is consistent per key, not across keys.
-func (e *Engine) Page(prefix, after string, limit int) (page []LockInfo, total int) {
+// On the active it is answered, as Status, once every change it shows
+// stands as an answered change does (written, and acknowledged by
+// sync_standbys), and a page that waited while the node stepped down is
+// gathered again. Errors: Status's ErrReadNotWritten.
+func (e *Engine) Page(prefix, after string, limit int) (page []LockInfo, total int, err error) {
+	for {
+		page, total, idx := e.page(prefix, after, limit)
+		err := e.waitShown(idx)
+		if errors.Is(err, ErrReplaced) {
+			continue
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		return page, total, nil
+	}
+}
+
+// page is one pass of Page: the page, the total and the highest log index
+// of the shards' changes it shows (0 on a standby, which shows its
+// active's).
+func (e *Engine) page(prefix, after string, limit int) (page []LockInfo, total int, shown LogIndex) {
 	var h byKeyDesc
 	for i := range e.shards {
 		s := &e.shards[i]
@@ -23,6 +45,7 @@ func (e *Engine) Page(prefix, after string, limit int) (page []LockInfo, total i
 		now := e.now()
 		if e.serving() == nil {
 			s.overdue(now) // no holder listed past its lease (as Status)
+			shown = max(shown, LogIndex(s.last))
 		}
 		for key, lk := range s.locks {
 			if !strings.HasPrefix(key, prefix) {
@@ -41,7 +64,7 @@ func (e *Engine) Page(prefix, after string, limit int) (page []LockInfo, total i
 		s.mu.Unlock()
 	}
 	slices.SortFunc(h, func(a, b LockInfo) int { return strings.Compare(a.Key, b.Key) })
-	return h, total
+	return h, total, shown
 }
 
 // byKeyDesc is a max-heap of locks by key (container/heap): its first is

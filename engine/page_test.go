@@ -43,7 +43,10 @@ func TestPageIsTheSortedFilter(t *testing.T) {
 				}
 			}
 		}
-		page, n := e.Page(prefix, after, limit)
+		page, n, err := e.Page(prefix, after, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
 		got := make([]string, len(page))
 		for i, li := range page {
 			got[i] = li.Key

@@ -598,7 +598,7 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 //	@Failure	400	{object}	api.Error		"bad key, or a parameter or a Lock-Token header (field token) was given"
 //	@Failure	401	{object}	api.Error		"auth_tokens is set and no valid bearer token was sent"
 //	@Header	401	{string}	WWW-Authenticate		"a Bearer challenge (realm baton)"
-//	@Failure	503	{object}	api.Error		"a standby that has no replica yet and knows no active; see Retry-After"
+//	@Failure	503	{object}	api.Error		"a standby that has no replica yet and knows no active, or an active whose log cannot write changes of the key's state (disk full); see Retry-After"
 //	@Header	503	{integer}	Retry-After		"seconds to wait before retrying"
 //	@Security	BearerAuth
 //	@Router		/locks/{key} [get]
@@ -649,7 +649,7 @@ const (
 //	@Failure		400		{object}	api.Error	"bad parameter, or a Lock-Token header (field token); field names it"
 //	@Failure		401		{object}	api.Error	"auth_tokens is set and no valid bearer token was sent"
 //	@Header		401		{string}	WWW-Authenticate	"a Bearer challenge (realm baton)"
-//	@Failure		503		{object}	api.Error	"a standby that has no replica yet and knows no active; see Retry-After"
+//	@Failure		503		{object}	api.Error	"a standby that has no replica yet and knows no active, or an active whose log cannot write changes the page would show (disk full); see Retry-After"
 //	@Header		503		{integer}	Retry-After	"seconds to wait before retrying"
 //	@Security		BearerAuth
 //	@Router			/locks [get]
@@ -679,7 +679,11 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	page, total := s.eng.Page(prefix, after, limit)
+	page, total, err := s.eng.Page(prefix, after, limit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	out := api.LockList{Locks: make([]api.LockStatus, 0, len(page)), Total: total}
 	if wantsText(r) {
 		// One line per lock: key, the holder's token (- when free) and the

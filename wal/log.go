@@ -900,11 +900,6 @@ func (l *Log) appendLocked(index uint64, rec []byte) {
 // Other errors: ErrClosed, or an error for an index never appended.
 func (l *Log) Wait(index uint64) error { return l.waitFor(index, true) }
 
-// WaitWritten is Wait (engine.WrittenWaiter): a Log that wraps this one
-// and adds to Wait's rules (cluster.SyncLog waits for its standbys too)
-// keeps it as it is, for what needs this log's write alone (a read).
-func (l *Log) WaitWritten(index uint64) error { return l.waitFor(index, true) }
-
 // WaitGathered is Wait for a caller that has gathered the changes it
 // waits for itself (the native protocol server, which waits once for a
 // batch of answers): a waiter that becomes the writer writes what is
