@@ -292,20 +292,13 @@ func TestPausedSyncActiveAnswersNoChangeOfTheTermItLeft(t *testing.T) {
 				u += "&lease=600"
 			}
 			pending := sendNoFollow(method, u)
-			made := func() bool { // in node 0's memory, waiting for its acknowledgement
-				h := c.lockStatus(0, "k").Holder
+			// In node 0's memory, waiting for its acknowledgement.
+			c.waitMade(0, "k", "the "+method, func(e feedEvent) bool {
 				if method == http.MethodPatch {
-					return h != nil && h.Lease == 600
+					return e.Kind == "renew" && e.Lease == 600
 				}
-				return h == nil
-			}
-			deadline := time.Now().Add(20 * time.Second)
-			for !made() {
-				if time.Now().After(deadline) {
-					t.Fatalf("the %s was never made on node 0", method)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return e.Kind == "release"
+			})
 			c.signal(0, syscall.SIGSTOP)
 			c.nodes[0].proxy.reset() // the records held back are lost
 			c.waitActive(1)

@@ -111,26 +111,42 @@ func TestSyncReadShowsNothingUnacknowledged(t *testing.T) {
 	}
 }
 
-// waitEvent waits until node i's event feed holds an event of kind on key
-// (a bounded wait, 15 s): the node made that change.
-func (c *testCluster) waitEvent(i int, key, kind string) {
+// feedEvent is what the tests read of an event of a node's feed (GET
+// /events): the feed announces each change as the node makes it, before
+// any standby acknowledged it, where a read (GET /locks/{key}) on the
+// active shows it only once acknowledged (or degraded).
+type feedEvent struct {
+	Kind  string
+	Token uint64
+	Lease float64 // seconds
+}
+
+// waitMade waits until the last event of key on node i's feed is one
+// made reports true for (a bounded wait, 20 s): the node made that
+// change, whether or not a standby acknowledged it. what names it in the
+// failure.
+func (c *testCluster) waitMade(i int, key, what string, made func(feedEvent) bool) {
 	c.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	var body string
+	deadline := time.Now().Add(20 * time.Second)
+	var last string
 	for time.Now().Before(deadline) {
 		resp, err := httpc.Get("http://" + c.nodes[i].listen + "/events?key=" + key)
 		if err == nil {
-			var feed struct {
-				Events []struct{ Kind string }
-			}
+			var feed struct{ Events []feedEvent }
 			err = json.NewDecoder(resp.Body).Decode(&feed)
 			resp.Body.Close()
-			if err == nil && len(feed.Events) > 0 && feed.Events[len(feed.Events)-1].Kind == kind {
+			if n := len(feed.Events); err == nil && n > 0 && made(feed.Events[n-1]) {
 				return
 			}
-			body = fmt.Sprint(feed.Events, err)
+			last = fmt.Sprint(feed.Events, err)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	c.t.Fatalf("node %d's events of %s never ended in a %s: %s", i, key, kind, body)
+	c.t.Fatalf("node %d never made %s of %s; its events of it: %s", i, what, key, last)
+}
+
+// waitEvent waits until the last event of key on node i's feed is of kind.
+func (c *testCluster) waitEvent(i int, key, kind string) {
+	c.t.Helper()
+	c.waitMade(i, key, "a "+kind, func(e feedEvent) bool { return e.Kind == kind })
 }

@@ -29,22 +29,13 @@ func staleRenewCluster(t *testing.T) (*testCluster, api.Grant, []string) {
 	return c, g, native
 }
 
-// pauseUntilGivenAway waits until node 0 shows the renewal of g applied
-// (its lease moved), stops node 0 until node 1 is promoted and has given
+// pauseUntilGivenAway waits until node 0 made the renewal of g (its
+// lease of 60 s), stops node 0 until node 1 is promoted and has given
 // k to another holder once g's lease ran out there, then drops the held
 // stream and resumes node 0.
 func pauseUntilGivenAway(t *testing.T, c *testCluster, g api.Grant) api.Grant {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		st := c.lockStatus(0, "k")
-		if st.Holder != nil && st.Holder.ExpiresAt.After(g.ExpiresAt.Add(10*time.Second)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("node 0 never applied the renewal")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	c.waitChanged(0, "k", fmt.Sprint(g.Token))
 	c.signal(0, syscall.SIGSTOP)
 	c.waitActive(1)
 	// Node 1 never got the renewal: g's lease ends there at its grant's
@@ -281,19 +272,14 @@ func TestGrantMadeBeforeAStepDownIsNotAnsweredAfterIt(t *testing.T) {
 	}
 }
 
-// waitChanged waits until node i (the active) shows k held with a lease
-// of 60 s: the change of a call above, made whether or not it is
-// acknowledged; token is the holder's token before it ("" for none).
+// waitChanged waits until node i (the active) made a change of k that
+// holds it with a lease of 60 s (a grant, a renewal): the change of a call
+// above, made whether or not it is acknowledged (so seen on the node's
+// event feed: a read waits for the acknowledgement); token is the
+// holder's token before it ("" for none).
 func (c *testCluster) waitChanged(i int, key, token string) {
 	c.t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		st := c.lockStatus(i, key)
-		if h := st.Holder; h != nil && h.Lease == 60 && (token == "" || fmt.Sprint(h.Token) == token) {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("node %d never showed the change of %s", i, key)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	c.waitMade(i, key, "a grant or renewal of 60 s", func(e feedEvent) bool {
+		return (e.Kind == "grant" || e.Kind == "renew") && e.Lease == 60 && (token == "" || fmt.Sprint(e.Token) == token)
+	})
 }
