@@ -1786,6 +1786,11 @@ func (e *Engine) Renew(key string, token uint64, lease time.Duration) (Grant, er
 	if e.Replaced(gen) {
 		return Grant{}, ErrReplaced
 	}
+	if idx != 0 {
+		if err := e.RenewalStands(key, token); err != nil {
+			return Grant{}, err
+		}
+	}
 	return g, nil
 }
 

@@ -43,6 +43,18 @@ var (
 	ErrUnavailable = errors.New("engine: the log cannot write changes")
 )
 
+// ErrEndedUnanswered: a grant was made, or a renewal, but its lease ran
+// out before it could be answered: it waited for its record longer than
+// the lease (with sync_standbys, up to sync_timeout for the standbys'
+// acknowledgements; a slow disk), and the lock may be another's already.
+// It is not answered as held. An acquire's wraps ErrGrantEnded (so a
+// repeat's answer and this one agree, and clients acquire afresh), a
+// renewal's ErrNotHeld (the lock is no longer held under the token).
+var (
+	ErrGrantEndedUnanswered   = fmt.Errorf("%w: its lease ran out before the grant could be answered", ErrGrantEnded)
+	ErrRenewalEndedUnanswered = fmt.Errorf("%w: its lease ran out before the renewal could be answered", ErrNotHeld)
+)
+
 // ErrReplaced: a change was made (a grant, a renewal, a release or an
 // operator's release, a timeout), but the node stepped down to an active
 // with newer state (Engine.Diverged), or its engine's state was replaced

@@ -120,20 +120,48 @@ func (s *shard) settle(g Grant, idx uint64, t *ticket, gen uint64) (Grant, error
 	}
 	// A Log that says the state was replaced while the grant waited
 	// (cluster.SyncLog after a step-down) leaves the decision to the
-	// rule below, the one every answer across a generation follows.
-	if err != nil || replaced {
-		// The state was discarded or replaced while the answer waited:
-		// the grant stands only if this node is the active again and its
-		// state holds it too (it was replicated).
-		s.mu.Lock()
-		lk := s.locks[g.Key]
-		held := s.e.serving() == nil && lk != nil && lk.find(g.Token) != nil
-		s.mu.Unlock()
-		if !held {
-			return Grant{}, ErrReplaced
-		}
+	// rule below, the one every answer across a generation follows: the
+	// state was discarded or replaced while the answer waited, and the
+	// grant stands only if this node is the active again and its state
+	// holds it too (it was replicated).
+	stands, active := s.holds(g.Key, g.Token)
+	if (err != nil || replaced) && !(stands && active) {
+		return Grant{}, ErrReplaced
+	}
+	if !stands {
+		// Its lease ran out while it waited (for sync_standbys, up to
+		// sync_timeout): the lock may be the next waiter's already.
+		return Grant{}, ErrGrantEndedUnanswered
 	}
 	return g, nil
+}
+
+// holds reports whether token holds key in this engine's state, its lease
+// not run out, and whether the engine is the active: a change waited for
+// its record, and is answered as made only if it stands (settle, Renew;
+// after a handoff, which keeps the state, on the node it was made on;
+// across a step-down, only if the node is the active again). s.mu is not
+// held.
+func (s *shard) holds(key string, token uint64) (stands, active bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if active = s.e.serving() == nil; active {
+		s.overdue(s.e.now()) // a lease that ran out while the change waited
+	}
+	lk := s.locks[key]
+	return lk != nil && lk.find(token) != nil, active
+}
+
+// RenewalStands is Renew's last check, for a caller that waited for a
+// renewal's record itself (RenewNoWait, then WaitLogged: the native
+// protocol's batches): nil if token still holds key, else
+// ErrRenewalEndedUnanswered (its lease ran out while it waited). A node
+// that stepped down meanwhile is the caller's to refuse (Replaced) first.
+func (e *Engine) RenewalStands(key string, token uint64) error {
+	if stands, _ := e.shard(key).holds(key, token); !stands {
+		return ErrRenewalEndedUnanswered
+	}
+	return nil
 }
 
 // LogIndex is the log index of a change made and appended to the log,

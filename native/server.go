@@ -1131,9 +1131,14 @@ func (c *conn) format(batch []answer) {
 				// A renewal is confirmed only by a node that knows it
 				// is still the active (Gate.HoldsBack); one that waited
 				// out a pause may have been replaced by a standby that
-				// never got it and gave the lock away.
+				// never got it and gave the lock away. Nor once its
+				// lease ran out while it waited (engine.Renew).
 				if gate := c.s.cfg.Gate; gate != nil && gate.HoldsBack(a.g.Token) {
 					*a, outcome = c.movedAnswer(&request{op: op, rawKey: a.rawKey})
+				} else if err := c.s.eng.RenewalStands(a.g.Key, a.g.Token); err != nil {
+					var msg string
+					outcome, _, msg, _ = errcode.Of(err)
+					*a = errorLine(op, a.rawKey, outcome, msg)
 				}
 			}
 			c.observeAt(end, op, outcome, start)
