@@ -179,7 +179,15 @@ func loadConfig(args []string, environ []string) (serveConfig, error) {
 	}
 	set := func(key string, raw any, o origin) error {
 		if raw == nil {
-			return nil // "key:" without a value in YAML: the default stands
+			// "key:", "key: ~" or "key: null" in YAML: a list left
+			// empty is an empty list (every list's default); any other
+			// setting left empty is a mistake to name, not its default
+			// (an empty sync_standbys ran without synchronous standbys,
+			// unsaid).
+			if _, list := values[key].([]string); list {
+				return nil
+			}
+			return &configError{key: key, value: "", source: o.source, problem: "has no value: give one, or leave the key out for its default (" + formatValue(values[key]) + ")"}
 		}
 		v, problem := convert(values[key], raw)
 		if problem != "" {

@@ -396,3 +396,23 @@ func TestConfigPeerEntryWithAPathAtListenNamesThePath(t *testing.T) {
 		}
 	}
 }
+
+// A setting left empty in the file ("sync_standbys:", "~", "null") is
+// refused naming it: it was taken for the default, so that an empty
+// sync_standbys ran with asynchronous replication and no word said (a
+// tester's F4). A list left empty is an empty list (TestConfigFileValues'
+// auth_tokens).
+func TestConfigFileEmptyValueRefused(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "baton.yaml")
+	for _, text := range []string{"sync_standbys:\n", "sync_standbys: ~\n", "lease_default: null\n", "pprof:\n"} {
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		key, _, _ := strings.Cut(text, ":")
+		_, err := loadConfig([]string{"--config", file, "--data-dir", filepath.Join(dir, "data")}, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), key+": ") || !strings.Contains(err.Error(), "has no value") {
+			t.Errorf("%q: %v, want an error naming %s as having no value", text, err, key)
+		}
+	}
+}
