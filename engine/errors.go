@@ -43,10 +43,11 @@ var (
 	ErrUnavailable = errors.New("engine: the log cannot write changes")
 )
 
-// ErrEndedUnanswered: a grant was made, or a renewal, but its lease ran
-// out before it could be answered: it waited for its record longer than
-// the lease (with sync_standbys, up to sync_timeout for the standbys'
-// acknowledgements; a slow disk), and the lock may be another's already.
+// ErrGrantEndedUnanswered, ErrRenewalEndedUnanswered: a grant was made,
+// or a renewal, but its lease ran out before it could be answered: it
+// waited for its record longer than the lease (with sync_standbys, up to
+// sync_timeout for the standbys' acknowledgements; a slow disk), and the
+// lock may be another's already.
 // It is not answered as held. An acquire's wraps ErrGrantEnded (so a
 // repeat's answer and this one agree, and clients acquire afresh), a
 // renewal's ErrNotHeld (the lock is no longer held under the token).

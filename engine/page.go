@@ -20,10 +20,10 @@ import (
 // stands as an answered change does (written, and acknowledged by
 // sync_standbys), and a page that waited while the node stepped down is
 // gathered again. Errors: Status's ErrReadNotWritten.
-func (e *Engine) Page(prefix, after string, limit int) (page []LockInfo, total int, err error) {
+func (e *Engine) Page(prefix, after string, limit int) ([]LockInfo, int, error) {
 	for {
-		page, total, idx := e.page(prefix, after, limit)
-		err := e.waitShown(idx)
+		page, total, shown := e.page(prefix, after, limit)
+		err := e.waitShown(shown)
 		if errors.Is(err, ErrReplaced) {
 			continue
 		}
