@@ -47,8 +47,8 @@ var table = []row{
 	{engine.ErrTimeout, api.CodeTimeout, "the wait ran out before the lock was granted; nothing is held"},
 	{engine.ErrPollTimeout, api.CodePollTimeout, "the poll ended early; the place in the queue is kept: repeat the request with the same Idempotency-Key"},
 	// Before ErrNotHeld and ErrGrantEnded, which they wrap.
-	{engine.ErrRenewalEndedUnanswered, api.CodeNotHeld, "the renewal was made, but its lease ran out before it could be answered (it waited longer than the lease for its record to be written and acknowledged by sync_standbys): the lock is no longer held under this token; use a lease longer than sync_timeout"},
-	{engine.ErrGrantEndedUnanswered, api.CodeGrantEnded, "the lock was granted, but the grant's lease ran out before it could be answered (it waited longer than the lease for its record to be written and acknowledged by sync_standbys): nothing is held; acquire again, with a lease longer than sync_timeout"},
+	{engine.ErrRenewalEndedUnanswered, api.CodeNotHeld, "the renewal has ended before it could be answered: its lease ran out while it waited for its record (the log's write, and with sync_standbys their acknowledgements): the lock is no longer held under this token; use a lease longer than that wait (with sync_standbys, longer than sync_timeout)"},
+	{engine.ErrGrantEndedUnanswered, api.CodeGrantEnded, "the grant has ended before it could be answered: its lease ran out while it waited for its record (the log's write, and with sync_standbys their acknowledgements): nothing is held; acquire again, with a lease longer than that wait (with sync_standbys, longer than sync_timeout)"},
 	{engine.ErrNotHolder, api.CodeNotHolder, "the lock is held under another token"},
 	{engine.ErrNotHeld, api.CodeNotHeld, "nobody holds the lock"},
 	{engine.ErrLimitMismatch, api.CodeLimitMismatch, "the key exists with another limit: name the key's limit, or none"},
