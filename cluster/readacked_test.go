@@ -56,11 +56,7 @@ func TestSyncReadShowsNothingUnacknowledged(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.signal(1, syscall.SIGSTOP) // returns once every thread is stopped
-			defer func() {
-				c.signal(1, syscall.SIGCONT)
-				c.waitDegraded(0, false)
-			}()
+			c.stopStandby(t, 1)
 			answered := make(chan answer, 1)
 			go func() {
 				var a answer
@@ -109,6 +105,17 @@ func TestSyncReadShowsNothingUnacknowledged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stopStandby stops node i, the standby (SIGSTOP: it returns once every
+// thread is stopped), until the end of t, which resumes it and waits
+// until node 0, the active, is no longer degraded.
+func (c *testCluster) stopStandby(t *testing.T, i int) {
+	c.signal(i, syscall.SIGSTOP)
+	t.Cleanup(func() {
+		c.signal(i, syscall.SIGCONT)
+		c.waitDegraded(0, false)
+	})
 }
 
 // feedEvent is what the tests read of an event of a node's feed (GET

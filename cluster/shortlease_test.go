@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/baton-io/baton/api"
@@ -34,11 +33,7 @@ func TestSyncLeaseEndedBeforeItsAnswerIsNotAnsweredHeld(t *testing.T) {
 				c.waitHolder(1, key, held.Token)
 			}
 			c.waitDegraded(0, false)
-			c.signal(1, syscall.SIGSTOP) // returns once every thread is stopped
-			defer func() {
-				c.signal(1, syscall.SIGCONT)
-				c.waitDegraded(0, false)
-			}()
+			c.stopStandby(t, 1)
 			var a answer
 			var err error
 			want, code := http.StatusGone, api.CodeGrantEnded
