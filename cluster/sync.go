@@ -104,8 +104,15 @@ func (l *SyncLog) acked(index, term uint64) error {
 	if n == nil {
 		return nil
 	}
-	if n.cfg.SyncStandbys > 0 {
-		n.waitAcked(index, func() bool { return n.eng.Replaced(term) })
+	if n.cfg.SyncStandbys > 0 && !n.waitAcked(index, func() bool { return n.eng.Replaced(term) }) {
+		// The node closes without the standbys' word: a handoff whose
+		// successor did not confirm it (a standby paused or cut off at a
+		// Ctrl+C of the active) leaves it demoted, its changes
+		// unacknowledged and undegraded; the standby that promotes may
+		// not hold them (found by a newcomer: a grant answered 200 at
+		// the SIGTERM, lost after the stopped standby was killed and
+		// restarted, its key granted to another).
+		return ErrSteppedDown
 	}
 	if n.eng.Replaced(term) {
 		return ErrSteppedDown
@@ -139,10 +146,12 @@ type ackWait struct {
 // (watchAcks). steppedDown (nil: never) reports whether the node stepped
 // down since the change was made: then it does not wait either. It is
 // asked with n.ackMu held, so that a step-down (Engine.Diverged, then
-// releaseAcks) either releases this wait or is seen by it.
-func (n *Node) waitAcked(index uint64, steppedDown func() bool) {
+// releaseAcks) either releases this wait or is seen by it. It returns
+// false when it ended because the node closes (Close: stopAcks, n.quit),
+// with index neither acknowledged nor let go by a degradation.
+func (n *Node) waitAcked(index uint64, steppedDown func() bool) bool {
 	if n.degraded.Load() || n.hub.ackedTo.Load() >= index {
-		return
+		return true
 	}
 	w, _ := n.ackPool.Get().(*ackWait)
 	if w == nil {
@@ -151,9 +160,10 @@ func (n *Node) waitAcked(index uint64, steppedDown func() bool) {
 	w.index = index
 	n.ackMu.Lock()
 	if n.degraded.Load() || n.hub.ackedTo.Load() >= index || n.ackQuit || (steppedDown != nil && steppedDown()) {
+		quit := n.ackQuit && !n.degraded.Load() && n.hub.ackedTo.Load() < index
 		n.ackMu.Unlock()
 		n.ackPool.Put(w)
-		return
+		return !quit
 	}
 	w.since = time.Now()
 	// In index order; changes come mostly in order, so from the end.
@@ -170,8 +180,11 @@ func (n *Node) waitAcked(index uint64, steppedDown func() bool) {
 	select {
 	case <-w.ch:
 		n.ackPool.Put(w)
+		return true
 	case <-n.quit:
-		// Left in ackWaits (the node closes): not reused.
+		// Left in ackWaits (the node closes): not reused. Acknowledged
+		// or let go all the same if it raced with that.
+		return n.degraded.Load() || n.hub.ackedTo.Load() >= index
 	}
 }
 
