@@ -150,7 +150,7 @@ type ackWait struct {
 // false when it ended because the node closes (Close: stopAcks, n.quit),
 // with index neither acknowledged nor let go by a degradation.
 func (n *Node) waitAcked(index uint64, steppedDown func() bool) bool {
-	if n.degraded.Load() || n.hub.ackedTo.Load() >= index {
+	if n.ackSettled(index) {
 		return true
 	}
 	w, _ := n.ackPool.Get().(*ackWait)
@@ -159,11 +159,11 @@ func (n *Node) waitAcked(index uint64, steppedDown func() bool) bool {
 	}
 	w.index = index
 	n.ackMu.Lock()
-	if n.degraded.Load() || n.hub.ackedTo.Load() >= index || n.ackQuit || (steppedDown != nil && steppedDown()) {
-		quit := n.ackQuit && !n.degraded.Load() && n.hub.ackedTo.Load() < index
+	if n.ackSettled(index) || n.ackQuit || (steppedDown != nil && steppedDown()) {
+		settled := n.ackSettled(index) || !n.ackQuit
 		n.ackMu.Unlock()
 		n.ackPool.Put(w)
-		return !quit
+		return settled
 	}
 	w.since = time.Now()
 	// In index order; changes come mostly in order, so from the end.
@@ -184,8 +184,15 @@ func (n *Node) waitAcked(index uint64, steppedDown func() bool) bool {
 	case <-n.quit:
 		// Left in ackWaits (the node closes): not reused. Acknowledged
 		// or let go all the same if it raced with that.
-		return n.degraded.Load() || n.hub.ackedTo.Load() >= index
+		return n.ackSettled(index)
 	}
+}
+
+// ackSettled reports whether a change at index needs no more waiting for
+// acknowledgements: Config.SyncStandbys standbys acknowledged it, or the
+// node is degraded (it goes on without them).
+func (n *Node) ackSettled(index uint64) bool {
+	return n.degraded.Load() || n.hub.ackedTo.Load() >= index
 }
 
 // wakeAcked wakes the changes whose index is acknowledged by
